@@ -1,0 +1,157 @@
+/*
+ * tensorplay/observer.h - the versioned observer ABI.
+ *
+ * The runtime reports every storage and tensor lifecycle event, every strong
+ * and weak refcount change, version bumps and allocator events to at most one
+ * observer.  With no observer attached the cost is one predictable branch.
+ *
+ * This header is the only thing a profiler needs from the runtime: it
+ * depends on nothing else in tensorplay and uses only fixed-width types, so
+ * an observer built against version N works with any runtime that speaks
+ * version N (events are only ever appended; unknown kinds must be ignored).
+ *
+ * Attaching:
+ *   1. In process:  tp_observer_set(&my_observer);
+ *   2. Without changing the program (LD_PRELOAD): the observer library
+ *      exports a function named TP_OBSERVER_PROVIDER_SYMBOL with the type
+ *      tp_observer_provider_fn.  When the runtime initializes (a constructor
+ *      of libtensorplay, or of the program when linked statically) it looks
+ *      the symbol up with dlsym(RTLD_DEFAULT, ...); a preloaded library is
+ *      first in the lookup order, so it is found.  If the provider returns
+ *      an observer whose abi_version the runtime understands, it is attached.
+ *
+ *     static void on_event(void *user, const tp_obs_event *ev) {
+ *         if (ev->kind == TP_OBS_STORAGE_CREATED) count++;
+ *     }
+ *     static const tp_observer obs = {
+ *         .abi_version = TP_OBSERVER_ABI_VERSION, .struct_size = sizeof obs,
+ *         .on_event = on_event,
+ *     };
+ *     const tp_observer *tp_observer_provide(uint32_t runtime_abi) { return &obs; }
+ *
+ * Callbacks run synchronously on the thread that caused the event, possibly
+ * many threads at once; they must not call back into the runtime.  Pointers
+ * inside an event are valid only during the callback.
+ */
+#ifndef TENSORPLAY_OBSERVER_H
+#define TENSORPLAY_OBSERVER_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TP_OBSERVER_ABI_VERSION 1u
+#define TP_OBSERVER_PROVIDER_SYMBOL "tp_observer_provide"
+
+typedef enum tp_obs_kind {
+    TP_OBS_STORAGE_CREATED = 1,   /* .storage */
+    TP_OBS_STORAGE_REFCOUNT = 2,  /* .refcount */
+    TP_OBS_STORAGE_DATA_RELEASED = 3, /* .storage: the DataPtr deleter ran (strong hit 0) */
+    TP_OBS_STORAGE_FREED = 4,     /* .storage: the struct itself is gone (weak hit 0) */
+    TP_OBS_STORAGE_DATA_SWAPPED = 5, /* .storage: resize/set_data_ptr installed new data */
+    TP_OBS_TENSOR_CREATED = 6,    /* .tensor */
+    TP_OBS_TENSOR_FREED = 7,      /* .tensor (only ids are meaningful) */
+    TP_OBS_VERSION_BUMPED = 8,    /* .version */
+    TP_OBS_ALLOCATOR = 9,         /* .allocator (reserved for caching allocators) */
+} tp_obs_kind;
+
+typedef enum tp_obs_refop {
+    TP_OBS_REFOP_RETAIN = 1,       /* strong +1 */
+    TP_OBS_REFOP_RELEASE = 2,      /* strong -1 */
+    TP_OBS_REFOP_WEAK_RETAIN = 3,  /* weak +1 */
+    TP_OBS_REFOP_WEAK_RELEASE = 4, /* weak -1 */
+    TP_OBS_REFOP_LOCK = 5,         /* weak upgraded to strong: strong +1 */
+} tp_obs_refop;
+
+typedef struct tp_obs_storage {
+    uint64_t storage_id;
+    uint64_t data;      /* data pointer (new one for DATA_SWAPPED) */
+    uint64_t nbytes;
+    const char *allocator; /* allocator name, NULL for borrowed memory */
+    int16_t device_type;
+    int16_t device_index;
+    uint32_t resizable;
+    uint64_t old_data;  /* DATA_SWAPPED: the data pointer replaced */
+} tp_obs_storage;
+
+typedef struct tp_obs_refcount {
+    uint64_t storage_id;
+    uint32_t op;     /* tp_obs_refop */
+    uint32_t strong; /* counts after the change */
+    uint32_t weak;
+} tp_obs_refcount;
+
+typedef struct tp_obs_tensor {
+    uint64_t tensor_id;
+    uint64_t storage_id;
+    uint64_t base_id;     /* root base of a view, 0 if not a view */
+    int64_t storage_offset; /* in elements */
+    int32_t ndim;
+    int32_t dtype;        /* tp_dtype */
+    const int64_t *sizes;
+    const int64_t *strides;
+    uint32_t itemsize;
+    uint32_t reserved;
+} tp_obs_tensor;
+
+typedef struct tp_obs_version {
+    uint64_t tensor_id;
+    uint32_t version; /* value after the bump */
+    uint32_t reserved;
+} tp_obs_version;
+
+typedef enum tp_obs_alloc_action {
+    TP_OBS_ALLOC_SEGMENT_RESERVE = 1,
+    TP_OBS_ALLOC_SEGMENT_RELEASE = 2,
+    TP_OBS_ALLOC_BLOCK_ALLOC = 3,
+    TP_OBS_ALLOC_BLOCK_FREE = 4,
+    TP_OBS_ALLOC_BLOCK_SPLIT = 5,
+    TP_OBS_ALLOC_BLOCK_MERGE = 6,
+} tp_obs_alloc_action;
+
+typedef struct tp_obs_allocator_event {
+    const char *allocator;
+    uint32_t action;     /* tp_obs_alloc_action */
+    int16_t device_type;
+    int16_t device_index;
+    uint64_t segment;    /* segment base address */
+    uint64_t segment_size;
+    uint64_t block;      /* block address */
+    uint64_t block_size; /* rounded size */
+    uint64_t requested;  /* size asked for (0 if n/a) */
+    uint64_t stream;
+} tp_obs_allocator_event;
+
+typedef struct tp_obs_event {
+    uint32_t kind;        /* tp_obs_kind */
+    uint32_t struct_size; /* sizeof(tp_obs_event) of the runtime that sent it */
+    union {
+        tp_obs_storage storage;
+        tp_obs_refcount refcount;
+        tp_obs_tensor tensor;
+        tp_obs_version version;
+        tp_obs_allocator_event allocator;
+    } u;
+} tp_obs_event;
+
+typedef struct tp_observer {
+    uint32_t abi_version; /* TP_OBSERVER_ABI_VERSION the observer was built for */
+    uint32_t struct_size; /* sizeof(tp_observer) */
+    void *user;
+    void (*on_event)(void *user, const tp_obs_event *event);
+} tp_observer;
+
+typedef const tp_observer *(*tp_observer_provider_fn)(uint32_t runtime_abi_version);
+
+/* Attaches an observer (NULL detaches).  Returns 0, or -1 if its
+ * abi_version is not supported.  The observer must outlive its attachment. */
+int tp_observer_set(const tp_observer *observer);
+/* The attached observer, or NULL. */
+const tp_observer *tp_observer_get(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,13 @@
+/*
+ * tensorplay/tensorplay.h - the whole public runtime API in one include.
+ */
+#ifndef TENSORPLAY_TENSORPLAY_H
+#define TENSORPLAY_TENSORPLAY_H
+#include "tensorplay/error.h"
+#include "tensorplay/dtype.h"
+#include "tensorplay/allocator.h"
+#include "tensorplay/storage.h"
+#include "tensorplay/tensor.h"
+#include "tensorplay/ops.h"
+#include "tensorplay/observer.h"
+#endif

@@ -1,0 +1,106 @@
+/*
+ * src/core/internal.h - the runtime's private struct layouts and helpers,
+ * shared by src/core and src/ops.  Nothing outside src/ may include this:
+ * the profiler sees the runtime only through include/tensorplay/observer.h.
+ */
+#ifndef TENSORPLAY_CORE_INTERNAL_H
+#define TENSORPLAY_CORE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "tensorplay/tensorplay.h"
+
+// ----------------------------------------------------------------------------
+// errors
+
+/* Records a failure for tp_last_error() (printf-style) and returns status. */
+tp_status tp__error(tp_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// ----------------------------------------------------------------------------
+// observer
+
+/* The attached observer; NULL almost always, so the check is one
+ * well-predicted branch. */
+extern const tp_observer *_Atomic tp__observer;
+
+static inline const tp_observer *tp__observer_get(void) {
+    return atomic_load_explicit(&tp__observer, memory_order_acquire);
+}
+/* Publishes an event if an observer is attached. Call through the macro so
+ * the event is only built when someone listens. */
+#define TP__OBSERVE(build_event)                                         \
+    do {                                                                 \
+        const tp_observer *tp__obs_ = tp__observer_get();                \
+        if (__builtin_expect(tp__obs_ != NULL, 0)) {                     \
+            tp_obs_event tp__ev_ = {0};                                  \
+            tp__ev_.struct_size = sizeof tp__ev_;                        \
+            build_event;                                                 \
+            tp__obs_->on_event(tp__obs_->user, &tp__ev_);                \
+        }                                                                \
+    } while (0)
+
+// ----------------------------------------------------------------------------
+// storage
+
+struct tp_storage {
+    _Atomic uint32_t strong;
+    _Atomic uint32_t weak; /* includes +1 while strong > 0 */
+    uint64_t id;
+    tp_data_ptr data;
+    size_t nbytes;
+    tp_allocator *allocator; /* NULL: cannot resize */
+    bool resizable;
+};
+
+// ----------------------------------------------------------------------------
+// version counter, shared by a tensor, its views and detach()
+
+typedef struct tp__version {
+    _Atomic uint32_t refcount;
+    _Atomic uint32_t value;
+} tp__version;
+
+// ----------------------------------------------------------------------------
+// tensor impl
+
+struct tp_tensor {
+    _Atomic uint32_t refcount;
+    int32_t ndim;
+    uint64_t id;
+    int64_t sizes[TP_MAX_DIMS];
+    int64_t strides[TP_MAX_DIMS]; /* in elements */
+    int64_t storage_offset;       /* in elements */
+    int64_t numel;
+    tp_dtype dtype;
+    tp_device device;
+    tp_storage *storage;     /* strong reference */
+    tp__version *version;    /* shared */
+    tp_tensor *base;         /* root base of a view (strong reference), else NULL */
+    bool requires_grad;
+    tp_tensor *grad;         /* strong reference or NULL */
+};
+
+/* Creates a tensor over storage (retained) with the given geometry, version
+ * counter (retained; NULL = a fresh one) and base (retained; NULL = not a
+ * view).  Bounds-checked against the storage.  New reference or NULL. */
+tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim,
+                           const int64_t *sizes, const int64_t *strides, tp_dtype dtype,
+                           tp__version *version, tp_tensor *base);
+
+/* Fills strides with the contiguous (row-major) strides of sizes. */
+void tp__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
+
+/* Wraps a possibly negative dim into [0, ndim); on failure sets the error
+ * ("Dimension out of range (expected to be in range of [-2, 1], but got 2)")
+ * and returns -1. */
+int tp__wrap_dim(int dim, int ndim);
+
+/* Checks ndim/sizes (0 <= ndim <= TP_MAX_DIMS, sizes >= 0, numel overflow);
+ * computes numel.  Returns TP_STATUS_OK or an error status (error set). */
+tp_status tp__check_sizes(int ndim, const int64_t *sizes, int64_t *numel_out);
+
+/* "[3, 4]" into buf. */
+const char *tp__format_shape(int ndim, const int64_t *sizes, char *buf, size_t buflen);
+
+#endif
