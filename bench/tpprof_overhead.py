@@ -67,7 +67,7 @@ def main():
                 elif tool == "tpprof":
                     env = dict(os.environ, LD_PRELOAD=preload, TPPROF_OUTPUT=db)
                     t, p = run(cmd, env=env)
-                    m = re.search(r"(\d+) allocation calls", p.stderr or "")
+                    m = re.search(r"alloc_calls=(\d+)", p.stderr or "")
                     size = os.path.getsize(db) if os.path.exists(db) else 0
                     calls = int(m.group(1)) if m else 0
                     notes[tool] = f"db {size} B" + (f", {size / calls:.3f} B/alloc call" if calls else "")
