@@ -10,4 +10,7 @@
 #include "tensorplay/tensor.h"
 #include "tensorplay/ops.h"
 #include "tensorplay/observer.h"
+#include "tensorplay/caching_allocator.h"
+#include "tensorplay/deferred_allocator.h"
+#include "tensorplay/safetensors.h"
 #endif
