@@ -1,0 +1,365 @@
+// cmd_check.c: `tpprof check DB`: the CI gate.
+//
+// Each gate compares one number of the recording with a limit; exit 0 when
+// all hold, 1 when any fails (one FAIL line per failed gate naming the worst
+// stack), 2 on usage or input errors. With --baseline, leaked, lost and peak
+// bytes may not grow by more than --max-growth percent over an older
+// recording. --junit writes one testcase per gate for CI dashboards.
+// With no gate given, `--max-lost-bytes 0` applies: a lost block fails.
+// This file must not change either database.
+#define _POSIX_C_SOURCE 200809L
+#include "viewer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char tpprof_usage_check[] =
+    "usage: tpprof check DB [--max-lost-bytes N] [--max-leaked-bytes N] [--max-peak-bytes N]\n"
+    "                       [--baseline OLD.db [--max-growth PCT]] [--junit FILE]\n"
+    "\n"
+    "Gate a recording in CI. Exit 0 when every gate holds, 1 when one fails (one\n"
+    "FAIL line per failed gate, naming the worst stack), 2 on usage or input errors.\n"
+    "\n"
+    "  --max-lost-bytes N    blocks unreachable at exit (default gate: 0 when no gate is given)\n"
+    "  --max-leaked-bytes N  all blocks still allocated at exit, reachable or not\n"
+    "  --max-peak-bytes N    the peak of heap + anonymous mmap bytes\n"
+    "  --baseline OLD.db     compare leaked, lost and peak bytes with an older recording:\n"
+    "  --max-growth PCT      ... each may grow by at most PCT percent (default 0)\n"
+    "  --junit FILE          also write a JUnit XML file, one testcase per gate\n"
+    "\n"
+    "Sizes take suffixes: 4096, 4k, 10M, 1G (powers of 1024). Blocks of a run that did\n"
+    "not end normally were never scanned; the lost gate counts them as lost.\n";
+
+// ---------------------------------------------------------------------------
+// Gates
+
+typedef struct gate {
+    const char *name;    // testcase name, e.g. "max-lost-bytes"
+    bool failed;
+    char line[1024];     // "PASS ..." or "FAIL ..."
+} gate;
+
+typedef struct check_options {
+    const char *path, *baseline, *junit;
+    bool has_lost, has_leaked, has_peak, has_growth;
+    uint64_t max_lost, max_leaked, max_peak;
+    double max_growth;
+} check_options;
+
+// The costliest group of live blocks, restricted to lost (+unscanned) or not.
+static const tpprof_leak *worst_leak(const tpprof_profile *p, bool lost_only) {
+    const tpprof_leak *worst = NULL;
+    for (size_t i = 0; i < p->nleaks; i++) {
+        const tpprof_leak *l = &p->leaks[i];
+        if (lost_only && l->reachability == TPPROF_REACH_REACHABLE)
+            continue;
+        if (!worst || l->bytes > worst->bytes)
+            worst = l;
+    }
+    return worst;
+}
+
+static const tpprof_site *worst_peak_site(const tpprof_profile *p) {
+    const tpprof_site *worst = NULL;
+    for (size_t i = 0; i < p->nsites; i++)
+        if (p->sites[i].peak_bytes && (!worst || p->sites[i].peak_bytes > worst->peak_bytes))
+            worst = &p->sites[i];
+    return worst;
+}
+
+static void where(const tpprof_profile *p, int64_t stack_id, uint64_t bytes, char *out,
+                  size_t size) {
+    char frame[512];
+    snprintf(out, size, ": %llu B in %s", (unsigned long long)bytes,
+             tpprof_stacks_describe(p->stacks, stack_id, frame, sizeof frame));
+}
+
+static void gate_limit(gate *g, const char *name, const char *what, uint64_t value,
+                       uint64_t limit, const char *detail) {
+    g->name = name;
+    g->failed = value > limit;
+    snprintf(g->line, sizeof g->line, "%s %s %llu %s %llu%s", g->failed ? "FAIL" : "PASS", what,
+             (unsigned long long)value, g->failed ? ">" : "<=", (unsigned long long)limit,
+             g->failed ? detail : "");
+}
+
+// ---------------------------------------------------------------------------
+// Baseline: growth per quantity, the worst stack being the one that grew most.
+// Stacks of two runs are matched by their symbolized frames, not by ids.
+
+#define KEY_FRAMES 4
+
+static void stack_key(const tpprof_profile *p, int64_t stack_id, char *out, size_t size) {
+    tpprof_frame f[KEY_FRAMES];
+    size_t n = tpprof_stacks_frames(p->stacks, stack_id, f, KEY_FRAMES, NULL);
+    size_t used = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < n && used < size; i++) {
+        char buf[512];
+        int w = snprintf(out + used, size - used, "%s|", tpprof_frame_format(&f[i], buf, sizeof buf));
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+}
+
+typedef struct keyed { char key[2048]; int64_t stack_id; int64_t delta; } keyed;
+
+// Add `bytes` of stack_id under its key (sign: +1 new run, -1 baseline).
+static void keyed_add(keyed **v, size_t *n, const tpprof_profile *p, int64_t stack_id,
+                      uint64_t bytes, int sign) {
+    char key[2048];
+    stack_key(p, stack_id, key, sizeof key);
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*v)[i].key, key) == 0) {
+            (*v)[i].delta += sign * (int64_t)bytes;
+            if (sign > 0)
+                (*v)[i].stack_id = stack_id;
+            return;
+        }
+    keyed *grown = realloc(*v, (*n + 1) * sizeof *grown);
+    if (!grown)
+        return;
+    *v = grown;
+    keyed *k = &(*v)[(*n)++];
+    memcpy(k->key, key, sizeof key);
+    k->stack_id = sign > 0 ? stack_id : -1;
+    k->delta = sign * (int64_t)bytes;
+}
+
+enum { Q_LEAKED, Q_LOST, Q_PEAK };
+
+static void grew_most(const tpprof_profile *now, const tpprof_profile *old, int q, char *out,
+                      size_t size) {
+    keyed *v = NULL;
+    size_t n = 0;
+    const tpprof_profile *runs[2] = {now, old};
+    for (int r = 0; r < 2; r++) {
+        const tpprof_profile *p = runs[r];
+        int sign = r == 0 ? 1 : -1;
+        if (q == Q_PEAK) {
+            for (size_t i = 0; i < p->nsites; i++)
+                if (p->sites[i].peak_bytes)
+                    keyed_add(&v, &n, p, p->sites[i].stack_id, p->sites[i].peak_bytes, sign);
+        } else {
+            for (size_t i = 0; i < p->nleaks; i++) {
+                const tpprof_leak *l = &p->leaks[i];
+                if (q == Q_LOST && l->reachability == TPPROF_REACH_REACHABLE)
+                    continue;
+                keyed_add(&v, &n, p, l->stack_id, l->bytes, sign);
+            }
+        }
+    }
+    const keyed *best = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (v[i].stack_id >= 0 && v[i].delta > 0 && (!best || v[i].delta > best->delta))
+            best = &v[i];
+    if (best) {
+        char frame[512];
+        snprintf(out, size, ": +%lld B in %s", (long long)best->delta,
+                 tpprof_stacks_describe(now->stacks, best->stack_id, frame, sizeof frame));
+    } else {
+        out[0] = 0;
+    }
+    free(v);
+}
+
+static void gate_growth(gate *g, const char *name, const char *what, uint64_t now, uint64_t old,
+                        double max_pct, const char *detail) {
+    g->name = name;
+    double pct = old ? 100.0 * ((double)now - (double)old) / (double)old
+                     : (now ? INFINITY : 0.0);
+    g->failed = pct > max_pct;
+    char pct_text[32];
+    if (isinf(pct))
+        snprintf(pct_text, sizeof pct_text, "from 0");
+    else
+        snprintf(pct_text, sizeof pct_text, "%+.1f%%", pct);
+    snprintf(g->line, sizeof g->line, "%s %s %llu vs baseline %llu (%s) %s %g%%%s",
+             g->failed ? "FAIL" : "PASS", what, (unsigned long long)now, (unsigned long long)old,
+             pct_text, g->failed ? ">" : "<=", max_pct, g->failed ? detail : "");
+}
+
+// ---------------------------------------------------------------------------
+// JUnit
+
+static void xml_escaped(FILE *f, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default:
+            if ((unsigned char)*s >= 0x20 || *s == '\t')
+                fputc(*s, f);
+        }
+    }
+}
+
+static int write_junit(const char *path, const char *db, const gate *g, size_t n) {
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return tpprof_error_set("cannot write '%s': %s", path, strerror(errno));
+    size_t failures = 0;
+    for (size_t i = 0; i < n; i++)
+        failures += g[i].failed;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(f, "<testsuites tests=\"%zu\" failures=\"%zu\">\n", n, failures);
+    fprintf(f, "  <testsuite name=\"tpprof check ");
+    xml_escaped(f, db);
+    fprintf(f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\">\n", n, failures);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "    <testcase classname=\"tpprof.check\" name=\"%s\"", g[i].name);
+        if (!g[i].failed) {
+            fprintf(f, "/>\n");
+            continue;
+        }
+        fprintf(f, ">\n      <failure message=\"");
+        xml_escaped(f, g[i].line + 5); // without "FAIL "
+        fprintf(f, "\"/>\n    </testcase>\n");
+    }
+    fprintf(f, "  </testsuite>\n</testsuites>\n");
+    if (fclose(f) != 0)
+        return tpprof_error_set("cannot write '%s': %s", path, strerror(errno));
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Command
+
+static int parse(int argc, char **argv, check_options *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if ((r = tpprof_opt(argc, argv, &i, "--max-lost-bytes", &v)) != 0) {
+            if (r < 0 || tpprof_parse_size("--max-lost-bytes", v, &o->max_lost))
+                return -1;
+            o->has_lost = true;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--max-leaked-bytes", &v)) != 0) {
+            if (r < 0 || tpprof_parse_size("--max-leaked-bytes", v, &o->max_leaked))
+                return -1;
+            o->has_leaked = true;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--max-peak-bytes", &v)) != 0) {
+            if (r < 0 || tpprof_parse_size("--max-peak-bytes", v, &o->max_peak))
+                return -1;
+            o->has_peak = true;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--max-growth", &v)) != 0) {
+            if (r < 0 || tpprof_parse_percent("--max-growth", v, &o->max_growth))
+                return -1;
+            o->has_growth = true;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--baseline", &v)) != 0) {
+            if (r < 0)
+                return -1;
+            o->baseline = v;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--junit", &v)) != 0) {
+            if (r < 0)
+                return -1;
+            o->junit = v;
+        } else if (argv[i][0] == '-' && argv[i][1] != 0) {
+            return tpprof_error_set("unknown option '%s' (see tpprof check --help)", argv[i]);
+        } else if (o->path) {
+            return tpprof_error_set("one database at a time: '%s' and '%s'", o->path, argv[i]);
+        } else {
+            o->path = argv[i];
+        }
+    }
+    if (!o->path)
+        return tpprof_error_set("missing the database (usage: tpprof check DB [gates])");
+    if (o->has_growth && !o->baseline)
+        return tpprof_error_set("--max-growth needs --baseline OLD.db");
+    if (!o->has_lost && !o->has_leaked && !o->has_peak && !o->baseline) {
+        o->has_lost = true;
+        o->max_lost = 0;
+    }
+    return 0;
+}
+
+int tpprof_cmd_check(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(tpprof_usage_check, stdout);
+            return TPPROF_EXIT_OK;
+        }
+    check_options o = {0};
+    if (parse(argc, argv, &o) != 0) {
+        fprintf(stderr, "tpprof check: %s\n", tpprof_error());
+        return TPPROF_EXIT_USAGE;
+    }
+    tpprof_profile *p = tpprof_profile_load(o.path);
+    if (!p) {
+        fprintf(stderr, "tpprof check: %s\n", tpprof_error());
+        return TPPROF_EXIT_USAGE;
+    }
+    tpprof_profile *old = NULL;
+    if (o.baseline && !(old = tpprof_profile_load(o.baseline))) {
+        fprintf(stderr, "tpprof check: baseline: %s\n", tpprof_error());
+        tpprof_profile_free(p);
+        return TPPROF_EXIT_USAGE;
+    }
+
+    const tpprof_summary *s = &p->summary;
+    gate gates[6];
+    size_t n = 0;
+    char detail[1024];
+    // A run that did not end normally was never scanned: count those blocks
+    // as lost so that a crash cannot turn a failing gate into a passing one.
+    uint64_t lost = s->lost_bytes + s->unscanned_bytes;
+    if (s->unscanned_count)
+        fprintf(stderr,
+                "tpprof check: note: %s did not end normally; %llu B in %llu blocks were never "
+                "scanned and count as lost\n",
+                o.path, (unsigned long long)s->unscanned_bytes,
+                (unsigned long long)s->unscanned_count);
+    if (o.has_lost) {
+        const tpprof_leak *w = worst_leak(p, true);
+        detail[0] = 0;
+        if (w)
+            where(p, w->stack_id, w->bytes, detail, sizeof detail);
+        gate_limit(&gates[n++], "max-lost-bytes", "lost bytes", lost, o.max_lost, detail);
+    }
+    if (o.has_leaked) {
+        const tpprof_leak *w = worst_leak(p, false);
+        detail[0] = 0;
+        if (w)
+            where(p, w->stack_id, w->bytes, detail, sizeof detail);
+        gate_limit(&gates[n++], "max-leaked-bytes", "leaked bytes", s->leaked_bytes, o.max_leaked,
+                   detail);
+    }
+    if (o.has_peak) {
+        const tpprof_site *w = worst_peak_site(p);
+        detail[0] = 0;
+        if (w)
+            where(p, w->stack_id, w->peak_bytes, detail, sizeof detail);
+        gate_limit(&gates[n++], "max-peak-bytes", "peak bytes", s->peak_bytes, o.max_peak, detail);
+    }
+    if (old) {
+        const tpprof_summary *b = &old->summary;
+        grew_most(p, old, Q_LEAKED, detail, sizeof detail);
+        gate_growth(&gates[n++], "baseline-leaked-bytes", "leaked bytes", s->leaked_bytes,
+                    b->leaked_bytes, o.max_growth, detail);
+        grew_most(p, old, Q_LOST, detail, sizeof detail);
+        gate_growth(&gates[n++], "baseline-lost-bytes", "lost bytes", lost,
+                    b->lost_bytes + b->unscanned_bytes, o.max_growth, detail);
+        grew_most(p, old, Q_PEAK, detail, sizeof detail);
+        gate_growth(&gates[n++], "baseline-peak-bytes", "peak bytes", s->peak_bytes, b->peak_bytes,
+                    o.max_growth, detail);
+    }
+
+    bool failed = false;
+    for (size_t i = 0; i < n; i++) {
+        puts(gates[i].line);
+        failed |= gates[i].failed;
+    }
+    int status = failed ? TPPROF_EXIT_FAIL : TPPROF_EXIT_OK;
+    if (o.junit && write_junit(o.junit, o.path, gates, n) != 0) {
+        fprintf(stderr, "tpprof check: %s\n", tpprof_error());
+        status = TPPROF_EXIT_USAGE;
+    }
+    tpprof_profile_free(old);
+    tpprof_profile_free(p);
+    fflush(stdout);
+    return status;
+}

@@ -1,0 +1,480 @@
+// cmd_report.c: `tpprof report DB`: what a recording says, as text a person
+// reads at a glance or as JSON (contract: docs/report-json.md).
+//
+// Sections: summary (always), leaks grouped by stack (lost first, then by
+// bytes), the peak with the sites live at it, top sites by bytes and by
+// calls, temporary allocations. All numbers come from profile.c; this file
+// only chooses, orders and prints. It must not change the database.
+#define _POSIX_C_SOURCE 200809L
+#include "viewer.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char tpprof_usage_report[] =
+    "usage: tpprof report DB [--leaks] [--peak] [--top N] [--temporary] [--format text|json]\n"
+    "\n"
+    "Show what a recording holds. Without section flags every section is shown;\n"
+    "with any, the summary and the chosen sections.\n"
+    "\n"
+    "  --leaks          blocks still allocated at exit, grouped by stack: lost first, then by bytes\n"
+    "  --peak           the peak of heap + anonymous mmap bytes and the sites live at it\n"
+    "  --top N          the N sites that allocated the most bytes and the most calls;\n"
+    "                   N also caps every other list (default 10; 0 = no cap)\n"
+    "  --temporary      sites whose blocks were freed before the thread's next allocation\n"
+    "  --format F       text (default) or json (see docs/report-json.md)\n"
+    "\n"
+    "The database is opened read-only. If it was never symbolized, it is symbolized\n"
+    "now, and the symbols are saved into it when the file is writable.\n";
+
+// ---------------------------------------------------------------------------
+// Options
+
+enum {
+    SECTION_LEAKS = 1,
+    SECTION_PEAK = 2,
+    SECTION_TOP = 4,
+    SECTION_TEMPORARY = 8,
+    SECTION_ALL = 15,
+};
+
+typedef struct report_options {
+    const char *path;
+    unsigned sections;
+    uint64_t top;       // list cap; 0 = no cap
+    bool json;
+} report_options;
+
+#define MAX_TEXT_FRAMES 8
+#define MAX_FRAMES 256
+
+static size_t cap_of(const report_options *o, size_t n) {
+    return o->top && o->top < n ? (size_t)o->top : n;
+}
+
+// ---------------------------------------------------------------------------
+// Site orderings
+
+typedef int (*site_cmp)(const void *, const void *);
+
+static int by_bytes(const void *a, const void *b) {
+    const tpprof_site *x = *(tpprof_site *const *)a, *y = *(tpprof_site *const *)b;
+    if (x->alloc_bytes != y->alloc_bytes)
+        return x->alloc_bytes > y->alloc_bytes ? -1 : 1;
+    if (x->alloc_count != y->alloc_count)
+        return x->alloc_count > y->alloc_count ? -1 : 1;
+    return (x->stack_id > y->stack_id) - (x->stack_id < y->stack_id);
+}
+
+static int by_calls(const void *a, const void *b) {
+    const tpprof_site *x = *(tpprof_site *const *)a, *y = *(tpprof_site *const *)b;
+    if (x->alloc_count != y->alloc_count)
+        return x->alloc_count > y->alloc_count ? -1 : 1;
+    return by_bytes(a, b);
+}
+
+static int by_peak(const void *a, const void *b) {
+    const tpprof_site *x = *(tpprof_site *const *)a, *y = *(tpprof_site *const *)b;
+    if (x->peak_bytes != y->peak_bytes)
+        return x->peak_bytes > y->peak_bytes ? -1 : 1;
+    return by_bytes(a, b);
+}
+
+static int by_temp(const void *a, const void *b) {
+    const tpprof_site *x = *(tpprof_site *const *)a, *y = *(tpprof_site *const *)b;
+    if (x->temp_count != y->temp_count)
+        return x->temp_count > y->temp_count ? -1 : 1;
+    if (x->temp_bytes != y->temp_bytes)
+        return x->temp_bytes > y->temp_bytes ? -1 : 1;
+    return by_bytes(a, b);
+}
+
+// Sites passing `keep` (NULL: all), sorted. New array (caller frees) of
+// borrowed pointers; *n gets its length.
+static tpprof_site **sorted_sites(const tpprof_profile *p, site_cmp cmp,
+                                  bool (*keep)(const tpprof_site *), size_t *n) {
+    tpprof_site **v = malloc((p->nsites + 1) * sizeof *v);
+    *n = 0;
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < p->nsites; i++)
+        if (!keep || keep(&p->sites[i]))
+            v[(*n)++] = &p->sites[i];
+    if (*n)
+        qsort(v, *n, sizeof *v, cmp);
+    return v;
+}
+
+static bool live_at_peak(const tpprof_site *s) { return s->peak_bytes > 0 || s->peak_count > 0; }
+static bool has_temporary(const tpprof_site *s) { return s->temp_count > 0; }
+
+// ---------------------------------------------------------------------------
+// Text
+
+static void text_stack(const tpprof_profile *p, int64_t stack_id, const char *indent) {
+    tpprof_frame frames[MAX_TEXT_FRAMES];
+    size_t total = 0;
+    size_t n = tpprof_stacks_frames(p->stacks, stack_id, frames, MAX_TEXT_FRAMES, &total);
+    char buf[1024];
+    if (n == 0)
+        printf("%s(no stack recorded)\n", indent);
+    for (size_t i = 0; i < n; i++)
+        printf("%s%s\n", indent, tpprof_frame_format(&frames[i], buf, sizeof buf));
+    if (total > n)
+        printf("%s... %zu more frame%s\n", indent, total - n, total - n == 1 ? "" : "s");
+}
+
+static void text_summary(const tpprof_profile *p, const report_options *o) {
+    const tpprof_summary *s = &p->summary;
+    char a[32], b[32], c[32], d[32];
+    printf("tpprof report: %s\n", o->path);
+    printf("  program     %s", p->exe ? p->exe : "(unknown)");
+    if (s->pid)
+        printf(" (pid %" PRId64 ")", s->pid);
+    if (s->duration_ns)
+        printf(", ran %.3f s", (double)s->duration_ns / 1e9);
+    printf(", %s%s\n", s->complete ? "complete" : "INCOMPLETE (did not end normally)",
+           p->mode && strcmp(p->mode, "full") == 0 ? ", full mode" : "");
+    printf("  calls       %s allocations, %s frees, %s temporary\n",
+           tpprof_format_count(s->allocations, a), tpprof_format_count(s->frees, b),
+           tpprof_format_count(s->temporary_count, c));
+    printf("  allocated   %s in total\n", tpprof_format_size(s->total_bytes, a));
+    printf("  peak        %s", tpprof_format_size(s->peak_bytes, a));
+    if (s->peak_bytes)
+        printf(" at %.3f s", (double)s->peak_time_ns / 1e9);
+    printf(" (heap + anonymous mmap)\n");
+    printf("  leaked      %s in %s blocks: lost %s in %s, reachable %s in %s",
+           tpprof_format_size(s->leaked_bytes, a), tpprof_format_count(s->leaked_count, b),
+           tpprof_format_size(s->lost_bytes, c), tpprof_format_count(s->lost_count, d),
+           tpprof_format_size(s->reachable_bytes, a), tpprof_format_count(s->reachable_count, b));
+    if (s->unscanned_count)
+        printf(", not scanned %s in %s", tpprof_format_size(s->unscanned_bytes, c),
+               tpprof_format_count(s->unscanned_count, d));
+    printf("\n");
+    if (p->symbolized_now)
+        printf("  symbols     resolved now%s\n",
+               p->symbols_saved ? " and saved into the database" : " (kept in memory: read-only file)");
+}
+
+static void text_leaks(const tpprof_profile *p, const report_options *o) {
+    char a[32], b[32];
+    printf("\nLeaks: %s in %s blocks from %zu stacks (lost first, then by size)\n",
+           tpprof_format_size(p->summary.leaked_bytes, a),
+           tpprof_format_count(p->summary.leaked_count, b), p->nleaks);
+    if (p->nleaks == 0) {
+        printf("  none: every block was freed\n");
+        return;
+    }
+    size_t n = cap_of(o, p->nleaks);
+    for (size_t i = 0; i < n; i++) {
+        const tpprof_leak *l = &p->leaks[i];
+        printf("  %10s in %6s block%s  %-9s  %s\n", tpprof_format_size(l->bytes, a),
+               tpprof_format_count(l->count, b), l->count == 1 ? " " : "s",
+               tpprof_reach_name(l->reachability), tpprof_profile_kind(p, l->kind));
+        text_stack(p, l->stack_id, "      ");
+    }
+    if (n < p->nleaks) {
+        uint64_t rest = 0;
+        for (size_t i = n; i < p->nleaks; i++)
+            rest += p->leaks[i].bytes;
+        printf("  ... %zu more stacks with %s (--top 0 shows all)\n", p->nleaks - n,
+               tpprof_format_size(rest, a));
+    }
+}
+
+static void text_peak(const tpprof_profile *p, const report_options *o) {
+    char a[32], b[32];
+    printf("\nPeak: %s", tpprof_format_size(p->summary.peak_bytes, a));
+    if (p->summary.peak_bytes)
+        printf(" at %.3f s", (double)p->summary.peak_time_ns / 1e9);
+    printf("; live at that moment by site:\n");
+    size_t n = 0;
+    tpprof_site **v = sorted_sites(p, by_peak, live_at_peak, &n);
+    if (n == 0)
+        printf("  (no site was live at the peak)\n");
+    size_t shown = cap_of(o, n);
+    for (size_t i = 0; i < shown; i++) {
+        printf("  %10s in %6s block%s  %s\n", tpprof_format_size(v[i]->peak_bytes, a),
+               tpprof_format_count(v[i]->peak_count, b), v[i]->peak_count == 1 ? " " : "s",
+               tpprof_profile_kind(p, v[i]->kind));
+        text_stack(p, v[i]->stack_id, "      ");
+    }
+    if (shown < n)
+        printf("  ... %zu more sites\n", n - shown);
+    free(v);
+}
+
+// One line per site: the numbers, then the innermost frame and its caller.
+static void text_site_line(const tpprof_profile *p, const tpprof_site *s, uint64_t bytes,
+                           uint64_t calls) {
+    tpprof_frame f[2];
+    size_t n = tpprof_stacks_frames(p->stacks, s->stack_id, f, 2, NULL);
+    char a[32], b[32], site[512] = "(no stack recorded)", caller[512] = "";
+    if (n > 0)
+        tpprof_frame_format(&f[0], site, sizeof site);
+    if (n > 1)
+        tpprof_frame_format(&f[1], caller, sizeof caller);
+    printf("  %10s  %10s  %-14s  %s%s%s\n", tpprof_format_size(bytes, a),
+           tpprof_format_count(calls, b), tpprof_profile_kind(p, s->kind), site,
+           n > 1 ? "  < " : "", caller);
+}
+
+static void text_top(const tpprof_profile *p, const report_options *o) {
+    size_t n = 0;
+    tpprof_site **v = sorted_sites(p, by_bytes, NULL, &n);
+    size_t shown = cap_of(o, n);
+    printf("\nTop %zu sites by bytes allocated\n", shown);
+    printf("  %10s  %10s  %-14s  %s\n", "bytes", "calls", "kind", "site  < caller");
+    for (size_t i = 0; i < shown; i++)
+        text_site_line(p, v[i], v[i]->alloc_bytes, v[i]->alloc_count);
+    if (n)
+        qsort(v, n, sizeof *v, by_calls);
+    printf("\nTop %zu sites by allocation calls\n", shown);
+    printf("  %10s  %10s  %-14s  %s\n", "bytes", "calls", "kind", "site  < caller");
+    for (size_t i = 0; i < shown; i++)
+        text_site_line(p, v[i], v[i]->alloc_bytes, v[i]->alloc_count);
+    free(v);
+}
+
+static void text_temporary(const tpprof_profile *p, const report_options *o) {
+    char a[32], b[32];
+    const tpprof_summary *s = &p->summary;
+    printf("\nTemporary allocations: %s of %s calls (%.1f%%), %s\n",
+           tpprof_format_count(s->temporary_count, a), tpprof_format_count(s->allocations, b),
+           s->allocations ? 100.0 * (double)s->temporary_count / (double)s->allocations : 0.0,
+           tpprof_format_size(s->temporary_bytes, a));
+    size_t n = 0;
+    tpprof_site **v = sorted_sites(p, by_temp, has_temporary, &n);
+    size_t shown = cap_of(o, n);
+    if (n)
+        printf("  %10s  %10s  %-14s  %s\n", "bytes", "calls", "kind", "site  < caller");
+    for (size_t i = 0; i < shown; i++)
+        text_site_line(p, v[i], v[i]->temp_bytes, v[i]->temp_count);
+    if (shown < n)
+        printf("  ... %zu more sites\n", n - shown);
+    free(v);
+}
+
+// ---------------------------------------------------------------------------
+// JSON
+
+static void json_stack(tpprof_json *j, const tpprof_profile *p, int64_t stack_id) {
+    static tpprof_frame frames[MAX_FRAMES];
+    size_t n = tpprof_stacks_frames(p->stacks, stack_id, frames, MAX_FRAMES, NULL);
+    tpprof_json_key(j, "stack");
+    tpprof_json_array_begin(j);
+    for (size_t i = 0; i < n; i++) {
+        const tpprof_frame *f = &frames[i];
+        char ip[24];
+        snprintf(ip, sizeof ip, "0x%" PRIx64, (uint64_t)f->ip);
+        tpprof_json_object_begin_inline(j);
+        tpprof_json_key(j, "function");
+        tpprof_json_string(j, f->function);
+        tpprof_json_key(j, "file");
+        tpprof_json_string(j, f->file);
+        tpprof_json_key(j, "line");
+        if (f->line > 0)
+            tpprof_json_int(j, f->line);
+        else
+            tpprof_json_null(j);
+        tpprof_json_key(j, "module");
+        tpprof_json_string(j, f->module);
+        tpprof_json_key(j, "ip");
+        tpprof_json_string(j, ip);
+        tpprof_json_object_end(j);
+    }
+    tpprof_json_array_end(j);
+}
+
+static void json_u(tpprof_json *j, const char *key, uint64_t v) {
+    tpprof_json_key(j, key);
+    tpprof_json_uint(j, v);
+}
+
+static void json_site(tpprof_json *j, const tpprof_profile *p, const tpprof_site *s) {
+    tpprof_json_object_begin(j);
+    tpprof_json_key(j, "kind");
+    tpprof_json_string(j, tpprof_profile_kind(p, s->kind));
+    json_u(j, "alloc_count", s->alloc_count);
+    json_u(j, "alloc_bytes", s->alloc_bytes);
+    json_u(j, "free_count", s->free_count);
+    json_u(j, "freed_bytes", s->freed_bytes);
+    json_u(j, "temp_count", s->temp_count);
+    json_u(j, "temp_bytes", s->temp_bytes);
+    json_u(j, "peak_count", s->peak_count);
+    json_u(j, "peak_bytes", s->peak_bytes);
+    json_stack(j, p, s->stack_id);
+    tpprof_json_object_end(j);
+}
+
+static void json_site_list(tpprof_json *j, const tpprof_profile *p, const report_options *o,
+                           const char *key, site_cmp cmp, bool (*keep)(const tpprof_site *)) {
+    size_t n = 0;
+    tpprof_site **v = sorted_sites(p, cmp, keep, &n);
+    tpprof_json_key(j, key);
+    tpprof_json_array_begin(j);
+    for (size_t i = 0; i < cap_of(o, n); i++)
+        json_site(j, p, v[i]);
+    tpprof_json_array_end(j);
+    free(v);
+}
+
+static void json_report(const tpprof_profile *p, const report_options *o) {
+    tpprof_json j;
+    tpprof_json_init(&j, stdout);
+    const tpprof_summary *s = &p->summary;
+    tpprof_json_object_begin(&j);
+    tpprof_json_key(&j, "format");
+    tpprof_json_string(&j, "tpprof-report");
+    tpprof_json_key(&j, "version");
+    tpprof_json_int(&j, 1);
+    tpprof_json_key(&j, "database");
+    tpprof_json_string(&j, o->path);
+
+    tpprof_json_key(&j, "program");
+    tpprof_json_object_begin(&j);
+    tpprof_json_key(&j, "exe");
+    tpprof_json_string(&j, p->exe);
+    tpprof_json_key(&j, "pid");
+    tpprof_json_int(&j, s->pid);
+    tpprof_json_key(&j, "mode");
+    tpprof_json_string(&j, p->mode);
+    tpprof_json_key(&j, "complete");
+    tpprof_json_bool(&j, s->complete);
+    tpprof_json_key(&j, "duration_ns");
+    tpprof_json_int(&j, s->duration_ns);
+    tpprof_json_key(&j, "tool_version");
+    tpprof_json_string(&j, p->tool_version);
+    tpprof_json_object_end(&j);
+
+    tpprof_json_key(&j, "summary");
+    tpprof_json_object_begin(&j);
+    json_u(&j, "allocations", s->allocations);
+    json_u(&j, "frees", s->frees);
+    json_u(&j, "total_bytes", s->total_bytes);
+    json_u(&j, "temporary_count", s->temporary_count);
+    json_u(&j, "temporary_bytes", s->temporary_bytes);
+    json_u(&j, "peak_bytes", s->peak_bytes);
+    tpprof_json_key(&j, "peak_time_ns");
+    tpprof_json_int(&j, s->peak_time_ns);
+    json_u(&j, "leaked_bytes", s->leaked_bytes);
+    json_u(&j, "leaked_count", s->leaked_count);
+    json_u(&j, "lost_bytes", s->lost_bytes);
+    json_u(&j, "lost_count", s->lost_count);
+    json_u(&j, "reachable_bytes", s->reachable_bytes);
+    json_u(&j, "reachable_count", s->reachable_count);
+    json_u(&j, "unscanned_bytes", s->unscanned_bytes);
+    json_u(&j, "unscanned_count", s->unscanned_count);
+    tpprof_json_object_end(&j);
+
+    if (o->sections & SECTION_LEAKS) {
+        tpprof_json_key(&j, "leaks");
+        tpprof_json_array_begin(&j);
+        for (size_t i = 0; i < p->nleaks; i++) {
+            const tpprof_leak *l = &p->leaks[i];
+            tpprof_json_object_begin(&j);
+            json_u(&j, "bytes", l->bytes);
+            json_u(&j, "count", l->count);
+            tpprof_json_key(&j, "kind");
+            tpprof_json_string(&j, tpprof_profile_kind(p, l->kind));
+            tpprof_json_key(&j, "reachability");
+            tpprof_json_string(&j, tpprof_reach_name(l->reachability));
+            json_stack(&j, p, l->stack_id);
+            tpprof_json_object_end(&j);
+        }
+        tpprof_json_array_end(&j);
+    }
+    if (o->sections & SECTION_PEAK) {
+        tpprof_json_key(&j, "peak");
+        tpprof_json_object_begin(&j);
+        json_u(&j, "bytes", s->peak_bytes);
+        tpprof_json_key(&j, "time_ns");
+        tpprof_json_int(&j, s->peak_time_ns);
+        json_site_list(&j, p, o, "sites", by_peak, live_at_peak);
+        tpprof_json_object_end(&j);
+    }
+    if (o->sections & SECTION_TOP) {
+        json_site_list(&j, p, o, "top", by_bytes, NULL);
+        json_site_list(&j, p, o, "top_by_calls", by_calls, NULL);
+    }
+    if (o->sections & SECTION_TEMPORARY)
+        json_site_list(&j, p, o, "temporary", by_temp, has_temporary);
+    tpprof_json_object_end(&j);
+    tpprof_json_finish(&j);
+}
+
+// ---------------------------------------------------------------------------
+// Command
+
+int tpprof_cmd_report(int argc, char **argv) {
+    report_options o = {.top = 10};
+    unsigned chosen = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(tpprof_usage_report, stdout);
+            return TPPROF_EXIT_OK;
+        } else if (strcmp(argv[i], "--leaks") == 0) {
+            chosen |= SECTION_LEAKS;
+        } else if (strcmp(argv[i], "--peak") == 0) {
+            chosen |= SECTION_PEAK;
+        } else if (strcmp(argv[i], "--temporary") == 0) {
+            chosen |= SECTION_TEMPORARY;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--top", &v)) != 0) {
+            if (r < 0 || tpprof_parse_count("--top", v, &o.top) != 0)
+                goto usage_error;
+            chosen |= SECTION_TOP;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--format", &v)) != 0) {
+            if (r < 0)
+                goto usage_error;
+            if (strcmp(v, "json") == 0)
+                o.json = true;
+            else if (strcmp(v, "text") == 0)
+                o.json = false;
+            else {
+                tpprof_error_set("--format: expected text or json, got '%s'", v);
+                goto usage_error;
+            }
+        } else if (argv[i][0] == '-' && argv[i][1] != 0) {
+            tpprof_error_set("unknown option '%s' (see tpprof report --help)", argv[i]);
+            goto usage_error;
+        } else if (o.path) {
+            tpprof_error_set("one database at a time: '%s' and '%s'", o.path, argv[i]);
+            goto usage_error;
+        } else {
+            o.path = argv[i];
+        }
+    }
+    if (!o.path) {
+        tpprof_error_set("missing the database (usage: tpprof report DB [options])");
+        goto usage_error;
+    }
+    o.sections = chosen ? chosen : SECTION_ALL;
+
+    tpprof_profile *p = tpprof_profile_load(o.path);
+    if (!p) {
+        fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+        return TPPROF_EXIT_USAGE;
+    }
+    if (o.json) {
+        json_report(p, &o);
+    } else {
+        text_summary(p, &o);
+        if (o.sections & SECTION_LEAKS)
+            text_leaks(p, &o);
+        if (o.sections & SECTION_PEAK)
+            text_peak(p, &o);
+        if (o.sections & SECTION_TOP)
+            text_top(p, &o);
+        if (o.sections & SECTION_TEMPORARY)
+            text_temporary(p, &o);
+    }
+    tpprof_profile_free(p);
+    return fflush(stdout) == 0 ? TPPROF_EXIT_OK : TPPROF_EXIT_USAGE;
+
+usage_error:
+    fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+    return TPPROF_EXIT_USAGE;
+}

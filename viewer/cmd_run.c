@@ -1,0 +1,320 @@
+// cmd_run.c: `tpprof run CMD`: run a program under libtpprof.so, then
+// symbolize what it recorded and say in a few lines what happened.
+//
+// The preload is found relative to this executable (the build tree, then the
+// installed libdir compiled in by meson), so no environment variable is
+// needed. The recorder is configured through TPPROF_OUTPUT, TPPROF_DEPTH and
+// TPPROF_MODE. tpprof's exit status is the program's (128 + signal when it
+// was killed), so `tpprof run` can stand in for the program in scripts.
+// This file must not interpret the recording beyond the summary lines.
+#define _GNU_SOURCE
+#include "viewer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef TPPROF_INSTALL_PRELOAD
+#define TPPROF_INSTALL_PRELOAD "/usr/local/lib/tpprof/libtpprof.so"
+#endif
+#ifndef TPPROF_INSTALL_LIBDIR_REL
+#define TPPROF_INSTALL_LIBDIR_REL "lib"
+#endif
+
+const char tpprof_usage_run[] =
+    "usage: tpprof run [-o PATH] [--depth N] [--full] [--] CMD [ARGS...]\n"
+    "\n"
+    "Run CMD with libtpprof.so preloaded and record its allocations into a SQLite\n"
+    "database, then symbolize it and print a short summary on stderr.\n"
+    "\n"
+    "  -o, --output PATH  where to write (default tpprof.<program>.<pid>.db here);\n"
+    "                     %p in PATH becomes the process id. A forked child writes\n"
+    "                     <PATH without .db>.<child pid>.db\n"
+    "  --depth N          record at most N frames per stack\n"
+    "  --full             also record every event in order (much larger database)\n"
+    "\n"
+    "The exit status is CMD's, or 128 + the signal that killed it.\n";
+
+// ---------------------------------------------------------------------------
+// Finding the preload
+
+// Did an snprintf into a PATH_MAX buffer keep the whole path?
+static bool fits(int written) {
+    return written >= 0 && written < PATH_MAX;
+}
+
+static bool is_file(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+// The preload's absolute path into out, or -1 + error naming where it looked.
+static int find_preload(char *out, size_t size) {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    char candidates[3][PATH_MAX];
+    size_t count = 0;
+    if (n > 0) {
+        self[n] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash)
+            *slash = 0;
+        // Build tree: <build>/viewer/tpprof next to <build>/src/tpprof/libtpprof.so.
+        if (fits(snprintf(candidates[count], PATH_MAX, "%s/../src/tpprof/libtpprof.so", self)))
+            count++;
+        // A relocated install: <prefix>/bin/tpprof and <prefix>/<libdir>/tpprof/.
+        if (fits(snprintf(candidates[count], PATH_MAX, "%s/../%s/tpprof/libtpprof.so", self,
+                          TPPROF_INSTALL_LIBDIR_REL)))
+            count++;
+    }
+    snprintf(candidates[count++], PATH_MAX, "%s", TPPROF_INSTALL_PRELOAD);
+    for (size_t i = 0; i < count; i++)
+        if (is_file(candidates[i]) && realpath(candidates[i], out) && strlen(out) < size)
+            return 0;
+    return tpprof_error_set("cannot find libtpprof.so (looked in %s and %s)", candidates[0],
+                            candidates[count - 1]);
+}
+
+// ---------------------------------------------------------------------------
+// Output names
+
+// Expand %p (pid) and %% in a template into out.
+static void expand(const char *template, pid_t pid, char *out, size_t size) {
+    size_t o = 0;
+    for (const char *t = template; *t && o + 1 < size; t++) {
+        if (t[0] == '%' && t[1] == 'p') {
+            int w = snprintf(out + o, size - o, "%ld", (long)pid);
+            o += w > 0 ? (size_t)w : 0;
+            t++;
+        } else if (t[0] == '%' && t[1] == '%') {
+            out[o++] = '%';
+            t++;
+        } else {
+            out[o++] = *t;
+        }
+    }
+    out[o < size ? o : size - 1] = 0;
+}
+
+// Children the recorder wrote beside `db`: <db without .db>.<pid>.db.
+static void list_children(const char *db, glob_t *g) {
+    char pattern[PATH_MAX + 16];
+    size_t len = strlen(db);
+    if (len > 3 && strcmp(db + len - 3, ".db") == 0)
+        len -= 3;
+    snprintf(pattern, sizeof pattern, "%.*s.[0-9]*.db", (int)len, db);
+    memset(g, 0, sizeof *g);
+    if (glob(pattern, 0, NULL, g) != 0)
+        globfree(g);
+}
+
+// ---------------------------------------------------------------------------
+// Summary
+
+static void summarize(const char *path, const char *shown_as) {
+    if (tpprof_symbolize_file(path) != 0)
+        fprintf(stderr, "tpprof: warning: could not symbolize %s: %s\n", shown_as, tpprof_error());
+    tpprof_profile *p = tpprof_profile_load(path);
+    if (!p) {
+        fprintf(stderr, "tpprof: cannot read the recording: %s\n", tpprof_error());
+        return;
+    }
+    const tpprof_summary *s = &p->summary;
+    char a[32], b[32], c[32], d[32];
+    fprintf(stderr, "tpprof: %s allocations (%s), %s frees, peak %s\n",
+            tpprof_format_count(s->allocations, a), tpprof_format_size(s->total_bytes, b),
+            tpprof_format_count(s->frees, c), tpprof_format_size(s->peak_bytes, d));
+    fprintf(stderr, "tpprof: leaked %s in %s blocks: lost %s, reachable %s",
+            tpprof_format_size(s->leaked_bytes, a), tpprof_format_count(s->leaked_count, b),
+            tpprof_format_size(s->lost_bytes, c), tpprof_format_size(s->reachable_bytes, d));
+    if (s->unscanned_count)
+        fprintf(stderr, ", not scanned %s (the run did not end normally)",
+                tpprof_format_size(s->unscanned_bytes, a));
+    fprintf(stderr, "\n");
+    if (p->nleaks && p->leaks[0].reachability != TPPROF_REACH_REACHABLE) {
+        char frame[512];
+        fprintf(stderr, "tpprof: biggest leak: %s in %s\n", tpprof_format_size(p->leaks[0].bytes, a),
+                tpprof_stacks_describe(p->stacks, p->leaks[0].stack_id, frame, sizeof frame));
+    }
+    tpprof_profile_free(p);
+}
+
+// ---------------------------------------------------------------------------
+// Signals: the terminal's ^C reaches the program; tpprof waits and reports.
+
+static volatile sig_atomic_t child_pid;
+
+static void forward(int sig) {
+    if (child_pid > 0)
+        kill((pid_t)child_pid, sig);
+}
+
+// ---------------------------------------------------------------------------
+// Command
+
+int tpprof_cmd_run(int argc, char **argv) {
+    const char *output = NULL, *depth = NULL;
+    bool full = false;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(tpprof_usage_run, stdout);
+            return TPPROF_EXIT_OK;
+        } else if (strcmp(argv[i], "--full") == 0) {
+            full = true;
+        } else if ((r = tpprof_opt(argc, argv, &i, "-o", &v)) != 0 ||
+                   (r = tpprof_opt(argc, argv, &i, "--output", &v)) != 0) {
+            if (r < 0)
+                goto usage_error;
+            output = v;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--depth", &v)) != 0) {
+            uint64_t d = 0;
+            if (r < 0 || tpprof_parse_count("--depth", v, &d) != 0)
+                goto usage_error;
+            if (d == 0 || d > 1024) {
+                tpprof_error_set("--depth: expected 1 to 1024, got %s", v);
+                goto usage_error;
+            }
+            depth = v;
+        } else if (argv[i][0] == '-') {
+            tpprof_error_set("unknown option '%s' (see tpprof run --help)", argv[i]);
+            goto usage_error;
+        } else {
+            break;
+        }
+    }
+    if (i >= argc) {
+        tpprof_error_set("missing the command to run (usage: tpprof run [options] CMD [ARGS...])");
+        goto usage_error;
+    }
+    char **cmd = argv + i;
+
+    char preload[PATH_MAX];
+    if (find_preload(preload, sizeof preload) != 0) {
+        fprintf(stderr, "tpprof run: %s\n", tpprof_error());
+        return TPPROF_EXIT_USAGE;
+    }
+    // Absolute output path: the program may chdir before the recorder opens it.
+    char template[PATH_MAX], cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) {
+        fprintf(stderr, "tpprof run: cannot read the current directory: %s\n", strerror(errno));
+        return TPPROF_EXIT_USAGE;
+    }
+    int w;
+    if (!output)
+        w = snprintf(template, sizeof template, "%s/tpprof.%s.%%p.db", cwd, tpprof_basename(cmd[0]));
+    else if (output[0] == '/')
+        w = snprintf(template, sizeof template, "%s", output);
+    else
+        w = snprintf(template, sizeof template, "%s/%s", cwd, output);
+    if (!fits(w)) {
+        fprintf(stderr, "tpprof run: the output path is too long\n");
+        return TPPROF_EXIT_USAGE;
+    }
+
+    int errpipe[2];
+    if (pipe2(errpipe, O_CLOEXEC) != 0) {
+        fprintf(stderr, "tpprof run: pipe: %s\n", strerror(errno));
+        return TPPROF_EXIT_USAGE;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "tpprof run: fork: %s\n", strerror(errno));
+        return TPPROF_EXIT_USAGE;
+    }
+    if (pid == 0) {
+        close(errpipe[0]);
+        char out[PATH_MAX];
+        expand(template, getpid(), out, sizeof out);
+        setenv("TPPROF_OUTPUT", out, 1);
+        if (depth)
+            setenv("TPPROF_DEPTH", depth, 1);
+        if (full)
+            setenv("TPPROF_MODE", "full", 1);
+        else
+            unsetenv("TPPROF_MODE");
+        const char *old = getenv("LD_PRELOAD");
+        char ld[2 * PATH_MAX + 2];
+        if (old && *old)
+            snprintf(ld, sizeof ld, "%s:%s", preload, old);
+        else
+            snprintf(ld, sizeof ld, "%s", preload);
+        setenv("LD_PRELOAD", ld, 1);
+        execvp(cmd[0], cmd);
+        int err = errno;
+        ssize_t w = write(errpipe[1], &err, sizeof err);
+        (void)w;
+        _exit(127);
+    }
+    close(errpipe[1]);
+    child_pid = pid;
+    struct sigaction ignore = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward};
+    sigaction(SIGINT, &ignore, NULL);
+    sigaction(SIGQUIT, &ignore, NULL);
+    sigaction(SIGTERM, &fwd, NULL);
+    sigaction(SIGHUP, &fwd, NULL);
+
+    int err = 0;
+    ssize_t got;
+    while ((got = read(errpipe[0], &err, sizeof err)) < 0 && errno == EINTR)
+        ;
+    close(errpipe[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    child_pid = 0;
+    if (got == (ssize_t)sizeof err) {
+        fprintf(stderr, "tpprof run: cannot run '%s': %s\n", cmd[0], strerror(err));
+        return err == ENOENT ? 127 : 126;
+    }
+
+    int code;
+    char how[64];
+    if (WIFSIGNALED(status)) {
+        code = 128 + WTERMSIG(status);
+        snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    } else {
+        code = WEXITSTATUS(status);
+        snprintf(how, sizeof how, "exited with status %d", code);
+    }
+    char db[PATH_MAX];
+    expand(template, pid, db, sizeof db);
+    fprintf(stderr, "tpprof: %s %s\n", cmd[0], how);
+    if (!is_file(db)) {
+        fprintf(stderr,
+                "tpprof: no recording at %s (statically linked or setuid program, or it exec'd "
+                "before starting?)\n",
+                db);
+        return code;
+    }
+    summarize(db, db);
+    fprintf(stderr, "tpprof: recording: %s  (tpprof report %s)\n", db, db);
+    glob_t children;
+    list_children(db, &children);
+    for (size_t c = 0; c < children.gl_pathc; c++) {
+        const char *child = children.gl_pathv[c];
+        if (tpprof_symbolize_file(child) != 0)
+            fprintf(stderr, "tpprof: warning: could not symbolize %s: %s\n", child, tpprof_error());
+        fprintf(stderr, "tpprof: forked child's recording: %s\n", child);
+    }
+    globfree(&children);
+    return code;
+
+usage_error:
+    fprintf(stderr, "tpprof run: %s\n", tpprof_error());
+    return TPPROF_EXIT_USAGE;
+}

@@ -1,0 +1,145 @@
+// json.c: a streaming writer of pretty-printed JSON for `tpprof report
+// --format json` (contract: docs/report-json.md).
+//
+// It tracks only what it needs to place commas and indentation; it does not
+// check that callers pair keys with values (the report code is the only
+// caller). Strings are escaped per RFC 8259; bytes >= 0x80 pass through, so
+// UTF-8 names stay readable.
+#include "viewer.h"
+
+#include <math.h>
+
+// ---------------------------------------------------------------------------
+// Layout
+
+static void newline(tpprof_json *j) {
+    fputc('\n', j->out);
+    for (int i = 0; i < j->depth; i++)
+        fputs("  ", j->out);
+}
+
+static bool is_inline(const tpprof_json *j) {
+    return j->inline_depth > 0 && j->depth >= j->inline_depth;
+}
+
+// Called before every value and every key.
+static void element(tpprof_json *j) {
+    if (j->after_key) {
+        j->after_key = false;
+        return;
+    }
+    if (j->depth == 0)
+        return;
+    bool first = j->first[j->depth];
+    j->first[j->depth] = false;
+    if (is_inline(j)) {
+        if (!first)
+            fputs(", ", j->out);
+    } else {
+        if (!first)
+            fputc(',', j->out);
+        newline(j);
+    }
+}
+
+static void write_escaped(FILE *out, const char *s) {
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", out); break;
+        case '\\': fputs("\\\\", out); break;
+        case '\n': fputs("\\n", out); break;
+        case '\r': fputs("\\r", out); break;
+        case '\t': fputs("\\t", out); break;
+        default:
+            if (*p < 0x20)
+                fprintf(out, "\\u%04x", *p);
+            else
+                fputc(*p, out);
+        }
+    }
+    fputc('"', out);
+}
+
+void tpprof_json_init(tpprof_json *j, FILE *out) {
+    *j = (tpprof_json){.out = out};
+}
+
+void tpprof_json_key(tpprof_json *j, const char *key) {
+    element(j);
+    write_escaped(j->out, key);
+    fputs(": ", j->out);
+    j->after_key = true;
+}
+
+static void open_container(tpprof_json *j, char c, bool one_line) {
+    element(j);
+    fputc(c, j->out);
+    if (j->depth < 31)
+        j->depth++;
+    j->first[j->depth] = true;
+    if (one_line && j->inline_depth == 0)
+        j->inline_depth = j->depth;
+}
+
+static void close_container(tpprof_json *j, char c) {
+    bool was_inline = is_inline(j);
+    bool empty = j->first[j->depth];
+    if (j->inline_depth == j->depth)
+        j->inline_depth = 0;
+    if (j->depth > 0)
+        j->depth--;
+    if (!was_inline && !empty)
+        newline(j);
+    fputc(c, j->out);
+}
+
+void tpprof_json_object_begin(tpprof_json *j) { open_container(j, '{', false); }
+void tpprof_json_object_begin_inline(tpprof_json *j) { open_container(j, '{', true); }
+void tpprof_json_object_end(tpprof_json *j) { close_container(j, '}'); }
+void tpprof_json_array_begin(tpprof_json *j) { open_container(j, '[', false); }
+void tpprof_json_array_end(tpprof_json *j) { close_container(j, ']'); }
+
+// ---------------------------------------------------------------------------
+// Values
+
+void tpprof_json_string(tpprof_json *j, const char *s) {
+    if (s == NULL) {
+        tpprof_json_null(j);
+        return;
+    }
+    element(j);
+    write_escaped(j->out, s);
+}
+
+void tpprof_json_int(tpprof_json *j, int64_t v) {
+    element(j);
+    fprintf(j->out, "%lld", (long long)v);
+}
+
+void tpprof_json_uint(tpprof_json *j, uint64_t v) {
+    element(j);
+    fprintf(j->out, "%llu", (unsigned long long)v);
+}
+
+void tpprof_json_double(tpprof_json *j, double v) {
+    element(j);
+    if (isfinite(v))
+        fprintf(j->out, "%.17g", v);
+    else
+        fputs("null", j->out);
+}
+
+void tpprof_json_bool(tpprof_json *j, bool v) {
+    element(j);
+    fputs(v ? "true" : "false", j->out);
+}
+
+void tpprof_json_null(tpprof_json *j) {
+    element(j);
+    fputs("null", j->out);
+}
+
+void tpprof_json_finish(tpprof_json *j) {
+    fputc('\n', j->out);
+}

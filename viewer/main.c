@@ -1,0 +1,54 @@
+// main.c: `tpprof`, the command-line half of the profiler: dispatches to one
+// file per command (cmd_run.c, cmd_report.c, cmd_check.c).
+//
+// It knows recordings only through docs/schema.md and never includes src/.
+// Exit statuses: report and check use 0 ok, 1 gate failed, 2 usage or input
+// error; run returns the program's own status.
+#include "viewer.h"
+
+#include <string.h>
+
+#ifndef TPPROF_VERSION
+#define TPPROF_VERSION "unknown"
+#endif
+
+static const char usage[] =
+    "usage: tpprof <command> [options]\n"
+    "\n"
+    "A memory profiler and leak checker for Linux programs.\n"
+    "\n"
+    "commands:\n"
+    "  run [-o PATH] [--depth N] [--full] [--] CMD [ARGS...]\n"
+    "        run CMD under the recorder, then symbolize and summarize\n"
+    "  report DB [--leaks] [--peak] [--top N] [--temporary] [--format text|json]\n"
+    "        leaks, peak, top and temporary allocation sites of a recording\n"
+    "  check DB [--max-lost-bytes N] [--max-leaked-bytes N] [--max-peak-bytes N]\n"
+    "           [--baseline OLD.db --max-growth PCT] [--junit FILE]\n"
+    "        CI gate: exit 0 when every limit holds, 1 when one fails\n"
+    "\n"
+    "  tpprof <command> --help   options of one command\n"
+    "  tpprof --version          version and database schema read\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return TPPROF_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage, stdout);
+        return TPPROF_EXIT_OK;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        printf("tpprof %s (database schema %d)\n", TPPROF_VERSION, TPPROF_SCHEMA_VERSION);
+        return TPPROF_EXIT_OK;
+    }
+    if (strcmp(cmd, "run") == 0)
+        return tpprof_cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0)
+        return tpprof_cmd_report(argc - 1, argv + 1);
+    if (strcmp(cmd, "check") == 0)
+        return tpprof_cmd_check(argc - 1, argv + 1);
+    fprintf(stderr, "tpprof: unknown command '%s' (try tpprof --help)\n", cmd);
+    return TPPROF_EXIT_USAGE;
+}

@@ -1,0 +1,271 @@
+// profile.c: everything `report` and `check` show, read from a recording in a
+// handful of aggregate queries: the summary, the leaks grouped by (stack,
+// kind, reachability), the per-site totals, the kind names.
+//
+// The database is opened read-only. When `symbols` is empty the stacks are
+// symbolized here; the result is written back only through a second,
+// read-write connection when the file is writable, and otherwise stays in
+// memory. Nothing here prints except symbolize.c's warnings.
+#define _POSIX_C_SOURCE 200809L
+#include "viewer.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+// ---------------------------------------------------------------------------
+// Kinds
+
+static const char *builtin_kinds[] = {
+    NULL, "malloc", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
+    "memalign", "valloc", "pvalloc", "mmap", "mmap_file",
+};
+
+static int load_kinds(tpprof_profile *p) {
+    int64_t has = 0;
+    if (tpprof_db_scalar(p->db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'kinds'", &has))
+        return -1;
+    int64_t max_id = 0;
+    if (has && tpprof_db_scalar(p->db, "SELECT COALESCE(MAX(id), 0) FROM kinds", &max_id))
+        return -1;
+    size_t n = sizeof builtin_kinds / sizeof *builtin_kinds;
+    if (max_id >= (int64_t)n && max_id < 4096)
+        n = (size_t)max_id + 1;
+    p->kind_names = calloc(n, sizeof *p->kind_names);
+    if (!p->kind_names)
+        return tpprof_error_set("out of memory");
+    p->nkinds = n;
+    for (size_t i = 1; i < sizeof builtin_kinds / sizeof *builtin_kinds; i++)
+        p->kind_names[i] = strdup(builtin_kinds[i]);
+    if (!has)
+        return 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(p->db->sql, "SELECT id, name FROM kinds", -1, &st, NULL) != SQLITE_OK)
+        return tpprof_db_error(p->db, "reading kinds");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        if (id > 0 && (size_t)id < n && name) {
+            free(p->kind_names[id]);
+            p->kind_names[id] = strdup(name);
+        }
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+const char *tpprof_profile_kind(const tpprof_profile *p, int64_t kind) {
+    static _Thread_local char unknown[32];
+    if (kind > 0 && (size_t)kind < p->nkinds && p->kind_names[kind])
+        return p->kind_names[kind];
+    snprintf(unknown, sizeof unknown, "kind%lld", (long long)kind);
+    return unknown;
+}
+
+const char *tpprof_reach_name(int reachability) {
+    switch (reachability) {
+    case TPPROF_REACH_LOST: return "lost";
+    case TPPROF_REACH_REACHABLE: return "reachable";
+    default: return "unscanned";
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Symbols
+
+static int load_symbols(tpprof_profile *p, const char *path, tpprof_symtab *tab) {
+    int64_t has_table = 0, have = 0, nodes = 0;
+    if (tpprof_db_scalar(p->db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'symbols'",
+                         &has_table))
+        return -1;
+    if (has_table && tpprof_db_scalar(p->db, "SELECT COUNT(*) FROM symbols", &have))
+        return -1;
+    if (have > 0)
+        return tpprof_symtab_load(p->db, tab);
+    if (tpprof_db_scalar(p->db, "SELECT COUNT(*) FROM stack_nodes", &nodes))
+        return -1;
+    if (nodes == 0)
+        return 0;
+    if (tpprof_symbolize(p->db, tab) != 0)
+        return -1;
+    p->symbolized_now = true;
+    // Save for next time when we may; a read-only file keeps them in memory.
+    if (access(path, W_OK) == 0) {
+        tpprof_db *rw = tpprof_db_open(path, true);
+        if (rw && tpprof_symtab_save(rw, tab) == 0)
+            p->symbols_saved = true;
+        tpprof_db_close(rw);
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Leaks and sites
+
+static int leak_rank(int reachability) {
+    return reachability == TPPROF_REACH_LOST ? 0 : reachability == TPPROF_REACH_UNSCANNED ? 1 : 2;
+}
+
+static int cmp_leak(const void *a, const void *b) {
+    const tpprof_leak *x = a, *y = b;
+    int rx = leak_rank(x->reachability), ry = leak_rank(y->reachability);
+    if (rx != ry)
+        return rx - ry;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    if (x->stack_id != y->stack_id)
+        return x->stack_id < y->stack_id ? -1 : 1;
+    return (x->kind > y->kind) - (x->kind < y->kind);
+}
+
+static int load_leaks(tpprof_profile *p) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(p->db->sql,
+                           "SELECT stack_id, kind, reachability, SUM(size), COUNT(*) FROM live_blocks "
+                           "GROUP BY stack_id, kind, reachability",
+                           -1, &st, NULL) != SQLITE_OK)
+        return tpprof_db_error(p->db, "reading live_blocks");
+    size_t cap = 0;
+    int rc;
+    tpprof_summary *s = &p->summary;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (p->nleaks == cap) {
+            cap = cap ? cap * 2 : 64;
+            tpprof_leak *grown = realloc(p->leaks, cap * sizeof *grown);
+            if (!grown) {
+                sqlite3_finalize(st);
+                return tpprof_error_set("out of memory");
+            }
+            p->leaks = grown;
+        }
+        tpprof_leak *l = &p->leaks[p->nleaks++];
+        l->stack_id = sqlite3_column_int64(st, 0);
+        l->kind = sqlite3_column_int64(st, 1);
+        int64_t r = sqlite3_column_int64(st, 2);
+        l->reachability = r == 1 ? TPPROF_REACH_LOST : r == 2 ? TPPROF_REACH_REACHABLE
+                                                              : TPPROF_REACH_UNSCANNED;
+        l->bytes = (uint64_t)sqlite3_column_int64(st, 3);
+        l->count = (uint64_t)sqlite3_column_int64(st, 4);
+        s->leaked_bytes += l->bytes;
+        s->leaked_count += l->count;
+        if (l->reachability == TPPROF_REACH_LOST) {
+            s->lost_bytes += l->bytes;
+            s->lost_count += l->count;
+        } else if (l->reachability == TPPROF_REACH_REACHABLE) {
+            s->reachable_bytes += l->bytes;
+            s->reachable_count += l->count;
+        } else {
+            s->unscanned_bytes += l->bytes;
+            s->unscanned_count += l->count;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return tpprof_db_error(p->db, "reading live_blocks");
+    if (p->nleaks)
+        qsort(p->leaks, p->nleaks, sizeof *p->leaks, cmp_leak);
+    return 0;
+}
+
+static int load_sites(tpprof_profile *p) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(p->db->sql,
+                           "SELECT stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, "
+                           "temp_count, temp_bytes, peak_count, peak_bytes FROM sites",
+                           -1, &st, NULL) != SQLITE_OK)
+        return tpprof_db_error(p->db, "reading sites");
+    size_t cap = 0;
+    int rc;
+    tpprof_summary *s = &p->summary;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (p->nsites == cap) {
+            cap = cap ? cap * 2 : 256;
+            tpprof_site *grown = realloc(p->sites, cap * sizeof *grown);
+            if (!grown) {
+                sqlite3_finalize(st);
+                return tpprof_error_set("out of memory");
+            }
+            p->sites = grown;
+        }
+        tpprof_site *x = &p->sites[p->nsites++];
+        x->stack_id = sqlite3_column_int64(st, 0);
+        x->kind = sqlite3_column_int64(st, 1);
+        uint64_t *fields[] = {&x->alloc_count, &x->alloc_bytes, &x->free_count, &x->freed_bytes,
+                              &x->temp_count,  &x->temp_bytes,  &x->peak_count, &x->peak_bytes};
+        for (int i = 0; i < 8; i++) {
+            int64_t v = sqlite3_column_int64(st, 2 + i); // NULL reads as 0
+            *fields[i] = v > 0 ? (uint64_t)v : 0;
+        }
+        s->allocations += x->alloc_count;
+        s->total_bytes += x->alloc_bytes;
+        s->frees += x->free_count;
+        s->temporary_count += x->temp_count;
+        s->temporary_bytes += x->temp_bytes;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return tpprof_db_error(p->db, "reading sites");
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Load
+
+tpprof_profile *tpprof_profile_load(const char *path) {
+    tpprof_profile *p = calloc(1, sizeof *p);
+    if (!p) {
+        tpprof_error_set("out of memory");
+        return NULL;
+    }
+    p->db = tpprof_db_open(path, false);
+    if (!p->db)
+        goto fail;
+    tpprof_symtab tab = {0};
+    if (load_symbols(p, path, &tab) != 0) {
+        tpprof_symtab_free(&tab);
+        goto fail;
+    }
+    p->stacks = tpprof_stacks_load(p->db, &tab);
+    tpprof_symtab_free(&tab);
+    if (!p->stacks)
+        goto fail;
+    if (load_kinds(p) != 0 || load_leaks(p) != 0 || load_sites(p) != 0)
+        goto fail;
+    tpprof_summary *s = &p->summary;
+    int64_t v = 0;
+    if (tpprof_db_meta_i64(p->db, "peak_bytes", &v) && v > 0)
+        s->peak_bytes = (uint64_t)v;
+    if (tpprof_db_meta_i64(p->db, "peak_time_ns", &v))
+        s->peak_time_ns = v;
+    s->complete = tpprof_db_meta_i64(p->db, "complete", &v) && v == 1;
+    if (tpprof_db_meta_i64(p->db, "pid", &v))
+        s->pid = v;
+    if (tpprof_db_meta_i64(p->db, "duration_ns", &v))
+        s->duration_ns = v;
+    p->mode = tpprof_db_meta(p->db, "mode");
+    p->exe = tpprof_db_meta(p->db, "exe");
+    p->tool_version = tpprof_db_meta(p->db, "tool_version");
+    return p;
+fail:
+    tpprof_profile_free(p);
+    return NULL;
+}
+
+void tpprof_profile_free(tpprof_profile *p) {
+    if (!p)
+        return;
+    tpprof_stacks_free(p->stacks);
+    tpprof_db_close(p->db);
+    free(p->mode);
+    free(p->exe);
+    free(p->tool_version);
+    free(p->leaks);
+    free(p->sites);
+    for (size_t i = 0; i < p->nkinds; i++)
+        free(p->kind_names[i]);
+    free(p->kind_names);
+    free(p);
+}

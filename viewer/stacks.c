@@ -1,0 +1,177 @@
+// stacks.c: the stack trie and its symbols, held in memory for the length of
+// one command.
+//
+// A recording of a busy program has tens of thousands of trie nodes; asking
+// SQLite once per frame would make `report` take seconds. Instead the whole
+// trie is read with one query into flat arrays sorted by id, and every
+// lookup after that is a binary search. This file does not decide what is
+// shown; it only answers "what are the frames of stack N".
+#include "viewer.h"
+
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ---------------------------------------------------------------------------
+// Model
+
+struct tpprof_stacks {
+    int64_t *ids;     // sorted ascending
+    int64_t *parents;
+    int64_t *ips;
+    size_t n;
+    tpprof_symtab symbols; // sorted by (ip, idx)
+};
+
+static int load_nodes(tpprof_db *db, tpprof_stacks *st) {
+    int64_t count = 0;
+    if (tpprof_db_scalar(db, "SELECT COUNT(*) FROM stack_nodes", &count) != 0)
+        return -1;
+    size_t cap = (size_t)count + 1;
+    st->ids = malloc(cap * sizeof *st->ids);
+    st->parents = malloc(cap * sizeof *st->parents);
+    st->ips = malloc(cap * sizeof *st->ips);
+    if (!st->ids || !st->parents || !st->ips)
+        return tpprof_error_set("out of memory loading %" PRId64 " stack nodes", count);
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db->sql, "SELECT id, parent, ip FROM stack_nodes ORDER BY id", -1, &q,
+                           NULL) != SQLITE_OK)
+        return tpprof_db_error(db, "reading stack_nodes");
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW && st->n < cap) {
+        st->ids[st->n] = sqlite3_column_int64(q, 0);
+        st->parents[st->n] = sqlite3_column_int64(q, 1);
+        st->ips[st->n] = sqlite3_column_int64(q, 2);
+        st->n++;
+    }
+    sqlite3_finalize(q);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return tpprof_db_error(db, "reading stack_nodes");
+    return 0;
+}
+
+tpprof_stacks *tpprof_stacks_load(tpprof_db *db, tpprof_symtab *symbols) {
+    tpprof_stacks *st = calloc(1, sizeof *st);
+    if (!st) {
+        tpprof_error_set("out of memory");
+        return NULL;
+    }
+    if (load_nodes(db, st) != 0) {
+        tpprof_stacks_free(st);
+        return NULL;
+    }
+    st->symbols = *symbols;
+    memset(symbols, 0, sizeof *symbols);
+    return st;
+}
+
+void tpprof_stacks_free(tpprof_stacks *st) {
+    if (!st)
+        return;
+    free(st->ids);
+    free(st->parents);
+    free(st->ips);
+    tpprof_symtab_free(&st->symbols);
+    free(st);
+}
+
+// ---------------------------------------------------------------------------
+// Lookups
+
+static ptrdiff_t find_node(const tpprof_stacks *st, int64_t id) {
+    // Recorders number nodes 1, 2, 3, ...: try the direct slot first.
+    if (id >= 1 && (size_t)id <= st->n && st->ids[id - 1] == id)
+        return (ptrdiff_t)(id - 1);
+    size_t lo = 0, hi = st->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (st->ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < st->n && st->ids[lo] == id ? (ptrdiff_t)lo : -1;
+}
+
+// Index of the first symbol row of ip, or -1.
+static ptrdiff_t find_symbol(const tpprof_stacks *st, int64_t ip) {
+    const tpprof_symtab *t = &st->symbols;
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->rows[mid].ip < ip)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < t->n && t->rows[lo].ip == ip ? (ptrdiff_t)lo : -1;
+}
+
+static bool is_own_frame(const char *module) {
+    return module && strcmp(tpprof_basename(module), "libtpprof.so") == 0;
+}
+
+size_t tpprof_stacks_frames(const tpprof_stacks *st, int64_t stack_id, tpprof_frame *out,
+                            size_t cap, size_t *total) {
+    size_t n = 0, all = 0;
+    // A damaged trie could loop; no real stack is longer than the node count.
+    size_t guard = st->n + 1;
+    while (stack_id != 0 && guard-- > 0) {
+        ptrdiff_t node = find_node(st, stack_id);
+        if (node < 0)
+            break;
+        int64_t ip = st->ips[node];
+        ptrdiff_t s = find_symbol(st, ip);
+        if (s < 0) {
+            if (n < cap)
+                out[n++] = (tpprof_frame){.ip = ip};
+            all++;
+        } else {
+            for (size_t i = (size_t)s; i < st->symbols.n && st->symbols.rows[i].ip == ip; i++) {
+                const tpprof_symbol *sym = &st->symbols.rows[i];
+                if (is_own_frame(sym->module))
+                    continue;
+                if (n < cap)
+                    out[n++] = (tpprof_frame){
+                        .ip = ip,
+                        .function = sym->function,
+                        .file = sym->file,
+                        .line = sym->line,
+                        .module = sym->module,
+                    };
+                all++;
+            }
+        }
+        stack_id = st->parents[node];
+    }
+    if (total)
+        *total = all;
+    return n;
+}
+
+// ---------------------------------------------------------------------------
+// Formatting
+
+char *tpprof_frame_format(const tpprof_frame *f, char *buf, size_t size) {
+    if (f->function && f->file && f->line > 0)
+        snprintf(buf, size, "%s (%s:%" PRId64 ")", f->function, tpprof_basename(f->file), f->line);
+    else if (f->function && f->module)
+        snprintf(buf, size, "%s (%s)", f->function, tpprof_basename(f->module));
+    else if (f->function)
+        snprintf(buf, size, "%s", f->function);
+    else if (f->module)
+        snprintf(buf, size, "0x%" PRIx64 " (%s)", (uint64_t)f->ip, tpprof_basename(f->module));
+    else
+        snprintf(buf, size, "0x%" PRIx64, (uint64_t)f->ip);
+    return buf;
+}
+
+char *tpprof_stacks_describe(const tpprof_stacks *st, int64_t stack_id, char *buf, size_t size) {
+    tpprof_frame f;
+    if (tpprof_stacks_frames(st, stack_id, &f, 1, NULL) == 0) {
+        snprintf(buf, size, "(no stack)");
+        return buf;
+    }
+    return tpprof_frame_format(&f, buf, size);
+}

@@ -1,0 +1,417 @@
+// symbolize.c: turn the raw return addresses of a recording into frames
+// (function, file, line, module), inlined calls expanded, with elfutils' libdw.
+//
+// Each row of `modules` gets its own offline Dwfl with that one file reported
+// at its recorded load bias: rows of a library loaded, unloaded and loaded
+// again may overlap in address, and one Dwfl cannot hold overlapping modules.
+// The file's GNU build-id must match the recorded one, or its frames stay
+// unsymbolized (a rebuilt binary would give confident wrong answers).
+// debuginfod is never asked: symbolizing must not touch the network.
+// This file must not print anything except one warning per unusable module.
+#define _GNU_SOURCE
+#include "viewer.h"
+
+#include <dlfcn.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+// ---------------------------------------------------------------------------
+// Modules
+
+typedef struct module {
+    char *path, *build_id;
+    uint64_t base, lo, hi;
+    Dwfl *dwfl;          // NULL until first used or when unusable
+    Dwfl_Module *mod;
+    bool tried, usable;
+} module;
+
+static char *no_debuginfo_path = NULL;
+
+static const Dwfl_Callbacks offline_callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &no_debuginfo_path,
+};
+
+static bool is_own_preload(const char *path) {
+    return strcmp(tpprof_basename(path), "libtpprof.so") == 0;
+}
+
+static void hex(const unsigned char *bits, int n, char *out) {
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < n; i++) {
+        out[2 * i] = digits[bits[i] >> 4];
+        out[2 * i + 1] = digits[bits[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+// Report the module's file into a private Dwfl on first use.
+static bool module_open(module *m) {
+    if (m->tried)
+        return m->usable;
+    m->tried = true;
+    // "[vdso]", "linux-vdso.so.1" and anonymous entries have no file to read.
+    if (!m->path || m->path[0] != '/')
+        return false;
+    m->dwfl = dwfl_begin(&offline_callbacks);
+    if (!m->dwfl)
+        return false;
+    dwfl_report_begin(m->dwfl);
+    m->mod = dwfl_report_elf(m->dwfl, m->path, m->path, -1, (GElf_Addr)m->base, true);
+    dwfl_report_end(m->dwfl, NULL, NULL);
+    if (!m->mod) {
+        fprintf(stderr, "tpprof: warning: cannot read %s (%s); its frames stay unsymbolized\n",
+                m->path, dwfl_errmsg(-1));
+        return false;
+    }
+    if (m->build_id && m->build_id[0]) {
+        const unsigned char *bits = NULL;
+        GElf_Addr vaddr = 0;
+        int n = dwfl_module_build_id(m->mod, &bits, &vaddr);
+        char found[2 * 64 + 1] = "";
+        if (n > 0 && n <= 64)
+            hex(bits, n, found);
+        if (strcasecmp(found, m->build_id) != 0) {
+            fprintf(stderr,
+                    "tpprof: warning: %s was rebuilt since the recording (build-id %s, recorded %s); "
+                    "its frames stay unsymbolized\n",
+                    m->path, found[0] ? found : "none", m->build_id);
+            return false;
+        }
+    }
+    m->usable = true;
+    return true;
+}
+
+static void module_close(module *m) {
+    if (m->dwfl)
+        dwfl_end(m->dwfl);
+    free(m->path);
+    free(m->build_id);
+}
+
+// ---------------------------------------------------------------------------
+// C++ demangling through libstdc++'s __cxa_demangle, found at run time so
+// that a C program does not link libstdc++ for the rare C++ recording.
+
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+static char *demangle(const char *name) {
+    static demangle_fn fn;
+    static bool looked;
+    if (!name || strncmp(name, "_Z", 2) != 0)
+        return tpprof_strdup(name);
+    if (!looked) {
+        looked = true;
+        void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        if (h)
+            *(void **)&fn = dlsym(h, "__cxa_demangle");
+    }
+    if (fn) {
+        int status = -1;
+        char *out = fn(name, NULL, NULL, &status);
+        if (status == 0 && out)
+            return out;
+        free(out);
+    }
+    return tpprof_strdup(name);
+}
+
+// ---------------------------------------------------------------------------
+// Frames of one address
+
+static int symtab_push(tpprof_symtab *tab, int64_t ip, int32_t idx, const char *function,
+                       const char *file, int64_t line, const char *module_path) {
+    if (tab->n == tab->cap) {
+        size_t cap = tab->cap ? tab->cap * 2 : 256;
+        tpprof_symbol *rows = realloc(tab->rows, cap * sizeof *rows);
+        if (!rows)
+            return tpprof_error_set("out of memory");
+        tab->rows = rows;
+        tab->cap = cap;
+    }
+    tpprof_symbol *s = &tab->rows[tab->n++];
+    s->ip = ip;
+    s->idx = idx;
+    s->function = demangle(function);
+    s->file = tpprof_strdup(file);
+    s->line = line;
+    s->module = tpprof_strdup(module_path);
+    return 0;
+}
+
+// The name of a subprogram or inlined subroutine: the linkage name when there
+// is one (so C++ demangles with its signature), else DW_AT_name.
+static const char *die_name(Dwarf_Die *die) {
+    Dwarf_Attribute attr;
+    const char *name = NULL;
+    if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+        dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr))
+        name = dwarf_formstring(&attr);
+    if (!name && dwarf_attr_integrate(die, DW_AT_name, &attr))
+        name = dwarf_formstring(&attr);
+    return name;
+}
+
+// Append the frames for the return address `ip` (looked up at ip - 1).
+static int symbolize_ip(module *m, int64_t ip, tpprof_symtab *out) {
+    if (!module_open(m))
+        return symtab_push(out, ip, 0, NULL, NULL, 0, m->path);
+    Dwarf_Addr addr = (Dwarf_Addr)(uint64_t)ip - 1;
+    const char *file = NULL;
+    int line = 0;
+    Dwfl_Line *ln = dwfl_module_getsrc(m->mod, addr);
+    if (ln)
+        file = dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL);
+
+    int32_t idx = 0;
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *cudie = dwfl_module_addrdie(m->mod, addr, &bias);
+    if (cudie) {
+        Dwarf_Die *scopes = NULL;
+        int n = dwarf_getscopes(cudie, addr - bias, &scopes);
+        Dwarf_Files *files = NULL;
+        size_t nfiles = 0;
+        bool have_files = dwarf_getsrcfiles(cudie, &files, &nfiles) == 0;
+        for (int i = 0; i < n; i++) {
+            int tag = dwarf_tag(&scopes[i]);
+            if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+                continue;
+            if (symtab_push(out, ip, idx++, die_name(&scopes[i]), file, line, m->path) != 0) {
+                free(scopes);
+                return -1;
+            }
+            if (tag == DW_TAG_subprogram)
+                break;
+            // The next frame out is where this inlined call was made.
+            Dwarf_Attribute attr;
+            Dwarf_Word call_file = 0, call_line = 0;
+            file = NULL;
+            line = 0;
+            if (have_files &&
+                dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &attr), &call_file) == 0 &&
+                call_file < nfiles)
+                file = dwarf_filesrc(files, call_file, NULL, NULL);
+            if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attr), &call_line) == 0)
+                line = (int)call_line;
+        }
+        free(scopes);
+    }
+    if (idx == 0) {
+        // No DWARF for this address: the ELF symbol table still names it.
+        const char *name = dwfl_module_addrname(m->mod, addr);
+        return symtab_push(out, ip, 0, name, file, line, m->path);
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Whole database
+
+static int cmp_symbol(const void *a, const void *b) {
+    const tpprof_symbol *x = a, *y = b;
+    if (x->ip != y->ip)
+        return x->ip < y->ip ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+static void symtab_sort(tpprof_symtab *tab) {
+    if (tab->n)
+        qsort(tab->rows, tab->n, sizeof *tab->rows, cmp_symbol);
+}
+
+static int load_modules(tpprof_db *db, module **out, size_t *count) {
+    sqlite3_stmt *st = NULL;
+    *out = NULL;
+    *count = 0;
+    if (sqlite3_prepare_v2(db->sql,
+                           "SELECT path, build_id, base, lo, hi FROM modules ORDER BY id", -1, &st,
+                           NULL) != SQLITE_OK)
+        return tpprof_db_error(db, "reading modules");
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*count == cap) {
+            cap = cap ? cap * 2 : 32;
+            module *grown = realloc(*out, cap * sizeof *grown);
+            if (!grown) {
+                sqlite3_finalize(st);
+                return tpprof_error_set("out of memory");
+            }
+            *out = grown;
+        }
+        module *m = &(*out)[(*count)++];
+        memset(m, 0, sizeof *m);
+        m->path = tpprof_strdup((const char *)sqlite3_column_text(st, 0));
+        m->build_id = tpprof_strdup((const char *)sqlite3_column_text(st, 1));
+        m->base = (uint64_t)sqlite3_column_int64(st, 2);
+        m->lo = (uint64_t)sqlite3_column_int64(st, 3);
+        m->hi = (uint64_t)sqlite3_column_int64(st, 4);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return tpprof_db_error(db, "reading modules");
+    return 0;
+}
+
+int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out) {
+    // Symbolizing must never reach the network (docs: debuginfod disabled).
+    unsetenv("DEBUGINFOD_URLS");
+    module *mods = NULL;
+    size_t nmods = 0;
+    if (load_modules(db, &mods, &nmods) != 0)
+        return -1;
+    sqlite3_stmt *st = NULL;
+    int result = 0;
+    if (sqlite3_prepare_v2(db->sql, "SELECT DISTINCT ip FROM stack_nodes", -1, &st, NULL) !=
+        SQLITE_OK) {
+        result = tpprof_db_error(db, "reading stack_nodes");
+        goto done;
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t ip = sqlite3_column_int64(st, 0);
+        uint64_t u = (uint64_t)ip;
+        // The latest module row holding the address wins (a dlopen after a
+        // dlclose reuses addresses).
+        module *m = NULL;
+        for (size_t i = nmods; i-- > 0;)
+            if (u - 1 >= mods[i].lo && u - 1 < mods[i].hi) {
+                m = &mods[i];
+                break;
+            }
+        if (m && is_own_preload(m->path))
+            m->tried = true; // never symbolize our own frames; they are dropped anyway
+        int r = m ? symbolize_ip(m, ip, out) : symtab_push(out, ip, 0, NULL, NULL, 0, NULL);
+        if (r != 0) {
+            result = -1;
+            break;
+        }
+    }
+    if (result == 0 && rc != SQLITE_DONE)
+        result = tpprof_db_error(db, "reading stack_nodes");
+    sqlite3_finalize(st);
+done:
+    for (size_t i = 0; i < nmods; i++)
+        module_close(&mods[i]);
+    free(mods);
+    symtab_sort(out);
+    return result;
+}
+
+// ---------------------------------------------------------------------------
+// Storage
+
+int tpprof_symtab_load(tpprof_db *db, tpprof_symtab *out) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db->sql, "SELECT ip, idx, function, file, line, module FROM symbols",
+                           -1, &st, NULL) != SQLITE_OK)
+        return tpprof_db_error(db, "reading symbols");
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (out->n == out->cap) {
+            size_t cap = out->cap ? out->cap * 2 : 256;
+            tpprof_symbol *rows = realloc(out->rows, cap * sizeof *rows);
+            if (!rows) {
+                sqlite3_finalize(st);
+                return tpprof_error_set("out of memory");
+            }
+            out->rows = rows;
+            out->cap = cap;
+        }
+        tpprof_symbol *s = &out->rows[out->n++];
+        s->ip = sqlite3_column_int64(st, 0);
+        s->idx = (int32_t)sqlite3_column_int64(st, 1);
+        s->function = tpprof_strdup((const char *)sqlite3_column_text(st, 2));
+        s->file = tpprof_strdup((const char *)sqlite3_column_text(st, 3));
+        s->line = sqlite3_column_int64(st, 4);
+        s->module = tpprof_strdup((const char *)sqlite3_column_text(st, 5));
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return tpprof_db_error(db, "reading symbols");
+    symtab_sort(out);
+    return 0;
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *s) {
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+int tpprof_symtab_save(tpprof_db *db, const tpprof_symtab *tab) {
+    if (sqlite3_exec(db->sql, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return tpprof_db_error(db, "saving symbols");
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db->sql,
+                           "INSERT OR REPLACE INTO symbols(ip, idx, function, file, line, module) "
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto fail;
+    for (size_t i = 0; i < tab->n; i++) {
+        const tpprof_symbol *s = &tab->rows[i];
+        sqlite3_bind_int64(st, 1, s->ip);
+        sqlite3_bind_int64(st, 2, s->idx);
+        bind_text_or_null(st, 3, s->function);
+        bind_text_or_null(st, 4, s->file);
+        if (s->line > 0)
+            sqlite3_bind_int64(st, 5, s->line);
+        else
+            sqlite3_bind_null(st, 5);
+        bind_text_or_null(st, 6, s->module);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            goto fail;
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (sqlite3_exec(db->sql, "INSERT OR REPLACE INTO meta(key, value) VALUES ('symbolized', '1')",
+                     NULL, NULL, NULL) != SQLITE_OK)
+        goto fail;
+    if (sqlite3_exec(db->sql, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+        goto fail;
+    return 0;
+fail:
+    tpprof_db_error(db, "saving symbols");
+    sqlite3_finalize(st);
+    sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+
+void tpprof_symtab_free(tpprof_symtab *tab) {
+    for (size_t i = 0; i < tab->n; i++) {
+        free(tab->rows[i].function);
+        free(tab->rows[i].file);
+        free(tab->rows[i].module);
+    }
+    free(tab->rows);
+    tab->rows = NULL;
+    tab->n = tab->cap = 0;
+}
+
+int tpprof_symbolize_file(const char *path) {
+    tpprof_db *db = tpprof_db_open(path, true);
+    if (!db)
+        return -1;
+    int64_t have = 0;
+    int result = tpprof_db_scalar(db, "SELECT COUNT(*) FROM symbols", &have);
+    if (result == 0 && have == 0) {
+        tpprof_symtab tab = {0};
+        result = tpprof_symbolize(db, &tab);
+        if (result == 0)
+            result = tpprof_symtab_save(db, &tab);
+        tpprof_symtab_free(&tab);
+    }
+    tpprof_db_close(db);
+    return result;
+}

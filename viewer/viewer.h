@@ -1,0 +1,268 @@
+// viewer.h: the pieces the `tpprof` commands share, private to viewer/.
+//
+// The viewer knows a recording only through docs/schema.md: it never includes
+// src/ headers. Layers, bottom up:
+//   util.c       sizes, numbers, the thread-local error message
+//   db.c         opening and validating a database (read-only or read-write)
+//   symbolize.c  ip -> (function, file, line, module) frames with libdw
+//   stacks.c     the stack trie and the symbols, loaded into memory once
+//   profile.c    summary, leaks, sites: everything report and check show
+//   json.c       a small streaming JSON writer
+//   cmd_*.c      one file per command; main.c dispatches
+//
+// Errors: functions that can fail return NULL or -1 and leave one line in
+// tpprof_error() (no trailing newline). Commands print it and exit 2.
+#ifndef TPPROF_VIEWER_H
+#define TPPROF_VIEWER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct sqlite3 sqlite3;
+
+// The newest schema this viewer reads (docs/schema.md).
+#define TPPROF_SCHEMA_VERSION 1
+
+// Exit statuses of report/check: 0 ok, 1 a gate failed, 2 usage or input error.
+enum {
+    TPPROF_EXIT_OK = 0,
+    TPPROF_EXIT_FAIL = 1,
+    TPPROF_EXIT_USAGE = 2,
+};
+
+// ---------------------------------------------------------------------------
+// util.c
+
+// Set the thread-local error message (printf-style). Returns -1 for `return
+// tpprof_error_set(...)` convenience.
+int tpprof_error_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// The last message; borrowed, valid until the next tpprof_error_set on this thread.
+const char *tpprof_error(void);
+
+// Parse a byte size: digits with an optional suffix k, M, G, T (powers of
+// 1024, any case, optional trailing "B"/"iB"). Returns 0, or -1 with an error
+// naming `what` (e.g. "--max-lost-bytes").
+int tpprof_parse_size(const char *what, const char *s, uint64_t *out);
+// Parse a non-negative decimal integer (no suffix).
+int tpprof_parse_count(const char *what, const char *s, uint64_t *out);
+// Parse a non-negative decimal number, possibly fractional, optional '%'.
+int tpprof_parse_percent(const char *what, const char *s, double *out);
+
+// Human-readable size: "512 B", "4.0 KiB", "1.25 MiB". Writes into buf, returns buf.
+char *tpprof_format_size(uint64_t bytes, char buf[32]);
+// Integer with thousands separators: "1,234,567". Writes into buf, returns buf.
+char *tpprof_format_count(uint64_t n, char buf[32]);
+
+// Basename of a path (borrowed pointer into path).
+const char *tpprof_basename(const char *path);
+
+// Command-line option with a value: if argv[*i] is `name` (value in the next
+// argument, *i advanced) or `name=VALUE`, set *value and return 1; return 0
+// if argv[*i] is another argument; -1 + error when the value is missing.
+int tpprof_opt(int argc, char **argv, int *i, const char *name, const char **value);
+
+// strdup that returns NULL for NULL.
+char *tpprof_strdup(const char *s);
+
+// ---------------------------------------------------------------------------
+// db.c
+
+typedef struct tpprof_db {
+    sqlite3 *sql;
+    char *path;           // owned copy of the path it was opened with
+    bool writable;
+    int64_t schema_version;
+} tpprof_db;
+
+// Open and validate a recording. `writable` false opens it with
+// SQLITE_OPEN_READONLY. Refuses (NULL + error): a missing file, a file that is
+// not SQLite, a truncated file, a SQLite database without tpprof's meta, a
+// newer schema_version, missing tables. Returns a new handle the caller closes.
+tpprof_db *tpprof_db_open(const char *path, bool writable);
+void tpprof_db_close(tpprof_db *db);
+
+// meta.value for key as a new string (caller frees), or NULL if absent.
+char *tpprof_db_meta(tpprof_db *db, const char *key);
+// meta.value for key parsed as an integer; returns false if absent or not a number.
+bool tpprof_db_meta_i64(tpprof_db *db, const char *key, int64_t *out);
+
+// Run a statement that returns one integer (e.g. a COUNT). -1 + error on failure.
+int tpprof_db_scalar(tpprof_db *db, const char *sql, int64_t *out);
+
+// Turn a failed SQLite call on db into an error message ("reading X: ...").
+int tpprof_db_error(tpprof_db *db, const char *doing);
+
+// ---------------------------------------------------------------------------
+// symbolize.c
+
+// One row of the `symbols` table. Strings owned by the symtab.
+typedef struct tpprof_symbol {
+    int64_t ip;
+    int32_t idx;         // 0 = innermost (inlined) frame at this ip
+    int64_t line;        // 0 when unknown
+    char *function;      // NULL when unknown
+    char *file;          // NULL when unknown
+    char *module;        // NULL when the ip lies in no recorded module
+} tpprof_symbol;
+
+typedef struct tpprof_symtab {
+    tpprof_symbol *rows; // sorted by (ip, idx) once loaded or symbolized
+    size_t n, cap;
+} tpprof_symtab;
+
+// Symbolize every distinct ip of stack_nodes using the modules table: libdw
+// offline reporting of each module's file at its base, build-ids checked,
+// debuginfod never asked. Appends to `out` (sorted on return). Modules whose
+// file is missing or whose build-id differs give rows with only `module` set.
+// Returns 0, or -1 + error when the database cannot be read.
+int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out);
+
+// Write the rows into `symbols` and set meta.symbolized = 1, in one
+// transaction. db must be writable. Returns 0 or -1 + error.
+int tpprof_symtab_save(tpprof_db *db, const tpprof_symtab *tab);
+
+// Load the `symbols` table (sorted). Returns 0 or -1 + error.
+int tpprof_symtab_load(tpprof_db *db, tpprof_symtab *out);
+
+void tpprof_symtab_free(tpprof_symtab *tab);
+
+// Symbolize the database at path in place if `symbols` is empty. Used by
+// `run`. Returns 0 or -1 + error.
+int tpprof_symbolize_file(const char *path);
+
+// ---------------------------------------------------------------------------
+// stacks.c
+
+// A printable frame; strings borrowed from the stacks object.
+typedef struct tpprof_frame {
+    int64_t ip;
+    const char *function; // NULL: unknown (print the ip)
+    const char *file;     // NULL: unknown
+    int64_t line;         // 0: unknown
+    const char *module;   // NULL: unknown
+} tpprof_frame;
+
+typedef struct tpprof_stacks tpprof_stacks;
+
+// Load the whole stack trie and the symbols into memory (one query each).
+// Takes ownership of the contents of `symbols` (left empty).
+tpprof_stacks *tpprof_stacks_load(tpprof_db *db, tpprof_symtab *symbols);
+void tpprof_stacks_free(tpprof_stacks *st);
+
+// The frames of stack `stack_id`, innermost first, inlined frames expanded,
+// frames in libtpprof.so dropped. Returns the number of frames written (at
+// most cap); *total gets the full count when not NULL.
+size_t tpprof_stacks_frames(const tpprof_stacks *st, int64_t stack_id,
+                            tpprof_frame *out, size_t cap, size_t *total);
+
+// "function (file:line)", "function (module)" or "0x1234 (module)" for one
+// frame, into buf (truncated to size). Returns buf.
+char *tpprof_frame_format(const tpprof_frame *f, char *buf, size_t size);
+
+// The first frame of a stack formatted as above, or "(no stack)".
+char *tpprof_stacks_describe(const tpprof_stacks *st, int64_t stack_id, char *buf, size_t size);
+
+// ---------------------------------------------------------------------------
+// profile.c
+
+enum {
+    TPPROF_REACH_UNSCANNED = 0,
+    TPPROF_REACH_LOST = 1,
+    TPPROF_REACH_REACHABLE = 2,
+};
+
+typedef struct tpprof_summary {
+    uint64_t allocations, frees, total_bytes;
+    uint64_t temporary_count, temporary_bytes;
+    uint64_t peak_bytes;
+    int64_t peak_time_ns;
+    uint64_t leaked_bytes, leaked_count;
+    uint64_t lost_bytes, lost_count;
+    uint64_t reachable_bytes, reachable_count;
+    uint64_t unscanned_bytes, unscanned_count;
+    bool complete;
+    int64_t pid, duration_ns;
+} tpprof_summary;
+
+// Live blocks at the end, grouped by (stack, kind, reachability).
+typedef struct tpprof_leak {
+    int64_t stack_id;
+    int64_t kind;
+    int reachability;
+    uint64_t bytes, count;
+} tpprof_leak;
+
+// One row of `sites`.
+typedef struct tpprof_site {
+    int64_t stack_id, kind;
+    uint64_t alloc_count, alloc_bytes, free_count, freed_bytes;
+    uint64_t temp_count, temp_bytes, peak_count, peak_bytes;
+} tpprof_site;
+
+typedef struct tpprof_profile {
+    tpprof_db *db;
+    tpprof_stacks *stacks;
+    tpprof_summary summary;
+    char *mode, *exe, *tool_version; // owned; may be NULL
+    tpprof_leak *leaks;   // sorted: lost, unscanned, reachable; then bytes desc
+    size_t nleaks;
+    tpprof_site *sites;   // in table order
+    size_t nsites;
+    char **kind_names;    // indexed by kind id; NULL where unknown
+    size_t nkinds;
+    bool symbolized_now;  // symbols were computed by this load
+    bool symbols_saved;   // ... and written back into the file
+} tpprof_profile;
+
+// Open path read-only, symbolize if `symbols` is empty (saving the result if
+// the file is writable, keeping it in memory otherwise) and load everything.
+// New object the caller frees, or NULL + error.
+tpprof_profile *tpprof_profile_load(const char *path);
+void tpprof_profile_free(tpprof_profile *p);
+
+// Name of a kind ("malloc", "mmap", ...); "kind<N>" (static buffer) if unknown.
+const char *tpprof_profile_kind(const tpprof_profile *p, int64_t kind);
+const char *tpprof_reach_name(int reachability);
+
+// ---------------------------------------------------------------------------
+// json.c
+
+// A streaming writer of pretty-printed JSON. Keys and values are written in
+// call order; the writer inserts commas, newlines and indentation.
+typedef struct tpprof_json {
+    FILE *out;
+    int depth;
+    bool first[32];   // per depth: no element written yet
+    bool after_key;
+    int inline_depth; // containers opened at or deeper than this stay on one line
+} tpprof_json;
+
+void tpprof_json_init(tpprof_json *j, FILE *out);
+void tpprof_json_key(tpprof_json *j, const char *key);
+void tpprof_json_object_begin(tpprof_json *j);
+void tpprof_json_object_end(tpprof_json *j);
+void tpprof_json_array_begin(tpprof_json *j);
+void tpprof_json_array_end(tpprof_json *j);
+// Begin a container whose contents stay on one line (frames).
+void tpprof_json_object_begin_inline(tpprof_json *j);
+void tpprof_json_string(tpprof_json *j, const char *s); // NULL writes null
+void tpprof_json_int(tpprof_json *j, int64_t v);
+void tpprof_json_uint(tpprof_json *j, uint64_t v);
+void tpprof_json_double(tpprof_json *j, double v);
+void tpprof_json_bool(tpprof_json *j, bool v);
+void tpprof_json_null(tpprof_json *j);
+// Finish the document with a newline.
+void tpprof_json_finish(tpprof_json *j);
+
+// ---------------------------------------------------------------------------
+// Commands: argv[0] is the command name. Each returns the process exit status.
+
+int tpprof_cmd_run(int argc, char **argv);
+int tpprof_cmd_report(int argc, char **argv);
+int tpprof_cmd_check(int argc, char **argv);
+
+extern const char tpprof_usage_run[], tpprof_usage_report[], tpprof_usage_check[];
+
+#endif
