@@ -17,6 +17,10 @@
 /* Records a failure for tp_last_error() (printf-style) and returns status. */
 tp_status tp__error(tp_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* How many failures this thread has recorded so far; lets a caller tell
+ * whether a callee (e.g. a custom allocator) already left a message. */
+uint64_t tp__error_count(void);
+
 // ----------------------------------------------------------------------------
 // observer
 
@@ -39,6 +43,13 @@ static inline const tp_observer *tp__observer_get(void) {
             tp__obs_->on_event(tp__obs_->user, &tp__ev_);                \
         }                                                                \
     } while (0)
+
+// ----------------------------------------------------------------------------
+// ids
+
+/* A process-unique id (never 0) from one atomic counter shared by storages
+ * and tensors, so an id names one object of either kind. */
+uint64_t tp__next_id(void);
 
 // ----------------------------------------------------------------------------
 // storage

@@ -1,0 +1,329 @@
+/*
+ * tests/core/test_observer.c - the observer ABI attached in process: which
+ * events the runtime sends, in which order, with which counts and fields
+ * (src/core/observer.c and the emit points in storage.c and tensor.c).
+ */
+#include <stdlib.h>
+
+#include "tensorplay/tensorplay.h"
+#include "check.h"
+#include "tensor_helpers.h"
+
+// ----------------------------------------------------------------------------
+// a recording observer (copies what it needs: event pointers die with the call)
+
+typedef struct rec {
+    uint32_t kind;
+    tp_obs_storage st;
+    char allocator[16];
+    tp_obs_refcount rc;
+    tp_obs_tensor tn;
+    int64_t sizes[TP_MAX_DIMS], strides[TP_MAX_DIMS];
+    tp_obs_version ver;
+} rec;
+
+enum { MAX_RECS = 256 };
+static rec recs[MAX_RECS];
+static int nrecs;
+
+static void on_event(void *user, const tp_obs_event *ev) {
+    CHECK(user == &nrecs);
+    CHECK_EQ(ev->struct_size, sizeof(tp_obs_event));
+    if (nrecs == MAX_RECS) return;
+    rec *r = &recs[nrecs++];
+    memset(r, 0, sizeof *r);
+    r->kind = ev->kind;
+    switch (ev->kind) {
+    case TP_OBS_STORAGE_CREATED:
+    case TP_OBS_STORAGE_DATA_RELEASED:
+    case TP_OBS_STORAGE_FREED:
+    case TP_OBS_STORAGE_DATA_SWAPPED:
+        r->st = ev->u.storage;
+        snprintf(r->allocator, sizeof r->allocator, "%s",
+                 ev->u.storage.allocator ? ev->u.storage.allocator : "(null)");
+        break;
+    case TP_OBS_STORAGE_REFCOUNT: r->rc = ev->u.refcount; break;
+    case TP_OBS_TENSOR_CREATED:
+    case TP_OBS_TENSOR_FREED:
+        r->tn = ev->u.tensor;
+        for (int i = 0; ev->kind == TP_OBS_TENSOR_CREATED && i < ev->u.tensor.ndim; i++) {
+            r->sizes[i] = ev->u.tensor.sizes[i];
+            r->strides[i] = ev->u.tensor.strides[i];
+        }
+        break;
+    case TP_OBS_VERSION_BUMPED: r->ver = ev->u.version; break;
+    default: break;
+    }
+}
+
+static const tp_observer recorder = {
+    .abi_version = TP_OBSERVER_ABI_VERSION,
+    .struct_size = sizeof(tp_observer),
+    .user = &nrecs,
+    .on_event = on_event,
+};
+
+static void start_recording(void) {
+    nrecs = 0;
+    CHECK_EQ(tp_observer_set(&recorder), 0);
+}
+
+static void stop_recording(void) { tp_observer_set(NULL); }
+
+/* Checks recs[*i] is a refcount event with these values, and advances. */
+#define EXPECT_REF(i, sid, op_, s_, w_)                                   \
+    do {                                                                  \
+        CHECK((i) < nrecs);                                               \
+        CHECK_EQ(recs[i].kind, TP_OBS_STORAGE_REFCOUNT);                  \
+        CHECK_EQ(recs[i].rc.storage_id, sid);                             \
+        CHECK_EQ(recs[i].rc.op, op_);                                     \
+        CHECK_EQ(recs[i].rc.strong, s_);                                  \
+        CHECK_EQ(recs[i].rc.weak, w_);                                    \
+        (i)++;                                                            \
+    } while (0)
+
+#define EXPECT_KIND(i, kind_)                 \
+    do {                                      \
+        CHECK((i) < nrecs);                   \
+        CHECK_EQ(recs[i].kind, kind_);        \
+        (i)++;                                \
+    } while (0)
+
+// ----------------------------------------------------------------------------
+// attaching
+
+static void test_no_observer_is_attached_without_a_provider(void) {
+    CHECK(tp_observer_get() == NULL);
+}
+
+static void test_set_rejects_an_observer_of_another_abi(void) {
+    tp_observer wrong = recorder;
+    wrong.abi_version = TP_OBSERVER_ABI_VERSION + 1;
+    CHECK_EQ(tp_observer_set(&wrong), -1);
+    CHECK(tp_observer_get() == NULL);
+    CHECK_EQ(tp_last_status(), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(),
+              "observer: unsupported observer (abi_version 2, struct_size 24, on_event set); this "
+              "runtime speaks abi_version 1");
+    tp_observer small = recorder;
+    small.struct_size = 8;
+    CHECK_EQ(tp_observer_set(&small), -1);
+    tp_observer silent = recorder;
+    silent.on_event = NULL;
+    CHECK_EQ(tp_observer_set(&silent), -1);
+    CHECK(tp_observer_get() == NULL);
+    CHECK_EQ(tp_observer_set(&recorder), 0);
+    CHECK(tp_observer_get() == &recorder);
+    CHECK_EQ(tp_observer_set(NULL), 0);
+    CHECK(tp_observer_get() == NULL);
+}
+
+static void test_detached_observer_receives_nothing(void) {
+    start_recording();
+    stop_recording();
+    tp_tensor *t = make_tensor(1, SHAPE(4), TP_DTYPE_FLOAT32);
+    tp_tensor_bump_version(t);
+    tp_tensor_release(t);
+    CHECK_EQ(nrecs, 0);
+}
+
+// ----------------------------------------------------------------------------
+// storage events
+
+static void test_storage_lifecycle_with_weak_refs_reports_every_count(void) {
+    start_recording();
+    tp_storage *s = tp_storage_new(64, NULL, false);
+    uint64_t id = tp_storage_id(s);
+    uint64_t data = (uint64_t)(uintptr_t)tp_storage_data(s);
+    tp_storage_weak_retain(s);
+    tp_storage_retain(s);
+    tp_storage_release(s);
+    tp_storage *l = tp_storage_weak_lock(s);
+    tp_storage_release(l);
+    tp_storage_release(s);
+    CHECK(tp_storage_weak_lock(s) == NULL); /* no event: nothing changed */
+    tp_storage_weak_release(s);
+    stop_recording();
+
+    int i = 0;
+    CHECK_EQ(recs[i].kind, TP_OBS_STORAGE_CREATED);
+    CHECK_EQ(recs[i].st.storage_id, id);
+    CHECK_EQ(recs[i].st.data, data);
+    CHECK_EQ(recs[i].st.nbytes, 64);
+    CHECK_STR(recs[i].allocator, "cpu");
+    CHECK_EQ(recs[i].st.device_type, TP_DEVICE_TYPE_CPU);
+    CHECK_EQ(recs[i].st.resizable, 0);
+    i++;
+    EXPECT_REF(i, id, TP_OBS_REFOP_WEAK_RETAIN, 1, 2);
+    EXPECT_REF(i, id, TP_OBS_REFOP_RETAIN, 2, 2);
+    EXPECT_REF(i, id, TP_OBS_REFOP_RELEASE, 1, 2);
+    EXPECT_REF(i, id, TP_OBS_REFOP_LOCK, 2, 2);
+    EXPECT_REF(i, id, TP_OBS_REFOP_RELEASE, 1, 2);
+    EXPECT_REF(i, id, TP_OBS_REFOP_RELEASE, 0, 2);
+    CHECK_EQ(recs[i].kind, TP_OBS_STORAGE_DATA_RELEASED);
+    CHECK_EQ(recs[i].st.storage_id, id);
+    CHECK_EQ(recs[i].st.data, data);
+    i++;
+    EXPECT_REF(i, id, TP_OBS_REFOP_WEAK_RELEASE, 0, 1); /* the +1 of strong > 0 goes */
+    EXPECT_REF(i, id, TP_OBS_REFOP_WEAK_RELEASE, 0, 0);
+    CHECK_EQ(recs[i].kind, TP_OBS_STORAGE_FREED);
+    CHECK_EQ(recs[i].st.storage_id, id);
+    i++;
+    CHECK_EQ(nrecs, i);
+}
+
+static void test_storage_without_weak_refs_is_deleted_directly(void) {
+    start_recording();
+    tp_storage *s = tp_storage_new(8, NULL, true);
+    uint64_t id = tp_storage_id(s);
+    tp_storage_release(s);
+    stop_recording();
+    int i = 0;
+    EXPECT_KIND(i, TP_OBS_STORAGE_CREATED);
+    EXPECT_REF(i, id, TP_OBS_REFOP_RELEASE, 0, 1);
+    EXPECT_KIND(i, TP_OBS_STORAGE_DATA_RELEASED); /* still reported, */
+    EXPECT_KIND(i, TP_OBS_STORAGE_FREED);         /* then the struct */
+    CHECK_EQ(nrecs, i);
+}
+
+static void test_resize_and_set_data_ptr_report_the_swap(void) {
+    tp_storage *s = tp_storage_new(8, NULL, true);
+    uint64_t old = (uint64_t)(uintptr_t)tp_storage_data(s);
+    start_recording();
+    CHECK_EQ(tp_storage_resize(s, 128), TP_STATUS_OK);
+    uint64_t grown = (uint64_t)(uintptr_t)tp_storage_data(s);
+    static char buf[16];
+    tp_data_ptr borrowed = {.ptr = buf, .device = tp_device_cpu()};
+    tp_data_ptr prev = tp_storage_set_data_ptr(s, borrowed, sizeof buf);
+    stop_recording();
+    CHECK_EQ(nrecs, 2);
+    CHECK_EQ(recs[0].kind, TP_OBS_STORAGE_DATA_SWAPPED);
+    CHECK_EQ(recs[0].st.old_data, old);
+    CHECK_EQ(recs[0].st.data, grown);
+    CHECK_EQ(recs[0].st.nbytes, 128);
+    CHECK_EQ(recs[1].kind, TP_OBS_STORAGE_DATA_SWAPPED);
+    CHECK_EQ(recs[1].st.old_data, grown);
+    CHECK_EQ(recs[1].st.data, (uint64_t)(uintptr_t)buf);
+    CHECK_EQ(recs[1].st.nbytes, 16);
+    tp_data_ptr_clear(&prev);
+    tp_storage_release(s);
+}
+
+static void deleting_free(void *ctx) { free(ctx); }
+
+static void test_wrapped_memory_names_its_owner(void) {
+    start_recording();
+    static char buf[8];
+    tp_data_ptr borrowed = {.ptr = buf, .device = tp_device_cpu()};
+    tp_storage *b = tp_storage_new_with_data_ptr(borrowed, sizeof buf, NULL, false);
+    void *p = malloc(8);
+    tp_data_ptr owned = {.ptr = p, .ctx = p, .deleter = deleting_free, .device = tp_device_cpu()};
+    tp_storage *o = tp_storage_new_with_data_ptr(owned, 8, NULL, false);
+    stop_recording();
+    CHECK_EQ(nrecs, 2);
+    CHECK_STR(recs[0].allocator, "(null)"); /* borrowed memory */
+    CHECK_STR(recs[1].allocator, "external");
+    tp_storage_release(o);
+    tp_storage_release(b);
+}
+
+// ----------------------------------------------------------------------------
+// tensor events
+
+static void test_tensor_and_view_events_carry_geometry_and_ids(void) {
+    start_recording();
+    tp_tensor *x = make_tensor(2, SHAPE(3, 4), TP_DTYPE_FLOAT32);
+    tp_tensor *a = tp_tensor_slice(x, 0, 1, 3, 1);
+    tp_tensor *v = tp_tensor_slice(a, 1, 1, 4, 1);
+    tp_tensor_bump_version(v);
+    uint64_t sid = tp_storage_id(tp_tensor_storage(x));
+    uint64_t xid = tp_tensor_id(x), aid = tp_tensor_id(a), vid = tp_tensor_id(v);
+    tp_tensor_release(a);
+    tp_tensor_release(x);
+    tp_tensor_release(v);
+    stop_recording();
+
+    int i = 0;
+    EXPECT_KIND(i, TP_OBS_STORAGE_CREATED);
+    EXPECT_REF(i, sid, TP_OBS_REFOP_RETAIN, 2, 1); /* make_tensor's x takes a reference */
+    CHECK_EQ(recs[i].kind, TP_OBS_TENSOR_CREATED);
+    CHECK_EQ(recs[i].tn.tensor_id, xid);
+    CHECK_EQ(recs[i].tn.storage_id, sid);
+    CHECK_EQ(recs[i].tn.base_id, 0);
+    CHECK_EQ(recs[i].tn.ndim, 2);
+    CHECK_EQ(recs[i].tn.dtype, TP_DTYPE_FLOAT32);
+    CHECK_EQ(recs[i].tn.itemsize, 4);
+    i++;
+    EXPECT_REF(i, sid, TP_OBS_REFOP_RELEASE, 1, 1); /* make_tensor drops its own */
+    EXPECT_REF(i, sid, TP_OBS_REFOP_RETAIN, 2, 1);  /* a */
+    CHECK_EQ(recs[i].kind, TP_OBS_TENSOR_CREATED);
+    CHECK_EQ(recs[i].tn.tensor_id, aid);
+    CHECK_EQ(recs[i].tn.base_id, xid);
+    CHECK_EQ(recs[i].tn.storage_offset, 4);
+    i++;
+    EXPECT_REF(i, sid, TP_OBS_REFOP_RETAIN, 3, 1); /* v */
+    CHECK_EQ(recs[i].kind, TP_OBS_TENSOR_CREATED);
+    CHECK_EQ(recs[i].tn.tensor_id, vid);
+    CHECK_EQ(recs[i].tn.base_id, xid); /* the root, not a */
+    CHECK_EQ(recs[i].tn.storage_offset, 5);
+    CHECK_EQ(recs[i].tn.ndim, 2);
+    CHECK_EQ(recs[i].sizes[0], 2);
+    CHECK_EQ(recs[i].sizes[1], 3);
+    CHECK_EQ(recs[i].strides[0], 4);
+    CHECK_EQ(recs[i].strides[1], 1);
+    i++;
+    CHECK_EQ(recs[i].kind, TP_OBS_VERSION_BUMPED);
+    CHECK_EQ(recs[i].ver.tensor_id, vid);
+    CHECK_EQ(recs[i].ver.version, 1);
+    i++;
+    CHECK_EQ(recs[i].kind, TP_OBS_TENSOR_FREED);
+    CHECK_EQ(recs[i].tn.tensor_id, aid);
+    i++;
+    EXPECT_REF(i, sid, TP_OBS_REFOP_RELEASE, 2, 1);
+    /* x is still the base of v: releasing x frees nothing yet. */
+    CHECK_EQ(recs[i].kind, TP_OBS_TENSOR_FREED);
+    CHECK_EQ(recs[i].tn.tensor_id, vid);
+    i++;
+    CHECK_EQ(recs[i].kind, TP_OBS_TENSOR_FREED); /* v let go of its base x */
+    CHECK_EQ(recs[i].tn.tensor_id, xid);
+    i++;
+    EXPECT_REF(i, sid, TP_OBS_REFOP_RELEASE, 1, 1);
+    EXPECT_REF(i, sid, TP_OBS_REFOP_RELEASE, 0, 1);
+    EXPECT_KIND(i, TP_OBS_STORAGE_DATA_RELEASED);
+    EXPECT_KIND(i, TP_OBS_STORAGE_FREED);
+    CHECK_EQ(nrecs, i);
+}
+
+static void test_version_bump_through_a_view_reports_the_shared_value(void) {
+    tp_tensor *x = make_tensor(1, SHAPE(4), TP_DTYPE_FLOAT32);
+    tp_tensor *v = tp_tensor_narrow(x, 0, 1, 2);
+    tp_tensor *d = tp_tensor_detach(x);
+    start_recording();
+    tp_tensor_bump_version(x);
+    tp_tensor_bump_version(v);
+    tp_tensor_bump_version(d);
+    stop_recording();
+    CHECK_EQ(nrecs, 3);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(recs[i].kind, TP_OBS_VERSION_BUMPED);
+        CHECK_EQ(recs[i].ver.version, i + 1);
+    }
+    CHECK_EQ(recs[1].ver.tensor_id, tp_tensor_id(v));
+    CHECK_EQ(recs[2].ver.tensor_id, tp_tensor_id(d));
+    tp_tensor_release(d);
+    tp_tensor_release(v);
+    tp_tensor_release(x);
+}
+
+int main(void) {
+    RUN_TEST(test_no_observer_is_attached_without_a_provider);
+    RUN_TEST(test_set_rejects_an_observer_of_another_abi);
+    RUN_TEST(test_detached_observer_receives_nothing);
+    RUN_TEST(test_storage_lifecycle_with_weak_refs_reports_every_count);
+    RUN_TEST(test_storage_without_weak_refs_is_deleted_directly);
+    RUN_TEST(test_resize_and_set_data_ptr_report_the_swap);
+    RUN_TEST(test_wrapped_memory_names_its_owner);
+    RUN_TEST(test_tensor_and_view_events_carry_geometry_and_ids);
+    RUN_TEST(test_version_bump_through_a_view_reports_the_shared_value);
+    return CHECK_DONE();
+}
