@@ -1,0 +1,136 @@
+/*
+ * src/ops/ops_internal.h - what the op files share: a borrowed strided view,
+ * the broadcasting N-d iterator, dtype conversion in chunks, the thread pool
+ * and small helpers (promotion with 0-d rules, overlap checks, PyTorch-style
+ * dtype names).
+ *
+ * Everything here is private to src/ops.  Nothing here owns a reference:
+ * a tp__view borrows the memory of the tensor it was taken from, so the
+ * tensor must stay alive while the view is used.
+ */
+#ifndef TENSORPLAY_OPS_INTERNAL_H
+#define TENSORPLAY_OPS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include "../core/internal.h"
+
+// ----------------------------------------------------------------------------
+// borrowed strided views (no refcounts, no observer events)
+
+typedef struct tp__view {
+    char *data;                   /* address of element [0, ..., 0] */
+    int ndim;
+    tp_dtype dtype;
+    int64_t sizes[TP_MAX_DIMS];
+    int64_t strides[TP_MAX_DIMS]; /* in elements */
+} tp__view;
+
+/* The geometry of t (borrowed: valid while t lives). */
+tp__view tp__view_of(const tp_tensor *t);
+int64_t tp__view_numel(const tp__view *v);
+/* True if two different indices may reach the same element (stride 0 on a
+ * dim of size > 1, or strides that interleave).  Conservative: may say true
+ * for exotic non-overlapping layouts, never false for overlapping ones. */
+bool tp__view_has_internal_overlap(const tp__view *v);
+/* True if the byte ranges the two views touch intersect. */
+bool tp__views_may_overlap(const tp__view *a, const tp__view *b);
+
+// ----------------------------------------------------------------------------
+// shapes
+
+/* Broadcasts two shapes (PyTorch's infer_size).  On mismatch sets "The size
+ * of tensor a (3) must match the size of tensor b (4) at non-singleton
+ * dimension 1" and returns TP_STATUS_INVALID_ARGUMENT. */
+tp_status tp__broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b,
+                              int *nout, int64_t *out);
+bool tp__shape_equal(int na, const int64_t *a, int nb, const int64_t *b);
+/* Contiguous tensor of a shape (tp_empty without the public argument
+ * checks' messages changing). New reference or NULL. */
+tp_tensor *tp__empty(int ndim, const int64_t *sizes, tp_dtype dtype);
+
+// ----------------------------------------------------------------------------
+// dtypes
+
+/* PyTorch's ScalarType names used in its messages: "Float", "Long", ... */
+const char *tp__dtype_scalar_name(tp_dtype dtype);
+/* Result dtype of a tensor-tensor op with PyTorch's rule that a 0-d
+ * operand does not raise the dtype of a dimensioned one in the same or a
+ * lower category. */
+tp_dtype tp__result_dtype(const tp_tensor *a, const tp_tensor *b);
+/* PyTorch's canCast: no floating -> integral, no non-bool -> bool. */
+bool tp__can_cast(tp_dtype from, tp_dtype to);
+static inline bool tp__is_integral(tp_dtype d) { return !tp_dtype_is_floating(d); }
+
+/* double -> int64 without undefined behaviour: NaN gives 0, values outside
+ * the int64 range give INT64_MIN (what x86 does for the plain cast). */
+static inline int64_t tp__f64_to_i64(double x) {
+    if (x != x) return 0;
+    if (x >= 9223372036854775808.0 || x < -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)x;
+}
+
+/* Converts n elements between memory of any dtype (byte stride) and a
+ * buffer of double or int64.  Stores round/wrap like PyTorch's casts. */
+void tp__load_f64(double *dst, const char *src, int64_t stride, int64_t n, tp_dtype dtype);
+void tp__load_i64(int64_t *dst, const char *src, int64_t stride, int64_t n, tp_dtype dtype);
+void tp__store_f64(char *dst, int64_t stride, const double *src, int64_t n, tp_dtype dtype);
+void tp__store_i64(char *dst, int64_t stride, const int64_t *src, int64_t n, tp_dtype dtype);
+/* One element as double / written from double. */
+double tp__get_f64(const char *p, tp_dtype dtype);
+void tp__set_f64(char *p, tp_dtype dtype, double value);
+
+// ----------------------------------------------------------------------------
+// the N-d iterator: operand 0 is usually the output
+
+#define TP__ITER_MAX_OPS 4
+/* Elements per chunk when kernels convert through a buffer. */
+#define TP__CHUNK 256
+/* Below this many elements an op runs on the caller's thread. */
+#define TP__PARALLEL_GRAIN 32768
+
+typedef struct tp__iter {
+    int ndim; /* after dropping size-1 dims and merging contiguous ones */
+    int nops;
+    int64_t numel;
+    int64_t sizes[TP_MAX_DIMS];                      /* outermost first */
+    int64_t strides[TP__ITER_MAX_OPS][TP_MAX_DIMS];  /* in bytes */
+    char *data[TP__ITER_MAX_OPS];
+} tp__iter;
+
+/* Called for runs along the innermost dim: ptrs[k] is operand k's first
+ * element, strides[k] its byte stride, n >= 1 elements. */
+typedef void (*tp__loop_fn)(char **ptrs, const int64_t *strides, int64_t n, void *ctx);
+
+/* Iterates `shape`; operand k is broadcast to it (right-aligned, its size-1
+ * dims get stride 0).  Callers have checked the shapes broadcast. */
+void tp__iter_init(tp__iter *it, int ndim, const int64_t *shape, int nops, const tp__view *ops);
+/* Runs fn over the linear (row-major) element range [begin, end). */
+void tp__iter_for_range(const tp__iter *it, int64_t begin, int64_t end, tp__loop_fn fn, void *ctx);
+/* Runs fn over every element; large iterations are split across the pool
+ * (fn must then be safe to run concurrently on disjoint ranges). */
+void tp__iter_run(const tp__iter *it, tp__loop_fn fn, void *ctx);
+
+// ----------------------------------------------------------------------------
+// copying between views
+
+/* dst[...] = src broadcast to dst, with dtype conversion.  No checks: the
+ * caller has verified shapes and that the views do not overlap. */
+void tp__copy_views(const tp__view *dst, const tp__view *src);
+/* Writes value (converted to v's dtype) to every element; no version bump. */
+void tp__fill_view(const tp__view *v, double value);
+/* A new contiguous tensor holding src's values in `dtype`. */
+tp_tensor *tp__copy_to_new(const tp__view *src, tp_dtype dtype);
+
+// ----------------------------------------------------------------------------
+// threads (parallel.c)
+
+typedef void (*tp__range_fn)(int64_t begin, int64_t end, void *ctx);
+/* Splits [0, n) into at most tp_get_num_threads() chunks of >= grain items
+ * and runs them on the pool plus the calling thread; returns when all are
+ * done.  Runs inline when n is small, when called from a pool worker, or
+ * when another thread is using the pool. */
+void tp__parallel_for(int64_t n, int64_t grain, tp__range_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,159 @@
+/*
+ * tests/ops/check.h - assertions and tensor helpers the ops tests share.
+ *
+ * A failed CHECK prints file:line and the expression, counts the failure and
+ * lets the test go on.  Tensors are built from double arrays with make(),
+ * compared element by element with CHECK_VALUES (through tp_tensor_get, so
+ * any strided result works), and errors with CHECK_ERROR (NULL or status,
+ * plus a substring of tp_last_error()).
+ */
+#ifndef TP_TESTS_OPS_CHECK_H
+#define TP_TESTS_OPS_CHECK_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tensorplay/tensorplay.h"
+
+static int check_failures;
+
+#define CHECK(cond)                                                                 \
+    do {                                                                            \
+        if (!(cond)) {                                                              \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            check_failures++;                                                       \
+        }                                                                           \
+    } while (0)
+
+#define CHECK_EQ(a, b)                                                                  \
+    do {                                                                                \
+        long long check_a_ = (long long)(a), check_b_ = (long long)(b);                 \
+        if (check_a_ != check_b_) {                                                     \
+            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %lld, %s == %lld\n", __FILE__, \
+                    __LINE__, #a, check_a_, #b, check_b_);                              \
+            check_failures++;                                                           \
+        }                                                                               \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                              \
+    do {                                                                                   \
+        double check_a_ = (a), check_b_ = (b);                                             \
+        if (!(fabs(check_a_ - check_b_) <= (tol)) &&                                       \
+            !(isnan(check_a_) && isnan(check_b_)) && check_a_ != check_b_) {               \
+            fprintf(stderr, "%s:%d: CHECK_NEAR failed: %s == %.9g, %s == %.9g\n", __FILE__, \
+                    __LINE__, #a, check_a_, #b, check_b_);                                 \
+            check_failures++;                                                              \
+        }                                                                                  \
+    } while (0)
+
+#define CHECK_STR(a, b)                                                                  \
+    do {                                                                                 \
+        const char *check_a_ = (a), *check_b_ = (b);                                     \
+        if (!check_a_ || !check_b_ || strcmp(check_a_, check_b_) != 0) {                 \
+            fprintf(stderr, "%s:%d: CHECK_STR failed:\n  got:      \"%s\"\n  expected: \"%s\"\n", \
+                    __FILE__, __LINE__, check_a_ ? check_a_ : "(null)",                  \
+                    check_b_ ? check_b_ : "(null)");                                     \
+            check_failures++;                                                            \
+        }                                                                                \
+    } while (0)
+
+/* The call failed (NULL pointer or non-OK status) with a message containing sub. */
+#define CHECK_ERROR(failed, sub)                                                          \
+    do {                                                                                  \
+        tp_clear_error();                                                                 \
+        int check_failed_ = (failed);                                                     \
+        const char *check_msg_ = tp_last_error();                                         \
+        if (!check_failed_ || !strstr(check_msg_, (sub))) {                               \
+            fprintf(stderr, "%s:%d: CHECK_ERROR failed: %s\n  message:  \"%s\"\n  expected: \"%s\"\n", \
+                    __FILE__, __LINE__, #failed, check_msg_, (sub));                      \
+            check_failures++;                                                             \
+        }                                                                                 \
+    } while (0)
+
+/* For CHECK_ERROR with calls returning tensors: releases a (wrong) result. */
+static inline int fails(tp_tensor *t) {
+    if (!t) return 1;
+    tp_tensor_release(t);
+    return 0;
+}
+
+#define RUN_TEST(fn)                                                                     \
+    do {                                                                                 \
+        int check_before_ = check_failures;                                              \
+        fn();                                                                            \
+        fprintf(stderr, "%s %s\n", check_failures == check_before_ ? "ok  " : "FAIL", #fn); \
+    } while (0)
+
+#define CHECK_DONE() (check_failures == 0 ? 0 : 1)
+
+// ----------------------------------------------------------------------------
+// tensors from values
+
+/* A new contiguous tensor of dtype holding vals (row-major), version 0. */
+static inline tp_tensor *make(tp_dtype dtype, int ndim, const int64_t *sizes, const double *vals) {
+    tp_tensor *blob = tp_from_blob((void *)vals, ndim, sizes, NULL, TP_DTYPE_FLOAT64, NULL, NULL);
+    if (!blob) return NULL;
+    tp_tensor *t = dtype == TP_DTYPE_FLOAT64 ? tp_clone(blob) : tp_to_dtype(blob, dtype);
+    tp_tensor_release(blob);
+    return t;
+}
+
+#define MAKE(dtype, shape, ...) \
+    make((dtype), (int)(sizeof(int64_t[])shape / sizeof(int64_t)), (int64_t[])shape, (double[])__VA_ARGS__)
+#define SHAPE(...) {__VA_ARGS__}
+
+/* Row-major element k of t as double. */
+static inline double at(const tp_tensor *t, int64_t k) {
+    int nd = tp_tensor_dim(t);
+    int64_t idx[TP_MAX_DIMS];
+    for (int d = nd - 1; d >= 0; d--) {
+        int64_t n = tp_tensor_size(t, d);
+        idx[d] = k % n;
+        k /= n;
+    }
+    double v = NAN;
+    tp_tensor_get(t, idx, &v);
+    return v;
+}
+
+static inline int check_values_(const char *file, int line, const tp_tensor *t, int64_t n,
+                                const double *want, double tol) {
+    if (!t) {
+        fprintf(stderr, "%s:%d: CHECK_VALUES on NULL (%s)\n", file, line, tp_last_error());
+        return 1;
+    }
+    if (tp_tensor_numel(t) != n) {
+        fprintf(stderr, "%s:%d: CHECK_VALUES numel %lld, expected %lld\n", file, line,
+                (long long)tp_tensor_numel(t), (long long)n);
+        return 1;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        double got = at(t, k);
+        if (!(fabs(got - want[k]) <= tol) && !(isnan(got) && isnan(want[k])) && got != want[k]) {
+            fprintf(stderr, "%s:%d: CHECK_VALUES element %lld: got %.9g, expected %.9g\n", file, line,
+                    (long long)k, got, want[k]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+#define CHECK_VALUES(t, tol, ...)                                                             \
+    do {                                                                                      \
+        const double check_want_[] = __VA_ARGS__;                                             \
+        check_failures += check_values_(__FILE__, __LINE__, (t),                              \
+                                        (int64_t)(sizeof check_want_ / sizeof(double)),       \
+                                        check_want_, (tol));                                  \
+    } while (0)
+
+static inline bool shape_is(const tp_tensor *t, int ndim, const int64_t *sizes) {
+    if (!t || tp_tensor_dim(t) != ndim) return false;
+    for (int d = 0; d < ndim; d++)
+        if (tp_tensor_size(t, d) != sizes[d]) return false;
+    return true;
+}
+#define CHECK_SHAPE(t, shape) \
+    CHECK(shape_is((t), (int)(sizeof(int64_t[])shape / sizeof(int64_t)), (int64_t[])shape))
+
+#endif
