@@ -127,7 +127,7 @@ static void text_stack(const tpprof_profile *p, int64_t stack_id, const char *in
 
 static void text_summary(const tpprof_profile *p, const report_options *o) {
     const tpprof_summary *s = &p->summary;
-    char a[32], b[32], c[32], d[32];
+    char a[32], b[32], c[32], d[32], e[32], f[32];
     printf("tpprof report: %s\n", o->path);
     printf("  program     %s", p->exe ? p->exe : "(unknown)");
     if (s->pid)
@@ -147,7 +147,7 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
     printf("  leaked      %s in %s blocks: lost %s in %s, reachable %s in %s",
            tpprof_format_size(s->leaked_bytes, a), tpprof_format_count(s->leaked_count, b),
            tpprof_format_size(s->lost_bytes, c), tpprof_format_count(s->lost_count, d),
-           tpprof_format_size(s->reachable_bytes, a), tpprof_format_count(s->reachable_count, b));
+           tpprof_format_size(s->reachable_bytes, e), tpprof_format_count(s->reachable_count, f));
     if (s->unscanned_count)
         printf(", not scanned %s in %s", tpprof_format_size(s->unscanned_bytes, c),
                tpprof_format_count(s->unscanned_count, d));
@@ -238,12 +238,12 @@ static void text_top(const tpprof_profile *p, const report_options *o) {
 }
 
 static void text_temporary(const tpprof_profile *p, const report_options *o) {
-    char a[32], b[32];
+    char a[32], b[32], c[32];
     const tpprof_summary *s = &p->summary;
     printf("\nTemporary allocations: %s of %s calls (%.1f%%), %s\n",
            tpprof_format_count(s->temporary_count, a), tpprof_format_count(s->allocations, b),
            s->allocations ? 100.0 * (double)s->temporary_count / (double)s->allocations : 0.0,
-           tpprof_format_size(s->temporary_bytes, a));
+           tpprof_format_size(s->temporary_bytes, c));
     size_t n = 0;
     tpprof_site **v = sorted_sites(p, by_temp, has_temporary, &n);
     size_t shown = cap_of(o, n);

@@ -1,0 +1,286 @@
+// fixture.c: writes synthetic recordings for the viewer tests (see fixture.h).
+// It follows docs/schema.md, not the recorder's code: if the two disagree,
+// the schema document is the contract.
+#define _GNU_SOURCE
+#include "fixture.h"
+
+#include <elf.h>
+#include <link.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+// ---------------------------------------------------------------------------
+// Schema (docs/schema.md, version 1)
+
+static const char schema_sql[] =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
+    "CREATE TABLE modules(id INTEGER PRIMARY KEY, path TEXT NOT NULL, build_id TEXT, "
+    "  base INTEGER NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL, loaded_ns INTEGER, "
+    "  unloaded_ns INTEGER);"
+    "CREATE TABLE stack_nodes(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, ip INTEGER NOT NULL);"
+    "CREATE TABLE symbols(ip INTEGER NOT NULL, idx INTEGER NOT NULL, function TEXT, file TEXT, "
+    "  line INTEGER, module TEXT, PRIMARY KEY (ip, idx)) WITHOUT ROWID;"
+    "CREATE TABLE threads(tid INTEGER PRIMARY KEY, name TEXT, first_ns INTEGER, last_ns INTEGER);"
+    "CREATE TABLE sites(stack_id INTEGER NOT NULL, kind INTEGER NOT NULL, alloc_count INTEGER, "
+    "  alloc_bytes INTEGER, free_count INTEGER, freed_bytes INTEGER, temp_count INTEGER, "
+    "  temp_bytes INTEGER, peak_count INTEGER, peak_bytes INTEGER, PRIMARY KEY (stack_id, kind));"
+    "CREATE TABLE live_blocks(address INTEGER PRIMARY KEY, size INTEGER NOT NULL, "
+    "  kind INTEGER NOT NULL, stack_id INTEGER NOT NULL, tid INTEGER, time_ns INTEGER, "
+    "  reachability INTEGER NOT NULL);"
+    "CREATE INDEX live_blocks_by_stack ON live_blocks(stack_id);"
+    "CREATE TABLE timeline(time_ns INTEGER PRIMARY KEY, heap_bytes INTEGER, heap_blocks INTEGER, "
+    "  mmap_bytes INTEGER, alloc_calls INTEGER, free_calls INTEGER, rss_bytes INTEGER);"
+    "CREATE TABLE events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER NOT NULL, "
+    "  op INTEGER NOT NULL, kind INTEGER, address INTEGER, size INTEGER, stack_id INTEGER, "
+    "  old_address INTEGER);"
+    "INSERT INTO kinds VALUES (1,'malloc'),(2,'calloc'),(3,'realloc'),(4,'reallocarray'),"
+    "  (5,'posix_memalign'),(6,'aligned_alloc'),(7,'memalign'),(8,'valloc'),(9,'pvalloc'),"
+    "  (10,'mmap'),(11,'mmap_file');";
+
+static int exec_sql(sqlite3 *db, const char *sql) {
+    char *err = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+        fprintf(stderr, "fixture: %s\n  in: %.200s\n", err ? err : "?", sql);
+        sqlite3_free(err);
+        return -1;
+    }
+    return 0;
+}
+
+// sqlite3_vmprintf formats: printf plus %Q (quoted SQL string or NULL), so no
+// format attribute: the compiler would reject %Q.
+static int exec_fmt(sqlite3 *db, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    int rc = exec_sql(db, sql);
+    sqlite3_free(sql);
+    return rc;
+}
+
+static sqlite3 *create(const char *path) {
+    unlink(path);
+    sqlite3 *db = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK) {
+        fprintf(stderr, "fixture: cannot create %s\n", path);
+        sqlite3_close(db);
+        return NULL;
+    }
+    if (exec_sql(db, "BEGIN") || exec_sql(db, schema_sql)) {
+        sqlite3_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+static int finish(sqlite3 *db, int rc) {
+    if (rc == 0)
+        rc = exec_sql(db, "COMMIT");
+    sqlite3_close(db);
+    return rc;
+}
+
+static int write_meta(sqlite3 *db, int64_t version, bool foreign, bool complete, uint64_t peak) {
+    int rc = exec_fmt(db,
+                      "INSERT INTO meta VALUES ('schema_version','%lld'),('tool_version','0.1.0'),"
+                      "('mode','aggregate'),('depth','64'),('pid','4242'),('ppid','1'),"
+                      "('exe','/opt/fake/app'),('cmdline','[\"/opt/fake/app\"]'),"
+                      "('start_unix_ns','1700000000000000000'),('end_unix_ns','1700000000250000000'),"
+                      "('duration_ns','250000000'),('complete','%d'),('peak_bytes','%llu'),"
+                      "('peak_time_ns','5000000')",
+                      (long long)version, complete ? 1 : 0, (unsigned long long)peak);
+    if (rc == 0 && complete)
+        rc = exec_sql(db, "INSERT INTO meta VALUES ('end_reason','exit')");
+    if (rc == 0 && !foreign)
+        rc = exec_sql(db, "INSERT INTO meta VALUES ('tool','tpprof')");
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+// The "app" recording
+
+enum {
+    IP_MAIN = 0x401010,
+    IP_LEAK_ONCE = 0x401110,
+    IP_MAKE_BUFFER = 0x401210,
+    IP_MAP_ARENA = 0x401310,
+    IP_INLINED = 0x401410,
+    IP_PARSE = 0x401510,
+    IP_GROW = 0x401610,
+    IP_OWN = 0x700100,
+};
+
+int fixture_write(const char *path, const fixture_options *o) {
+    sqlite3 *db = create(path);
+    if (!db)
+        return -1;
+    int64_t version = o->schema_version ? o->schema_version : 1;
+    int reach_lost = o->incomplete ? 0 : 1, reach_reachable = o->incomplete ? 0 : 2;
+    int rc = write_meta(db, version, o->foreign, !o->incomplete, FIX_PEAK_BYTES + o->extra_peak_bytes);
+    if (rc == 0)
+        rc = exec_sql(db,
+                      "INSERT INTO modules VALUES (1,'/opt/fake/app','00112233445566778899aabbccddeeff00112233',"
+                      "  4194304, 4194304, 5242880, 0, NULL),"
+                      "(2,'/opt/fake/libtpprof.so',NULL, 7340032, 7340032, 7405568, 0, NULL);");
+    if (rc == 0)
+        rc = exec_fmt(db,
+                      "INSERT INTO stack_nodes VALUES (1,0,%d),(2,1,%d),(3,2,%d),(4,1,%d),(5,1,%d),"
+                      "(6,1,%d),(7,1,%d),(8,1,%d)",
+                      IP_MAIN, IP_LEAK_ONCE, IP_OWN, IP_MAKE_BUFFER, IP_MAP_ARENA, IP_INLINED,
+                      IP_PARSE, IP_GROW);
+    if (rc == 0 && !o->no_symbols)
+        rc = exec_fmt(db,
+                      "INSERT INTO symbols VALUES "
+                      "(%d,0,'main','/src/app/app.c',50,'/opt/fake/app'),"
+                      "(%d,0,'leak_once','/src/app/leak.c',12,'/opt/fake/app'),"
+                      "(%d,0,'tpprof_malloc_hook','/src/tpprof/hooks.c',99,'/opt/fake/libtpprof.so'),"
+                      "(%d,0,'make_buffer','/src/app/buffer.c',20,'/opt/fake/app'),"
+                      "(%d,0,'map_arena','/src/app/arena.c',30,'/opt/fake/app'),"
+                      "(%d,0,'inner_helper','/src/app/helpers.h',7,'/opt/fake/app'),"
+                      "(%d,1,'outer_fn','/src/app/app.c',40,'/opt/fake/app'),"
+                      "(%d,0,'parse_token','/src/app/parse.c',60,'/opt/fake/app'),"
+                      "(%d,0,'grow_leak','/src/app/grow.c',70,'/opt/fake/app');"
+                      "INSERT INTO meta VALUES ('symbolized','1')",
+                      IP_MAIN, IP_LEAK_ONCE, IP_OWN, IP_MAKE_BUFFER, IP_MAP_ARENA, IP_INLINED,
+                      IP_INLINED, IP_PARSE, IP_GROW);
+    // sites(stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes,
+    //       temp_count, temp_bytes, peak_count, peak_bytes)
+    if (rc == 0)
+        rc = exec_sql(db, "INSERT INTO sites VALUES "
+                          "(3,1, 1,4096, 0,0, 0,0, 1,4096),"
+                          "(4,2, 10,1000, 8,800, 0,0, 5,500),"
+                          "(5,10, 1,8192, 0,0, 0,0, 1,8192),"
+                          "(6,1, 100,1048576, 100,1048576, 0,0, 1,10240),"
+                          "(7,1, 5000,80000, 5000,80000, 4000,64000, 0,0)");
+    if (rc == 0 && !o->no_leaks)
+        rc = exec_fmt(db,
+                      "INSERT INTO live_blocks VALUES "
+                      "(65536, 4096, 1, 3, 100, 1000, %d),"
+                      "(131072, 100, 2, 4, 100, 2000, %d),"
+                      "(131328, 100, 2, 4, 100, 2100, %d),"
+                      "(139637976727552, 8192, 10, 5, 100, 3000, %d)",
+                      reach_lost, reach_reachable, reach_reachable, reach_lost);
+    if (rc == 0 && (o->extra_lost_bytes || o->extra_peak_bytes))
+        rc = exec_fmt(db, "INSERT INTO sites VALUES (8,1, 1,%llu, 0,0, 0,0, %d,%llu)",
+                      (unsigned long long)o->extra_lost_bytes, o->extra_peak_bytes ? 1 : 0,
+                      (unsigned long long)o->extra_peak_bytes);
+    if (rc == 0 && o->extra_lost_bytes)
+        rc = exec_fmt(db, "INSERT INTO live_blocks VALUES (196608, %llu, 1, 8, 100, 4000, %d)",
+                      (unsigned long long)o->extra_lost_bytes, reach_lost);
+    if (rc == 0)
+        rc = exec_sql(db, "INSERT INTO timeline VALUES (5000000, 14836, 8, 8192, 5112, 5108, 1048576)");
+    return finish(db, rc);
+}
+
+// ---------------------------------------------------------------------------
+// The "self" recording: real addresses in this executable
+
+static __attribute__((noinline)) void *caller_address(void) {
+    void *ra = __builtin_return_address(0);
+    __asm__ volatile("" : : "r"(ra) : "memory");
+    return ra;
+}
+
+__attribute__((noinline)) void fixture_leaker(int64_t ips[2], int lines[2]);
+__attribute__((noinline)) void fixture_outer(int64_t ips[2], int lines[2]);
+
+__attribute__((noinline)) void fixture_leaker(int64_t ips[2], int lines[2]) {
+    ips[1] = (int64_t)(intptr_t)__builtin_return_address(0);
+    ips[0] = (int64_t)(intptr_t)caller_address(); lines[0] = __LINE__;
+    __asm__ volatile("" : : : "memory");
+}
+
+__attribute__((noinline)) void fixture_outer(int64_t ips[2], int lines[2]) {
+    fixture_leaker(ips, lines); lines[1] = __LINE__;
+    __asm__ volatile("" : : : "memory");
+}
+
+typedef struct self_module {
+    uint64_t base, lo, hi;
+    char build_id[2 * 64 + 1];
+} self_module;
+
+static int find_main_object(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    self_module *m = arg;
+    m->base = info->dlpi_addr;
+    m->lo = UINT64_MAX;
+    m->hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD) {
+            uint64_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+            if (lo < m->lo)
+                m->lo = lo;
+            if (hi > m->hi)
+                m->hi = hi;
+        } else if (ph->p_type == PT_NOTE) {
+            const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr);
+            const char *end = p + ph->p_memsz;
+            while (p + sizeof(ElfW(Nhdr)) <= end) {
+                const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+                const char *name = p + sizeof *nh;
+                const unsigned char *desc = (const unsigned char *)name + ((nh->n_namesz + 3) & ~3u);
+                if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && !memcmp(name, "GNU", 4) &&
+                    nh->n_descsz <= 64) {
+                    for (unsigned j = 0; j < nh->n_descsz; j++)
+                        sprintf(m->build_id + 2 * j, "%02x", desc[j]);
+                }
+                p = (const char *)desc + ((nh->n_descsz + 3) & ~3u);
+            }
+        }
+    }
+    return 1; // the first object is the executable
+}
+
+int fixture_write_self(const char *path, bool wrong_build_id, int *leaker_line, int *outer_line) {
+    int64_t ips[2];
+    int lines[2];
+    fixture_outer(ips, lines);
+    *leaker_line = lines[0];
+    *outer_line = lines[1];
+    self_module m = {0};
+    dl_iterate_phdr(find_main_object, &m);
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0 || !m.build_id[0]) {
+        fprintf(stderr, "fixture: cannot describe this executable (build-id missing?)\n");
+        return -1;
+    }
+    exe[n] = 0;
+    if (wrong_build_id)
+        memset(m.build_id, 'a', strlen(m.build_id));
+    sqlite3 *db = create(path);
+    if (!db)
+        return -1;
+    int rc = write_meta(db, 1, false, true, 64);
+    if (rc == 0)
+        rc = exec_fmt(db, "INSERT INTO modules VALUES (1, %Q, %Q, %lld, %lld, %lld, 0, NULL)", exe,
+                      m.build_id, (long long)m.base, (long long)m.lo, (long long)m.hi);
+    if (rc == 0)
+        rc = exec_fmt(db, "INSERT INTO stack_nodes VALUES (1, 0, %lld), (2, 1, %lld)",
+                      (long long)ips[1], (long long)ips[0]);
+    if (rc == 0)
+        rc = exec_sql(db, "INSERT INTO sites VALUES (2,1, 1,64, 0,0, 0,0, 1,64);"
+                          "INSERT INTO live_blocks VALUES (65536, 64, 1, 2, 1, 10, 1)");
+    return finish(db, rc);
+}
+
+int fixture_write_foreign_sqlite(const char *path) {
+    unlink(path);
+    sqlite3 *db = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK) {
+        sqlite3_close(db);
+        return -1;
+    }
+    int rc = exec_sql(db, "CREATE TABLE people(name TEXT, age INTEGER);"
+                          "INSERT INTO people VALUES ('ada', 36)");
+    sqlite3_close(db);
+    return rc;
+}

@@ -1,0 +1,61 @@
+// fixture.h: synthetic tpprof recordings written with the sqlite3 C API,
+// exactly as docs/schema.md describes them, with known leaks, sites and peak.
+//
+// The "app" recording (fixture_write) has one fake module /opt/fake/app and
+// a pre-filled `symbols` table. Its contents, which tests assert on:
+//
+//   stack  innermost frame                       kind    sites: calls/bytes    live at exit
+//   A      leak_once (leak.c:12)  [+ a libtpprof.so frame innermost, to drop]
+//                                                malloc  1 / 4096              4096 B lost
+//   B      make_buffer (buffer.c:20)             calloc  10 / 1000, 8 freed    2 x 100 B reachable
+//   C      map_arena (arena.c:30)                mmap    1 / 8192              8192 B lost
+//   D      inner_helper (helpers.h:7) inlined into outer_fn (app.c:40)
+//                                                malloc  100 / 1 MiB, all freed
+//   E      parse_token (parse.c:60)              malloc  5000 / 80000, 4000 temporary
+//   F      grow_leak (grow.c:70)                 malloc  only with extra_lost_bytes
+//   every stack's outermost frame: main (app.c:50)
+//
+// The "self" recording (fixture_write_self) instead names this test
+// executable as its module, with real return addresses into fixture.c, and
+// leaves `symbols` empty, so tpprof must symbolize it with libdw.
+#ifndef TPPROF_TEST_FIXTURE_H
+#define TPPROF_TEST_FIXTURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct fixture_options {
+    int64_t schema_version;     // 0 means 1
+    bool foreign;               // meta without tool = tpprof
+    bool incomplete;            // complete = 0 and every live block unscanned
+    bool no_symbols;            // leave `symbols` empty (the fake module has no file)
+    bool no_leaks;              // every block freed: live_blocks empty
+    uint64_t extra_lost_bytes;  // one more lost block, at stack F
+    uint64_t extra_peak_bytes;  // added to meta.peak_bytes and to stack F's peak
+} fixture_options;
+
+// Expected totals of fixture_write with default options.
+#define FIX_ALLOCATIONS 5112u
+#define FIX_FREES 5108u
+#define FIX_TOTAL_BYTES 1141864u
+#define FIX_PEAK_BYTES 23028u
+#define FIX_LEAKED_BYTES 12488u
+#define FIX_LEAKED_COUNT 4u
+#define FIX_LOST_BYTES 12288u
+#define FIX_LOST_COUNT 2u
+#define FIX_REACHABLE_BYTES 200u
+#define FIX_REACHABLE_COUNT 2u
+#define FIX_TEMP_COUNT 4000u
+
+// Write the "app" recording to path (replacing it). Returns 0 or -1 (message on stderr).
+int fixture_write(const char *path, const fixture_options *o);
+
+// Expected results of fixture_write_self: the innermost frame is
+// fixture_leaker at *leaker_line of fixture.c, called by fixture_outer at
+// *outer_line. wrong_build_id records a build-id that does not match.
+int fixture_write_self(const char *path, bool wrong_build_id, int *leaker_line, int *outer_line);
+
+// A SQLite database that is not a tpprof recording.
+int fixture_write_foreign_sqlite(const char *path);
+
+#endif

@@ -1,0 +1,67 @@
+// harness.h: what the viewer tests share: running the built `tpprof` binary
+// and capturing its exit status, stdout and stderr; a scratch directory;
+// a tiny JSON syntax checker; assertion macros that count failures.
+//
+// Tests call tpprof as a user would (fork + exec), never its functions.
+#ifndef TPPROF_TEST_HARNESS_H
+#define TPPROF_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+extern int harness_failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            harness_failures++;                                                                    \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);              \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+// Output of one run. Strings are NUL-terminated, owned by the result.
+typedef struct run_result {
+    int status;  // exit status, or 128 + signal
+    char *out;   // stdout
+    char *err;   // stderr
+} run_result;
+
+// Run argv (argv[0] a path) with optional extra environment "K=V" entries
+// (NULL-terminated, may be NULL) in directory cwd (NULL: current).
+run_result harness_run(char *const argv[], char *const extra_env[], const char *cwd);
+void harness_result_free(run_result *r);
+
+// Run `tpprof ARGS...` (NULL-terminated) with the binary given to the test.
+run_result harness_tpprof(const char *first, ...);
+
+// Count lines in s (a trailing newline ends the last line).
+size_t harness_lines(const char *s);
+
+// true if s is one syntactically valid JSON value (RFC 8259), whitespace around allowed.
+bool harness_json_valid(const char *s);
+
+// A fresh scratch directory (removed by harness_finish) and paths inside it.
+const char *harness_dir(void);
+// harness_dir()/name into a static rotating buffer (8 slots).
+const char *harness_path(const char *name);
+
+// Read a whole file (caller frees) or NULL.
+char *harness_read_file(const char *path);
+
+// Set up from main's argv: argv[1] is the tpprof binary. Returns argv[1].
+const char *harness_init(int argc, char **argv);
+// Remove the scratch dir, print a verdict, return main's exit status.
+int harness_finish(void);
+
+// Run one test function, printing its name.
+#define RUN_TEST(fn)                                                                               \
+    do {                                                                                           \
+        int before_ = harness_failures;                                                            \
+        fn();                                                                                      \
+        fprintf(stderr, "%s %s\n", harness_failures == before_ ? "ok  " : "FAIL", #fn);            \
+    } while (0)
+
+#endif

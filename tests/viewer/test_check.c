@@ -1,0 +1,169 @@
+// test_check.c: `tpprof check`, the CI gate: every outcome (pass, each gate
+// failing with the worst stack named, baseline growth, the JUnit file) and
+// its exit status (0 pass, 1 fail, 2 usage).
+#define _POSIX_C_SOURCE 200809L
+#include "fixture.h"
+#include "harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *app_db;
+
+static void test_default_gate_fails_on_lost_bytes_naming_the_biggest_lost_stack(void) {
+    run_result r = harness_tpprof("check", app_db, NULL);
+    CHECK(r.status == 1, "status %d", r.status);
+    CHECK(strcmp(r.out, "FAIL lost bytes 12288 > 0: 8192 B in map_arena (arena.c:30)\n") == 0,
+          "got: %s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_all_gates_pass_when_limits_hold(void) {
+    run_result r = harness_tpprof("check", app_db, "--max-lost-bytes", "12288", "--max-leaked-bytes",
+                                  "13k", "--max-peak-bytes", "1M", NULL);
+    CHECK(r.status == 0, "status %d: %s%s", r.status, r.out, r.err);
+    CHECK(strstr(r.out, "PASS lost bytes 12288 <= 12288\n"), "%s", r.out);
+    CHECK(strstr(r.out, "PASS leaked bytes 12488 <= 13312\n"), "%s", r.out);
+    CHECK(strstr(r.out, "PASS peak bytes 23028 <= 1048576\n"), "%s", r.out);
+    CHECK(!strstr(r.out, "FAIL"), "%s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_leaked_gate_counts_reachable_blocks_too(void) {
+    run_result r = harness_tpprof("check", app_db, "--max-leaked-bytes", "12288", NULL);
+    CHECK(r.status == 1, "status %d", r.status);
+    CHECK(strcmp(r.out, "FAIL leaked bytes 12488 > 12288: 8192 B in map_arena (arena.c:30)\n") == 0,
+          "got: %s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_peak_gate_names_the_largest_site_live_at_the_peak(void) {
+    run_result r = harness_tpprof("check", app_db, "--max-peak-bytes", "20k", NULL);
+    CHECK(r.status == 1, "status %d", r.status);
+    CHECK(strcmp(r.out, "FAIL peak bytes 23028 > 20480: 10240 B in inner_helper (helpers.h:7)\n") == 0,
+          "got: %s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_one_fail_line_per_violated_gate(void) {
+    run_result r = harness_tpprof("check", app_db, "--max-lost-bytes=4k", "--max-leaked-bytes=1G",
+                                  "--max-peak-bytes=1k", NULL);
+    CHECK(r.status == 1, "status %d", r.status);
+    CHECK(strstr(r.out, "FAIL lost bytes 12288 > 4096: 8192 B in map_arena (arena.c:30)\n"), "%s",
+          r.out);
+    CHECK(strstr(r.out, "PASS leaked bytes 12488 <= 1073741824\n"), "%s", r.out);
+    CHECK(strstr(r.out, "FAIL peak bytes 23028 > 1024: 10240 B in inner_helper (helpers.h:7)\n"),
+          "%s", r.out);
+    CHECK(harness_lines(r.out) == 3, "%s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_baseline_growth_fails_and_names_the_stack_that_grew(void) {
+    const char *grown = harness_path("grown.db");
+    fixture_options o = {.extra_lost_bytes = 6144};
+    CHECK(fixture_write(grown, &o) == 0, "fixture");
+    run_result r = harness_tpprof("check", grown, "--baseline", app_db, "--max-growth", "10", NULL);
+    CHECK(r.status == 1, "status %d: %s", r.status, r.err);
+    // leaked 12488 -> 18632 (+49.2%), lost 12288 -> 18432 (+50.0%), peak unchanged
+    CHECK(strstr(r.out, "FAIL leaked bytes 18632 vs baseline 12488 (+49.2%) > 10%: +6144 B in grow_leak (grow.c:70)\n"),
+          "%s", r.out);
+    CHECK(strstr(r.out, "FAIL lost bytes 18432 vs baseline 12288 (+50.0%) > 10%: +6144 B in grow_leak (grow.c:70)\n"),
+          "%s", r.out);
+    CHECK(strstr(r.out, "PASS peak bytes 23028 vs baseline 23028 (+0.0%) <= 10%\n"), "%s", r.out);
+    harness_result_free(&r);
+
+    // Within the allowed growth: pass.
+    r = harness_tpprof("check", grown, "--baseline", app_db, "--max-growth", "60%", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.out);
+    harness_result_free(&r);
+
+    // A shrinking recording passes against a larger baseline.
+    r = harness_tpprof("check", app_db, "--baseline", grown, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.out);
+    CHECK(strstr(r.out, "PASS lost bytes 12288 vs baseline 18432 (-33.3%) <= 0%\n"), "%s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_baseline_peak_growth_is_gated(void) {
+    const char *peaky = harness_path("peaky.db");
+    fixture_options o = {.extra_peak_bytes = 23028};
+    CHECK(fixture_write(peaky, &o) == 0, "fixture");
+    run_result r = harness_tpprof("check", peaky, "--baseline", app_db, "--max-growth", "50", NULL);
+    CHECK(r.status == 1, "status %d", r.status);
+    CHECK(strstr(r.out, "FAIL peak bytes 46056 vs baseline 23028 (+100.0%) > 50%: +23028 B in grow_leak (grow.c:70)\n"),
+          "%s", r.out);
+    CHECK(strstr(r.out, "PASS lost bytes"), "%s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_junit_file_has_one_testcase_per_gate(void) {
+    const char *xml = harness_path("gates.xml");
+    run_result r = harness_tpprof("check", app_db, "--max-lost-bytes", "0", "--max-peak-bytes", "1M",
+                                  "--junit", xml, NULL);
+    CHECK(r.status == 1, "status %d", r.status);
+    char *text = harness_read_file(xml);
+    CHECK(text != NULL, "junit file written");
+    if (text) {
+        CHECK(strstr(text, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"), "%s", text);
+        CHECK(strstr(text, "tests=\"2\" failures=\"1\" errors=\"0\""), "%s", text);
+        CHECK(strstr(text, "<testcase classname=\"tpprof.check\" name=\"max-lost-bytes\">\n"
+                           "      <failure message=\"lost bytes 12288 &gt; 0: 8192 B in map_arena (arena.c:30)\"/>"),
+              "%s", text);
+        CHECK(strstr(text, "<testcase classname=\"tpprof.check\" name=\"max-peak-bytes\"/>"), "%s",
+              text);
+        free(text);
+    }
+    harness_result_free(&r);
+}
+
+static void test_junit_to_an_unwritable_path_is_an_error(void) {
+    run_result r = harness_tpprof("check", app_db, "--junit", "/nonexistent-dir/x.xml", NULL);
+    CHECK(r.status == 2, "status %d", r.status);
+    CHECK(strstr(r.err, "cannot write '/nonexistent-dir/x.xml'") && harness_lines(r.err) == 1, "%s",
+          r.err);
+    harness_result_free(&r);
+}
+
+static void test_unscanned_blocks_of_a_crashed_run_count_as_lost(void) {
+    const char *db = harness_path("crashed.db");
+    fixture_options o = {.incomplete = true};
+    CHECK(fixture_write(db, &o) == 0, "fixture");
+    run_result r = harness_tpprof("check", db, "--max-lost-bytes", "12288", NULL);
+    CHECK(r.status == 1, "status %d", r.status);
+    CHECK(strstr(r.out, "FAIL lost bytes 12488 > 12288: 8192 B in map_arena (arena.c:30)\n"), "%s",
+          r.out);
+    CHECK(strstr(r.err, "never scanned and count as lost"), "%s", r.err);
+    harness_result_free(&r);
+}
+
+static void test_clean_recording_passes_the_default_gate(void) {
+    const char *db = harness_path("clean.db");
+    fixture_options o = {.no_leaks = true};
+    CHECK(fixture_write(db, &o) == 0, "fixture");
+    run_result r = harness_tpprof("check", db, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.out);
+    CHECK(strcmp(r.out, "PASS lost bytes 0 <= 0\n") == 0, "%s", r.out);
+    CHECK(r.err[0] == 0, "%s", r.err);
+    harness_result_free(&r);
+}
+
+int main(int argc, char **argv) {
+    harness_init(argc, argv);
+    app_db = strdup(harness_path("app.db"));
+    fixture_options o = {0};
+    if (fixture_write(app_db, &o) != 0)
+        return 1;
+    RUN_TEST(test_default_gate_fails_on_lost_bytes_naming_the_biggest_lost_stack);
+    RUN_TEST(test_all_gates_pass_when_limits_hold);
+    RUN_TEST(test_leaked_gate_counts_reachable_blocks_too);
+    RUN_TEST(test_peak_gate_names_the_largest_site_live_at_the_peak);
+    RUN_TEST(test_one_fail_line_per_violated_gate);
+    RUN_TEST(test_baseline_growth_fails_and_names_the_stack_that_grew);
+    RUN_TEST(test_baseline_peak_growth_is_gated);
+    RUN_TEST(test_junit_file_has_one_testcase_per_gate);
+    RUN_TEST(test_junit_to_an_unwritable_path_is_an_error);
+    RUN_TEST(test_unscanned_blocks_of_a_crashed_run_count_as_lost);
+    RUN_TEST(test_clean_recording_passes_the_default_gate);
+    free((void *)app_db);
+    return harness_finish();
+}

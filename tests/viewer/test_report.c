@@ -1,0 +1,200 @@
+// test_report.c: `tpprof report` on synthetic recordings: the text a person
+// reads and the JSON contract of docs/report-json.md.
+#define _POSIX_C_SOURCE 200809L
+#include "fixture.h"
+#include "harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *app_db;
+
+// ---------------------------------------------------------------------------
+// Text
+
+static void test_text_summary_states_totals_in_human_units(void) {
+    run_result r = harness_tpprof("report", app_db, NULL);
+    CHECK(r.status == 0, "status %d, stderr: %s", r.status, r.err);
+    CHECK(strstr(r.out, "5,112 allocations, 5,108 frees, 4,000 temporary"), "%s", r.out);
+    CHECK(strstr(r.out, "peak        22.5 KiB"), "%s", r.out);
+    CHECK(strstr(r.out, "leaked      12.2 KiB in 4 blocks: lost 12.0 KiB in 2, reachable 200 B in 2"),
+          "%s", r.out);
+    CHECK(strstr(r.out, "/opt/fake/app (pid 4242)"), "%s", r.out);
+    CHECK(r.err[0] == 0, "nothing on stderr expected: %s", r.err);
+    harness_result_free(&r);
+}
+
+static void test_text_leaks_list_lost_first_then_by_bytes_with_frames(void) {
+    run_result r = harness_tpprof("report", app_db, "--leaks", NULL);
+    CHECK(r.status == 0, "status %d", r.status);
+    const char *arena = strstr(r.out, "map_arena (arena.c:30)");
+    const char *once = strstr(r.out, "leak_once (leak.c:12)");
+    const char *buffer = strstr(r.out, "make_buffer (buffer.c:20)");
+    CHECK(arena && once && buffer, "all three leak stacks shown:\n%s", r.out);
+    CHECK(arena < once && once < buffer, "order: lost 8 KiB, lost 4 KiB, then reachable:\n%s", r.out);
+    CHECK(strstr(r.out, "8.00 KiB in      1 block   lost       mmap"), "%s", r.out);
+    CHECK(strstr(r.out, "200 B in      2 blocks  reachable  calloc"), "%s", r.out);
+    CHECK(strstr(r.out, "main (app.c:50)"), "outer frames shown: %s", r.out);
+    CHECK(!strstr(r.out, "tpprof_malloc_hook"), "libtpprof.so frames are dropped: %s", r.out);
+    CHECK(!strstr(r.out, "Top "), "--leaks alone shows no top section: %s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_text_top_orders_by_bytes_and_by_calls(void) {
+    run_result r = harness_tpprof("report", app_db, "--top", "2", NULL);
+    CHECK(r.status == 0, "status %d", r.status);
+    const char *bytes = strstr(r.out, "Top 2 sites by bytes allocated");
+    const char *calls = strstr(r.out, "Top 2 sites by allocation calls");
+    CHECK(bytes && calls, "%s", r.out);
+    if (bytes && calls) {
+        const char *first = strstr(bytes, "inner_helper (helpers.h:7)  < outer_fn (app.c:40)");
+        const char *second = strstr(bytes, "parse_token (parse.c:60)");
+        CHECK(first && second && first < second && second < calls,
+              "by bytes: 1 MiB inlined site, then parse_token:\n%s", r.out);
+        const char *c1 = strstr(calls, "parse_token");
+        const char *c2 = strstr(calls, "inner_helper");
+        CHECK(c1 && c2 && c1 < c2, "by calls: parse_token (5000) first:\n%s", r.out);
+        CHECK(!strstr(calls, "map_arena"), "--top 2 caps the list:\n%s", r.out);
+        CHECK(strstr(bytes, "1.00 MiB         100  malloc"), "%s", r.out);
+    }
+    harness_result_free(&r);
+}
+
+static void test_text_peak_lists_sites_live_at_the_peak(void) {
+    run_result r = harness_tpprof("report", app_db, "--peak", NULL);
+    CHECK(r.status == 0, "status %d", r.status);
+    CHECK(strstr(r.out, "Peak: 22.5 KiB at 0.005 s"), "%s", r.out);
+    const char *a = strstr(r.out, "10.0 KiB in      1 block   malloc");
+    const char *b = strstr(r.out, "8.00 KiB in      1 block   mmap");
+    CHECK(a && b && a < b, "largest live site first:\n%s", r.out);
+    CHECK(!strstr(r.out, "parse_token"), "a site with nothing live at the peak is left out:\n%s",
+          r.out);
+    harness_result_free(&r);
+}
+
+static void test_text_temporary_counts_and_sites(void) {
+    run_result r = harness_tpprof("report", app_db, "--temporary", NULL);
+    CHECK(r.status == 0, "status %d", r.status);
+    CHECK(strstr(r.out, "Temporary allocations: 4,000 of 5,112 calls (78.2%), 62.5 KiB"), "%s",
+          r.out);
+    CHECK(strstr(r.out, "62.5 KiB       4,000  malloc          parse_token (parse.c:60)"), "%s",
+          r.out);
+    harness_result_free(&r);
+}
+
+static void test_text_incomplete_run_is_flagged_and_blocks_unscanned(void) {
+    fixture_options o = {.incomplete = true};
+    const char *db = harness_path("incomplete.db");
+    CHECK(fixture_write(db, &o) == 0, "fixture");
+    run_result r = harness_tpprof("report", db, "--leaks", NULL);
+    CHECK(r.status == 0, "status %d", r.status);
+    CHECK(strstr(r.out, "INCOMPLETE"), "%s", r.out);
+    CHECK(strstr(r.out, "not scanned 12.2 KiB in 4"), "%s", r.out);
+    CHECK(strstr(r.out, "unscanned"), "%s", r.out);
+    harness_result_free(&r);
+}
+
+// ---------------------------------------------------------------------------
+// JSON
+
+static void test_json_is_valid_and_has_the_documented_summary(void) {
+    run_result r = harness_tpprof("report", app_db, "--format", "json", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(harness_json_valid(r.out), "invalid JSON:\n%s", r.out);
+    char want[128];
+    struct { const char *key; unsigned long long v; } fields[] = {
+        {"allocations", FIX_ALLOCATIONS},       {"frees", FIX_FREES},
+        {"total_bytes", FIX_TOTAL_BYTES},       {"peak_bytes", FIX_PEAK_BYTES},
+        {"leaked_bytes", FIX_LEAKED_BYTES},     {"leaked_count", FIX_LEAKED_COUNT},
+        {"lost_bytes", FIX_LOST_BYTES},         {"lost_count", FIX_LOST_COUNT},
+        {"reachable_bytes", FIX_REACHABLE_BYTES}, {"reachable_count", FIX_REACHABLE_COUNT},
+        {"temporary_count", FIX_TEMP_COUNT},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        snprintf(want, sizeof want, "\"%s\": %llu,", fields[i].key, fields[i].v);
+        CHECK(strstr(r.out, want), "missing %s in:\n%s", want, r.out);
+    }
+    CHECK(strstr(r.out, "\"summary\": {"), "%s", r.out);
+    CHECK(strstr(r.out, "\"format\": \"tpprof-report\""), "%s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_json_leaks_carry_kind_reachability_and_innermost_first_stack(void) {
+    run_result r = harness_tpprof("report", app_db, "--leaks", "--format=json", NULL);
+    CHECK(r.status == 0 && harness_json_valid(r.out), "status %d:\n%s", r.status, r.out);
+    const char *first = strstr(r.out, "\"leaks\": [");
+    CHECK(first, "%s", r.out);
+    if (!first) {
+        harness_result_free(&r);
+        return;
+    }
+    const char *mmap = strstr(first, "\"bytes\": 8192,\n      \"count\": 1,\n      \"kind\": \"mmap\",\n"
+                                     "      \"reachability\": \"lost\"");
+    const char *once = strstr(first, "\"bytes\": 4096,\n      \"count\": 1,\n      \"kind\": \"malloc\",\n"
+                                     "      \"reachability\": \"lost\"");
+    const char *buf = strstr(first, "\"bytes\": 200,\n      \"count\": 2,\n      \"kind\": \"calloc\",\n"
+                                    "      \"reachability\": \"reachable\"");
+    CHECK(mmap && once && buf && mmap < once && once < buf, "leak order and fields:\n%s", r.out);
+    const char *frame = strstr(first, "{\"function\": \"leak_once\", \"file\": \"/src/app/leak.c\", "
+                                      "\"line\": 12, \"module\": \"/opt/fake/app\", \"ip\": \"0x401110\"}");
+    const char *outer = frame ? strstr(frame, "{\"function\": \"main\"") : NULL;
+    CHECK(frame && outer, "leak_once frame, then main:\n%s", r.out);
+    CHECK(!strstr(r.out, "tpprof_malloc_hook"), "own frames dropped:\n%s", r.out);
+    CHECK(!strstr(r.out, "\"top\""), "sections not asked for are left out");
+    harness_result_free(&r);
+}
+
+static void test_json_expands_inlined_frames_innermost_first(void) {
+    run_result r = harness_tpprof("report", app_db, "--top", "1", "--format", "json", NULL);
+    CHECK(r.status == 0 && harness_json_valid(r.out), "status %d:\n%s", r.status, r.out);
+    const char *top = strstr(r.out, "\"top\": [");
+    const char *inner = top ? strstr(top, "\"function\": \"inner_helper\", \"file\": \"/src/app/helpers.h\", \"line\": 7") : NULL;
+    const char *outer = inner ? strstr(inner, "\"function\": \"outer_fn\", \"file\": \"/src/app/app.c\", \"line\": 40") : NULL;
+    const char *main_frame = outer ? strstr(outer, "\"function\": \"main\"") : NULL;
+    CHECK(main_frame, "inner_helper, outer_fn, main in that order:\n%s", r.out);
+    CHECK(strstr(r.out, "\"alloc_bytes\": 1048576,"), "%s", r.out);
+    const char *by_calls = strstr(r.out, "\"top_by_calls\": [");
+    CHECK(by_calls && strstr(by_calls, "\"alloc_count\": 5000,"), "%s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_json_peak_and_temporary_sections(void) {
+    run_result r = harness_tpprof("report", app_db, "--peak", "--temporary", "--format", "json", NULL);
+    CHECK(r.status == 0 && harness_json_valid(r.out), "status %d:\n%s", r.status, r.out);
+    CHECK(strstr(r.out, "\"peak\": {\n    \"bytes\": 23028,\n    \"time_ns\": 5000000,"), "%s", r.out);
+    const char *temp = strstr(r.out, "\"temporary\": [");
+    CHECK(temp && strstr(temp, "\"temp_count\": 4000,") && strstr(temp, "parse_token"), "%s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_unsymbolized_frames_print_as_addresses_with_module(void) {
+    fixture_options o = {.no_symbols = true};
+    const char *db = harness_path("nosyms.db");
+    CHECK(fixture_write(db, &o) == 0, "fixture");
+    run_result r = harness_tpprof("report", db, "--leaks", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.out, "0x401310 (app)"), "address + module for a missing file:\n%s", r.out);
+    CHECK(strstr(r.err, "cannot read /opt/fake/app"), "one warning per unreadable module: %s", r.err);
+    harness_result_free(&r);
+}
+
+int main(int argc, char **argv) {
+    harness_init(argc, argv);
+    app_db = strdup(harness_path("app.db"));
+    fixture_options o = {0};
+    if (fixture_write(app_db, &o) != 0)
+        return 1;
+    RUN_TEST(test_text_summary_states_totals_in_human_units);
+    RUN_TEST(test_text_leaks_list_lost_first_then_by_bytes_with_frames);
+    RUN_TEST(test_text_top_orders_by_bytes_and_by_calls);
+    RUN_TEST(test_text_peak_lists_sites_live_at_the_peak);
+    RUN_TEST(test_text_temporary_counts_and_sites);
+    RUN_TEST(test_text_incomplete_run_is_flagged_and_blocks_unscanned);
+    RUN_TEST(test_json_is_valid_and_has_the_documented_summary);
+    RUN_TEST(test_json_leaks_carry_kind_reachability_and_innermost_first_stack);
+    RUN_TEST(test_json_expands_inlined_frames_innermost_first);
+    RUN_TEST(test_json_peak_and_temporary_sections);
+    RUN_TEST(test_unsymbolized_frames_print_as_addresses_with_module);
+    free((void *)app_db);
+    return harness_finish();
+}
