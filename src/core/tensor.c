@@ -36,7 +36,9 @@ void tp__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides) {
         strides[i] = acc;
         /* A size-0 dim would zero every stride before it; PyTorch keeps them
          * as if the size were 1. */
-        acc *= sizes[i] > 1 ? sizes[i] : 1;
+        /* Only a tensor with a 0-size dim can overflow here (tp__check_sizes
+         * refuses the rest); it addresses nothing, so saturating is harmless. */
+        if (__builtin_mul_overflow(acc, sizes[i] > 1 ? sizes[i] : 1, &acc)) acc = INT64_MAX;
     }
 }
 

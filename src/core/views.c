@@ -287,7 +287,9 @@ tp_tensor *tp_tensor_slice(tp_tensor *t, int dim, int64_t start, int64_t end, in
     memcpy(sizes, t->sizes, sizeof sizes);
     memcpy(strides, t->strides, sizeof strides);
     sizes[d] = end == start ? 0 : (end - start - 1) / step + 1; /* ceil, without overflow */
-    strides[d] = t->strides[d] * step;
+    /* With one element or none the stride is never stepped over, and a huge
+     * step must not overflow it. */
+    strides[d] = sizes[d] > 1 ? t->strides[d] * step : t->strides[d];
     return tp__view_of(t, t->ndim, sizes, strides, t->storage_offset + start * t->strides[d]);
 }
 

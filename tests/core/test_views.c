@@ -262,6 +262,12 @@ static void test_slice_clamps_like_python_and_steps(void) {
     CHECK(shape_is(d, 1, SHAPE(0), NULL));
     tp_tensor *e = tp_tensor_slice(x, 0, 0, INT64_MAX, INT64_MAX); /* x[::huge] = 0 */
     CHECK(shape_is(e, 1, SHAPE(1), NULL));
+    tp_tensor *m = make_tensor(2, SHAPE(3, 4), TP_DTYPE_FLOAT32);
+    tp_tensor *huge = tp_tensor_slice(m, 0, 1, INT64_MAX, INT64_MAX); /* m[1::huge] */
+    CHECK(shape_is(huge, 2, SHAPE(1, 4), NULL));
+    CHECK(at_f32(huge, SHAPE(0, 3)) == 7.0f);
+    tp_tensor_release(huge);
+    tp_tensor_release(m);
     CHECK(tp_tensor_slice(x, 0, 0, 5, 0) == NULL);
     CHECK_STR(tp_last_error(), "slice step must be positive");
     CHECK(tp_tensor_slice(x, 0, 0, 5, -1) == NULL);
