@@ -19,6 +19,10 @@
  *      the symbol up with dlsym(RTLD_DEFAULT, ...); a preloaded library is
  *      first in the lookup order, so it is found.  If the provider returns
  *      an observer whose abi_version the runtime understands, it is attached.
+ *      With a shared libtensorplay the provider runs BEFORE the preloaded
+ *      library's own constructors (glibc initializes a program's
+ *      dependencies before the preloaded objects), so it must not rely on
+ *      them: return a static observer and initialize lazily.
  *
  *     static void on_event(void *user, const tp_obs_event *ev) {
  *         if (ev->kind == TP_OBS_STORAGE_CREATED) count++;

@@ -26,7 +26,7 @@
     } while (0)
 
 /* A view of t: same storage and version counter, base = t's root. */
-static tp_tensor *tp__view_of(tp_tensor *t, int ndim, const int64_t *sizes,
+static tp_tensor *tp__make_view(tp_tensor *t, int ndim, const int64_t *sizes,
                               const int64_t *strides, int64_t offset) {
     tp_tensor *v = tp__tensor_make(t->storage, offset, ndim, sizes, strides, t->dtype, t->version,
                                    t->base ? t->base : t);
@@ -131,20 +131,41 @@ tp_tensor *tp_tensor_view(tp_tensor *t, int ndim, const int64_t *sizes) {
                   "dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
         return NULL;
     }
-    return tp__view_of(t, ndim, shape, strides, t->storage_offset);
+    return tp__make_view(t, ndim, shape, strides, t->storage_offset);
 }
 
-/* Copies t's elements, in row-major order, into dst (numel * itemsize bytes). */
+/* One element of itemsize bytes; a constant size lets the compiler turn the
+ * memcpy into a single load and store. */
+static inline void tp__copy_item(char *dst, const char *src, size_t itemsize) {
+    switch (itemsize) {
+    case 1: memcpy(dst, src, 1); break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    case 8: memcpy(dst, src, 8); break;
+    default: memcpy(dst, src, itemsize); break;
+    }
+}
+
+/* Copies t's elements, in row-major order, into dst (numel * itemsize bytes):
+ * a tight loop over the last dim inside an odometer over the others. */
 static void tp__gather_contiguous(const tp_tensor *t, char *dst) {
     size_t itemsize = tp_dtype_itemsize(t->dtype);
     if (t->numel == 0) return;
+    if (t->ndim == 0) {
+        tp__copy_item(dst, (const char *)t->storage->data.ptr + (size_t)t->storage_offset * itemsize,
+                      itemsize);
+        return;
+    }
     const char *base = (const char *)t->storage->data.ptr;
+    int last = t->ndim - 1;
+    int64_t inner = t->sizes[last], inner_stride = t->strides[last];
     int64_t index[TP_MAX_DIMS] = {0};
-    int64_t offset = t->storage_offset; /* in elements */
-    for (int64_t n = 0; n < t->numel; n++) {
-        memcpy(dst + (size_t)n * itemsize, base + (size_t)offset * itemsize, itemsize);
-        /* Odometer step over the dims, last dim fastest. */
-        for (int d = t->ndim - 1; d >= 0; d--) {
+    int64_t offset = t->storage_offset; /* in elements, start of the current row */
+    for (int64_t rows = t->numel / inner; rows > 0; rows--) {
+        for (int64_t k = 0; k < inner; k++, dst += itemsize)
+            tp__copy_item(dst, base + (size_t)(offset + k * inner_stride) * itemsize, itemsize);
+        /* Odometer step over the outer dims. */
+        for (int d = last - 1; d >= 0; d--) {
             if (++index[d] < t->sizes[d]) {
                 offset += t->strides[d];
                 break;
@@ -160,7 +181,7 @@ tp_tensor *tp_tensor_reshape(tp_tensor *t, int ndim, const int64_t *sizes) {
     int64_t shape[TP_MAX_DIMS], strides[TP_MAX_DIMS];
     if (tp__infer_size(ndim, sizes, t->numel, shape) != TP_STATUS_OK) return NULL;
     if (tp__compute_stride(t, ndim, shape, strides))
-        return tp__view_of(t, ndim, shape, strides, t->storage_offset);
+        return tp__make_view(t, ndim, shape, strides, t->storage_offset);
 
     /* Strides do not allow a view: a contiguous copy with its own storage
      * and version counter, not a view of t. */
@@ -195,7 +216,7 @@ tp_tensor *tp_tensor_transpose(tp_tensor *t, int dim0, int dim1) {
         strides[d0] = t->strides[d1];
         strides[d1] = t->strides[d0];
     }
-    return tp__view_of(t, t->ndim, sizes, strides, t->storage_offset);
+    return tp__make_view(t, t->ndim, sizes, strides, t->storage_offset);
 }
 
 tp_tensor *tp_tensor_permute(tp_tensor *t, int ndim, const int *dims) {
@@ -217,7 +238,7 @@ tp_tensor *tp_tensor_permute(tp_tensor *t, int ndim, const int *dims) {
         sizes[i] = t->sizes[d];
         strides[i] = t->strides[d];
     }
-    return tp__view_of(t, ndim, sizes, strides, t->storage_offset);
+    return tp__make_view(t, ndim, sizes, strides, t->storage_offset);
 }
 
 tp_tensor *tp_tensor_t(tp_tensor *t) {
@@ -261,7 +282,7 @@ tp_tensor *tp_tensor_narrow(tp_tensor *t, int dim, int64_t start, int64_t length
     int64_t sizes[TP_MAX_DIMS];
     memcpy(sizes, t->sizes, sizeof sizes);
     sizes[d] = length;
-    return tp__view_of(t, t->ndim, sizes, t->strides, t->storage_offset + start * t->strides[d]);
+    return tp__make_view(t, t->ndim, sizes, t->strides, t->storage_offset + start * t->strides[d]);
 }
 
 tp_tensor *tp_tensor_slice(tp_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
@@ -290,7 +311,7 @@ tp_tensor *tp_tensor_slice(tp_tensor *t, int dim, int64_t start, int64_t end, in
     /* With one element or none the stride is never stepped over, and a huge
      * step must not overflow it. */
     strides[d] = sizes[d] > 1 ? t->strides[d] * step : t->strides[d];
-    return tp__view_of(t, t->ndim, sizes, strides, t->storage_offset + start * t->strides[d]);
+    return tp__make_view(t, t->ndim, sizes, strides, t->storage_offset + start * t->strides[d]);
 }
 
 tp_tensor *tp_tensor_select(tp_tensor *t, int dim, int64_t index) {
@@ -318,7 +339,7 @@ tp_tensor *tp_tensor_select(tp_tensor *t, int dim, int64_t index) {
         strides[n] = t->strides[i];
         n++;
     }
-    return tp__view_of(t, n, sizes, strides, t->storage_offset + index * t->strides[d]);
+    return tp__make_view(t, n, sizes, strides, t->storage_offset + index * t->strides[d]);
 }
 
 // ----------------------------------------------------------------------------
@@ -334,7 +355,7 @@ tp_tensor *tp_tensor_squeeze(tp_tensor *t) {
         strides[n] = t->strides[i];
         n++;
     }
-    return tp__view_of(t, n, sizes, strides, t->storage_offset);
+    return tp__make_view(t, n, sizes, strides, t->storage_offset);
 }
 
 tp_tensor *tp_tensor_squeeze_dim(tp_tensor *t, int dim) {
@@ -342,7 +363,7 @@ tp_tensor *tp_tensor_squeeze_dim(tp_tensor *t, int dim) {
     int d = tp__wrap_dim(dim, t->ndim);
     if (d < 0) return NULL;
     if (t->ndim == 0 || t->sizes[d] != 1)
-        return tp__view_of(t, t->ndim, t->sizes, t->strides, t->storage_offset);
+        return tp__make_view(t, t->ndim, t->sizes, t->strides, t->storage_offset);
     int64_t sizes[TP_MAX_DIMS], strides[TP_MAX_DIMS];
     int n = 0;
     for (int i = 0; i < t->ndim; i++) {
@@ -351,7 +372,7 @@ tp_tensor *tp_tensor_squeeze_dim(tp_tensor *t, int dim) {
         strides[n] = t->strides[i];
         n++;
     }
-    return tp__view_of(t, n, sizes, strides, t->storage_offset);
+    return tp__make_view(t, n, sizes, strides, t->storage_offset);
 }
 
 tp_tensor *tp_tensor_unsqueeze(tp_tensor *t, int dim) {
@@ -375,7 +396,7 @@ tp_tensor *tp_tensor_unsqueeze(tp_tensor *t, int dim) {
         strides[i] = t->strides[n];
         n++;
     }
-    return tp__view_of(t, t->ndim + 1, sizes, strides, t->storage_offset);
+    return tp__make_view(t, t->ndim + 1, sizes, strides, t->storage_offset);
 }
 
 // ----------------------------------------------------------------------------
@@ -444,7 +465,7 @@ tp_tensor *tp_tensor_expand(tp_tensor *t, int ndim, const int64_t *sizes) {
         out_sizes[i] = size;
         out_strides[i] = stride;
     }
-    return tp__view_of(t, ndim, out_sizes, out_strides, t->storage_offset);
+    return tp__make_view(t, ndim, out_sizes, out_strides, t->storage_offset);
 }
 
 tp_tensor *tp_tensor_as_strided(tp_tensor *t, int ndim, const int64_t *sizes,
@@ -454,7 +475,7 @@ tp_tensor *tp_tensor_as_strided(tp_tensor *t, int ndim, const int64_t *sizes,
         tp__error(TP_STATUS_INVALID_ARGUMENT, "as_strided: strides is NULL");
         return NULL;
     }
-    return tp__view_of(t, ndim, sizes, strides, storage_offset);
+    return tp__make_view(t, ndim, sizes, strides, storage_offset);
 }
 
 tp_tensor *tp_tensor_detach(tp_tensor *t) {

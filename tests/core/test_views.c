@@ -170,6 +170,23 @@ static void test_reshape_copies_when_strides_forbid_a_view(void) {
     tp_tensor_release(x);
 }
 
+static void test_reshape_copy_of_3d_permutation_keeps_row_major_order(void) {
+    tp_tensor *x = make_tensor(3, SHAPE(2, 3, 4), TP_DTYPE_FLOAT32);
+    tp_tensor *p = tp_tensor_permute(x, 3, (const int[]){2, 0, 1}); /* (4, 2, 3) */
+    tp_tensor *r = tp_tensor_reshape(p, 2, SHAPE(8, 3));
+    CHECK(r != NULL && !tp_tensor_is_view(r));
+    const float *flat = tp_tensor_data(r);
+    int n = 0;
+    for (int64_t i = 0; i < 4; i++)
+        for (int64_t j = 0; j < 2; j++)
+            for (int64_t k = 0; k < 3; k++, n++)
+                CHECK(flat[n] == (float)(j * 12 + k * 4 + i)); /* p[i,j,k] = x[j,k,i] */
+    CHECK_EQ(n, 24);
+    tp_tensor_release(r);
+    tp_tensor_release(p);
+    tp_tensor_release(x);
+}
+
 // ----------------------------------------------------------------------------
 // reordering dims
 
@@ -402,6 +419,7 @@ int main(void) {
     RUN_TEST(test_view_works_on_non_contiguous_input_when_strides_allow);
     RUN_TEST(test_reshape_is_a_view_when_possible);
     RUN_TEST(test_reshape_copies_when_strides_forbid_a_view);
+    RUN_TEST(test_reshape_copy_of_3d_permutation_keeps_row_major_order);
     RUN_TEST(test_transpose_permute_and_t_swap_sizes_and_strides);
     RUN_TEST(test_dim_out_of_range_uses_pytorch_message);
     RUN_TEST(test_narrow_moves_the_offset);
