@@ -47,13 +47,13 @@ static const char *shape_str(const tp__json *shape, char *buf, size_t len) {
 
 static tp_status check_metadata(const tp__json *meta) {
     if (meta->type != TP__JSON_OBJECT)
-        return bad("__metadata__ must be an object of strings, not a %s",
+        return bad("__metadata__ must be an object of strings, got %s",
                    tp__json_type_name(meta->type));
     for (size_t i = 0; i < meta->len; i++) {
         if (meta->key_has_nul[i]) return bad("__metadata__ key contains a NUL character");
         const tp__json *v = &meta->items[i];
         if (v->type != TP__JSON_STRING)
-            return bad("__metadata__ value for " NAME_FMT " must be a string, not a %s",
+            return bad("__metadata__ value for " NAME_FMT " must be a string, got %s",
                        NAME_ARG(meta->keys[i]), tp__json_type_name(v->type));
         if (v->has_nul)
             return bad("__metadata__ value for " NAME_FMT " contains a NUL character",
@@ -65,7 +65,7 @@ static tp_status check_metadata(const tp__json *meta) {
 static tp_status check_tensor(const char *name, const tp__json *info, uint64_t buffer_len,
                               entry *e) {
     if (info->type != TP__JSON_OBJECT)
-        return bad("tensor " NAME_FMT ": expected an object, got a %s", NAME_ARG(name),
+        return bad("tensor " NAME_FMT ": expected an object, got %s", NAME_ARG(name),
                    tp__json_type_name(info->type));
     for (size_t i = 0; i < info->len; i++) {
         const char *k = info->keys[i];
@@ -80,14 +80,14 @@ static tp_status check_tensor(const char *name, const tp__json *info, uint64_t b
     if (!offs) return bad("tensor " NAME_FMT ": missing \"data_offsets\"", NAME_ARG(name));
 
     if (dtype->type != TP__JSON_STRING)
-        return bad("tensor " NAME_FMT ": dtype must be a string, not a %s", NAME_ARG(name),
+        return bad("tensor " NAME_FMT ": dtype must be a string, got %s", NAME_ARG(name),
                    tp__json_type_name(dtype->type));
     if (!tp__st_dtype_from_name(dtype->str, &e->dtype))
         return bad("tensor " NAME_FMT ": dtype " NAME_FMT " is not supported (supported: "
                    TP__SAFETENSORS_SUPPORTED ")", NAME_ARG(name), NAME_ARG(dtype->str));
 
     if (shape->type != TP__JSON_ARRAY)
-        return bad("tensor " NAME_FMT ": shape must be an array, not a %s", NAME_ARG(name),
+        return bad("tensor " NAME_FMT ": shape must be an array, got %s", NAME_ARG(name),
                    tp__json_type_name(shape->type));
     if (shape->len > TP_MAX_DIMS)
         return bad("tensor " NAME_FMT ": %zu dims, more than the %d TensorPlay supports",
