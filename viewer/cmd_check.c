@@ -105,64 +105,92 @@ static void stack_key(const tpprof_profile *p, int64_t stack_id, char *out, size
     }
 }
 
-typedef struct keyed { char key[2048]; int64_t stack_id; int64_t delta; } keyed;
+typedef struct keyed {
+    char *key;        // owned
+    int64_t stack_id; // in the new run; -1 if only in the baseline
+    int64_t delta;    // bytes: + new run, - baseline
+} keyed;
 
-// Add `bytes` of stack_id under its key (sign: +1 new run, -1 baseline).
-static void keyed_add(keyed **v, size_t *n, const tpprof_profile *p, int64_t stack_id,
-                      uint64_t bytes, int sign) {
+static int cmp_keyed(const void *a, const void *b) {
+    return strcmp(((const keyed *)a)->key, ((const keyed *)b)->key);
+}
+
+// Append `bytes` of stack_id under its key (sign: +1 new run, -1 baseline).
+static bool keyed_add(keyed **v, size_t *n, size_t *cap, const tpprof_profile *p,
+                      int64_t stack_id, uint64_t bytes, int sign) {
+    if (*n == *cap) {
+        size_t grown_cap = *cap ? *cap * 2 : 64;
+        keyed *grown = realloc(*v, grown_cap * sizeof *grown);
+        if (!grown)
+            return false;
+        *v = grown;
+        *cap = grown_cap;
+    }
     char key[2048];
     stack_key(p, stack_id, key, sizeof key);
-    for (size_t i = 0; i < *n; i++)
-        if (strcmp((*v)[i].key, key) == 0) {
-            (*v)[i].delta += sign * (int64_t)bytes;
-            if (sign > 0)
-                (*v)[i].stack_id = stack_id;
-            return;
-        }
-    keyed *grown = realloc(*v, (*n + 1) * sizeof *grown);
-    if (!grown)
-        return;
-    *v = grown;
-    keyed *k = &(*v)[(*n)++];
-    memcpy(k->key, key, sizeof key);
+    keyed *k = &(*v)[*n];
+    k->key = strdup(key);
+    if (!k->key)
+        return false;
     k->stack_id = sign > 0 ? stack_id : -1;
     k->delta = sign * (int64_t)bytes;
+    (*n)++;
+    return true;
 }
 
 enum { Q_LEAKED, Q_LOST, Q_PEAK };
 
+// The stack whose bytes grew most from the baseline, described into out
+// (empty when none grew). Sort by key and sum runs: recordings of busy
+// programs have tens of thousands of sites.
 static void grew_most(const tpprof_profile *now, const tpprof_profile *old, int q, char *out,
                       size_t size) {
     keyed *v = NULL;
-    size_t n = 0;
+    size_t n = 0, cap = 0;
     const tpprof_profile *runs[2] = {now, old};
-    for (int r = 0; r < 2; r++) {
+    bool ok = true;
+    for (int r = 0; r < 2 && ok; r++) {
         const tpprof_profile *p = runs[r];
         int sign = r == 0 ? 1 : -1;
         if (q == Q_PEAK) {
-            for (size_t i = 0; i < p->nsites; i++)
+            for (size_t i = 0; i < p->nsites && ok; i++)
                 if (p->sites[i].peak_bytes)
-                    keyed_add(&v, &n, p, p->sites[i].stack_id, p->sites[i].peak_bytes, sign);
+                    ok = keyed_add(&v, &n, &cap, p, p->sites[i].stack_id, p->sites[i].peak_bytes,
+                                   sign);
         } else {
-            for (size_t i = 0; i < p->nleaks; i++) {
+            for (size_t i = 0; i < p->nleaks && ok; i++) {
                 const tpprof_leak *l = &p->leaks[i];
                 if (q == Q_LOST && l->reachability == TPPROF_REACH_REACHABLE)
                     continue;
-                keyed_add(&v, &n, p, l->stack_id, l->bytes, sign);
+                ok = keyed_add(&v, &n, &cap, p, l->stack_id, l->bytes, sign);
             }
         }
     }
-    const keyed *best = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (v[i].stack_id >= 0 && v[i].delta > 0 && (!best || v[i].delta > best->delta))
-            best = &v[i];
-    if (best) {
-        char frame[512];
-        snprintf(out, size, ": +%lld B in %s", (long long)best->delta,
-                 tpprof_stacks_describe(now->stacks, best->stack_id, frame, sizeof frame));
-    } else {
-        out[0] = 0;
+    if (n)
+        qsort(v, n, sizeof *v, cmp_keyed);
+    int64_t best_delta = 0, best_stack = -1;
+    for (size_t i = 0; i < n;) {
+        int64_t delta = 0, stack = -1;
+        size_t j = i;
+        for (; j < n && strcmp(v[j].key, v[i].key) == 0; j++) {
+            delta += v[j].delta;
+            if (v[j].stack_id >= 0)
+                stack = v[j].stack_id;
+        }
+        if (stack >= 0 && delta > best_delta) {
+            best_delta = delta;
+            best_stack = stack;
+        }
+        i = j;
     }
+    out[0] = 0;
+    if (best_stack >= 0) {
+        char frame[512];
+        snprintf(out, size, ": +%lld B in %s", (long long)best_delta,
+                 tpprof_stacks_describe(now->stacks, best_stack, frame, sizeof frame));
+    }
+    for (size_t i = 0; i < n; i++)
+        free(v[i].key);
     free(v);
 }
 

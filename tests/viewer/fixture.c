@@ -272,6 +272,83 @@ int fixture_write_self(const char *path, bool wrong_build_id, int *leaker_line, 
     return finish(db, rc);
 }
 
+// ---------------------------------------------------------------------------
+// A big recording
+
+int fixture_write_big(const char *path, int nodes, int leaks) {
+    sqlite3 *db = create(path);
+    if (!db)
+        return -1;
+    int rc = write_meta(db, 1, false, true, 9500000);
+    if (rc == 0)
+        rc = exec_sql(db, "INSERT INTO modules VALUES (1,'/opt/fake/heavy',NULL, 4194304, 4194304, "
+                          "5242880, 0, NULL); INSERT INTO meta VALUES ('symbolized','1')");
+    sqlite3_stmt *node = NULL, *sym = NULL, *site = NULL, *live = NULL;
+    if (rc == 0 &&
+        (sqlite3_prepare_v2(db, "INSERT INTO stack_nodes VALUES (?1, ?2, ?3)", -1, &node, NULL) ||
+         sqlite3_prepare_v2(db, "INSERT INTO symbols VALUES (?1, 0, ?2, ?3, ?4, '/opt/fake/heavy')",
+                            -1, &sym, NULL) ||
+         sqlite3_prepare_v2(db, "INSERT INTO sites VALUES (?1, 1, ?2, ?3, ?2, ?3, ?4, ?5, 1, ?6)",
+                            -1, &site, NULL) ||
+         sqlite3_prepare_v2(db, "INSERT INTO live_blocks VALUES (?1, ?2, 1, ?3, 1, 5, 1)", -1,
+                            &live, NULL)))
+        rc = -1;
+    // Deterministic pseudo-random trie: node i hangs under an earlier node,
+    // but never deeper than 20 frames.
+    int *depth = calloc((size_t)nodes + 1, sizeof *depth);
+    uint64_t x = 88172645463325252ull;
+    for (int ip = 0; rc == 0 && ip < 2000; ip++) {
+        char fn[32], file[32];
+        snprintf(fn, sizeof fn, "fn_%d", ip);
+        snprintf(file, sizeof file, "/src/heavy/file_%d.c", ip % 97);
+        sqlite3_bind_int64(sym, 1, 0x401000 + 16 * ip);
+        sqlite3_bind_text(sym, 2, fn, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(sym, 3, file, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(sym, 4, 10 + ip);
+        rc = sqlite3_step(sym) == SQLITE_DONE ? 0 : -1;
+        sqlite3_reset(sym);
+    }
+    for (int i = 1; rc == 0 && depth && i <= nodes; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        int parent = i == 1 ? 0 : (int)(x % (uint64_t)(i - 1)) + 1;
+        while (parent && depth[parent] >= 20)
+            parent = parent / 2;
+        depth[i] = parent ? depth[parent] + 1 : 1;
+        sqlite3_bind_int(node, 1, i);
+        sqlite3_bind_int(node, 2, parent);
+        sqlite3_bind_int64(node, 3, 0x401000 + 16 * (int64_t)(x % 2000));
+        rc = sqlite3_step(node) == SQLITE_DONE ? 0 : -1;
+        sqlite3_reset(node);
+        if (rc == 0 && i % 4 == 0) {
+            sqlite3_bind_int(site, 1, i);
+            sqlite3_bind_int(site, 2, 50 + i % 1000);
+            sqlite3_bind_int(site, 3, 64 * (50 + i % 1000));
+            sqlite3_bind_int(site, 4, i % 7);
+            sqlite3_bind_int(site, 5, 64 * (i % 7));
+            sqlite3_bind_int(site, 6, 64 + i % 512);
+            rc = sqlite3_step(site) == SQLITE_DONE ? 0 : -1;
+            sqlite3_reset(site);
+        }
+    }
+    for (int k = 0; rc == 0 && k < leaks; k++) {
+        sqlite3_bind_int64(live, 1, 0x100000 + 4096 * (int64_t)k);
+        sqlite3_bind_int(live, 2, 100 + k);
+        sqlite3_bind_int(live, 3, 4 * (1 + k * 97 % (nodes / 4)));
+        rc = sqlite3_step(live) == SQLITE_DONE ? 0 : -1;
+        sqlite3_reset(live);
+    }
+    free(depth);
+    sqlite3_finalize(node);
+    sqlite3_finalize(sym);
+    sqlite3_finalize(site);
+    sqlite3_finalize(live);
+    if (rc != 0)
+        fprintf(stderr, "fixture: %s\n", sqlite3_errmsg(db));
+    return finish(db, rc);
+}
+
 int fixture_write_foreign_sqlite(const char *path) {
     unlink(path);
     sqlite3 *db = NULL;

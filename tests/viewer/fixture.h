@@ -55,6 +55,11 @@ int fixture_write(const char *path, const fixture_options *o);
 // *outer_line. wrong_build_id records a build-id that does not match.
 int fixture_write_self(const char *path, bool wrong_build_id, int *leaker_line, int *outer_line);
 
+// A recording shaped like alloc_heavy's: `nodes` trie nodes (depth up to 20,
+// 2000 distinct ips in one fake module, symbols pre-filled), a site on every
+// 4th node, `leaks` lost blocks. For the speed test.
+int fixture_write_big(const char *path, int nodes, int leaks);
+
 // A SQLite database that is not a tpprof recording.
 int fixture_write_foreign_sqlite(const char *path);
 

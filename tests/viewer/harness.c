@@ -126,6 +126,10 @@ run_result harness_tpprof(const char *first, ...) {
     return harness_run(argv, NULL, NULL);
 }
 
+const char *harness_tpprof_path(void) {
+    return tpprof_bin;
+}
+
 void harness_result_free(run_result *r) {
     free(r->out);
     free(r->err);

@@ -37,6 +37,9 @@ void harness_result_free(run_result *r);
 // Run `tpprof ARGS...` (NULL-terminated) with the binary given to the test.
 run_result harness_tpprof(const char *first, ...);
 
+// The absolute path of the tpprof binary under test.
+const char *harness_tpprof_path(void);
+
 // Count lines in s (a trailing newline ends the last line).
 size_t harness_lines(const char *s);
 

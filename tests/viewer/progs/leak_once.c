@@ -1,0 +1,70 @@
+// leak_once.c: a small program with known allocations for the 'preload'
+// suite (test_run.c). It prints where each one is made ("lost FILE:LINE"),
+// so the test can check tpprof's report against the truth.
+//
+//   leak_once [STATUS | kill]
+//     loses 4096 B (malloc) in leak_once, keeps 100 B reachable (calloc) in
+//     keep_some, loses an anonymous 8192 B mapping in map_some, makes 1000
+//     temporary 32 B allocations in churn, then exits with STATUS (default
+//     0) or kills itself with SIGTERM.
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+void *leak_once_keep; // a root: what it points to stays reachable
+
+static const char *base(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+__attribute__((noinline)) static void leak_once(void) {
+    char *p = malloc(4096); int line = __LINE__;
+    memset(p, 1, 4096);
+    __asm__ volatile("" : : "r"(p) : "memory");
+    printf("lost %s:%d\n", base(__FILE__), line);
+}
+
+__attribute__((noinline)) static void keep_some(void) {
+    leak_once_keep = calloc(25, 4); int line = __LINE__;
+    printf("reachable %s:%d\n", base(__FILE__), line);
+}
+
+__attribute__((noinline)) static void map_some(void) {
+    void *m = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); int line = __LINE__;
+    if (m == MAP_FAILED)
+        exit(99);
+    memset(m, 2, 8192);
+    printf("mapped %s:%d\n", base(__FILE__), line);
+}
+
+__attribute__((noinline)) static void churn(void) {
+    for (int i = 0; i < 1000; i++) {
+        char *volatile t = malloc(32);
+        t[0] = (char)i;
+        free(t);
+    }
+}
+
+// Overwrite dead stack slots so that no stale copy of the lost pointer
+// makes it look reachable to a conservative scan.
+__attribute__((noinline)) static void scrub_stack(void) {
+    volatile char buf[32768];
+    memset((char *)buf, 0, sizeof buf);
+}
+
+int main(int argc, char **argv) {
+    leak_once();
+    keep_some();
+    map_some();
+    churn();
+    scrub_stack();
+    fflush(stdout);
+    if (argc > 1 && strcmp(argv[1], "kill") == 0)
+        raise(SIGTERM);
+    return argc > 1 ? atoi(argv[1]) : 0;
+}

@@ -1,0 +1,162 @@
+// test_run.c: `tpprof run` end to end (suite 'preload'): real programs of
+// progs/ run under libtpprof.so; the report must name the right function,
+// file and line with exact byte counts, and tpprof's exit status must be the
+// program's.
+//
+// usage: test_run TPPROF LEAK_ONCE FORK_LEAK
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <glob.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char leak_once[4096], fork_leak[4096];
+
+// "lost leak_once.c:27" in the program's output -> 27 (0 if absent).
+static int printed_line(const char *out, const char *what) {
+    char key[64];
+    snprintf(key, sizeof key, "%s leak_once.c:", what);
+    const char *p = strstr(out, key);
+    return p ? atoi(p + strlen(key)) : 0;
+}
+
+static run_result run_under_tpprof(const char *db, const char *arg) {
+    char *argv[] = {(char *)"tpprof", (char *)"run", (char *)"-o", (char *)db, (char *)"--",
+                    leak_once, (char *)arg, NULL};
+    argv[0] = (char *)harness_tpprof_path();
+    if (!arg)
+        argv[6] = NULL;
+    return harness_run(argv, NULL, NULL);
+}
+
+static void test_exit_status_is_the_programs(void) {
+    const char *db = harness_path("status.db");
+    run_result r = run_under_tpprof(db, "3");
+    CHECK(r.status == 3, "status %d, stderr:\n%s", r.status, r.err);
+    CHECK(strstr(r.err, "exited with status 3"), "%s", r.err);
+    harness_result_free(&r);
+}
+
+static void test_killed_program_gives_128_plus_signal(void) {
+    const char *db = harness_path("killed.db");
+    run_result r = run_under_tpprof(db, "kill");
+    CHECK(r.status == 128 + 15, "status %d, stderr:\n%s", r.status, r.err);
+    CHECK(strstr(r.err, "was killed by signal 15"), "%s", r.err);
+    harness_result_free(&r);
+}
+
+static void test_report_names_function_file_line_and_exact_bytes(void) {
+    const char *db = harness_path("leak.db");
+    run_result r = run_under_tpprof(db, NULL);
+    CHECK(r.status == 0, "status %d, stderr:\n%s", r.status, r.err);
+    int lost_line = printed_line(r.out, "lost");
+    int kept_line = printed_line(r.out, "reachable");
+    int mapped_line = printed_line(r.out, "mapped");
+    CHECK(lost_line > 0 && kept_line > 0 && mapped_line > 0, "program output: %s", r.out);
+    char want[256];
+    snprintf(want, sizeof want, "recording: %s", db);
+    CHECK(strstr(r.err, want), "summary names the database: %s", r.err);
+    CHECK(strstr(r.err, "allocations") && strstr(r.err, "peak") && strstr(r.err, "lost"),
+          "summary: %s", r.err);
+    harness_result_free(&r);
+
+    r = harness_tpprof("report", db, "--leaks", "--format", "json", NULL);
+    CHECK(r.status == 0 && harness_json_valid(r.out), "status %d: %s", r.status, r.err);
+    const char *lost = strstr(r.out, "\"bytes\": 4096,\n      \"count\": 1,\n      \"kind\": \"malloc\",\n"
+                                     "      \"reachability\": \"lost\",\n      \"stack\": [\n"
+                                     "        {\"function\": \"leak_once\", \"file\": \"");
+    CHECK(lost, "a lost 4096 B malloc block whose innermost frame is leak_once:\n%s", r.out);
+    if (lost) {
+        snprintf(want, sizeof want, "leak_once.c\", \"line\": %d,", lost_line);
+        const char *eol = strchr(lost + 160, '\n');
+        const char *at = strstr(lost, want);
+        CHECK(at && (!eol || at < eol), "at leak_once.c:%d:\n%.400s", lost_line, lost);
+    }
+    const char *kept = strstr(r.out, "\"bytes\": 100,\n      \"count\": 1,\n      \"kind\": \"calloc\",\n"
+                                     "      \"reachability\": \"reachable\",\n      \"stack\": [\n"
+                                     "        {\"function\": \"keep_some\"");
+    CHECK(kept, "a reachable 100 B calloc block from keep_some:\n%s", r.out);
+    const char *mapped = strstr(r.out, "\"bytes\": 8192,\n      \"count\": 1,\n      \"kind\": \"mmap\",\n");
+    CHECK(mapped && strstr(mapped, "{\"function\": \"map_some\""), "the 8192 B mapping:\n%s", r.out);
+    harness_result_free(&r);
+
+    r = harness_tpprof("check", db, "--max-lost-bytes", "0", NULL);
+    CHECK(r.status == 1, "status %d", r.status);
+    snprintf(want, sizeof want, ": 4096 B in leak_once (leak_once.c:%d)\n", lost_line);
+    CHECK(strncmp(r.out, "FAIL lost bytes ", 16) == 0 && strstr(r.out, want), "want ...%s got %s",
+          want, r.out);
+    harness_result_free(&r);
+
+    r = harness_tpprof("report", db, "--temporary", NULL);
+    CHECK(r.status == 0, "status %d", r.status);
+    CHECK(strstr(r.out, "churn (leak_once.c:"), "temporary allocations from churn:\n%s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_default_output_name_is_program_and_pid_in_cwd(void) {
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", leak_once, NULL};
+    run_result r = harness_run(argv, NULL, harness_dir());
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    glob_t g;
+    char pattern[512];
+    snprintf(pattern, sizeof pattern, "%s/tpprof.leak_once.[0-9]*.db", harness_dir());
+    CHECK(glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc == 1, "one tpprof.leak_once.<pid>.db");
+    if (g.gl_pathc == 1)
+        CHECK(strstr(r.err, g.gl_pathv[0]), "summary names %s: %s", g.gl_pathv[0], r.err);
+    globfree(&g);
+    harness_result_free(&r);
+}
+
+static void test_percent_p_in_output_becomes_the_pid(void) {
+    run_result r = run_under_tpprof(harness_path("pid-%p.db"), "0");
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    glob_t g;
+    char pattern[512];
+    snprintf(pattern, sizeof pattern, "%s/pid-[0-9]*.db", harness_dir());
+    CHECK(glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc == 1, "pid-<pid>.db written");
+    globfree(&g);
+    harness_result_free(&r);
+}
+
+static void test_forked_child_recording_is_mentioned(void) {
+    const char *db = harness_path("fork.db");
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db,
+                    fork_leak, NULL};
+    run_result r = harness_run(argv, NULL, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    const char *c = strstr(r.out, "child ");
+    int child = c ? atoi(c + 6) : 0;
+    char want[512];
+    snprintf(want, sizeof want, "forked child's recording: %s/fork.%d.db", harness_dir(), child);
+    CHECK(child > 0 && strstr(r.err, want), "want '%s' in:\n%s", want, r.err);
+    harness_result_free(&r);
+    snprintf(want, sizeof want, "%s/fork.%d.db", harness_dir(), child);
+    r = harness_tpprof("check", want, NULL);
+    CHECK(r.status == 1 && strstr(r.out, ": 2000 B in lose (fork_leak.c:"), "child's leak: %s%s",
+          r.out, r.err);
+    harness_result_free(&r);
+}
+
+static void test_missing_program_is_127_with_one_line(void) {
+    run_result r = harness_tpprof("run", "-o", harness_path("none.db"), "/nonexistent/program", NULL);
+    CHECK(r.status == 127, "status %d", r.status);
+    CHECK(harness_lines(r.err) == 1 && strstr(r.err, "cannot run '/nonexistent/program'"), "%s", r.err);
+    harness_result_free(&r);
+}
+
+int main(int argc, char **argv) {
+    harness_init(argc, argv);
+    if (argc < 4 || !realpath(argv[2], leak_once) || !realpath(argv[3], fork_leak)) {
+        fprintf(stderr, "usage: %s TPPROF LEAK_ONCE FORK_LEAK\n", argv[0]);
+        return 2;
+    }
+    RUN_TEST(test_exit_status_is_the_programs);
+    RUN_TEST(test_killed_program_gives_128_plus_signal);
+    RUN_TEST(test_report_names_function_file_line_and_exact_bytes);
+    RUN_TEST(test_default_output_name_is_program_and_pid_in_cwd);
+    RUN_TEST(test_percent_p_in_output_becomes_the_pid);
+    RUN_TEST(test_forked_child_recording_is_mentioned);
+    RUN_TEST(test_missing_program_is_127_with_one_line);
+    return harness_finish();
+}
