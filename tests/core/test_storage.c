@@ -182,6 +182,31 @@ static void test_wrapped_borrowed_memory_is_never_freed(void) {
     CHECK_EQ(buf[0], 1);
 }
 
+static void test_release_runs_deleter_for_ctx_without_data_pointer(void) {
+    deleter_calls = 0;
+    void *ctx = malloc(4); /* e.g. a mapping object behind a 0-byte view */
+    tp_data_ptr dp = {.ptr = NULL, .ctx = ctx, .deleter = counting_free};
+    tp_storage *s = tp_storage_new_with_data_ptr(dp, 0, NULL, false);
+    CHECK(tp_storage_data(s) == NULL);
+    tp_storage_release(s);
+    CHECK_EQ(deleter_calls, 1);
+}
+
+static void test_set_data_ptr_on_null_storage_hands_the_data_back(void) {
+    deleter_calls = 0;
+    void *p = malloc(4);
+    tp_data_ptr dp = {.ptr = p, .ctx = p, .deleter = counting_free};
+    tp_data_ptr back = tp_storage_set_data_ptr(NULL, dp, 4);
+    CHECK_EQ(tp_last_status(), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(), "set_data_ptr: storage is NULL");
+    CHECK(back.ptr == p); /* still the caller's to free */
+    tp_data_ptr_clear(&back);
+    CHECK_EQ(deleter_calls, 1);
+    CHECK_EQ(tp_storage_use_count(NULL), 0);
+    CHECK(tp_storage_weak_lock(NULL) == NULL);
+    tp_storage_weak_release(NULL);
+}
+
 // ----------------------------------------------------------------------------
 // resize and set_data_ptr
 
@@ -293,6 +318,8 @@ int main(void) {
     RUN_TEST(test_counts_are_exact_under_concurrent_retain_and_release);
     RUN_TEST(test_weak_lock_racing_last_release_frees_data_once);
     RUN_TEST(test_wrapped_borrowed_memory_is_never_freed);
+    RUN_TEST(test_release_runs_deleter_for_ctx_without_data_pointer);
+    RUN_TEST(test_set_data_ptr_on_null_storage_hands_the_data_back);
     RUN_TEST(test_resize_grows_copies_and_frees_the_old_block);
     RUN_TEST(test_resize_is_seen_through_a_tensor_on_the_storage);
     RUN_TEST(test_resize_refuses_non_resizable_storage);

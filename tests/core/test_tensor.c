@@ -251,6 +251,41 @@ static void test_grad_slot_holds_a_matching_tensor(void) {
     tp_tensor_release(t);
 }
 
+static void test_null_and_mismatched_arguments_are_errors(void) {
+    CHECK_EQ(tp_tensor_size(NULL, 0), -1);
+    CHECK_STR(tp_last_error(), "size: tensor is NULL");
+    CHECK_EQ(tp_tensor_stride(NULL, 0), 0);
+    CHECK_STR(tp_last_error(), "stride: tensor is NULL");
+    CHECK_EQ(tp_tensor_set_requires_grad(NULL, true), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(), "set_requires_grad: tensor is NULL");
+    CHECK_EQ(tp_tensor_set_grad(NULL, NULL), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(), "set_grad: tensor is NULL");
+    tp_storage *s = tp_storage_new(64, NULL, false);
+    CHECK(tp_tensor_new_from_storage(s, 0, 2, NULL, NULL, TP_DTYPE_FLOAT32) == NULL);
+    CHECK_STR(tp_last_error(), "sizes is NULL for a 2-dim tensor");
+    CHECK(tp_tensor_new_from_storage(s, 0, -1, NULL, NULL, TP_DTYPE_FLOAT32) == NULL);
+    CHECK_STR(tp_last_error(), "tensors have between 0 and 8 dimensions, got -1");
+    /* A grad on another device is refused (a hand-made CUDA-tagged storage). */
+    static char buf[64];
+    tp_data_ptr dp = {.ptr = buf, .device = {TP_DEVICE_TYPE_CUDA, 0}};
+    tp_storage *cs = tp_storage_new_with_data_ptr(dp, sizeof buf, NULL, false);
+    tp_tensor *g = tp_tensor_new_from_storage(cs, 0, 1, SHAPE(4), NULL, TP_DTYPE_FLOAT32);
+    CHECK_EQ(tp_tensor_device(g).type, TP_DEVICE_TYPE_CUDA);
+    tp_tensor *t = tp_tensor_new_from_storage(s, 0, 1, SHAPE(4), NULL, TP_DTYPE_FLOAT32);
+    CHECK_EQ(tp_tensor_set_grad(t, g), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(), "assigned grad has data located on a different device");
+    tp_tensor_release(t);
+    tp_tensor_release(g);
+    tp_storage_release(cs);
+    tp_storage_release(s);
+    /* Field readers tolerate NULL. */
+    CHECK_EQ(tp_tensor_dim(NULL), 0);
+    CHECK_EQ(tp_tensor_numel(NULL), 0);
+    CHECK(tp_tensor_data(NULL) == NULL);
+    CHECK(!tp_tensor_is_view(NULL));
+    CHECK_EQ(tp_tensor_version(NULL), 0);
+}
+
 int main(void) {
     RUN_TEST(test_new_tensor_is_contiguous_over_its_storage);
     RUN_TEST(test_data_pointer_includes_offset_times_itemsize);
@@ -266,5 +301,6 @@ int main(void) {
     RUN_TEST(test_bump_version_increments_from_zero);
     RUN_TEST(test_only_floating_tensors_may_require_grad);
     RUN_TEST(test_grad_slot_holds_a_matching_tensor);
+    RUN_TEST(test_null_and_mismatched_arguments_are_errors);
     return CHECK_DONE();
 }

@@ -401,6 +401,43 @@ static void test_as_strided_allows_overlap_but_not_overrun(void) {
     tp_tensor_release(x);
 }
 
+static void test_bad_shape_arguments_are_errors(void) {
+    tp_tensor *x = make_tensor(1, SHAPE(4), TP_DTYPE_FLOAT32);
+    int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 4};
+    CHECK(tp_tensor_view(x, 9, nine) == NULL);
+    CHECK_STR(tp_last_error(), "tensors have between 0 and 8 dimensions, got 9");
+    CHECK(tp_tensor_reshape(x, 2, NULL) == NULL);
+    CHECK_STR(tp_last_error(), "sizes is NULL for a 2-dim shape");
+    CHECK(tp_tensor_expand(x, 9, nine) == NULL);
+    CHECK_STR(tp_last_error(), "tensors have between 0 and 8 dimensions, got 9");
+    CHECK(tp_tensor_expand(x, 2, SHAPE(-2, 4)) == NULL);
+    CHECK_STR(tp_last_error(), "Trying to create tensor with negative dimension -2: [-2, 4]");
+    CHECK(tp_tensor_as_strided(x, 1, SHAPE(2), NULL, 0) == NULL);
+    CHECK_STR(tp_last_error(), "as_strided: strides is NULL");
+    CHECK(tp_tensor_as_strided(x, 1, SHAPE(2), SHAPE(-1), 0) == NULL);
+    CHECK_STR(tp_last_error(),
+              "as_strided: Negative strides are not supported at the moment, got strides: [-1]");
+    CHECK(tp_tensor_as_strided(x, 1, SHAPE(2), SHAPE(1), -1) == NULL);
+    CHECK_STR(tp_last_error(), "Tensor: invalid storage offset -1");
+    CHECK(tp_tensor_permute(x, 1, NULL) == NULL);
+    CHECK_STR(tp_last_error(), "number of dims don't match in permute");
+    tp_tensor *s = make_tensor(0, NULL, TP_DTYPE_FLOAT32);
+    CHECK(tp_tensor_slice(s, 0, 0, 1, 1) == NULL);
+    CHECK_STR(tp_last_error(), "slice() cannot be applied to a 0-dim tensor.");
+    /* 0-dim tensors accept dims 0 and -1 where PyTorch does. */
+    tp_tensor *st = tp_tensor_transpose(s, 0, -1);
+    CHECK(st != NULL && tp_tensor_dim(st) == 0);
+    tp_tensor *su = tp_tensor_unsqueeze(s, -1);
+    CHECK(shape_is(su, 1, SHAPE(1), SHAPE(1)));
+    tp_tensor *sq = tp_tensor_squeeze_dim(s, 0);
+    CHECK(sq != NULL && tp_tensor_dim(sq) == 0);
+    tp_tensor_release(sq);
+    tp_tensor_release(su);
+    tp_tensor_release(st);
+    tp_tensor_release(s);
+    tp_tensor_release(x);
+}
+
 static void test_null_tensor_arguments_are_errors(void) {
     CHECK(tp_tensor_view(NULL, 1, SHAPE(1)) == NULL);
     CHECK_STR(tp_last_error(), "view: tensor is NULL");
@@ -428,6 +465,7 @@ int main(void) {
     RUN_TEST(test_squeeze_and_unsqueeze_follow_pytorch_strides);
     RUN_TEST(test_expand_broadcasts_with_zero_strides);
     RUN_TEST(test_as_strided_allows_overlap_but_not_overrun);
+    RUN_TEST(test_bad_shape_arguments_are_errors);
     RUN_TEST(test_null_tensor_arguments_are_errors);
     return CHECK_DONE();
 }
