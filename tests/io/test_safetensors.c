@@ -129,7 +129,7 @@ static void test_every_dtype_round_trips_with_metadata(void) {
     const char *path = path_of("all.safetensors");
     CHECK(tp_safetensors_save(path, TP_DTYPE_COUNT, names, ts, meta) == TP_STATUS_OK);
 
-    size_t len;
+    size_t len = 0;
     unsigned char *raw = read_all(path, &len);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | raw[i];
@@ -394,7 +394,7 @@ static void expect_bad(const char *header, const void *data, size_t dlen, const 
     CHECK(tp_safetensors_load(path, &st) == TP_STATUS_INVALID_ARGUMENT);
     CHECK(st == NULL);
     CHECK_STR_EQ(tp_last_error(), msg);
-    size_t len;
+    size_t len = 0;
     unsigned char *bytes = read_all(path, &len);
     CHECK(tp_safetensors_load_bytes(bytes, len, &st) == TP_STATUS_INVALID_ARGUMENT);
     CHECK_STR_EQ(tp_last_error(), msg);
