@@ -70,7 +70,12 @@ struct tp_allocator {
 };
 
 /* The built-in CPU allocator: 64-byte aligned blocks, thread-safe stats.
- * Borrowed static object. */
+ * Borrowed static object.  The data pointer IS the block posix_memalign
+ * returned (no header in front; ctx == ptr, so raw_deleter applies), which
+ * lets a malloc-hooking profiler match a storage to its block by address.
+ * Exact byte counts come from a side table of live blocks under one mutex.
+ * Requests above 2^48 bytes fail with TP_STATUS_OUT_OF_MEMORY without
+ * reaching the system allocator. */
 tp_allocator *tp_allocator_cpu(void);
 
 /* Replaces the allocator for a device type (NULL restores the built-in one;

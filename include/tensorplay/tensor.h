@@ -11,6 +11,10 @@
  * "borrowed".  On failure it returns NULL and tp_last_error() says why.
  * Negative dims count from the end, as in PyTorch.
  *
+ * Views (everything in the views section except detach, and reshape when it
+ * does not copy) share storage and version counter, point at the root base,
+ * and inherit requires_grad; shape errors use PyTorch's texts.
+ *
  *     int64_t sz[2] = {3, 4};
  *     tp_tensor *x = tp_empty(2, sz, TP_DTYPE_FLOAT32);
  *     tp_tensor *a = tp_tensor_slice(x, 0, 1, 3, 1);     // x[1:]
