@@ -112,17 +112,25 @@ static bool has_temporary(const tpprof_site *s) { return s->temp_count > 0; }
 // ---------------------------------------------------------------------------
 // Text
 
+// Print a stack innermost first, at most MAX_TEXT_FRAMES lines. Frames
+// outside main (libc's start-up code) say nothing to a reader: they stop the
+// listing. JSON keeps every frame.
 static void text_stack(const tpprof_profile *p, int64_t stack_id, const char *indent) {
-    tpprof_frame frames[MAX_TEXT_FRAMES];
-    size_t total = 0;
-    size_t n = tpprof_stacks_frames(p->stacks, stack_id, frames, MAX_TEXT_FRAMES, &total);
+    static tpprof_frame frames[MAX_FRAMES];
+    size_t n = tpprof_stacks_frames(p->stacks, stack_id, frames, MAX_FRAMES, NULL);
+    for (size_t i = 0; i < n; i++)
+        if (frames[i].function && strcmp(frames[i].function, "main") == 0) {
+            n = i + 1;
+            break;
+        }
     char buf[1024];
     if (n == 0)
         printf("%s(no stack recorded)\n", indent);
-    for (size_t i = 0; i < n; i++)
+    size_t shown = n < MAX_TEXT_FRAMES ? n : MAX_TEXT_FRAMES;
+    for (size_t i = 0; i < shown; i++)
         printf("%s%s\n", indent, tpprof_frame_format(&frames[i], buf, sizeof buf));
-    if (total > n)
-        printf("%s... %zu more frame%s\n", indent, total - n, total - n == 1 ? "" : "s");
+    if (n > shown)
+        printf("%s... %zu more frame%s\n", indent, n - shown, n - shown == 1 ? "" : "s");
 }
 
 static void text_summary(const tpprof_profile *p, const report_options *o) {

@@ -85,16 +85,13 @@ static int find_preload(char *out, size_t size) {
 // ---------------------------------------------------------------------------
 // Output names
 
-// Expand %p (pid) and %% in a template into out.
+// Expand %p (the pid) in a template into out, as the recorder would.
 static void expand(const char *template, pid_t pid, char *out, size_t size) {
     size_t o = 0;
     for (const char *t = template; *t && o + 1 < size; t++) {
         if (t[0] == '%' && t[1] == 'p') {
             int w = snprintf(out + o, size - o, "%ld", (long)pid);
             o += w > 0 ? (size_t)w : 0;
-            t++;
-        } else if (t[0] == '%' && t[1] == '%') {
-            out[o++] = '%';
             t++;
         } else {
             out[o++] = *t;
