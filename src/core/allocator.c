@@ -111,6 +111,15 @@ static bool tp__cpu_table_take(uintptr_t p, size_t *nbytes) {
     return true;
 }
 
+/* fork() while another thread holds the lock would leave the child's copy
+ * locked forever; take it across fork so both sides start unlocked. */
+static void tp__cpu_atfork_prepare(void) { pthread_mutex_lock(&tp__cpu_lock); }
+static void tp__cpu_atfork_release(void) { pthread_mutex_unlock(&tp__cpu_lock); }
+
+__attribute__((constructor)) static void tp__cpu_register_atfork(void) {
+    pthread_atfork(tp__cpu_atfork_prepare, tp__cpu_atfork_release, tp__cpu_atfork_release);
+}
+
 // ----------------------------------------------------------------------------
 // CPU allocator: the vtable
 

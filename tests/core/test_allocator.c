@@ -4,7 +4,10 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tensorplay/tensorplay.h"
 #include "check.h"
@@ -167,6 +170,41 @@ static void test_cpu_stats_stay_exact_under_threads(void) {
     CHECK_EQ(after.alloc_count - before.alloc_count, after.free_count - before.free_count);
 }
 
+static _Atomic int fork_stop;
+
+static void *hammer_worker(void *arg) {
+    (void)arg;
+    while (!fork_stop) {
+        tp_data_ptr dp;
+        tp_allocator_allocate(tp_allocator_cpu(), 128, &dp);
+        tp_data_ptr_clear(&dp);
+    }
+    return NULL;
+}
+
+static void test_child_of_fork_can_allocate_while_threads_were_allocating(void) {
+    fork_stop = 0;
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, hammer_worker, NULL);
+    int ok_children = 0;
+    for (int round = 0; round < 20; round++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(5); /* a deadlocked child dies instead of hanging the suite */
+            tp_data_ptr dp;
+            int rc = tp_allocator_allocate(tp_allocator_cpu(), 64, &dp) == TP_STATUS_OK ? 0 : 1;
+            tp_data_ptr_clear(&dp);
+            _exit(rc);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        ok_children += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+    fork_stop = 1;
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK_EQ(ok_children, 20);
+}
+
 // ----------------------------------------------------------------------------
 // registry
 
@@ -288,6 +326,7 @@ int main(void) {
     RUN_TEST(test_cpu_failure_is_out_of_memory_with_message);
     RUN_TEST(test_cpu_raw_deleter_frees_a_block);
     RUN_TEST(test_cpu_stats_stay_exact_under_threads);
+    RUN_TEST(test_child_of_fork_can_allocate_while_threads_were_allocating);
     RUN_TEST(test_registry_replaces_and_restores_the_cpu_allocator);
     RUN_TEST(test_registry_rejects_bad_device_types_and_incomplete_allocators);
     RUN_TEST(test_allocate_checks_its_arguments);
