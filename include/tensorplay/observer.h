@@ -33,6 +33,15 @@
  *     };
  *     const tp_observer *tp_observer_provide(uint32_t runtime_abi) { return &obs; }
  *
+ * Storage event order (counts are the values after each change):
+ *     STORAGE_CREATED                      counts start at strong 1, weak 1
+ *     REFCOUNT RETAIN/RELEASE/LOCK/...     one event per change
+ *     REFCOUNT RELEASE strong 0            then DATA_RELEASED, then either
+ *       FREED at once (no weak refs: c10 deletes directly), or
+ *       REFCOUNT WEAK_RELEASE (weak - 1) and, when weak reaches 0, FREED.
+ * A failed weak_lock changes nothing and sends nothing.  TENSOR_FREED comes
+ * before the storage RELEASE of the tensor's reference.
+ *
  * Callbacks run synchronously on the thread that caused the event, possibly
  * many threads at once; they must not call back into the runtime.  Pointers
  * inside an event are valid only during the callback.
