@@ -53,10 +53,14 @@ static _Thread_local bool in_worker;
 // public knobs
 
 int tp_get_num_threads(void) {
-    int n = atomic_load(&num_threads);
+    int n = atomic_load_explicit(&num_threads, memory_order_relaxed);
     if (n > 0) return n;
+    /* sysconf reads /sys (microseconds): ask once, then remember the answer
+     * unless tp_set_num_threads got there first. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     n = cpus < 1 ? 1 : cpus > MAX_WORKERS + 1 ? MAX_WORKERS + 1 : (int)cpus;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&num_threads, &expected, n)) return expected;
     return n;
 }
 
