@@ -161,6 +161,47 @@ static const char *die_name(Dwarf_Die *die) {
     return name;
 }
 
+// A source path as the debug info names it, made absolute against the
+// compilation directory and with "." and ".." removed lexically, into out.
+static const char *source_path(const char *file, const char *comp_dir, char *out, size_t size) {
+    if (!file)
+        return NULL;
+    char joined[4096];
+    if (file[0] == '/' || !comp_dir)
+        snprintf(joined, sizeof joined, "%s", file);
+    else
+        snprintf(joined, sizeof joined, "%s/%s", comp_dir, file);
+    if (joined[0] != '/') {
+        snprintf(out, size, "%s", joined);
+        return out;
+    }
+    // Split into components, dropping "." and popping on "..".
+    const char *parts[512];
+    size_t n = 0;
+    for (char *save = NULL, *tok = strtok_r(joined, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
+        if (strcmp(tok, ".") == 0)
+            continue;
+        if (strcmp(tok, "..") == 0) {
+            if (n)
+                n--;
+            continue;
+        }
+        if (n < 512)
+            parts[n++] = tok;
+    }
+    size_t o = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < n && o + 1 < size; i++) {
+        int w = snprintf(out + o, size - o, "/%s", parts[i]);
+        if (w < 0)
+            break;
+        o += (size_t)w;
+    }
+    if (n == 0)
+        snprintf(out, size, "/");
+    return out;
+}
+
 // Append the frames for the return address `ip` (looked up at ip - 1).
 static int symbolize_ip(module *m, int64_t ip, tpprof_symtab *out) {
     if (!module_open(m))
@@ -175,9 +216,27 @@ static int symbolize_ip(module *m, int64_t ip, tpprof_symtab *out) {
     int32_t idx = 0;
     Dwarf_Addr bias = 0;
     Dwarf_Die *cudie = dwfl_module_addrdie(m->mod, addr, &bias);
+    const char *comp_dir = NULL;
+    char path[4096];
     if (cudie) {
-        Dwarf_Die *scopes = NULL;
+        Dwarf_Attribute attr;
+        comp_dir = dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr));
+        // The innermost function scope at the address...
+        Dwarf_Die *scopes = NULL, innermost;
         int n = dwarf_getscopes(cudie, addr - bias, &scopes);
+        bool found = false;
+        for (int i = 0; i < n && !found; i++) {
+            int tag = dwarf_tag(&scopes[i]);
+            if (tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram) {
+                innermost = scopes[i];
+                found = true;
+            }
+        }
+        free(scopes);
+        scopes = NULL;
+        // ... and the concrete chain of scopes holding it: dwarf_getscopes
+        // would continue into the inlined function's abstract definition.
+        n = found ? dwarf_getscopes_die(&innermost, &scopes) : 0;
         Dwarf_Files *files = NULL;
         size_t nfiles = 0;
         bool have_files = dwarf_getsrcfiles(cudie, &files, &nfiles) == 0;
@@ -185,14 +244,14 @@ static int symbolize_ip(module *m, int64_t ip, tpprof_symtab *out) {
             int tag = dwarf_tag(&scopes[i]);
             if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
                 continue;
-            if (symtab_push(out, ip, idx++, die_name(&scopes[i]), file, line, m->path) != 0) {
+            if (symtab_push(out, ip, idx++, die_name(&scopes[i]),
+                            source_path(file, comp_dir, path, sizeof path), line, m->path) != 0) {
                 free(scopes);
                 return -1;
             }
             if (tag == DW_TAG_subprogram)
                 break;
             // The next frame out is where this inlined call was made.
-            Dwarf_Attribute attr;
             Dwarf_Word call_file = 0, call_line = 0;
             file = NULL;
             line = 0;
@@ -208,7 +267,8 @@ static int symbolize_ip(module *m, int64_t ip, tpprof_symtab *out) {
     if (idx == 0) {
         // No DWARF for this address: the ELF symbol table still names it.
         const char *name = dwfl_module_addrname(m->mod, addr);
-        return symtab_push(out, ip, 0, name, file, line, m->path);
+        return symtab_push(out, ip, 0, name, source_path(file, comp_dir, path, sizeof path), line,
+                           m->path);
     }
     return 0;
 }

@@ -187,16 +187,21 @@ static __attribute__((noinline)) void *caller_address(void) {
     return ra;
 }
 
-__attribute__((noinline)) void fixture_leaker(int64_t ips[2], int lines[2]);
-__attribute__((noinline)) void fixture_outer(int64_t ips[2], int lines[2]);
+__attribute__((noinline)) void fixture_leaker(int64_t ips[2], int lines[3]);
+__attribute__((noinline)) void fixture_outer(int64_t ips[2], int lines[3]);
 
-__attribute__((noinline)) void fixture_leaker(int64_t ips[2], int lines[2]) {
-    ips[1] = (int64_t)(intptr_t)__builtin_return_address(0);
+// Inlined into fixture_leaker: its return address expands to two frames.
+static inline __attribute__((always_inline)) void fixture_inlined(int64_t ips[2], int lines[3]) {
     ips[0] = (int64_t)(intptr_t)caller_address(); lines[0] = __LINE__;
+}
+
+__attribute__((noinline)) void fixture_leaker(int64_t ips[2], int lines[3]) {
+    ips[1] = (int64_t)(intptr_t)__builtin_return_address(0);
+    fixture_inlined(ips, lines); lines[2] = __LINE__;
     __asm__ volatile("" : : : "memory");
 }
 
-__attribute__((noinline)) void fixture_outer(int64_t ips[2], int lines[2]) {
+__attribute__((noinline)) void fixture_outer(int64_t ips[2], int lines[3]) {
     fixture_leaker(ips, lines); lines[1] = __LINE__;
     __asm__ volatile("" : : : "memory");
 }
@@ -239,12 +244,9 @@ static int find_main_object(struct dl_phdr_info *info, size_t size, void *arg) {
     return 1; // the first object is the executable
 }
 
-int fixture_write_self(const char *path, bool wrong_build_id, int *leaker_line, int *outer_line) {
+int fixture_write_self(const char *path, bool wrong_build_id, int lines[3]) {
     int64_t ips[2];
-    int lines[2];
     fixture_outer(ips, lines);
-    *leaker_line = lines[0];
-    *outer_line = lines[1];
     self_module m = {0};
     dl_iterate_phdr(find_main_object, &m);
     char exe[4096];

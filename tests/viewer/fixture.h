@@ -50,10 +50,11 @@ typedef struct fixture_options {
 // Write the "app" recording to path (replacing it). Returns 0 or -1 (message on stderr).
 int fixture_write(const char *path, const fixture_options *o);
 
-// Expected results of fixture_write_self: the innermost frame is
-// fixture_leaker at *leaker_line of fixture.c, called by fixture_outer at
-// *outer_line. wrong_build_id records a build-id that does not match.
-int fixture_write_self(const char *path, bool wrong_build_id, int *leaker_line, int *outer_line);
+// Expected results of fixture_write_self: the innermost stack node is a
+// return address in fixture_inlined (line lines[0] of fixture.c), inlined
+// into fixture_leaker at lines[2]; the next node is in fixture_outer at
+// lines[1]. wrong_build_id records a build-id that does not match.
+int fixture_write_self(const char *path, bool wrong_build_id, int lines[3]);
 
 // A recording shaped like alloc_heavy's: `nodes` trie nodes (depth up to 20,
 // 2000 distinct ips in one fake module, symbols pre-filled), a site on every
