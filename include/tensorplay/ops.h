@@ -36,19 +36,26 @@ tp_tensor *tp_arange(double start, double end, double step, tp_dtype dtype);
 /* 1-D, `steps` values from start to end inclusive (steps >= 0). */
 tp_tensor *tp_linspace(double start, double end, int64_t steps, tp_dtype dtype);
 /* Uniform [0, 1) / standard normal from a seeded generator (floating dtypes);
- * the same seed gives the same values. */
+ * the same seed gives the same values.  The generator is xoshiro256**
+ * seeded through splitmix64(seed), drawn in row-major order on the calling
+ * thread; rand keeps as many top bits as the dtype's significand holds (so
+ * values are exact and < 1), randn uses Box-Muller on pairs of doubles. */
 tp_tensor *tp_rand(int ndim, const int64_t *sizes, tp_dtype dtype, uint64_t seed);
 tp_tensor *tp_randn(int ndim, const int64_t *sizes, tp_dtype dtype, uint64_t seed);
-/* Wraps existing memory without copying.  strides NULL = contiguous.
- * deleter(ctx) runs when the storage's data is released; deleter NULL means
- * the memory is borrowed and must outlive the tensor. */
+/* Wraps existing memory without copying.  strides NULL = contiguous
+ * (strides must be >= 0).  deleter(ctx) runs when the storage's data is
+ * released (ctx NULL = data, as c10's DataPtr does); deleter NULL means the
+ * memory is borrowed and must outlive the tensor.  Ownership passes on the
+ * call: if it fails, the deleter has already run. */
 tp_tensor *tp_from_blob(void *data, int ndim, const int64_t *sizes, const int64_t *strides,
                         tp_dtype dtype, tp_deleter_fn deleter, void *ctx);
 
 /* ---- copies and conversion ---------------------------------------------- */
 
 /* Copies src into dst, broadcasting src to dst's shape and converting the
- * dtype.  dst may be any strided tensor (overlapping dst is refused). */
+ * dtype.  dst may be any strided tensor (overlapping dst is refused).  If
+ * src shares memory with dst, src is read completely before dst is written.
+ * Float -> integer truncates toward zero, narrowing integers wrap. */
 tp_status tp_copy_(tp_tensor *dst, const tp_tensor *src);
 /* New storage with the same values, contiguous; version starts at 0. */
 tp_tensor *tp_clone(const tp_tensor *t);
@@ -84,7 +91,10 @@ tp_tensor *tp_binary(tp_binary_op op, const tp_tensor *a, const tp_tensor *b);
 tp_tensor *tp_binary_scalar(tp_binary_op op, const tp_tensor *a, double b);
 /* exp/log/sqrt/tanh/sigmoid of an integer tensor give float32. */
 tp_tensor *tp_unary(tp_unary_op op, const tp_tensor *a);
-/* In place: a = a op b (b broadcast to a; the result must fit a's shape and dtype). */
+/* In place: a = a op b (b broadcast to a; the result must fit a's shape and
+ * dtype: "result type Float can't be cast to the desired output type Long").
+ * The version is bumped once on success; on error a is untouched.  An
+ * operand overlapping a (other than a itself) is read before a is written. */
 tp_status tp_binary_(tp_binary_op op, tp_tensor *a, const tp_tensor *b);
 tp_status tp_binary_scalar_(tp_binary_op op, tp_tensor *a, double b);
 tp_status tp_unary_(tp_unary_op op, tp_tensor *a);
