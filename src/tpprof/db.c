@@ -1,0 +1,416 @@
+// db.c: writing the recording into SQLite (the contract is docs/schema.md).
+//
+// Called by the writer only (its mutex held, re-entry guard set, so SQLite's
+// own allocations are never recorded). The file is opened in WAL mode with
+// synchronous=OFF and written in one transaction per flush: after a crash,
+// _exit or kill -9 it opens and holds every committed flush. A normal end
+// switches it back to a single self-contained file (journal_mode=DELETE).
+// Any SQLite error disables recording with one line on stderr.
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "writer.h"
+
+static sqlite3 *db;
+static char db_path[4096];
+
+static const char *const kind_names[TPPROF_KIND_COUNT] = {
+    "", "malloc", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
+    "memalign", "valloc", "pvalloc", "mmap", "mmap_file",
+};
+
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS modules(id INTEGER PRIMARY KEY, path TEXT NOT NULL, build_id TEXT,"
+    " base INTEGER NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL, loaded_ns INTEGER, unloaded_ns INTEGER);"
+    "CREATE TABLE IF NOT EXISTS stack_nodes(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, ip INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS stack_nodes_by_parent ON stack_nodes(parent);"
+    "CREATE TABLE IF NOT EXISTS symbols(ip INTEGER NOT NULL, idx INTEGER NOT NULL, function TEXT, file TEXT,"
+    " line INTEGER, module TEXT, PRIMARY KEY (ip, idx)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS threads(tid INTEGER PRIMARY KEY, name TEXT, first_ns INTEGER, last_ns INTEGER);"
+    "CREATE TABLE IF NOT EXISTS sites(stack_id INTEGER NOT NULL, kind INTEGER NOT NULL, alloc_count INTEGER,"
+    " alloc_bytes INTEGER, free_count INTEGER, freed_bytes INTEGER, temp_count INTEGER, temp_bytes INTEGER,"
+    " peak_count INTEGER, peak_bytes INTEGER, PRIMARY KEY (stack_id, kind));"
+    "CREATE TABLE IF NOT EXISTS live_blocks(address INTEGER PRIMARY KEY, size INTEGER NOT NULL,"
+    " kind INTEGER NOT NULL, stack_id INTEGER NOT NULL, tid INTEGER, time_ns INTEGER,"
+    " reachability INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS live_blocks_by_stack ON live_blocks(stack_id);"
+    "CREATE TABLE IF NOT EXISTS timeline(time_ns INTEGER PRIMARY KEY, heap_bytes INTEGER, heap_blocks INTEGER,"
+    " mmap_bytes INTEGER, alloc_calls INTEGER, free_calls INTEGER, rss_bytes INTEGER);"
+    "CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER NOT NULL,"
+    " op INTEGER NOT NULL, kind INTEGER, address INTEGER, size INTEGER, stack_id INTEGER, old_address INTEGER);";
+
+// ---------------------------------------------------------------------------
+// Small helpers.
+
+static bool fail(const char *doing) {
+    char why[512];
+    snprintf(why, sizeof why, "%s (%s)", db ? sqlite3_errmsg(db) : "out of memory", doing);
+    tpprof_disable(db_path, why);
+    return false;
+}
+
+static bool exec_sql(const char *sql) { return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK; }
+
+static bool meta_set(const char *key, const char *value) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, value, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE;
+}
+
+static bool meta_int(const char *key, int64_t v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    return meta_set(key, buf);
+}
+
+static bool meta_del(const char *key) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "DELETE FROM meta WHERE key = ?", -1, &st, NULL) != SQLITE_OK) return false;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE;
+}
+
+// /proc/self/cmdline as a JSON array of strings.
+static void cmdline_json(char *out, size_t cap) {
+    char buf[8192];
+    ssize_t n = 0;
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+    }
+    if (n < 0) n = 0;
+    size_t k = 0;
+    out[k++] = '[';
+    for (ssize_t i = 0; i < n && k + 8 < cap;) {
+        if (k > 1) out[k++] = ',';
+        out[k++] = '"';
+        for (; i < n && buf[i] && k + 8 < cap; i++) {
+            unsigned char c = (unsigned char)buf[i];
+            if (c == '"' || c == '\\') {
+                out[k++] = '\\';
+                out[k++] = (char)c;
+            } else if (c < 0x20) {
+                k += (size_t)snprintf(out + k, cap - k, "\\u%04x", c);
+            } else {
+                out[k++] = (char)c;
+            }
+        }
+        out[k++] = '"';
+        i++;
+    }
+    out[k++] = ']';
+    out[k] = 0;
+}
+
+static void remove_files(const char *path) {
+    static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+    char p[4200];
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s%s", path, suffix[i]);
+        unlink(p);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Open.
+
+bool tpprof_db_open(const char *path) {
+    struct tpprof_wstate *w = &tpprof_w;
+    bool reopen = w->exec_pending || w->end_reason != NULL || w->nodes_written > 0;
+    snprintf(db_path, sizeof db_path, "%s", path);
+    if (!reopen) remove_files(path);
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        fail("opening");
+        sqlite3_close(db);
+        db = NULL;
+        return false;
+    }
+    sqlite3_busy_timeout(db, 2000);
+    if (!exec_sql("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;") || !exec_sql("BEGIN") ||
+        !exec_sql(schema_sql))
+        goto bad;
+    for (int k = 1; k < TPPROF_KIND_COUNT; k++) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO kinds(id, name) VALUES(%d, '%s')", k, kind_names[k]);
+        if (!exec_sql(sql)) goto bad;
+    }
+    char exe[1024];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char cmd[8192];
+    cmdline_json(cmd, sizeof cmd);
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    if (!meta_int("schema_version", TPPROF_SCHEMA_VERSION) || !meta_set("tool", "tpprof") ||
+        !meta_set("tool_version", TPPROF_VERSION) || !meta_set("mode", tpprof_cfg.full ? "full" : "aggregate") ||
+        !meta_int("depth", tpprof_cfg.depth) || !meta_set("unwind", tpprof_cfg.unwind_fp ? "fp" : "libunwind") ||
+        !meta_int("interval_ms", tpprof_cfg.interval_ms) || !meta_set("pid", pid) ||
+        !meta_int("ppid", getppid()) || !meta_set("exe", exe) || !meta_set("cmdline", cmd) ||
+        !meta_int("start_unix_ns", (int64_t)w->start_unix_ns) || !meta_set("complete", "0"))
+        goto bad;
+    if (w->parent_pid && !meta_int("parent_pid", w->parent_pid)) goto bad;
+    if (!exec_sql("COMMIT")) goto bad;
+    return true;
+bad:
+    fail("creating the schema");
+    sqlite3_close(db);
+    db = NULL;
+    return false;
+}
+
+// ---------------------------------------------------------------------------
+// Flush: everything new since the last one, in one transaction.
+
+static bool put_modules(void) {
+    struct tpprof_module *mods;
+    size_t bytes;
+    int n = tpprof_modules_take(&mods, &bytes);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO modules(id, path, build_id, base, lo, hi, loaded_ns, unloaded_ns)"
+                               " VALUES(?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) {
+        tpprof_mem_unmap(mods, bytes);
+        return false;
+    }
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+        const struct tpprof_module *m = &mods[i];
+        if (!m->dirty) continue;
+        sqlite3_bind_int(st, 1, i + 1);
+        sqlite3_bind_text(st, 2, m->path, -1, SQLITE_STATIC);
+        if (m->build_id[0]) sqlite3_bind_text(st, 3, m->build_id, -1, SQLITE_STATIC);
+        else sqlite3_bind_null(st, 3);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)m->base);
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)m->lo);
+        sqlite3_bind_int64(st, 6, (sqlite3_int64)m->hi);
+        sqlite3_bind_int64(st, 7, (sqlite3_int64)m->loaded_ns);
+        if (m->loaded) sqlite3_bind_null(st, 8);
+        else sqlite3_bind_int64(st, 8, (sqlite3_int64)m->unloaded_ns);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    tpprof_mem_unmap(mods, bytes);
+    return ok;
+}
+
+static bool put_nodes(void) {
+    struct tpprof_wstate *w = &tpprof_w;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO stack_nodes(id, parent, ip) VALUES(?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint32_t id = w->nodes_written + 1; id <= w->nnodes && ok; id++) {
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_int64(st, 2, w->nodes[id].parent);
+        sqlite3_bind_int64(st, 3, (sqlite3_int64)w->nodes[id].ip);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (ok) w->nodes_written = w->nnodes;
+    return ok;
+}
+
+static void thread_name(pid_t tid, char *out, size_t cap) {
+    char p[64];
+    snprintf(p, sizeof p, "/proc/self/task/%d/comm", (int)tid);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = read(fd, out, cap - 1);
+    close(fd);
+    if (n <= 0) return;
+    if (out[n - 1] == '\n') n--;
+    out[n] = 0;
+}
+
+static bool put_threads(void) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO threads(tid, name, first_ns, last_ns) VALUES(?,?,?,?)", -1,
+                           &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t && ok; t = t->next) {
+        if (!t->w_dirty) continue;
+        if (!atomic_load(&t->exited)) thread_name(t->tid, t->w_name, sizeof t->w_name);
+        sqlite3_bind_int64(st, 1, t->tid);
+        if (t->w_name[0]) sqlite3_bind_text(st, 2, t->w_name, -1, SQLITE_STATIC);
+        else sqlite3_bind_null(st, 2);
+        sqlite3_bind_int64(st, 3, (sqlite3_int64)t->w_first_ns);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)t->w_last_ns);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+        t->w_dirty = false;
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static bool put_sites(void) {
+    struct tpprof_wstate *w = &tpprof_w;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO sites(stack_id, kind, alloc_count, alloc_bytes, free_count,"
+                               " freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint32_t i = 0; i < w->nsites && ok; i++) {
+        struct tpprof_site *s = &w->sites[i];
+        if (!s->dirty) continue;
+        bool snap = s->snap_epoch == w->peak_epoch;
+        sqlite3_bind_int64(st, 1, s->stack);
+        sqlite3_bind_int64(st, 2, s->kind);
+        sqlite3_bind_int64(st, 3, s->alloc_count);
+        sqlite3_bind_int64(st, 4, s->alloc_bytes);
+        sqlite3_bind_int64(st, 5, s->free_count);
+        sqlite3_bind_int64(st, 6, s->freed_bytes);
+        sqlite3_bind_int64(st, 7, s->temp_count);
+        sqlite3_bind_int64(st, 8, s->temp_bytes);
+        sqlite3_bind_int64(st, 9, snap ? s->snap_count : s->live_count);
+        sqlite3_bind_int64(st, 10, snap ? s->snap_bytes : s->live_bytes);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+        // A site's peak share changes with every new peak, not only with its own
+        // events, so sites stay dirty; the final flush writes the true value.
+        s->dirty = false;
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static bool put_samples(void) {
+    struct tpprof_wstate *w = &tpprof_w;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO timeline(time_ns, heap_bytes, heap_blocks, mmap_bytes,"
+                               " alloc_calls, free_calls, rss_bytes) VALUES(?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint32_t i = 0; i < w->nsamples && ok; i++) {
+        const struct tpprof_sample *s = &w->samples[i];
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)s->time_ns);
+        sqlite3_bind_int64(st, 2, s->heap_bytes);
+        sqlite3_bind_int64(st, 3, s->heap_blocks);
+        sqlite3_bind_int64(st, 4, s->mmap_bytes);
+        sqlite3_bind_int64(st, 5, s->alloc_calls);
+        sqlite3_bind_int64(st, 6, s->free_calls);
+        sqlite3_bind_int64(st, 7, s->rss_bytes);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (ok) w->nsamples = 0;
+    return ok;
+}
+
+static bool put_events(void) {
+    struct tpprof_wstate *w = &tpprof_w;
+    if (!w->nevents) return true;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO events(seq, time_ns, tid, op, kind, address, size, stack_id,"
+                               " old_address) VALUES(?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint64_t i = 0; i < w->nevents && ok; i++) {
+        const struct tpprof_event *e = &w->events[i];
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)e->seq);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)e->time_ns);
+        sqlite3_bind_int64(st, 3, tpprof_db_tid_of(e->tid));
+        sqlite3_bind_int64(st, 4, e->op);
+        if (e->kind) sqlite3_bind_int64(st, 5, e->kind);
+        else sqlite3_bind_null(st, 5);
+        sqlite3_bind_int64(st, 6, (sqlite3_int64)e->addr);
+        if (e->op == TPPROF_OP_FREE) sqlite3_bind_null(st, 7);
+        else sqlite3_bind_int64(st, 7, (sqlite3_int64)e->size);
+        if (e->op == TPPROF_OP_FREE || e->op == TPPROF_OP_MUNMAP) sqlite3_bind_null(st, 8);
+        else sqlite3_bind_int64(st, 8, e->stack);
+        if (e->old_addr) sqlite3_bind_int64(st, 9, (sqlite3_int64)e->old_addr);
+        else sqlite3_bind_null(st, 9);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (ok) w->nevents = 0;
+    return ok;
+}
+
+static bool put_block(sqlite3_stmt *st, const struct tpprof_block *b) {
+    const struct tpprof_site *s = &tpprof_w.sites[b->site];
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)b->addr);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)b->size);
+    sqlite3_bind_int64(st, 3, s->kind);
+    sqlite3_bind_int64(st, 4, s->stack);
+    sqlite3_bind_int64(st, 5, tpprof_db_tid_of(b->thread));
+    sqlite3_bind_int64(st, 6, (sqlite3_int64)b->time_ns);
+    sqlite3_bind_int64(st, 7, b->reach);
+    bool ok = sqlite3_step(st) == SQLITE_DONE;
+    sqlite3_reset(st);
+    return ok;
+}
+
+static bool put_live(void) {
+    struct tpprof_wstate *w = &tpprof_w;
+    sqlite3_stmt *st;
+    if (!exec_sql("DELETE FROM live_blocks")) return false;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO live_blocks(address, size, kind, stack_id, tid, time_ns,"
+                               " reachability) VALUES(?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint64_t i = 0; i < w->live.cap && ok; i++)
+        if (w->live.slots[i].addr) ok = put_block(st, &w->live.slots[i]);
+    for (uint64_t i = 0; i < w->nmaps && ok; i++) ok = put_block(st, &w->maps[i]);
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static bool put_meta(void) {
+    struct tpprof_wstate *w = &tpprof_w;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t end = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    bool ok = meta_int("peak_bytes", w->peak_bytes) && meta_int("peak_time_ns", (int64_t)w->peak_time_ns) &&
+              meta_int("end_unix_ns", (int64_t)end) && meta_int("duration_ns", (int64_t)(end - w->start_unix_ns)) &&
+              meta_set("complete", w->complete ? "1" : "0");
+    if (ok) ok = w->end_reason ? meta_set("end_reason", w->end_reason) : meta_del("end_reason");
+    if (ok) ok = meta_set("leak_scan", w->scanned ? "1" : "0");
+    return ok;
+}
+
+bool tpprof_db_flush(bool final) {
+    if (!db) return false;
+    if (!exec_sql("BEGIN")) return fail("writing");
+    if (final) // every site's share of the peak may have changed since its last write
+        for (uint32_t i = 0; i < tpprof_w.nsites; i++) tpprof_w.sites[i].dirty = true;
+    bool ok = put_modules() && put_nodes() && put_threads() && put_sites() && put_samples() && put_events() &&
+              put_meta() && (!final || put_live());
+    if (ok && final && tpprof_cfg.full) ok = exec_sql("CREATE INDEX IF NOT EXISTS events_by_address ON events(address)");
+    if (!ok) {
+        fail("writing");
+        exec_sql("ROLLBACK");
+        return false;
+    }
+    if (!exec_sql("COMMIT")) return fail("committing");
+    return true;
+}
+
+void tpprof_db_close(bool final) {
+    if (!db) return;
+    if (final) exec_sql("PRAGMA journal_mode=DELETE");
+    sqlite3_close(db);
+    db = NULL;
+}
+
+void tpprof_db_abandon(void) { db = NULL; }

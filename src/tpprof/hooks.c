@@ -1,0 +1,249 @@
+// hooks.c: the interposed allocation functions. THE HOT PATH.
+//
+// Every hook calls glibc's allocator directly (__libc_malloc & co., which
+// also avoids the dlsym-calls-calloc bootstrap problem), then, unless the
+// thread is already inside tpprof (initial-exec TLS guard) or recording is
+// off, captures the stack, interns it and appends one record to the calling
+// thread's own ring. No lock is taken here, no syscall is made, SQLite is
+// never touched. The one shared write is the global sequence number
+// (atomic fetch-add), which orders events across threads: a free takes its
+// number BEFORE the block is released and an allocation AFTER it is obtained,
+// so an address reused by another thread is always seen freed first.
+// mmap/munmap/mremap go to the kernel through syscall(2).
+#define _GNU_SOURCE
+// Both mmap and mmap64 are defined below; with 64-bit off_t the header would
+// rename mmap to mmap64.
+#undef _FILE_OFFSET_BITS
+#include <errno.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tpprof_internal.h"
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+extern void *__libc_memalign(size_t, size_t);
+extern void *__libc_valloc(size_t);
+extern void *__libc_pvalloc(size_t);
+
+__thread int tpprof_guard TPPROF_TLS;
+
+static inline bool want(void) {
+    return !tpprof_guard && atomic_load_explicit(&tpprof_active, memory_order_relaxed);
+}
+
+static inline uint64_t full_time(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - tpprof_t0_ns;
+}
+
+// ---------------------------------------------------------------------------
+// Recording (called with the guard clear; sets it for its duration).
+
+static inline uint32_t capture(void) {
+    uintptr_t ips[TPPROF_MAX_DEPTH];
+    int n = tpprof_unwind(ips, tpprof_cfg.depth);
+    return tpprof_stack_intern(ips, n);
+}
+
+// Appends header+payload, plus the timestamp in full mode.
+static inline void emit(struct tpprof_thread *t, uint64_t *w, int n) {
+    if (tpprof_cfg.full) w[n++] = full_time();
+    tpprof_ring_put(t, w, n);
+}
+
+__attribute__((noinline)) static void record_alloc(int op, void *p, size_t size, int kind) {
+    tpprof_guard = 1;
+    struct tpprof_thread *t = tpprof_thread_get();
+    if (t) {
+        uint32_t sid = capture();
+        if (tpprof_ring_reserve(t, 6)) {
+            uint64_t seq = atomic_fetch_add(&tpprof_seq, 1);
+            uint64_t w[6] = {tpprof_hdr(seq, op, kind), (uint64_t)(uintptr_t)p, size, sid};
+            emit(t, w, 4);
+        }
+    }
+    tpprof_guard = 0;
+}
+
+__attribute__((noinline)) static void record_free(int op, void *p, size_t len) {
+    tpprof_guard = 1;
+    struct tpprof_thread *t = tpprof_thread_get();
+    if (t && tpprof_ring_reserve(t, 4)) {
+        uint64_t seq = atomic_fetch_add(&tpprof_seq, 1);
+        uint64_t w[4] = {tpprof_hdr(seq, op, 0), (uint64_t)(uintptr_t)p, len};
+        emit(t, w, op == TPPROF_OP_MUNMAP ? 3 : 2);
+    }
+    tpprof_guard = 0;
+}
+
+// realloc: the old block is released inside the call and the new one
+// obtained there, so the record pair takes one number before and one after.
+__attribute__((noinline)) static void *record_realloc(void *old, size_t n, int kind) {
+    tpprof_guard = 1;
+    struct tpprof_thread *t = tpprof_thread_get();
+    void *p;
+    if (!t || !tpprof_ring_reserve(t, 10)) {
+        p = __libc_realloc(old, n);
+    } else {
+        uint32_t sid = capture();
+        uint64_t s1 = atomic_fetch_add(&tpprof_seq, 1);
+        p = __libc_realloc(old, n);
+        uint64_t w[6];
+        if (!p) {
+            w[0] = tpprof_hdr(s1, TPPROF_OP_NOP, 0);
+            emit(t, w, 1);
+        } else {
+            uint64_t s2 = atomic_fetch_add(&tpprof_seq, 1);
+            w[0] = tpprof_hdr(s1, TPPROF_OP_REALLOC_FREE, 0);
+            w[1] = (uint64_t)(uintptr_t)old;
+            emit(t, w, 2);
+            w[0] = tpprof_hdr(s2, TPPROF_OP_REALLOC, kind);
+            w[1] = (uint64_t)(uintptr_t)p;
+            w[2] = n;
+            w[3] = sid;
+            w[4] = (uint64_t)(uintptr_t)old;
+            emit(t, w, 5);
+        }
+    }
+    tpprof_guard = 0;
+    return p;
+}
+
+__attribute__((noinline)) static void record_mremap(void *p, size_t len, void *old, size_t old_len) {
+    tpprof_guard = 1;
+    struct tpprof_thread *t = tpprof_thread_get();
+    if (t) {
+        uint32_t sid = capture();
+        if (tpprof_ring_reserve(t, 8)) {
+            uint64_t seq = atomic_fetch_add(&tpprof_seq, 1);
+            uint64_t w[8] = {tpprof_hdr(seq, TPPROF_OP_MREMAP, 0), (uint64_t)(uintptr_t)p, len, sid,
+                             (uint64_t)(uintptr_t)old, old_len};
+            emit(t, w, 6);
+        }
+    }
+    tpprof_guard = 0;
+}
+
+// ---------------------------------------------------------------------------
+// The heap family.
+
+TPPROF_EXPORT void *malloc(size_t n) {
+    void *p = __libc_malloc(n);
+    if (TPPROF_LIKELY(p != NULL) && want()) record_alloc(TPPROF_OP_ALLOC, p, n, TPPROF_KIND_MALLOC);
+    return p;
+}
+
+TPPROF_EXPORT void free(void *p) {
+    if (p && want()) record_free(TPPROF_OP_FREE, p, 0);
+    __libc_free(p);
+}
+
+TPPROF_EXPORT void *calloc(size_t k, size_t n) {
+    void *p = __libc_calloc(k, n);
+    if (p && want()) record_alloc(TPPROF_OP_ALLOC, p, k * n, TPPROF_KIND_CALLOC);
+    return p;
+}
+
+static void *realloc_kind(void *old, size_t n, int kind) {
+    if (!want()) return __libc_realloc(old, n);
+    if (!old) {
+        void *p = __libc_realloc(NULL, n);
+        if (p) record_alloc(TPPROF_OP_ALLOC, p, n, kind);
+        return p;
+    }
+    if (n == 0) { // glibc frees and returns NULL
+        record_free(TPPROF_OP_FREE, old, 0);
+        return __libc_realloc(old, 0);
+    }
+    return record_realloc(old, n, kind);
+}
+
+TPPROF_EXPORT void *realloc(void *old, size_t n) { return realloc_kind(old, n, TPPROF_KIND_REALLOC); }
+
+TPPROF_EXPORT void *reallocarray(void *old, size_t k, size_t n) {
+    size_t bytes;
+    if (__builtin_mul_overflow(k, n, &bytes)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return realloc_kind(old, bytes, TPPROF_KIND_REALLOCARRAY);
+}
+
+TPPROF_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+    if (align < sizeof(void *) || (align & (align - 1)) != 0) return EINVAL;
+    int saved = errno;
+    void *p = __libc_memalign(align, n);
+    if (!p) return ENOMEM;
+    errno = saved;
+    *out = p;
+    if (want()) record_alloc(TPPROF_OP_ALLOC, p, n, TPPROF_KIND_POSIX_MEMALIGN);
+    return 0;
+}
+
+TPPROF_EXPORT void *aligned_alloc(size_t align, size_t n) {
+    void *p = __libc_memalign(align, n);
+    if (p && want()) record_alloc(TPPROF_OP_ALLOC, p, n, TPPROF_KIND_ALIGNED_ALLOC);
+    return p;
+}
+
+TPPROF_EXPORT void *memalign(size_t align, size_t n) {
+    void *p = __libc_memalign(align, n);
+    if (p && want()) record_alloc(TPPROF_OP_ALLOC, p, n, TPPROF_KIND_MEMALIGN);
+    return p;
+}
+
+TPPROF_EXPORT void *valloc(size_t n) {
+    void *p = __libc_valloc(n);
+    if (p && want()) record_alloc(TPPROF_OP_ALLOC, p, n, TPPROF_KIND_VALLOC);
+    return p;
+}
+
+TPPROF_EXPORT void *pvalloc(size_t n) {
+    void *p = __libc_pvalloc(n);
+    if (p && want()) record_alloc(TPPROF_OP_ALLOC, p, n, TPPROF_KIND_PVALLOC);
+    return p;
+}
+
+// ---------------------------------------------------------------------------
+// Mappings.
+
+TPPROF_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+    void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+    if (p != MAP_FAILED && want())
+        record_alloc(TPPROF_OP_MMAP, p, len,
+                     (flags & MAP_ANONYMOUS) ? TPPROF_KIND_MMAP : TPPROF_KIND_MMAP_FILE);
+    return p;
+}
+
+TPPROF_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+    void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+    if (p != MAP_FAILED && want())
+        record_alloc(TPPROF_OP_MMAP, p, len,
+                     (flags & MAP_ANONYMOUS) ? TPPROF_KIND_MMAP : TPPROF_KIND_MMAP_FILE);
+    return p;
+}
+
+TPPROF_EXPORT int munmap(void *addr, size_t len) {
+    if (want()) record_free(TPPROF_OP_MUNMAP, addr, len);
+    return (int)syscall(SYS_munmap, addr, len);
+}
+
+TPPROF_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
+    void *new_addr = NULL;
+    if (flags & MREMAP_FIXED) {
+        va_list ap;
+        va_start(ap, flags);
+        new_addr = va_arg(ap, void *);
+        va_end(ap);
+    }
+    void *p = (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
+    if (p != MAP_FAILED && want()) record_mremap(p, new_len, old, old_len);
+    return p;
+}

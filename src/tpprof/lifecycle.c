@@ -1,0 +1,404 @@
+// lifecycle.c: start, end, fork, exec and _exit of a recorded process.
+//
+// The constructor reads the configuration, names the output, loads libunwind,
+// takes the module map, opens the database and starts the writer; only then
+// do hooks record. An atexit handler registered there (so it runs after the
+// program's own handlers) drains the rings and runs the leak scan; the
+// library destructor, later still, writes the final state (frees done by
+// other libraries' destructors in between are still counted). _exit/_Exit
+// flush before leaving; exec* flush and mark the database ended by exec;
+// fork gives the child its own database. Also here: dlclose (the module map
+// must record a library before it goes away) and the one-line failure path.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "writer.h"
+
+struct tpprof_config tpprof_cfg = {.depth = 32, .interval_ms = 10};
+_Atomic int tpprof_active;
+_Atomic uint64_t tpprof_seq = 1;
+uint64_t tpprof_t0_ns;
+char tpprof_output_path[4096];
+
+static char self_path[1024];
+static _Atomic int disabled_once;
+static bool started;
+
+// ---------------------------------------------------------------------------
+// Small shared helpers.
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tpprof_now_ns(void) { return mono_ns() - tpprof_t0_ns; }
+
+// Says so once on stderr and turns the hooks off; the program runs on.
+void tpprof_disable(const char *what, const char *why) {
+    atomic_store(&tpprof_active, 0);
+    if (atomic_exchange(&disabled_once, 1)) return;
+    char line[1024];
+    int n = snprintf(line, sizeof line, "tpprof: cannot write %s: %s; recording disabled\n", what, why);
+    if (n > (int)sizeof line - 1) n = (int)sizeof line - 1;
+    if (n > 0 && write(2, line, (size_t)n) < 0) { /* nothing more to do */ }
+}
+
+// ---------------------------------------------------------------------------
+// Configuration and the output name.
+
+static int env_int(const char *name, int dflt, int lo, int hi) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    long x = strtol(v, NULL, 10);
+    return x < lo ? lo : x > hi ? hi : (int)x;
+}
+
+// Inserts ".<tag>" before a trailing ".db" (or appends it).
+static void insert_tag(char *path, size_t cap, const char *tag) {
+    size_t len = strlen(path);
+    char tail[8] = "";
+    if (len >= 3 && strcmp(path + len - 3, ".db") == 0) {
+        strcpy(tail, ".db");
+        path[len - 3] = 0;
+    }
+    size_t k = strlen(path);
+    snprintf(path + k, cap - k, ".%s%s", tag, tail);
+}
+
+static void program_name(char *out, size_t cap) {
+    char exe[1024];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    const char *base = strrchr(exe, '/');
+    snprintf(out, cap, "%s", base ? base + 1 : (exe[0] ? exe : "program"));
+}
+
+// TPPROF_OUTPUT with %p expanded, or tpprof.<program>.<pid>.db; a process
+// started by a recorded process (spawned, or fork+exec) gets ".<pid>" before
+// ".db" unless its name holds its pid already; an image that replaced a
+// recorded one by exec (same pid) gets ".exec<N>".
+static void output_name(char *out, size_t cap, pid_t pid) {
+    char pidtxt[32];
+    snprintf(pidtxt, sizeof pidtxt, "%d", (int)pid);
+    const char *tmpl = getenv("TPPROF_OUTPUT");
+    if (tmpl && *tmpl) {
+        size_t k = 0;
+        for (const char *p = tmpl; *p && k + 32 < cap; p++) {
+            if (p[0] == '%' && p[1] == 'p') {
+                k += (size_t)snprintf(out + k, cap - k, "%s", pidtxt);
+                p++;
+            } else {
+                out[k++] = *p;
+            }
+        }
+        out[k] = 0;
+    } else {
+        char prog[1024];
+        program_name(prog, sizeof prog);
+        snprintf(out, cap, "tpprof.%s.%d.db", prog, (int)pid);
+    }
+    const char *prev = getenv("TPPROF_RECORDED_PID");
+    const char *prev_out = getenv("TPPROF_PREV_OUTPUT");
+    if (prev && atoi(prev) == (int)pid) {
+        // Same pid: this image replaced a recorded one. Number it after the
+        // database of the image it replaced, minus that one's own .execN.
+        if (prev_out && *prev_out) {
+            snprintf(out, cap, "%s", prev_out);
+            char *dot = strstr(out, ".exec");
+            if (dot) {
+                char *end = dot + 5;
+                while (*end >= '0' && *end <= '9') end++;
+                memmove(dot, end, strlen(end) + 1);
+            }
+        }
+        char tag[32], cand[4096];
+        for (int gen = 1; gen < 1000; gen++) {
+            snprintf(tag, sizeof tag, "exec%d", gen);
+            snprintf(cand, sizeof cand, "%s", out);
+            insert_tag(cand, sizeof cand, tag);
+            if (access(cand, F_OK) != 0) break;
+        }
+        snprintf(out, cap, "%s", cand);
+    } else if (prev && *prev && !strstr(out, pidtxt)) {
+        insert_tag(out, cap, pidtxt);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Start and end.
+
+static void on_exit_scan(void) {
+    // Spill the callee-saved registers into this frame, then scan the stack
+    // from just below them: the program's registers are roots too.
+    __builtin_unwind_init();
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0) - 256;
+    int saved = tpprof_guard;
+    tpprof_guard = 1;
+    if (atomic_load(&tpprof_active)) tpprof_writer_leak_scan(sp);
+    tpprof_guard = saved;
+}
+
+static void fork_prepare(void) {
+    tpprof_guard++;
+    if (started) tpprof_writer_fork_prepare();
+}
+
+static void fork_parent(void) {
+    if (started) tpprof_writer_fork_parent();
+    tpprof_guard--;
+}
+
+static void fork_child(void) {
+    if (started) {
+        pid_t parent = tpprof_w.parent_pid;
+        (void)parent;
+        tpprof_w.parent_pid = getppid();
+        char path[4096];
+        snprintf(path, sizeof path, "%s", tpprof_output_path);
+        char pidtxt[32];
+        snprintf(pidtxt, sizeof pidtxt, "%d", (int)getpid());
+        insert_tag(path, sizeof path, pidtxt);
+        snprintf(tpprof_output_path, sizeof tpprof_output_path, "%s", path);
+        char env[32];
+        snprintf(env, sizeof env, "%d", (int)getpid());
+        setenv("TPPROF_RECORDED_PID", env, 1);
+        tpprof_writer_fork_child(path);
+    }
+    tpprof_guard--;
+}
+
+__attribute__((constructor(101))) static void tpprof_start(void) {
+    tpprof_guard = 1;
+    tpprof_t0_ns = mono_ns();
+    const char *mode = getenv("TPPROF_MODE");
+    tpprof_cfg.full = mode && strcmp(mode, "full") == 0;
+    const char *uw = getenv("TPPROF_UNWIND");
+    tpprof_cfg.unwind_fp = uw && strcmp(uw, "fp") == 0;
+    tpprof_cfg.depth = env_int("TPPROF_DEPTH", 32, 1, TPPROF_MAX_DEPTH);
+    tpprof_cfg.interval_ms = env_int("TPPROF_INTERVAL_MS", 10, 1, 60000);
+
+    Dl_info info;
+    if (dladdr((void *)&tpprof_start, &info) && info.dli_fname)
+        snprintf(self_path, sizeof self_path, "%s", info.dli_fname);
+    output_name(tpprof_output_path, sizeof tpprof_output_path, getpid());
+    char pidtxt[32];
+    snprintf(pidtxt, sizeof pidtxt, "%d", (int)getpid());
+    setenv("TPPROF_RECORDED_PID", pidtxt, 1);
+
+    tpprof_self_range_init();
+    if (!tpprof_stacks_init()) {
+        tpprof_disable(tpprof_output_path, "out of memory");
+        tpprof_guard = 0;
+        return;
+    }
+    tpprof_unwind_init();
+    tpprof_modules_refresh();
+    if (!tpprof_writer_start(tpprof_output_path, NULL)) {
+        tpprof_guard = 0;
+        return;
+    }
+    started = true;
+    atexit(on_exit_scan);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atomic_store(&tpprof_active, 1);
+    tpprof_guard = 0;
+}
+
+__attribute__((destructor(101))) static void tpprof_stop(void) {
+    if (!started) return;
+    int saved = tpprof_guard;
+    tpprof_guard = 1;
+    tpprof_writer_finish(TPPROF_END_EXIT);
+    started = false;
+    tpprof_guard = saved;
+}
+
+// ---------------------------------------------------------------------------
+// _exit, _Exit: flush what we have (no leak scan), then leave.
+
+TPPROF_EXPORT void _exit(int status) {
+    if (started) {
+        tpprof_guard = 1;
+        tpprof_writer_finish(TPPROF_END_QUICK);
+        started = false;
+    }
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+TPPROF_EXPORT void _Exit(int status) { _exit(status); }
+
+// ---------------------------------------------------------------------------
+// dlclose: the module map must hold the library before it goes.
+
+TPPROF_EXPORT int dlclose(void *handle) {
+    static int (*real)(void *);
+    if (!real) real = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+    int saved = tpprof_guard;
+    tpprof_guard = 1;
+    if (started) tpprof_modules_refresh();
+    int rc = real ? real(handle) : -1;
+    if (started) {
+        tpprof_modules_refresh();
+        tpprof_unwind_flush();
+    }
+    tpprof_guard = saved;
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+// exec*: end this image's database; the new image records into its own.
+// LD_PRELOAD and the TPPROF_* settings are put back into an environment that
+// lost them, so the new program is recorded too.
+
+extern char **environ;
+
+static bool has_var(char *const envp[], const char *name) {
+    size_t n = strlen(name);
+    for (char *const *e = envp; e && *e; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return true;
+    return false;
+}
+
+// Returns a copy of envp (in tpprof's own memory) with the missing settings
+// added and TPPROF_PREV_OUTPUT naming this image's database; envp itself if
+// out of memory.
+static char **fix_env(char *const envp[], size_t *bytes) {
+    static const char *const keep[] = {"LD_PRELOAD", "TPPROF_OUTPUT", "TPPROF_MODE", "TPPROF_DEPTH",
+                                       "TPPROF_UNWIND", "TPPROF_INTERVAL_MS", "TPPROF_RECORDED_PID"};
+    size_t n = 0;
+    for (char *const *e = envp; e && *e; e++) n++;
+    const size_t nkeep = sizeof keep / sizeof keep[0];
+    *bytes = (n + nkeep + 2) * sizeof(char *) + (nkeep + 1) * 4200;
+    char **out = tpprof_mem_map(*bytes);
+    if (!out) return (char **)envp;
+    char *strings = (char *)(out + n + nkeep + 2);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(envp[i], "TPPROF_PREV_OUTPUT=", 19) != 0) out[k++] = envp[i];
+    for (size_t i = 0; i < nkeep; i++) {
+        if (has_var(envp, keep[i])) continue;
+        const char *v = getenv(keep[i]);
+        if (strcmp(keep[i], "LD_PRELOAD") == 0) v = self_path;
+        if (!v || !*v) continue;
+        snprintf(strings, 4200, "%s=%s", keep[i], v);
+        out[k++] = strings;
+        strings += 4200;
+    }
+    snprintf(strings, 4200, "TPPROF_PREV_OUTPUT=%s", tpprof_output_path);
+    out[k++] = strings;
+    out[k] = NULL;
+    return out;
+}
+
+static void before_exec(void) {
+    if (!started) return;
+    int saved = tpprof_guard;
+    tpprof_guard = 1;
+    tpprof_writer_finish(TPPROF_END_EXEC);
+    tpprof_guard = saved;
+}
+
+static void after_failed_exec(void) {
+    if (!started) return;
+    int saved = tpprof_guard;
+    tpprof_guard = 1;
+    tpprof_writer_exec_failed();
+    tpprof_guard = saved;
+}
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+
+static int do_exec(const char *name, char *const argv[], char *const envp[], const char *which) {
+    execve_fn real = (execve_fn)dlsym(RTLD_NEXT, which);
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    size_t bytes = 0;
+    char **env = fix_env(envp, &bytes);
+    before_exec();
+    int rc = real(name, argv, env);
+    int err = errno;
+    after_failed_exec();
+    if (env != (char **)envp) tpprof_mem_unmap(env, bytes);
+    errno = err;
+    return rc;
+}
+
+TPPROF_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+    return do_exec(path, argv, envp, "execve");
+}
+
+TPPROF_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    return do_exec(file, argv, envp, "execvpe");
+}
+
+TPPROF_EXPORT int execv(const char *path, char *const argv[]) { return do_exec(path, argv, environ, "execve"); }
+
+TPPROF_EXPORT int execvp(const char *file, char *const argv[]) { return do_exec(file, argv, environ, "execvpe"); }
+
+// execl, execlp, execle: the variadic arguments, collected into tpprof's own
+// memory (the heap may be in any state in a child about to exec).
+static char **collect_args(const char *first, va_list ap, char ***envp_out, size_t *bytes) {
+    va_list c;
+    va_copy(c, ap);
+    size_t n = 1;
+    while (va_arg(c, const char *)) n++;
+    va_end(c);
+    *bytes = (n + 1) * sizeof(char *);
+    char **argv = tpprof_mem_map(*bytes);
+    if (!argv) return NULL;
+    argv[0] = (char *)first;
+    for (size_t i = 1; i <= n; i++) argv[i] = va_arg(ap, char *); // the last is the NULL
+    if (envp_out) *envp_out = va_arg(ap, char **);
+    return argv;
+}
+
+static int exec_list(const char *name, const char *arg, va_list ap, bool with_env, const char *which) {
+    char **envp = environ;
+    size_t bytes;
+    char **argv = collect_args(arg, ap, with_env ? &envp : NULL, &bytes);
+    if (!argv) {
+        errno = ENOMEM;
+        return -1;
+    }
+    int rc = do_exec(name, argv, envp, which);
+    tpprof_mem_unmap(argv, bytes);
+    return rc;
+}
+
+TPPROF_EXPORT int execl(const char *path, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    int rc = exec_list(path, arg, ap, false, "execve");
+    va_end(ap);
+    return rc;
+}
+
+TPPROF_EXPORT int execlp(const char *file, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    int rc = exec_list(file, arg, ap, false, "execvpe");
+    va_end(ap);
+    return rc;
+}
+
+TPPROF_EXPORT int execle(const char *path, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    int rc = exec_list(path, arg, ap, true, "execve");
+    va_end(ap);
+    return rc;
+}

@@ -1,0 +1,131 @@
+// livetable.c: the writer's hash tables: the live set (address -> block) and
+// a u64 -> u32 map (sites, stack trie).
+//
+// Only the writer touches these, with its mutex held; they live in tpprof's
+// own mappings (mem.c) so the leak scan never sees the addresses they hold.
+// Open addressing, linear probing, backward-shift deletion (no tombstones).
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "writer.h"
+
+static inline uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+// ---------------------------------------------------------------------------
+// Live set.
+
+static bool live_grow(struct tpprof_livetable *lt) {
+    uint64_t ncap = lt->cap ? lt->cap * 2 : 1 << 16;
+    struct tpprof_block *ns = tpprof_mem_map(ncap * sizeof *ns);
+    if (!ns) return false;
+    for (uint64_t i = 0; i < lt->cap; i++) {
+        struct tpprof_block *b = &lt->slots[i];
+        if (!b->addr) continue;
+        uint64_t j = mix(b->addr) & (ncap - 1);
+        while (ns[j].addr) j = (j + 1) & (ncap - 1);
+        ns[j] = *b;
+    }
+    tpprof_mem_unmap(lt->slots, lt->cap * sizeof *lt->slots);
+    lt->slots = ns;
+    lt->cap = ncap;
+    return true;
+}
+
+struct tpprof_block *tpprof_live_find(struct tpprof_livetable *lt, uint64_t addr) {
+    if (!lt->cap || !addr) return NULL;
+    uint64_t j = mix(addr) & (lt->cap - 1);
+    while (lt->slots[j].addr) {
+        if (lt->slots[j].addr == addr) return &lt->slots[j];
+        j = (j + 1) & (lt->cap - 1);
+    }
+    return NULL;
+}
+
+// Returns the (zeroed but for addr) slot of a new block; NULL if it exists
+// already or memory ran out.
+struct tpprof_block *tpprof_live_insert(struct tpprof_livetable *lt, uint64_t addr) {
+    if ((lt->count + 1) * 4 > lt->cap * 3 && !live_grow(lt)) return NULL;
+    uint64_t j = mix(addr) & (lt->cap - 1);
+    while (lt->slots[j].addr) {
+        if (lt->slots[j].addr == addr) return NULL;
+        j = (j + 1) & (lt->cap - 1);
+    }
+    memset(&lt->slots[j], 0, sizeof lt->slots[j]);
+    lt->slots[j].addr = addr;
+    lt->count++;
+    return &lt->slots[j];
+}
+
+bool tpprof_live_remove(struct tpprof_livetable *lt, uint64_t addr, struct tpprof_block *out) {
+    struct tpprof_block *b = tpprof_live_find(lt, addr);
+    if (!b) return false;
+    *out = *b;
+    uint64_t mask = lt->cap - 1;
+    uint64_t i = (uint64_t)(b - lt->slots);
+    uint64_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!lt->slots[j].addr) break;
+        uint64_t home = mix(lt->slots[j].addr) & mask;
+        // Move j back to i unless its home lies cyclically in (i, j].
+        bool stays = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
+        if (stays) continue;
+        lt->slots[i] = lt->slots[j];
+        i = j;
+    }
+    lt->slots[i].addr = 0;
+    lt->count--;
+    return true;
+}
+
+// ---------------------------------------------------------------------------
+// u64 -> u32 map.
+
+static bool map_grow(struct tpprof_map *m) {
+    uint64_t ncap = m->cap ? m->cap * 2 : 1 << 12;
+    uint64_t *nk = tpprof_mem_map(ncap * sizeof *nk);
+    uint32_t *nv = tpprof_mem_map(ncap * sizeof *nv);
+    if (!nk || !nv) {
+        tpprof_mem_unmap(nk, ncap * sizeof *nk);
+        tpprof_mem_unmap(nv, ncap * sizeof *nv);
+        return false;
+    }
+    for (uint64_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i]) continue;
+        uint64_t j = mix(m->keys[i]) & (ncap - 1);
+        while (nk[j]) j = (j + 1) & (ncap - 1);
+        nk[j] = m->keys[i];
+        nv[j] = m->vals[i];
+    }
+    tpprof_mem_unmap(m->keys, m->cap * sizeof *m->keys);
+    tpprof_mem_unmap(m->vals, m->cap * sizeof *m->vals);
+    m->keys = nk;
+    m->vals = nv;
+    m->cap = ncap;
+    return true;
+}
+
+uint32_t tpprof_map_get(const struct tpprof_map *m, uint64_t key) {
+    if (!m->cap) return 0;
+    uint64_t j = mix(key) & (m->cap - 1);
+    while (m->keys[j]) {
+        if (m->keys[j] == key) return m->vals[j];
+        j = (j + 1) & (m->cap - 1);
+    }
+    return 0;
+}
+
+bool tpprof_map_put(struct tpprof_map *m, uint64_t key, uint32_t val) {
+    if ((m->count + 1) * 2 > m->cap && !map_grow(m)) return false;
+    uint64_t j = mix(key) & (m->cap - 1);
+    while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
+    if (!m->keys[j]) m->count++;
+    m->keys[j] = key;
+    m->vals[j] = val;
+    return true;
+}

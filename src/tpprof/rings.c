@@ -1,0 +1,94 @@
+// rings.c: one single-producer ring per program thread, drained by the writer.
+//
+// Hot path: tpprof_ring_reserve/put run inside malloc hooks. They take no lock;
+// the only shared writes are the release-store of `tail` (producer) and of
+// `head` (writer). A thread's ring is created on its first event (one mutex,
+// once per thread) and is never freed: the thread may record again from late
+// TLS destructors after its key destructor ran.
+// This file must not call malloc.
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "tpprof_internal.h"
+
+#define RING_WORDS ((uint64_t)1 << 18) // 2 MiB per thread
+
+_Atomic(struct tpprof_thread *) tpprof_threads;
+__thread struct tpprof_thread *tpprof_self TPPROF_TLS;
+
+static _Atomic int next_index;
+static pthread_key_t exit_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+// ---------------------------------------------------------------------------
+// Thread registration.
+
+static void on_thread_exit(void *arg) {
+    struct tpprof_thread *t = arg;
+    atomic_store_explicit(&t->exited, 1, memory_order_release);
+}
+
+static void make_key(void) { pthread_key_create(&exit_key, on_thread_exit); }
+
+struct tpprof_thread *tpprof_thread_get(void) {
+    struct tpprof_thread *t = tpprof_self;
+    if (TPPROF_LIKELY(t != NULL)) return t;
+    t = tpprof_mem_map(sizeof *t);
+    if (!t) return NULL;
+    t->ring = tpprof_mem_map(RING_WORDS * sizeof(uint64_t));
+    if (!t->ring) {
+        tpprof_mem_unmap(t, sizeof *t);
+        return NULL;
+    }
+    t->mask = RING_WORDS - 1;
+    t->tid = (pid_t)syscall(SYS_gettid);
+    t->index = atomic_fetch_add(&next_index, 1);
+    tpprof_unwind_thread_bounds(&t->stack_lo, &t->stack_hi);
+    t->tp = (uintptr_t)pthread_self();
+    pthread_once(&key_once, make_key);
+    pthread_setspecific(exit_key, t);
+    struct tpprof_thread *old = atomic_load(&tpprof_threads);
+    do {
+        t->next = old;
+    } while (!atomic_compare_exchange_weak(&tpprof_threads, &old, t));
+    tpprof_self = t;
+    return t;
+}
+
+// In a forked child only the forking thread exists: the others' rings are
+// drained by the writer and never written again.
+void tpprof_threads_fork_child(void) {
+    for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next)
+        if (t != tpprof_self) atomic_store(&t->exited, 1);
+    if (tpprof_self) tpprof_self->tid = (pid_t)syscall(SYS_gettid);
+}
+
+// ---------------------------------------------------------------------------
+// Producer side.
+
+bool tpprof_ring_reserve(struct tpprof_thread *t, uint64_t words) {
+    // A record never wraps: in the worst case it needs `words` more for padding.
+    uint64_t cap = t->mask + 1;
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    while (tail + 2 * words - atomic_load_explicit(&t->head, memory_order_acquire) > cap) {
+        if (!atomic_load_explicit(&tpprof_active, memory_order_relaxed)) return false;
+        sched_yield();
+    }
+    return true;
+}
+
+void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, int n) {
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    uint64_t pos = tail & t->mask;
+    if (pos + (uint64_t)n > t->mask + 1) {
+        // Pad to the end; the writer jumps to the start.
+        t->ring[pos] = tpprof_hdr(0, TPPROF_OP_WRAP, 0);
+        tail += t->mask + 1 - pos;
+        pos = 0;
+    }
+    for (int i = 0; i < n; i++) t->ring[pos + (uint64_t)i] = w[i];
+    atomic_store_explicit(&t->tail, tail + (uint64_t)n, memory_order_release);
+}

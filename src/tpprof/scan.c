@@ -1,0 +1,261 @@
+// scan.c: classifying the blocks live at exit as lost or reachable.
+//
+// Like LeakSanitizer: roots are the writable PT_LOAD segments of the loaded
+// modules (data, bss), the exiting thread's stack from its current stack
+// pointer (its registers are spilled there by the caller), the other live
+// threads' whole stacks and static TLS (best effort: they are not stopped);
+// then a flood fill through reachable blocks. Conservative: any aligned word
+// pointing anywhere inside a block keeps it. libtpprof.so's own data and the
+// writer thread are never roots, and tpprof's tables live in mmap'd memory
+// that is not scanned (the live table holds every block's address).
+// Memory that may be unmapped or protected is read with process_vm_readv.
+// Called with the writer mutex and the re-entry guard held; does not
+// allocate from the heap.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "writer.h"
+
+struct ref {
+    uint64_t lo, hi;
+    struct tpprof_block *b;
+    bool heap;
+};
+
+static struct ref *refs;
+static uint64_t nrefs;
+static uint32_t *work;
+static uint64_t nwork;
+static uint64_t min_addr, max_addr;
+
+// ---------------------------------------------------------------------------
+// Finding the block a word points into.
+
+static void sort_refs(struct ref *a, int64_t n) { // heapsort: no malloc, no recursion
+    for (int64_t start = n / 2 - 1, end = n; end > 1;) {
+        int64_t root;
+        if (start >= 0) {
+            root = start--;
+        } else {
+            struct ref t = a[0];
+            a[0] = a[--end];
+            a[end] = t;
+            root = 0;
+        }
+        for (;;) {
+            int64_t c = 2 * root + 1;
+            if (c >= end) break;
+            if (c + 1 < end && a[c + 1].lo > a[c].lo) c++;
+            if (a[root].lo >= a[c].lo) break;
+            struct ref t = a[root];
+            a[root] = a[c];
+            a[c] = t;
+            root = c;
+        }
+    }
+}
+
+static int64_t find(uint64_t v) {
+    int64_t lo = 0, hi = (int64_t)nrefs - 1, found = -1;
+    while (lo <= hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (refs[mid].lo <= v) {
+            found = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    if (found < 0 || v >= refs[found].hi) return -1;
+    const struct ref *r = &refs[found];
+    // glibc keeps pointers to the chunk header that follows a block (the top
+    // chunk, free-list links); that header lies inside the block's usable tail
+    // when the request filled it. Such a word points at the next chunk, not
+    // into this block.
+    if (r->heap && (v & 15) == 0 && v == r->lo + malloc_usable_size((void *)r->lo) - 8 && v != r->lo) return -1;
+    return found;
+}
+
+// Inside glibc's own data only a pointer to a block's first byte counts:
+// malloc's arena there keeps chunk-header pointers (bins, last_remainder)
+// that go stale inside live blocks after in-place growth or splitting.
+static bool exact_only;
+
+static void scan_words(const uint64_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = p[i];
+        if (v < min_addr || v >= max_addr) continue;
+        int64_t k = find(v);
+        if (k < 0 || refs[k].b->reach == 2) continue;
+        if (exact_only && v != refs[k].lo) continue;
+        refs[k].b->reach = 2;
+        work[nwork++] = (uint32_t)k;
+    }
+}
+
+static void scan_direct(uintptr_t lo, uintptr_t hi) {
+    lo = (lo + 7) & ~(uintptr_t)7;
+    if (hi > lo) scan_words((const uint64_t *)lo, (hi - lo) / 8);
+}
+
+// Reads through the kernel, so an unmapped or protected page is skipped.
+static void scan_safe(uintptr_t lo, uintptr_t hi) {
+    static uint64_t buf[8192];
+    lo = (lo + 7) & ~(uintptr_t)7;
+    pid_t pid = getpid();
+    while (lo + 8 <= hi) {
+        size_t want = hi - lo < sizeof buf ? (hi - lo) & ~(size_t)7 : sizeof buf;
+        struct iovec local = {buf, want}, remote = {(void *)lo, want};
+        ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+        if (got > 0) scan_words(buf, (size_t)got / 8);
+        else got = 4096 - (ssize_t)(lo & 4095); // skip the bad page
+        lo += (uintptr_t)got;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Roots.
+
+static int module_roots(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    (void)arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W)) continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (lo >= tpprof_self_lo && lo < tpprof_self_hi) continue; // tpprof's own globals
+        const char *name = info->dlpi_name ? info->dlpi_name : "";
+        const char *slash = strrchr(name, '/');
+        exact_only = strncmp(slash ? slash + 1 : name, "libc.so", 7) == 0;
+        scan_safe(lo, hi);
+        exact_only = false;
+    }
+    return 0;
+}
+
+// Narrows ld.lo's guess to the PT_LOAD range of the object based there.
+static int range_of(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    uintptr_t *r = arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && r[0] >= lo && r[0] < lo + ph->p_memsz) {
+            uintptr_t mlo = UINTPTR_MAX, mhi = 0;
+            for (int k = 0; k < info->dlpi_phnum; k++) {
+                const ElfW(Phdr) *p = &info->dlpi_phdr[k];
+                if (p->p_type != PT_LOAD) continue;
+                uintptr_t a = info->dlpi_addr + p->p_vaddr;
+                if (a < mlo) mlo = a;
+                if (a + p->p_memsz > mhi) mhi = a + p->p_memsz;
+            }
+            r[0] = mlo;
+            r[1] = mhi;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int tls_size(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_TLS)
+            *(uintptr_t *)arg += (info->dlpi_phdr[i].p_memsz + 63) & ~(uintptr_t)63;
+    return 0;
+}
+
+static void drain_work(void) {
+    while (nwork) {
+        const struct ref *r = &refs[work[--nwork]];
+        if (r->heap) scan_direct(r->lo, r->hi);
+        else scan_safe(r->lo, r->hi);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Entry.
+
+void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
+    uint64_t n = w->live.count + w->nmaps;
+    size_t rbytes = (n ? n : 1) * sizeof *refs, wbytes = (n ? n : 1) * sizeof *work;
+    refs = tpprof_mem_map(rbytes);
+    work = tpprof_mem_map(wbytes);
+    if (!refs || !work) goto out;
+    nrefs = 0;
+    nwork = 0;
+    for (uint64_t i = 0; i < w->live.cap; i++) {
+        struct tpprof_block *b = &w->live.slots[i];
+        if (!b->addr) continue;
+        b->reach = 1;
+        refs[nrefs++] = (struct ref){b->addr, b->addr + (b->size ? b->size : 1), b, true};
+    }
+    for (uint64_t i = 0; i < w->nmaps; i++) {
+        struct tpprof_block *b = &w->maps[i];
+        b->reach = 1;
+        refs[nrefs++] = (struct ref){b->addr, b->addr + b->size, b, false};
+    }
+    if (!nrefs) goto out;
+    sort_refs(refs, (int64_t)nrefs);
+    min_addr = refs[0].lo;
+    max_addr = 0;
+    for (uint64_t i = 0; i < nrefs; i++)
+        if (refs[i].hi > max_addr) max_addr = refs[i].hi;
+
+    // Blocks the dynamic loader allocated itself (DTVs, dynamic TLS) hang off
+    // thread control blocks that glibc caches outside any root: never lost.
+    struct { uintptr_t lo, hi; } ld = {0, 0};
+    void *tga = dlsym(RTLD_DEFAULT, "__tls_get_addr");
+    Dl_info di;
+    if (tga && dladdr(tga, &di) && di.dli_fbase) {
+        ld.lo = (uintptr_t)di.dli_fbase;
+        ld.hi = ld.lo + ((uintptr_t)1 << 21);
+        dl_iterate_phdr(range_of, &ld);
+    }
+    for (uint64_t i = 0; i < nrefs; i++) {
+        uint32_t leaf = w->sites[refs[i].b->site].stack;
+        uint64_t ip = leaf ? w->nodes[leaf].ip : 0;
+        if (refs[i].heap && ip >= ld.lo && ip < ld.hi) {
+            refs[i].b->reach = 2;
+            work[nwork++] = (uint32_t)i;
+        }
+    }
+    dl_iterate_phdr(module_roots, NULL);
+    drain_work();
+
+    uintptr_t tls = 2048;
+    dl_iterate_phdr(tls_size, &tls);
+    struct tpprof_thread *me = tpprof_self;
+    for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) {
+        if (t == me) {
+            uintptr_t hi = t->stack_hi > sp ? t->stack_hi : sp + 4096;
+            scan_safe(sp, hi);
+        } else if (!atomic_load(&t->exited)) {
+            scan_safe(t->stack_lo, t->stack_hi);
+        } else {
+            continue;
+        }
+        if (t->tp) scan_safe(t->tp - tls, t->tp + 2048);
+        drain_work();
+    }
+    if (!me) { // exiting thread never allocated: still a root
+        uintptr_t lo, hi;
+        tpprof_unwind_thread_bounds(&lo, &hi);
+        if (hi > sp) scan_safe(sp, hi);
+        uintptr_t tp = (uintptr_t)__builtin_thread_pointer();
+        scan_safe(tp - tls, tp + 2048);
+        drain_work();
+    }
+out:
+    tpprof_mem_unmap(refs, rbytes);
+    tpprof_mem_unmap(work, wbytes);
+    refs = NULL;
+    work = NULL;
+}

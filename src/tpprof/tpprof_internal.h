@@ -1,0 +1,207 @@
+// tpprof_internal.h: what the parts of libtpprof.so share.
+//
+// libtpprof.so is an LD_PRELOAD recorder. The program's threads run the hooks
+// (hooks.c): they call the real allocator, capture a stack (unwind.c), name it
+// through the lock-free stack depot (stacks.c), take a global sequence number
+// and append a small record to their own ring (rings.c). One writer thread
+// (writer.c) merges the rings in sequence order, keeps the live table
+// (livetable.c), the per-site totals, the peak and the timeline, and writes
+// SQLite (db.c). At exit a reachability scan (scan.c) classifies the blocks
+// still live. Lifecycle (init, exit, fork, exec, _exit) is in lifecycle.c.
+//
+// Nothing here depends on libtensorplay. Nothing declared here is exported
+// from the shared object: only the interposed libc functions are (tpprof.map).
+#ifndef TPPROF_INTERNAL_H
+#define TPPROF_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define TPPROF_HIDDEN __attribute__((visibility("hidden")))
+#define TPPROF_EXPORT __attribute__((visibility("default")))
+#define TPPROF_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TPPROF_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TPPROF_TLS __attribute__((tls_model("initial-exec")))
+
+#define TPPROF_VERSION "0.1.0"
+#define TPPROF_SCHEMA_VERSION 1
+#define TPPROF_MAX_DEPTH 128
+
+// ---------------------------------------------------------------------------
+// Block kinds (the `kinds` table) and record ops (the `events.op` column).
+
+enum tpprof_kind {
+    TPPROF_KIND_NONE = 0,
+    TPPROF_KIND_MALLOC = 1,
+    TPPROF_KIND_CALLOC = 2,
+    TPPROF_KIND_REALLOC = 3,
+    TPPROF_KIND_REALLOCARRAY = 4,
+    TPPROF_KIND_POSIX_MEMALIGN = 5,
+    TPPROF_KIND_ALIGNED_ALLOC = 6,
+    TPPROF_KIND_MEMALIGN = 7,
+    TPPROF_KIND_VALLOC = 8,
+    TPPROF_KIND_PVALLOC = 9,
+    TPPROF_KIND_MMAP = 10,
+    TPPROF_KIND_MMAP_FILE = 11,
+    TPPROF_KIND_COUNT = 12,
+};
+
+// Ops 1-6 are the values of `events.op`; the others exist only in rings.
+enum tpprof_op {
+    TPPROF_OP_ALLOC = 1,        // addr, size, stack
+    TPPROF_OP_FREE = 2,         // addr
+    TPPROF_OP_REALLOC = 3,      // addr, size, stack, old_addr (old freed by a REALLOC_FREE)
+    TPPROF_OP_MMAP = 4,         // addr, len, stack
+    TPPROF_OP_MUNMAP = 5,       // addr, len
+    TPPROF_OP_MREMAP = 6,       // new_addr, new_len, stack, old_addr, old_len
+    TPPROF_OP_REALLOC_FREE = 7, // addr: the old block of a realloc, freed
+    TPPROF_OP_NOP = 8,          // a sequence number taken for nothing (failed realloc)
+    TPPROF_OP_WRAP = 15,        // ring padding: continue at the ring's start
+};
+
+// Words per record, excluding the optional trailing timestamp of full mode.
+static inline int tpprof_op_words(int op) {
+    switch (op) {
+    case TPPROF_OP_ALLOC: return 4;
+    case TPPROF_OP_FREE: return 2;
+    case TPPROF_OP_REALLOC: return 5;
+    case TPPROF_OP_MMAP: return 4;
+    case TPPROF_OP_MUNMAP: return 3;
+    case TPPROF_OP_MREMAP: return 6;
+    case TPPROF_OP_REALLOC_FREE: return 2;
+    case TPPROF_OP_NOP: return 1;
+    default: return 1;
+    }
+}
+
+// Record header word: seq << 8 | op << 4 | kind.
+static inline uint64_t tpprof_hdr(uint64_t seq, int op, int kind) {
+    return seq << 8 | (uint64_t)op << 4 | (uint64_t)kind;
+}
+
+// ---------------------------------------------------------------------------
+// Configuration and global state (lifecycle.c).
+
+struct tpprof_config {
+    int depth;          // TPPROF_DEPTH, frames per stack
+    bool full;          // TPPROF_MODE=full
+    bool unwind_fp;     // TPPROF_UNWIND=fp
+    int interval_ms;    // TPPROF_INTERVAL_MS, timeline period
+};
+
+TPPROF_HIDDEN extern struct tpprof_config tpprof_cfg;
+// 1 while hooks record; 0 before init, after the end, or when recording failed.
+TPPROF_HIDDEN extern _Atomic int tpprof_active;
+// Global event order: every record takes one number.
+TPPROF_HIDDEN extern _Atomic uint64_t tpprof_seq;
+// CLOCK_MONOTONIC at the start of the recording.
+TPPROF_HIDDEN extern uint64_t tpprof_t0_ns;
+// Re-entry guard: set while a hook (or tpprof's own thread) is inside tpprof.
+TPPROF_HIDDEN extern __thread int tpprof_guard TPPROF_TLS;
+
+TPPROF_HIDDEN uint64_t tpprof_now_ns(void);       // since tpprof_t0_ns
+TPPROF_HIDDEN void tpprof_disable(const char *what, const char *why);
+
+// ---------------------------------------------------------------------------
+// Own memory (mem.c): never from the tracked heap, so it is neither recorded
+// nor scanned as a root.
+
+TPPROF_HIDDEN void *tpprof_mem_map(size_t bytes);           // zeroed, or NULL
+TPPROF_HIDDEN void tpprof_mem_unmap(void *p, size_t bytes);
+TPPROF_HIDDEN void *tpprof_mem_grow(void *p, size_t old_bytes, size_t new_bytes);
+
+// ---------------------------------------------------------------------------
+// Per-thread rings (rings.c). Each program thread owns one single-producer,
+// single-consumer ring of 64-bit words; the writer is the only consumer.
+
+struct tpprof_thread {
+    _Atomic uint64_t tail;      // producer: words published (monotonic)
+    char pad0[56];
+    _Atomic uint64_t head;      // consumer: words consumed (monotonic)
+    char pad1[56];
+    uint64_t *ring;
+    uint64_t mask;              // capacity - 1, in words
+    pid_t tid;
+    int index;                  // dense thread number, 0 for the first
+    uintptr_t stack_lo, stack_hi;
+    uintptr_t tp;               // thread pointer (pthread_self): static TLS lies below it
+    _Atomic int exited;
+    struct tpprof_thread *next; // all threads ever seen, newest first
+    // Writer-owned from here.
+    uint64_t w_last_alloc;      // address of this thread's last allocation
+    uint64_t w_first_ns, w_last_ns;
+    bool w_seen, w_dirty;
+    char w_name[32];
+};
+
+TPPROF_HIDDEN extern _Atomic(struct tpprof_thread *) tpprof_threads;
+TPPROF_HIDDEN extern __thread struct tpprof_thread *tpprof_self TPPROF_TLS;
+
+// The calling thread's ring, created on first use; NULL when out of memory.
+TPPROF_HIDDEN struct tpprof_thread *tpprof_thread_get(void);
+// Waits until `words` fit in the ring; false if recording stopped meanwhile.
+TPPROF_HIDDEN bool tpprof_ring_reserve(struct tpprof_thread *t, uint64_t words);
+// Appends one record (header + payload); space must have been reserved.
+TPPROF_HIDDEN void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, int n);
+TPPROF_HIDDEN void tpprof_threads_fork_child(void);
+
+// ---------------------------------------------------------------------------
+// Stacks (unwind.c, stacks.c).
+
+// Fills ips[] with return addresses, innermost first, tpprof's frames
+// removed; returns how many (<= max).
+TPPROF_HIDDEN int tpprof_unwind(uintptr_t *ips, int max);
+TPPROF_HIDDEN void tpprof_unwind_init(void);
+TPPROF_HIDDEN void tpprof_unwind_flush(void);
+TPPROF_HIDDEN void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi);
+
+// The depot names each distinct stack with a dense id >= 1 (lock-free).
+// Returns 0 when out of memory.
+TPPROF_HIDDEN uint32_t tpprof_stack_intern(const uintptr_t *ips, int n);
+// The frames of a stack id (borrowed, lives until exit).
+TPPROF_HIDDEN const uintptr_t *tpprof_stack_frames(uint32_t id, int *n);
+TPPROF_HIDDEN uint32_t tpprof_stack_count(void);
+TPPROF_HIDDEN bool tpprof_stacks_init(void);
+
+// ---------------------------------------------------------------------------
+// Modules (modules.c): snapshots of the loaded ELF objects.
+
+struct tpprof_module {
+    char path[256];
+    char build_id[64];          // hex, "" if none
+    uintptr_t base, lo, hi;
+    uint64_t loaded_ns, unloaded_ns; // unloaded_ns 0 while loaded
+    bool loaded;
+    bool written, dirty;
+};
+
+// Re-reads the module list (after start, dlopen, dlclose); thread-safe.
+TPPROF_HIDDEN void tpprof_modules_refresh(void);
+// Copies the modules into a fresh array (caller frees with tpprof_mem_unmap);
+// returns the count.
+TPPROF_HIDDEN int tpprof_modules_take(struct tpprof_module **out, size_t *bytes);
+TPPROF_HIDDEN void tpprof_modules_mark_all_unwritten(void);
+TPPROF_HIDDEN void tpprof_modules_lock(void);
+TPPROF_HIDDEN void tpprof_modules_unlock(void);
+// Address range of libtpprof.so itself.
+TPPROF_HIDDEN extern uintptr_t tpprof_self_lo, tpprof_self_hi;
+TPPROF_HIDDEN void tpprof_self_range_init(void);
+
+// ---------------------------------------------------------------------------
+// Writer (writer.c).
+
+TPPROF_HIDDEN bool tpprof_writer_start(const char *path, const char *why_prefix);
+// Drains rings, optionally scans for leaks, writes and closes the database.
+enum tpprof_end { TPPROF_END_EXIT, TPPROF_END_EXEC, TPPROF_END_QUICK };
+TPPROF_HIDDEN void tpprof_writer_leak_scan(uintptr_t sp);
+TPPROF_HIDDEN void tpprof_writer_finish(enum tpprof_end how);
+TPPROF_HIDDEN void tpprof_writer_exec_failed(void);
+TPPROF_HIDDEN void tpprof_writer_fork_prepare(void);
+TPPROF_HIDDEN void tpprof_writer_fork_parent(void);
+TPPROF_HIDDEN void tpprof_writer_fork_child(const char *path);
+TPPROF_HIDDEN extern char tpprof_output_path[4096];
+
+#endif

@@ -1,0 +1,653 @@
+// writer.c: the writer thread: merges the per-thread rings in global sequence
+// order and aggregates them (sites, live set, peak, temporaries, timeline).
+//
+// Runs off the program's threads (all signals blocked, re-entry guard always
+// set, so its own allocations, SQLite's included, are never recorded). Every
+// millisecond it drains what the rings hold; every TPPROF_INTERVAL_MS it
+// samples the timeline; every 200 ms it commits one transaction (db.c). The
+// same code runs synchronously, under the same mutex, at exit, _exit, exec
+// and fork. It must never be called from inside a malloc hook.
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "writer.h"
+
+#define FLUSH_EVERY_NS 200000000ull
+#define STUCK_NS 500000000ull  // a sequence number missing this long is skipped
+
+struct tpprof_wstate tpprof_w;
+
+static pthread_mutex_t wmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t writer_thread;
+static bool writer_running;
+static _Atomic int writer_stop;
+static bool db_open;
+static uint64_t next_sample_ns, next_flush_ns, stuck_since_ns;
+static unsigned long long dl_adds, dl_subs;
+
+static struct tpprof_thread **by_index;
+static uint32_t cap_by_index;
+
+// Stack trie lookup: node ids hashed by (parent, ip).
+static uint32_t *trie_slots;
+static uint64_t trie_cap;
+
+// ---------------------------------------------------------------------------
+// Threads.
+
+static void note_thread(struct tpprof_thread *t) {
+    uint32_t i = (uint32_t)t->index;
+    if (i >= cap_by_index) {
+        uint32_t ncap = cap_by_index ? cap_by_index : 64;
+        while (ncap <= i) ncap *= 2;
+        struct tpprof_thread **n = tpprof_mem_grow(by_index, cap_by_index * sizeof *by_index, ncap * sizeof *by_index);
+        if (!n) return;
+        by_index = n;
+        cap_by_index = ncap;
+    }
+    by_index[i] = t;
+}
+
+uint32_t tpprof_db_tid_of(uint32_t thread_index) {
+    if (thread_index < cap_by_index && by_index[thread_index]) return (uint32_t)by_index[thread_index]->tid;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Stacks: depot id -> trie leaf.
+
+static uint64_t trie_hash(uint32_t parent, uint64_t ip) {
+    uint64_t x = ip ^ ((uint64_t)parent * 0x9E3779B97F4A7C15ULL);
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 29;
+    return x;
+}
+
+static bool trie_grow(void) {
+    uint64_t ncap = trie_cap ? trie_cap * 2 : 1 << 14;
+    uint32_t *ns = tpprof_mem_map(ncap * sizeof *ns);
+    if (!ns) return false;
+    for (uint64_t i = 0; i < trie_cap; i++) {
+        uint32_t id = trie_slots[i];
+        if (!id) continue;
+        uint64_t j = trie_hash(tpprof_w.nodes[id].parent, tpprof_w.nodes[id].ip) & (ncap - 1);
+        while (ns[j]) j = (j + 1) & (ncap - 1);
+        ns[j] = id;
+    }
+    tpprof_mem_unmap(trie_slots, trie_cap * sizeof *trie_slots);
+    trie_slots = ns;
+    trie_cap = ncap;
+    return true;
+}
+
+static uint32_t trie_child(uint32_t parent, uint64_t ip) {
+    struct tpprof_wstate *w = &tpprof_w;
+    if ((uint64_t)(w->nnodes + 1) * 2 > trie_cap && !trie_grow()) return 0;
+    uint64_t j = trie_hash(parent, ip) & (trie_cap - 1);
+    while (trie_slots[j]) {
+        uint32_t id = trie_slots[j];
+        if (w->nodes[id].parent == parent && w->nodes[id].ip == ip) return id;
+        j = (j + 1) & (trie_cap - 1);
+    }
+    if (w->nnodes + 1 >= w->capnodes) {
+        uint32_t ncap = w->capnodes ? w->capnodes * 2 : 1 << 14;
+        struct tpprof_node *n = tpprof_mem_grow(w->nodes, w->capnodes * sizeof *n, ncap * sizeof *n);
+        if (!n) return 0;
+        w->nodes = n;
+        w->capnodes = ncap;
+    }
+    uint32_t id = ++w->nnodes;
+    w->nodes[id].parent = parent;
+    w->nodes[id].ip = ip;
+    trie_slots[j] = id;
+    return id;
+}
+
+static uint32_t leaf_of(uint32_t sid) {
+    struct tpprof_wstate *w = &tpprof_w;
+    if (sid == 0) return 0;
+    if (sid >= w->capleaf) {
+        uint32_t ncap = w->capleaf ? w->capleaf : 1 << 12;
+        while (ncap <= sid) ncap *= 2;
+        uint32_t *n = tpprof_mem_grow(w->leaf_of, w->capleaf * sizeof *n, ncap * sizeof *n);
+        if (!n) return 0;
+        w->leaf_of = n;
+        w->capleaf = ncap;
+    }
+    if (w->leaf_of[sid]) return w->leaf_of[sid];
+    int n;
+    const uintptr_t *ips = tpprof_stack_frames(sid, &n);
+    uint32_t node = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        uint32_t c = trie_child(node, ips[i]);
+        if (!c) break;
+        node = c;
+    }
+    w->leaf_of[sid] = node;
+    return node;
+}
+
+// ---------------------------------------------------------------------------
+// Sites and the peak.
+
+static struct tpprof_site *site_get(uint32_t sid, int kind) {
+    struct tpprof_wstate *w = &tpprof_w;
+    uint32_t stack = leaf_of(sid);
+    uint64_t key = ((uint64_t)stack << 4 | (uint64_t)kind) + 1;
+    uint32_t idx = tpprof_map_get(&w->site_index, key);
+    if (idx) return &w->sites[idx - 1];
+    if (w->nsites == w->capsites) {
+        uint32_t ncap = w->capsites ? w->capsites * 2 : 1024;
+        struct tpprof_site *n = tpprof_mem_grow(w->sites, w->capsites * sizeof *n, ncap * sizeof *n);
+        if (!n) return NULL;
+        w->sites = n;
+        w->capsites = ncap;
+    }
+    if (!tpprof_map_put(&w->site_index, key, w->nsites + 1)) return NULL;
+    struct tpprof_site *s = &w->sites[w->nsites++];
+    memset(s, 0, sizeof *s);
+    s->stack = stack;
+    s->kind = (uint32_t)kind;
+    return s;
+}
+
+// Copy-on-write snapshot of the per-site live totals at the global peak:
+// before a site changes, it saves its value unless it already did since the
+// last new peak. So a new peak costs O(1), not a copy of every site.
+static inline void site_touch(struct tpprof_site *s) {
+    if (s->snap_epoch != tpprof_w.peak_epoch) {
+        s->snap_epoch = tpprof_w.peak_epoch;
+        s->snap_count = s->live_count;
+        s->snap_bytes = s->live_bytes;
+    }
+    s->dirty = true;
+}
+
+static inline void check_peak(uint64_t t) {
+    struct tpprof_wstate *w = &tpprof_w;
+    int64_t total = w->heap_bytes + w->mmap_bytes;
+    if (total > w->peak_bytes) {
+        w->peak_bytes = total;
+        w->peak_time_ns = t;
+        w->peak_epoch++;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Applying one event.
+
+static void site_add(struct tpprof_site *s, uint64_t size) {
+    site_touch(s);
+    s->alloc_count++;
+    s->alloc_bytes += (int64_t)size;
+    s->live_count++;
+    s->live_bytes += (int64_t)size;
+}
+
+static void site_sub(struct tpprof_site *s, uint64_t size, bool whole) {
+    site_touch(s);
+    s->freed_bytes += (int64_t)size;
+    s->live_bytes -= (int64_t)size;
+    if (whole) {
+        s->free_count++;
+        s->live_count--;
+    }
+}
+
+static void heap_free(struct tpprof_thread *t, uint64_t addr, bool temp_ok) {
+    struct tpprof_wstate *w = &tpprof_w;
+    struct tpprof_block b;
+    if (!tpprof_live_remove(&w->live, addr, &b)) return; // not ours (allocated before start)
+    struct tpprof_site *s = &w->sites[b.site];
+    site_sub(s, b.size, true);
+    if (temp_ok && t->w_last_alloc == addr && b.thread == (uint32_t)t->index) {
+        s->temp_count++;
+        s->temp_bytes += (int64_t)b.size;
+    }
+    if (t->w_last_alloc == addr) t->w_last_alloc = 0;
+    w->heap_bytes -= (int64_t)b.size;
+    w->heap_blocks--;
+}
+
+static void heap_alloc(struct tpprof_thread *t, uint64_t addr, uint64_t size, uint32_t sid, int kind, uint64_t time) {
+    struct tpprof_wstate *w = &tpprof_w;
+    if (tpprof_live_find(&w->live, addr)) heap_free(t, addr, false); // a free we never saw
+    struct tpprof_site *s = site_get(sid, kind);
+    if (!s) return;
+    struct tpprof_block *b = tpprof_live_insert(&w->live, addr);
+    if (!b) return;
+    b->size = size;
+    b->site = (uint32_t)(s - w->sites);
+    b->thread = (uint32_t)t->index;
+    b->time_ns = time;
+    site_add(s, size);
+    w->heap_bytes += (int64_t)size;
+    w->heap_blocks++;
+    w->alloc_calls++;
+    t->w_last_alloc = addr;
+    check_peak(time);
+}
+
+static uint64_t page_up(uint64_t n) { return (n + 4095) & ~(uint64_t)4095; }
+
+// Removes [lo, hi) from the live mappings (munmap, or a mapping replaced by a
+// MAP_FIXED one); a mapping cut in the middle becomes two.
+static void maps_cut(uint64_t lo, uint64_t hi) {
+    struct tpprof_wstate *w = &tpprof_w;
+    for (uint64_t i = 0; i < w->nmaps; i++) {
+        struct tpprof_block *m = &w->maps[i];
+        uint64_t mlo = m->addr, mhi = m->addr + m->size;
+        if (hi <= mlo || lo >= mhi) continue;
+        uint64_t clo = lo > mlo ? lo : mlo, chi = hi < mhi ? hi : mhi;
+        struct tpprof_site *s = &w->sites[m->site];
+        bool whole = clo == mlo && chi == mhi;
+        site_sub(s, chi - clo, whole);
+        if (s->kind == TPPROF_KIND_MMAP) w->mmap_bytes -= (int64_t)(chi - clo);
+        if (whole) {
+            w->maps[i--] = w->maps[--w->nmaps];
+            continue;
+        }
+        if (clo > mlo && chi < mhi) { // hole: keep the left part here, append the right
+            if (w->nmaps == w->capmaps) {
+                uint64_t ncap = w->capmaps ? w->capmaps * 2 : 64;
+                struct tpprof_block *n = tpprof_mem_grow(w->maps, w->capmaps * sizeof *n, ncap * sizeof *n);
+                if (!n) return;
+                w->maps = n;
+                w->capmaps = ncap;
+                m = &w->maps[i];
+            }
+            struct tpprof_block right = *m;
+            right.addr = chi;
+            right.size = mhi - chi;
+            m->size = clo - mlo;
+            w->maps[w->nmaps++] = right;
+            s->live_count++; // one mapping became two pieces
+        } else if (clo == mlo) {
+            m->addr = chi;
+            m->size = mhi - chi;
+        } else {
+            m->size = clo - mlo;
+        }
+    }
+}
+
+static void map_add(struct tpprof_thread *t, uint64_t addr, uint64_t len, uint32_t sid, int kind, uint64_t time) {
+    struct tpprof_wstate *w = &tpprof_w;
+    len = page_up(len);
+    maps_cut(addr, addr + len);
+    struct tpprof_site *s = site_get(sid, kind);
+    if (!s) return;
+    if (w->nmaps == w->capmaps) {
+        uint64_t ncap = w->capmaps ? w->capmaps * 2 : 64;
+        struct tpprof_block *n = tpprof_mem_grow(w->maps, w->capmaps * sizeof *n, ncap * sizeof *n);
+        if (!n) return;
+        w->maps = n;
+        w->capmaps = ncap;
+    }
+    struct tpprof_block *m = &w->maps[w->nmaps++];
+    memset(m, 0, sizeof *m);
+    m->addr = addr;
+    m->size = len;
+    m->site = (uint32_t)(s - w->sites);
+    m->thread = (uint32_t)t->index;
+    m->time_ns = time;
+    site_add(s, len);
+    if (kind == TPPROF_KIND_MMAP) w->mmap_bytes += (int64_t)len;
+    w->alloc_calls++;
+    check_peak(time);
+}
+
+static int map_kind_at(uint64_t addr) {
+    struct tpprof_wstate *w = &tpprof_w;
+    for (uint64_t i = 0; i < w->nmaps; i++)
+        if (addr >= w->maps[i].addr && addr < w->maps[i].addr + w->maps[i].size)
+            return (int)w->sites[w->maps[i].site].kind;
+    return TPPROF_KIND_MMAP;
+}
+
+static void keep_event(struct tpprof_thread *t, uint64_t seq, int op, int kind, uint64_t time, uint64_t addr,
+                       uint64_t size, uint32_t sid, uint64_t old) {
+    struct tpprof_wstate *w = &tpprof_w;
+    if (w->nevents == w->capevents) {
+        uint64_t ncap = w->capevents ? w->capevents * 2 : 1 << 16;
+        struct tpprof_event *n = tpprof_mem_grow(w->events, w->capevents * sizeof *n, ncap * sizeof *n);
+        if (!n) return;
+        w->events = n;
+        w->capevents = ncap;
+    }
+    struct tpprof_event *e = &w->events[w->nevents++];
+    e->seq = seq;
+    e->time_ns = time;
+    e->tid = (uint32_t)t->index;
+    e->op = (uint32_t)op;
+    e->kind = (uint32_t)kind;
+    e->stack = sid ? leaf_of(sid) : 0;
+    e->addr = addr;
+    e->size = size;
+    e->old_addr = old;
+}
+
+static void apply(struct tpprof_thread *t, const uint64_t *r) {
+    struct tpprof_wstate *w = &tpprof_w;
+    int op = (int)(r[0] >> 4 & 15), kind = (int)(r[0] & 15);
+    uint64_t seq = r[0] >> 8;
+    uint64_t time = tpprof_cfg.full ? r[tpprof_op_words(op)] : w->batch_time_ns;
+    if (!t->w_seen) {
+        t->w_seen = true;
+        t->w_first_ns = time;
+        note_thread(t);
+    }
+    t->w_last_ns = time;
+    t->w_dirty = true;
+    switch (op) {
+    case TPPROF_OP_MMAP:
+        map_add(t, r[1], r[2], (uint32_t)r[3], kind, time);
+        if (tpprof_cfg.full) keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], 0);
+        break;
+    case TPPROF_OP_ALLOC:
+        heap_alloc(t, r[1], r[2], (uint32_t)r[3], kind, time);
+        if (tpprof_cfg.full) keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], 0);
+        break;
+    case TPPROF_OP_FREE:
+        w->free_calls++;
+        heap_free(t, r[1], true);
+        if (tpprof_cfg.full) keep_event(t, seq, op, 0, time, r[1], 0, 0, 0);
+        break;
+    case TPPROF_OP_REALLOC_FREE:
+        heap_free(t, r[1], false);
+        break;
+    case TPPROF_OP_REALLOC:
+        heap_alloc(t, r[1], r[2], (uint32_t)r[3], kind, time);
+        if (tpprof_cfg.full) keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], r[4]);
+        break;
+    case TPPROF_OP_MUNMAP:
+        w->free_calls++;
+        maps_cut(r[1], r[1] + page_up(r[2]));
+        if (tpprof_cfg.full) keep_event(t, seq, op, 0, time, r[1], r[2], 0, 0);
+        break;
+    case TPPROF_OP_MREMAP: {
+        int k = map_kind_at(r[4]);
+        maps_cut(r[4], r[4] + page_up(r[5]));
+        map_add(t, r[1], r[2], (uint32_t)r[3], k, time);
+        if (tpprof_cfg.full) keep_event(t, seq, op, k, time, r[1], r[2], (uint32_t)r[3], r[4]);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Merging the rings.
+
+// Processes every record whose turn has come. With `force`, missing sequence
+// numbers (threads that vanished mid-hook) are skipped. A record older than
+// the expected number (it was skipped as missing and came late) is applied
+// when it shows up.
+static void drain(bool force) {
+    struct tpprof_wstate *w = &tpprof_w;
+    int extra = tpprof_cfg.full ? 1 : 0;
+    for (;;) {
+        bool progress = false, pending = false;
+        uint64_t min_seq = UINT64_MAX;
+        for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) {
+            uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
+            uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
+            while (head < tail) {
+                const uint64_t *r = &t->ring[head & t->mask];
+                int op = (int)(r[0] >> 4 & 15);
+                if (op == TPPROF_OP_WRAP) {
+                    head += t->mask + 1 - (head & t->mask);
+                    continue;
+                }
+                uint64_t seq = r[0] >> 8;
+                if (seq > w->expected_seq) {
+                    pending = true;
+                    if (seq < min_seq) min_seq = seq;
+                    break;
+                }
+                apply(t, r);
+                if (seq == w->expected_seq) w->expected_seq++;
+                head += (uint64_t)(tpprof_op_words(op) + extra);
+                progress = true;
+            }
+            atomic_store_explicit(&t->head, head, memory_order_release);
+        }
+        if (progress) {
+            stuck_since_ns = 0;
+            continue;
+        }
+        if (!pending) return;
+        uint64_t now = tpprof_now_ns();
+        if (!stuck_since_ns) stuck_since_ns = now;
+        if (force || now - stuck_since_ns > STUCK_NS) {
+            w->expected_seq = min_seq; // give up on the missing numbers
+            stuck_since_ns = 0;
+            continue;
+        }
+        return;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Timeline, modules.
+
+static int64_t read_rss(void) {
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    const char *p = buf;
+    while (*p && *p != ' ') p++;
+    int64_t pages = 0;
+    while (*p == ' ') p++;
+    while (*p >= '0' && *p <= '9') pages = pages * 10 + (*p++ - '0');
+    return pages * sysconf(_SC_PAGESIZE);
+}
+
+static void sample(uint64_t now) {
+    struct tpprof_wstate *w = &tpprof_w;
+    if (w->nsamples == w->capsamples) {
+        uint32_t ncap = w->capsamples ? w->capsamples * 2 : 1024;
+        struct tpprof_sample *n = tpprof_mem_grow(w->samples, w->capsamples * sizeof *n, ncap * sizeof *n);
+        if (!n) return;
+        w->samples = n;
+        w->capsamples = ncap;
+    }
+    if (w->nsamples && w->samples[w->nsamples - 1].time_ns >= now) now = w->samples[w->nsamples - 1].time_ns + 1;
+    struct tpprof_sample *s = &w->samples[w->nsamples++];
+    s->time_ns = now;
+    s->heap_bytes = w->heap_bytes;
+    s->heap_blocks = w->heap_blocks;
+    s->mmap_bytes = w->mmap_bytes;
+    s->alloc_calls = w->alloc_calls;
+    s->free_calls = w->free_calls;
+    s->rss_bytes = read_rss();
+}
+
+static int dl_counts(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)arg;
+    if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) return 1;
+    if (info->dlpi_adds != dl_adds || info->dlpi_subs != dl_subs) {
+        dl_adds = info->dlpi_adds;
+        dl_subs = info->dlpi_subs;
+        return 2;
+    }
+    return 1;
+}
+
+// dlopen is not interposed (a wrapper would change the caller glibc uses for
+// $ORIGIN and RUNPATH): new objects are noticed here, every cycle, from the
+// loader's add/sub counters; dlclose is interposed (lifecycle.c).
+static void poll_modules(void) {
+    if (dl_iterate_phdr(dl_counts, NULL) == 2) tpprof_modules_refresh();
+}
+
+// ---------------------------------------------------------------------------
+// The thread.
+
+static void *writer_main(void *arg) {
+    (void)arg;
+    tpprof_guard = 1;
+    while (!atomic_load(&writer_stop)) {
+        pthread_mutex_lock(&wmu);
+        if (!db_open) {
+            pthread_mutex_unlock(&wmu);
+            break;
+        }
+        uint64_t now = tpprof_now_ns();
+        tpprof_w.batch_time_ns = now;
+        poll_modules();
+        drain(false);
+        if (now >= next_sample_ns) {
+            sample(now);
+            next_sample_ns = now + (uint64_t)tpprof_cfg.interval_ms * 1000000u;
+        }
+        if (now >= next_flush_ns) {
+            next_flush_ns = now + FLUSH_EVERY_NS;
+            if (!tpprof_db_flush(false)) db_open = false;
+        }
+        pthread_mutex_unlock(&wmu);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static bool spawn_writer(void) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    atomic_store(&writer_stop, 0);
+    int rc = pthread_create(&writer_thread, NULL, writer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    writer_running = rc == 0;
+    return writer_running;
+}
+
+bool tpprof_writer_start(const char *path, const char *unused) {
+    (void)unused;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    tpprof_w.start_unix_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    tpprof_w.peak_epoch = 1;
+    tpprof_w.expected_seq = atomic_load(&tpprof_seq);
+    if (!tpprof_db_open(path)) return false;
+    db_open = true;
+    dl_iterate_phdr(dl_counts, NULL);
+    if (!spawn_writer()) {
+        tpprof_disable(path, "cannot start the writer thread");
+        tpprof_db_close(false);
+        db_open = false;
+        return false;
+    }
+    return true;
+}
+
+// ---------------------------------------------------------------------------
+// Ends, fork, exec.
+
+static void stop_writer(void) {
+    if (!writer_running) return;
+    atomic_store(&writer_stop, 1);
+    if (!pthread_equal(pthread_self(), writer_thread)) pthread_join(writer_thread, NULL);
+    writer_running = false;
+}
+
+void tpprof_writer_leak_scan(uintptr_t sp) {
+    pthread_mutex_lock(&wmu);
+    if (db_open) {
+        tpprof_w.batch_time_ns = tpprof_now_ns();
+        poll_modules();
+        drain(true);
+        tpprof_scan_run(&tpprof_w, sp);
+        tpprof_w.scanned = true;
+    }
+    pthread_mutex_unlock(&wmu);
+}
+
+void tpprof_writer_finish(enum tpprof_end how) {
+    if (how != TPPROF_END_QUICK) stop_writer();
+    pthread_mutex_lock(&wmu);
+    if (db_open) {
+        struct tpprof_wstate *w = &tpprof_w;
+        uint64_t now = tpprof_now_ns();
+        w->batch_time_ns = now;
+        poll_modules();
+        drain(true);
+        sample(now);
+        w->end_reason = how == TPPROF_END_EXIT ? "exit" : how == TPPROF_END_EXEC ? "exec" : NULL;
+        w->complete = how != TPPROF_END_QUICK;
+        w->exec_pending = how == TPPROF_END_EXEC;
+        bool ok = tpprof_db_flush(true);
+        tpprof_db_close(ok);
+        db_open = false;
+    }
+    atomic_store(&tpprof_active, 0); // exec: back on if it fails
+    pthread_mutex_unlock(&wmu);
+}
+
+// exec returned: the image goes on; reopen the database and keep recording.
+void tpprof_writer_exec_failed(void) {
+    pthread_mutex_lock(&wmu);
+    struct tpprof_wstate *w = &tpprof_w;
+    if (w->exec_pending) {
+        bool ok = tpprof_db_open(tpprof_output_path); // exec_pending: reopen, keep the file
+        w->exec_pending = false;
+        w->end_reason = NULL;
+        w->complete = false;
+        if (ok) {
+            db_open = true;
+            atomic_store(&tpprof_active, 1);
+            if (!writer_running) spawn_writer();
+        }
+    }
+    pthread_mutex_unlock(&wmu);
+}
+
+void tpprof_writer_fork_prepare(void) {
+    pthread_mutex_lock(&wmu);
+    tpprof_modules_lock();
+}
+
+void tpprof_writer_fork_parent(void) {
+    tpprof_modules_unlock();
+    pthread_mutex_unlock(&wmu);
+}
+
+void tpprof_writer_fork_child(const char *path) {
+    struct tpprof_wstate *w = &tpprof_w;
+    tpprof_modules_unlock();
+    tpprof_threads_fork_child();
+    writer_running = false;
+    if (db_open) {
+        w->batch_time_ns = tpprof_now_ns();
+        drain(true); // the parent's events up to the fork belong to the child too
+        w->expected_seq = atomic_load(&tpprof_seq);
+        tpprof_db_abandon();
+        db_open = false;
+        // The child's database starts from the parent's state at the fork.
+        w->nodes_written = 0;
+        for (uint32_t i = 0; i < w->nsites; i++) w->sites[i].dirty = true;
+        for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) t->w_dirty = t->w_seen;
+        tpprof_modules_mark_all_unwritten();
+        w->nsamples = 0;
+        w->nevents = 0;
+        if (tpprof_db_open(path)) {
+            db_open = true;
+            next_flush_ns = 0;
+            spawn_writer();
+        }
+    }
+    pthread_mutex_unlock(&wmu);
+}

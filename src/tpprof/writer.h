@@ -1,0 +1,132 @@
+// writer.h: the writer thread's state, shared by writer.c (aggregation),
+// livetable.c (its tables), db.c (SQLite output) and scan.c (leak scan).
+//
+// Everything here is owned by the writer: it is touched only with
+// tpprof_writer's mutex held (by the writer thread, or by the thread running
+// exit, _exit, exec or fork). Never touched from inside a malloc hook.
+#ifndef TPPROF_WRITER_H
+#define TPPROF_WRITER_H
+
+#include "tpprof_internal.h"
+
+// ---------------------------------------------------------------------------
+// Tables (livetable.c).
+
+// A heap block or a mapping still live.
+struct tpprof_block {
+    uint64_t addr;
+    uint64_t size;
+    uint32_t site;      // index into tpprof_wstate.sites
+    uint32_t thread;    // thread index
+    uint64_t time_ns;
+    uint32_t reach;     // 0 not scanned, 1 lost, 2 reachable
+    uint32_t unused;
+};
+
+// Address -> block, open addressing with backward-shift deletion.
+struct tpprof_livetable {
+    struct tpprof_block *slots;
+    uint64_t cap, count;
+};
+
+TPPROF_HIDDEN struct tpprof_block *tpprof_live_insert(struct tpprof_livetable *lt, uint64_t addr);
+TPPROF_HIDDEN struct tpprof_block *tpprof_live_find(struct tpprof_livetable *lt, uint64_t addr);
+TPPROF_HIDDEN bool tpprof_live_remove(struct tpprof_livetable *lt, uint64_t addr, struct tpprof_block *out);
+
+// u64 key (never 0) -> u32 value; used for sites and the stack trie.
+struct tpprof_map {
+    uint64_t *keys;
+    uint32_t *vals;
+    uint64_t cap, count;
+};
+
+TPPROF_HIDDEN uint32_t tpprof_map_get(const struct tpprof_map *m, uint64_t key); // 0 if absent
+TPPROF_HIDDEN bool tpprof_map_put(struct tpprof_map *m, uint64_t key, uint32_t val);
+
+// ---------------------------------------------------------------------------
+// Aggregates.
+
+struct tpprof_site {
+    uint32_t stack;     // stack_nodes id of the innermost frame (0: unknown)
+    uint32_t kind;
+    int64_t alloc_count, alloc_bytes, free_count, freed_bytes, temp_count, temp_bytes;
+    int64_t live_count, live_bytes;
+    int64_t snap_count, snap_bytes; // live at the peak, if snap_epoch == peak_epoch
+    uint64_t snap_epoch;
+    bool dirty;
+};
+
+struct tpprof_node {
+    uint32_t parent;
+    uint64_t ip;
+};
+
+struct tpprof_sample {
+    uint64_t time_ns;
+    int64_t heap_bytes, heap_blocks, mmap_bytes, alloc_calls, free_calls, rss_bytes;
+};
+
+struct tpprof_event {
+    uint64_t seq, time_ns;
+    uint32_t tid, op, kind, stack;
+    uint64_t addr, size, old_addr;
+};
+
+struct tpprof_wstate {
+    // Live set.
+    struct tpprof_livetable live;
+    struct tpprof_block *maps;  // live mappings (few): unsorted array
+    uint64_t nmaps, capmaps;
+
+    // Sites: (stack, kind) -> index.
+    struct tpprof_map site_index;
+    struct tpprof_site *sites;
+    uint32_t nsites, capsites;
+
+    // Stack trie: nodes[1..nnodes]; depot id -> leaf node.
+    struct tpprof_map trie;
+    struct tpprof_node *nodes;
+    uint32_t nnodes, capnodes, nodes_written;
+    uint32_t *leaf_of;
+    uint32_t capleaf;
+
+    // Totals.
+    int64_t heap_bytes, heap_blocks, mmap_bytes, alloc_calls, free_calls;
+    int64_t peak_bytes;
+    uint64_t peak_time_ns, peak_epoch;
+
+    // Pending rows.
+    struct tpprof_sample *samples;
+    uint32_t nsamples, capsamples;
+    struct tpprof_event *events;
+    uint64_t nevents, capevents;
+
+    // Merge.
+    uint64_t expected_seq;
+    uint64_t batch_time_ns;
+
+    // Run.
+    uint64_t start_unix_ns;
+    const char *end_reason;     // NULL while running
+    bool complete, scanned, exec_pending;
+    pid_t parent_pid;
+};
+
+TPPROF_HIDDEN extern struct tpprof_wstate tpprof_w;
+
+// ---------------------------------------------------------------------------
+// Database (db.c). All return false after printing the one failure line
+// (through tpprof_disable).
+
+TPPROF_HIDDEN bool tpprof_db_open(const char *path);
+TPPROF_HIDDEN bool tpprof_db_flush(bool final);
+TPPROF_HIDDEN void tpprof_db_close(bool final);
+TPPROF_HIDDEN void tpprof_db_abandon(void); // forked child: drop the parent's handle unclosed
+TPPROF_HIDDEN uint32_t tpprof_db_tid_of(uint32_t thread_index);
+
+// ---------------------------------------------------------------------------
+// Leak scan (scan.c): sets `reach` of every live block and mapping.
+
+TPPROF_HIDDEN void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp);
+
+#endif

@@ -1,0 +1,513 @@
+// run_and_query.c: runs a test program under libtpprof.so and checks the
+// database it leaves, with the sqlite3 C API.
+//
+// usage: run_and_query SCENARIO LIBTPPROF PROGRAM [EXTRA]
+// Each scenario pins down one behaviour of the recorder (see the table at the
+// end). The program runs in a fresh temporary directory with LD_PRELOAD and
+// TPPROF_OUTPUT in its environment only; this driver itself is never
+// preloaded. Function addresses are checked against the ELF symbol tables of
+// the program and plugin, through the `modules` rows tpprof wrote.
+#define _GNU_SOURCE
+#include <elf.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures;
+static const char *lib;
+static char tmpdir[] = "/tmp/tpprof-test-XXXXXX";
+static sqlite3 *db;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            failures++;                                                       \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fputc('\n', stderr);                                              \
+        }                                                                     \
+    } while (0)
+
+// ---------------------------------------------------------------------------
+// Running a program.
+
+struct result {
+    int status;       // exit code, or 128 + signal
+    char out[8192], err[8192];
+};
+
+static void slurp(const char *path, char *buf, size_t cap) {
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = 0;
+    fclose(f);
+}
+
+// Runs argv; with `out_db` under the preload writing there. `env` is an
+// optional extra "NAME=value".
+static struct result run(const char *out_db, char *const argv[], const char *env) {
+    struct result r;
+    char so[600], se[600];
+    snprintf(so, sizeof so, "%s/stdout", tmpdir);
+    snprintf(se, sizeof se, "%s/stderr", tmpdir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (chdir(tmpdir) != 0) _exit(126);
+        int fo = open(so, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(se, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        unsetenv("LD_PRELOAD");
+        unsetenv("TPPROF_RECORDED_PID");
+        unsetenv("TPPROF_PREV_OUTPUT");
+        if (out_db) {
+            setenv("LD_PRELOAD", lib, 1);
+            setenv("TPPROF_OUTPUT", out_db, 1);
+        }
+        if (env) putenv((char *)env);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    slurp(so, r.out, sizeof r.out);
+    slurp(se, r.err, sizeof r.err);
+    return r;
+}
+
+static bool open_db(const char *path) {
+    if (db) sqlite3_close(db);
+    db = NULL;
+    if (access(path, F_OK) != 0) return false;
+    return sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK;
+}
+
+// First column of the first row as an integer; INT64_MIN if no row.
+static int64_t qi(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3_stmt *st;
+    int64_t v = INT64_MIN;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "sql error: %s in %s\n", sqlite3_errmsg(db), sql);
+        sqlite3_free(sql);
+        return v;
+    }
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    return v;
+}
+
+static void qs(char *out, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3_stmt *st;
+    out[0] = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+            snprintf(out, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    sqlite3_free(sql);
+}
+
+// ---------------------------------------------------------------------------
+// Stacks and symbols.
+
+static int stack_ips(int64_t id, int64_t *ips, int max) {
+    int n = 0;
+    while (id > 0 && n < max) {
+        ips[n++] = qi("SELECT ip FROM stack_nodes WHERE id = %lld", (long long)id);
+        id = qi("SELECT parent FROM stack_nodes WHERE id = %lld", (long long)id);
+    }
+    return n;
+}
+
+// [value, value+size) of symbol `name` in the ELF file at `path`.
+static bool elf_symbol(const char *path, const char *name, uint64_t *lo, uint64_t *hi) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return false;
+    struct stat sb;
+    fstat(fd, &sb);
+    const char *base = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) return false;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)base;
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(base + eh->e_shoff);
+    bool found = false;
+    for (int i = 0; i < eh->e_shnum && !found; i++) {
+        if (sh[i].sh_type != SHT_SYMTAB && sh[i].sh_type != SHT_DYNSYM) continue;
+        const Elf64_Sym *sym = (const Elf64_Sym *)(base + sh[i].sh_offset);
+        const char *str = base + sh[sh[i].sh_link].sh_offset;
+        for (size_t k = 0; k < sh[i].sh_size / sizeof *sym; k++) {
+            if (strcmp(str + sym[k].st_name, name) == 0 && sym[k].st_size) {
+                *lo = sym[k].st_value;
+                *hi = sym[k].st_value + sym[k].st_size;
+                found = true;
+                break;
+            }
+        }
+    }
+    munmap((void *)base, (size_t)sb.st_size);
+    return found;
+}
+
+// Whether return address `ip` lies in function `fn` of the module that
+// contains it (per the database's module map). `unloaded` gets that
+// module's unloaded_ns (0 when still loaded).
+static bool ip_in(int64_t ip, const char *fn, int64_t *unloaded) {
+    char path[1024];
+    qs(path, sizeof path, "SELECT path FROM modules WHERE lo <= %lld AND %lld < hi ORDER BY id DESC", (long long)ip,
+       (long long)ip);
+    int64_t bias = qi("SELECT base FROM modules WHERE lo <= %lld AND %lld < hi ORDER BY id DESC", (long long)ip,
+                      (long long)ip);
+    if (unloaded)
+        *unloaded = qi("SELECT coalesce(unloaded_ns, 0) FROM modules WHERE lo <= %lld AND %lld < hi ORDER BY id DESC",
+                       (long long)ip, (long long)ip);
+    uint64_t lo, hi;
+    if (!path[0] || !elf_symbol(path, fn, &lo, &hi)) return false;
+    uint64_t off = (uint64_t)(ip - 1 - bias);
+    return off >= lo && off < hi;
+}
+
+// Number of live blocks with the given reachability (1 lost, 2 reachable),
+// size and kind (-1: any) whose frame `frame` is inside function `fn`.
+static int count_blocks(int reach, int64_t size, int kind, const char *fn, int frame) {
+    sqlite3_stmt *st;
+    char *sql = sqlite3_mprintf("SELECT stack_id FROM live_blocks WHERE reachability = %d AND (%lld < 0 OR size = %lld)"
+                                " AND (%d < 0 OR kind = %d)", reach, (long long)size, (long long)size, kind, kind);
+    int n = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        int64_t ids[256];
+        int k = 0;
+        while (sqlite3_step(st) == SQLITE_ROW && k < 256) ids[k++] = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        for (int i = 0; i < k; i++) {
+            int64_t ips[64];
+            int depth = stack_ips(ids[i], ips, 64);
+            if (!fn || (frame < depth && ip_in(ips[frame], fn, NULL))) n++;
+        }
+    }
+    sqlite3_free(sql);
+    return n;
+}
+
+static void db_path(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", tmpdir, name); }
+
+static void expect_complete(const char *what) {
+    char v[64];
+    qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'complete'");
+    CHECK(strcmp(v, "1") == 0, "%s: meta.complete is '%s'", what, v);
+    qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'tool'");
+    CHECK(strcmp(v, "tpprof") == 0, "%s: meta.tool is '%s'", what, v);
+    CHECK(qi("SELECT value FROM meta WHERE key = 'schema_version'") == 1, "%s: schema_version", what);
+}
+
+// ---------------------------------------------------------------------------
+// Scenarios.
+
+static void test_leaks(char *prog) {
+    char out[600];
+    db_path(out, sizeof out, "leaks.db");
+    char *argv[] = {prog, NULL};
+    struct result r = run(out, argv, NULL);
+    CHECK(r.status == 0, "exit status %d, stderr: %s", r.status, r.err);
+    CHECK(strcmp(r.out, "leaks: done\n") == 0, "stdout '%s'", r.out);
+    if (!open_db(out)) {
+        CHECK(false, "no database at %s", out);
+        return;
+    }
+    expect_complete("leaks");
+    // Lost: exact counts and sizes, the innermost frame in the leaking function.
+    CHECK(count_blocks(1, 100, 1, "leak_direct", 0) == 3, "3 x 100 B malloc lost in leak_direct");
+    CHECK(count_blocks(1, 240, 2, "leak_calloc", 0) == 1, "240 B calloc lost in leak_calloc");
+    CHECK(count_blocks(1, 320, 5, "leak_aligned", 0) == 1, "320 B posix_memalign lost");
+    CHECK(count_blocks(1, 256, 6, "leak_aligned", 0) == 1, "256 B aligned_alloc lost");
+    CHECK(count_blocks(1, 19, 1, "leak_strdup", 1) == 1, "19 B strdup lost, caller frame in leak_strdup");
+    CHECK(count_blocks(1, 7000, 3, "leak_realloc_chain", 0) == 1, "7000 B realloc lost");
+    CHECK(count_blocks(1, 12288, 10, "leak_mmap", 0) == 1, "3-page mmap lost");
+    int64_t lost = qi("SELECT count(*) FROM live_blocks WHERE reachability = 1");
+    CHECK(lost == 9, "exactly 9 lost blocks, got %lld", (long long)lost);
+    CHECK(qi("SELECT sum(size) FROM live_blocks WHERE reachability = 1") == 300 + 240 + 320 + 256 + 19 + 7000 + 12288,
+          "lost bytes");
+    // Reachable from globals, directly or through another block.
+    CHECK(count_blocks(2, 4321, 1, "keep_global", 0) == 1, "4321 B reachable from a global");
+    CHECK(count_blocks(2, 555, 1, "keep_chain", 0) == 1, "555 B reachable through a block");
+    CHECK(count_blocks(2, 4096, 10, "keep_pieces", 0) == 1 && count_blocks(2, 8192, 10, "keep_pieces", 0) == 1,
+          "a partly unmapped mapping is two reachable pieces");
+    // The realloc chain: its intermediate blocks were freed, not leaked.
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size IN (10, 1000, 5000)") == 0, "realloc chain intermediates");
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 50 AND 99") == 0, "no_leak blocks");
+    CHECK(qi("SELECT sum(alloc_count) FROM sites WHERE kind = 3") >= 3, "realloc sites counted");
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE kind IN (10, 11) AND size = 20480") == 0, "mremap'ed then unmapped");
+    // The stack trie is consistent: every parent exists.
+    CHECK(qi("SELECT count(*) FROM stack_nodes n WHERE parent != 0 AND NOT EXISTS"
+             " (SELECT 1 FROM stack_nodes p WHERE p.id = n.parent)") == 0, "trie parents exist");
+    CHECK(qi("SELECT count(*) FROM modules WHERE build_id IS NOT NULL") > 0, "modules have build ids");
+}
+
+static void test_threads(char *prog) {
+    char out[600];
+    db_path(out, sizeof out, "threads.db");
+    char *argv[] = {prog, NULL};
+    struct result r = run(out, argv, NULL);
+    CHECK(r.status == 0, "exit status %d", r.status);
+    if (!open_db(out)) {
+        CHECK(false, "no database");
+        return;
+    }
+    expect_complete("threads");
+    for (int i = 0; i < 4; i++)
+        CHECK(count_blocks(1, 1000 + i, 1, "thread_leak", 0) == i + 1, "thread %d leaks %d blocks of %d B", i, i + 1,
+              1000 + i);
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 10, "exactly 10 lost");
+    CHECK(qi("SELECT count(DISTINCT tid) FROM live_blocks WHERE reachability = 1") == 4, "lost blocks from 4 threads");
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 64 AND 83") == 0, "cross-thread frees seen");
+    CHECK(qi("SELECT count(*) FROM threads") >= 5, "threads table");
+    CHECK(qi("SELECT sum(free_count) FROM sites WHERE alloc_count >= 80") >= 80, "frees counted at their site");
+}
+
+static void test_fork(char *prog) {
+    char out[600];
+    db_path(out, sizeof out, "fork.db");
+    char *argv[] = {prog, NULL};
+    struct result r = run(out, argv, NULL);
+    CHECK(r.status == 0, "exit status %d", r.status);
+    int child = 0;
+    const char *c = strstr(r.out, "child=");
+    if (c) child = atoi(c + 6);
+    CHECK(child > 0, "child pid printed: %s", r.out);
+    if (!open_db(out)) {
+        CHECK(false, "no parent database");
+        return;
+    }
+    expect_complete("parent");
+    int64_t parent_pid = qi("SELECT value FROM meta WHERE key = 'pid'");
+    CHECK(count_blocks(1, 555, 1, "parent_leak", 0) == 1, "parent leak in parent db");
+    CHECK(count_blocks(1, 777, -1, NULL, 0) == 0, "child leak not in parent db");
+    CHECK(count_blocks(1, 111, 1, "pre_fork_leak", 0) == 1, "pre-fork leak in parent db");
+    char cdb[700];
+    snprintf(cdb, sizeof cdb, "%s/fork.%d.db", tmpdir, child);
+    if (!open_db(cdb)) {
+        CHECK(false, "no child database at %s", cdb);
+        return;
+    }
+    expect_complete("child");
+    CHECK(qi("SELECT value FROM meta WHERE key = 'parent_pid'") == parent_pid, "child meta.parent_pid");
+    CHECK(qi("SELECT value FROM meta WHERE key = 'pid'") == child, "child meta.pid");
+    CHECK(count_blocks(1, 777, 1, "child_leak", 0) == 1, "child leak in child db");
+    CHECK(count_blocks(1, 555, -1, NULL, 0) == 0, "parent's later leak not in child db");
+    CHECK(count_blocks(1, 111, 1, "pre_fork_leak", 0) == 1, "inherited leak in child db");
+}
+
+static void test_plugin(char *prog, char *plugin) {
+    char out[600];
+    db_path(out, sizeof out, "plugin.db");
+    char *argv[] = {prog, plugin, NULL};
+    struct result r = run(out, argv, NULL);
+    CHECK(r.status == 0, "exit status %d: %s", r.status, r.err);
+    if (!open_db(out)) {
+        CHECK(false, "no database");
+        return;
+    }
+    expect_complete("plugin");
+    int64_t id = qi("SELECT stack_id FROM live_blocks WHERE size = 4242 AND reachability = 1");
+    CHECK(id > 0, "the plugin's 4242 B leak is lost");
+    int64_t ips[64];
+    int n = stack_ips(id, ips, 64);
+    int64_t unloaded = 0;
+    CHECK(n > 1 && ip_in(ips[0], "plugin_leak", &unloaded), "innermost frame resolves to plugin_leak");
+    CHECK(unloaded > 0, "its module row has unloaded_ns set (%lld)", (long long)unloaded);
+    CHECK(n > 1 && ip_in(ips[1], "main", NULL), "caller frame resolves to host's main");
+}
+
+static void test_noleak(char *prog) {
+    char out[600];
+    db_path(out, sizeof out, "noleak.db");
+    char *argv[] = {prog, NULL};
+    struct result native = run(NULL, argv, NULL);
+    struct result r = run(out, argv, NULL);
+    CHECK(r.status == 0 && native.status == 0, "exit status %d", r.status);
+    CHECK(strcmp(r.out, native.out) == 0, "same output: '%s' vs '%s'", r.out, native.out);
+    if (!open_db(out)) {
+        CHECK(false, "no database");
+        return;
+    }
+    expect_complete("noleak");
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 0, "no lost block (%lld)",
+          (long long)qi("SELECT count(*) FROM live_blocks WHERE reachability = 1"));
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 0") == 0, "every live block scanned");
+}
+
+static void test_exceptions(char *prog) {
+    char out[600];
+    db_path(out, sizeof out, "exceptions.db");
+    char *argv[] = {prog, NULL};
+    struct result native = run(NULL, argv, NULL);
+    struct result r = run(out, argv, NULL);
+    CHECK(native.status == 0, "native exit status %d", native.status);
+    CHECK(r.status == native.status, "exit status %d vs native %d", r.status, native.status);
+    CHECK(strcmp(r.out, native.out) == 0, "same output: '%s' vs '%s'", r.out, native.out);
+    CHECK(r.err[0] == 0, "nothing on stderr: %s", r.err);
+    if (!open_db(out)) {
+        CHECK(false, "no database");
+        return;
+    }
+    expect_complete("exceptions");
+    CHECK(qi("SELECT sum(alloc_count) FROM sites") >= 20000, "exception allocations recorded");
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 0, "no lost block");
+}
+
+static void test_unwritable(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result native = run(NULL, argv, NULL);
+    struct result r = run("/nonexistent-tpprof-dir/x.db", argv, NULL);
+    CHECK(r.status == native.status, "exit status %d vs %d", r.status, native.status);
+    CHECK(strcmp(r.out, native.out) == 0, "same stdout");
+    const char *want = "tpprof: cannot write /nonexistent-tpprof-dir/x.db: ";
+    CHECK(strncmp(r.err, want, strlen(want)) == 0, "stderr starts with the message: '%s'", r.err);
+    int lines = 0;
+    for (const char *p = r.err; *p; p++) lines += *p == '\n';
+    CHECK(lines == 1, "exactly one stderr line, got %d: '%s'", lines, r.err);
+    CHECK(strstr(r.err, "; recording disabled\n") != NULL, "says recording is disabled");
+}
+
+static void test_quick(char *prog, const char *how) {
+    char out[600];
+    db_path(out, sizeof out, "quick.db");
+    char *argv[] = {prog, (char *)how, NULL};
+    struct result r = run(out, argv, NULL);
+    bool is_abort = strcmp(how, "abort") == 0;
+    CHECK(r.status == (is_abort ? 128 + 6 : 7), "exit status %d", r.status);
+    CHECK(open_db(out), "database opens after %s", how);
+    if (!db) return;
+    char v[64];
+    qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'tool'");
+    CHECK(strcmp(v, "tpprof") == 0, "meta readable after %s", how);
+    qs(v, sizeof v, "SELECT coalesce((SELECT value FROM meta WHERE key = 'complete'), '0')");
+    CHECK(strcmp(v, "0") == 0, "not complete after %s", how);
+    CHECK(qi("SELECT count(*) FROM sites WHERE alloc_bytes >= 3333") >= 1, "the flushed allocation is there");
+    if (!is_abort) {
+        CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 3333 AND reachability = 0") == 1,
+              "_exit writes the live set, unscanned");
+    }
+}
+
+static void test_peak(char *prog, bool full) {
+    char out[600];
+    db_path(out, sizeof out, full ? "peak-full.db" : "peak.db");
+    char *argv[] = {prog, NULL};
+    struct result r = run(out, argv, full ? "TPPROF_MODE=full" : NULL);
+    CHECK(r.status == 0, "exit status %d", r.status);
+    if (!open_db(out)) {
+        CHECK(false, "no database");
+        return;
+    }
+    expect_complete("peak");
+    int64_t peak = qi("SELECT value FROM meta WHERE key = 'peak_bytes'");
+    CHECK(peak >= 3 << 20 && peak < (3 << 20) + (64 << 10), "peak %lld ~ 3 MiB", (long long)peak);
+    CHECK(qi("SELECT sum(peak_bytes) FROM sites") == peak, "site peaks add up to the peak");
+    CHECK(qi("SELECT peak_bytes FROM sites WHERE alloc_bytes = %d", 1 << 20) == 1 << 20, "A live at the peak");
+    CHECK(qi("SELECT peak_bytes FROM sites WHERE alloc_bytes = %d", 2 << 20) == 2 << 20, "B live at the peak");
+    CHECK(qi("SELECT peak_bytes FROM sites WHERE alloc_bytes = %d", 512 << 10) == 0, "C not live at the peak");
+    CHECK(qi("SELECT temp_count FROM sites WHERE alloc_bytes = 6400") == 100, "100 temporaries in temp_loop");
+    // nontemp_loop: p is followed by another allocation before its free (not a
+    // temporary); q is freed with no allocation in between (a temporary).
+    CHECK(qi("SELECT min(temp_count) FROM sites WHERE alloc_bytes = 9600") == 0, "p in nontemp_loop: not temporaries");
+    CHECK(qi("SELECT max(temp_count) FROM sites WHERE alloc_bytes = 9600") == 100, "q in nontemp_loop: temporaries");
+    CHECK(qi("SELECT count(*) FROM timeline") >= 1, "timeline sampled");
+    CHECK(qi("SELECT max(alloc_calls) FROM timeline") >= 303, "timeline counts calls");
+    if (full) {
+        CHECK(qi("SELECT count(*) FROM events WHERE op = 1 AND size = %d", 2 << 20) == 1, "full: the 2 MiB alloc");
+        int64_t a = qi("SELECT seq FROM events WHERE op = 1 AND size = %d", 1 << 20);
+        int64_t b = qi("SELECT seq FROM events WHERE op = 1 AND size = %d", 2 << 20);
+        int64_t fa = qi("SELECT min(e.seq) FROM events e WHERE e.op = 2 AND e.address ="
+                        " (SELECT address FROM events WHERE op = 1 AND size = %d)", 1 << 20);
+        CHECK(a < b && b < fa, "full: events in order (%lld %lld %lld)", (long long)a, (long long)b, (long long)fa);
+        CHECK(qi("SELECT count(*) FROM events WHERE op = 2") >= 303, "full: frees");
+    } else {
+        CHECK(qi("SELECT count(*) FROM events") == 0, "aggregate mode keeps no events");
+    }
+}
+
+static void test_exec(char *prog) {
+    char out[600];
+    db_path(out, sizeof out, "exec.db");
+    char *argv[] = {prog, NULL};
+    struct result r = run(out, argv, NULL);
+    CHECK(r.status == 0, "exit status %d: %s", r.status, r.err);
+    CHECK(strcmp(r.out, "execer: child done\n") == 0, "stdout '%s'", r.out);
+    if (!open_db(out)) {
+        CHECK(false, "no database for the first image");
+        return;
+    }
+    char v[64];
+    qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'end_reason'");
+    CHECK(strcmp(v, "exec") == 0, "first image ended by exec: '%s'", v);
+    char edb[700];
+    snprintf(edb, sizeof edb, "%s/exec.exec1.db", tmpdir);
+    if (!open_db(edb)) {
+        CHECK(false, "no database for the exec'd image at %s", edb);
+        return;
+    }
+    expect_complete("exec'd image");
+    CHECK(count_blocks(1, 999, 1, "exec_child_leak", 0) == 1, "the new image's leak");
+}
+
+// ---------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s SCENARIO LIBTPPROF PROGRAM [EXTRA]\n", argv[0]);
+        return 2;
+    }
+    const char *what = argv[1];
+    // Arguments come relative to the build directory; programs run elsewhere.
+    for (int i = 2; i < argc; i++) {
+        char *abs = realpath(argv[i], NULL);
+        if (abs) argv[i] = abs;
+    }
+    lib = argv[2];
+    char *prog = argv[3];
+    if (!mkdtemp(tmpdir)) return 2;
+    if (strcmp(what, "leaks") == 0) test_leaks(prog);
+    else if (strcmp(what, "threads") == 0) test_threads(prog);
+    else if (strcmp(what, "fork") == 0) test_fork(prog);
+    else if (strcmp(what, "plugin") == 0 && argc > 4) test_plugin(prog, argv[4]);
+    else if (strcmp(what, "noleak") == 0) test_noleak(prog);
+    else if (strcmp(what, "exceptions") == 0) test_exceptions(prog);
+    else if (strcmp(what, "unwritable") == 0) test_unwritable(prog);
+    else if (strcmp(what, "_exit") == 0 || strcmp(what, "abort") == 0) test_quick(prog, what);
+    else if (strcmp(what, "peak") == 0) test_peak(prog, false);
+    else if (strcmp(what, "full") == 0) test_peak(prog, true);
+    else if (strcmp(what, "exec") == 0) test_exec(prog);
+    else {
+        fprintf(stderr, "unknown scenario %s\n", what);
+        return 2;
+    }
+    if (db) sqlite3_close(db);
+    if (failures == 0) {
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    } else {
+        fprintf(stderr, "%d check(s) failed; files kept in %s\n", failures, tmpdir);
+    }
+    return failures ? 1 : 0;
+}
