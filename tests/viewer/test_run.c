@@ -3,7 +3,7 @@
 // file and line with exact byte counts, and tpprof's exit status must be the
 // program's.
 //
-// usage: test_run TPPROF LEAK_ONCE FORK_LEAK
+// usage: test_run TPPROF LEAK_ONCE FORK_LEAK [CPP_LEAK]
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char leak_once[4096], fork_leak[4096];
+static char leak_once[4096], fork_leak[4096], cpp_leak[4096];
 
 // "lost leak_once.c:27" in the program's output -> 27 (0 if absent).
 static int printed_line(const char *out, const char *what) {
@@ -146,12 +146,32 @@ static void test_missing_program_is_127_with_one_line(void) {
     harness_result_free(&r);
 }
 
+static void test_cpp_names_are_demangled(void) {
+    if (!cpp_leak[0]) {
+        fprintf(stderr, "(no C++ compiler: skipped)\n");
+        return;
+    }
+    const char *db = harness_path("cpp.db");
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, cpp_leak,
+                    NULL};
+    run_result r = harness_run(argv, NULL, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--leaks", NULL);
+    CHECK(r.status == 0, "status %d", r.status);
+    const char *lost = strstr(r.out, "640 B in      1 block   lost       malloc\n");
+    CHECK(lost && strstr(lost, "ns::Widget::make(int) (cpp_leak.cpp:"), "demangled:\n%s", r.out);
+    harness_result_free(&r);
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     if (argc < 4 || !realpath(argv[2], leak_once) || !realpath(argv[3], fork_leak)) {
         fprintf(stderr, "usage: %s TPPROF LEAK_ONCE FORK_LEAK\n", argv[0]);
         return 2;
     }
+    if (argc > 4 && !realpath(argv[4], cpp_leak))
+        cpp_leak[0] = 0;
     RUN_TEST(test_exit_status_is_the_programs);
     RUN_TEST(test_killed_program_gives_128_plus_signal);
     RUN_TEST(test_report_names_function_file_line_and_exact_bytes);
@@ -159,5 +179,6 @@ int main(int argc, char **argv) {
     RUN_TEST(test_percent_p_in_output_becomes_the_pid);
     RUN_TEST(test_forked_child_recording_is_mentioned);
     RUN_TEST(test_missing_program_is_127_with_one_line);
+    RUN_TEST(test_cpp_names_are_demangled);
     return harness_finish();
 }
