@@ -154,6 +154,25 @@ static void test_fill_writes_through_views_and_bumps_once(void) {
     tp_tensor_release(a);
 }
 
+static void test_contiguous_of_large_transpose(void) {
+    int saved = tp_get_num_threads();
+    tp_set_num_threads(4);
+    tp_tensor *a = tp_arange(0, 600 * 700, 1, TP_DTYPE_INT32);
+    tp_tensor *m = tp_tensor_view(a, 2, (int64_t[]){600, 700});
+    tp_tensor *t = tp_tensor_t(m);
+    tp_tensor *c = tp_contiguous(t);
+    const int32_t *d = tp_tensor_data(c);
+    int bad = 0;
+    for (int i = 0; i < 700; i++)
+        for (int j = 0; j < 600; j++) bad += d[i * 600 + j] != j * 700 + i;
+    CHECK_EQ(bad, 0);
+    tp_set_num_threads(saved);
+    tp_tensor_release(c);
+    tp_tensor_release(t);
+    tp_tensor_release(m);
+    tp_tensor_release(a);
+}
+
 int main(void) {
     RUN_TEST(test_copy_broadcasts_and_converts_into_strided_dst);
     RUN_TEST(test_copy_from_sliced_offset_source);
@@ -164,5 +183,6 @@ int main(void) {
     RUN_TEST(test_to_dtype_same_is_identity_else_new_storage);
     RUN_TEST(test_get_and_item_check_bounds);
     RUN_TEST(test_fill_writes_through_views_and_bumps_once);
+    RUN_TEST(test_contiguous_of_large_transpose);
     return CHECK_DONE();
 }

@@ -268,6 +268,39 @@ static void test_parallel_path_matches_serial(void) {
     for (int k = 0; k < 9; k++) tp_tensor_release(t[k]);
 }
 
+static void test_empty_and_zero_dim_shapes(void) {
+    tp_tensor *e = tp_zeros(2, (int64_t[]){0, 3}, TP_DTYPE_FLOAT32);
+    tp_tensor *row = tp_ones(1, (int64_t[]){3}, TP_DTYPE_FLOAT32);
+    tp_tensor *r = tp_add(e, row);
+    CHECK_SHAPE(r, SHAPE(0, 3));
+    CHECK_EQ(tp_add_(e, row), TP_STATUS_OK);
+    CHECK_EQ(tp_tensor_version(e), 1);
+    double x = 2, y = 5;
+    tp_tensor *sx = tp_from_blob(&x, 0, NULL, NULL, TP_DTYPE_FLOAT64, NULL, NULL);
+    tp_tensor *sy = tp_from_blob(&y, 0, NULL, NULL, TP_DTYPE_FLOAT64, NULL, NULL);
+    tp_tensor *p = tp_pow(sx, sy);
+    CHECK_EQ(tp_tensor_dim(p), 0);
+    CHECK_VALUES(p, 0, {32});
+    tp_tensor *t[] = {e, row, r, sx, sy, p};
+    for (int k = 0; k < 6; k++) tp_tensor_release(t[k]);
+}
+
+static void test_large_inplace_bumps_once_on_parallel_path(void) {
+    int saved = tp_get_num_threads();
+    tp_set_num_threads(4);
+    tp_tensor *a = tp_zeros(2, (int64_t[]){512, 512}, TP_DTYPE_FLOAT64);
+    tp_tensor *at_ = tp_tensor_t(a);
+    tp_tensor *col = tp_arange(0, 512, 1, TP_DTYPE_FLOAT64);
+    CHECK_EQ(tp_add_(at_, col), TP_STATUS_OK); /* a[i][j] += i, written through the transpose */
+    CHECK_EQ(tp_tensor_version(a), 1);
+    CHECK_EQ(at(a, 300 * 512 + 7), 300);
+    CHECK_EQ(at(a, 511 * 512 + 511), 511);
+    tp_set_num_threads(saved);
+    tp_tensor_release(col);
+    tp_tensor_release(at_);
+    tp_tensor_release(a);
+}
+
 int main(void) {
     RUN_TEST(test_add_contiguous_float32);
     RUN_TEST(test_broadcast_bias_row_and_column);
@@ -282,5 +315,7 @@ int main(void) {
     RUN_TEST(test_inplace_with_overlapping_operand_uses_old_values);
     RUN_TEST(test_where_broadcasts_all_three);
     RUN_TEST(test_parallel_path_matches_serial);
+    RUN_TEST(test_empty_and_zero_dim_shapes);
+    RUN_TEST(test_large_inplace_bumps_once_on_parallel_path);
     return CHECK_DONE();
 }

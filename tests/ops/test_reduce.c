@@ -122,6 +122,32 @@ static void test_split_reduction_matches_serial(void) {
     for (int k = 0; k < 9; k++) tp_tensor_release(t[k]);
 }
 
+static void test_many_outputs_parallel_against_reference(void) {
+    int saved = tp_get_num_threads();
+    tp_set_num_threads(4);
+    tp_tensor *x = tp_rand(2, (int64_t[]){512, 256}, TP_DTYPE_FLOAT64, 9);
+    tp_tensor *s0 = tp_sum(x, 1, (int[]){0}, false), *s1 = tp_sum(x, 1, (int[]){1}, true);
+    tp_tensor *m1 = tp_max(x, 1, (int[]){1}, false);
+    const double *d = tp_tensor_data(x);
+    for (int j = 0; j < 256; j += 51) {
+        double want = 0;
+        for (int i = 0; i < 512; i++) want += d[i * 256 + j];
+        CHECK_NEAR(at(s0, j), want, 1e-9);
+    }
+    for (int i = 0; i < 512; i += 97) {
+        double want = 0, mx = -1;
+        for (int j = 0; j < 256; j++) {
+            want += d[i * 256 + j];
+            if (d[i * 256 + j] > mx) mx = d[i * 256 + j];
+        }
+        CHECK_NEAR(at(s1, i), want, 1e-9);
+        CHECK_EQ(at(m1, i) == mx, 1);
+    }
+    tp_set_num_threads(saved);
+    tp_tensor *t[] = {x, s0, s1, m1};
+    for (int k = 0; k < 4; k++) tp_tensor_release(t[k]);
+}
+
 int main(void) {
     RUN_TEST(test_sum_over_each_dim_and_all);
     RUN_TEST(test_reductions_on_strided_views);
@@ -129,5 +155,6 @@ int main(void) {
     RUN_TEST(test_argmax_first_maximum_and_nan);
     RUN_TEST(test_empty_and_bad_dims);
     RUN_TEST(test_split_reduction_matches_serial);
+    RUN_TEST(test_many_outputs_parallel_against_reference);
     return CHECK_DONE();
 }
