@@ -147,7 +147,9 @@ static int load_leaks(tpprof_profile *p) {
         int64_t r = sqlite3_column_int64(st, 2);
         l->reachability = r == 1 ? TPPROF_REACH_LOST : r == 2 ? TPPROF_REACH_REACHABLE
                                                               : TPPROF_REACH_UNSCANNED;
-        l->bytes = (uint64_t)sqlite3_column_int64(st, 3);
+        // A damaged file may hold negative sizes: count them as nothing.
+        int64_t bytes = sqlite3_column_int64(st, 3);
+        l->bytes = bytes > 0 ? (uint64_t)bytes : 0;
         l->count = (uint64_t)sqlite3_column_int64(st, 4);
         s->leaked_bytes += l->bytes;
         s->leaked_count += l->count;

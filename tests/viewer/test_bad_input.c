@@ -6,6 +6,7 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -121,6 +122,39 @@ static void test_bad_baseline_is_an_input_error(void) {
                    harness_path("nope.db"));
 }
 
+static void test_hostile_rows_are_reported_without_crashing(void) {
+    // A valid tpprof file whose rows make no sense: a cycle in the trie, a
+    // stack id that names no node, a negative size, NULL counters, an
+    // unknown kind, an ip in no module.
+    const char *p = harness_path("hostile.db");
+    fixture_options o = {0};
+    CHECK(fixture_write(p, &o) == 0, "fixture");
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(p, &db) == SQLITE_OK, "open");
+    CHECK(sqlite3_exec(db,
+                       "INSERT INTO stack_nodes VALUES (100, 101, 1), (101, 100, 2);"
+                       "INSERT INTO live_blocks VALUES (1, 64, 1, 100, 1, 1, 1),"
+                       "  (2, -5, 42, 999, 1, 1, 1), (3, 7, 1, 0, NULL, NULL, 7);"
+                       "INSERT INTO sites VALUES (100, 42, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),"
+                       "  (999, 1, 5, -10, 1, 1, 1, 1, 1, -1)",
+                       NULL, NULL, NULL) == SQLITE_OK,
+          "%s", sqlite3_errmsg(db));
+    sqlite3_close(db);
+    const char *formats[] = {"text", "json"};
+    for (int i = 0; i < 2; i++) {
+        run_result r = harness_tpprof("report", p, "--format", formats[i], NULL);
+        CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+        CHECK(strstr(r.out, "kind42"), "unknown kinds are named by number:\n%s", r.out);
+        if (i == 1)
+            CHECK(harness_json_valid(r.out), "%s", r.out);
+        harness_result_free(&r);
+    }
+    run_result r = harness_tpprof("check", p, NULL);
+    CHECK(r.status == 1 && strncmp(r.out, "FAIL lost bytes ", 16) == 0, "status %d: %s", r.status,
+          r.out);
+    harness_result_free(&r);
+}
+
 // ---------------------------------------------------------------------------
 // Arguments
 
@@ -173,6 +207,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_foreign_sqlite_database_is_refused);
     RUN_TEST(test_newer_schema_version_is_refused);
     RUN_TEST(test_bad_baseline_is_an_input_error);
+    RUN_TEST(test_hostile_rows_are_reported_without_crashing);
     RUN_TEST(test_unknown_commands_and_flags_are_refused);
     RUN_TEST(test_bad_numbers_are_refused);
     RUN_TEST(test_missing_values_and_arguments_are_refused);
