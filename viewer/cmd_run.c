@@ -100,16 +100,56 @@ static void expand(const char *template, pid_t pid, char *out, size_t size) {
     out[o < size ? o : size - 1] = 0;
 }
 
-// Children the recorder wrote beside `db`: <db without .db>.<pid>.db.
-static void list_children(const char *db, glob_t *g) {
+// Is `tag` one or more dot-separated pieces, each digits (a child's pid) or
+// "exec" + digits (an image that replaced its process)?
+static bool is_child_tag(const char *tag, size_t len) {
+    size_t i = 0;
+    while (i < len) {
+        if (len - i > 4 && strncmp(tag + i, "exec", 4) == 0)
+            i += 4;
+        size_t digits = 0;
+        while (i < len && tag[i] >= '0' && tag[i] <= '9') {
+            i++;
+            digits++;
+        }
+        if (!digits)
+            return false;
+        if (i < len && tag[i++] != '.')
+            return false;
+        if (i == len && tag[len - 1] == '.')
+            return false;
+    }
+    return len > 0;
+}
+
+// Recordings the recorder wrote beside `db` for the processes CMD started or
+// became: <db without .db>.<pid>.db and <db without .db>.exec<N>.db, nested.
+// A new NULL-terminated array of new strings (free with free_list), sorted.
+static char **list_children(const char *db) {
     char pattern[PATH_MAX + 16];
     size_t len = strlen(db);
     if (len > 3 && strcmp(db + len - 3, ".db") == 0)
         len -= 3;
-    snprintf(pattern, sizeof pattern, "%.*s.[0-9]*.db", (int)len, db);
-    memset(g, 0, sizeof *g);
-    if (glob(pattern, 0, NULL, g) != 0)
-        globfree(g);
+    snprintf(pattern, sizeof pattern, "%.*s.*.db", (int)len, db);
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    int rc = glob(pattern, 0, NULL, &g);
+    char **out = calloc((rc == 0 ? g.gl_pathc : 0) + 1, sizeof *out);
+    size_t n = 0;
+    for (size_t i = 0; out && rc == 0 && i < g.gl_pathc; i++) {
+        const char *p = g.gl_pathv[i];
+        size_t plen = strlen(p);
+        if (plen > len + 4 && is_child_tag(p + len + 1, plen - len - 4))
+            out[n++] = strdup(p);
+    }
+    globfree(&g);
+    return out;
+}
+
+static void free_list(char **list) {
+    for (size_t i = 0; list && list[i]; i++)
+        free(list[i]);
+    free(list);
 }
 
 // ---------------------------------------------------------------------------
@@ -300,15 +340,24 @@ int tpprof_cmd_run(int argc, char **argv) {
     }
     summarize(db, db);
     fprintf(stderr, "tpprof: recording: %s  (tpprof report %s)\n", db, db);
-    glob_t children;
-    list_children(db, &children);
-    for (size_t c = 0; c < children.gl_pathc; c++) {
-        const char *child = children.gl_pathv[c];
-        if (tpprof_symbolize_file(child) != 0)
-            fprintf(stderr, "tpprof: warning: could not symbolize %s: %s\n", child, tpprof_error());
-        fprintf(stderr, "tpprof: forked child's recording: %s\n", child);
+    char **children = list_children(db);
+    for (size_t c = 0; children && children[c]; c++) {
+        const char *child = children[c];
+        if (tpprof_symbolize_file(child) != 0) {
+            fprintf(stderr, "tpprof: also recorded: %s (unreadable: %s)\n", child, tpprof_error());
+            continue;
+        }
+        tpprof_profile *p = tpprof_profile_load(child);
+        if (!p)
+            continue;
+        char a[32], b[32];
+        fprintf(stderr, "tpprof: also recorded: %s (pid %lld%s: %s allocations, lost %s)\n", child,
+                (long long)p->summary.pid, strstr(child, ".exec") ? ", after exec" : "",
+                tpprof_format_count(p->summary.allocations, a),
+                tpprof_format_size(p->summary.lost_bytes, b));
+        tpprof_profile_free(p);
     }
-    globfree(&children);
+    free_list(children);
     return code;
 
 usage_error:

@@ -129,7 +129,7 @@ static void test_forked_child_recording_is_mentioned(void) {
     const char *c = strstr(r.out, "child ");
     int child = c ? atoi(c + 6) : 0;
     char want[512];
-    snprintf(want, sizeof want, "forked child's recording: %s/fork.%d.db", harness_dir(), child);
+    snprintf(want, sizeof want, "also recorded: %s/fork.%d.db (pid %d: ", harness_dir(), child, child);
     CHECK(child > 0 && strstr(r.err, want), "want '%s' in:\n%s", want, r.err);
     harness_result_free(&r);
     snprintf(want, sizeof want, "%s/fork.%d.db", harness_dir(), child);
