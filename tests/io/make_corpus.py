@@ -2,7 +2,8 @@
 """tests/io/make_corpus.py - writes the seed files of tests/io/corpus/.
 
 valid_* files must load; bad_* files must be refused with a message; any
-other name (crash-*, timeout-*, found by the fuzzer) must merely not crash.
+other name (fuzz-*: a minimized corpus from a 4-minute libFuzzer run;
+crash-*: anything the fuzzer ever finds) must merely not crash.
 The files are committed, so CI needs no Python; rerun this after changing a
 seed.  Only the standard library is used.
 """
