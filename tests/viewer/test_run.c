@@ -8,6 +8,7 @@
 #include "harness.h"
 
 #include <glob.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,6 +147,43 @@ static void test_missing_program_is_127_with_one_line(void) {
     harness_result_free(&r);
 }
 
+static char *query_text(const char *db, const char *sql) {
+    sqlite3 *h = NULL;
+    char *value = NULL;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+            sqlite3_column_text(st, 0))
+            value = strdup((const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(h);
+    return value ? value : strdup("(none)");
+}
+
+static void test_full_mode_and_depth_reach_the_recorder(void) {
+    const char *db = harness_path("full.db");
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"--full", (char *)"--depth",
+                    (char *)"2", (char *)"-o", (char *)db, (char *)"--", leak_once, NULL};
+    run_result r = harness_run(argv, NULL, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    char *mode = query_text(db, "SELECT value FROM meta WHERE key = 'mode'");
+    char *depth = query_text(db, "SELECT value FROM meta WHERE key = 'depth'");
+    char *events = query_text(db, "SELECT COUNT(*) >= 2000 FROM events");
+    // No stack is longer than 2 frames: no node has a grandparent.
+    char *deep = query_text(db, "SELECT COUNT(*) FROM stack_nodes a JOIN stack_nodes b ON a.parent = b.id "
+                                "WHERE b.parent != 0");
+    CHECK(strcmp(mode, "full") == 0, "mode %s", mode);
+    CHECK(strcmp(depth, "2") == 0, "depth %s", depth);
+    CHECK(strcmp(events, "1") == 0, "every event kept: %s", events);
+    CHECK(strcmp(deep, "0") == 0, "stacks cut at 2 frames: %s deeper nodes", deep);
+    free(mode);
+    free(depth);
+    free(events);
+    free(deep);
+}
+
 static void test_cpp_names_are_demangled(void) {
     if (!cpp_leak[0]) {
         fprintf(stderr, "(no C++ compiler: skipped)\n");
@@ -179,6 +217,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_percent_p_in_output_becomes_the_pid);
     RUN_TEST(test_forked_child_recording_is_mentioned);
     RUN_TEST(test_missing_program_is_127_with_one_line);
+    RUN_TEST(test_full_mode_and_depth_reach_the_recorder);
     RUN_TEST(test_cpp_names_are_demangled);
     return harness_finish();
 }
