@@ -162,43 +162,43 @@ static const char *die_name(Dwarf_Die *die) {
 }
 
 // A source path as the debug info names it, made absolute against the
-// compilation directory and with "." and ".." removed lexically, into out.
+// compilation directory when that is absolute, with "." and ".." removed
+// lexically ("./csu/../csu/x.c" -> "csu/x.c"), into out.
 static const char *source_path(const char *file, const char *comp_dir, char *out, size_t size) {
     if (!file)
         return NULL;
     char joined[4096];
-    if (file[0] == '/' || !comp_dir)
+    if (file[0] == '/' || !comp_dir || !comp_dir[0])
         snprintf(joined, sizeof joined, "%s", file);
     else
         snprintf(joined, sizeof joined, "%s/%s", comp_dir, file);
-    if (joined[0] != '/') {
-        snprintf(out, size, "%s", joined);
-        return out;
-    }
-    // Split into components, dropping "." and popping on "..".
+    bool absolute = joined[0] == '/';
+    // Split into components, dropping "." and popping on ".." (a relative
+    // path keeps the ".." it cannot pop).
     const char *parts[512];
     size_t n = 0;
     for (char *save = NULL, *tok = strtok_r(joined, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
         if (strcmp(tok, ".") == 0)
             continue;
-        if (strcmp(tok, "..") == 0) {
-            if (n)
-                n--;
+        if (strcmp(tok, "..") == 0 && n > 0 && strcmp(parts[n - 1], "..") != 0) {
+            n--;
             continue;
         }
+        if (strcmp(tok, "..") == 0 && absolute)
+            continue;
         if (n < 512)
             parts[n++] = tok;
     }
     size_t o = 0;
     out[0] = 0;
     for (size_t i = 0; i < n && o + 1 < size; i++) {
-        int w = snprintf(out + o, size - o, "/%s", parts[i]);
+        int w = snprintf(out + o, size - o, "%s%s", (absolute || i > 0) ? "/" : "", parts[i]);
         if (w < 0)
             break;
         o += (size_t)w;
     }
     if (n == 0)
-        snprintf(out, size, "/");
+        snprintf(out, size, absolute ? "/" : ".");
     return out;
 }
 
