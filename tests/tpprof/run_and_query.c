@@ -467,7 +467,10 @@ static void test_exec(char *prog) {
         return;
     }
     expect_complete("exec'd image");
-    CHECK(count_blocks(1, 999, 1, "exec_child_leak", 0) == 1, "the new image's leak");
+    // Recorded and scanned; lost or reachable depends on whether a stale copy
+    // of the pointer survives in exit's stack frames (conservative scan).
+    CHECK(count_blocks(1, 999, 1, "exec_child_leak", 0) + count_blocks(2, 999, 1, "exec_child_leak", 0) == 1,
+          "the new image's leak");
 }
 
 // ---------------------------------------------------------------------------
