@@ -4,6 +4,7 @@
 #include "fixture.h"
 #include "harness.h"
 
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,6 +179,26 @@ static void test_unsymbolized_frames_print_as_addresses_with_module(void) {
     harness_result_free(&r);
 }
 
+static void test_json_escapes_quotes_backslashes_and_control_characters(void) {
+    const char *db = harness_path("escapes.db");
+    fixture_options o = {0};
+    CHECK(fixture_write(db, &o) == 0, "fixture");
+    sqlite3 *h = NULL;
+    CHECK(sqlite3_open(db, &h) == SQLITE_OK, "open");
+    CHECK(sqlite3_exec(h,
+                       "UPDATE symbols SET function = 'op\"<\\>' || char(10) || 'x', "
+                       "file = '/src/tab' || char(9) || 'bell' || char(7) || '.c' "
+                       "WHERE function = 'map_arena'",
+                       NULL, NULL, NULL) == SQLITE_OK,
+          "%s", sqlite3_errmsg(h));
+    sqlite3_close(h);
+    run_result r = harness_tpprof("report", db, "--leaks", "--format", "json", NULL);
+    CHECK(r.status == 0 && harness_json_valid(r.out), "status %d:\n%s", r.status, r.out);
+    CHECK(strstr(r.out, "{\"function\": \"op\\\"<\\\\>\\nx\", \"file\": \"/src/tab\\tbell\\u0007.c\""),
+          "%s", r.out);
+    harness_result_free(&r);
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     app_db = strdup(harness_path("app.db"));
@@ -195,6 +216,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_json_expands_inlined_frames_innermost_first);
     RUN_TEST(test_json_peak_and_temporary_sections);
     RUN_TEST(test_unsymbolized_frames_print_as_addresses_with_module);
+    RUN_TEST(test_json_escapes_quotes_backslashes_and_control_characters);
     free((void *)app_db);
     return harness_finish();
 }
