@@ -313,6 +313,10 @@ int tpprof_cmd_run(int argc, char **argv) {
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     child_pid = 0;
+    // The program is gone: ^C may interrupt the symbolizing again.
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigaction(SIGINT, &dfl, NULL);
+    sigaction(SIGQUIT, &dfl, NULL);
     if (got == (ssize_t)sizeof err) {
         fprintf(stderr, "tpprof run: cannot run '%s': %s\n", cmd[0], strerror(err));
         return err == ENOENT ? 127 : 126;
