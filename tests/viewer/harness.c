@@ -83,6 +83,9 @@ run_result harness_run(char *const argv[], char *const extra_env[], const char *
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
+        // Its own process group: a ^C sent to "the terminal's group" by a
+        // test program reaches tpprof and the program, not this driver.
+        setpgid(0, 0);
         int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (o < 0 || e < 0)

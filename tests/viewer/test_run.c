@@ -47,6 +47,17 @@ static void test_killed_program_gives_128_plus_signal(void) {
     harness_result_free(&r);
 }
 
+static void test_interrupt_stops_the_program_and_tpprof_still_reports(void) {
+    const char *db = harness_path("interrupted.db");
+    run_result r = run_under_tpprof(db, "interrupt");
+    CHECK(r.status == 128 + 2, "status %d, stderr:\n%s", r.status, r.err);
+    CHECK(strstr(r.err, "was killed by signal 2"), "%s", r.err);
+    char want[512];
+    snprintf(want, sizeof want, "recording: %s", db);
+    CHECK(strstr(r.err, want), "tpprof survived the ^C and summarized:\n%s", r.err);
+    harness_result_free(&r);
+}
+
 static void test_report_names_function_file_line_and_exact_bytes(void) {
     const char *db = harness_path("leak.db");
     run_result r = run_under_tpprof(db, NULL);
@@ -212,6 +223,7 @@ int main(int argc, char **argv) {
         cpp_leak[0] = 0;
     RUN_TEST(test_exit_status_is_the_programs);
     RUN_TEST(test_killed_program_gives_128_plus_signal);
+    RUN_TEST(test_interrupt_stops_the_program_and_tpprof_still_reports);
     RUN_TEST(test_report_names_function_file_line_and_exact_bytes);
     RUN_TEST(test_default_output_name_is_program_and_pid_in_cwd);
     RUN_TEST(test_percent_p_in_output_becomes_the_pid);

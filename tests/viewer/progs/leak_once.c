@@ -2,11 +2,12 @@
 // suite (test_run.c). It prints where each one is made ("lost FILE:LINE"),
 // so the test can check tpprof's report against the truth.
 //
-//   leak_once [STATUS | kill]
+//   leak_once [STATUS | kill | interrupt]
 //     loses 4096 B (malloc) in leak_once, keeps 100 B reachable (calloc) in
 //     keep_some, loses an anonymous 8192 B mapping in map_some, makes 1000
 //     temporary 32 B allocations in churn, then exits with STATUS (default
-//     0) or kills itself with SIGTERM.
+//     0), kills itself with SIGTERM (kill), or sends SIGINT to its whole
+//     process group as a terminal's ^C would (interrupt).
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -66,5 +67,7 @@ int main(int argc, char **argv) {
     fflush(stdout);
     if (argc > 1 && strcmp(argv[1], "kill") == 0)
         raise(SIGTERM);
+    if (argc > 1 && strcmp(argv[1], "interrupt") == 0)
+        kill(0, SIGINT);
     return argc > 1 ? atoi(argv[1]) : 0;
 }
