@@ -6,7 +6,8 @@
  * path: a chunk of each operand is converted to double (floating compute
  * dtypes) or int64 (integral ones, wrapping like fixed-width arithmetic),
  * computed, and stored in the output dtype.  float32 add/sub/mul/div with
- * unit or zero strides take a plain loop the compiler vectorizes.
+ * unit or zero strides take a plain loop the compiler vectorizes, and
+ * float32 -> float32 unary ops compute in float (expf, ...) for any layout.
  *
  * In-place ops check everything (dtype cast, shape, overlap) before the
  * first write and bump the version exactly once on success; an operand that
@@ -376,8 +377,46 @@ typedef struct unary_ctx {
     tp_dtype out, in, compute;
 } unary_ctx;
 
+static inline float unary_f32_one(tp_unary_op op, float x) {
+    switch (op) {
+    case TP_UNARY_OP_NEG: return -x;
+    case TP_UNARY_OP_ABS: return fabsf(x);
+    case TP_UNARY_OP_EXP: return expf(x);
+    case TP_UNARY_OP_LOG: return logf(x);
+    case TP_UNARY_OP_SQRT: return sqrtf(x);
+    case TP_UNARY_OP_RELU: return x < 0 ? 0.0f : x;
+    case TP_UNARY_OP_TANH: return tanhf(x);
+    default: return 1.0f / (1.0f + expf(-x));
+    }
+}
+
+/* float32 -> float32 computes in float (as PyTorch does) for every layout,
+ * so a result never depends on the operand's strides. */
+static void unary_f32(tp_unary_op op, char *o, int64_t so, const char *p, int64_t sp, int64_t n) {
+    if (so == 4 && sp == 4 && (uintptr_t)o % 4 == 0 && (uintptr_t)p % 4 == 0) {
+        float *restrict out = (float *)(void *)o;
+        const float *restrict in = (const float *)(const void *)p;
+        switch (op) {
+        case TP_UNARY_OP_NEG: for (int64_t i = 0; i < n; i++) out[i] = -in[i]; return;
+        case TP_UNARY_OP_ABS: for (int64_t i = 0; i < n; i++) out[i] = fabsf(in[i]); return;
+        case TP_UNARY_OP_RELU: for (int64_t i = 0; i < n; i++) out[i] = in[i] < 0 ? 0.0f : in[i]; return;
+        default: for (int64_t i = 0; i < n; i++) out[i] = unary_f32_one(op, in[i]); return;
+        }
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, p + i * sp, 4);
+        x = unary_f32_one(op, x);
+        memcpy(o + i * so, &x, 4);
+    }
+}
+
 static void unary_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx) {
     const unary_ctx *c = vctx;
+    if (c->in == TP_DTYPE_FLOAT32 && c->out == TP_DTYPE_FLOAT32) {
+        unary_f32(c->op, ptrs[0], strides[0], ptrs[1], strides[1], n);
+        return;
+    }
     bool fp = tp_dtype_is_floating(c->compute);
     for (int64_t off = 0; off < n; off += TP__CHUNK) {
         int64_t m = n - off < TP__CHUNK ? n - off : TP__CHUNK;

@@ -361,7 +361,54 @@ static void iter_job_range(int64_t begin, int64_t end, void *ctx) {
     tp__iter_for_range(job->it, begin, end, job->fn, job->ctx);
 }
 
+// Transposed operands: a 2-D iteration where some operand's inner stride is
+// larger than its outer one would touch a new cache line per element.
+// Walking TILE x TILE blocks (runs of TILE along the inner dim, TILE rows at
+// a time) reuses each line across rows instead.
+
+#define TILE 32
+
+static int64_t abs64(int64_t x) { return x < 0 ? -x : x; }
+
+static bool iter_wants_tiles(const tp__iter *it) {
+    if (it->ndim != 2 || it->sizes[0] < 2 * TILE || it->sizes[1] < 2 * TILE) return false;
+    for (int k = 0; k < it->nops; k++)
+        if (it->strides[k][0] != 0 && abs64(it->strides[k][1]) > abs64(it->strides[k][0])) return true;
+    return false;
+}
+
+static void tile_rows(int64_t begin, int64_t end, void *ctx) {
+    iter_job *job = ctx;
+    const tp__iter *it = job->it;
+    int64_t rows = it->sizes[0], cols = it->sizes[1];
+    char *ptrs[TP__ITER_MAX_OPS];
+    int64_t inner[TP__ITER_MAX_OPS];
+    for (int k = 0; k < it->nops; k++) inner[k] = it->strides[k][1];
+    for (int64_t rb = begin; rb < end; rb++) {
+        int64_t r0 = rb * TILE, r1 = r0 + TILE < rows ? r0 + TILE : rows;
+        for (int64_t c0 = 0; c0 < cols; c0 += TILE) {
+            int64_t n = cols - c0 < TILE ? cols - c0 : TILE;
+            for (int64_t r = r0; r < r1; r++) {
+                for (int k = 0; k < it->nops; k++)
+                    ptrs[k] = it->data[k] + r * it->strides[k][0] + c0 * it->strides[k][1];
+                job->fn(ptrs, inner, n, job->ctx);
+            }
+        }
+    }
+}
+
 void tp__iter_run(const tp__iter *it, tp__loop_fn fn, void *ctx) {
+    if (iter_wants_tiles(it)) {
+        iter_job job = {it, fn, ctx};
+        int64_t blocks = (it->sizes[0] + TILE - 1) / TILE;
+        if (it->numel < 2 * TP__PARALLEL_GRAIN || tp_get_num_threads() <= 1) {
+            tile_rows(0, blocks, &job);
+        } else {
+            int64_t per_block = TILE * it->sizes[1];
+            tp__parallel_for(blocks, (TP__PARALLEL_GRAIN + per_block - 1) / per_block, tile_rows, &job);
+        }
+        return;
+    }
     if (it->numel < 2 * TP__PARALLEL_GRAIN || tp_get_num_threads() <= 1) {
         tp__iter_for_range(it, 0, it->numel, fn, ctx);
         return;

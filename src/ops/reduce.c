@@ -11,10 +11,14 @@
  * each reduction whose partial results are combined in order (so results
  * do not depend on the thread count for integer sums and max/min).
  *
- * This file does not allocate anything but the result (and a partials
- * array when splitting reductions).
+ * Reductions over outer dims (kept dims innermost in memory) instead walk
+ * the input in memory order into per-thread accumulator arrays.
+ *
+ * This file does not allocate anything but the result and scratch
+ * (partials or accumulator arrays).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include "ops_internal.h"
 
@@ -178,6 +182,122 @@ static void red_chunks(int64_t begin, int64_t end, void *ctx) {
 }
 
 // ----------------------------------------------------------------------------
+// column reductions: kept dims innermost in memory (e.g. sum over dim 0 of a
+// row-major matrix).  Walking one output at a time would stride through
+// memory; instead the input is walked in memory order and every element is
+// folded into an accumulator array of nout values (double or int64), one
+// array per thread, combined in order at the end.
+
+typedef struct col_job {
+    const red_job *j;
+    tp__iter it;       /* operands: accumulator (stride 0 on reduced dims), input */
+    int64_t nchunks;
+    char *accs;        /* nchunks arrays of nout 8-byte accumulators */
+} col_job;
+
+static void col_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx) {
+    const red_job *j = vctx;
+    int64_t sa = strides[0] / 8;
+    bool sum = j->kind == RED_SUM || j->kind == RED_MEAN, max = j->kind == RED_MAX;
+    for (int64_t off = 0; off < n; off += TP__CHUNK) {
+        int64_t m = n - off < TP__CHUNK ? n - off : TP__CHUNK;
+        const char *p = ptrs[1] + off * strides[1];
+        if (j->fp) {
+            double x[TP__CHUNK];
+            double *acc = (double *)(void *)(ptrs[0] + off * strides[0]);
+            tp__load_f64(x, p, strides[1], m, j->dtype);
+            if (sum) {
+                for (int64_t i = 0; i < m; i++) acc[i * sa] += x[i];
+            } else {
+                for (int64_t i = 0; i < m; i++) {
+                    double *a = &acc[i * sa];
+                    if (*a != *a) continue; /* NaN sticks */
+                    if (x[i] != x[i] || (max ? x[i] > *a : x[i] < *a)) *a = x[i];
+                }
+            }
+        } else {
+            int64_t x[TP__CHUNK];
+            int64_t *acc = (int64_t *)(void *)(ptrs[0] + off * strides[0]);
+            tp__load_i64(x, p, strides[1], m, j->dtype);
+            if (sum) {
+                for (int64_t i = 0; i < m; i++) acc[i * sa] = (int64_t)((uint64_t)acc[i * sa] + (uint64_t)x[i]);
+            } else {
+                for (int64_t i = 0; i < m; i++)
+                    if (max ? x[i] > acc[i * sa] : x[i] < acc[i * sa]) acc[i * sa] = x[i];
+            }
+        }
+    }
+}
+
+static void col_chunks(int64_t begin, int64_t end, void *ctx) {
+    col_job *c = ctx;
+    int64_t per = (c->it.numel + c->nchunks - 1) / c->nchunks;
+    for (int64_t k = begin; k < end; k++) {
+        tp__iter it = c->it;
+        it.data[0] = c->accs + k * c->j->nout * 8;
+        int64_t b = k * per, e = b + per < it.numel ? b + per : it.numel;
+        tp__iter_for_range(&it, b, e, col_loop, (void *)c->j);
+    }
+}
+
+/* True if the input's innermost memory dim is kept, so a column walk pays. */
+static bool columns_pay(const tp__view *in, const bool *reduced, red_kind kind, int64_t nout) {
+    if (kind == RED_ARGMAX || nout < 2) return false;
+    int inner = -1;
+    int64_t best = INT64_MAX;
+    for (int d = 0; d < in->ndim; d++) {
+        int64_t s = in->strides[d] < 0 ? -in->strides[d] : in->strides[d];
+        if (in->sizes[d] > 1 && s < best) {
+            best = s;
+            inner = d;
+        }
+    }
+    return inner >= 0 && !reduced[inner];
+}
+
+/* Returns false (nothing written) if the accumulators cannot be allocated. */
+static bool reduce_columns(const red_job *j, const tp__view *in, const bool *reduced) {
+    int threads = tp_get_num_threads();
+    int64_t total = j->nout * j->R;
+    col_job c = {.j = j, .nchunks = threads > 1 && total >= 2 * TP__PARALLEL_GRAIN ? threads : 1};
+    c.accs = malloc((size_t)(c.nchunks * j->nout) * 8);
+    if (!c.accs) return false;
+    for (int64_t k = 0; k < c.nchunks * j->nout; k++) {
+        char *a = c.accs + k * 8;
+        if (j->fp) {
+            double v = j->kind == RED_MAX ? -INFINITY : j->kind == RED_MIN ? INFINITY : 0.0;
+            memcpy(a, &v, 8);
+        } else {
+            int64_t v = j->kind == RED_MAX ? INT64_MIN : j->kind == RED_MIN ? INT64_MAX : 0;
+            memcpy(a, &v, 8);
+        }
+    }
+    /* accumulator geometry: contiguous over kept dims, stride 0 on reduced */
+    tp__view acc = {.data = c.accs, .ndim = in->ndim, .dtype = j->fp ? TP_DTYPE_FLOAT64 : TP_DTYPE_INT64};
+    int64_t stride = 1;
+    for (int d = in->ndim - 1; d >= 0; d--) {
+        acc.sizes[d] = in->sizes[d];
+        acc.strides[d] = reduced[d] ? 0 : stride;
+        if (!reduced[d]) stride *= in->sizes[d];
+    }
+    tp__view ops[2] = {acc, *in};
+    tp__iter_init(&c.it, in->ndim, in->sizes, 2, ops);
+    tp__parallel_for(c.nchunks, 1, col_chunks, &c);
+    for (int64_t o = 0; o < j->nout; o++) {
+        red_state s = {.any = true};
+        for (int64_t k = 0; k < c.nchunks; k++) {
+            red_state part = {.any = true};
+            memcpy(j->fp ? (void *)&part.f : (void *)&part.i, c.accs + (k * j->nout + o) * 8, 8);
+            if (k == 0) s = part;
+            else red_combine(j, &s, &part);
+        }
+        red_write(j, o, &s);
+    }
+    free(c.accs);
+    return true;
+}
+
+// ----------------------------------------------------------------------------
 // the driver
 
 static tp_tensor *reduce(red_kind kind, const tp_tensor *t, int ndims, const int *dims, bool keepdim) {
@@ -262,6 +382,8 @@ static tp_tensor *reduce(red_kind kind, const tp_tensor *t, int ndims, const int
     red_job j = {.kind = kind, .dtype = t->dtype, .fp = tp_dtype_is_floating(t->dtype), .R = R,
                  .nout = nout, .nsplit = 1, .out = tp_tensor_data(out), .out_dtype = out_dtype};
     tp__iter_init(&j.it, nd, perm.sizes, 1, &perm);
+
+    if (columns_pay(&in, reduced, kind, nout) && reduce_columns(&j, &in, reduced)) return out;
 
     int threads = tp_get_num_threads();
     int64_t total = nout * R;

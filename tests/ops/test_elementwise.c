@@ -156,6 +156,37 @@ static void test_unary_ops_and_integer_to_float(void) {
     for (int k = 0; k < 6; k++) tp_tensor_release(t[k]);
 }
 
+static void test_float32_unary_same_for_every_layout(void) {
+    tp_tensor *x = MAKE(TP_DTYPE_FLOAT32, SHAPE(2, 3), {-3, -0.25, 0.5, 1, 2.5, 7});
+    tp_tensor *xt = tp_tensor_t(x);
+    tp_unary_op ops[8] = {TP_UNARY_OP_NEG, TP_UNARY_OP_ABS, TP_UNARY_OP_EXP, TP_UNARY_OP_LOG,
+                          TP_UNARY_OP_SQRT, TP_UNARY_OP_RELU, TP_UNARY_OP_TANH, TP_UNARY_OP_SIGMOID};
+    for (int k = 0; k < 8; k++) {
+        tp_tensor *r = tp_unary(ops[k], x), *rt = tp_unary(ops[k], xt);
+        CHECK_EQ(tp_tensor_dtype(r), TP_DTYPE_FLOAT32);
+        for (int i = 0; i < 6; i++) {
+            double v = at(x, i), want;
+            switch (ops[k]) {
+            case TP_UNARY_OP_NEG: want = -v; break;
+            case TP_UNARY_OP_ABS: want = fabs(v); break;
+            case TP_UNARY_OP_EXP: want = exp(v); break;
+            case TP_UNARY_OP_LOG: want = log(v); break;
+            case TP_UNARY_OP_SQRT: want = sqrt(v); break;
+            case TP_UNARY_OP_RELU: want = v > 0 ? v : 0; break;
+            case TP_UNARY_OP_TANH: want = tanh(v); break;
+            default: want = 1 / (1 + exp(-v)); break;
+            }
+            CHECK_NEAR(at(r, i), want, 1e-6 * (1 + fabs(want)));
+            /* the transposed input gives bit-identical results */
+            CHECK_EQ(at(rt, (i % 3) * 2 + i / 3) == at(r, i) || isnan(at(r, i)), 1);
+        }
+        tp_tensor_release(r);
+        tp_tensor_release(rt);
+    }
+    tp_tensor_release(xt);
+    tp_tensor_release(x);
+}
+
 static void test_scalar_ops_keep_or_promote_dtype(void) {
     tp_tensor *i = MAKE(TP_DTYPE_INT32, SHAPE(3), {1, 2, 3});
     tp_tensor *a = tp_binary_scalar(TP_BINARY_OP_MUL, i, 2);
@@ -309,6 +340,7 @@ int main(void) {
     RUN_TEST(test_bool_and_integer_rules);
     RUN_TEST(test_comparisons_give_bool);
     RUN_TEST(test_unary_ops_and_integer_to_float);
+    RUN_TEST(test_float32_unary_same_for_every_layout);
     RUN_TEST(test_scalar_ops_keep_or_promote_dtype);
     RUN_TEST(test_inplace_bumps_version_once_and_views_see_it);
     RUN_TEST(test_inplace_errors_leave_target_unchanged);
