@@ -73,6 +73,7 @@ struct tp_caching_allocator {
     pthread_mutex_t mu;
     ca_pool small, large;
     ca_segment *segments;
+    ca_block *spare_blocks; /* recycled block records, linked through next */
     tp_caching_allocator_stats stats;
     size_t live_blocks;
     bool destroyed; /* destroy() ran; the last free finishes the job */
@@ -161,6 +162,23 @@ static ca_pool *pool_of(tp_caching_allocator *ca, const ca_segment *seg) {
 }
 
 // ----------------------------------------------------------------------------
+// block records: every split needs one and every merge drops one, so a pool
+// hit would otherwise pay a malloc/free pair on top of its own work
+
+static ca_block *block_record_new_locked(tp_caching_allocator *ca) {
+    ca_block *b = ca->spare_blocks;
+    if (!b) return calloc(1, sizeof *b);
+    ca->spare_blocks = b->next;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static void block_record_free_locked(tp_caching_allocator *ca, ca_block *b) {
+    b->next = ca->spare_blocks;
+    ca->spare_blocks = b;
+}
+
+// ----------------------------------------------------------------------------
 // sizes
 
 size_t tp_caching_allocator_round_size(const tp_caching_allocator *ca, size_t n) {
@@ -202,7 +220,7 @@ static void segment_release_locked(tp_caching_allocator *ca, ca_segment *seg) {
     else ca->segments = seg->next_seg;
     if (seg->next_seg) seg->next_seg->prev_seg = seg->prev_seg;
     tp_data_ptr_clear(&seg->raw);
-    free(b);
+    block_record_free_locked(ca, b);
     free(seg);
 }
 
@@ -232,16 +250,18 @@ static ca_block *segment_new_locked(tp_caching_allocator *ca, size_t seg_size, u
                                     bool small, char *raw_msg, size_t raw_msg_len) {
     ca_pool *pool = small ? &ca->small : &ca->large;
     ca_segment *seg = calloc(1, sizeof *seg);
-    ca_block *b = calloc(1, sizeof *b);
+    ca_block *b = block_record_new_locked(ca);
     if (!seg || !b || !pool_reserve_block(pool)) {
-        free(seg), free(b);
+        free(seg);
+        if (b) block_record_free_locked(ca, b);
         snprintf(raw_msg, raw_msg_len, "no host memory for the segment record");
         return NULL;
     }
     if (tp_allocator_allocate(ca->raw, seg_size, &seg->raw) != TP_STATUS_OK) {
         snprintf(raw_msg, raw_msg_len, "%s", tp_last_error());
         pool->blocks--;
-        free(seg), free(b);
+        free(seg);
+        block_record_free_locked(ca, b);
         return NULL;
     }
     seg->base = (uintptr_t)seg->raw.ptr;
@@ -346,8 +366,8 @@ tp_status tp_caching_allocator_allocate(tp_caching_allocator *ca, size_t nbytes,
     if (should_split(ca, b, size)) {
         /* Without host memory for the record the block stays whole: less
          * reuse, never a wrong answer. */
-        ca_block *rest = calloc(1, sizeof *rest);
-        if (rest && !pool_reserve_block(pool)) free(rest), rest = NULL;
+        ca_block *rest = block_record_new_locked(ca);
+        if (rest && !pool_reserve_block(pool)) block_record_free_locked(ca, rest), rest = NULL;
         if (rest) {
             rest->ptr = b->ptr + size;
             rest->size = b->size - size;
@@ -402,7 +422,7 @@ static void merge_locked(tp_caching_allocator *ca, ca_block *b, ca_block *other)
     }
     b->size += other->size;
     pool_of(ca, seg)->blocks--;
-    free(other);
+    block_record_free_locked(ca, other);
     emit_locked(seg, TP_OBS_ALLOC_BLOCK_MERGE, b->ptr, b->size, 0);
 }
 
@@ -501,6 +521,11 @@ tp_caching_allocator *tp_caching_allocator_new(tp_allocator *raw,
 }
 
 static void destroy_now(tp_caching_allocator *ca) {
+    while (ca->spare_blocks) {
+        ca_block *next = ca->spare_blocks->next;
+        free(ca->spare_blocks);
+        ca->spare_blocks = next;
+    }
     free(ca->small.v);
     free(ca->large.v);
     pthread_mutex_destroy(&ca->mu);
