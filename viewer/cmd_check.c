@@ -11,6 +11,7 @@
 #include "viewer.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,10 @@ const char tpprof_usage_check[] =
     "  --baseline OLD.db     compare leaked, lost and peak bytes with an older recording:\n"
     "  --max-growth PCT      ... each may grow by at most PCT percent (default 0)\n"
     "  --junit FILE          also write a JUnit XML file, one testcase per gate\n"
+    "  --suppress PATTERN    leave out of the leak gates the blocks whose stack has a frame\n"
+    "                        whose function or module file name matches the glob PATTERN\n"
+    "                        (repeatable; e.g. 'g_type_*', 'libfontconfig.so*')\n"
+    "  --suppressions FILE   the same, one pattern per line; '#' starts a comment\n"
     "\n"
     "Sizes take suffixes: 4096, 4k, 10M, 1G (powers of 1024). Blocks of a run that did\n"
     "not end normally were never scanned; the lost gate counts them as lost.\n";
@@ -41,8 +46,12 @@ typedef struct gate {
     char line[1024];     // "PASS ..." or "FAIL ..."
 } gate;
 
+#define MAX_SUPPRESSIONS 256
+
 typedef struct check_options {
     const char *path, *baseline, *junit;
+    char *suppress[MAX_SUPPRESSIONS]; // owned copies
+    size_t nsuppress;
     bool has_lost, has_leaked, has_peak, has_growth;
     uint64_t max_lost, max_leaked, max_peak;
     double max_growth;
@@ -256,6 +265,92 @@ static int write_junit(const char *path, const char *db, const gate *g, size_t n
 }
 
 // ---------------------------------------------------------------------------
+// Suppressions: known leaks in code one does not own (like LSan's).
+
+static int add_suppression(check_options *o, const char *pattern, const char *where) {
+    if (!pattern[0])
+        return tpprof_error_set("%s: empty pattern", where);
+    if (o->nsuppress == MAX_SUPPRESSIONS)
+        return tpprof_error_set("%s: more than %d patterns", where, MAX_SUPPRESSIONS);
+    o->suppress[o->nsuppress] = strdup(pattern);
+    if (!o->suppress[o->nsuppress])
+        return tpprof_error_set("out of memory");
+    o->nsuppress++;
+    return 0;
+}
+
+static int read_suppressions(check_options *o, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return tpprof_error_set("--suppressions: cannot open '%s': %s", path, strerror(errno));
+    char line[1024];
+    int rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        // Trim blanks at both ends.
+        char *start = line;
+        while (*start == ' ' || *start == '\t')
+            start++;
+        char *end = start + strlen(start);
+        while (end > start && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' || end[-1] == '\r'))
+            *--end = 0;
+        if (*start)
+            rc = add_suppression(o, start, path);
+    }
+    fclose(f);
+    return rc;
+}
+
+static bool stack_suppressed(const tpprof_profile *p, int64_t stack_id, const check_options *o) {
+    static tpprof_frame frames[256];
+    size_t n = tpprof_stacks_frames(p->stacks, stack_id, frames, 256, NULL);
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < o->nsuppress; k++) {
+            const char *pat = o->suppress[k];
+            if ((frames[i].function && fnmatch(pat, frames[i].function, 0) == 0) ||
+                (frames[i].module && fnmatch(pat, tpprof_basename(frames[i].module), 0) == 0))
+                return true;
+        }
+    return false;
+}
+
+// Drop suppressed leak groups from p and from its summary. Returns the bytes
+// dropped; *blocks gets their count.
+static uint64_t apply_suppressions(tpprof_profile *p, const check_options *o, uint64_t *blocks) {
+    uint64_t bytes = 0;
+    *blocks = 0;
+    if (!o->nsuppress)
+        return 0;
+    size_t kept = 0;
+    tpprof_summary *s = &p->summary;
+    for (size_t i = 0; i < p->nleaks; i++) {
+        tpprof_leak l = p->leaks[i];
+        if (!stack_suppressed(p, l.stack_id, o)) {
+            p->leaks[kept++] = l;
+            continue;
+        }
+        bytes += l.bytes;
+        *blocks += l.count;
+        s->leaked_bytes -= l.bytes;
+        s->leaked_count -= l.count;
+        if (l.reachability == TPPROF_REACH_LOST) {
+            s->lost_bytes -= l.bytes;
+            s->lost_count -= l.count;
+        } else if (l.reachability == TPPROF_REACH_REACHABLE) {
+            s->reachable_bytes -= l.bytes;
+            s->reachable_count -= l.count;
+        } else {
+            s->unscanned_bytes -= l.bytes;
+            s->unscanned_count -= l.count;
+        }
+    }
+    p->nleaks = kept;
+    return bytes;
+}
+
+// ---------------------------------------------------------------------------
 // Command
 
 static int parse(int argc, char **argv, check_options *o) {
@@ -286,6 +381,12 @@ static int parse(int argc, char **argv, check_options *o) {
             if (r < 0)
                 return -1;
             o->junit = v;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--suppress", &v)) != 0) {
+            if (r < 0 || add_suppression(o, v, "--suppress") != 0)
+                return -1;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--suppressions", &v)) != 0) {
+            if (r < 0 || read_suppressions(o, v) != 0)
+                return -1;
         } else if (argv[i][0] == '-' && argv[i][1] != 0) {
             return tpprof_error_set("unknown option '%s' (see tpprof check --help)", argv[i]);
         } else if (o->path) {
@@ -305,6 +406,8 @@ static int parse(int argc, char **argv, check_options *o) {
     return 0;
 }
 
+static int run_check(int argc, char **argv, check_options *opts);
+
 int tpprof_cmd_check(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -312,10 +415,20 @@ int tpprof_cmd_check(int argc, char **argv) {
             return TPPROF_EXIT_OK;
         }
     check_options o = {0};
-    if (parse(argc, argv, &o) != 0) {
+    int status = run_check(argc, argv, &o);
+    for (size_t i = 0; i < o.nsuppress; i++)
+        free(o.suppress[i]);
+    return status;
+}
+
+// Everything after the --help scan; opts owns the suppression patterns,
+// which the caller frees.
+static int run_check(int argc, char **argv, check_options *opts) {
+    if (parse(argc, argv, opts) != 0) {
         fprintf(stderr, "tpprof check: %s\n", tpprof_error());
         return TPPROF_EXIT_USAGE;
     }
+    const check_options o = *opts;
     tpprof_profile *p = tpprof_profile_load(o.path);
     if (!p) {
         fprintf(stderr, "tpprof check: %s\n", tpprof_error());
@@ -327,6 +440,15 @@ int tpprof_cmd_check(int argc, char **argv) {
         tpprof_profile_free(p);
         return TPPROF_EXIT_USAGE;
     }
+    uint64_t suppressed_blocks = 0;
+    uint64_t suppressed = apply_suppressions(p, &o, &suppressed_blocks);
+    if (old) {
+        uint64_t ignored = 0;
+        apply_suppressions(old, &o, &ignored);
+    }
+    if (suppressed_blocks)
+        fprintf(stderr, "tpprof check: note: %llu B in %llu blocks suppressed\n",
+                (unsigned long long)suppressed, (unsigned long long)suppressed_blocks);
 
     const tpprof_summary *s = &p->summary;
     gate gates[6];

@@ -147,6 +147,60 @@ static void test_clean_recording_passes_the_default_gate(void) {
     harness_result_free(&r);
 }
 
+static void test_suppressed_stacks_leave_the_leak_gates(void) {
+    run_result r = harness_tpprof("check", app_db, "--suppress", "map_*", NULL);
+    CHECK(r.status == 1, "status %d", r.status);
+    CHECK(strcmp(r.out, "FAIL lost bytes 4096 > 0: 4096 B in leak_once (leak.c:12)\n") == 0, "%s",
+          r.out);
+    CHECK(strstr(r.err, "note: 8192 B in 1 blocks suppressed"), "%s", r.err);
+    harness_result_free(&r);
+
+    r = harness_tpprof("check", app_db, "--suppress", "map_*", "--suppress=leak_once",
+                       "--max-lost-bytes=0", "--max-leaked-bytes", "200", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.out);
+    CHECK(strstr(r.out, "PASS lost bytes 0 <= 0\n") && strstr(r.out, "PASS leaked bytes 200 <= 200\n"),
+          "%s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_suppression_by_module_file_name(void) {
+    // Every frame of the fixture lies in /opt/fake/app.
+    run_result r = harness_tpprof("check", app_db, "--suppress", "ap?", "--max-leaked-bytes", "0", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.out);
+    CHECK(strstr(r.err, "note: 12488 B in 4 blocks suppressed"), "%s", r.err);
+    harness_result_free(&r);
+}
+
+static void test_suppressions_file_with_comments(void) {
+    const char *file = harness_path("supp.txt");
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL, "create");
+    if (!f)
+        return;
+    fputs("# third-party leaks we live with\n\n  map_arena   # the arena is never unmapped\n"
+          "leak_once\n",
+          f);
+    fclose(f);
+    run_result r = harness_tpprof("check", app_db, "--suppressions", file, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.out);
+    CHECK(strcmp(r.out, "PASS lost bytes 0 <= 0\n") == 0, "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("check", app_db, "--suppressions", harness_path("no-such-file"), NULL);
+    CHECK(r.status == 2 && harness_lines(r.err) == 1 && strstr(r.err, "--suppressions: cannot open"),
+          "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+}
+
+static void test_suppressions_apply_to_the_baseline_too(void) {
+    const char *grown = harness_path("grown2.db");
+    fixture_options o = {.extra_lost_bytes = 6144};
+    CHECK(fixture_write(grown, &o) == 0, "fixture");
+    run_result r = harness_tpprof("check", grown, "--baseline", app_db, "--suppress", "grow_leak", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.out);
+    CHECK(strstr(r.out, "PASS lost bytes 12288 vs baseline 12288 (+0.0%) <= 0%\n"), "%s", r.out);
+    harness_result_free(&r);
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     app_db = strdup(harness_path("app.db"));
@@ -164,6 +218,10 @@ int main(int argc, char **argv) {
     RUN_TEST(test_junit_to_an_unwritable_path_is_an_error);
     RUN_TEST(test_unscanned_blocks_of_a_crashed_run_count_as_lost);
     RUN_TEST(test_clean_recording_passes_the_default_gate);
+    RUN_TEST(test_suppressed_stacks_leave_the_leak_gates);
+    RUN_TEST(test_suppression_by_module_file_name);
+    RUN_TEST(test_suppressions_file_with_comments);
+    RUN_TEST(test_suppressions_apply_to_the_baseline_too);
     free((void *)app_db);
     return harness_finish();
 }
