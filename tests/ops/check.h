@@ -156,4 +156,25 @@ static inline bool shape_is(const tp_tensor *t, int ndim, const int64_t *sizes) 
 #define CHECK_SHAPE(t, shape) \
     CHECK(shape_is((t), (int)(sizeof(int64_t[])shape / sizeof(int64_t)), (int64_t[])shape))
 
+// ----------------------------------------------------------------------------
+// an allocator that refuses requests above a limit (allocation-failure paths)
+
+static size_t limited_max_bytes;
+
+static tp_status limited_allocate(tp_allocator *self, size_t nbytes, tp_data_ptr *out) {
+    (void)self;
+    if (nbytes > limited_max_bytes) return TP_STATUS_OUT_OF_MEMORY;
+    tp_allocator *cpu = tp_allocator_cpu();
+    return cpu->allocate(cpu, nbytes, out);
+}
+
+static tp_allocator limited_allocator = {.name = "limited", .allocate = limited_allocate};
+
+/* Until limit_end(), CPU allocations above max_bytes fail. */
+static inline void limit_begin(size_t max_bytes) {
+    limited_max_bytes = max_bytes;
+    tp_allocator_set(TP_DEVICE_TYPE_CPU, &limited_allocator);
+}
+static inline void limit_end(void) { tp_allocator_set(TP_DEVICE_TYPE_CPU, NULL); }
+
 #endif

@@ -151,6 +151,21 @@ static void test_from_blob_shares_memory_and_runs_deleter_once(void) {
     CHECK_EQ(deleted, 2);
 }
 
+static void test_allocation_failure_returns_null_with_message(void) {
+    limit_begin(1024);
+    tp_clear_error();
+    tp_tensor *t = tp_zeros(1, (int64_t[]){1000}, TP_DTYPE_FLOAT32);
+    CHECK(t == NULL);
+    CHECK_EQ(tp_last_status(), TP_STATUS_OUT_OF_MEMORY);
+    CHECK(strstr(tp_last_error(), "limited allocator: failed to allocate 4000 bytes") != NULL);
+    CHECK_ERROR(fails(tp_randn(1, (int64_t[]){1000}, TP_DTYPE_FLOAT64, 1)), "failed to allocate");
+    CHECK_ERROR(fails(tp_arange(0, 1000, 1, TP_DTYPE_INT64)), "failed to allocate");
+    tp_tensor *small = tp_ones(1, (int64_t[]){10}, TP_DTYPE_FLOAT32); /* under the limit */
+    CHECK(small != NULL);
+    limit_end();
+    tp_tensor_release(small);
+}
+
 int main(void) {
     RUN_TEST(test_zeros_ones_full_fill_every_dtype);
     RUN_TEST(test_full_rounds_half_types_and_wraps_integers);
@@ -160,5 +175,6 @@ int main(void) {
     RUN_TEST(test_rand_is_seeded_uniform_below_one);
     RUN_TEST(test_randn_has_unit_moments);
     RUN_TEST(test_from_blob_shares_memory_and_runs_deleter_once);
+    RUN_TEST(test_allocation_failure_returns_null_with_message);
     return CHECK_DONE();
 }

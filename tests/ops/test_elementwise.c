@@ -332,6 +332,26 @@ static void test_large_inplace_bumps_once_on_parallel_path(void) {
     tp_tensor_release(a);
 }
 
+static void test_allocation_failure_leaves_everything_unchanged(void) {
+    tp_tensor *a = tp_arange(0, 1000, 1, TP_DTYPE_FLOAT64);
+    tp_tensor *lo = tp_tensor_narrow(a, 0, 0, 999), *hi = tp_tensor_narrow(a, 0, 1, 999);
+    limit_begin(1024);
+    CHECK_ERROR(fails(tp_add(a, a)), "failed to allocate");
+    CHECK_ERROR(fails(tp_exp(a)), "failed to allocate");
+    /* hi += lo overlaps, so lo must be copied aside first: that copy fails */
+    CHECK_ERROR(tp_add_(hi, lo) != TP_STATUS_OK, "failed to allocate");
+    CHECK_EQ(tp_last_status(), TP_STATUS_OUT_OF_MEMORY);
+    limit_end();
+    CHECK_EQ(tp_tensor_version(a), 0);
+    CHECK_EQ(at(a, 1), 1);
+    CHECK_EQ(at(a, 999), 999);
+    CHECK_EQ(tp_add_(hi, lo), TP_STATUS_OK); /* and works once memory is back */
+    CHECK_EQ(at(a, 999), 999 + 998);
+    tp_tensor_release(lo);
+    tp_tensor_release(hi);
+    tp_tensor_release(a);
+}
+
 int main(void) {
     RUN_TEST(test_add_contiguous_float32);
     RUN_TEST(test_broadcast_bias_row_and_column);
@@ -349,5 +369,6 @@ int main(void) {
     RUN_TEST(test_parallel_path_matches_serial);
     RUN_TEST(test_empty_and_zero_dim_shapes);
     RUN_TEST(test_large_inplace_bumps_once_on_parallel_path);
+    RUN_TEST(test_allocation_failure_leaves_everything_unchanged);
     return CHECK_DONE();
 }

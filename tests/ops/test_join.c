@@ -99,6 +99,22 @@ static void test_index_select_gathers_and_checks_bounds(void) {
     for (int k = 0; k < 11; k++) tp_tensor_release(t[k]);
 }
 
+static void test_allocation_failure_in_join_and_matmul_paths(void) {
+    tp_tensor *a = tp_ones(2, (int64_t[]){20, 20}, TP_DTYPE_FLOAT32);
+    tp_tensor *i = tp_zeros(1, (int64_t[]){20}, TP_DTYPE_INT64);
+    limit_begin(1024);
+    CHECK_ERROR(fails(tp_cat(2, (tp_tensor *[]){a, a}, 0)), "failed to allocate");
+    CHECK_ERROR(fails(tp_stack(2, (tp_tensor *[]){a, a}, 0)), "failed to allocate");
+    CHECK_ERROR(fails(tp_index_select(a, 1, i)), "failed to allocate");
+    CHECK_ERROR(fails(tp_matmul(a, a)), "failed to allocate");
+    tp_tensor *s = tp_sum(a, 1, (int[]){1}, false); /* 80 bytes: fits */
+    CHECK(s != NULL);
+    tp_tensor_release(s);
+    limit_end();
+    tp_tensor_release(i);
+    tp_tensor_release(a);
+}
+
 int main(void) {
     RUN_TEST(test_cat_along_each_dim_with_strided_inputs);
     RUN_TEST(test_cat_is_new_storage_and_ignores_later_writes);
@@ -106,5 +122,6 @@ int main(void) {
     RUN_TEST(test_cat_errors);
     RUN_TEST(test_stack_inserts_a_dim);
     RUN_TEST(test_index_select_gathers_and_checks_bounds);
+    RUN_TEST(test_allocation_failure_in_join_and_matmul_paths);
     return CHECK_DONE();
 }
