@@ -3,9 +3,9 @@
  * views, broadcasting, the N-d iterator that turns any strided layout into
  * runs along one dim, and dtype conversion through double/int64 buffers.
  *
- * This file knows no op: no arithmetic, no allocation of tensors other than
- * tp__empty.  Kernels live in the op files and are handed runs by the
- * iterator.
+ * This file knows no op: no arithmetic and no tensor allocation.  Kernels
+ * live in the op files and are handed runs by the iterator (in tiles when an
+ * operand is transposed, split over the pool when the work is large).
  */
 #include <limits.h>
 #include <math.h>
@@ -108,10 +108,6 @@ bool tp__shape_equal(int na, const int64_t *a, int nb, const int64_t *b) {
     for (int i = 0; i < na; i++)
         if (a[i] != b[i]) return false;
     return true;
-}
-
-tp_tensor *tp__empty(int ndim, const int64_t *sizes, tp_dtype dtype) {
-    return tp_empty(ndim, sizes, dtype);
 }
 
 // ----------------------------------------------------------------------------

@@ -46,9 +46,6 @@ bool tp__views_may_overlap(const tp__view *a, const tp__view *b);
 tp_status tp__broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b,
                               int *nout, int64_t *out);
 bool tp__shape_equal(int na, const int64_t *a, int nb, const int64_t *b);
-/* Contiguous tensor of a shape (tp_empty without the public argument
- * checks' messages changing). New reference or NULL. */
-tp_tensor *tp__empty(int ndim, const int64_t *sizes, tp_dtype dtype);
 
 // ----------------------------------------------------------------------------
 // dtypes
