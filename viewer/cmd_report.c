@@ -13,7 +13,8 @@
 #include <string.h>
 
 const char tpprof_usage_report[] =
-    "usage: tpprof report DB [--leaks] [--peak] [--top N] [--temporary] [--format text|json]\n"
+    "usage: tpprof report DB [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
+    "                        [--format text|json]\n"
     "\n"
     "Show what a recording holds. Without section flags every section is shown;\n"
     "with any, the summary and the chosen sections.\n"
@@ -23,6 +24,7 @@ const char tpprof_usage_report[] =
     "  --top N          the N sites that allocated the most bytes and the most calls;\n"
     "                   N also caps every other list (default 10; 0 = no cap)\n"
     "  --temporary      sites whose blocks were freed before the thread's next allocation\n"
+    "  --timeline       heap, mmap and RSS over time (at most 24 points in text, 200 in JSON)\n"
     "  --format F       text (default) or json (see docs/report-json.md)\n"
     "\n"
     "The database is opened read-only. If it was never symbolized, it is symbolized\n"
@@ -36,7 +38,8 @@ enum {
     SECTION_PEAK = 2,
     SECTION_TOP = 4,
     SECTION_TEMPORARY = 8,
-    SECTION_ALL = 15,
+    SECTION_ALL = 15,       // the timeline is shown only when asked for
+    SECTION_TIMELINE = 16,
 };
 
 typedef struct report_options {
@@ -264,6 +267,40 @@ static void text_temporary(const tpprof_profile *p, const report_options *o) {
     free(v);
 }
 
+#define TIMELINE_TEXT_POINTS 24
+#define TIMELINE_BAR 32
+
+static void text_timeline(const tpprof_profile *p) {
+    tpprof_sample *v = NULL;
+    size_t n = 0;
+    if (tpprof_timeline_load(p->db, TIMELINE_TEXT_POINTS, &v, &n) != 0) {
+        fprintf(stderr, "tpprof report: warning: %s\n", tpprof_error());
+        return;
+    }
+    printf("\nTimeline: heap + mmap over time (%zu points; each the largest of its span)\n", n);
+    if (n == 0) {
+        printf("  (no samples recorded)\n");
+        return;
+    }
+    uint64_t max = 1;
+    for (size_t i = 0; i < n; i++)
+        if (v[i].heap_bytes + v[i].mmap_bytes > max)
+            max = v[i].heap_bytes + v[i].mmap_bytes;
+    printf("  %9s  %10s  %10s  %10s\n", "time", "heap", "mmap", "rss");
+    for (size_t i = 0; i < n; i++) {
+        char a[32], b[32], c[32], bar[TIMELINE_BAR + 1];
+        uint64_t total = v[i].heap_bytes + v[i].mmap_bytes;
+        size_t len = (size_t)((double)total / (double)max * TIMELINE_BAR + 0.5);
+        for (size_t k = 0; k < len && k < TIMELINE_BAR; k++)
+            bar[k] = '#';
+        bar[len < TIMELINE_BAR ? len : TIMELINE_BAR] = 0;
+        printf("  %7.3f s  %10s  %10s  %10s  %s\n", (double)v[i].time_ns / 1e9,
+               tpprof_format_size(v[i].heap_bytes, a), tpprof_format_size(v[i].mmap_bytes, b),
+               tpprof_format_size(v[i].rss_bytes, c), bar);
+    }
+    free(v);
+}
+
 // ---------------------------------------------------------------------------
 // JSON
 
@@ -408,6 +445,28 @@ static void json_report(const tpprof_profile *p, const report_options *o) {
     }
     if (o->sections & SECTION_TEMPORARY)
         json_site_list(&j, p, o, "temporary", by_temp, has_temporary);
+    if (o->sections & SECTION_TIMELINE) {
+        tpprof_sample *v = NULL;
+        size_t n = 0;
+        if (tpprof_timeline_load(p->db, 200, &v, &n) != 0)
+            fprintf(stderr, "tpprof report: warning: %s\n", tpprof_error());
+        tpprof_json_key(&j, "timeline");
+        tpprof_json_array_begin(&j);
+        for (size_t i = 0; i < n; i++) {
+            tpprof_json_object_begin_inline(&j);
+            tpprof_json_key(&j, "time_ns");
+            tpprof_json_int(&j, v[i].time_ns);
+            json_u(&j, "heap_bytes", v[i].heap_bytes);
+            json_u(&j, "heap_blocks", v[i].heap_blocks);
+            json_u(&j, "mmap_bytes", v[i].mmap_bytes);
+            json_u(&j, "rss_bytes", v[i].rss_bytes);
+            json_u(&j, "alloc_calls", v[i].alloc_calls);
+            json_u(&j, "free_calls", v[i].free_calls);
+            tpprof_json_object_end(&j);
+        }
+        tpprof_json_array_end(&j);
+        free(v);
+    }
     tpprof_json_object_end(&j);
     tpprof_json_finish(&j);
 }
@@ -430,6 +489,8 @@ int tpprof_cmd_report(int argc, char **argv) {
             chosen |= SECTION_PEAK;
         } else if (strcmp(argv[i], "--temporary") == 0) {
             chosen |= SECTION_TEMPORARY;
+        } else if (strcmp(argv[i], "--timeline") == 0) {
+            chosen |= SECTION_TIMELINE;
         } else if ((r = tpprof_opt(argc, argv, &i, "--top", &v)) != 0) {
             if (r < 0 || tpprof_parse_count("--top", v, &o.top) != 0)
                 goto usage_error;
@@ -478,6 +539,8 @@ int tpprof_cmd_report(int argc, char **argv) {
             text_top(p, &o);
         if (o.sections & SECTION_TEMPORARY)
             text_temporary(p, &o);
+        if (o.sections & SECTION_TIMELINE)
+            text_timeline(p);
     }
     tpprof_profile_free(p);
     return fflush(stdout) == 0 ? TPPROF_EXIT_OK : TPPROF_EXIT_USAGE;

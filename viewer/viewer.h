@@ -7,6 +7,7 @@
 //   symbolize.c  ip -> (function, file, line, module) frames with libdw
 //   stacks.c     the stack trie and the symbols, loaded into memory once
 //   profile.c    summary, leaks, sites: everything report and check show
+//   timeline.c   the sampled timeline, cut down to a few points
 //   json.c       a small streaming JSON writer
 //   cmd_*.c      one file per command; main.c dispatches
 //
@@ -225,6 +226,19 @@ void tpprof_profile_free(tpprof_profile *p);
 // Name of a kind ("malloc", "mmap", ...); "kind<N>" (static buffer) if unknown.
 const char *tpprof_profile_kind(const tpprof_profile *p, int64_t kind);
 const char *tpprof_reach_name(int reachability);
+
+// ---------------------------------------------------------------------------
+// timeline.c
+
+typedef struct tpprof_sample {
+    int64_t time_ns;
+    uint64_t heap_bytes, heap_blocks, mmap_bytes, alloc_calls, free_calls, rss_bytes;
+} tpprof_sample;
+
+// At most max_points samples of the `timeline` table in time order, each the
+// largest (heap + mmap) of its group of consecutive samples. *out is a new
+// array (caller frees; NULL when the table is empty or absent). 0 or -1 + error.
+int tpprof_timeline_load(tpprof_db *db, size_t max_points, tpprof_sample **out, size_t *n);
 
 // ---------------------------------------------------------------------------
 // json.c

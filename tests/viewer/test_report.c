@@ -199,6 +199,42 @@ static void test_json_escapes_quotes_backslashes_and_control_characters(void) {
     harness_result_free(&r);
 }
 
+static void test_timeline_keeps_the_spike_when_cut_down(void) {
+    const char *db = harness_path("timeline.db");
+    fixture_options o = {0};
+    CHECK(fixture_write(db, &o) == 0, "fixture");
+    sqlite3 *h = NULL;
+    CHECK(sqlite3_open(db, &h) == SQLITE_OK, "open");
+    // 1000 samples of 1 MiB heap, one of 5 MiB at sample 517.
+    CHECK(sqlite3_exec(h,
+                       "DELETE FROM timeline;"
+                       "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < 999) "
+                       "INSERT INTO timeline SELECT 10000000 * (i + 1), "
+                       "  CASE WHEN i = 517 THEN 5242880 ELSE 1048576 END, 10, 4096, i, i, 8388608 FROM k",
+                       NULL, NULL, NULL) == SQLITE_OK,
+          "%s", sqlite3_errmsg(h));
+    sqlite3_close(h);
+    run_result r = harness_tpprof("report", db, "--timeline", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    const char *t = strstr(r.out, "Timeline: heap + mmap over time (24 points;");
+    CHECK(t, "%s", r.out);
+    CHECK(t && strstr(t, "  5.180 s    5.00 MiB    4.00 KiB    8.00 MiB  ################################\n"),
+          "the 5 MiB spike at 5.18 s survives with a full bar:\n%s", r.out);
+    CHECK(t && harness_lines(t) == 1 + 1 + 24, "header + 24 points:\n%s", t ? t : "");
+    CHECK(!strstr(r.out, "Leaks:"), "--timeline alone shows only the timeline");
+    harness_result_free(&r);
+
+    r = harness_tpprof("report", db, "--timeline", "--format", "json", NULL);
+    CHECK(r.status == 0 && harness_json_valid(r.out), "status %d", r.status);
+    CHECK(strstr(r.out, "{\"time_ns\": 5180000000, \"heap_bytes\": 5242880, \"heap_blocks\": 10, "
+                        "\"mmap_bytes\": 4096, \"rss_bytes\": 8388608, \"alloc_calls\": 517, "
+                        "\"free_calls\": 517}"),
+          "%s", r.out);
+    const char *tl = strstr(r.out, "\"timeline\": [");
+    CHECK(tl && harness_lines(tl) == 1 + 200 + 2, "200 points in JSON");
+    harness_result_free(&r);
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     app_db = strdup(harness_path("app.db"));
@@ -217,6 +253,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_json_peak_and_temporary_sections);
     RUN_TEST(test_unsymbolized_frames_print_as_addresses_with_module);
     RUN_TEST(test_json_escapes_quotes_backslashes_and_control_characters);
+    RUN_TEST(test_timeline_keeps_the_spike_when_cut_down);
     free((void *)app_db);
     return harness_finish();
 }
