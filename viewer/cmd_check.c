@@ -457,6 +457,11 @@ static int run_check(int argc, char **argv, check_options *opts) {
     // A run that did not end normally was never scanned: count those blocks
     // as lost so that a crash cannot turn a failing gate into a passing one.
     uint64_t lost = s->lost_bytes + s->unscanned_bytes;
+    if (!s->complete)
+        fprintf(stderr,
+                "tpprof check: note: %s is incomplete (the program did not end normally); what it "
+                "did after the last flush is missing\n",
+                o.path);
     if (s->unscanned_count)
         fprintf(stderr,
                 "tpprof check: note: %s did not end normally; %llu B in %llu blocks were never "

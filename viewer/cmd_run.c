@@ -172,9 +172,11 @@ static void summarize(const char *path, const char *shown_as) {
             tpprof_format_size(s->leaked_bytes, a), tpprof_format_count(s->leaked_count, b),
             tpprof_format_size(s->lost_bytes, c), tpprof_format_size(s->reachable_bytes, d));
     if (s->unscanned_count)
-        fprintf(stderr, ", not scanned %s (the run did not end normally)",
-                tpprof_format_size(s->unscanned_bytes, a));
+        fprintf(stderr, ", not scanned %s", tpprof_format_size(s->unscanned_bytes, a));
     fprintf(stderr, "\n");
+    if (!s->complete)
+        fprintf(stderr, "tpprof: the recording is incomplete: the program did not end normally, and "
+                        "what it did after the last flush is missing\n");
     if (p->nleaks && p->leaks[0].reachability != TPPROF_REACH_REACHABLE) {
         char frame[512];
         fprintf(stderr, "tpprof: biggest leak: %s in %s\n", tpprof_format_size(p->leaks[0].bytes, a),

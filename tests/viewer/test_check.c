@@ -133,6 +133,7 @@ static void test_unscanned_blocks_of_a_crashed_run_count_as_lost(void) {
     CHECK(strstr(r.out, "FAIL lost bytes 12488 > 12288: 8192 B in map_arena (arena.c:30)\n"), "%s",
           r.out);
     CHECK(strstr(r.err, "never scanned and count as lost"), "%s", r.err);
+    CHECK(strstr(r.err, "is incomplete (the program did not end normally)"), "%s", r.err);
     harness_result_free(&r);
 }
 
