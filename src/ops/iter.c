@@ -293,7 +293,7 @@ void tp__iter_init(tp__iter *it, int ndim, const int64_t *shape, int nops, const
         if (m > 0) {
             bool merge = true;
             for (int k = 0; k < nops && merge; k++)
-                merge = strides[k][m - 1] == strides[k][d] * sizes[d];
+                merge = it->strides[k][m - 1] == strides[k][d] * sizes[d];
             if (merge) {
                 it->sizes[m - 1] *= sizes[d];
                 for (int k = 0; k < nops; k++) it->strides[k][m - 1] = strides[k][d];

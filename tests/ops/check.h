@@ -157,6 +157,63 @@ static inline bool shape_is(const tp_tensor *t, int ndim, const int64_t *sizes) 
     CHECK(shape_is((t), (int)(sizeof(int64_t[])shape / sizeof(int64_t)), (int64_t[])shape))
 
 // ----------------------------------------------------------------------------
+// random strided views (for "any layout gives the same answer" tests)
+
+static inline uint64_t test_rng(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+/* A random view of a fresh random tensor: ndim dims of sizes[], reached
+ * through a permutation, a stepped slice and an offset.  New reference. */
+static inline tp_tensor *random_view(uint64_t *seed, int ndim, const int64_t *sizes, tp_dtype dtype) {
+    int perm[TP_MAX_DIMS], inv[TP_MAX_DIMS];
+    for (int d = 0; d < ndim; d++) perm[d] = d;
+    for (int d = ndim - 1; d > 0; d--) {
+        int k = (int)(test_rng(seed) % (uint64_t)(d + 1)), t = perm[d];
+        perm[d] = perm[k];
+        perm[k] = t;
+    }
+    for (int d = 0; d < ndim; d++) inv[perm[d]] = d;
+    /* the base holds dim d' = perm-position with room for a step and an offset */
+    int64_t bsz[TP_MAX_DIMS] = {0}, step[TP_MAX_DIMS] = {0}, off[TP_MAX_DIMS] = {0};
+    for (int d = 0; d < ndim; d++) {
+        int64_t want = sizes[perm[d]];
+        step[d] = 1 + (int64_t)(test_rng(seed) % 2);
+        off[d] = (int64_t)(test_rng(seed) % 2);
+        bsz[d] = off[d] + (want > 0 ? (want - 1) * step[d] + 1 : 0) + (int64_t)(test_rng(seed) % 2);
+    }
+    tp_tensor *base = tp_rand(ndim, bsz, TP_DTYPE_FLOAT64, test_rng(seed));
+    tp_tensor *scaled = tp_binary_scalar(TP_BINARY_OP_MUL, base, 20);
+    tp_tensor *shifted = tp_binary_scalar(TP_BINARY_OP_SUB, scaled, 10);
+    tp_tensor *typed = tp_to_dtype(shifted, dtype);
+    tp_tensor *v = tp_tensor_retain(typed);
+    for (int d = 0; d < ndim; d++) {
+        tp_tensor *s = tp_tensor_slice(v, d, off[d], off[d] + (sizes[perm[d]] - 1) * step[d] + 1, step[d]);
+        tp_tensor_release(v);
+        v = s;
+    }
+    tp_tensor *p = tp_tensor_permute(v, ndim, inv);
+    tp_tensor_release(v);
+    tp_tensor_release(typed);
+    tp_tensor_release(shifted);
+    tp_tensor_release(scaled);
+    tp_tensor_release(base);
+    return p;
+}
+
+/* Same shape, dtype and bytes (compared element by element as contiguous). */
+static inline bool same_tensor(tp_tensor *a, tp_tensor *b) {
+    if (!a || !b || tp_tensor_dtype(a) != tp_tensor_dtype(b) || tp_tensor_dim(a) != tp_tensor_dim(b)) return false;
+    if (!shape_is(b, tp_tensor_dim(a), tp_tensor_sizes(a))) return false;
+    tp_tensor *ca = tp_contiguous(a), *cb = tp_contiguous(b);
+    bool same = memcmp(tp_tensor_data(ca), tp_tensor_data(cb), tp_tensor_nbytes(ca)) == 0;
+    tp_tensor_release(ca);
+    tp_tensor_release(cb);
+    return same;
+}
+
+// ----------------------------------------------------------------------------
 // an allocator that refuses requests above a limit (allocation-failure paths)
 
 static size_t limited_max_bytes;

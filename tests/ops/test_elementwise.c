@@ -352,6 +352,57 @@ static void test_allocation_failure_leaves_everything_unchanged(void) {
     tp_tensor_release(a);
 }
 
+static void test_any_layout_gives_the_contiguous_answer(void) {
+    uint64_t seed = 12345;
+    tp_dtype dts[5] = {TP_DTYPE_FLOAT32, TP_DTYPE_FLOAT64, TP_DTYPE_FLOAT16, TP_DTYPE_INT32, TP_DTYPE_INT8};
+    int saved = tp_get_num_threads(), big = 0;
+    for (int iter = 0; iter < 300; iter++) {
+        tp_set_num_threads(iter % 2 ? 3 : 1);
+        int ndim = 1 + (int)(test_rng(&seed) % 4);
+        int64_t sizes[4];
+        for (int d = 0; d < ndim; d++) sizes[d] = 1 + (int64_t)(test_rng(&seed) % 9);
+        if (iter % 25 == 0) { /* a big 2-D case: tiles and the pool kick in */
+            ndim = 2;
+            sizes[0] = 200 + (int64_t)(test_rng(&seed) % 200);
+            sizes[1] = 200 + (int64_t)(test_rng(&seed) % 200);
+        }
+        tp_dtype da = dts[test_rng(&seed) % 5], db = dts[test_rng(&seed) % 5];
+        tp_tensor *a = random_view(&seed, ndim, sizes, da);
+        big += tp_tensor_numel(a) >= 65536;
+        /* b broadcasts: some of a's dims set to 1, and maybe fewer dims */
+        int64_t bs[4];
+        int bn = ndim - (int)(test_rng(&seed) % 2);
+        for (int d = 0; d < bn; d++) bs[d] = test_rng(&seed) % 3 == 0 ? 1 : sizes[d + ndim - bn];
+        tp_tensor *b = random_view(&seed, bn, bs, db);
+        tp_tensor *ca = tp_contiguous(a), *cb = tp_contiguous(b);
+        tp_binary_op op = (tp_binary_op)(test_rng(&seed) % TP_BINARY_OP_COUNT);
+        tp_tensor *r = tp_binary(op, a, b), *rc = tp_binary(op, ca, cb);
+        if (!same_tensor(r, rc)) {
+            fprintf(stderr, "  iteration %d: op %d, %d-d, dtypes %d %d differ\n", iter, op, ndim, da, db);
+            check_failures++;
+        }
+        tp_unary_op uop = (tp_unary_op)(test_rng(&seed) % TP_UNARY_OP_COUNT);
+        tp_tensor *u = tp_unary(uop, a), *uc = tp_unary(uop, ca);
+        if (!same_tensor(u, uc)) {
+            fprintf(stderr, "  iteration %d: unary %d differs\n", iter, uop);
+            check_failures++;
+        }
+        /* in place into the strided view itself: a op= b, when the dtype allows */
+        tp_tensor *ra = tp_clone(a);
+        tp_clear_error();
+        tp_status st = tp_binary_(TP_BINARY_OP_ADD, a, b), stc = tp_binary_(TP_BINARY_OP_ADD, ra, cb);
+        CHECK_EQ(st, stc);
+        if (st == TP_STATUS_OK && !same_tensor(a, ra)) {
+            fprintf(stderr, "  iteration %d: in-place add differs\n", iter);
+            check_failures++;
+        }
+        tp_tensor *t[] = {a, b, ca, cb, r, rc, u, uc, ra};
+        for (int k = 0; k < 9; k++) tp_tensor_release(t[k]);
+    }
+    CHECK(big >= 2); /* the seed does reach the parallel, tiled paths */
+    tp_set_num_threads(saved);
+}
+
 int main(void) {
     RUN_TEST(test_add_contiguous_float32);
     RUN_TEST(test_broadcast_bias_row_and_column);
@@ -370,5 +421,6 @@ int main(void) {
     RUN_TEST(test_empty_and_zero_dim_shapes);
     RUN_TEST(test_large_inplace_bumps_once_on_parallel_path);
     RUN_TEST(test_allocation_failure_leaves_everything_unchanged);
+    RUN_TEST(test_any_layout_gives_the_contiguous_answer);
     return CHECK_DONE();
 }

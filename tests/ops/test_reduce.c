@@ -148,6 +148,75 @@ static void test_many_outputs_parallel_against_reference(void) {
     for (int k = 0; k < 4; k++) tp_tensor_release(t[k]);
 }
 
+static void test_outer_and_inner_dims_of_contiguous_4d(void) {
+    /* regression: the iterator once merged dims by comparing against
+     * pre-merge strides, and summed the first 35 elements here */
+    tp_tensor *base = tp_arange(0, 7 * 6 * 7 * 5, 1, TP_DTYPE_INT32);
+    tp_tensor *c = tp_tensor_view(base, 4, (int64_t[]){7, 6, 7, 5});
+    tp_tensor *r = tp_sum(c, 2, (int[]){0, 3}, false);
+    CHECK_SHAPE(r, SHAPE(6, 7));
+    /* element [j, k] = sum over i < 7, l < 5 of 210 i + 35 j + 5 k + l */
+    bool ok = r != NULL;
+    for (int j = 0; ok && j < 6; j++)
+        for (int k = 0; k < 7; k++) ok &= at(r, j * 7 + k) == 210 * 21 * 5 + 35 * (35 * j + 5 * k) + 7 * 10;
+    CHECK(ok);
+    tp_tensor_release(r);
+    tp_tensor_release(c);
+    tp_tensor_release(base);
+}
+
+static bool close_tensors(tp_tensor *a, tp_tensor *b, double tol) {
+    if (!a || !b || tp_tensor_numel(a) != tp_tensor_numel(b) || tp_tensor_dtype(a) != tp_tensor_dtype(b)) return false;
+    for (int64_t k = 0; k < tp_tensor_numel(a); k++) {
+        double x = at(a, k), y = at(b, k);
+        if (!(fabs(x - y) <= tol * (1 + fabs(y))) && !(isnan(x) && isnan(y))) return false;
+    }
+    return shape_is(a, tp_tensor_dim(b), tp_tensor_sizes(b));
+}
+
+static void test_any_layout_gives_the_contiguous_answer(void) {
+    uint64_t seed = 777;
+    tp_dtype dts[4] = {TP_DTYPE_FLOAT32, TP_DTYPE_FLOAT64, TP_DTYPE_INT16, TP_DTYPE_BFLOAT16};
+    int saved = tp_get_num_threads();
+    for (int iter = 0; iter < 200; iter++) {
+        tp_set_num_threads(iter % 2 ? 3 : 1);
+        int ndim = 1 + (int)(test_rng(&seed) % 4);
+        int64_t sizes[4];
+        for (int d = 0; d < ndim; d++) sizes[d] = 1 + (int64_t)(test_rng(&seed) % 7);
+        if (iter % 6 == 0) {
+            ndim = 2;
+            sizes[0] = 100 + (int64_t)(test_rng(&seed) % 400);
+            sizes[1] = 100 + (int64_t)(test_rng(&seed) % 400);
+        }
+        tp_dtype dt = dts[test_rng(&seed) % 4];
+        tp_tensor *a = random_view(&seed, ndim, sizes, dt), *c = tp_contiguous(a);
+        int dims[4], nd = 0;
+        for (int d = 0; d < ndim; d++)
+            if (test_rng(&seed) % 2) dims[nd++] = d;
+        bool keep = test_rng(&seed) % 2;
+        /* float sums may add in another order per layout: compare with a tolerance */
+        double tol = tp_dtype_is_floating(dt) ? (dt == TP_DTYPE_BFLOAT16 ? 1e-2 : 1e-5) : 0;
+        tp_tensor *r[5] = {tp_sum(a, nd, dims, keep), tp_max(a, nd, dims, keep), tp_min(a, nd, dims, keep),
+                           tp_argmax(a, dims[0] * (nd > 0), keep),
+                           tp_dtype_is_floating(dt) ? tp_mean(a, nd, dims, keep) : tp_sum(a, 0, NULL, keep)};
+        tp_tensor *rc[5] = {tp_sum(c, nd, dims, keep), tp_max(c, nd, dims, keep), tp_min(c, nd, dims, keep),
+                            tp_argmax(c, dims[0] * (nd > 0), keep),
+                            tp_dtype_is_floating(dt) ? tp_mean(c, nd, dims, keep) : tp_sum(c, 0, NULL, keep)};
+        for (int k = 0; k < 5; k++) {
+            if (!close_tensors(r[k], rc[k], k == 0 || k == 4 ? tol : 0)) {
+                fprintf(stderr, "  iteration %d: reduction %d (%d-d, dtype %d, %d dims) differs\n", iter, k,
+                        ndim, dt, nd);
+                check_failures++;
+            }
+            tp_tensor_release(r[k]);
+            tp_tensor_release(rc[k]);
+        }
+        tp_tensor_release(a);
+        tp_tensor_release(c);
+    }
+    tp_set_num_threads(saved);
+}
+
 int main(void) {
     RUN_TEST(test_sum_over_each_dim_and_all);
     RUN_TEST(test_reductions_on_strided_views);
@@ -156,5 +225,7 @@ int main(void) {
     RUN_TEST(test_empty_and_bad_dims);
     RUN_TEST(test_split_reduction_matches_serial);
     RUN_TEST(test_many_outputs_parallel_against_reference);
+    RUN_TEST(test_outer_and_inner_dims_of_contiguous_4d);
+    RUN_TEST(test_any_layout_gives_the_contiguous_answer);
     return CHECK_DONE();
 }
