@@ -40,6 +40,17 @@
  *
  * Thread-safe: one mutex per allocator guards everything, including observer
  * events (TP_OBS_ALLOCATOR), which are sent while it is held.
+ *
+ * Observer events (tp_obs_allocator_event, allocator "caching"; segment and
+ * segment_size always describe the segment involved, stream is its stream):
+ *   SEGMENT_RESERVE / SEGMENT_RELEASE  block = segment base, block_size = its size
+ *   BLOCK_SPLIT   block/block_size = the new free remainder cut off the end
+ *   BLOCK_ALLOC   block/block_size = the block handed out (rounded size),
+ *                 requested = the bytes asked for
+ *   BLOCK_FREE    the block given back, with its requested size
+ *   BLOCK_MERGE   block/block_size = the merged free block, after each merge
+ * One allocation emits at most RESERVE, SPLIT, ALLOC in that order; one free
+ * emits FREE then up to two MERGEs.
  */
 #ifndef TENSORPLAY_CACHING_ALLOCATOR_H
 #define TENSORPLAY_CACHING_ALLOCATOR_H

@@ -462,6 +462,22 @@ static void test_storage_memory_comes_back_to_the_cache(void) {
     CHECK_EQ_U64(raw.live_bytes, 0);
 }
 
+static void test_resizing_a_storage_moves_it_to_a_new_block(void) {
+    fake_raw raw;
+    tp_caching_allocator *ca = make(&raw, 0, 0, 0);
+    tp_storage *s = tp_storage_new(1000, tp_caching_allocator_as_allocator(ca), true);
+    CHECK(s != NULL);
+    if (!s) return;
+    memset(tp_storage_data(s), 0x5A, 1000);
+    CHECK(tp_storage_resize(s, 3000) == TP_STATUS_OK);
+    CHECK(((unsigned char *)tp_storage_data(s))[999] == 0x5A);
+    /* The old 1024-byte block went back and sits free in front of the new one. */
+    LAYOUT(ca, 0, 2 * MIB, true, {1024, 0}, {3072, 3000}, {2 * MIB - 4096, 0});
+    tp_storage_release(s);
+    tp_caching_allocator_destroy(ca);
+    CHECK_EQ_U64(raw.live_bytes, 0);
+}
+
 static void test_zero_byte_request_gives_null_and_no_ctx(void) {
     fake_raw raw;
     tp_caching_allocator *ca = make(&raw, 0, 0, 0);
@@ -679,6 +695,7 @@ int main(void) {
     RUN(test_stats_follow_a_scripted_sequence_exactly);
     RUN(test_vtable_stats_report_allocated_bytes);
     RUN(test_storage_memory_comes_back_to_the_cache);
+    RUN(test_resizing_a_storage_moves_it_to_a_new_block);
     RUN(test_zero_byte_request_gives_null_and_no_ctx);
     RUN(test_raw_failure_frees_cached_segments_and_retries);
     RUN(test_raw_failure_frees_oversize_segments_first);

@@ -3,6 +3,7 @@
  * an explicit flush or a threshold; then the wrapped deleters run in order.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "check.h"
@@ -195,6 +196,47 @@ static void test_zero_bytes_and_bad_arguments(void) {
     tp_deferred_allocator_destroy(d);
 }
 
+typedef struct worker_arg {
+    tp_deferred_allocator *d;
+    unsigned seed;
+} worker_arg;
+
+static void *worker(void *p) {
+    worker_arg *w = p;
+    unsigned x = w->seed;
+    for (int i = 0; i < 2000; i++) {
+        x = x * 1103515245u + 12345u;
+        tp_data_ptr dp = alloc(w->d, 1 + (x >> 8) % 4096);
+        memset(dp.ptr, 1, 16);
+        tp_data_ptr_clear(&dp);
+        if (i % 500 == 0) tp_deferred_allocator_flush(w->d);
+    }
+    return NULL;
+}
+
+static void test_concurrent_frees_and_flushes_lose_nothing(void) {
+    fake_raw raw;
+    fake_raw_init(&raw, 0);
+    tp_deferred_allocator *d = tp_deferred_allocator_new(&raw.vt, 64 * 1024, 100);
+    pthread_t th[4];
+    worker_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (worker_arg){d, 31u * (unsigned)i + 7};
+        pthread_create(&th[i], NULL, worker, &args[i]);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    tp_deferred_allocator_stats st;
+    tp_deferred_allocator_get_stats(d, &st);
+    CHECK_EQ_U64(st.alloc_count, 8000);
+    CHECK_EQ_U64(st.live_count, 0);
+    CHECK_EQ_U64(st.freed_count + st.queued_count, 8000);
+    CHECK(st.auto_flush_count > 0);
+    CHECK_EQ_U64(raw.frees, st.freed_count);
+    tp_deferred_allocator_destroy(d);
+    CHECK_EQ_U64(raw.frees, 8000);
+    CHECK_EQ_U64(raw.live_bytes, 0);
+}
+
 int main(void) {
     RUN(test_free_only_queues_until_flush);
     RUN(test_flush_frees_oldest_first);
@@ -204,5 +246,6 @@ int main(void) {
     RUN(test_storage_release_is_deferred);
     RUN(test_queued_blocks_are_not_reused_by_a_caching_inner_allocator);
     RUN(test_zero_bytes_and_bad_arguments);
+    RUN(test_concurrent_frees_and_flushes_lose_nothing);
     return CHECK_EXIT_STATUS();
 }
