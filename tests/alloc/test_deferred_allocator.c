@@ -206,8 +206,9 @@ static void *worker(void *p) {
     unsigned x = w->seed;
     for (int i = 0; i < 2000; i++) {
         x = x * 1103515245u + 12345u;
-        tp_data_ptr dp = alloc(w->d, 1 + (x >> 8) % 4096);
-        memset(dp.ptr, 1, 16);
+        size_t n = 1 + (x >> 8) % 4096;
+        tp_data_ptr dp = alloc(w->d, n);
+        memset(dp.ptr, 1, n < 16 ? n : 16);
         tp_data_ptr_clear(&dp);
         if (i % 500 == 0) tp_deferred_allocator_flush(w->d);
     }
