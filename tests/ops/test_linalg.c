@@ -157,11 +157,46 @@ static void test_matmul_errors(void) {
     for (int k = 0; k < 13; k++) tp_tensor_release(t[k]);
 }
 
+static void test_any_layout_gives_the_contiguous_answer(void) {
+    uint64_t seed = 4242;
+    tp_dtype dts[4] = {TP_DTYPE_FLOAT32, TP_DTYPE_FLOAT64, TP_DTYPE_INT32, TP_DTYPE_FLOAT16};
+    for (int iter = 0; iter < 120; iter++) {
+        int na = 1 + (int)(test_rng(&seed) % 4), nb = 1 + (int)(test_rng(&seed) % 4);
+        int64_t n = 1 + (int64_t)(test_rng(&seed) % 6), k = 1 + (int64_t)(test_rng(&seed) % 6);
+        int64_t m = 1 + (int64_t)(test_rng(&seed) % 6);
+        int64_t as[4], bs[4];
+        /* batch dims: broadcastable (1 or the shared size) */
+        int64_t batch[2] = {1 + (int64_t)(test_rng(&seed) % 3), 1 + (int64_t)(test_rng(&seed) % 3)};
+        for (int d = 0; d < na - 2; d++) as[d] = test_rng(&seed) % 2 ? batch[d + 4 - na] : 1;
+        for (int d = 0; d < nb - 2; d++) bs[d] = test_rng(&seed) % 2 ? batch[d + 4 - nb] : 1;
+        if (na == 1) as[0] = k;
+        else { as[na - 2] = n; as[na - 1] = k; }
+        if (nb == 1) bs[0] = k;
+        else { bs[nb - 2] = k; bs[nb - 1] = m; }
+        tp_dtype dt = dts[test_rng(&seed) % 4];
+        tp_tensor *a = random_view(&seed, na, as, dt), *b = random_view(&seed, nb, bs, dt);
+        tp_tensor *ca = tp_contiguous(a), *cb = tp_contiguous(b);
+        tp_tensor *r = tp_matmul(a, b), *rc = tp_matmul(ca, cb);
+        double tol = dt == TP_DTYPE_FLOAT16 ? 1e-2 : dt == TP_DTYPE_FLOAT32 ? 1e-5 : 1e-12;
+        bool ok = r && rc && tp_tensor_numel(r) == tp_tensor_numel(rc) &&
+                  shape_is(r, tp_tensor_dim(rc), tp_tensor_sizes(rc));
+        for (int64_t e = 0; ok && e < tp_tensor_numel(r); e++)
+            ok = fabs(at(r, e) - at(rc, e)) <= tol * (1 + fabs(at(rc, e)));
+        if (!ok) {
+            fprintf(stderr, "  iteration %d: %d-d x %d-d dtype %d differs (%s)\n", iter, na, nb, dt, tp_last_error());
+            check_failures++;
+        }
+        tp_tensor *t[] = {a, b, ca, cb, r, rc};
+        for (int q = 0; q < 6; q++) tp_tensor_release(t[q]);
+    }
+}
+
 int main(void) {
     RUN_TEST(test_mm_matches_reference_for_all_layouts);
     RUN_TEST(test_vector_cases_drop_the_vector_dim);
     RUN_TEST(test_batched_broadcast_and_fold);
     RUN_TEST(test_integer_and_half_matmul);
     RUN_TEST(test_matmul_errors);
+    RUN_TEST(test_any_layout_gives_the_contiguous_answer);
     return CHECK_DONE();
 }
