@@ -4,7 +4,9 @@
  *   1. 1024x1024 float32 matmul: tp_matmul vs cblas_sgemm called directly
  *      (median of N runs; tp_matmul also allocates its 4 MiB result);
  *   2. add of 16 Mi floats (tp_add with a fresh result, tp_add_ in place)
- *      vs memcpy of the same 64 MiB, as GB/s of bytes read + written;
+ *      vs memcpy of the same 64 MiB (into a warm buffer, and into a fresh
+ *      malloc, which pays the same first-touch page faults as a new
+ *      result), as GB/s of bytes read + written;
  *   3. per-op overhead of tiny (4-element) ops, in ns.
  *
  * Usage: bench_runtime [runs] [threads]   (defaults: 11, all CPUs)
@@ -38,6 +40,10 @@ static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+/* Called through a volatile pointer so the compiler cannot drop a copy into
+ * memory that is freed right after. */
+static void *(*volatile copy_fn)(void *, const void *, size_t) = memcpy;
 
 static void die(const char *what) {
     fprintf(stderr, "bench_runtime: %s failed: %s\n", what, tp_last_error());
@@ -112,11 +118,18 @@ static void bench_bandwidth(int runs) {
     memset(src, 1, (size_t)bytes);
     memset(dst, 0, (size_t)bytes); /* fault the pages in: memcpy gets a warm target */
     double *t_cpy = malloc((size_t)runs * sizeof(double)), *t_add = malloc((size_t)runs * sizeof(double));
-    double *t_inp = malloc((size_t)runs * sizeof(double));
+    double *t_inp = malloc((size_t)runs * sizeof(double)), *t_fresh = malloc((size_t)runs * sizeof(double));
     for (int r = 0; r < runs; r++) {
         double t0 = now();
-        memcpy(dst, src, (size_t)bytes);
+        copy_fn(dst, src, (size_t)bytes);
         t_cpy[r] = now() - t0;
+        /* what a fresh 64 MiB result costs by itself: first-touch page faults */
+        t0 = now();
+        float *fresh = malloc((size_t)bytes);
+        if (!fresh) die("malloc");
+        copy_fn(fresh, src, (size_t)bytes);
+        free(fresh);
+        t_fresh[r] = now() - t0;
         t0 = now();
         tp_tensor *c = tp_add(a, b);
         t_add[r] = now() - t0;
@@ -127,8 +140,10 @@ static void bench_bandwidth(int runs) {
         t_inp[r] = now() - t0;
     }
     double mc = median(t_cpy, runs), ma = median(t_add, runs), mi = median(t_inp, runs);
+    double mf = median(t_fresh, runs);
     printf("elementwise, 16 Mi float32 (median of %d; GB/s = bytes read + written)\n", runs);
-    printf("  %-28s %9.3f ms  %7.2f GB/s\n", "memcpy 64 MiB", mc * 1e3, 2 * bytes / mc * 1e-9);
+    printf("  %-28s %9.3f ms  %7.2f GB/s\n", "memcpy 64 MiB (1 thread)", mc * 1e3, 2 * bytes / mc * 1e-9);
+    printf("  %-28s %9.3f ms  %7.2f GB/s\n", "memcpy to fresh malloc (1 t)", mf * 1e3, 2 * bytes / mf * 1e-9);
     printf("  %-28s %9.3f ms  %7.2f GB/s\n", "tp_add (new result)", ma * 1e3, 3 * bytes / ma * 1e-9);
     printf("  %-28s %9.3f ms  %7.2f GB/s\n", "tp_add_ (in place)", mi * 1e3, 3 * bytes / mi * 1e-9);
     tp_tensor_release(a);
@@ -138,6 +153,7 @@ static void bench_bandwidth(int runs) {
     free(t_cpy);
     free(t_add);
     free(t_inp);
+    free(t_fresh);
 }
 
 // ----------------------------------------------------------------------------
