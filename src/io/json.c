@@ -19,6 +19,7 @@
 typedef struct parser {
     const char *start, *p, *end;
     int depth;
+    size_t values;
     char *err;
     size_t errlen;
     bool failed;
@@ -342,6 +343,8 @@ static bool parse_container(parser *ps, tp__json *out, bool object) {
 }
 
 static bool parse_value(parser *ps, tp__json *out) {
+    if (++ps->values > TP__JSON_MAX_VALUES)
+        return fail(ps, "more than %d values", TP__JSON_MAX_VALUES);
     skip_ws(ps);
     if (ps->p >= ps->end) return fail(ps, "unexpected end of input");
     switch (*ps->p) {

@@ -4,7 +4,8 @@
  * RFC 8259 without extensions: no comments, no trailing commas, no NaN, no
  * leading zeros, strings must be valid UTF-8 without raw control characters,
  * lone surrogates are refused, duplicate object keys are refused, nesting is
- * limited to TP__JSON_MAX_DEPTH.  Private to src/io; not a general JSON
+ * limited to TP__JSON_MAX_DEPTH and the number of values to
+ * TP__JSON_MAX_VALUES.  Private to src/io; not a general JSON
  * library: it builds a tree and only answers the questions a header asks.
  */
 #ifndef TENSORPLAY_IO_JSON_H
@@ -15,6 +16,10 @@
 #include <stdint.h>
 
 #define TP__JSON_MAX_DEPTH 64
+/* Each value costs a ~56-byte node, so a 100 MB header of "0," pairs would
+ * need ~3 GB; capping the count keeps the worst case near 220 MB while
+ * leaving room for ~250,000 safetensors entries. */
+#define TP__JSON_MAX_VALUES 4000000
 
 typedef enum tp__json_type {
     TP__JSON_NULL,

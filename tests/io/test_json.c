@@ -123,6 +123,27 @@ static void test_nesting_is_limited(void) {
     tp__json_free(v);
 }
 
+static void test_value_count_is_limited(void) {
+    size_t n = 2 * (size_t)TP__JSON_MAX_VALUES + 4; /* "[0,0,...,0]" one value too many */
+    char *doc = malloc(n);
+    doc[0] = '[';
+    size_t k = 1;
+    for (int i = 0; i < TP__JSON_MAX_VALUES; i++) doc[k++] = '0', doc[k++] = ',';
+    doc[k - 1] = ']';
+    char err[256];
+    tp__json *v = tp__json_parse(doc, k, err, sizeof err);
+    CHECK(v == NULL); /* the array itself counts as a value */
+    CHECK_CONTAINS(err, "more than 4000000 values");
+    tp__json_free(v);
+    v = tp__json_parse(doc + 2, k - 2, err, sizeof err); /* "0,0,...]": not one value */
+    CHECK(v == NULL);
+    doc[2] = '[';
+    v = tp__json_parse(doc + 2, k - 2, err, sizeof err); /* exactly the limit */
+    CHECK(v != NULL && v->len == TP__JSON_MAX_VALUES - 1);
+    tp__json_free(v);
+    free(doc);
+}
+
 int main(void) {
     RUN(test_builds_a_tree_of_every_type);
     RUN(test_numbers_report_whether_they_fit_uint64);
@@ -130,5 +151,6 @@ int main(void) {
     RUN(test_malformed_documents_are_refused_with_positions);
     RUN(test_duplicate_keys_are_found_in_large_objects);
     RUN(test_nesting_is_limited);
+    RUN(test_value_count_is_limited);
     return CHECK_EXIT_STATUS();
 }
