@@ -260,6 +260,9 @@ static bool reduce_columns(const red_job *j, const tp__view *in, const bool *red
     int threads = tp_get_num_threads();
     int64_t total = j->nout * j->R;
     col_job c = {.j = j, .nchunks = threads > 1 && total >= 2 * TP__PARALLEL_GRAIN ? threads : 1};
+    /* one accumulator array per chunk: keep the extra arrays under 64 MiB */
+    int64_t fit = (INT64_C(64) << 20) / (j->nout * 8);
+    if (c.nchunks > 1 && c.nchunks > fit) c.nchunks = fit > 1 ? fit : 1;
     c.accs = malloc((size_t)(c.nchunks * j->nout) * 8);
     if (!c.accs) return false;
     for (int64_t k = 0; k < c.nchunks * j->nout; k++) {
