@@ -20,7 +20,7 @@ static inline uint64_t mix(uint64_t x) {
 // Live set.
 
 static bool live_grow(struct tpprof_livetable *lt) {
-    uint64_t ncap = lt->cap ? lt->cap * 2 : 1 << 16;
+    uint64_t ncap = lt->cap ? lt->cap * 2 : 1 << 12;
     struct tpprof_block *ns = tpprof_mem_map(ncap * sizeof *ns);
     if (!ns) return false;
     for (uint64_t i = 0; i < lt->cap; i++) {
@@ -46,13 +46,17 @@ struct tpprof_block *tpprof_live_find(struct tpprof_livetable *lt, uint64_t addr
     return NULL;
 }
 
-// Returns the (zeroed but for addr) slot of a new block; NULL if it exists
-// already or memory ran out.
-struct tpprof_block *tpprof_live_insert(struct tpprof_livetable *lt, uint64_t addr) {
+// Returns the (zeroed but for addr) slot of a new block; or the existing
+// block with *existed set; NULL if memory ran out.
+struct tpprof_block *tpprof_live_insert(struct tpprof_livetable *lt, uint64_t addr, bool *existed) {
+    *existed = false;
     if ((lt->count + 1) * 4 > lt->cap * 3 && !live_grow(lt)) return NULL;
     uint64_t j = mix(addr) & (lt->cap - 1);
     while (lt->slots[j].addr) {
-        if (lt->slots[j].addr == addr) return NULL;
+        if (lt->slots[j].addr == addr) {
+            *existed = true;
+            return &lt->slots[j];
+        }
         j = (j + 1) & (lt->cap - 1);
     }
     memset(&lt->slots[j], 0, sizeof lt->slots[j]);

@@ -137,7 +137,34 @@ static uint32_t leaf_of(uint32_t sid) {
 // ---------------------------------------------------------------------------
 // Sites and the peak.
 
+// depot id -> index+1 of the site last used with it: a call site nearly
+// always allocates with one kind, so this skips two hash lookups.
+static uint32_t *site_hint;
+static uint32_t cap_hint;
+
+static struct tpprof_site *site_lookup(uint32_t sid, int kind);
+
 static struct tpprof_site *site_get(uint32_t sid, int kind) {
+    struct tpprof_wstate *w = &tpprof_w;
+    if (sid < cap_hint && site_hint[sid]) {
+        struct tpprof_site *s = &w->sites[site_hint[sid] - 1];
+        if (s->kind == (uint32_t)kind) return s;
+    }
+    struct tpprof_site *s = site_lookup(sid, kind);
+    if (!s) return NULL;
+    if (sid >= cap_hint) {
+        uint32_t ncap = cap_hint ? cap_hint : 1 << 12;
+        while (ncap <= sid) ncap *= 2;
+        uint32_t *n = tpprof_mem_grow(site_hint, cap_hint * sizeof *n, ncap * sizeof *n);
+        if (!n) return s;
+        site_hint = n;
+        cap_hint = ncap;
+    }
+    site_hint[sid] = (uint32_t)(s - w->sites) + 1;
+    return s;
+}
+
+static struct tpprof_site *site_lookup(uint32_t sid, int kind) {
     struct tpprof_wstate *w = &tpprof_w;
     uint32_t stack = leaf_of(sid);
     uint64_t key = ((uint64_t)stack << 4 | (uint64_t)kind) + 1;
@@ -218,10 +245,14 @@ static void heap_free(struct tpprof_thread *t, uint64_t addr, bool temp_ok) {
 
 static void heap_alloc(struct tpprof_thread *t, uint64_t addr, uint64_t size, uint32_t sid, int kind, uint64_t time) {
     struct tpprof_wstate *w = &tpprof_w;
-    if (tpprof_live_find(&w->live, addr)) heap_free(t, addr, false); // a free we never saw
     struct tpprof_site *s = site_get(sid, kind);
     if (!s) return;
-    struct tpprof_block *b = tpprof_live_insert(&w->live, addr);
+    bool existed;
+    struct tpprof_block *b = tpprof_live_insert(&w->live, addr, &existed);
+    if (b && existed) { // a free we never saw (the block came from before the start)
+        heap_free(t, addr, false);
+        b = tpprof_live_insert(&w->live, addr, &existed);
+    }
     if (!b) return;
     b->size = size;
     b->site = (uint32_t)(s - w->sites);

@@ -29,7 +29,7 @@ struct tpprof_livetable {
     uint64_t cap, count;
 };
 
-TPPROF_HIDDEN struct tpprof_block *tpprof_live_insert(struct tpprof_livetable *lt, uint64_t addr);
+TPPROF_HIDDEN struct tpprof_block *tpprof_live_insert(struct tpprof_livetable *lt, uint64_t addr, bool *existed);
 TPPROF_HIDDEN struct tpprof_block *tpprof_live_find(struct tpprof_livetable *lt, uint64_t addr);
 TPPROF_HIDDEN bool tpprof_live_remove(struct tpprof_livetable *lt, uint64_t addr, struct tpprof_block *out);
 

@@ -24,8 +24,9 @@ static void test_live_set_survives_growth_and_deletions(void) {
         addr[i] = 0x10000000000ULL + 16 * (uint64_t)i * 7 + (addr[i] & 0xf0000000000ULL);
     }
     for (int i = 0; i < N; i++) {
-        struct tpprof_block *b = tpprof_live_insert(&lt, addr[i]);
-        if (!b) continue; // duplicate address by construction: skip
+        bool existed;
+        struct tpprof_block *b = tpprof_live_insert(&lt, addr[i], &existed);
+        if (!b || existed) continue; // duplicate address by construction: skip
         b->size = (uint64_t)i;
         live[i] = 1;
     }
@@ -47,6 +48,13 @@ static void test_live_set_survives_growth_and_deletions(void) {
     }
     struct tpprof_block out;
     CHECK(!tpprof_live_remove(&lt, 12345, &out), "removing an unknown address fails");
+    for (int i = 0; i < N; i++) {
+        if (!live[i]) continue;
+        bool existed;
+        struct tpprof_block *b = tpprof_live_insert(&lt, addr[i], &existed);
+        CHECK(b && existed && b->size == (uint64_t)i, "inserting a live address returns the block");
+        break;
+    }
     free(addr);
     free(live);
 }
