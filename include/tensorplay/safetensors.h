@@ -18,18 +18,21 @@
  *
  * Format: an 8-byte little-endian header length N, N bytes of JSON, then the
  * data buffer.  The loader is strict: N <= 100,000,000 and <= file size - 8;
- * the JSON must be valid (UTF-8, no duplicate keys, nothing but spaces after
- * it); dtypes F32 F64 F16 BF16 I8 I16 I32 I64 U8 BOOL only; at most
- * TP_MAX_DIMS dims; END - BEGIN == numel * itemsize; the offsets tile the
- * buffer from 0 to its end without gaps or overlaps; BOOL bytes are 0 or 1;
- * __metadata__ maps strings to strings.  Any violation is
+ * the JSON must be valid (UTF-8, no duplicate keys, at most 64 levels deep
+ * and 4,000,000 values, only whitespace after it); dtypes F32 F64 F16 BF16
+ * I8 I16 I32 I64 U8 BOOL only; at most TP_MAX_DIMS dims; END - BEGIN ==
+ * numel * itemsize; the offsets tile the buffer from 0 to its end without
+ * gaps or overlaps; BOOL bytes are 0 or 1; __metadata__ maps strings to
+ * strings; names contain no NUL.  Any violation is
  * TP_STATUS_INVALID_ARGUMENT with a message starting "safetensors: ", never
  * a crash.  A tensor whose data is not aligned to its itemsize inside the
  * file (possible with other writers) is copied to aligned memory; every
  * other tensor points straight into the mapping.
  *
  * The mapping is private copy-on-write: in-place ops on a loaded tensor
- * change the process's copy of the page, never the file.
+ * change the process's copy of the page, never the file.  Like any mmap, a
+ * file truncated by another process while mapped faults (SIGBUS) on access;
+ * load from files nobody rewrites in place.
  */
 #ifndef TENSORPLAY_SAFETENSORS_H
 #define TENSORPLAY_SAFETENSORS_H
