@@ -30,8 +30,13 @@ uint64_t tpprof_t0_ns;
 char tpprof_output_path[4096];
 
 static char self_path[1024];
-static _Atomic int disabled_once;
+// The process this image records. A vfork child shares tpprof's memory but
+// has another pid: it must not end the parent's recording in _exit or exec.
+static pid_t recorded_pid;
 static bool started;
+
+static bool in_recorded_process(void) { return started && getpid() == recorded_pid; }
+static _Atomic int disabled_once;
 
 // ---------------------------------------------------------------------------
 // Small shared helpers.
@@ -173,6 +178,7 @@ static void fork_child(void) {
         char env[32];
         snprintf(env, sizeof env, "%d", (int)getpid());
         setenv("TPPROF_RECORDED_PID", env, 1);
+        recorded_pid = getpid();
         tpprof_writer_fork_child(path);
     }
     tpprof_guard--;
@@ -208,6 +214,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
         tpprof_guard = 0;
         return;
     }
+    recorded_pid = getpid();
     started = true;
     atexit(on_exit_scan);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -228,7 +235,7 @@ __attribute__((destructor(101))) static void tpprof_stop(void) {
 // _exit, _Exit: flush what we have (no leak scan), then leave.
 
 TPPROF_EXPORT void _exit(int status) {
-    if (started) {
+    if (in_recorded_process()) {
         tpprof_guard = 1;
         tpprof_writer_finish(TPPROF_END_QUICK);
         started = false;
@@ -303,7 +310,7 @@ static char **fix_env(char *const envp[], size_t *bytes) {
 }
 
 static void before_exec(void) {
-    if (!started) return;
+    if (!in_recorded_process()) return;
     int saved = tpprof_guard;
     tpprof_guard = 1;
     tpprof_writer_finish(TPPROF_END_EXEC);
@@ -311,7 +318,7 @@ static void before_exec(void) {
 }
 
 static void after_failed_exec(void) {
-    if (!started) return;
+    if (!in_recorded_process()) return;
     int saved = tpprof_guard;
     tpprof_guard = 1;
     tpprof_writer_exec_failed();

@@ -473,6 +473,25 @@ static void test_exec(char *prog) {
           "the new image's leak");
 }
 
+static void test_vfork(char *prog) {
+    char out[600];
+    db_path(out, sizeof out, "vfork.db");
+    char *argv[] = {prog, NULL};
+    struct result r = run(out, argv, NULL);
+    CHECK(r.status == 0, "exit status %d", r.status);
+    CHECK(strcmp(r.out, "child 3\nchild 3\nchild 3\n") == 0, "stdout '%s'", r.out);
+    if (!open_db(out)) {
+        CHECK(false, "no database");
+        return;
+    }
+    expect_complete("vfork parent");
+    char v[64];
+    qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'end_reason'");
+    CHECK(strcmp(v, "exit") == 0, "parent ended by exit, not by its children: '%s'", v);
+    CHECK(count_blocks(1, 456, 1, "vfork_leak", 0) + count_blocks(2, 456, 1, "vfork_leak", 0) == 1,
+          "recording went on after the vfork children");
+}
+
 // ---------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -500,6 +519,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "peak") == 0) test_peak(prog, false);
     else if (strcmp(what, "full") == 0) test_peak(prog, true);
     else if (strcmp(what, "exec") == 0) test_exec(prog);
+    else if (strcmp(what, "vfork") == 0) test_vfork(prog);
     else {
         fprintf(stderr, "unknown scenario %s\n", what);
         return 2;
