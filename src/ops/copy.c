@@ -145,7 +145,7 @@ tp_status tp_tensor_get(const tp_tensor *t, const int64_t *index, double *out) {
         if (i < 0) i += n;
         off += i * t->strides[d];
     }
-    const char *p = (const char *)tp_tensor_data(t) + off * (int64_t)tp_dtype_itemsize(t->dtype);
+    const char *p = (const char *)tp_tensor_data(t) + off * tp__itemsize(t->dtype);
     *out = tp__get_f64(p, t->dtype);
     return TP_STATUS_OK;
 }

@@ -70,7 +70,7 @@ static void fill_affine(tp_tensor *t, double start, double step, double end, boo
     double buf[TP__CHUNK];
     char *p = tp_tensor_data(t);
     int64_t n = t->numel;
-    int64_t isz = (int64_t)tp_dtype_itemsize(t->dtype);
+    int64_t isz = tp__itemsize(t->dtype);
     for (int64_t off = 0; off < n; off += TP__CHUNK) {
         int64_t m = n - off < TP__CHUNK ? n - off : TP__CHUNK;
         for (int64_t i = 0; i < m; i++) {
@@ -177,7 +177,7 @@ static tp_tensor *random_tensor(const char *name, int ndim, const int64_t *sizes
     double scale = ldexp(1.0, -bits);
     double buf[TP__CHUNK];
     char *p = tp_tensor_data(t);
-    int64_t isz = (int64_t)tp_dtype_itemsize(dtype);
+    int64_t isz = tp__itemsize(dtype);
     for (int64_t off = 0; off < t->numel; off += TP__CHUNK) {
         int64_t m = t->numel - off < TP__CHUNK ? t->numel - off : TP__CHUNK;
         if (!normal) {

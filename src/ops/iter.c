@@ -15,18 +15,6 @@
 // ----------------------------------------------------------------------------
 // views
 
-tp__view tp__view_of(const tp_tensor *t) {
-    tp__view v;
-    v.data = (char *)tp_tensor_data(t);
-    v.ndim = t->ndim;
-    v.dtype = t->dtype;
-    for (int d = 0; d < t->ndim; d++) {
-        v.sizes[d] = t->sizes[d];
-        v.strides[d] = t->strides[d];
-    }
-    return v;
-}
-
 int64_t tp__view_numel(const tp__view *v) {
     int64_t n = 1;
     for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
@@ -61,7 +49,7 @@ bool tp__view_has_internal_overlap(const tp__view *v) {
 }
 
 static void view_byte_range(const tp__view *v, uintptr_t *lo, uintptr_t *hi) {
-    int64_t isz = (int64_t)tp_dtype_itemsize(v->dtype);
+    int64_t isz = tp__itemsize(v->dtype);
     int64_t min_off = 0, max_off = 0;
     for (int d = 0; d < v->ndim; d++) {
         int64_t span = (v->sizes[d] - 1) * v->strides[d];
@@ -280,7 +268,7 @@ void tp__iter_init(tp__iter *it, int ndim, const int64_t *shape, int nops, const
         sizes[n] = shape[d];
         for (int k = 0; k < nops; k++) {
             int od = d - (ndim - ops[k].ndim);
-            int64_t isz = (int64_t)tp_dtype_itemsize(ops[k].dtype);
+            int64_t isz = tp__itemsize(ops[k].dtype);
             if (od < 0 || ops[k].sizes[od] == 1) strides[k][n] = 0;
             else strides[k][n] = ops[k].strides[od] * isz;
         }

@@ -64,7 +64,7 @@ tp_tensor *tp_cat(int n, tp_tensor *const *tensors, int dim) {
     tp_tensor *out = tp_empty(ref->ndim, sizes, dtype);
     if (!out) return NULL;
     tp__view ov = tp__view_of(out);
-    int64_t isz = (int64_t)tp_dtype_itemsize(dtype);
+    int64_t isz = tp__itemsize(dtype);
     int64_t at = 0;
     for (int i = 0; i < n; i++) {
         if (skippable(tensors[i])) continue;
@@ -115,7 +115,7 @@ tp_tensor *tp_stack(int n, tp_tensor *const *tensors, int dim) {
     tp_tensor *out = tp_empty(ref->ndim + 1, sizes, dtype);
     if (!out) return NULL;
     tp__view ov = tp__view_of(out);
-    int64_t isz = (int64_t)tp_dtype_itemsize(dtype);
+    int64_t isz = tp__itemsize(dtype);
     for (int i = 0; i < n; i++) {
         /* the i-th slice along d, with d removed */
         tp__view slice = {.data = ov.data + i * ov.strides[d] * isz, .ndim = ref->ndim, .dtype = dtype};
@@ -164,7 +164,7 @@ tp_tensor *tp_index_select(const tp_tensor *t, int dim, const tp_tensor *index) 
         return NULL;
     }
     tp__view iv = tp__view_of(index);
-    int64_t istride = iv.ndim ? iv.strides[0] * (int64_t)tp_dtype_itemsize(iv.dtype) : 0;
+    int64_t istride = iv.ndim ? iv.strides[0] * tp__itemsize(iv.dtype) : 0;
     tp__load_i64(idx, iv.data, istride, nidx, iv.dtype);
     for (int64_t i = 0; i < nidx; i++)
         if (idx[i] < 0 || idx[i] >= dim_size) {
@@ -183,7 +183,7 @@ tp_tensor *tp_index_select(const tp_tensor *t, int dim, const tp_tensor *index) 
         return NULL;
     }
     tp__view ov = tp__view_of(out), src = tp__view_of(t);
-    int64_t isz = (int64_t)tp_dtype_itemsize(t->dtype);
+    int64_t isz = tp__itemsize(t->dtype);
     /* one slice per index, with dim d dropped from both sides */
     tp__view s = {.data = src.data, .ndim = 0, .dtype = t->dtype}, o = s;
     o.data = ov.data;

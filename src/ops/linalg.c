@@ -93,7 +93,7 @@ static tp_status gemm(tp_dtype dtype, const mat *a, const mat *b, char *c, char 
 /* Integral reference: rows of A times B accumulated in int64. */
 static tp_status gemm_int(tp_dtype dtype, const mat *a, const mat *b, char *c) {
     int64_t n = a->rows, k = a->cols, m = b->cols;
-    int64_t isz = (int64_t)tp_dtype_itemsize(dtype);
+    int64_t isz = tp__itemsize(dtype);
     int64_t *acc = malloc((size_t)(m > 0 ? m : 1) * 2 * sizeof *acc);
     if (!acc) return tp__error(TP_STATUS_OUT_OF_MEMORY, "matmul: cannot allocate a row buffer");
     int64_t *brow = acc + (m > 0 ? m : 1);

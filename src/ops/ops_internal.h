@@ -27,8 +27,28 @@ typedef struct tp__view {
     int64_t strides[TP_MAX_DIMS]; /* in elements */
 } tp__view;
 
-/* The geometry of t (borrowed: valid while t lives). */
-tp__view tp__view_of(const tp_tensor *t);
+/* Bytes per element without a call (hot in every kernel setup). */
+static inline int64_t tp__itemsize(tp_dtype dtype) {
+    static const int8_t sizes[TP_DTYPE_COUNT] = {
+        [TP_DTYPE_FLOAT32] = 4, [TP_DTYPE_FLOAT64] = 8, [TP_DTYPE_FLOAT16] = 2, [TP_DTYPE_BFLOAT16] = 2,
+        [TP_DTYPE_INT8] = 1,    [TP_DTYPE_INT16] = 2,   [TP_DTYPE_INT32] = 4,   [TP_DTYPE_INT64] = 8,
+        [TP_DTYPE_UINT8] = 1,   [TP_DTYPE_BOOL] = 1,
+    };
+    return (unsigned)dtype < TP_DTYPE_COUNT ? sizes[dtype] : 0;
+}
+
+/* The geometry of t (borrowed: valid while t lives).  Inline: every op
+ * takes a few of these, and the tiny-op overhead is mostly such setup. */
+static inline tp__view tp__view_of(const tp_tensor *t) {
+    tp__view v;
+    char *base = (char *)t->storage->data.ptr;
+    v.data = base ? base + t->storage_offset * tp__itemsize(t->dtype) : NULL;
+    v.ndim = t->ndim;
+    v.dtype = t->dtype;
+    memcpy(v.sizes, t->sizes, (size_t)t->ndim * sizeof(int64_t));
+    memcpy(v.strides, t->strides, (size_t)t->ndim * sizeof(int64_t));
+    return v;
+}
 int64_t tp__view_numel(const tp__view *v);
 /* True if two different indices may reach the same element (stride 0 on a
  * dim of size > 1, or strides that interleave).  Conservative: may say true

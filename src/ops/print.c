@@ -94,7 +94,7 @@ static void visit(printer *p, int d, const char *base, visit_fn fn, void *ctx) {
         return;
     }
     int64_t n = p->v.sizes[d];
-    int64_t step = p->v.strides[d] * (int64_t)tp_dtype_itemsize(p->v.dtype);
+    int64_t step = p->v.strides[d] * tp__itemsize(p->v.dtype);
     for (int64_t i = 0; i < n; i++) {
         if (p->summarize && n > 2 * EDGEITEMS && i == EDGEITEMS) i = n - EDGEITEMS;
         visit(p, d + 1, base + i * step, fn, ctx);
@@ -155,7 +155,7 @@ static void choose_format(printer *p) {
 
 static void vector_str(printer *p, sbuf *s, const char *base, int indent) {
     int64_t n = p->v.sizes[p->v.ndim - 1];
-    int64_t step = p->v.strides[p->v.ndim - 1] * (int64_t)tp_dtype_itemsize(p->v.dtype);
+    int64_t step = p->v.strides[p->v.ndim - 1] * tp__itemsize(p->v.dtype);
     int per_line = (LINEWIDTH - indent) / (p->width + 2);
     if (per_line < 1) per_line = 1;
     sb_str(s, "[");
@@ -191,7 +191,7 @@ static void tensor_str(printer *p, sbuf *s, int d, const char *base, int indent)
         return;
     }
     int64_t n = p->v.sizes[d];
-    int64_t step = p->v.strides[d] * (int64_t)tp_dtype_itemsize(p->v.dtype);
+    int64_t step = p->v.strides[d] * tp__itemsize(p->v.dtype);
     sb_str(s, "[");
     for (int64_t i = 0; i < n; i++) {
         if (i > 0) {

@@ -150,7 +150,7 @@ static red_state red_range(const red_job *j, int64_t o, int64_t begin, int64_t e
 }
 
 static void red_write(const red_job *j, int64_t o, const red_state *s) {
-    char *p = j->out + o * (int64_t)tp_dtype_itemsize(j->out_dtype);
+    char *p = j->out + o * tp__itemsize(j->out_dtype);
     if (j->kind == RED_ARGMAX) {
         tp__store_i64(p, 0, &s->idx, 1, j->out_dtype);
     } else if (j->kind == RED_MEAN) {
