@@ -11,19 +11,30 @@ void *volatile sink;
 
 __attribute__((noinline)) void vfork_leak(void) { sink = malloc(456); sink = NULL; }
 
+// One vfork per function, nothing live across it (vfork's rules).
+static int spawn_exec(void) {
+    pid_t p = vfork();
+    if (p == 0) {
+        execl("/bin/true", "true", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(p, &st, 0);
+    return WEXITSTATUS(st);
+}
+
+static int spawn_exit(void) {
+    pid_t p = vfork();
+    if (p == 0) _exit(3);
+    int st = 0;
+    waitpid(p, &st, 0);
+    return WEXITSTATUS(st);
+}
+
 int main(void) {
     for (int i = 0; i < 3; i++) {
-        int st = 0;
-        pid_t p = vfork();
-        if (p == 0) {
-            execl("/bin/true", "true", (char *)NULL);
-            _exit(127);
-        }
-        waitpid(p, &st, 0);
-        p = vfork();
-        if (p == 0) _exit(3);
-        waitpid(p, &st, 0);
-        printf("child %d\n", WEXITSTATUS(st));
+        if (spawn_exec() != 0) return 1;
+        printf("child %d\n", spawn_exit());
     }
     vfork_leak();
     return 0;
