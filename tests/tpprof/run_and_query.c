@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <elf.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -56,6 +57,8 @@ static void slurp(const char *path, char *buf, size_t cap) {
 
 // Runs argv; with `out_db` under the preload writing there. `env` is an
 // optional extra "NAME=value".
+static int kill_after_ms; // > 0: SIGKILL the program after this long
+
 static struct result run(const char *out_db, char *const argv[], const char *env) {
     struct result r;
     char so[600], se[600];
@@ -79,6 +82,10 @@ static struct result run(const char *out_db, char *const argv[], const char *env
         _exit(127);
     }
     int st = 0;
+    if (kill_after_ms > 0) {
+        usleep((useconds_t)kill_after_ms * 1000);
+        kill(pid, SIGKILL);
+    }
     waitpid(pid, &st, 0);
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     slurp(so, r.out, sizeof r.out);
@@ -393,8 +400,8 @@ static void test_quick(char *prog, const char *how) {
     db_path(out, sizeof out, "quick.db");
     char *argv[] = {prog, (char *)how, NULL};
     struct result r = run(out, argv, NULL);
-    bool is_abort = strcmp(how, "abort") == 0;
-    CHECK(r.status == (is_abort ? 128 + 6 : 7), "exit status %d", r.status);
+    bool is_abort = strcmp(how, "abort") == 0, is_kill = strcmp(how, "hang") == 0;
+    CHECK(r.status == (is_abort ? 128 + 6 : is_kill ? 128 + 9 : 7), "exit status %d", r.status);
     CHECK(open_db(out), "database opens after %s", how);
     if (!db) return;
     char v[64];
@@ -403,7 +410,7 @@ static void test_quick(char *prog, const char *how) {
     qs(v, sizeof v, "SELECT coalesce((SELECT value FROM meta WHERE key = 'complete'), '0')");
     CHECK(strcmp(v, "0") == 0, "not complete after %s", how);
     CHECK(qi("SELECT count(*) FROM sites WHERE alloc_bytes >= 3333") >= 1, "the flushed allocation is there");
-    if (!is_abort) {
+    if (!is_abort && !is_kill) {
         CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 3333 AND reachability = 0") == 1,
               "_exit writes the live set, unscanned");
     }
@@ -516,6 +523,10 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "exceptions") == 0) test_exceptions(prog);
     else if (strcmp(what, "unwritable") == 0) test_unwritable(prog);
     else if (strcmp(what, "_exit") == 0 || strcmp(what, "abort") == 0) test_quick(prog, what);
+    else if (strcmp(what, "kill9") == 0) {
+        kill_after_ms = 600;
+        test_quick(prog, "hang");
+    }
     else if (strcmp(what, "peak") == 0) test_peak(prog, false);
     else if (strcmp(what, "full") == 0) test_peak(prog, true);
     else if (strcmp(what, "exec") == 0) test_exec(prog);
