@@ -244,7 +244,17 @@ static int find_main_object(struct dl_phdr_info *info, size_t size, void *arg) {
     return 1; // the first object is the executable
 }
 
+static int write_self(const char *path, const char *module_path, bool wrong_build_id, int lines[3]);
+
 int fixture_write_self(const char *path, bool wrong_build_id, int lines[3]) {
+    return write_self(path, NULL, wrong_build_id, lines);
+}
+
+int fixture_write_self_as(const char *path, const char *module_path, int lines[3]) {
+    return write_self(path, module_path, false, lines);
+}
+
+static int write_self(const char *path, const char *module_path, bool wrong_build_id, int lines[3]) {
     int64_t ips[2];
     fixture_outer(ips, lines);
     self_module m = {0};
@@ -256,6 +266,8 @@ int fixture_write_self(const char *path, bool wrong_build_id, int lines[3]) {
         return -1;
     }
     exe[n] = 0;
+    if (module_path)
+        snprintf(exe, sizeof exe, "%s", module_path);
     if (wrong_build_id)
         memset(m.build_id, 'a', strlen(m.build_id));
     sqlite3 *db = create(path);

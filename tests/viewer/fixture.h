@@ -55,6 +55,9 @@ int fixture_write(const char *path, const fixture_options *o);
 // into fixture_leaker at lines[2]; the next node is in fixture_outer at
 // lines[1]. wrong_build_id records a build-id that does not match.
 int fixture_write_self(const char *path, bool wrong_build_id, int lines[3]);
+// The same, naming `module_path` (a copy of this executable, say stripped) as
+// the module's file instead of this executable.
+int fixture_write_self_as(const char *path, const char *module_path, int lines[3]);
 
 // A recording shaped like alloc_heavy's: `nodes` trie nodes (depth up to 20,
 // 2000 distinct ips in one fake module, symbols pre-filled), a site on every

@@ -2,13 +2,16 @@
 // empty, with libdw, from real return addresses into this very executable:
 // function, file and line; kept in memory for a read-only file, saved into a
 // writable one; and refused (left as addresses) when the build-id differs.
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include "fixture.h"
 #include "harness.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -84,10 +87,69 @@ static void test_rebuilt_binary_is_not_trusted(void) {
     harness_result_free(&r);
 }
 
+// A listening socket on 127.0.0.1 (non-blocking); its port in *port.
+static int listen_local(int *port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static void test_debuginfod_is_never_asked(void) {
+    // A copy of this executable without its DWARF: libdw would look for the
+    // debug info elsewhere, and ask debuginfod if it were allowed to.
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(n > 0, "readlink");
+    if (n <= 0)
+        return;
+    self[n] = 0;
+    const char *stripped = harness_path("stripped");
+    char *objcopy[] = {(char *)"/usr/bin/objcopy", (char *)"--strip-debug", self, (char *)stripped, NULL};
+    run_result r = harness_run(objcopy, NULL, NULL);
+    if (r.status != 0) {
+        fprintf(stderr, "(objcopy unavailable: skipped)\n");
+        harness_result_free(&r);
+        return;
+    }
+    harness_result_free(&r);
+    const char *db = harness_path("stripped.db");
+    int lines[3] = {0};
+    CHECK(fixture_write_self_as(db, stripped, lines) == 0, "fixture");
+    int port = 0;
+    int server = listen_local(&port);
+    CHECK(server >= 0, "listen");
+    if (server < 0)
+        return;
+    char urls[64], cache[600];
+    snprintf(urls, sizeof urls, "DEBUGINFOD_URLS=http://127.0.0.1:%d", port);
+    snprintf(cache, sizeof cache, "DEBUGINFOD_CACHE_PATH=%s", harness_path("debuginfod-cache"));
+    char *env[] = {urls, cache, NULL};
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"report", (char *)db, (char *)"--leaks", NULL};
+    r = harness_run(argv, env, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    // Names still come from the ELF symbol table, without file and line.
+    CHECK(strstr(r.out, "      fixture_leaker (stripped)\n"), "%s", r.out);
+    harness_result_free(&r);
+    int client = accept(server, NULL, NULL);
+    CHECK(client < 0, "tpprof connected to the debuginfod server at %s", urls);
+    if (client >= 0)
+        close(client);
+    close(server);
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     RUN_TEST(test_frames_resolve_to_function_file_and_line);
     RUN_TEST(test_read_only_file_is_symbolized_in_memory_only);
     RUN_TEST(test_rebuilt_binary_is_not_trusted);
+    RUN_TEST(test_debuginfod_is_never_asked);
     return harness_finish();
 }
