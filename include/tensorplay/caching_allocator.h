@@ -74,7 +74,8 @@ typedef struct tp_caching_allocator_config {
     uint32_t roundup_power2_divisions; /* 0 = plain 512-byte rounding (default) */
 } tp_caching_allocator_config;
 
-/* The defaults: unlimited max_split_size, no power-of-two rounding. */
+/* The defaults: unlimited max_split_size, no power-of-two rounding.  Start
+ * from these: a zeroed config has max_split_size 0, which is refused. */
 void tp_caching_allocator_config_default(tp_caching_allocator_config *out);
 
 /* Parses "key:value,key:value" (spaces around tokens allowed, "" = defaults)
