@@ -67,7 +67,8 @@ tp_tensor *tp_to_dtype(tp_tensor *t, tp_dtype dtype);
 tp_status tp_tensor_get(const tp_tensor *t, const int64_t *index, double *out);
 /* Value of a one-element tensor. */
 tp_status tp_tensor_item(const tp_tensor *t, double *out);
-/* Fills every element; in place (bumps the version). */
+/* Fills every element; in place (bumps the version).  A tensor whose
+ * elements share memory (e.g. expanded) is refused, as in PyTorch. */
 tp_status tp_fill_(tp_tensor *t, double value);
 
 /* ---- elementwise (broadcasting; result dtype per tp_dtype_promote) ------- */

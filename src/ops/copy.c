@@ -13,6 +13,10 @@
 // ----------------------------------------------------------------------------
 // fill
 
+static const char overlap_message[] =
+    "unsupported operation: more than one element of the written-to tensor refers to a single "
+    "memory location. Please clone() the tensor before performing the operation.";
+
 typedef struct fill_ctx {
     unsigned char bytes[8];
     size_t isz;
@@ -41,6 +45,8 @@ void tp__fill_view(const tp__view *v, double value) {
 tp_status tp_fill_(tp_tensor *t, double value) {
     if (!t) return tp__error(TP_STATUS_INVALID_ARGUMENT, "fill_(): tensor is NULL");
     tp__view v = tp__view_of(t);
+    if (tp__view_has_internal_overlap(&v))
+        return tp__error(TP_STATUS_INVALID_ARGUMENT, "%s", overlap_message);
     tp__fill_view(&v, value);
     tp_tensor_bump_version(t);
     return TP_STATUS_OK;
@@ -68,10 +74,7 @@ tp_status tp_copy_(tp_tensor *dst, const tp_tensor *src) {
     }
     tp__view dv = tp__view_of(dst), sv = tp__view_of(src);
     if (tp__view_has_internal_overlap(&dv))
-        return tp__error(TP_STATUS_INVALID_ARGUMENT,
-                         "unsupported operation: more than one element of the written-to tensor "
-                         "refers to a single memory location. Please clone() the tensor before "
-                         "performing the operation.");
+        return tp__error(TP_STATUS_INVALID_ARGUMENT, "%s", overlap_message);
     if (tp__views_may_overlap(&dv, &sv)) {
         /* Read everything before writing anything: copy src aside first. */
         tp_tensor *tmp = tp__copy_to_new(&sv, src->dtype);

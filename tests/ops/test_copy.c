@@ -150,6 +150,12 @@ static void test_fill_writes_through_views_and_bumps_once(void) {
     CHECK_EQ(tp_fill_(col, 9), TP_STATUS_OK);
     CHECK_EQ(tp_tensor_version(a), 1);
     CHECK_VALUES(a, 0, {0, 0, 9, 0, 0, 0, 9, 0, 0, 0, 9, 0});
+    tp_tensor *row = tp_tensor_select(a, 0, 0);
+    tp_tensor *e = tp_tensor_expand(row, 2, (int64_t[]){5, 4});
+    CHECK_ERROR(tp_fill_(e, 1) != TP_STATUS_OK, "more than one element of the written-to tensor");
+    CHECK_EQ(tp_tensor_version(a), 1);
+    tp_tensor_release(e);
+    tp_tensor_release(row);
     tp_tensor_release(col);
     tp_tensor_release(a);
 }
