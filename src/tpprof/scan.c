@@ -14,6 +14,8 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -22,6 +24,8 @@
 #include <unistd.h>
 
 #include "writer.h"
+
+#define SMALL (64u << 10) // below glibc's smallest mmap threshold
 
 struct ref {
     uint64_t lo, hi;
@@ -79,7 +83,11 @@ static int64_t find(uint64_t v) {
     // chunk, free-list links); that header lies inside the block's usable tail
     // when the request filled it. Such a word points at the next chunk, not
     // into this block.
-    if (r->heap && (v & 15) == 0 && v == r->lo + malloc_usable_size((void *)r->lo) - 8 && v != r->lo) return -1;
+    // (Only for small blocks: a large one may be an mmapped chunk that a
+    // still-running thread frees, and unmaps, during the scan.)
+    if (r->heap && r->hi - r->lo < SMALL && (v & 15) == 0 && v != r->lo &&
+        v == r->lo + malloc_usable_size((void *)r->lo) - 8)
+        return -1;
     return found;
 }
 
@@ -105,18 +113,35 @@ static void scan_direct(uintptr_t lo, uintptr_t hi) {
     if (hi > lo) scan_words((const uint64_t *)lo, (hi - lo) / 8);
 }
 
-// Reads through the kernel, so an unmapped or protected page is skipped.
+// Copies [p, p+n) into buf through the kernel, so an unmapped or protected
+// page fails instead of faulting: process_vm_readv on ourselves, or, where a
+// seccomp policy forbids it, a round trip through a pipe. Returns bytes read.
+static int pipe_fd[2] = {-1, -1};
+static bool use_pipe;
+
+static ssize_t safe_copy(void *buf, uintptr_t p, size_t n) {
+    if (!use_pipe) {
+        struct iovec local = {buf, n}, remote = {(void *)p, n};
+        ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+        if (got >= 0 || (errno != EPERM && errno != ENOSYS)) return got;
+        use_pipe = true;
+    }
+    if (pipe_fd[0] < 0 && pipe2(pipe_fd, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+    if (n > 4096) n = 4096;
+    ssize_t w = write(pipe_fd[1], (const void *)p, n);
+    if (w <= 0) return -1;
+    return read(pipe_fd[0], buf, (size_t)w);
+}
+
 static void scan_safe(uintptr_t lo, uintptr_t hi) {
     static uint64_t buf[8192];
     lo = (lo + 7) & ~(uintptr_t)7;
-    pid_t pid = getpid();
     while (lo + 8 <= hi) {
         size_t want = hi - lo < sizeof buf ? (hi - lo) & ~(size_t)7 : sizeof buf;
-        struct iovec local = {buf, want}, remote = {(void *)lo, want};
-        ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-        if (got > 0) scan_words(buf, (size_t)got / 8);
+        ssize_t got = safe_copy(buf, lo, want);
+        if (got >= 8) scan_words(buf, (size_t)got / 8);
         else got = 4096 - (ssize_t)(lo & 4095); // skip the bad page
-        lo += (uintptr_t)got;
+        lo += (uintptr_t)got & ~(uintptr_t)7;
     }
 }
 
@@ -175,8 +200,8 @@ static int tls_size(struct dl_phdr_info *info, size_t size, void *arg) {
 static void drain_work(void) {
     while (nwork) {
         const struct ref *r = &refs[work[--nwork]];
-        if (r->heap) scan_direct(r->lo, r->hi);
-        else scan_safe(r->lo, r->hi);
+        if (r->heap && r->hi - r->lo < SMALL) scan_direct(r->lo, r->hi);
+        else scan_safe(r->lo, r->hi); // mappings, and chunks that may be unmapped
     }
 }
 
