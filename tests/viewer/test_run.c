@@ -152,6 +152,17 @@ static void test_forked_child_recording_is_mentioned(void) {
     harness_result_free(&r);
 }
 
+static void test_static_program_runs_and_no_recording_is_said(void) {
+    // Debian's ldconfig is statically linked: LD_PRELOAD cannot reach it.
+    const char *db = harness_path("static.db");
+    run_result r = harness_tpprof("run", "-o", db, "/sbin/ldconfig", "--version", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    char want[600];
+    snprintf(want, sizeof want, "tpprof: no recording at %s (statically linked", db);
+    CHECK(strstr(r.err, want), "%s", r.err);
+    harness_result_free(&r);
+}
+
 static void test_missing_program_is_127_with_one_line(void) {
     run_result r = harness_tpprof("run", "-o", harness_path("none.db"), "/nonexistent/program", NULL);
     CHECK(r.status == 127, "status %d", r.status);
@@ -230,6 +241,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_percent_p_in_output_becomes_the_pid);
     RUN_TEST(test_forked_child_recording_is_mentioned);
     RUN_TEST(test_missing_program_is_127_with_one_line);
+    RUN_TEST(test_static_program_runs_and_no_recording_is_said);
     RUN_TEST(test_full_mode_and_depth_reach_the_recorder);
     RUN_TEST(test_cpp_names_are_demangled);
     return harness_finish();
