@@ -128,9 +128,10 @@ static bool is_child_tag(const char *tag, size_t len) {
 static char **list_children(const char *db) {
     char pattern[PATH_MAX + 16];
     size_t len = strlen(db);
-    if (len > 3 && strcmp(db + len - 3, ".db") == 0)
-        len -= 3;
-    snprintf(pattern, sizeof pattern, "%.*s.*.db", (int)len, db);
+    // Without a .db suffix the recorder appends the tag at the end.
+    const char *suffix = len > 3 && strcmp(db + len - 3, ".db") == 0 ? ".db" : "";
+    len -= strlen(suffix);
+    snprintf(pattern, sizeof pattern, "%.*s.*%s", (int)len, db, suffix);
     glob_t g;
     memset(&g, 0, sizeof g);
     int rc = glob(pattern, 0, NULL, &g);
@@ -138,8 +139,8 @@ static char **list_children(const char *db) {
     size_t n = 0;
     for (size_t i = 0; out && rc == 0 && i < g.gl_pathc; i++) {
         const char *p = g.gl_pathv[i];
-        size_t plen = strlen(p);
-        if (plen > len + 4 && is_child_tag(p + len + 1, plen - len - 4))
+        size_t plen = strlen(p), tail = strlen(suffix);
+        if (plen > len + 1 + tail && is_child_tag(p + len + 1, plen - len - 1 - tail))
             out[n++] = strdup(p);
     }
     globfree(&g);
