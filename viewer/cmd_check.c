@@ -34,8 +34,8 @@ const char tpprof_usage_check[] =
     "                        (repeatable; e.g. 'g_type_*', 'libfontconfig.so*')\n"
     "  --suppressions FILE   the same, one pattern per line; '#' starts a comment\n"
     "\n"
-    "Sizes take suffixes: 4096, 4k, 10M, 1G (powers of 1024). Blocks of a run that did\n"
-    "not end normally were never scanned; the lost gate counts them as lost.\n";
+    "Sizes take suffixes: 4096, 4k, 10M, 1G (powers of 1024). When no reachability scan\n"
+    "ran (the program did not end by exit), the lost gate counts unscanned blocks as lost.\n";
 
 // ---------------------------------------------------------------------------
 // Gates
@@ -57,12 +57,26 @@ typedef struct check_options {
     double max_growth;
 } check_options;
 
-// The costliest group of live blocks, restricted to lost (+unscanned) or not.
+// Blocks the lost gate counts: lost ones, and unscanned ones when no scan
+// ran (a crash must not turn a failing gate into a passing one). After a
+// scan, unscanned blocks are those allocated later (in exit handlers): not
+// lost.
+static bool counts_as_lost(const tpprof_profile *p, const tpprof_leak *l) {
+    return l->reachability == TPPROF_REACH_LOST ||
+           (l->reachability == TPPROF_REACH_UNSCANNED && !p->summary.leak_scanned);
+}
+
+static uint64_t lost_bytes(const tpprof_profile *p) {
+    const tpprof_summary *s = &p->summary;
+    return s->lost_bytes + (s->leak_scanned ? 0 : s->unscanned_bytes);
+}
+
+// The costliest group of live blocks, restricted to those counted lost or not.
 static const tpprof_leak *worst_leak(const tpprof_profile *p, bool lost_only) {
     const tpprof_leak *worst = NULL;
     for (size_t i = 0; i < p->nleaks; i++) {
         const tpprof_leak *l = &p->leaks[i];
-        if (lost_only && l->reachability == TPPROF_REACH_REACHABLE)
+        if (lost_only && !counts_as_lost(p, l))
             continue;
         if (!worst || l->bytes > worst->bytes)
             worst = l;
@@ -169,7 +183,7 @@ static void grew_most(const tpprof_profile *now, const tpprof_profile *old, int 
         } else {
             for (size_t i = 0; i < p->nleaks && ok; i++) {
                 const tpprof_leak *l = &p->leaks[i];
-                if (q == Q_LOST && l->reachability == TPPROF_REACH_REACHABLE)
+                if (q == Q_LOST && !counts_as_lost(p, l))
                     continue;
                 ok = keyed_add(&v, &n, &cap, p, l->stack_id, l->bytes, sign);
             }
@@ -454,15 +468,13 @@ static int run_check(int argc, char **argv, check_options *opts) {
     gate gates[6];
     size_t n = 0;
     char detail[1024];
-    // A run that did not end normally was never scanned: count those blocks
-    // as lost so that a crash cannot turn a failing gate into a passing one.
-    uint64_t lost = s->lost_bytes + s->unscanned_bytes;
+    uint64_t lost = lost_bytes(p);
     if (!s->complete)
         fprintf(stderr,
                 "tpprof check: note: %s is incomplete (the program did not end normally); what it "
                 "did after the last flush is missing\n",
                 o.path);
-    if (s->unscanned_count)
+    if (s->unscanned_count && !s->leak_scanned)
         fprintf(stderr,
                 "tpprof check: note: %s did not end normally; %llu B in %llu blocks were never "
                 "scanned and count as lost\n",
@@ -497,7 +509,7 @@ static int run_check(int argc, char **argv, check_options *opts) {
                     b->leaked_bytes, o.max_growth, detail);
         grew_most(p, old, Q_LOST, detail, sizeof detail);
         gate_growth(&gates[n++], "baseline-lost-bytes", "lost bytes", lost,
-                    b->lost_bytes + b->unscanned_bytes, o.max_growth, detail);
+                    lost_bytes(old), o.max_growth, detail);
         grew_most(p, old, Q_PEAK, detail, sizeof detail);
         gate_growth(&gates[n++], "baseline-peak-bytes", "peak bytes", s->peak_bytes, b->peak_bytes,
                     o.max_growth, detail);

@@ -184,6 +184,7 @@ typedef struct tpprof_summary {
     uint64_t reachable_bytes, reachable_count;
     uint64_t unscanned_bytes, unscanned_count;
     bool complete;
+    bool leak_scanned; // meta.leak_scan = 1: unscanned blocks came after the scan
     int64_t pid, duration_ns;
 } tpprof_summary;
 

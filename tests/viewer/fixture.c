@@ -96,7 +96,7 @@ static int write_meta(sqlite3 *db, int64_t version, bool foreign, bool complete,
                       "('peak_time_ns','5000000')",
                       (long long)version, complete ? 1 : 0, (unsigned long long)peak);
     if (rc == 0 && complete)
-        rc = exec_sql(db, "INSERT INTO meta VALUES ('end_reason','exit')");
+        rc = exec_sql(db, "INSERT INTO meta VALUES ('end_reason','exit'), ('leak_scan','1')");
     if (rc == 0 && !foreign)
         rc = exec_sql(db, "INSERT INTO meta VALUES ('tool','tpprof')");
     return rc;
