@@ -24,8 +24,10 @@
 #include "writer.h"
 
 struct tpprof_config tpprof_cfg = {.depth = 32, .interval_ms = 10};
-_Atomic int tpprof_active;
-_Atomic uint64_t tpprof_seq = 1;
+_Alignas(64) _Atomic int tpprof_active; // read by every hook: keep it off written lines
+// Written by every event on every thread: alone on its cache line, so the hooks'
+// reads of tpprof_active and tpprof_cfg do not miss each time it moves.
+struct tpprof_seq_line tpprof_seq_line = {.v = 1};
 uint64_t tpprof_t0_ns;
 char tpprof_output_path[4096];
 

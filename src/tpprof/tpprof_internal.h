@@ -95,8 +95,15 @@ struct tpprof_config {
 TPPROF_HIDDEN extern struct tpprof_config tpprof_cfg;
 // 1 while hooks record; 0 before init, after the end, or when recording failed.
 TPPROF_HIDDEN extern _Atomic int tpprof_active;
-// Global event order: every record takes one number.
-TPPROF_HIDDEN extern _Atomic uint64_t tpprof_seq;
+// Global event order: every record takes one number. Alone on its cache line
+// (it moves between cores with every event; tpprof_active and tpprof_cfg,
+// read by every hook, must not move with it).
+struct tpprof_seq_line {
+    _Alignas(64) _Atomic uint64_t v;
+    char pad[56];
+};
+TPPROF_HIDDEN extern struct tpprof_seq_line tpprof_seq_line;
+#define tpprof_seq (tpprof_seq_line.v)
 // CLOCK_MONOTONIC at the start of the recording.
 TPPROF_HIDDEN extern uint64_t tpprof_t0_ns;
 // Re-entry guard: set while a hook (or tpprof's own thread) is inside tpprof.
