@@ -58,8 +58,9 @@ static bool module_open(module *m) {
     if (m->tried)
         return m->usable;
     m->tried = true;
-    // "[vdso]", "linux-vdso.so.1" and anonymous entries have no file to read.
-    if (!m->path || m->path[0] != '/')
+    // "linux-vdso.so.1" and anonymous entries have no file to read. A
+    // relative path ("./plugin.so" as given to dlopen) is tried from here.
+    if (!m->path || !strchr(m->path, '/'))
         return false;
     m->dwfl = dwfl_begin(&offline_callbacks);
     if (!m->dwfl)
