@@ -5,9 +5,36 @@
  * the same answers.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <pthread.h>
 #include <time.h>
 #include "check.h"
+
+static int thread_count(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+/* Must run first: the pool starts lazily on the first big op. */
+static void test_tiny_ops_run_inline_big_ops_start_workers(void) {
+    tp_set_num_threads(3);
+    int before = thread_count();
+    tp_tensor *x = tp_ones(1, (int64_t[]){1000}, TP_DTYPE_FLOAT32);
+    tp_tensor *y = tp_add(x, x), *s = tp_sum(y, 0, NULL, false);
+    CHECK_EQ(thread_count(), before); /* small work never wakes (or creates) the pool */
+    tp_tensor *big = tp_ones(1, (int64_t[]){1 << 20}, TP_DTYPE_FLOAT32);
+    tp_tensor *z = tp_add(big, big);
+    CHECK_EQ(thread_count(), before + 2); /* caller + 2 workers = 3 threads */
+    CHECK_EQ(at(z, 777), 2);
+    tp_tensor *t[] = {x, y, s, big, z};
+    for (int k = 0; k < 5; k++) tp_tensor_release(t[k]);
+}
 
 static double cpu_seconds(void) {
     struct timespec ts;
@@ -78,6 +105,7 @@ static void test_concurrent_callers_get_correct_results(void) {
 }
 
 int main(void) {
+    RUN_TEST(test_tiny_ops_run_inline_big_ops_start_workers);
     RUN_TEST(test_num_threads_knob);
     RUN_TEST(test_idle_workers_sleep);
     RUN_TEST(test_concurrent_callers_get_correct_results);
