@@ -318,8 +318,8 @@ static int read_suppressions(check_options *o, const char *path) {
 }
 
 static bool stack_suppressed(const tpprof_profile *p, int64_t stack_id, const check_options *o) {
-    static tpprof_frame frames[256];
-    size_t n = tpprof_stacks_frames(p->stacks, stack_id, frames, 256, NULL);
+    static tpprof_frame frames[2048];
+    size_t n = tpprof_stacks_frames(p->stacks, stack_id, frames, 2048, NULL);
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < o->nsuppress; k++) {
             const char *pat = o->suppress[k];

@@ -50,7 +50,7 @@ typedef struct report_options {
 } report_options;
 
 #define MAX_TEXT_FRAMES 8
-#define MAX_FRAMES 256
+#define MAX_FRAMES 2048 // 128 recorded frames, each possibly several inlined ones
 
 static size_t cap_of(const report_options *o, size_t n) {
     return o->top && o->top < n ? (size_t)o->top : n;
