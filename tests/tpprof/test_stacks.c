@@ -1,0 +1,82 @@
+// test_stacks.c: unit tests of the lock-free stack depot (stacks.c): the same
+// frames always get the same id, different frames different ids, from many
+// threads at once, and an id gives its frames back.
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpprof_internal.h"
+
+static int failures;
+#define CHECK(c, ...) do { if (!(c)) { failures++; fprintf(stderr, "FAIL line %d: ", __LINE__); \
+    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+enum { STACKS = 4000, THREADS = 4, DEPTH = 24 };
+static uintptr_t frames[STACKS][DEPTH];
+static int depth[STACKS];
+static uint32_t ids[THREADS][STACKS];
+
+// Stack k: depth 1..24, frames derived from k; stacks 2j and 2j+1 share all
+// but their innermost frame, like two call sites in one function.
+static void make_stacks(void) {
+    for (int k = 0; k < STACKS; k++) {
+        depth[k] = 1 + (k / 2) % DEPTH;
+        for (int i = 0; i < depth[k]; i++) frames[k][i] = 0x400000u + (uintptr_t)((k / 2) * 131 + i * 7) * 16;
+        frames[k][0] += (uintptr_t)(k & 1) * 4;
+    }
+}
+
+static void *intern_all(void *arg) {
+    int t = (int)(intptr_t)arg;
+    for (int r = 0; r < 3; r++) // again and again: cache hits and table hits
+        for (int j = 0; j < STACKS; j++) {
+            int k = (j * 7 + t * 1013) % STACKS; // each thread in its own order
+            uint32_t id = tpprof_stack_intern(frames[k], depth[k]);
+            if (r == 0) ids[t][k] = id;
+            else if (ids[t][k] != id) ids[t][k] = 0;
+        }
+    return NULL;
+}
+
+static void test_same_frames_same_id_across_threads(void) {
+    pthread_t th[THREADS];
+    for (int t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, intern_all, (void *)(intptr_t)t);
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+    for (int k = 0; k < STACKS; k++) {
+        CHECK(ids[0][k] != 0, "stack %d got an id", k);
+        for (int t = 1; t < THREADS; t++) CHECK(ids[t][k] == ids[0][k], "stack %d: thread %d disagrees", k, t);
+    }
+}
+
+static void test_different_frames_different_ids(void) {
+    uint32_t n = tpprof_stack_count();
+    CHECK(n == STACKS + 1, "%u ids for %d stacks (ids start at 1)", n, STACKS);
+    char *seen = calloc(n + 1, 1);
+    for (int k = 0; k < STACKS; k++) {
+        uint32_t id = ids[0][k];
+        CHECK(id < n + 1 && !seen[id], "id %u given twice", id);
+        if (id < n + 1) seen[id] = 1;
+    }
+    free(seen);
+}
+
+static void test_id_gives_its_frames_back(void) {
+    for (int k = 0; k < STACKS; k++) {
+        int got;
+        const uintptr_t *f = tpprof_stack_frames(ids[0][k], &got);
+        CHECK(got == depth[k] && f && memcmp(f, frames[k], sizeof(uintptr_t) * (size_t)got) == 0, "frames of %d", k);
+    }
+    int got;
+    CHECK(tpprof_stack_frames(0, &got) == NULL && got == 0, "id 0 has no frames");
+}
+
+int main(void) {
+    if (!tpprof_stacks_init()) return 1;
+    make_stacks();
+    test_same_frames_same_id_across_threads();
+    test_different_frames_different_ids();
+    test_id_gives_its_frames_back();
+    if (failures) fprintf(stderr, "%d failures\n", failures);
+    return failures ? 1 : 0;
+}
