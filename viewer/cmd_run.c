@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef TPPROF_INSTALL_PRELOAD
@@ -122,10 +123,21 @@ static bool is_child_tag(const char *tag, size_t len) {
     return len > 0;
 }
 
-// Recordings the recorder wrote beside `db` for the processes CMD started or
-// became: <db without .db>.<pid>.db and <db without .db>.exec<N>.db, nested.
-// A new NULL-terminated array of new strings (free with free_list), sorted.
-static char **list_children(const char *db) {
+// Was the file modified at or after `since` (stale recordings of an earlier
+// run with the same -o are not this run's)?
+static bool written_since(const char *path, const struct timespec *since) {
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return false;
+    return sb.st_mtim.tv_sec > since->tv_sec ||
+           (sb.st_mtim.tv_sec == since->tv_sec && sb.st_mtim.tv_nsec >= since->tv_nsec);
+}
+
+// Recordings the recorder wrote beside `db` since `since` for the processes
+// CMD started or became: <db without .db>.<pid>.db and <db without
+// .db>.exec<N>.db, nested. A new NULL-terminated array of new strings (free
+// with free_list), sorted.
+static char **list_children(const char *db, const struct timespec *since) {
     char pattern[PATH_MAX + 16];
     size_t len = strlen(db);
     // Without a .db suffix the recorder appends the tag at the end.
@@ -140,7 +152,8 @@ static char **list_children(const char *db) {
     for (size_t i = 0; out && rc == 0 && i < g.gl_pathc; i++) {
         const char *p = g.gl_pathv[i];
         size_t plen = strlen(p), tail = strlen(suffix);
-        if (plen > len + 1 + tail && is_child_tag(p + len + 1, plen - len - 1 - tail))
+        if (plen > len + 1 + tail && is_child_tag(p + len + 1, plen - len - 1 - tail) &&
+            written_since(p, since))
             out[n++] = strdup(p);
     }
     globfree(&g);
@@ -270,6 +283,10 @@ int tpprof_cmd_run(int argc, char **argv) {
         return TPPROF_EXIT_USAGE;
     }
     fflush(NULL);
+    // File systems keep coarser mtimes than the clock: start a tick early.
+    struct timespec started;
+    clock_gettime(CLOCK_REALTIME, &started);
+    started.tv_sec -= 1;
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "tpprof run: fork: %s\n", strerror(errno));
@@ -347,7 +364,7 @@ int tpprof_cmd_run(int argc, char **argv) {
     }
     summarize(db, db);
     fprintf(stderr, "tpprof: recording: %s  (tpprof report %s)\n", db, db);
-    char **children = list_children(db);
+    char **children = list_children(db, &started);
     for (size_t c = 0; children && children[c]; c++) {
         const char *child = children[c];
         if (tpprof_symbolize_file(child) != 0) {

@@ -7,10 +7,13 @@
 #define _GNU_SOURCE
 #include "harness.h"
 
+#include <fcntl.h>
 #include <glob.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 static char leak_once[4096], fork_leak[4096], cpp_leak[4096];
 
@@ -163,6 +166,27 @@ static void test_static_program_runs_and_no_recording_is_said(void) {
     harness_result_free(&r);
 }
 
+static void test_stale_child_recordings_of_an_earlier_run_are_not_listed(void) {
+    const char *db = harness_path("again.db");
+    const char *stale = harness_path("again.424242.db");
+    FILE *f = fopen(stale, "w");
+    CHECK(f != NULL, "create");
+    if (f)
+        fclose(f);
+    struct timespec hour_ago[2];
+    clock_gettime(CLOCK_REALTIME, &hour_ago[0]);
+    hour_ago[0].tv_sec -= 3600;
+    hour_ago[1] = hour_ago[0];
+    CHECK(utimensat(AT_FDCWD, stale, hour_ago, 0) == 0, "utimensat");
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, fork_leak,
+                    NULL};
+    run_result r = harness_run(argv, NULL, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(!strstr(r.err, "again.424242.db"), "stale file listed:\n%s", r.err);
+    CHECK(strstr(r.err, "also recorded: "), "this run's child still listed:\n%s", r.err);
+    harness_result_free(&r);
+}
+
 static void test_missing_program_is_127_with_one_line(void) {
     run_result r = harness_tpprof("run", "-o", harness_path("none.db"), "/nonexistent/program", NULL);
     CHECK(r.status == 127, "status %d", r.status);
@@ -240,6 +264,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_default_output_name_is_program_and_pid_in_cwd);
     RUN_TEST(test_percent_p_in_output_becomes_the_pid);
     RUN_TEST(test_forked_child_recording_is_mentioned);
+    RUN_TEST(test_stale_child_recordings_of_an_earlier_run_are_not_listed);
     RUN_TEST(test_missing_program_is_127_with_one_line);
     RUN_TEST(test_static_program_runs_and_no_recording_is_said);
     RUN_TEST(test_full_mode_and_depth_reach_the_recorder);
