@@ -355,6 +355,10 @@ int tpprof_cmd_run(int argc, char **argv) {
     char db[PATH_MAX];
     expand(template, pid, db, sizeof db);
     fprintf(stderr, "tpprof: %s %s\n", cmd[0], how);
+    if (is_file(db) && !written_since(db, &started)) {
+        fprintf(stderr, "tpprof: no recording was written; %s is from an earlier run\n", db);
+        return code;
+    }
     if (!is_file(db)) {
         fprintf(stderr,
                 "tpprof: no recording at %s (statically linked or setuid program, or it exec'd "

@@ -5,6 +5,7 @@
 //
 // usage: test_run TPPROF LEAK_ONCE FORK_LEAK [CPP_LEAK]
 #define _GNU_SOURCE
+#include "fixture.h"
 #include "harness.h"
 
 #include <fcntl.h>
@@ -163,6 +164,20 @@ static void test_static_program_runs_and_no_recording_is_said(void) {
     char want[600];
     snprintf(want, sizeof want, "tpprof: no recording at %s (statically linked", db);
     CHECK(strstr(r.err, want), "%s", r.err);
+    harness_result_free(&r);
+
+    // An old recording under that name is not passed off as this run's.
+    const char *old = harness_path("old.db");
+    fixture_options o = {0};
+    CHECK(fixture_write(old, &o) == 0, "fixture");
+    struct timespec hour_ago[2];
+    clock_gettime(CLOCK_REALTIME, &hour_ago[0]);
+    hour_ago[0].tv_sec -= 3600;
+    hour_ago[1] = hour_ago[0];
+    CHECK(utimensat(AT_FDCWD, old, hour_ago, 0) == 0, "utimensat");
+    r = harness_tpprof("run", "-o", old, "/sbin/ldconfig", "--version", NULL);
+    CHECK(r.status == 0, "status %d", r.status);
+    CHECK(strstr(r.err, "no recording was written;") && !strstr(r.err, "allocations"), "%s", r.err);
     harness_result_free(&r);
 }
 
