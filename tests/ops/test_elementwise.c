@@ -403,6 +403,37 @@ static void test_any_layout_gives_the_contiguous_answer(void) {
     tp_set_num_threads(saved);
 }
 
+static int version_events;
+static void count_versions(void *user, const tp_obs_event *ev) {
+    (void)user;
+    if (ev->kind == TP_OBS_VERSION_BUMPED) version_events++;
+}
+
+static void test_observer_sees_exactly_one_bump_per_inplace_op(void) {
+    static const tp_observer obs = {
+        .abi_version = TP_OBSERVER_ABI_VERSION, .struct_size = sizeof obs, .on_event = count_versions,
+    };
+    const tp_observer *saved = tp_observer_get();
+    CHECK_EQ(tp_observer_set(&obs), 0);
+    version_events = 0;
+    tp_tensor *a = tp_full(1, (int64_t[]){100000}, 2, TP_DTYPE_FLOAT32); /* factories do not bump */
+    tp_tensor *b = tp_ones(1, (int64_t[]){100000}, TP_DTYPE_FLOAT32);
+    tp_tensor *c = tp_add(a, b);
+    CHECK_EQ(version_events, 0);
+    CHECK_EQ(tp_add_(a, b), TP_STATUS_OK);
+    CHECK_EQ(version_events, 1);
+    CHECK_EQ(tp_unary_(TP_UNARY_OP_SQRT, a), TP_STATUS_OK);
+    CHECK_EQ(tp_fill_(b, 3), TP_STATUS_OK);
+    CHECK_EQ(tp_copy_(c, a), TP_STATUS_OK);
+    CHECK_EQ(version_events, 4);
+    tp_tensor *i = tp_zeros(1, (int64_t[]){100000}, TP_DTYPE_INT32);
+    CHECK(tp_add_(i, a) != TP_STATUS_OK); /* float into int: refused, no bump */
+    CHECK_EQ(version_events, 4);
+    tp_observer_set(saved);
+    tp_tensor *t[] = {a, b, c, i};
+    for (int k = 0; k < 4; k++) tp_tensor_release(t[k]);
+}
+
 int main(void) {
     RUN_TEST(test_add_contiguous_float32);
     RUN_TEST(test_broadcast_bias_row_and_column);
@@ -422,5 +453,6 @@ int main(void) {
     RUN_TEST(test_large_inplace_bumps_once_on_parallel_path);
     RUN_TEST(test_allocation_failure_leaves_everything_unchanged);
     RUN_TEST(test_any_layout_gives_the_contiguous_answer);
+    RUN_TEST(test_observer_sees_exactly_one_bump_per_inplace_op);
     return CHECK_DONE();
 }
