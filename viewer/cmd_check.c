@@ -57,15 +57,7 @@ typedef struct check_options {
     double max_growth;
 } check_options;
 
-// Blocks the lost gate counts: lost ones, and unscanned ones when no scan
-// ran (a crash must not turn a failing gate into a passing one). After a
-// scan, unscanned blocks are those allocated later (in exit handlers): not
-// lost.
-static bool counts_as_lost(const tpprof_profile *p, const tpprof_leak *l) {
-    return l->reachability == TPPROF_REACH_LOST ||
-           (l->reachability == TPPROF_REACH_UNSCANNED && !p->summary.leak_scanned);
-}
-
+// What the lost gate measures (see tpprof_leak_counts_as_lost).
 static uint64_t lost_bytes(const tpprof_profile *p) {
     const tpprof_summary *s = &p->summary;
     return s->lost_bytes + (s->leak_scanned ? 0 : s->unscanned_bytes);
@@ -76,7 +68,7 @@ static const tpprof_leak *worst_leak(const tpprof_profile *p, bool lost_only) {
     const tpprof_leak *worst = NULL;
     for (size_t i = 0; i < p->nleaks; i++) {
         const tpprof_leak *l = &p->leaks[i];
-        if (lost_only && !counts_as_lost(p, l))
+        if (lost_only && !tpprof_leak_counts_as_lost(p, l))
             continue;
         if (!worst || l->bytes > worst->bytes)
             worst = l;
@@ -110,111 +102,33 @@ static void gate_limit(gate *g, const char *name, const char *what, uint64_t val
 
 // ---------------------------------------------------------------------------
 // Baseline: growth per quantity, the worst stack being the one that grew most.
-// Stacks of two runs are matched by their symbolized frames, not by ids.
+// Stacks of two runs are matched by their innermost function names (diff.c).
 
 #define KEY_FRAMES 4
-
-static void stack_key(const tpprof_profile *p, int64_t stack_id, char *out, size_t size) {
-    tpprof_frame f[KEY_FRAMES];
-    size_t n = tpprof_stacks_frames(p->stacks, stack_id, f, KEY_FRAMES, NULL);
-    size_t used = 0;
-    out[0] = 0;
-    for (size_t i = 0; i < n && used < size; i++) {
-        char buf[512];
-        int w = snprintf(out + used, size - used, "%s|", tpprof_frame_format(&f[i], buf, sizeof buf));
-        if (w < 0)
-            break;
-        used += (size_t)w;
-    }
-}
-
-typedef struct keyed {
-    char *key;        // owned
-    int64_t stack_id; // in the new run; -1 if only in the baseline
-    int64_t delta;    // bytes: + new run, - baseline
-} keyed;
-
-static int cmp_keyed(const void *a, const void *b) {
-    return strcmp(((const keyed *)a)->key, ((const keyed *)b)->key);
-}
-
-// Append `bytes` of stack_id under its key (sign: +1 new run, -1 baseline).
-static bool keyed_add(keyed **v, size_t *n, size_t *cap, const tpprof_profile *p,
-                      int64_t stack_id, uint64_t bytes, int sign) {
-    if (*n == *cap) {
-        size_t grown_cap = *cap ? *cap * 2 : 64;
-        keyed *grown = realloc(*v, grown_cap * sizeof *grown);
-        if (!grown)
-            return false;
-        *v = grown;
-        *cap = grown_cap;
-    }
-    char key[2048];
-    stack_key(p, stack_id, key, sizeof key);
-    keyed *k = &(*v)[*n];
-    k->key = strdup(key);
-    if (!k->key)
-        return false;
-    k->stack_id = sign > 0 ? stack_id : -1;
-    k->delta = sign * (int64_t)bytes;
-    (*n)++;
-    return true;
-}
 
 enum { Q_LEAKED, Q_LOST, Q_PEAK };
 
 // The stack whose bytes grew most from the baseline, described into out
-// (empty when none grew). Sort by key and sum runs: recordings of busy
-// programs have tens of thousands of sites.
-static void grew_most(const tpprof_profile *now, const tpprof_profile *old, int q, char *out,
+// (empty when none grew). d: the two runs matched by tpprof_diff.
+static void grew_most(const tpprof_profile *now, const tpprof_delta *d, size_t n, int q, char *out,
                       size_t size) {
-    keyed *v = NULL;
-    size_t n = 0, cap = 0;
-    const tpprof_profile *runs[2] = {now, old};
-    bool ok = true;
-    for (int r = 0; r < 2 && ok; r++) {
-        const tpprof_profile *p = runs[r];
-        int sign = r == 0 ? 1 : -1;
-        if (q == Q_PEAK) {
-            for (size_t i = 0; i < p->nsites && ok; i++)
-                if (p->sites[i].peak_bytes)
-                    ok = keyed_add(&v, &n, &cap, p, p->sites[i].stack_id, p->sites[i].peak_bytes,
-                                   sign);
-        } else {
-            for (size_t i = 0; i < p->nleaks && ok; i++) {
-                const tpprof_leak *l = &p->leaks[i];
-                if (q == Q_LOST && !counts_as_lost(p, l))
-                    continue;
-                ok = keyed_add(&v, &n, &cap, p, l->stack_id, l->bytes, sign);
-            }
+    const tpprof_delta *best = NULL;
+    int64_t best_growth = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t growth = q == Q_LEAKED ? d[i].leaked_new - d[i].leaked_old
+                         : q == Q_LOST ? d[i].lost_new - d[i].lost_old
+                                       : d[i].peak_new - d[i].peak_old;
+        if (d[i].stack_new >= 0 && growth > best_growth) {
+            best = &d[i];
+            best_growth = growth;
         }
-    }
-    if (n)
-        qsort(v, n, sizeof *v, cmp_keyed);
-    int64_t best_delta = 0, best_stack = -1;
-    for (size_t i = 0; i < n;) {
-        int64_t delta = 0, stack = -1;
-        size_t j = i;
-        for (; j < n && strcmp(v[j].key, v[i].key) == 0; j++) {
-            delta += v[j].delta;
-            if (v[j].stack_id >= 0)
-                stack = v[j].stack_id;
-        }
-        if (stack >= 0 && delta > best_delta) {
-            best_delta = delta;
-            best_stack = stack;
-        }
-        i = j;
     }
     out[0] = 0;
-    if (best_stack >= 0) {
+    if (best) {
         char frame[512];
-        snprintf(out, size, ": +%lld B in %s", (long long)best_delta,
-                 tpprof_stacks_describe(now->stacks, best_stack, frame, sizeof frame));
+        snprintf(out, size, ": +%lld B in %s", (long long)best_growth,
+                 tpprof_stacks_describe(now->stacks, best->stack_new, frame, sizeof frame));
     }
-    for (size_t i = 0; i < n; i++)
-        free(v[i].key);
-    free(v);
 }
 
 static void gate_growth(gate *g, const char *name, const char *what, uint64_t now, uint64_t old,
@@ -504,15 +418,20 @@ static int run_check(int argc, char **argv, check_options *opts) {
     }
     if (old) {
         const tpprof_summary *b = &old->summary;
-        grew_most(p, old, Q_LEAKED, detail, sizeof detail);
+        tpprof_delta *d = NULL;
+        size_t nd = 0;
+        if (tpprof_diff(p, old, KEY_FRAMES, &d, &nd) != 0)
+            fprintf(stderr, "tpprof check: note: %s; stacks not named\n", tpprof_error());
+        grew_most(p, d, nd, Q_LEAKED, detail, sizeof detail);
         gate_growth(&gates[n++], "baseline-leaked-bytes", "leaked bytes", s->leaked_bytes,
                     b->leaked_bytes, o.max_growth, detail);
-        grew_most(p, old, Q_LOST, detail, sizeof detail);
+        grew_most(p, d, nd, Q_LOST, detail, sizeof detail);
         gate_growth(&gates[n++], "baseline-lost-bytes", "lost bytes", lost,
                     lost_bytes(old), o.max_growth, detail);
-        grew_most(p, old, Q_PEAK, detail, sizeof detail);
+        grew_most(p, d, nd, Q_PEAK, detail, sizeof detail);
         gate_growth(&gates[n++], "baseline-peak-bytes", "peak bytes", s->peak_bytes, b->peak_bytes,
                     o.max_growth, detail);
+        tpprof_diff_free(d, nd);
     }
 
     bool failed = false;

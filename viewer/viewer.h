@@ -8,6 +8,7 @@
 //   stacks.c     the stack trie and the symbols, loaded into memory once
 //   profile.c    summary, leaks, sites: everything report and check show
 //   timeline.c   the sampled timeline, cut down to a few points
+//   diff.c       two recordings matched stack by stack
 //   json.c       a small streaming JSON writer
 //   cmd_*.c      one file per command; main.c dispatches
 //
@@ -227,6 +228,33 @@ void tpprof_profile_free(tpprof_profile *p);
 // Name of a kind ("malloc", "mmap", ...); "kind<N>" (static buffer) if unknown.
 const char *tpprof_profile_kind(const tpprof_profile *p, int64_t kind);
 const char *tpprof_reach_name(int reachability);
+
+// ---------------------------------------------------------------------------
+// diff.c
+
+// A new string naming stack_id of p by its function names, innermost first,
+// at most max_frames of them (0: all): equal across runs and builds when the
+// call path is the same. NULL when out of memory.
+char *tpprof_stack_key(const tpprof_profile *p, int64_t stack_id, size_t max_frames);
+
+// Does the lost gate count this group? Lost blocks, and unscanned ones when
+// no reachability scan ran (after a scan they were allocated later).
+bool tpprof_leak_counts_as_lost(const tpprof_profile *p, const tpprof_leak *l);
+
+// One stack key's totals in both runs (bytes; *_old from the baseline).
+typedef struct tpprof_delta {
+    char *key;                    // owned by the array
+    int64_t stack_new, stack_old; // a stack with this key in each run, -1 if none
+    int64_t leaked_new, leaked_old, lost_new, lost_old;
+    int64_t bytes_new, bytes_old, calls_new, calls_old, peak_new, peak_old;
+} tpprof_delta;
+
+// Match the leaks and sites of two recordings by stack key (max_frames as
+// for tpprof_stack_key). *out: a new array sorted by key, freed with
+// tpprof_diff_free. 0 or -1 + error.
+int tpprof_diff(const tpprof_profile *now, const tpprof_profile *old, size_t max_frames,
+                tpprof_delta **out, size_t *n);
+void tpprof_diff_free(tpprof_delta *d, size_t n);
 
 // ---------------------------------------------------------------------------
 // timeline.c

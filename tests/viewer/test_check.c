@@ -85,6 +85,23 @@ static void test_baseline_growth_fails_and_names_the_stack_that_grew(void) {
     harness_result_free(&r);
 }
 
+static void test_baseline_matches_stacks_by_function_across_line_changes(void) {
+    // The new build moved every line down by 3: the stacks are the same.
+    const char *moved = harness_path("moved.db");
+    fixture_options o = {.extra_lost_bytes = 6144};
+    CHECK(fixture_write(moved, &o) == 0, "fixture");
+    sqlite3 *h = NULL;
+    CHECK(sqlite3_open(moved, &h) == SQLITE_OK, "open");
+    CHECK(sqlite3_exec(h, "UPDATE symbols SET line = line + 3", NULL, NULL, NULL) == SQLITE_OK, "%s",
+          sqlite3_errmsg(h));
+    sqlite3_close(h);
+    run_result r = harness_tpprof("check", moved, "--baseline", app_db, NULL);
+    CHECK(r.status == 1, "status %d", r.status);
+    CHECK(strstr(r.out, "FAIL lost bytes 18432 vs baseline 12288 (+50.0%) > 0%: +6144 B in grow_leak (grow.c:73)\n"),
+          "only grow_leak grew:\n%s", r.out);
+    harness_result_free(&r);
+}
+
 static void test_baseline_peak_growth_is_gated(void) {
     const char *peaky = harness_path("peaky.db");
     fixture_options o = {.extra_peak_bytes = 23028};
@@ -237,6 +254,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_peak_gate_names_the_largest_site_live_at_the_peak);
     RUN_TEST(test_one_fail_line_per_violated_gate);
     RUN_TEST(test_baseline_growth_fails_and_names_the_stack_that_grew);
+    RUN_TEST(test_baseline_matches_stacks_by_function_across_line_changes);
     RUN_TEST(test_baseline_peak_growth_is_gated);
     RUN_TEST(test_junit_file_has_one_testcase_per_gate);
     RUN_TEST(test_junit_to_an_unwritable_path_is_an_error);
