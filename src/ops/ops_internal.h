@@ -104,7 +104,7 @@ void tp__set_f64(char *p, tp_dtype dtype, double value);
 #define TP__ITER_MAX_OPS 4
 /* Elements per chunk when kernels convert through a buffer. */
 #define TP__CHUNK 256
-/* Below this many elements an op runs on the caller's thread. */
+/* Elements per pool chunk at least; ops under twice this run inline. */
 #define TP__PARALLEL_GRAIN 32768
 
 typedef struct tp__iter {
@@ -125,8 +125,10 @@ typedef void (*tp__loop_fn)(char **ptrs, const int64_t *strides, int64_t n, void
 void tp__iter_init(tp__iter *it, int ndim, const int64_t *shape, int nops, const tp__view *ops);
 /* Runs fn over the linear (row-major) element range [begin, end). */
 void tp__iter_for_range(const tp__iter *it, int64_t begin, int64_t end, tp__loop_fn fn, void *ctx);
-/* Runs fn over every element; large iterations are split across the pool
- * (fn must then be safe to run concurrently on disjoint ranges). */
+/* Runs fn over every element, in no promised order: a 2-D iteration with
+ * a transposed operand is walked in 32x32 tiles, and large iterations are
+ * split across the pool (fn must be safe to run concurrently on disjoint
+ * elements).  Below 2 * TP__PARALLEL_GRAIN elements it runs inline. */
 void tp__iter_run(const tp__iter *it, tp__loop_fn fn, void *ctx);
 
 // ----------------------------------------------------------------------------
