@@ -386,6 +386,7 @@ static bool put_meta(void) {
               meta_set("complete", w->complete ? "1" : "0");
     if (ok) ok = w->end_reason ? meta_set("end_reason", w->end_reason) : meta_del("end_reason");
     if (ok) ok = meta_set("leak_scan", w->scanned ? "1" : "0");
+    if (ok) ok = meta_int("dropped_events", (int64_t)atomic_load(&tpprof_dropped));
     return ok;
 }
 

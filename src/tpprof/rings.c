@@ -69,12 +69,27 @@ void tpprof_threads_fork_child(void) {
 // ---------------------------------------------------------------------------
 // Producer side.
 
+_Atomic uint64_t tpprof_dropped;
+
+// A full ring waits for the writer. It gives up after ~100 ms and drops the
+// event (counted in meta.dropped_events): the writer may itself be waiting
+// for a lock this thread holds (the loader's, if malloc was called inside
+// dlopen), and a lost event is better than a hung program.
 bool tpprof_ring_reserve(struct tpprof_thread *t, uint64_t words) {
     // A record never wraps: in the worst case it needs `words` more for padding.
     uint64_t cap = t->mask + 1;
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
-    while (tail + 2 * words - atomic_load_explicit(&t->head, memory_order_acquire) > cap) {
+    uint64_t start = 0;
+    for (unsigned spins = 0; tail + 2 * words - atomic_load_explicit(&t->head, memory_order_acquire) > cap; spins++) {
         if (!atomic_load_explicit(&tpprof_active, memory_order_relaxed)) return false;
+        if ((spins & 255) == 255) {
+            uint64_t now = tpprof_now_ns();
+            if (!start) start = now;
+            else if (now - start > 100000000u) {
+                atomic_fetch_add(&tpprof_dropped, 1);
+                return false;
+            }
+        }
         sched_yield();
     }
     return true;

@@ -151,6 +151,8 @@ TPPROF_HIDDEN extern __thread struct tpprof_thread *tpprof_self TPPROF_TLS;
 TPPROF_HIDDEN struct tpprof_thread *tpprof_thread_get(void);
 // Waits until `words` fit in the ring; false if recording stopped meanwhile.
 TPPROF_HIDDEN bool tpprof_ring_reserve(struct tpprof_thread *t, uint64_t words);
+// Events dropped because a ring stayed full (see rings.c).
+TPPROF_HIDDEN extern _Atomic uint64_t tpprof_dropped;
 // Appends one record (header + payload); space must have been reserved.
 TPPROF_HIDDEN void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, int n);
 TPPROF_HIDDEN void tpprof_threads_fork_child(void);
