@@ -422,8 +422,9 @@ static void apply(struct tpprof_thread *t, const uint64_t *r) {
 // numbers (threads that vanished mid-hook) are skipped. A record older than
 // the expected number (it was skipped as missing and came late) is applied
 // when it shows up.
-static void drain(bool force) {
+static uint64_t drain(bool force) {
     struct tpprof_wstate *w = &tpprof_w;
+    uint64_t applied = 0;
     int extra = tpprof_cfg.full ? 1 : 0;
     for (;;) {
         bool progress = false, pending = false;
@@ -445,6 +446,7 @@ static void drain(bool force) {
                     break;
                 }
                 apply(t, r);
+                applied++;
                 if (seq == w->expected_seq) w->expected_seq++;
                 head += (uint64_t)(tpprof_op_words(op) + extra);
                 progress = true;
@@ -455,7 +457,7 @@ static void drain(bool force) {
             stuck_since_ns = 0;
             continue;
         }
-        if (!pending) return;
+        if (!pending) return applied;
         uint64_t now = tpprof_now_ns();
         if (!stuck_since_ns) stuck_since_ns = now;
         if (force || now - stuck_since_ns > STUCK_NS) {
@@ -463,7 +465,7 @@ static void drain(bool force) {
             stuck_since_ns = 0;
             continue;
         }
-        return;
+        return applied;
     }
 }
 
@@ -530,6 +532,7 @@ static void poll_modules(void) {
 static void *writer_main(void *arg) {
     (void)arg;
     tpprof_guard = 1;
+    long sleep_ns = 1000000;
     while (!atomic_load(&writer_stop)) {
         pthread_mutex_lock(&wmu);
         if (!db_open) {
@@ -539,7 +542,9 @@ static void *writer_main(void *arg) {
         uint64_t now = tpprof_now_ns();
         tpprof_w.batch_time_ns = now;
         poll_modules();
-        drain(false);
+        // Busy: every millisecond. Idle: back off to 4 ms (a ring holds ~15 ms
+        // of the busiest thread we measured).
+        sleep_ns = drain(false) ? 1000000 : (sleep_ns < 4000000 ? sleep_ns * 2 : 4000000);
         if (now >= next_sample_ns) {
             sample(now);
             next_sample_ns = now + (uint64_t)tpprof_cfg.interval_ms * 1000000u;
@@ -549,7 +554,7 @@ static void *writer_main(void *arg) {
             if (!tpprof_db_flush(false)) db_open = false;
         }
         pthread_mutex_unlock(&wmu);
-        struct timespec ts = {0, 1000000};
+        struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
     }
     return NULL;
