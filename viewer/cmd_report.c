@@ -14,7 +14,7 @@
 
 const char tpprof_usage_report[] =
     "usage: tpprof report DB [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
-    "                        [--format text|json]\n"
+    "                        [--diff OLD.db] [--format text|json]\n"
     "\n"
     "Show what a recording holds. Without section flags every section is shown;\n"
     "with any, the summary and the chosen sections.\n"
@@ -25,6 +25,8 @@ const char tpprof_usage_report[] =
     "                   N also caps every other list (default 10; 0 = no cap)\n"
     "  --temporary      sites whose blocks were freed before the thread's next allocation\n"
     "  --timeline       heap, mmap and RSS over time (at most 24 points in text, 200 in JSON)\n"
+    "  --diff OLD.db    also compare with an older recording, stack by stack (stacks are\n"
+    "                   matched by their function names, so line changes do not matter)\n"
     "  --format F       text (default) or json (see docs/report-json.md)\n"
     "\n"
     "The database is opened read-only. If it was never symbolized, it is symbolized\n"
@@ -44,10 +46,14 @@ enum {
 
 typedef struct report_options {
     const char *path;
+    const char *diff;   // baseline for --diff, or NULL
     unsigned sections;
     uint64_t top;       // list cap; 0 = no cap
     bool json;
 } report_options;
+
+// Two recordings matched by --diff (defined with the --diff code below).
+typedef struct diff_context diff_context;
 
 #define MAX_TEXT_FRAMES 8
 #define MAX_FRAMES 2048 // 128 recorded frames, each possibly several inlined ones
@@ -365,7 +371,10 @@ static void json_site_list(tpprof_json *j, const tpprof_profile *p, const report
     free(v);
 }
 
-static void json_report(const tpprof_profile *p, const report_options *o) {
+static void json_diff(tpprof_json *j, const diff_context *c, const report_options *o);
+
+static void json_report(const tpprof_profile *p, const report_options *o,
+                        const diff_context *diff) {
     tpprof_json j;
     tpprof_json_init(&j, stdout);
     const tpprof_summary *s = &p->summary;
@@ -467,8 +476,179 @@ static void json_report(const tpprof_profile *p, const report_options *o) {
         tpprof_json_array_end(&j);
         free(v);
     }
+    if (diff)
+        json_diff(&j, diff, o);
     tpprof_json_object_end(&j);
     tpprof_json_finish(&j);
+}
+
+// ---------------------------------------------------------------------------
+// --diff: what changed against an older recording
+
+static int by_leaked_change(const void *a, const void *b) {
+    const tpprof_delta *x = *(const tpprof_delta *const *)a, *y = *(const tpprof_delta *const *)b;
+    int64_t dx = llabs(x->leaked_new - x->leaked_old), dy = llabs(y->leaked_new - y->leaked_old);
+    if (dx != dy)
+        return dx > dy ? -1 : 1;
+    return strcmp(x->key, y->key);
+}
+
+static int by_bytes_change(const void *a, const void *b) {
+    const tpprof_delta *x = *(const tpprof_delta *const *)a, *y = *(const tpprof_delta *const *)b;
+    int64_t dx = llabs(x->bytes_new - x->bytes_old), dy = llabs(y->bytes_new - y->bytes_old);
+    if (dx != dy)
+        return dx > dy ? -1 : 1;
+    return strcmp(x->key, y->key);
+}
+
+// Rows whose leaked (leaks true) or allocated bytes changed, largest change
+// first. New array of borrowed pointers (caller frees); *m its length.
+static const tpprof_delta **changed_rows(const tpprof_delta *d, size_t n, bool leaks, size_t *m) {
+    const tpprof_delta **v = malloc((n + 1) * sizeof *v);
+    *m = 0;
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (leaks ? d[i].leaked_new != d[i].leaked_old : d[i].bytes_new != d[i].bytes_old)
+            v[(*m)++] = &d[i];
+    if (*m)
+        qsort(v, *m, sizeof *v, leaks ? by_leaked_change : by_bytes_change);
+    return v;
+}
+
+static char *signed_size(int64_t v, char buf[40]) {
+    char s[32];
+    snprintf(buf, 40, "%c%s", v < 0 ? '-' : '+', tpprof_format_size(v < 0 ? (uint64_t)-v : (uint64_t)v, s));
+    return buf;
+}
+
+static char *signed_count(int64_t v, char buf[40]) {
+    char s[32];
+    snprintf(buf, 40, "%c%s", v < 0 ? '-' : '+', tpprof_format_count(v < 0 ? (uint64_t)-v : (uint64_t)v, s));
+    return buf;
+}
+
+struct diff_context {
+    const tpprof_profile *now;
+    tpprof_profile *old; // owned
+    tpprof_delta *rows;  // owned
+    size_t n;
+};
+
+// The run and stack to show for a row: the new run's when it has the stack.
+static const tpprof_profile *row_stack(const diff_context *c, const tpprof_delta *d, int64_t *stack) {
+    *stack = d->stack_new >= 0 ? d->stack_new : d->stack_old;
+    return d->stack_new >= 0 ? c->now : c->old;
+}
+
+static void text_diff(const diff_context *c, const report_options *o) {
+    const tpprof_summary *a = &c->old->summary, *b = &c->now->summary;
+    char x[40], y[40], z[40];
+    printf("\nChanges against %s (stacks matched by function names)\n", o->diff);
+    printf("  %-12s  %12s  %12s  %12s\n", "", "baseline", "now", "change");
+    printf("  %-12s  %12s  %12s  %12s\n", "allocations", tpprof_format_count(a->allocations, x),
+           tpprof_format_count(b->allocations, y),
+           signed_count((int64_t)b->allocations - (int64_t)a->allocations, z));
+    struct { const char *name; uint64_t old, now; } rows[] = {
+        {"allocated", a->total_bytes, b->total_bytes},
+        {"peak", a->peak_bytes, b->peak_bytes},
+        {"leaked", a->leaked_bytes, b->leaked_bytes},
+        {"lost", a->lost_bytes, b->lost_bytes},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        printf("  %-12s  %12s  %12s  %12s\n", rows[i].name, tpprof_format_size(rows[i].old, x),
+               tpprof_format_size(rows[i].now, y),
+               signed_size((int64_t)rows[i].now - (int64_t)rows[i].old, z));
+    for (int pass = 0; pass < 2; pass++) {
+        bool leaks = pass == 0;
+        size_t m = 0;
+        const tpprof_delta **v = changed_rows(c->rows, c->n, leaks, &m);
+        printf("\n  %s by stack (%zu changed)\n",
+               leaks ? "Leaked at exit" : "Allocated over the run", m);
+        size_t shown = cap_of(o, m);
+        for (size_t i = 0; i < shown; i++) {
+            int64_t before = leaks ? v[i]->leaked_old : v[i]->bytes_old;
+            int64_t after = leaks ? v[i]->leaked_new : v[i]->bytes_new;
+            int64_t stack = 0;
+            const tpprof_profile *p = row_stack(c, v[i], &stack);
+            tpprof_frame f[2];
+            size_t nf = tpprof_stacks_frames(p->stacks, stack, f, 2, NULL);
+            char site[512] = "(no stack recorded)", caller[512] = "";
+            if (nf > 0)
+                tpprof_frame_format(&f[0], site, sizeof site);
+            if (nf > 1)
+                tpprof_frame_format(&f[1], caller, sizeof caller);
+            printf("  %12s  %10s -> %-10s  %s%s%s%s\n", signed_size(after - before, z),
+                   tpprof_format_size((uint64_t)before, x), tpprof_format_size((uint64_t)after, y),
+                   site, nf > 1 ? "  < " : "", caller, v[i]->stack_new < 0 ? "  (gone)" : "");
+        }
+        if (shown < m)
+            printf("  ... %zu more stacks\n", m - shown);
+        free(v);
+    }
+}
+
+static void json_pair(tpprof_json *j, const char *key, int64_t old, int64_t now) {
+    tpprof_json_key(j, key);
+    tpprof_json_object_begin_inline(j);
+    tpprof_json_key(j, "old");
+    tpprof_json_int(j, old);
+    tpprof_json_key(j, "new");
+    tpprof_json_int(j, now);
+    tpprof_json_key(j, "delta");
+    tpprof_json_int(j, now - old);
+    tpprof_json_object_end(j);
+}
+
+static void json_diff(tpprof_json *j, const diff_context *c, const report_options *o) {
+    const tpprof_summary *a = &c->old->summary, *b = &c->now->summary;
+    tpprof_json_key(j, "diff");
+    tpprof_json_object_begin(j);
+    tpprof_json_key(j, "baseline");
+    tpprof_json_string(j, o->diff);
+    tpprof_json_key(j, "summary");
+    tpprof_json_object_begin(j);
+    json_pair(j, "allocations", (int64_t)a->allocations, (int64_t)b->allocations);
+    json_pair(j, "total_bytes", (int64_t)a->total_bytes, (int64_t)b->total_bytes);
+    json_pair(j, "peak_bytes", (int64_t)a->peak_bytes, (int64_t)b->peak_bytes);
+    json_pair(j, "leaked_bytes", (int64_t)a->leaked_bytes, (int64_t)b->leaked_bytes);
+    json_pair(j, "lost_bytes", (int64_t)a->lost_bytes, (int64_t)b->lost_bytes);
+    tpprof_json_object_end(j);
+    for (int pass = 0; pass < 2; pass++) {
+        bool leaks = pass == 0;
+        size_t m = 0;
+        const tpprof_delta **v = changed_rows(c->rows, c->n, leaks, &m);
+        tpprof_json_key(j, leaks ? "leaks" : "sites");
+        tpprof_json_array_begin(j);
+        for (size_t i = 0; i < cap_of(o, m); i++) {
+            const tpprof_delta *d = v[i];
+            tpprof_json_object_begin(j);
+            if (leaks) {
+                json_u(j, "bytes_old", (uint64_t)d->leaked_old);
+                json_u(j, "bytes_new", (uint64_t)d->leaked_new);
+                tpprof_json_key(j, "delta");
+                tpprof_json_int(j, d->leaked_new - d->leaked_old);
+                json_u(j, "lost_old", (uint64_t)d->lost_old);
+                json_u(j, "lost_new", (uint64_t)d->lost_new);
+            } else {
+                json_u(j, "alloc_bytes_old", (uint64_t)d->bytes_old);
+                json_u(j, "alloc_bytes_new", (uint64_t)d->bytes_new);
+                tpprof_json_key(j, "delta");
+                tpprof_json_int(j, d->bytes_new - d->bytes_old);
+                json_u(j, "alloc_count_old", (uint64_t)d->calls_old);
+                json_u(j, "alloc_count_new", (uint64_t)d->calls_new);
+            }
+            tpprof_json_key(j, "in_new");
+            tpprof_json_bool(j, d->stack_new >= 0);
+            int64_t stack = 0;
+            const tpprof_profile *p = row_stack(c, d, &stack);
+            json_stack(j, p, stack);
+            tpprof_json_object_end(j);
+        }
+        tpprof_json_array_end(j);
+        free(v);
+    }
+    tpprof_json_object_end(j);
 }
 
 // ---------------------------------------------------------------------------
@@ -495,6 +675,10 @@ int tpprof_cmd_report(int argc, char **argv) {
             if (r < 0 || tpprof_parse_count("--top", v, &o.top) != 0)
                 goto usage_error;
             chosen |= SECTION_TOP;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--diff", &v)) != 0) {
+            if (r < 0)
+                goto usage_error;
+            o.diff = v;
         } else if ((r = tpprof_opt(argc, argv, &i, "--format", &v)) != 0) {
             if (r < 0)
                 goto usage_error;
@@ -527,8 +711,19 @@ int tpprof_cmd_report(int argc, char **argv) {
         fprintf(stderr, "tpprof report: %s\n", tpprof_error());
         return TPPROF_EXIT_USAGE;
     }
+    diff_context diff = {.now = p};
+    if (o.diff) {
+        tpprof_profile *old = tpprof_profile_load(o.diff);
+        if (!old || tpprof_diff(p, old, 0, &diff.rows, &diff.n) != 0) {
+            fprintf(stderr, "tpprof report: --diff: %s\n", tpprof_error());
+            tpprof_profile_free(old);
+            tpprof_profile_free(p);
+            return TPPROF_EXIT_USAGE;
+        }
+        diff.old = old;
+    }
     if (o.json) {
-        json_report(p, &o);
+        json_report(p, &o, o.diff ? &diff : NULL);
     } else {
         text_summary(p, &o);
         if (o.sections & SECTION_LEAKS)
@@ -541,7 +736,11 @@ int tpprof_cmd_report(int argc, char **argv) {
             text_temporary(p, &o);
         if (o.sections & SECTION_TIMELINE)
             text_timeline(p);
+        if (o.diff)
+            text_diff(&diff, &o);
     }
+    tpprof_diff_free(diff.rows, diff.n);
+    tpprof_profile_free(diff.old);
     tpprof_profile_free(p);
     return fflush(stdout) == 0 ? TPPROF_EXIT_OK : TPPROF_EXIT_USAGE;
 

@@ -235,6 +235,42 @@ static void test_timeline_keeps_the_spike_when_cut_down(void) {
     harness_result_free(&r);
 }
 
+static void test_diff_shows_what_grew_and_what_is_gone(void) {
+    const char *grown = harness_path("grown.db");
+    fixture_options o = {.extra_lost_bytes = 6144};
+    CHECK(fixture_write(grown, &o) == 0, "fixture");
+    run_result r = harness_tpprof("report", grown, "--leaks", "--diff", app_db, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    const char *d = strstr(r.out, "Changes against ");
+    CHECK(d, "%s", r.out);
+    if (d) {
+        CHECK(strstr(d, "  allocations          5,112         5,113            +1\n"), "%s", d);
+        CHECK(strstr(d, "  lost              12.0 KiB      18.0 KiB     +6.00 KiB\n"), "%s", d);
+        CHECK(strstr(d, "  Leaked at exit by stack (1 changed)\n"
+                        "     +6.00 KiB         0 B -> 6.00 KiB    grow_leak (grow.c:70)  < main (app.c:50)\n"),
+              "%s", d);
+    }
+    harness_result_free(&r);
+
+    // The other way round: the stack is gone, shown from the baseline.
+    r = harness_tpprof("report", app_db, "--leaks", "--diff", grown, "--format", "json", NULL);
+    CHECK(r.status == 0 && harness_json_valid(r.out), "status %d", r.status);
+    const char *j = strstr(r.out, "\"diff\": {");
+    CHECK(j && strstr(j, "\"lost_bytes\": {\"old\": 18432, \"new\": 12288, \"delta\": -6144}"), "%s",
+          r.out);
+    CHECK(j && strstr(j, "\"bytes_old\": 6144,\n        \"bytes_new\": 0,\n        \"delta\": -6144,"),
+          "%s", r.out);
+    CHECK(j && strstr(j, "\"in_new\": false,\n        \"stack\": [\n          {\"function\": \"grow_leak\""),
+          "%s", r.out);
+    harness_result_free(&r);
+
+    r = harness_tpprof("report", app_db, "--diff", harness_path("missing.db"), NULL);
+    CHECK(r.status == 2 && harness_lines(r.err) == 1 && strstr(r.err, "--diff: cannot open"),
+          "status %d: %s", r.status, r.err);
+    CHECK(r.out[0] == 0, "%s", r.out);
+    harness_result_free(&r);
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     app_db = strdup(harness_path("app.db"));
@@ -254,6 +290,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_unsymbolized_frames_print_as_addresses_with_module);
     RUN_TEST(test_json_escapes_quotes_backslashes_and_control_characters);
     RUN_TEST(test_timeline_keeps_the_spike_when_cut_down);
+    RUN_TEST(test_diff_shows_what_grew_and_what_is_gone);
     free((void *)app_db);
     return harness_finish();
 }
