@@ -19,6 +19,7 @@
 const char tpprof_usage_check[] =
     "usage: tpprof check DB [--max-lost-bytes N] [--max-leaked-bytes N] [--max-peak-bytes N]\n"
     "                       [--baseline OLD.db [--max-growth PCT]] [--junit FILE]\n"
+    "                       [--suppress PATTERN]... [--suppressions FILE]\n"
     "\n"
     "Gate a recording in CI. Exit 0 when every gate holds, 1 when one fails (one\n"
     "FAIL line per failed gate, naming the worst stack), 2 on usage or input errors.\n"
