@@ -38,7 +38,7 @@ const char tpprof_usage_run[] =
     "  -o, --output PATH  where to write (default tpprof.<program>.<pid>.db here);\n"
     "                     %p in PATH becomes the process id. A forked child writes\n"
     "                     <PATH without .db>.<child pid>.db\n"
-    "  --depth N          record at most N frames per stack\n"
+    "  --depth N          record at most N frames per stack (1 to 128; default 32)\n"
     "  --full             also record every event in order (much larger database)\n"
     "\n"
     "The exit status is CMD's, or 128 + the signal that killed it.\n";
@@ -236,8 +236,9 @@ int tpprof_cmd_run(int argc, char **argv) {
             uint64_t d = 0;
             if (r < 0 || tpprof_parse_count("--depth", v, &d) != 0)
                 goto usage_error;
-            if (d == 0 || d > 1024) {
-                tpprof_error_set("--depth: expected 1 to 1024, got %s", v);
+            // The recorder keeps at most 128 frames (docs/schema.md).
+            if (d == 0 || d > 128) {
+                tpprof_error_set("--depth: expected 1 to 128, got %s", v);
                 goto usage_error;
             }
             depth = v;

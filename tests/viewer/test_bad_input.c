@@ -178,7 +178,8 @@ static void test_bad_numbers_are_refused(void) {
                    "--max-leaked-bytes", "20000000000T");
     EXPECT_REFUSED("--max-growth: expected a percentage", "check", app_db, "--baseline", app_db,
                    "--max-growth", "lots");
-    EXPECT_REFUSED("--depth: expected 1 to 1024, got 0", "run", "--depth", "0", "true");
+    EXPECT_REFUSED("--depth: expected 1 to 128, got 0", "run", "--depth", "0", "true");
+    EXPECT_REFUSED("--depth: expected 1 to 128, got 129", "run", "--depth", "129", "true");
 }
 
 static void test_missing_values_and_arguments_are_refused(void) {
