@@ -6,7 +6,9 @@
 // bytes may not grow by more than --max-growth percent over an older
 // recording. --junit writes one testcase per gate for CI dashboards.
 // With no gate given, `--max-lost-bytes 0` applies: a lost block fails.
-// This file must not change either database.
+// --suppress leaves known leaks (globs on function or module names) out of
+// the leak gates. This file never writes a database (profile.c may save
+// symbols into a writable one).
 #define _POSIX_C_SOURCE 200809L
 #include "viewer.h"
 

@@ -3,8 +3,10 @@
 //
 // Sections: summary (always), leaks grouped by stack (lost first, then by
 // bytes), the peak with the sites live at it, top sites by bytes and by
-// calls, temporary allocations. All numbers come from profile.c; this file
-// only chooses, orders and prints. It must not change the database.
+// calls, temporary allocations, the timeline, and a stack-by-stack diff
+// against an older recording. All numbers come from profile.c, timeline.c
+// and diff.c; this file only chooses, orders and prints. It never writes
+// the database (profile.c may save symbols into a writable one).
 #define _POSIX_C_SOURCE 200809L
 #include "viewer.h"
 
