@@ -16,7 +16,7 @@
 
 const char tpprof_usage_report[] =
     "usage: tpprof report DB [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
-    "                        [--diff OLD.db] [--format text|json]\n"
+    "                        [--diff OLD.db] [--format text|json|folded]\n"
     "\n"
     "Show what a recording holds. Without section flags every section is shown;\n"
     "with any, the summary and the chosen sections.\n"
@@ -29,7 +29,10 @@ const char tpprof_usage_report[] =
     "  --timeline       heap, mmap and RSS over time (at most 24 points in text, 200 in JSON)\n"
     "  --diff OLD.db    also compare with an older recording, stack by stack (stacks are\n"
     "                   matched by their function names, so line changes do not matter)\n"
-    "  --format F       text (default) or json (see docs/report-json.md)\n"
+    "  --format F       text (default), json (see docs/report-json.md), or folded:\n"
+    "                   one line per stack, outermost frame first, for flame graph tools\n"
+    "                   (bytes allocated; with --leaks bytes live at exit, with --peak\n"
+    "                   bytes live at the peak, with --temporary temporary calls)\n"
     "\n"
     "The database is opened read-only. If it was never symbolized, it is symbolized\n"
     "now, and the symbols are saved into it when the file is writable.\n";
@@ -52,6 +55,7 @@ typedef struct report_options {
     unsigned sections;
     uint64_t top;       // list cap; 0 = no cap
     bool json;
+    bool folded;        // --format folded: flame graph input
 } report_options;
 
 // Two recordings matched by --diff (defined with the --diff code below).
@@ -654,6 +658,53 @@ static void json_diff(tpprof_json *j, const diff_context *c, const report_option
 }
 
 // ---------------------------------------------------------------------------
+// Folded stacks ("main;parse;malloc_site 4096"), the input of flamegraph.pl,
+// inferno and speedscope. Frames are function names only, so that the calls
+// of one function merge into one box; a frame without a name is its module.
+
+static void folded_frame(FILE *out, const tpprof_frame *f) {
+    const char *name = f->function;
+    if (!name) {
+        fprintf(out, "[%s]", f->module ? tpprof_basename(f->module) : "unknown");
+        return;
+    }
+    for (const char *c = name; *c; c++)
+        fputc(*c == ';' || *c == '\n' ? '_' : *c, out); // ';' separates frames
+}
+
+static void folded_line(const tpprof_profile *p, int64_t stack_id, uint64_t value) {
+    static tpprof_frame frames[MAX_FRAMES];
+    if (value == 0)
+        return;
+    size_t n = tpprof_stacks_frames(p->stacks, stack_id, frames, MAX_FRAMES, NULL);
+    if (n == 0) {
+        printf("[no stack] %llu\n", (unsigned long long)value);
+        return;
+    }
+    for (size_t i = n; i-- > 0;) {
+        folded_frame(stdout, &frames[i]);
+        if (i)
+            putchar(';');
+    }
+    printf(" %llu\n", (unsigned long long)value);
+}
+
+static void folded_report(const tpprof_profile *p, unsigned chosen) {
+    if (chosen & SECTION_LEAKS) {
+        for (size_t i = 0; i < p->nleaks; i++)
+            folded_line(p, p->leaks[i].stack_id, p->leaks[i].bytes);
+        return;
+    }
+    for (size_t i = 0; i < p->nsites; i++) {
+        const tpprof_site *s = &p->sites[i];
+        uint64_t v = chosen & SECTION_PEAK ? s->peak_bytes
+                     : chosen & SECTION_TEMPORARY ? s->temp_count
+                                                  : s->alloc_bytes;
+        folded_line(p, s->stack_id, v);
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Command
 
 int tpprof_cmd_report(int argc, char **argv) {
@@ -684,12 +735,10 @@ int tpprof_cmd_report(int argc, char **argv) {
         } else if ((r = tpprof_opt(argc, argv, &i, "--format", &v)) != 0) {
             if (r < 0)
                 goto usage_error;
-            if (strcmp(v, "json") == 0)
-                o.json = true;
-            else if (strcmp(v, "text") == 0)
-                o.json = false;
-            else {
-                tpprof_error_set("--format: expected text or json, got '%s'", v);
+            o.json = strcmp(v, "json") == 0;
+            o.folded = strcmp(v, "folded") == 0;
+            if (!o.json && !o.folded && strcmp(v, "text") != 0) {
+                tpprof_error_set("--format: expected text, json or folded, got '%s'", v);
                 goto usage_error;
             }
         } else if (argv[i][0] == '-' && argv[i][1] != 0) {
@@ -724,7 +773,9 @@ int tpprof_cmd_report(int argc, char **argv) {
         }
         diff.old = old;
     }
-    if (o.json) {
+    if (o.folded) {
+        folded_report(p, chosen);
+    } else if (o.json) {
         json_report(p, &o, o.diff ? &diff : NULL);
     } else {
         text_summary(p, &o);

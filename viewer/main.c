@@ -21,7 +21,7 @@ static const char usage[] =
     "  run [-o PATH] [--depth N] [--full] [--] CMD [ARGS...]\n"
     "        run CMD under the recorder, then symbolize and summarize\n"
     "  report DB [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
-    "            [--diff OLD.db] [--format text|json]\n"
+    "            [--diff OLD.db] [--format text|json|folded]\n"
     "        leaks, peak, top and temporary allocation sites of a recording\n"
     "  check DB [--max-lost-bytes N] [--max-leaked-bytes N] [--max-peak-bytes N]\n"
     "           [--baseline OLD.db --max-growth PCT] [--suppress PATTERN] [--junit FILE]\n"

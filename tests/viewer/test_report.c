@@ -271,6 +271,30 @@ static void test_diff_shows_what_grew_and_what_is_gone(void) {
     harness_result_free(&r);
 }
 
+static void test_folded_stacks_feed_flame_graphs(void) {
+    run_result r = harness_tpprof("report", app_db, "--format", "folded", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    // Outermost first, inlined frames expanded, libtpprof.so frames dropped.
+    CHECK(strcmp(r.out, "main;leak_once 4096\n"
+                        "main;make_buffer 1000\n"
+                        "main;map_arena 8192\n"
+                        "main;outer_fn;inner_helper 1048576\n"
+                        "main;parse_token 80000\n") == 0,
+          "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", app_db, "--format=folded", "--leaks", NULL);
+    CHECK(strcmp(r.out, "main;map_arena 8192\nmain;leak_once 4096\nmain;make_buffer 200\n") == 0,
+          "leaked bytes: %s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", app_db, "--format=folded", "--peak", NULL);
+    CHECK(strstr(r.out, "main;outer_fn;inner_helper 10240\n") && !strstr(r.out, "parse_token"),
+          "bytes at the peak: %s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", app_db, "--format=folded", "--temporary", NULL);
+    CHECK(strcmp(r.out, "main;parse_token 4000\n") == 0, "temporary calls: %s", r.out);
+    harness_result_free(&r);
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     app_db = strdup(harness_path("app.db"));
@@ -291,6 +315,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_json_escapes_quotes_backslashes_and_control_characters);
     RUN_TEST(test_timeline_keeps_the_spike_when_cut_down);
     RUN_TEST(test_diff_shows_what_grew_and_what_is_gone);
+    RUN_TEST(test_folded_stacks_feed_flame_graphs);
     free((void *)app_db);
     return harness_finish();
 }
