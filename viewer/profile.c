@@ -121,36 +121,96 @@ static int cmp_leak(const void *a, const void *b) {
     return (x->kind > y->kind) - (x->kind < y->kind);
 }
 
+// Group live blocks by (stack, kind, reachability) in a hash table while
+// streaming the rows: SQLite's GROUP BY would sort a leaky program's million
+// blocks first, twice as slow.
+typedef struct leak_table {
+    size_t *slots; // index + 1 into p->leaks; 0 = empty
+    size_t mask;
+} leak_table;
+
+static size_t leak_hash(int64_t stack, int64_t kind, int reach) {
+    uint64_t h = (uint64_t)stack * 0x9E3779B97F4A7C15ull ^ (uint64_t)kind * 0xC2B2AE3D27D4EB4Full ^
+                 (uint64_t)reach;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static int leak_table_grow(leak_table *t, const tpprof_profile *p) {
+    size_t size = t->slots ? (t->mask + 1) * 2 : 1024;
+    size_t *slots = calloc(size, sizeof *slots);
+    if (!slots)
+        return tpprof_error_set("out of memory");
+    for (size_t i = 0; i < p->nleaks; i++) {
+        const tpprof_leak *l = &p->leaks[i];
+        size_t h = leak_hash(l->stack_id, l->kind, l->reachability) & (size - 1);
+        while (slots[h])
+            h = (h + 1) & (size - 1);
+        slots[h] = i + 1;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->mask = size - 1;
+    return 0;
+}
+
+// The group for (stack, kind, reach), created if new; NULL when out of memory.
+static tpprof_leak *leak_group(tpprof_profile *p, leak_table *t, size_t *cap, int64_t stack,
+                               int64_t kind, int reach) {
+    if (!t->slots || 2 * (p->nleaks + 1) > t->mask + 1)
+        if (leak_table_grow(t, p) != 0)
+            return NULL;
+    size_t h = leak_hash(stack, kind, reach) & t->mask;
+    for (; t->slots[h]; h = (h + 1) & t->mask) {
+        tpprof_leak *l = &p->leaks[t->slots[h] - 1];
+        if (l->stack_id == stack && l->kind == kind && l->reachability == reach)
+            return l;
+    }
+    if (p->nleaks == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        tpprof_leak *grown = realloc(p->leaks, *cap * sizeof *grown);
+        if (!grown) {
+            tpprof_error_set("out of memory");
+            return NULL;
+        }
+        p->leaks = grown;
+    }
+    tpprof_leak *l = &p->leaks[p->nleaks++];
+    *l = (tpprof_leak){.stack_id = stack, .kind = kind, .reachability = reach};
+    t->slots[h] = p->nleaks;
+    return l;
+}
+
 static int load_leaks(tpprof_profile *p) {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(p->db->sql,
-                           "SELECT stack_id, kind, reachability, SUM(size), COUNT(*) FROM live_blocks "
-                           "GROUP BY stack_id, kind, reachability",
+    if (sqlite3_prepare_v2(p->db->sql, "SELECT stack_id, kind, reachability, size FROM live_blocks",
                            -1, &st, NULL) != SQLITE_OK)
         return tpprof_db_error(p->db, "reading live_blocks");
+    leak_table table = {0};
     size_t cap = 0;
     int rc;
-    tpprof_summary *s = &p->summary;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (p->nleaks == cap) {
-            cap = cap ? cap * 2 : 64;
-            tpprof_leak *grown = realloc(p->leaks, cap * sizeof *grown);
-            if (!grown) {
-                sqlite3_finalize(st);
-                return tpprof_error_set("out of memory");
-            }
-            p->leaks = grown;
-        }
-        tpprof_leak *l = &p->leaks[p->nleaks++];
-        l->stack_id = sqlite3_column_int64(st, 0);
-        l->kind = sqlite3_column_int64(st, 1);
         int64_t r = sqlite3_column_int64(st, 2);
-        l->reachability = r == 1 ? TPPROF_REACH_LOST : r == 2 ? TPPROF_REACH_REACHABLE
-                                                              : TPPROF_REACH_UNSCANNED;
+        int reach = r == 1 ? TPPROF_REACH_LOST : r == 2 ? TPPROF_REACH_REACHABLE
+                                                        : TPPROF_REACH_UNSCANNED;
+        tpprof_leak *l = leak_group(p, &table, &cap, sqlite3_column_int64(st, 0),
+                                    sqlite3_column_int64(st, 1), reach);
+        if (!l) {
+            free(table.slots);
+            sqlite3_finalize(st);
+            return -1;
+        }
         // A damaged file may hold negative sizes: count them as nothing.
         int64_t bytes = sqlite3_column_int64(st, 3);
-        l->bytes = bytes > 0 ? (uint64_t)bytes : 0;
-        l->count = (uint64_t)sqlite3_column_int64(st, 4);
+        l->bytes += bytes > 0 ? (uint64_t)bytes : 0;
+        l->count++;
+    }
+    free(table.slots);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return tpprof_db_error(p->db, "reading live_blocks");
+    tpprof_summary *s = &p->summary;
+    for (size_t i = 0; i < p->nleaks; i++) {
+        const tpprof_leak *l = &p->leaks[i];
         s->leaked_bytes += l->bytes;
         s->leaked_count += l->count;
         if (l->reachability == TPPROF_REACH_LOST) {
@@ -164,9 +224,6 @@ static int load_leaks(tpprof_profile *p) {
             s->unscanned_count += l->count;
         }
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return tpprof_db_error(p->db, "reading live_blocks");
     if (p->nleaks)
         qsort(p->leaks, p->nleaks, sizeof *p->leaks, cmp_leak);
     return 0;
