@@ -7,7 +7,6 @@
 // UTF-8 names stay readable.
 #include "viewer.h"
 
-#include <math.h>
 
 // ---------------------------------------------------------------------------
 // Layout
@@ -120,14 +119,6 @@ void tpprof_json_int(tpprof_json *j, int64_t v) {
 void tpprof_json_uint(tpprof_json *j, uint64_t v) {
     element(j);
     fprintf(j->out, "%llu", (unsigned long long)v);
-}
-
-void tpprof_json_double(tpprof_json *j, double v) {
-    element(j);
-    if (isfinite(v))
-        fprintf(j->out, "%.17g", v);
-    else
-        fputs("null", j->out);
 }
 
 void tpprof_json_bool(tpprof_json *j, bool v) {

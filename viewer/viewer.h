@@ -293,7 +293,6 @@ void tpprof_json_object_begin_inline(tpprof_json *j);
 void tpprof_json_string(tpprof_json *j, const char *s); // NULL writes null
 void tpprof_json_int(tpprof_json *j, int64_t v);
 void tpprof_json_uint(tpprof_json *j, uint64_t v);
-void tpprof_json_double(tpprof_json *j, double v);
 void tpprof_json_bool(tpprof_json *j, bool v);
 void tpprof_json_null(tpprof_json *j);
 // Finish the document with a newline.
