@@ -386,6 +386,11 @@ static int run_check(int argc, char **argv, check_options *opts) {
     size_t n = 0;
     char detail[1024];
     uint64_t lost = lost_bytes(p);
+    if (s->dropped_events)
+        fprintf(stderr,
+                "tpprof check: warning: %lld events were dropped while recording %s; some blocks "
+                "may look leaked that were freed\n",
+                (long long)s->dropped_events, o.path);
     if (!s->complete)
         fprintf(stderr,
                 "tpprof check: note: %s is incomplete (the program did not end normally); what it "

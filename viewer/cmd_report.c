@@ -175,6 +175,10 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
         printf(", not scanned %s in %s", tpprof_format_size(s->unscanned_bytes, c),
                tpprof_format_count(s->unscanned_count, d));
     printf("\n");
+    if (s->dropped_events)
+        printf("  WARNING     %lld events were dropped while recording: some blocks may look "
+               "leaked that were freed\n",
+               (long long)s->dropped_events);
     if (p->symbolized_now)
         printf("  symbols     resolved now%s\n",
                p->symbols_saved ? " and saved into the database" : " (kept in memory: read-only file)");
@@ -406,6 +410,8 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_int(&j, s->duration_ns);
     tpprof_json_key(&j, "tool_version");
     tpprof_json_string(&j, p->tool_version);
+    tpprof_json_key(&j, "dropped_events");
+    tpprof_json_int(&j, s->dropped_events);
     tpprof_json_object_end(&j);
 
     tpprof_json_key(&j, "summary");

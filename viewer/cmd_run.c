@@ -188,6 +188,10 @@ static void summarize(const char *path, const char *shown_as) {
     if (s->unscanned_count)
         fprintf(stderr, ", not scanned %s", tpprof_format_size(s->unscanned_bytes, a));
     fprintf(stderr, "\n");
+    if (s->dropped_events)
+        fprintf(stderr, "tpprof: warning: %lld events were dropped while recording; some blocks may "
+                        "look leaked that were freed\n",
+                (long long)s->dropped_events);
     if (!s->complete)
         fprintf(stderr, "tpprof: the recording is incomplete: the program did not end normally, and "
                         "what it did after the last flush is missing\n");

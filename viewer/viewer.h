@@ -186,6 +186,7 @@ typedef struct tpprof_summary {
     uint64_t unscanned_bytes, unscanned_count;
     bool complete;
     bool leak_scanned; // meta.leak_scan = 1: unscanned blocks came after the scan
+    int64_t dropped_events; // meta.dropped_events: a dropped free fakes a leak
     int64_t pid, duration_ns;
 } tpprof_summary;
 

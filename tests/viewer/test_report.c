@@ -83,6 +83,30 @@ static void test_text_temporary_counts_and_sites(void) {
     harness_result_free(&r);
 }
 
+static void test_dropped_events_are_warned_about(void) {
+    const char *db = harness_path("dropped.db");
+    fixture_options o = {0};
+    CHECK(fixture_write(db, &o) == 0, "fixture");
+    sqlite3 *h = NULL;
+    CHECK(sqlite3_open(db, &h) == SQLITE_OK, "open");
+    CHECK(sqlite3_exec(h, "INSERT INTO meta VALUES ('dropped_events', '17')", NULL, NULL, NULL) ==
+              SQLITE_OK,
+          "%s", sqlite3_errmsg(h));
+    sqlite3_close(h);
+    run_result r = harness_tpprof("report", db, "--leaks", NULL);
+    CHECK(strstr(r.out, "  WARNING     17 events were dropped while recording"), "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--leaks", "--format", "json", NULL);
+    CHECK(strstr(r.out, "\"dropped_events\": 17\n"), "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("check", db, NULL);
+    CHECK(r.status == 1 && strstr(r.err, "warning: 17 events were dropped"), "%s", r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", app_db, "--leaks", NULL);
+    CHECK(!strstr(r.out, "WARNING"), "no warning without dropped events: %s", r.out);
+    harness_result_free(&r);
+}
+
 static void test_text_incomplete_run_is_flagged_and_blocks_unscanned(void) {
     fixture_options o = {.incomplete = true};
     const char *db = harness_path("incomplete.db");
@@ -307,6 +331,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_text_peak_lists_sites_live_at_the_peak);
     RUN_TEST(test_text_temporary_counts_and_sites);
     RUN_TEST(test_text_incomplete_run_is_flagged_and_blocks_unscanned);
+    RUN_TEST(test_dropped_events_are_warned_about);
     RUN_TEST(test_json_is_valid_and_has_the_documented_summary);
     RUN_TEST(test_json_leaks_carry_kind_reachability_and_innermost_first_stack);
     RUN_TEST(test_json_expands_inlined_frames_innermost_first);
