@@ -81,10 +81,15 @@ static void red_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx)
     int64_t st = strides[0];
     bool sum = j->kind == RED_SUM || j->kind == RED_MEAN;
     if (sum && j->dtype == TP_DTYPE_FLOAT32 && st == 4 && ((uintptr_t)p % 4) == 0) {
+        /* eight independent sums: not bound by the latency of one add chain */
         const float *x = (const float *)p;
-        double acc = 0;
-        for (int64_t i = 0; i < n; i++) acc += x[i];
-        s->f += acc;
+        double acc[8] = {0};
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int k = 0; k < 8; k++) acc[k] += x[i + k];
+        double tail = 0;
+        for (; i < n; i++) tail += x[i];
+        s->f += ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
         s->any = true;
         r->pos += n;
         return;
