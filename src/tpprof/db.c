@@ -247,6 +247,7 @@ static bool put_threads(void) {
     for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t && ok; t = t->next) {
         if (!t->w_dirty) continue;
         if (!atomic_load(&t->exited)) thread_name(t->tid, t->w_name, sizeof t->w_name);
+        else if (t->name[0]) snprintf(t->w_name, sizeof t->w_name, "%s", t->name);
         sqlite3_bind_int64(st, 1, t->tid);
         if (t->w_name[0]) sqlite3_bind_text(st, 2, t->w_name, -1, SQLITE_STATIC);
         else sqlite3_bind_null(st, 2);

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -26,8 +27,11 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 // ---------------------------------------------------------------------------
 // Thread registration.
 
+// Runs in the exiting thread (a pthread key destructor): keeps its name,
+// which /proc no longer has once it is gone.
 static void on_thread_exit(void *arg) {
     struct tpprof_thread *t = arg;
+    prctl(PR_GET_NAME, t->name, 0, 0, 0);
     atomic_store_explicit(&t->exited, 1, memory_order_release);
 }
 

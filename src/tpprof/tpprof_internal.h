@@ -136,6 +136,7 @@ struct tpprof_thread {
     uintptr_t stack_lo, stack_hi;
     uintptr_t tp;               // thread pointer (pthread_self): static TLS lies below it
     _Atomic int exited;
+    char name[17];              // set by the thread as it exits
     struct tpprof_thread *next; // all threads ever seen, newest first
     // Writer-owned from here.
     uint64_t w_last_alloc;      // address of this thread's last allocation
