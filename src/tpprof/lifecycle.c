@@ -168,8 +168,6 @@ static void fork_parent(void) {
 
 static void fork_child(void) {
     if (started) {
-        pid_t parent = tpprof_w.parent_pid;
-        (void)parent;
         tpprof_w.parent_pid = getppid();
         char path[4096];
         snprintf(path, sizeof path, "%s", tpprof_output_path);
@@ -212,7 +210,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     }
     tpprof_unwind_init();
     tpprof_modules_refresh();
-    if (!tpprof_writer_start(tpprof_output_path, NULL)) {
+    if (!tpprof_writer_start(tpprof_output_path)) {
         tpprof_guard = 0;
         return;
     }

@@ -203,10 +203,16 @@ TPPROF_HIDDEN void tpprof_self_range_init(void);
 // ---------------------------------------------------------------------------
 // Writer (writer.c).
 
-TPPROF_HIDDEN bool tpprof_writer_start(const char *path, const char *why_prefix);
-// Drains rings, optionally scans for leaks, writes and closes the database.
-enum tpprof_end { TPPROF_END_EXIT, TPPROF_END_EXEC, TPPROF_END_QUICK };
+// Opens the database at `path` and starts the writer thread; false (after
+// the one stderr line) if the database cannot be written.
+TPPROF_HIDDEN bool tpprof_writer_start(const char *path);
+// Drains the rings and classifies the live blocks (atexit; `sp`: the
+// exiting thread's stack pointer, registers spilled above it).
 TPPROF_HIDDEN void tpprof_writer_leak_scan(uintptr_t sp);
+// Drains the rings, writes everything and closes the database. EXIT: after
+// the leak scan, complete=1; EXEC: complete=1, end_reason=exec, no scan;
+// QUICK (_exit): complete=0, live blocks unscanned.
+enum tpprof_end { TPPROF_END_EXIT, TPPROF_END_EXEC, TPPROF_END_QUICK };
 TPPROF_HIDDEN void tpprof_writer_finish(enum tpprof_end how);
 TPPROF_HIDDEN void tpprof_writer_exec_failed(void);
 TPPROF_HIDDEN void tpprof_writer_fork_prepare(void);

@@ -571,8 +571,7 @@ static bool spawn_writer(void) {
     return writer_running;
 }
 
-bool tpprof_writer_start(const char *path, const char *unused) {
-    (void)unused;
+bool tpprof_writer_start(const char *path) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     tpprof_w.start_unix_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
