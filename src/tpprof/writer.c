@@ -14,6 +14,8 @@
 #include <signal.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "writer.h"
@@ -418,6 +420,51 @@ static void apply(struct tpprof_thread *t, const uint64_t *r) {
 // ---------------------------------------------------------------------------
 // Merging the rings.
 
+// The threads the merge still visits, oldest first (the order sequence
+// numbers mostly come in). A thread leaves once it is gone for good (the
+// kernel no longer knows its tid: no late TLS destructor can write its ring
+// again) and its ring is drained, so a program that runs thousands of
+// short threads does not make every pass visit them all.
+static struct tpprof_thread **active;
+static uint32_t nactive, capactive;
+static struct tpprof_thread *newest_seen;
+
+static void collect_threads(void) {
+    struct tpprof_thread *head = atomic_load(&tpprof_threads);
+    uint32_t fresh = 0;
+    for (struct tpprof_thread *t = head; t && t != newest_seen; t = t->next) fresh++;
+    if (!fresh) return;
+    if (nactive + fresh > capactive) {
+        uint32_t ncap = capactive ? capactive : 64;
+        while (ncap < nactive + fresh) ncap *= 2;
+        struct tpprof_thread **n = tpprof_mem_grow(active, capactive * sizeof *n, ncap * sizeof *n);
+        if (!n) return;
+        active = n;
+        capactive = ncap;
+    }
+    uint32_t i = nactive + fresh;
+    for (struct tpprof_thread *t = head; t && t != newest_seen; t = t->next) active[--i] = t;
+    nactive += fresh;
+    newest_seen = head;
+}
+
+static bool thread_gone(const struct tpprof_thread *t) {
+    if (!atomic_load_explicit(&t->exited, memory_order_acquire)) return false;
+    return syscall(SYS_tgkill, getpid(), t->tid, 0) != 0 && errno == ESRCH;
+}
+
+static void retire_threads(void) {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < nactive; i++) {
+        struct tpprof_thread *t = active[i];
+        bool drained = atomic_load_explicit(&t->head, memory_order_relaxed) ==
+                       atomic_load_explicit(&t->tail, memory_order_acquire);
+        if (drained && thread_gone(t)) continue;
+        active[k++] = t;
+    }
+    nactive = k;
+}
+
 // Processes every record whose turn has come. With `force`, missing sequence
 // numbers (threads that vanished mid-hook) are skipped. A record older than
 // the expected number (it was skipped as missing and came late) is applied
@@ -426,10 +473,12 @@ static uint64_t drain(bool force) {
     struct tpprof_wstate *w = &tpprof_w;
     uint64_t applied = 0;
     int extra = tpprof_cfg.full ? 1 : 0;
+    collect_threads();
     for (;;) {
         bool progress = false, pending = false;
         uint64_t min_seq = UINT64_MAX;
-        for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) {
+        for (uint32_t ti = 0; ti < nactive; ti++) {
+            struct tpprof_thread *t = active[ti];
             uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
             uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
             while (head < tail) {
@@ -457,7 +506,10 @@ static uint64_t drain(bool force) {
             stuck_since_ns = 0;
             continue;
         }
-        if (!pending) return applied;
+        if (!pending) {
+            retire_threads();
+            return applied;
+        }
         uint64_t now = tpprof_now_ns();
         if (!stuck_since_ns) stuck_since_ns = now;
         if (force || now - stuck_since_ns > STUCK_NS) {
