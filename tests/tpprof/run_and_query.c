@@ -201,9 +201,9 @@ static int count_blocks(int reach, int64_t size, int kind, const char *fn, int f
                                 " AND (%d < 0 OR kind = %d)", reach, (long long)size, (long long)size, kind, kind);
     int n = 0;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
-        int64_t ids[256];
+        static int64_t ids[4096];
         int k = 0;
-        while (sqlite3_step(st) == SQLITE_ROW && k < 256) ids[k++] = sqlite3_column_int64(st, 0);
+        while (sqlite3_step(st) == SQLITE_ROW && k < 4096) ids[k++] = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
         for (int i = 0; i < k; i++) {
             int64_t ips[64];
@@ -288,6 +288,24 @@ static void test_threads(char *prog) {
     CHECK(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 64 AND 83") == 0, "cross-thread frees seen");
     CHECK(qi("SELECT count(*) FROM threads") >= 5, "threads table");
     CHECK(qi("SELECT sum(free_count) FROM sites WHERE alloc_count >= 80") >= 80, "frees counted at their site");
+}
+
+static void test_churn(char *prog) {
+    char out[600];
+    db_path(out, sizeof out, "churn.db");
+    char *argv[] = {prog, NULL};
+    struct result r = run(out, argv, NULL);
+    CHECK(r.status == 0, "exit status %d", r.status);
+    if (!open_db(out)) {
+        CHECK(false, "no database");
+        return;
+    }
+    expect_complete("churn");
+    CHECK(qi("SELECT count(*) FROM threads") == 301, "301 threads, got %lld", (long long)qi("SELECT count(*) FROM threads"));
+    CHECK(count_blocks(1, 2000, 1, "churn_leak", 0) == 300, "300 leaks of 2000 B, got %d",
+          count_blocks(1, 2000, 1, "churn_leak", 0));
+    CHECK(qi("SELECT count(DISTINCT tid) FROM live_blocks WHERE size = 2000") >= 2, "leaks from many threads");
+    CHECK(qi("SELECT sum(temp_count) FROM sites WHERE alloc_bytes = %d", 300 * 10 * 48) == 3000, "3000 temporaries");
 }
 
 static void test_fork(char *prog) {
@@ -518,6 +536,7 @@ int main(int argc, char **argv) {
     if (strcmp(what, "leaks") == 0) test_leaks(prog);
     else if (strcmp(what, "threads") == 0) test_threads(prog);
     else if (strcmp(what, "fork") == 0) test_fork(prog);
+    else if (strcmp(what, "churn") == 0) test_churn(prog);
     else if (strcmp(what, "plugin") == 0 && argc > 4) test_plugin(prog, argv[4]);
     else if (strcmp(what, "noleak") == 0) test_noleak(prog);
     else if (strcmp(what, "exceptions") == 0) test_exceptions(prog);
