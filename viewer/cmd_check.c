@@ -22,6 +22,7 @@ const char tpprof_usage_check[] =
     "usage: tpprof check DB [--max-lost-bytes N] [--max-leaked-bytes N] [--max-peak-bytes N]\n"
     "                       [--baseline OLD.db [--max-growth PCT]] [--junit FILE]\n"
     "                       [--suppress PATTERN]... [--suppressions FILE]\n"
+    "                       [--max-leaked-storages N] [--max-inactive-split-bytes N]\n"
     "\n"
     "Gate a recording in CI. Exit 0 when every gate holds, 1 when one fails (one\n"
     "FAIL line per failed gate, naming the worst stack), 2 on usage or input errors.\n"
@@ -36,6 +37,9 @@ const char tpprof_usage_check[] =
     "                        whose function or module file name matches the glob PATTERN\n"
     "                        (repeatable; e.g. 'g_type_*', 'libfontconfig.so*')\n"
     "  --suppressions FILE   the same, one pattern per line; '#' starts a comment\n"
+    "  --max-leaked-storages N  tensor storages whose struct is still alive at exit\n"
+    "  --max-inactive-split-bytes N  free bytes stranded inside partly used segments of the\n"
+    "                        caching allocators at exit (replayed from allocator_events)\n"
     "\n"
     "Sizes take suffixes: 4096, 4k, 10M, 1G (powers of 1024). When no reachability scan\n"
     "ran (the program did not end by exit), the lost gate counts unscanned blocks as lost.\n";
@@ -55,8 +59,8 @@ typedef struct check_options {
     const char *path, *baseline, *junit;
     char *suppress[MAX_SUPPRESSIONS]; // owned copies
     size_t nsuppress;
-    bool has_lost, has_leaked, has_peak, has_growth;
-    uint64_t max_lost, max_leaked, max_peak;
+    bool has_lost, has_leaked, has_peak, has_growth, has_storages, has_split;
+    uint64_t max_lost, max_leaked, max_peak, max_storages, max_split;
     double max_growth;
 } check_options;
 
@@ -101,6 +105,76 @@ static void gate_limit(gate *g, const char *name, const char *what, uint64_t val
     snprintf(g->line, sizeof g->line, "%s %s %llu %s %llu%s", g->failed ? "FAIL" : "PASS", what,
              (unsigned long long)value, g->failed ? ">" : "<=", (unsigned long long)limit,
              g->failed ? detail : "");
+}
+
+// ---------------------------------------------------------------------------
+// Tensor and allocator gates (docs/schema-tensors.md; absent tables: 0)
+
+// Storages whose struct is alive at exit; the detail names the stack that
+// took the most unmatched references, else the biggest storage's creation.
+static int gate_storages(gate *g, const tpprof_profile *p, uint64_t limit) {
+    tpprof_tensors t;
+    if (tpprof_tensors_load(p->db, &t) != 0)
+        return -1;
+    uint64_t alive = 0;
+    const tpprof_storage *biggest = NULL;
+    for (size_t i = 0; i < t.nstorages; i++)
+        if (tpprof_storage_alive(&t.storages[i])) {
+            alive++;
+            if (!biggest || t.storages[i].nbytes > biggest->nbytes)
+                biggest = &t.storages[i];
+        }
+    char detail[1024] = "", frame[512];
+    size_t ng = 0;
+    tpprof_ref_group *groups = tpprof_ref_groups(&t, false, &ng);
+    if (ng == 0) {
+        free(groups);
+        groups = tpprof_ref_groups(&t, true, &ng);
+    }
+    if (ng)
+        snprintf(detail, sizeof detail, ": %llu storage%s held by a %s no release matched in %s",
+                 (unsigned long long)groups[0].storages, groups[0].storages == 1 ? "" : "s",
+                 tpprof_ref_op_name(groups[0].op),
+                 tpprof_stacks_describe(p->stacks, groups[0].stack_id, frame, sizeof frame));
+    else if (biggest)
+        snprintf(detail, sizeof detail, ": the biggest, %lld B, created in %s",
+                 (long long)biggest->nbytes,
+                 tpprof_stacks_describe(p->stacks, biggest->created_stack, frame, sizeof frame));
+    free(groups);
+    gate_limit(g, "max-leaked-storages", "leaked storages", alive, limit, detail);
+    tpprof_tensors_free(&t);
+    return 0;
+}
+
+// Inactive split bytes of every allocator at exit; the detail names the
+// allocator with the most.
+static int gate_split(gate *g, const tpprof_profile *p, uint64_t limit) {
+    tpprof_alloc_state *s = NULL;
+    size_t n = 0;
+    if (tpprof_alloc_load(p->db, &s, &n) != 0)
+        return -1;
+    uint64_t total = 0, worst = 0;
+    const char *worst_name = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (tpprof_alloc_replay(&s[i], s[i].nevents) != 0) {
+            tpprof_alloc_states_free(s, n);
+            return -1;
+        }
+        tpprof_frag f;
+        tpprof_alloc_figures(&s[i], &f);
+        total += (uint64_t)f.inactive_split_bytes;
+        if (!worst_name || (uint64_t)f.inactive_split_bytes > worst) {
+            worst = (uint64_t)f.inactive_split_bytes;
+            worst_name = s[i].allocator;
+        }
+    }
+    char detail[256] = "";
+    if (worst_name)
+        snprintf(detail, sizeof detail, ": %llu B in allocator '%s' (tpprof fragmentation shows the blocks)",
+                 (unsigned long long)worst, worst_name);
+    gate_limit(g, "max-inactive-split-bytes", "inactive split bytes", total, limit, detail);
+    tpprof_alloc_states_free(s, n);
+    return 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -300,6 +374,14 @@ static int parse(int argc, char **argv, check_options *o) {
             if (r < 0 || tpprof_parse_size("--max-peak-bytes", v, &o->max_peak))
                 return -1;
             o->has_peak = true;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--max-leaked-storages", &v)) != 0) {
+            if (r < 0 || tpprof_parse_count("--max-leaked-storages", v, &o->max_storages))
+                return -1;
+            o->has_storages = true;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--max-inactive-split-bytes", &v)) != 0) {
+            if (r < 0 || tpprof_parse_size("--max-inactive-split-bytes", v, &o->max_split))
+                return -1;
+            o->has_split = true;
         } else if ((r = tpprof_opt(argc, argv, &i, "--max-growth", &v)) != 0) {
             if (r < 0 || tpprof_parse_percent("--max-growth", v, &o->max_growth))
                 return -1;
@@ -330,7 +412,8 @@ static int parse(int argc, char **argv, check_options *o) {
         return tpprof_error_set("missing the database (usage: tpprof check DB [gates])");
     if (o->has_growth && !o->baseline)
         return tpprof_error_set("--max-growth needs --baseline OLD.db");
-    if (!o->has_lost && !o->has_leaked && !o->has_peak && !o->baseline) {
+    if (!o->has_lost && !o->has_leaked && !o->has_peak && !o->baseline && !o->has_storages &&
+        !o->has_split) {
         o->has_lost = true;
         o->max_lost = 0;
     }
@@ -382,7 +465,7 @@ static int run_check(int argc, char **argv, check_options *opts) {
                 (unsigned long long)suppressed, (unsigned long long)suppressed_blocks);
 
     const tpprof_summary *s = &p->summary;
-    gate gates[6];
+    gate gates[8];
     size_t n = 0;
     char detail[1024];
     uint64_t lost = lost_bytes(p);
@@ -424,6 +507,14 @@ static int run_check(int argc, char **argv, check_options *opts) {
             where(p, w->stack_id, w->peak_bytes, detail, sizeof detail);
         gate_limit(&gates[n++], "max-peak-bytes", "peak bytes", s->peak_bytes, o.max_peak, detail);
     }
+    if (o.has_storages && gate_storages(&gates[n], p, o.max_storages) == 0)
+        n++;
+    else if (o.has_storages)
+        goto input_error;
+    if (o.has_split && gate_split(&gates[n], p, o.max_split) == 0)
+        n++;
+    else if (o.has_split)
+        goto input_error;
     if (old) {
         const tpprof_summary *b = &old->summary;
         tpprof_delta *d = NULL;
@@ -456,4 +547,10 @@ static int run_check(int argc, char **argv, check_options *opts) {
     tpprof_profile_free(p);
     fflush(stdout);
     return status;
+
+input_error:
+    fprintf(stderr, "tpprof check: %s\n", tpprof_error());
+    tpprof_profile_free(old);
+    tpprof_profile_free(p);
+    return TPPROF_EXIT_USAGE;
 }

@@ -16,7 +16,7 @@
 
 const char tpprof_usage_report[] =
     "usage: tpprof report DB [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
-    "                        [--diff OLD.db] [--format text|json|folded]\n"
+    "                        [--storages] [--lifetimes] [--diff OLD.db] [--format text|json|folded]\n"
     "\n"
     "Show what a recording holds. Without section flags every section is shown;\n"
     "with any, the summary and the chosen sections.\n"
@@ -27,6 +27,11 @@ const char tpprof_usage_report[] =
     "                   N also caps every other list (default 10; 0 = no cap)\n"
     "  --temporary      sites whose blocks were freed before the thread's next allocation\n"
     "  --timeline       heap, mmap and RSS over time (at most 24 points in text, 200 in JSON)\n"
+    "  --storages       tensor storages alive at exit with their tensors; references no release\n"
+    "                   matched, by the stack that took them; storages whose data is gone but\n"
+    "                   whose struct weak references hold; small views pinning big storages\n"
+    "  --lifetimes      DataPtr lifetimes per allocator: creation to deleter, deleter to the\n"
+    "                   backing block freed (count, mean, max)\n"
     "  --diff OLD.db    also compare with an older recording, stack by stack (stacks are\n"
     "                   matched by their function names, so line changes do not matter)\n"
     "  --format F       text (default), json (see docs/report-json.md), or folded:\n"
@@ -47,6 +52,9 @@ enum {
     SECTION_TEMPORARY = 8,
     SECTION_ALL = 15,       // the timeline is shown only when asked for
     SECTION_TIMELINE = 16,
+    SECTION_STORAGES = 32,  // shown by default when the recording has tensors
+    SECTION_LIFETIMES = 64,
+    SECTION_TENSORS = 96,
 };
 
 typedef struct report_options {
@@ -56,6 +64,7 @@ typedef struct report_options {
     uint64_t top;       // list cap; 0 = no cap
     bool json;
     bool folded;        // --format folded: flame graph input
+    const tpprof_tensors *tensors; // the tensor tables (empty when absent)
 } report_options;
 
 // Two recordings matched by --diff (defined with the --diff code below).
@@ -127,25 +136,8 @@ static bool has_temporary(const tpprof_site *s) { return s->temp_count > 0; }
 // ---------------------------------------------------------------------------
 // Text
 
-// Print a stack innermost first, at most MAX_TEXT_FRAMES lines. Frames
-// outside main (libc's start-up code) say nothing to a reader: they stop the
-// listing. JSON keeps every frame.
 static void text_stack(const tpprof_profile *p, int64_t stack_id, const char *indent) {
-    static tpprof_frame frames[MAX_FRAMES];
-    size_t n = tpprof_stacks_frames(p->stacks, stack_id, frames, MAX_FRAMES, NULL);
-    for (size_t i = 0; i < n; i++)
-        if (frames[i].function && strcmp(frames[i].function, "main") == 0) {
-            n = i + 1;
-            break;
-        }
-    char buf[1024];
-    if (n == 0)
-        printf("%s(no stack recorded)\n", indent);
-    size_t shown = n < MAX_TEXT_FRAMES ? n : MAX_TEXT_FRAMES;
-    for (size_t i = 0; i < shown; i++)
-        printf("%s%s\n", indent, tpprof_frame_format(&frames[i], buf, sizeof buf));
-    if (n > shown)
-        printf("%s... %zu more frame%s\n", indent, n - shown, n - shown == 1 ? "" : "s");
+    tpprof_print_stack(p->stacks, stack_id, indent, MAX_TEXT_FRAMES);
 }
 
 static void text_summary(const tpprof_profile *p, const report_options *o) {
@@ -321,31 +313,7 @@ static void text_timeline(const tpprof_profile *p) {
 // JSON
 
 static void json_stack(tpprof_json *j, const tpprof_profile *p, int64_t stack_id) {
-    static tpprof_frame frames[MAX_FRAMES];
-    size_t n = tpprof_stacks_frames(p->stacks, stack_id, frames, MAX_FRAMES, NULL);
-    tpprof_json_key(j, "stack");
-    tpprof_json_array_begin(j);
-    for (size_t i = 0; i < n; i++) {
-        const tpprof_frame *f = &frames[i];
-        char ip[24];
-        snprintf(ip, sizeof ip, "0x%" PRIx64, (uint64_t)f->ip);
-        tpprof_json_object_begin_inline(j);
-        tpprof_json_key(j, "function");
-        tpprof_json_string(j, f->function);
-        tpprof_json_key(j, "file");
-        tpprof_json_string(j, f->file);
-        tpprof_json_key(j, "line");
-        if (f->line > 0)
-            tpprof_json_int(j, f->line);
-        else
-            tpprof_json_null(j);
-        tpprof_json_key(j, "module");
-        tpprof_json_string(j, f->module);
-        tpprof_json_key(j, "ip");
-        tpprof_json_string(j, ip);
-        tpprof_json_object_end(j);
-    }
-    tpprof_json_array_end(j);
+    tpprof_json_stack(j, p->stacks, stack_id);
 }
 
 static void json_u(tpprof_json *j, const char *key, uint64_t v) {
@@ -488,6 +456,10 @@ static void json_report(const tpprof_profile *p, const report_options *o,
         tpprof_json_array_end(&j);
         free(v);
     }
+    if (o->sections & SECTION_STORAGES)
+        tpprof_report_storages_json(&j, p, o->tensors);
+    if (o->sections & SECTION_LIFETIMES)
+        tpprof_report_lifetimes_json(&j, o->tensors, (size_t)o->top);
     if (diff)
         json_diff(&j, diff, o);
     tpprof_json_object_end(&j);
@@ -730,6 +702,10 @@ int tpprof_cmd_report(int argc, char **argv) {
             chosen |= SECTION_TEMPORARY;
         } else if (strcmp(argv[i], "--timeline") == 0) {
             chosen |= SECTION_TIMELINE;
+        } else if (strcmp(argv[i], "--storages") == 0) {
+            chosen |= SECTION_STORAGES;
+        } else if (strcmp(argv[i], "--lifetimes") == 0) {
+            chosen |= SECTION_LIFETIMES;
         } else if ((r = tpprof_opt(argc, argv, &i, "--top", &v)) != 0) {
             if (r < 0 || tpprof_parse_count("--top", v, &o.top) != 0)
                 goto usage_error;
@@ -768,12 +744,24 @@ int tpprof_cmd_report(int argc, char **argv) {
         fprintf(stderr, "tpprof report: %s\n", tpprof_error());
         return TPPROF_EXIT_USAGE;
     }
+    tpprof_tensors tensors = {0};
+    if (tpprof_tensors_load(p->db, &tensors) != 0) {
+        fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+        tpprof_profile_free(p);
+        return TPPROF_EXIT_USAGE;
+    }
+    // By default the tensor sections appear when the recording has tensors;
+    // JSON always has their keys.
+    if (!chosen && (o.json || tensors.attached || tensors.nstorages))
+        o.sections |= SECTION_TENSORS;
+    o.tensors = &tensors;
     diff_context diff = {.now = p};
     if (o.diff) {
         tpprof_profile *old = tpprof_profile_load(o.diff);
         if (!old || tpprof_diff(p, old, 0, &diff.rows, &diff.n) != 0) {
             fprintf(stderr, "tpprof report: --diff: %s\n", tpprof_error());
             tpprof_profile_free(old);
+            tpprof_tensors_free(&tensors);
             tpprof_profile_free(p);
             return TPPROF_EXIT_USAGE;
         }
@@ -795,11 +783,16 @@ int tpprof_cmd_report(int argc, char **argv) {
             text_temporary(p, &o);
         if (o.sections & SECTION_TIMELINE)
             text_timeline(p);
+        if (o.sections & SECTION_STORAGES)
+            tpprof_report_storages_text(p, &tensors, (size_t)o.top);
+        if (o.sections & SECTION_LIFETIMES)
+            tpprof_report_lifetimes_text(&tensors);
         if (o.diff)
             text_diff(&diff, &o);
     }
     tpprof_diff_free(diff.rows, diff.n);
     tpprof_profile_free(diff.old);
+    tpprof_tensors_free(&tensors);
     tpprof_profile_free(p);
     return fflush(stdout) == 0 ? TPPROF_EXIT_OK : TPPROF_EXIT_USAGE;
 

@@ -127,7 +127,7 @@ bool tpprof_db_meta_i64(tpprof_db *db, const char *key, int64_t *out) {
 // ---------------------------------------------------------------------------
 // Open
 
-static bool has_table(tpprof_db *db, const char *name) {
+bool tpprof_db_has_table(tpprof_db *db, const char *name) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db->sql,
                            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1,
@@ -149,7 +149,7 @@ static int validate(tpprof_db *db) {
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return tpprof_db_error(db, "reading the schema");
-    if (!has_table(db, "meta"))
+    if (!tpprof_db_has_table(db, "meta"))
         return tpprof_error_set("'%s' is a SQLite database but not a tpprof recording (no meta table)",
                                 db->path);
     char *tool = tpprof_db_meta(db, "tool");
@@ -167,10 +167,10 @@ static int validate(tpprof_db *db) {
     db->schema_version = version;
     static const char *required[] = {"modules", "stack_nodes", "sites", "live_blocks"};
     for (size_t i = 0; i < sizeof required / sizeof *required; i++)
-        if (!has_table(db, required[i]))
+        if (!tpprof_db_has_table(db, required[i]))
             return tpprof_error_set("'%s' lacks the table '%s' (damaged recording)", db->path,
                                     required[i]);
-    if (!has_table(db, "symbols")) {
+    if (!tpprof_db_has_table(db, "symbols")) {
         // The recorder should create it; tolerate its absence on read, create it on write.
         if (db->writable &&
             sqlite3_exec(db->sql,

@@ -97,6 +97,7 @@ void tpprof_json_object_begin(tpprof_json *j) { open_container(j, '{', false); }
 void tpprof_json_object_begin_inline(tpprof_json *j) { open_container(j, '{', true); }
 void tpprof_json_object_end(tpprof_json *j) { close_container(j, '}'); }
 void tpprof_json_array_begin(tpprof_json *j) { open_container(j, '[', false); }
+void tpprof_json_array_begin_inline(tpprof_json *j) { open_container(j, '[', true); }
 void tpprof_json_array_end(tpprof_json *j) { close_container(j, ']'); }
 
 // ---------------------------------------------------------------------------

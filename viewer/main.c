@@ -1,5 +1,6 @@
 // main.c: `tpprof`, the command-line half of the profiler: dispatches to one
-// file per command (cmd_run.c, cmd_report.c, cmd_check.c).
+// file per command (cmd_run.c, cmd_report.c, cmd_check.c, cmd_graph.c,
+// cmd_fragmentation.c).
 //
 // It knows recordings only through docs/schema.md and never includes src/.
 // Exit statuses: report and check use 0 ok, 1 gate failed, 2 usage or input
@@ -21,11 +22,17 @@ static const char usage[] =
     "  run [-o PATH] [--depth N] [--full] [--] CMD [ARGS...]\n"
     "        run CMD under the recorder, then symbolize and summarize\n"
     "  report DB [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
-    "            [--diff OLD.db] [--format text|json|folded]\n"
+    "            [--storages] [--lifetimes] [--diff OLD.db] [--format text|json|folded]\n"
     "        leaks, peak, top and temporary allocation sites of a recording\n"
     "  check DB [--max-lost-bytes N] [--max-leaked-bytes N] [--max-peak-bytes N]\n"
     "           [--baseline OLD.db --max-growth PCT] [--suppress PATTERN] [--junit FILE]\n"
+    "           [--max-leaked-storages N] [--max-inactive-split-bytes N]\n"
     "        CI gate: exit 0 when every limit holds, 1 when one fails\n"
+    "  graph DB [--at-exit | --at-peak | --at TIME] [--format text|dot|json]\n"
+    "        the storage-sharing graph: storages, their tensors and views\n"
+    "  fragmentation DB [--at-exit | --at-peak | --at TIME | --at-event SEQ]\n"
+    "                   [--allocator NAME] [--format text|json|svg]\n"
+    "        a caching allocator's block map and fragmentation, replayed from its events\n"
     "\n"
     "  tpprof <command> --help   options of one command\n"
     "  tpprof --version          version and database schema read\n";
@@ -50,6 +57,10 @@ int main(int argc, char **argv) {
         return tpprof_cmd_report(argc - 1, argv + 1);
     if (strcmp(cmd, "check") == 0)
         return tpprof_cmd_check(argc - 1, argv + 1);
+    if (strcmp(cmd, "graph") == 0)
+        return tpprof_cmd_graph(argc - 1, argv + 1);
+    if (strcmp(cmd, "fragmentation") == 0)
+        return tpprof_cmd_fragmentation(argc - 1, argv + 1);
     fprintf(stderr, "tpprof: unknown command '%s' (try tpprof --help)\n", cmd);
     return TPPROF_EXIT_USAGE;
 }

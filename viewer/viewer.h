@@ -10,6 +10,10 @@
 //   timeline.c   the sampled timeline, cut down to a few points
 //   diff.c       two recordings matched stack by stack
 //   json.c       a small streaming JSON writer
+//   tensors.c    storages, tensors, references and DataPtr lifetimes
+//                (docs/schema-tensors.md), and what they mean: unmatched
+//                retains, weak holders, small views pinning big storages
+//   replay.c     allocator_events replayed into block maps (fragmentation)
 //   cmd_*.c      one file per command; main.c dispatches
 //
 // Errors: functions that can fail return NULL or -1 and leave one line in
@@ -95,6 +99,10 @@ int tpprof_db_scalar(tpprof_db *db, const char *sql, int64_t *out);
 
 // Turn a failed SQLite call on db into an error message ("reading X: ...").
 int tpprof_db_error(tpprof_db *db, const char *doing);
+
+// Does the database have this table? Optional tables (docs/schema-tensors.md)
+// read as empty when absent.
+bool tpprof_db_has_table(tpprof_db *db, const char *name);
 
 // ---------------------------------------------------------------------------
 // symbolize.c
@@ -271,6 +279,188 @@ typedef struct tpprof_sample {
 int tpprof_timeline_load(tpprof_db *db, size_t max_points, tpprof_sample **out, size_t *n);
 
 // ---------------------------------------------------------------------------
+// tensors.c
+
+// A nullable time column reads as this.
+#define TPPROF_NO_TIME INT64_MIN
+
+// One row of `storages`. Strings owned by the tpprof_tensors.
+typedef struct tpprof_storage {
+    int64_t id, data, nbytes;
+    char *allocator, *device;
+    bool resizable, at_peak;
+    int64_t created_ns, created_stack, last_release_ns, data_released_ns, freed_ns;
+    int64_t strong, weak;
+    int64_t block_address, block_size, block_kind, block_freed_ns;
+    int64_t version_bumps;
+} tpprof_storage;
+
+#define TPPROF_MAX_DIMS 16
+
+// One row of `tensors`, with sizes/strides parsed (ndim -1: unparsable).
+typedef struct tpprof_tensor {
+    int64_t id, storage_id, base_id, offset, itemsize;
+    char *sizes, *strides, *dtype; // as stored ("[3, 4]")
+    int ndim;
+    int64_t shape[TPPROF_MAX_DIMS], stride[TPPROF_MAX_DIMS];
+    int64_t created_ns, created_stack, freed_ns, version;
+    bool at_peak;
+} tpprof_tensor;
+
+// Reference ops of storage_refs and refcount_sites.
+enum {
+    TPPROF_REF_CREATE = 0,
+    TPPROF_REF_RETAIN = 1,
+    TPPROF_REF_RELEASE = 2,
+    TPPROF_REF_WEAK_RETAIN = 3,
+    TPPROF_REF_WEAK_RELEASE = 4,
+    TPPROF_REF_LOCK = 5,
+};
+
+typedef struct tpprof_ref {
+    int64_t storage_id, op, stack_id, tensor_id, count;
+} tpprof_ref;
+
+typedef struct tpprof_lifetime {
+    char *allocator;
+    int64_t count, live_ns_sum, live_ns_max, delay_ns_sum, delay_ns_max;
+} tpprof_lifetime;
+
+// The tensor tables of one recording, all in memory (they hold only what
+// was alive at the end or at the peak in aggregate mode).
+typedef struct tpprof_tensors {
+    tpprof_storage *storages; // by id
+    size_t nstorages;
+    tpprof_tensor *tensors;   // by id
+    size_t ntensors;
+    tpprof_ref *refs;         // by storage, op, stack
+    size_t nrefs;
+    tpprof_lifetime *lifetimes; // by allocator
+    size_t nlifetimes;
+    bool attached;            // meta.tensors = 1
+    bool full;                // meta.mode = full
+    int64_t peak_storage_bytes, peak_storage_time_ns;
+} tpprof_tensors;
+
+// Load the tensor tables; absent tables read as empty. 0 or -1 + error.
+int tpprof_tensors_load(tpprof_db *db, tpprof_tensors *out);
+void tpprof_tensors_free(tpprof_tensors *t);
+
+// Lookups by id (borrowed pointers), NULL if absent.
+const tpprof_storage *tpprof_tensors_storage(const tpprof_tensors *t, int64_t id);
+const tpprof_tensor *tpprof_tensors_tensor(const tpprof_tensors *t, int64_t id);
+
+// Struct alive at the end (freed_ns NULL); data alive (data_released_ns NULL).
+bool tpprof_storage_alive(const tpprof_storage *s);
+bool tpprof_storage_data_alive(const tpprof_storage *s);
+bool tpprof_tensor_alive(const tpprof_tensor *t);
+
+// Bytes of the storage a tensor's elements reach (distinct elements bounded
+// by numel and by the span of its strides, times itemsize).
+uint64_t tpprof_tensor_covered_bytes(const tpprof_tensor *t);
+uint64_t tpprof_tensor_numel(const tpprof_tensor *t);
+
+// Is op a strong reference (creation, retain, lock)?
+bool tpprof_ref_is_strong(int64_t op);
+// "create", "retain", "weak_retain", "lock", ...
+const char *tpprof_ref_op_name(int64_t op);
+
+// A group of references no release matched (or weak holders), by (op, stack)
+// over storages.
+typedef struct tpprof_ref_group {
+    int64_t op, stack_id;
+    uint64_t storages, refs, bytes; // distinct storages, references, their nbytes
+} tpprof_ref_group;
+
+// Unmatched references (tensor_id 0) of storages alive at the end, grouped by
+// (op, stack), weak (true: op weak retain) or strong ones, most storages
+// first. New array (caller frees), *n its length. NULL + *n 0 when none.
+tpprof_ref_group *tpprof_ref_groups(const tpprof_tensors *t, bool weak, size_t *n);
+
+// A small view pinning a big storage: the tensor covering the most of its
+// storage still covers under `fraction` of a storage of at least min_bytes.
+typedef struct tpprof_pinned {
+    int64_t tensor_id, storage_id;
+    uint64_t storage_bytes, covered_bytes, pinned_bytes;
+} tpprof_pinned;
+
+#define TPPROF_PIN_FRACTION 0.25
+#define TPPROF_PIN_MIN_BYTES (1u << 20)
+
+// at_peak false: tensors and storages alive at the end; true: at the peak.
+// New array sorted by pinned bytes (caller frees).
+tpprof_pinned *tpprof_pinned_views(const tpprof_tensors *t, bool at_peak, size_t *n);
+
+// Parse a time: ns digits, or a number with suffix ns, us, ms, s. 0 or -1 + error.
+int tpprof_parse_time(const char *what, const char *s, int64_t *out);
+
+// ---------------------------------------------------------------------------
+// replay.c
+
+enum {
+    TPPROF_ALLOC_SEGMENT_RESERVE = 1,
+    TPPROF_ALLOC_SEGMENT_RELEASE = 2,
+    TPPROF_ALLOC_BLOCK_ALLOC = 3,
+    TPPROF_ALLOC_BLOCK_FREE = 4,
+    TPPROF_ALLOC_BLOCK_SPLIT = 5,
+    TPPROF_ALLOC_BLOCK_MERGE = 6,
+};
+
+typedef struct tpprof_alloc_event {
+    int64_t seq, time_ns, action, segment, segment_size, block, block_size, requested, stack_id;
+} tpprof_alloc_event;
+
+typedef struct tpprof_block {
+    int64_t address, size, requested, stack_id;
+    bool allocated;
+} tpprof_block;
+
+typedef struct tpprof_segment {
+    int64_t address, size, stack_id;
+    tpprof_block *blocks; // in address order
+    size_t nblocks, cap;
+} tpprof_segment;
+
+// One point of the reserved/allocated series (after an event).
+typedef struct tpprof_alloc_point {
+    int64_t time_ns;
+    int64_t reserved, allocated;
+} tpprof_alloc_point;
+
+// One allocator's events and its state after replaying a prefix of them.
+typedef struct tpprof_alloc_state {
+    char *allocator;
+    char *device;
+    tpprof_alloc_event *events; // in seq order
+    size_t nevents;
+    size_t replayed;            // events applied to segments
+    tpprof_segment *segments;   // in address order after tpprof_alloc_sort
+    size_t nsegments, cap;
+    size_t peak_index;          // events[0..peak_index] reach the largest allocated total
+    int64_t peak_allocated;
+} tpprof_alloc_state;
+
+// Figures of a state (what `fragmentation` prints and `check` gates).
+typedef struct tpprof_frag {
+    int64_t segments, reserved, allocated, requested, internal;
+    int64_t inactive_split_bytes, inactive_split, free_bytes, largest_free;
+    int64_t blocks_allocated, blocks_free;
+} tpprof_frag;
+
+// Load allocator_events (absent: none), one state per allocator, nothing
+// replayed yet. *out new array freed with tpprof_alloc_states_free.
+int tpprof_alloc_load(tpprof_db *db, tpprof_alloc_state **out, size_t *n);
+void tpprof_alloc_states_free(tpprof_alloc_state *s, size_t n);
+// Free what one state holds (it stays in its array, zeroed).
+void tpprof_alloc_state_clear(tpprof_alloc_state *s);
+
+// Replay events[0..count) from scratch. 0 or -1 + error (out of memory).
+int tpprof_alloc_replay(tpprof_alloc_state *s, size_t count);
+// How many events happened at or before time_ns.
+size_t tpprof_alloc_count_until(const tpprof_alloc_state *s, int64_t time_ns);
+void tpprof_alloc_figures(const tpprof_alloc_state *s, tpprof_frag *out);
+
+// ---------------------------------------------------------------------------
 // json.c
 
 // A streaming writer of pretty-printed JSON. Keys and values are written in
@@ -289,8 +479,9 @@ void tpprof_json_object_begin(tpprof_json *j);
 void tpprof_json_object_end(tpprof_json *j);
 void tpprof_json_array_begin(tpprof_json *j);
 void tpprof_json_array_end(tpprof_json *j);
-// Begin a container whose contents stay on one line (frames).
+// Begin a container whose contents stay on one line (frames, shapes).
 void tpprof_json_object_begin_inline(tpprof_json *j);
+void tpprof_json_array_begin_inline(tpprof_json *j);
 void tpprof_json_string(tpprof_json *j, const char *s); // NULL writes null
 void tpprof_json_int(tpprof_json *j, int64_t v);
 void tpprof_json_uint(tpprof_json *j, uint64_t v);
@@ -300,12 +491,36 @@ void tpprof_json_null(tpprof_json *j);
 void tpprof_json_finish(tpprof_json *j);
 
 // ---------------------------------------------------------------------------
+// storages.c: report's tensor sections and the stack printers commands share
+
+// Print a stack innermost first, one frame a line after indent, at most
+// max_frames, stopping at main.
+void tpprof_print_stack(const tpprof_stacks *st, int64_t stack_id, const char *indent,
+                        size_t max_frames);
+// Write "stack": [frames...] (every frame) as the next key of j.
+void tpprof_json_stack(tpprof_json *j, const tpprof_stacks *st, int64_t stack_id);
+// "850 ns", "12.5 us", "3.2 ms", "1.50 s". Writes into buf, returns buf.
+char *tpprof_format_ns(int64_t ns, char buf[32]);
+
+// The --storages section (cap: list length, 0 = all) and its JSON keys
+// (storages, unmatched_by_stack, weak_by_stack, pinned_views).
+void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *t, size_t cap);
+void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t);
+// The --lifetimes section and its JSON key (lifetimes; cap bounds the
+// per-storage rows of each allocator).
+void tpprof_report_lifetimes_text(const tpprof_tensors *t);
+void tpprof_report_lifetimes_json(tpprof_json *j, const tpprof_tensors *t, size_t cap);
+
+// ---------------------------------------------------------------------------
 // Commands: argv[0] is the command name. Each returns the process exit status.
 
 int tpprof_cmd_run(int argc, char **argv);
 int tpprof_cmd_report(int argc, char **argv);
 int tpprof_cmd_check(int argc, char **argv);
+int tpprof_cmd_graph(int argc, char **argv);
+int tpprof_cmd_fragmentation(int argc, char **argv);
 
-extern const char tpprof_usage_run[], tpprof_usage_report[], tpprof_usage_check[];
+extern const char tpprof_usage_run[], tpprof_usage_report[], tpprof_usage_check[],
+    tpprof_usage_graph[], tpprof_usage_fragmentation[];
 
 #endif

@@ -114,7 +114,126 @@ enum {
     IP_PARSE = 0x401510,
     IP_GROW = 0x401610,
     IP_OWN = 0x700100,
+    IP_CACHE_PUT = 0x401710,
+    IP_EXTRA_HOLD = 0x401810,
+    IP_MEMO = 0x401910,
+    IP_KEEP_ROW = 0x401a10,
+    IP_MAKE_TENSOR = 0x401b10,
 };
+
+// The tables of docs/schema-tensors.md.
+static const char tensor_schema_sql[] =
+    "CREATE TABLE storages(id INTEGER PRIMARY KEY, data INTEGER, nbytes INTEGER NOT NULL, "
+    "  allocator TEXT, device TEXT NOT NULL, resizable INTEGER NOT NULL, created_ns INTEGER, "
+    "  created_stack INTEGER NOT NULL, last_release_ns INTEGER, data_released_ns INTEGER, "
+    "  freed_ns INTEGER, strong INTEGER NOT NULL, weak INTEGER NOT NULL, block_address INTEGER, "
+    "  block_size INTEGER, block_kind INTEGER, block_freed_ns INTEGER, at_peak INTEGER NOT NULL, "
+    "  version_bumps INTEGER NOT NULL);"
+    "CREATE TABLE storage_refs(storage_id INTEGER NOT NULL, op INTEGER NOT NULL, "
+    "  stack_id INTEGER NOT NULL, tensor_id INTEGER NOT NULL, count INTEGER NOT NULL);"
+    "CREATE TABLE tensors(id INTEGER PRIMARY KEY, storage_id INTEGER NOT NULL, "
+    "  base_id INTEGER NOT NULL, storage_offset INTEGER NOT NULL, sizes TEXT NOT NULL, "
+    "  strides TEXT NOT NULL, dtype TEXT NOT NULL, itemsize INTEGER NOT NULL, created_ns INTEGER, "
+    "  created_stack INTEGER NOT NULL, freed_ns INTEGER, version INTEGER NOT NULL, "
+    "  at_peak INTEGER NOT NULL);"
+    "CREATE TABLE refcount_sites(op INTEGER NOT NULL, stack_id INTEGER NOT NULL, "
+    "  count INTEGER NOT NULL, PRIMARY KEY (op, stack_id));"
+    "CREATE TABLE storage_lifetimes(allocator TEXT NOT NULL PRIMARY KEY, count INTEGER, "
+    "  live_ns_sum INTEGER, live_ns_max INTEGER, release_delay_ns_sum INTEGER, "
+    "  release_delay_ns_max INTEGER);"
+    "CREATE TABLE allocator_events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER, "
+    "  allocator TEXT NOT NULL, action INTEGER NOT NULL, device TEXT, segment INTEGER, "
+    "  segment_size INTEGER, block INTEGER, block_size INTEGER, requested INTEGER, "
+    "  stream INTEGER, stack_id INTEGER NOT NULL);"
+    "CREATE INDEX allocator_events_by_time ON allocator_events(time_ns);";
+
+// The tensor scenario of fixture.h.
+static int write_tensors(sqlite3 *db, bool full) {
+    int rc = exec_sql(db, tensor_schema_sql);
+    if (rc == 0)
+        rc = exec_fmt(db,
+                      "INSERT INTO stack_nodes VALUES (9,1,%d),(10,1,%d),(11,1,%d),(12,1,%d),(13,1,%d);"
+                      "INSERT INTO symbols VALUES "
+                      "(%d,0,'cache_put','/src/app/cache.c',27,'/opt/fake/app'),"
+                      "(%d,0,'extra_hold','/src/app/hold.c',15,'/opt/fake/app'),"
+                      "(%d,0,'memo_remember','/src/app/memo.c',22,'/opt/fake/app'),"
+                      "(%d,0,'keep_row','/src/app/views.c',18,'/opt/fake/app'),"
+                      "(%d,0,'make_tensor','/src/app/tensor.c',9,'/opt/fake/app');"
+                      "INSERT INTO meta VALUES ('tensors','1'),('peak_storage_bytes','6295552'),"
+                      "('peak_storage_time_ns','6000')",
+                      IP_CACHE_PUT, IP_EXTRA_HOLD, IP_MEMO, IP_KEEP_ROW, IP_MAKE_TENSOR,
+                      IP_CACHE_PUT, IP_EXTRA_HOLD, IP_MEMO, IP_KEEP_ROW, IP_MAKE_TENSOR);
+    // storages(id, data, nbytes, allocator, device, resizable, created_ns, created_stack,
+    //   last_release_ns, data_released_ns, freed_ns, strong, weak, block_address, block_size,
+    //   block_kind, block_freed_ns, at_peak, version_bumps)
+    if (rc == 0)
+        rc = exec_sql(db,
+                      "INSERT INTO storages VALUES "
+                      "(1, 268435456, 262144, 'cpu', 'cpu', 0, 1000, 13, NULL, NULL, NULL, 1, 1, "
+                      "  268435456, 262144, 1, NULL, 0, 0),"
+                      "(2, 268697600, 262144, 'cpu', 'cpu', 0, 2000, 13, NULL, NULL, NULL, 1, 1, "
+                      "  268697600, 262144, 1, NULL, 0, 0),"
+                      "(3, 268959744, 4096, 'cpu', 'cpu', 0, 3000, 13, NULL, NULL, NULL, 3, 1, "
+                      "  268959744, 4096, 1, NULL, 0, 2),"
+                      "(4, 269025280, 32768, 'cpu', 'cpu', 0, 4000, 13, 9000, 9000, NULL, 0, 1, "
+                      "  269025280, 32768, 1, 9000, 0, 0),"
+                      "(5, 285212672, 4194304, 'cpu', 'cpu', 0, 5000, 12, NULL, NULL, NULL, 1, 1, "
+                      "  285212672, 4194304, 10, NULL, 1, 0),"
+                      "(6, 301989888, 2097152, 'cpu', 'cpu', 0, 6000, 12, 20000, 20000, 20000, 0, 0, "
+                      "  301989888, 2097152, 10, 20000, 1, 0),"
+                      "(7, 318767104, 2097152, 'cpu', 'cpu', 0, 7000, 13, NULL, NULL, NULL, 2, 1, "
+                      "  318767104, 2097152, 10, NULL, 0, 0);"
+                      "INSERT INTO tensors VALUES "
+                      "(10, 3, 0, 0, '[16, 64]', '[64, 1]', 'float32', 4, 3000, 13, NULL, 0, 0),"
+                      "(11, 3, 10, 64, '[64]', '[1]', 'float32', 4, 3100, 13, NULL, 0, 0),"
+                      "(20, 5, 19, 0, '[1024]', '[1]', 'float32', 4, 5100, 12, NULL, 0, 1),"
+                      "(30, 6, 0, 0, '[2, 256]', '[1024, 1]', 'float32', 4, 6000, 12, 20000, 0, 1),"
+                      "(40, 7, 0, 0, '[524288]', '[1]', 'float32', 4, 7000, 13, NULL, 0, 0),"
+                      "(41, 7, 40, 100, '[10]', '[1]', 'float32', 4, 7100, 12, NULL, 0, 0);"
+                      "INSERT INTO storage_refs VALUES "
+                      "(1, 1, 9, 0, 1), (2, 1, 9, 0, 1),"
+                      "(3, 0, 13, 10, 1), (3, 1, 13, 11, 1), (3, 1, 10, 0, 1),"
+                      "(4, 3, 11, 0, 1),"
+                      "(5, 1, 12, 20, 1),"
+                      "(7, 0, 13, 40, 1), (7, 1, 12, 41, 1);"
+                      "INSERT INTO refcount_sites VALUES (1, 9, 8), (2, 0, 20), (3, 11, 1), (1, 10, 1);"
+                      "INSERT INTO storage_lifetimes VALUES ('cpu', 3, 3000, 2000, 0, 0),"
+                      "  ('deferred', 2, 10000, 6000, 4000, 3000);");
+    if (rc == 0 && full)
+        rc = exec_sql(db, "UPDATE meta SET value = 'full' WHERE key = 'mode';"
+                          "INSERT INTO events VALUES (1, 1500, 100, 11, 1, 1, 2, 9, 1),"
+                          "  (2, 8000, 100, 11, 2, 1, 1, 0, 1)");
+    // allocator_events(seq, time_ns, tid, allocator, action, device, segment, segment_size,
+    //   block, block_size, requested, stream, stack_id); A, B, C as in fixture.h.
+    const long long A = 0x100000, B = 0x800000, C = 0x2000000, MS = 1000000;
+    struct { long long t; int action; long long seg, seg_size, block, size, req; int stack; } ev[] = {
+        {1, 1, A, 2097152, A, 2097152, 0, 4},
+        {2, 5, A, 2097152, A + 1024, 2096128, 0, 4},
+        {2, 3, A, 2097152, A, 1024, 1000, 4},
+        {3, 5, A, 2097152, A + 5120, 2092032, 0, 7},
+        {3, 3, A, 2097152, A + 1024, 4096, 4000, 7},
+        {4, 5, A, 2097152, A + 13312, 2083840, 0, 4},
+        {4, 3, A, 2097152, A + 5120, 8192, 8192, 4},
+        {5, 4, A, 2097152, A + 1024, 4096, 4000, 7},
+        {6, 1, B, 20971520, B, 20971520, 0, 5},
+        {6, 5, B, 20971520, B + 10485760, 10485760, 0, 5},
+        {6, 3, B, 20971520, B, 10485760, 10000000, 5},
+        {7, 1, C, 4194304, C, 4194304, 0, 7},
+        {7, 3, C, 4194304, C, 4194304, 4194304, 7},
+        {8, 4, C, 4194304, C, 4194304, 4194304, 7},
+        {9, 2, C, 4194304, C, 4194304, 0, 7},
+        {10, 4, A, 2097152, A + 5120, 8192, 8192, 4},
+        {10, 6, A, 2097152, A + 1024, 12288, 0, 4},
+        {10, 6, A, 2097152, A + 1024, 2096128, 0, 4},
+    };
+    for (size_t i = 0; rc == 0 && i < sizeof ev / sizeof *ev; i++)
+        rc = exec_fmt(db,
+                      "INSERT INTO allocator_events VALUES (%d, %lld, 100, 'caching', %d, 'cpu', "
+                      "%lld, %lld, %lld, %lld, %lld, 0, %d)",
+                      (int)i + 1, ev[i].t * MS, ev[i].action, ev[i].seg, ev[i].seg_size,
+                      ev[i].block, ev[i].size, ev[i].req, ev[i].stack);
+    return rc;
+}
 
 int fixture_write(const char *path, const fixture_options *o) {
     sqlite3 *db = create(path);
@@ -175,6 +294,8 @@ int fixture_write(const char *path, const fixture_options *o) {
                       (unsigned long long)o->extra_lost_bytes, reach_lost);
     if (rc == 0)
         rc = exec_sql(db, "INSERT INTO timeline VALUES (5000000, 14836, 8, 8192, 5112, 5108, 1048576)");
+    if (rc == 0 && o->tensors)
+        rc = write_tensors(db, o->full_mode);
     return finish(db, rc);
 }
 

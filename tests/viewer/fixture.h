@@ -32,7 +32,37 @@ typedef struct fixture_options {
     bool no_leaks;              // every block freed: live_blocks empty
     uint64_t extra_lost_bytes;  // one more lost block, at stack F
     uint64_t extra_peak_bytes;  // added to meta.peak_bytes and to stack F's peak
+    bool tensors;               // add the tensor and allocator tables (below)
+    bool full_mode;             // with tensors: meta.mode = full and refcount events
 } fixture_options;
+
+// With `tensors` (docs/schema-tensors.md), on top of the app recording:
+//
+//   storage  bytes    strong weak  state at exit                    tensors (alive)
+//   1        262144   1      1     unmatched retain in cache_put    none
+//   2        262144   1      1     unmatched retain in cache_put    none
+//   3        4096     3      1     unmatched retain in extra_hold   10 [16, 64], 11 view of 10
+//   4        32768    0      1     data released (9 us), weak ref from memo_remember
+//   5        4 MiB    1      1     at the peak too                  20 [1024] (view of freed 19)
+//   6        2 MiB    freed at 20 us, at the peak                    30 [2, 256] strides [1024, 1]
+//   7        2 MiB    2      1                                      40 [524288], 41 [10] view of 40
+//
+// Stacks: cache_put (cache.c:27), extra_hold (hold.c:15), memo_remember
+// (memo.c:22), keep_row (views.c:18, tensors 20, 30, 41), make_tensor
+// (tensor.c:9, storages and tensors 10, 11, 40). storage_lifetimes: cpu 3
+// storages, live sum 3000 max 2000 ns, no delay; deferred 2, live 10000/6000,
+// delay 4000/3000. In full mode, events op 11 set storage 1 to strong 2 at
+// 1500 ns and back to 1 at 8000 ns.
+//
+// allocator_events of allocator "caching" (segments A = 0x100000 2 MiB,
+// B = 0x800000 20 MiB, C = 0x2000000 4 MiB), one ms apart, stacks
+// make_buffer (X), parse_token (Y), map_arena (Z):
+//   1 ms reserve A; 2 ms 1024 B for 1000 (X); 3 ms 4096 for 4000 (Y);
+//   4 ms 8192 for 8192 (X); 5 ms free the 4096; 6 ms reserve B, 10 MiB for
+//   10000000 (Z); 7 ms reserve C, all of it for 4194304 (Y) = the peak;
+//   8 ms free it; 9 ms release C; 10 ms free the 8192, two merges.
+#define FIX_STORAGES_ALIVE 6u
+#define FIX_EXIT_INACTIVE_SPLIT_BYTES 12581888u
 
 // Expected totals of fixture_write with default options.
 #define FIX_ALLOCATIONS 5112u

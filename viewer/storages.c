@@ -1,0 +1,479 @@
+// storages.c: the tensor-level sections of `tpprof report` (--storages,
+// --lifetimes), as text and as JSON (contract: docs/report-json.md), and
+// the stack printers every command shares.
+//
+// The numbers come from tensors.c; this file only orders and prints them.
+// It never writes the database.
+#define _POSIX_C_SOURCE 200809L
+#include "viewer.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FRAMES 2048 // 128 recorded frames, each possibly several inlined ones
+#define MAX_TEXT_FRAMES 8
+
+// ---------------------------------------------------------------------------
+// Stacks, shared by the commands
+
+void tpprof_print_stack(const tpprof_stacks *st, int64_t stack_id, const char *indent,
+                        size_t max_frames) {
+    static tpprof_frame frames[MAX_FRAMES];
+    size_t n = tpprof_stacks_frames(st, stack_id, frames, MAX_FRAMES, NULL);
+    // Frames outside main (libc's start-up code) say nothing to a reader.
+    for (size_t i = 0; i < n; i++)
+        if (frames[i].function && strcmp(frames[i].function, "main") == 0) {
+            n = i + 1;
+            break;
+        }
+    char buf[1024];
+    if (n == 0)
+        printf("%s(no stack recorded)\n", indent);
+    size_t shown = n < max_frames ? n : max_frames;
+    for (size_t i = 0; i < shown; i++)
+        printf("%s%s\n", indent, tpprof_frame_format(&frames[i], buf, sizeof buf));
+    if (n > shown)
+        printf("%s... %zu more frame%s\n", indent, n - shown, n - shown == 1 ? "" : "s");
+}
+
+void tpprof_json_stack(tpprof_json *j, const tpprof_stacks *st, int64_t stack_id) {
+    static tpprof_frame frames[MAX_FRAMES];
+    size_t n = tpprof_stacks_frames(st, stack_id, frames, MAX_FRAMES, NULL);
+    tpprof_json_key(j, "stack");
+    tpprof_json_array_begin(j);
+    for (size_t i = 0; i < n; i++) {
+        const tpprof_frame *f = &frames[i];
+        char ip[24];
+        snprintf(ip, sizeof ip, "0x%" PRIx64, (uint64_t)f->ip);
+        tpprof_json_object_begin_inline(j);
+        tpprof_json_key(j, "function");
+        tpprof_json_string(j, f->function);
+        tpprof_json_key(j, "file");
+        tpprof_json_string(j, f->file);
+        tpprof_json_key(j, "line");
+        if (f->line > 0)
+            tpprof_json_int(j, f->line);
+        else
+            tpprof_json_null(j);
+        tpprof_json_key(j, "module");
+        tpprof_json_string(j, f->module);
+        tpprof_json_key(j, "ip");
+        tpprof_json_string(j, ip);
+        tpprof_json_object_end(j);
+    }
+    tpprof_json_array_end(j);
+}
+
+char *tpprof_format_ns(int64_t ns, char buf[32]) {
+    double v = (double)ns;
+    if (ns < 0)
+        snprintf(buf, 32, "-");
+    else if (ns < 1000)
+        snprintf(buf, 32, "%lld ns", (long long)ns);
+    else if (ns < 1000000)
+        snprintf(buf, 32, "%.1f us", v / 1e3);
+    else if (ns < 1000000000)
+        snprintf(buf, 32, "%.1f ms", v / 1e6);
+    else
+        snprintf(buf, 32, "%.2f s", v / 1e9);
+    return buf;
+}
+
+static void json_kv_int(tpprof_json *j, const char *key, int64_t v) {
+    tpprof_json_key(j, key);
+    tpprof_json_int(j, v);
+}
+
+static void json_kv_str(tpprof_json *j, const char *key, const char *v) {
+    tpprof_json_key(j, key);
+    tpprof_json_string(j, v);
+}
+
+// A JSON array stored as text ("[3, 4]"), written as numbers.
+static void json_dims(tpprof_json *j, const char *key, const tpprof_tensor *x, bool strides) {
+    tpprof_json_key(j, key);
+    if (x->ndim < 0) {
+        tpprof_json_null(j);
+        return;
+    }
+    tpprof_json_array_begin_inline(j);
+    for (int i = 0; i < x->ndim; i++)
+        tpprof_json_int(j, strides ? x->stride[i] : x->shape[i]);
+    tpprof_json_array_end(j);
+}
+
+// ---------------------------------------------------------------------------
+// Storages alive at the end, in the order a reader wants them: the ones
+// with references no tensor explains first, then by size.
+
+static const tpprof_tensors *sort_ctx;
+
+static int64_t unmatched_of(const tpprof_tensors *t, int64_t storage, bool weak) {
+    int64_t n = 0;
+    for (size_t i = 0; i < t->nrefs; i++) {
+        const tpprof_ref *r = &t->refs[i];
+        if (r->storage_id != storage || r->tensor_id != 0)
+            continue;
+        if (weak ? r->op == TPPROF_REF_WEAK_RETAIN : tpprof_ref_is_strong(r->op))
+            n += r->count;
+    }
+    return n;
+}
+
+static int by_interest(const void *a, const void *b) {
+    const tpprof_storage *x = *(tpprof_storage *const *)a, *y = *(tpprof_storage *const *)b;
+    bool ux = unmatched_of(sort_ctx, x->id, false) > 0, uy = unmatched_of(sort_ctx, y->id, false) > 0;
+    if (ux != uy)
+        return ux ? -1 : 1;
+    if (x->nbytes != y->nbytes)
+        return x->nbytes > y->nbytes ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+// Storages whose struct is alive at the end; data_released chooses those
+// whose data is gone (true) or kept (false). New array of borrowed pointers.
+static const tpprof_storage **alive_storages(const tpprof_tensors *t, bool data_released,
+                                             size_t *n) {
+    const tpprof_storage **v = malloc((t->nstorages + 1) * sizeof *v);
+    *n = 0;
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < t->nstorages; i++) {
+        const tpprof_storage *s = &t->storages[i];
+        if (tpprof_storage_alive(s) && tpprof_storage_data_alive(s) != data_released)
+            v[(*n)++] = s;
+    }
+    sort_ctx = t;
+    if (*n)
+        qsort(v, *n, sizeof *v, by_interest);
+    return v;
+}
+
+static size_t tensors_holding(const tpprof_tensors *t, int64_t storage, bool at_peak) {
+    size_t n = 0;
+    for (size_t i = 0; i < t->ntensors; i++) {
+        const tpprof_tensor *x = &t->tensors[i];
+        if (x->storage_id == storage && (at_peak ? x->at_peak : tpprof_tensor_alive(x)))
+            n++;
+    }
+    return n;
+}
+
+// "[16, 64] float32, strides [64, 1], offset 0"
+static void text_tensor_line(const tpprof_tensor *x, const char *indent) {
+    printf("%stensor #%lld %s %s, strides %s, offset %lld", indent, (long long)x->id,
+           x->sizes ? x->sizes : "?", x->dtype ? x->dtype : "?", x->strides ? x->strides : "?",
+           (long long)x->offset);
+    if (x->base_id)
+        printf(", view of #%lld", (long long)x->base_id);
+    printf("\n");
+}
+
+static void text_storage(const tpprof_profile *p, const tpprof_tensors *t, const tpprof_storage *s) {
+    char a[32];
+    printf("  storage #%lld  %s  %s on %s  strong %lld, weak %lld", (long long)s->id,
+           tpprof_format_size((uint64_t)s->nbytes, a), s->allocator ? s->allocator : "(borrowed)",
+           s->device ? s->device : "?", (long long)s->strong, (long long)s->weak);
+    size_t held = tensors_holding(t, s->id, false);
+    printf("; %zu tensor%s\n", held, held == 1 ? "" : "s");
+    for (size_t i = 0; i < t->ntensors; i++)
+        if (t->tensors[i].storage_id == s->id && tpprof_tensor_alive(&t->tensors[i]))
+            text_tensor_line(&t->tensors[i], "      ");
+    int64_t unmatched = unmatched_of(t, s->id, false);
+    if (unmatched > 0) {
+        printf("      strong count is %lld but tensors hold %lld: %lld reference%s no release "
+               "matched, taken at:\n",
+               (long long)s->strong, (long long)(s->strong - unmatched), (long long)unmatched,
+               unmatched == 1 ? "" : "s");
+        for (size_t i = 0; i < t->nrefs; i++) {
+            const tpprof_ref *r = &t->refs[i];
+            if (r->storage_id != s->id || r->tensor_id != 0 || !tpprof_ref_is_strong(r->op))
+                continue;
+            printf("        %lld x %s\n", (long long)r->count, tpprof_ref_op_name(r->op));
+            tpprof_print_stack(p->stacks, r->stack_id, "          ", 4);
+        }
+    }
+}
+
+static void text_groups(const tpprof_profile *p, const tpprof_ref_group *g, size_t n, size_t cap) {
+    char a[32];
+    size_t shown = cap && cap < n ? cap : n;
+    for (size_t i = 0; i < shown; i++) {
+        printf("  %llu storage%s (%s), %llu reference%s  %s\n", (unsigned long long)g[i].storages,
+               g[i].storages == 1 ? "" : "s", tpprof_format_size(g[i].bytes, a),
+               (unsigned long long)g[i].refs, g[i].refs == 1 ? "" : "s",
+               tpprof_ref_op_name(g[i].op));
+        tpprof_print_stack(p->stacks, g[i].stack_id, "      ", MAX_TEXT_FRAMES);
+    }
+    if (shown < n)
+        printf("  ... %zu more stacks\n", n - shown);
+}
+
+static void text_pinned(const tpprof_profile *p, const tpprof_tensors *t, bool at_peak, size_t cap) {
+    size_t n = 0;
+    tpprof_pinned *v = tpprof_pinned_views(t, at_peak, &n);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += v[i].pinned_bytes;
+    char a[32], b[32], c[32];
+    printf("  %s: %s pinned in %zu storage%s\n", at_peak ? "at the peak" : "at exit",
+           tpprof_format_size(total, a), n, n == 1 ? "" : "s");
+    size_t shown = cap && cap < n ? cap : n;
+    for (size_t i = 0; i < shown; i++) {
+        const tpprof_tensor *x = tpprof_tensors_tensor(t, v[i].tensor_id);
+        printf("    tensor #%lld %s %s covers %s of storage #%lld (%s, %.1f%%): %llu B pinned\n",
+               (long long)v[i].tensor_id, x && x->sizes ? x->sizes : "?",
+               x && x->dtype ? x->dtype : "?", tpprof_format_size(v[i].covered_bytes, a),
+               (long long)v[i].storage_id, tpprof_format_size(v[i].storage_bytes, b),
+               100.0 * (double)v[i].covered_bytes / (double)v[i].storage_bytes,
+               (unsigned long long)v[i].pinned_bytes);
+        (void)c;
+        if (x)
+            tpprof_print_stack(p->stacks, x->created_stack, "        ", 4);
+    }
+    if (shown < n)
+        printf("    ... %zu more\n", n - shown);
+    free(v);
+}
+
+void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *t, size_t cap) {
+    char a[32], b[32];
+    size_t nlive = 0, nreleased = 0;
+    const tpprof_storage **live = alive_storages(t, false, &nlive);
+    const tpprof_storage **released = alive_storages(t, true, &nreleased);
+    uint64_t live_bytes = 0;
+    for (size_t i = 0; i < nlive; i++)
+        live_bytes += (uint64_t)live[i]->nbytes;
+    printf("\nStorages alive at exit: %zu holding %s of data, %zu more with data released "
+           "(struct held by weak references)\n",
+           nlive, tpprof_format_size(live_bytes, a), nreleased);
+    if (!t->attached && t->nstorages == 0)
+        printf("  (no tensor data in this recording: the program did not use libtensorplay, or "
+               "the recorder predates it)\n");
+    size_t shown = cap && cap < nlive ? cap : nlive;
+    for (size_t i = 0; i < shown; i++)
+        text_storage(p, t, live[i]);
+    if (shown < nlive)
+        printf("  ... %zu more storages (--top 0 shows all)\n", nlive - shown);
+
+    size_t ng = 0;
+    tpprof_ref_group *g = tpprof_ref_groups(t, false, &ng);
+    printf("\nUnmatched references by stack (taken, never released; no tensor holds them): %zu "
+           "stack%s\n",
+           ng, ng == 1 ? "" : "s");
+    if (ng == 0)
+        printf("  none: every strong reference alive at exit belongs to a tensor\n");
+    text_groups(p, g, ng, cap);
+    free(g);
+
+    printf("\nData released, struct still held by weak references: %zu storage%s\n", nreleased,
+           nreleased == 1 ? "" : "s");
+    shown = cap && cap < nreleased ? cap : nreleased;
+    for (size_t i = 0; i < shown; i++) {
+        const tpprof_storage *s = released[i];
+        printf("  storage #%lld  %s  %s, data released at %s, weak %lld\n", (long long)s->id,
+               tpprof_format_size((uint64_t)s->nbytes, a),
+               s->allocator ? s->allocator : "(borrowed)",
+               s->data_released_ns == TPPROF_NO_TIME ? "?" : tpprof_format_ns(s->data_released_ns, b),
+               (long long)s->weak);
+    }
+    g = tpprof_ref_groups(t, true, &ng);
+    if (ng) {
+        printf("  weak references by stack (the holders):\n");
+        text_groups(p, g, ng, cap);
+    }
+    free(g);
+
+    printf("\nSmall views pinning big storages (the tensor covering most of a storage of at least "
+           "%s covers under %.0f%% of it)\n",
+           tpprof_format_size(TPPROF_PIN_MIN_BYTES, a), TPPROF_PIN_FRACTION * 100);
+    text_pinned(p, t, false, cap);
+    text_pinned(p, t, true, cap);
+    free(live);
+    free(released);
+}
+
+// ---------------------------------------------------------------------------
+// JSON
+
+static void json_tensor(tpprof_json *j, const tpprof_tensor *x) {
+    tpprof_json_object_begin_inline(j);
+    json_kv_int(j, "id", x->id);
+    json_kv_int(j, "offset", x->offset);
+    json_dims(j, "sizes", x, false);
+    json_dims(j, "strides", x, true);
+    json_kv_str(j, "dtype", x->dtype);
+    tpprof_json_key(j, "base");
+    if (x->base_id)
+        tpprof_json_int(j, x->base_id);
+    else
+        tpprof_json_null(j);
+    tpprof_json_object_end(j);
+}
+
+static void json_refs(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t,
+                      const char *key, int64_t storage, bool weak) {
+    tpprof_json_key(j, key);
+    tpprof_json_array_begin(j);
+    for (size_t i = 0; i < t->nrefs; i++) {
+        const tpprof_ref *r = &t->refs[i];
+        if (r->storage_id != storage || r->tensor_id != 0)
+            continue;
+        if (weak ? r->op != TPPROF_REF_WEAK_RETAIN : !tpprof_ref_is_strong(r->op))
+            continue;
+        tpprof_json_object_begin(j);
+        json_kv_int(j, "count", r->count);
+        json_kv_str(j, "op", tpprof_ref_op_name(r->op));
+        tpprof_json_stack(j, p->stacks, r->stack_id);
+        tpprof_json_object_end(j);
+    }
+    tpprof_json_array_end(j);
+}
+
+static void json_groups(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t,
+                        const char *key, bool weak) {
+    size_t n = 0;
+    tpprof_ref_group *g = tpprof_ref_groups(t, weak, &n);
+    tpprof_json_key(j, key);
+    tpprof_json_array_begin(j);
+    for (size_t i = 0; i < n; i++) {
+        tpprof_json_object_begin(j);
+        json_kv_str(j, "op", tpprof_ref_op_name(g[i].op));
+        json_kv_int(j, "storages", (int64_t)g[i].storages);
+        json_kv_int(j, "count", (int64_t)g[i].refs);
+        json_kv_int(j, "bytes", (int64_t)g[i].bytes);
+        tpprof_json_stack(j, p->stacks, g[i].stack_id);
+        tpprof_json_object_end(j);
+    }
+    tpprof_json_array_end(j);
+    free(g);
+}
+
+static void json_pinned(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t,
+                        bool at_peak) {
+    size_t n = 0;
+    tpprof_pinned *v = tpprof_pinned_views(t, at_peak, &n);
+    for (size_t i = 0; i < n; i++) {
+        const tpprof_tensor *x = tpprof_tensors_tensor(t, v[i].tensor_id);
+        tpprof_json_object_begin(j);
+        json_kv_str(j, "when", at_peak ? "peak" : "exit");
+        json_kv_int(j, "tensor", v[i].tensor_id);
+        json_kv_int(j, "storage", v[i].storage_id);
+        json_kv_int(j, "storage_bytes", (int64_t)v[i].storage_bytes);
+        json_kv_int(j, "covered_bytes", (int64_t)v[i].covered_bytes);
+        json_kv_int(j, "pinned_bytes", (int64_t)v[i].pinned_bytes);
+        if (x) {
+            json_dims(j, "sizes", x, false);
+            json_dims(j, "strides", x, true);
+            json_kv_str(j, "dtype", x->dtype);
+        }
+        tpprof_json_stack(j, p->stacks, x ? x->created_stack : 0);
+        tpprof_json_object_end(j);
+    }
+    free(v);
+}
+
+void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t) {
+    tpprof_json_key(j, "storages");
+    tpprof_json_array_begin(j);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t n = 0;
+        const tpprof_storage **v = alive_storages(t, pass == 1, &n);
+        for (size_t i = 0; i < n; i++) {
+            const tpprof_storage *s = v[i];
+            tpprof_json_object_begin(j);
+            json_kv_int(j, "id", s->id);
+            json_kv_int(j, "nbytes", s->nbytes);
+            json_kv_str(j, "allocator", s->allocator);
+            json_kv_str(j, "device", s->device);
+            json_kv_int(j, "strong", s->strong);
+            json_kv_int(j, "weak", s->weak);
+            tpprof_json_key(j, "data_released");
+            tpprof_json_bool(j, !tpprof_storage_data_alive(s));
+            tpprof_json_key(j, "tensors");
+            tpprof_json_array_begin(j);
+            for (size_t k = 0; k < t->ntensors; k++)
+                if (t->tensors[k].storage_id == s->id && tpprof_tensor_alive(&t->tensors[k]))
+                    json_tensor(j, &t->tensors[k]);
+            tpprof_json_array_end(j);
+            json_refs(j, p, t, "unmatched_retains", s->id, false);
+            json_refs(j, p, t, "weak_holders", s->id, true);
+            tpprof_json_stack(j, p->stacks, s->created_stack);
+            tpprof_json_object_end(j);
+        }
+        free(v);
+    }
+    tpprof_json_array_end(j);
+    json_groups(j, p, t, "unmatched_by_stack", false);
+    json_groups(j, p, t, "weak_by_stack", true);
+    tpprof_json_key(j, "pinned_views");
+    tpprof_json_array_begin(j);
+    json_pinned(j, p, t, false);
+    json_pinned(j, p, t, true);
+    tpprof_json_array_end(j);
+}
+
+// ---------------------------------------------------------------------------
+// DataPtr lifetimes
+
+static int64_t mean(int64_t sum, int64_t count) { return count ? sum / count : 0; }
+
+void tpprof_report_lifetimes_text(const tpprof_tensors *t) {
+    char a[32], b[32], c[32], d[32];
+    printf("\nDataPtr lifetimes by allocator (live: created to deleter; delay: deleter to the "
+           "block freed)\n");
+    if (t->nlifetimes == 0) {
+        printf("  (no storage released its data in this recording)\n");
+        return;
+    }
+    printf("  %-12s  %8s  %10s  %10s  %10s  %10s\n", "allocator", "count", "live mean", "live max",
+           "delay mean", "delay max");
+    for (size_t i = 0; i < t->nlifetimes; i++) {
+        const tpprof_lifetime *l = &t->lifetimes[i];
+        printf("  %-12s  %8lld  %10s  %10s  %10s  %10s\n", l->allocator ? l->allocator : "?",
+               (long long)l->count, tpprof_format_ns(mean(l->live_ns_sum, l->count), a),
+               tpprof_format_ns(l->live_ns_max, b),
+               tpprof_format_ns(mean(l->delay_ns_sum, l->count), c),
+               tpprof_format_ns(l->delay_ns_max, d));
+    }
+}
+
+void tpprof_report_lifetimes_json(tpprof_json *j, const tpprof_tensors *t, size_t cap) {
+    tpprof_json_key(j, "lifetimes");
+    tpprof_json_array_begin(j);
+    for (size_t i = 0; i < t->nlifetimes; i++) {
+        const tpprof_lifetime *l = &t->lifetimes[i];
+        tpprof_json_object_begin(j);
+        json_kv_str(j, "allocator", l->allocator);
+        json_kv_int(j, "count", l->count);
+        json_kv_int(j, "live_ns_mean", mean(l->live_ns_sum, l->count));
+        json_kv_int(j, "live_ns_max", l->live_ns_max);
+        json_kv_int(j, "release_delay_ns_mean", mean(l->delay_ns_sum, l->count));
+        json_kv_int(j, "release_delay_ns_max", l->delay_ns_max);
+        // Per storage, where the recording kept the storage's row.
+        tpprof_json_key(j, "storages");
+        tpprof_json_array_begin(j);
+        size_t shown = 0;
+        for (size_t k = 0; k < t->nstorages && (!cap || shown < cap); k++) {
+            const tpprof_storage *s = &t->storages[k];
+            if (!s->allocator || !l->allocator || strcmp(s->allocator, l->allocator) != 0 ||
+                s->data_released_ns == TPPROF_NO_TIME || s->created_ns == TPPROF_NO_TIME)
+                continue;
+            tpprof_json_object_begin_inline(j);
+            json_kv_int(j, "id", s->id);
+            json_kv_int(j, "nbytes", s->nbytes);
+            json_kv_int(j, "live_ns", s->data_released_ns - s->created_ns);
+            tpprof_json_key(j, "release_delay_ns");
+            if (s->block_freed_ns != TPPROF_NO_TIME)
+                tpprof_json_int(j, s->block_freed_ns - s->data_released_ns);
+            else
+                tpprof_json_null(j);
+            tpprof_json_object_end(j);
+            shown++;
+        }
+        tpprof_json_array_end(j);
+        tpprof_json_object_end(j);
+    }
+    tpprof_json_array_end(j);
+}
