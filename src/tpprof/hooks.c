@@ -244,6 +244,7 @@ TPPROF_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags,
         va_end(ap);
     }
     void *p = (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
-    if (p != MAP_FAILED && want()) record_mremap(p, new_len, old, old_len);
+    // MREMAP_DONTUNMAP (Linux 5.7) leaves the old range mapped: nothing freed.
+    if (p != MAP_FAILED && want()) record_mremap(p, new_len, old, (flags & 4) ? 0 : old_len);
     return p;
 }
