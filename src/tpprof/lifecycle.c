@@ -115,6 +115,14 @@ static void output_name(char *out, size_t cap, pid_t pid) {
         program_name(prog, sizeof prog);
         snprintf(out, cap, "tpprof.%s.%d.db", prog, (int)pid);
     }
+    // Absolute, so a fork after a chdir still writes next to its parent's file.
+    if (out[0] != '/') {
+        char cwd[2048], rel[4096];
+        if (getcwd(cwd, sizeof cwd)) {
+            snprintf(rel, sizeof rel, "%s", out);
+            snprintf(out, cap, "%s/%s", cwd, rel);
+        }
+    }
     const char *prev = getenv("TPPROF_RECORDED_PID");
     const char *prev_out = getenv("TPPROF_PREV_OUTPUT");
     if (prev && atoi(prev) == (int)pid) {
