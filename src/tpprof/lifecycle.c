@@ -116,11 +116,13 @@ static void output_name(char *out, size_t cap, pid_t pid) {
         snprintf(out, cap, "tpprof.%s.%d.db", prog, (int)pid);
     }
     // Absolute, so a fork after a chdir still writes next to its parent's file.
-    if (out[0] != '/') {
-        char cwd[2048], rel[4096];
-        if (getcwd(cwd, sizeof cwd)) {
-            snprintf(rel, sizeof rel, "%s", out);
-            snprintf(out, cap, "%s/%s", cwd, rel);
+    char cwd[2048];
+    if (out[0] != '/' && getcwd(cwd, sizeof cwd)) {
+        size_t lc = strlen(cwd), lo = strlen(out);
+        if (lc + 1 + lo + 1 <= cap) {
+            memmove(out + lc + 1, out, lo + 1);
+            memcpy(out, cwd, lc);
+            out[lc] = '/';
         }
     }
     const char *prev = getenv("TPPROF_RECORDED_PID");
