@@ -277,3 +277,36 @@ int harness_finish(void) {
             harness_failures == 1 ? "" : "s");
     return harness_failures ? 1 : 0;
 }
+
+// ---------------------------------------------------------------------------
+// Matching JSON and text
+
+char *harness_json_squash(const char *s) {
+    char *out = malloc(strlen(s) + 1), *o = out;
+    if (!out)
+        return NULL;
+    bool in_string = false;
+    for (const char *p = s; *p; p++) {
+        if (in_string) {
+            *o++ = *p;
+            if (*p == '\\' && p[1])
+                *o++ = *++p;
+            else if (*p == '"')
+                in_string = false;
+        } else if (*p == '"') {
+            in_string = true;
+            *o++ = *p;
+        } else if (*p != ' ' && *p != '\n' && *p != '\t' && *p != '\r') {
+            *o++ = *p;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+size_t harness_count(const char *s, const char *needle) {
+    size_t n = 0, len = strlen(needle);
+    for (const char *p = s; len && (p = strstr(p, needle)) != NULL; p += len)
+        n++;
+    return n;
+}

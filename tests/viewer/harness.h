@@ -46,6 +46,13 @@ size_t harness_lines(const char *s);
 // true if s is one syntactically valid JSON value (RFC 8259), whitespace around allowed.
 bool harness_json_valid(const char *s);
 
+// A copy of JSON text s without the whitespace outside strings (caller
+// frees), so tests can match '{"id":1,"nbytes":4096' whatever the layout.
+char *harness_json_squash(const char *s);
+
+// How many times needle occurs in s.
+size_t harness_count(const char *s, const char *needle);
+
 // A fresh scratch directory (removed by harness_finish) and paths inside it.
 const char *harness_dir(void);
 // harness_dir()/name into a static rotating buffer (8 slots).

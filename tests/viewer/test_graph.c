@@ -1,0 +1,172 @@
+// test_graph.c: `tpprof graph` on the synthetic tensor recording of
+// fixture.h: which storages and tensors each moment holds, views under
+// their base, the edges in JSON and DOT, and the errors (--at on an
+// aggregate recording, bad times, unknown formats).
+#define _POSIX_C_SOURCE 200809L
+#include "fixture.h"
+#include "harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *tensor_db, *full_db, *plain_db;
+
+static void test_text_graph_at_exit_hangs_views_under_their_base(void) {
+    run_result r = harness_tpprof("graph", tensor_db, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.out, "Storage-sharing graph at exit: 6 storages, 5 tensors\n"), "%s", r.out);
+    CHECK(strstr(r.out, "  storage #3  4.00 KiB  cpu on cpu  strong 3, weak 1  (unmatched retain)\n"
+                        "    tensor #10 [16, 64] float32, strides [64, 1], offset 0\n"
+                        "      view #11 [64] float32, strides [1], offset 64\n"),
+          "%s", r.out);
+    CHECK(strstr(r.out, "storage #4  32.0 KiB  cpu on cpu  strong 0, weak 1  (data released)\n"
+                        "    (no tensor)\n"),
+          "%s", r.out);
+    // The view's base was freed: it hangs under the storage and says so.
+    CHECK(strstr(r.out, "    tensor #20 [1024] float32, strides [1], offset 0, view of #19 (not alive then)\n"),
+          "%s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_json_graph_nodes_and_edges_at_exit(void) {
+    run_result r = harness_tpprof("graph", tensor_db, "--at-exit", "--format", "json", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(harness_json_valid(r.out), "invalid JSON:\n%s", r.out);
+    char *j = harness_json_squash(r.out);
+    CHECK(strstr(j, "\"format\":\"tpprof-graph\",\"version\":1,"), "%s", j);
+    CHECK(harness_count(j, "\"nbytes\":") == 6, "6 storage nodes: %s", j);
+    CHECK(harness_count(j, "\"views\":") == 5, "5 tensor nodes: %s", j);
+    CHECK(strstr(j, "\"edges\":[{\"from\":\"s3\",\"to\":\"t10\",\"kind\":\"storage\"},"
+                    "{\"from\":\"t10\",\"to\":\"t11\",\"kind\":\"view\"},"
+                    "{\"from\":\"s5\",\"to\":\"t20\",\"kind\":\"storage\"},"
+                    "{\"from\":\"s7\",\"to\":\"t40\",\"kind\":\"storage\"},"
+                    "{\"from\":\"t40\",\"to\":\"t41\",\"kind\":\"view\"}]"),
+          "%s", j);
+    CHECK(strstr(j, "{\"id\":40,\"offset\":0,\"sizes\":[524288],\"strides\":[1],\"dtype\":\"float32\","
+                    "\"base\":null,\"views\":[{\"id\":41,\"offset\":100,\"sizes\":[10],"),
+          "views nest under their base: %s", j);
+    free(j);
+    harness_result_free(&r);
+}
+
+static void test_graph_at_peak_uses_the_peak_flags(void) {
+    run_result r = harness_tpprof("graph", tensor_db, "--at-peak", "--format=json", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    char *j = harness_json_squash(r.out);
+    CHECK(strstr(j, "\"at\":\"peak\",\"time_ns\":null,"), "%s", j);
+    CHECK(harness_count(j, "\"nbytes\":") == 2 && strstr(j, "{\"id\":6,\"nbytes\":2097152,"),
+          "storages 5 and 6 were live at the peak: %s", j);
+    CHECK(strstr(j, "\"edges\":[{\"from\":\"s5\",\"to\":\"t20\",\"kind\":\"storage\"},"
+                    "{\"from\":\"s6\",\"to\":\"t30\",\"kind\":\"storage\"}]"),
+          "%s", j);
+    free(j);
+    harness_result_free(&r);
+}
+
+static void test_graph_at_time_in_full_mode_takes_counts_from_events(void) {
+    run_result r = harness_tpprof("graph", full_db, "--at", "6.5us", "--format", "json", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    char *j = harness_json_squash(r.out);
+    CHECK(strstr(j, "\"at\":\"time\",\"time_ns\":6500,"), "%s", j);
+    // Created by 6500 ns and not freed yet: storages 1-6 (7 comes at 7000);
+    // tensors 10, 11, 20, 30.
+    CHECK(harness_count(j, "\"nbytes\":") == 6 && !strstr(j, "{\"id\":7,"), "%s", j);
+    CHECK(harness_count(j, "\"views\":") == 4, "%s", j);
+    CHECK(strstr(j, "{\"id\":1,\"nbytes\":262144,\"allocator\":\"cpu\",\"device\":\"cpu\",\"strong\":2,"),
+          "the refcount event at 1500 ns set strong 2: %s", j);
+    free(j);
+    harness_result_free(&r);
+    // After the second event (8000 ns) storage 1 is back to 1; 7 exists.
+    r = harness_tpprof("graph", full_db, "--at", "9000", NULL);
+    CHECK(strstr(r.out, "storage #1  256 KiB  cpu on cpu  strong 1, weak 1") &&
+              strstr(r.out, "storage #7"),
+          "%s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_dot_output_has_every_node_and_edge_and_renders(void) {
+    run_result r = harness_tpprof("graph", tensor_db, "--format", "dot", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strncmp(r.out, "digraph tpprof_storages {\n", 26) == 0, "%s", r.out);
+    CHECK(harness_count(r.out, "[shape=box") == 6 && harness_count(r.out, "[shape=ellipse") == 5,
+          "%s", r.out);
+    CHECK(harness_count(r.out, " -> ") == 5, "%s", r.out);
+    CHECK(strstr(r.out, "  t10 -> t11 [style=dashed, label=\"view\"];\n") &&
+              strstr(r.out, "  s3 -> t10;\n"),
+          "%s", r.out);
+    CHECK(strstr(r.out, "s1 [shape=box, style=filled, fillcolor=\"#f4cccc\""),
+          "a storage with an unmatched retain stands out: %s", r.out);
+    // Render it when Graphviz is installed; the test does not need it.
+    if (access("/usr/bin/dot", X_OK) == 0) {
+        const char *dot_file = harness_path("graph.dot");
+        FILE *f = fopen(dot_file, "w");
+        if (f) {
+            fputs(r.out, f);
+            fclose(f);
+        }
+        char *argv[] = {"/usr/bin/dot", "-Tsvg", (char *)dot_file, NULL};
+        run_result d = harness_run(argv, NULL, NULL);
+        CHECK(d.status == 0 && strstr(d.out, "<svg"), "dot -Tsvg: %d %s", d.status, d.err);
+        harness_result_free(&d);
+    }
+    harness_result_free(&r);
+}
+
+static void test_graph_of_a_recording_without_tensors_is_empty(void) {
+    run_result r = harness_tpprof("graph", plain_db, "--format=json", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    char *j = harness_json_squash(r.out);
+    CHECK(strstr(j, "\"storages\":[],\"edges\":[]"), "%s", j);
+    free(j);
+    harness_result_free(&r);
+}
+
+static void expect_usage_error(const char *what, run_result r, const char *message) {
+    CHECK(r.status == 2, "%s: status %d", what, r.status);
+    CHECK(r.out[0] == 0, "%s: nothing on stdout: %s", what, r.out);
+    CHECK(harness_lines(r.err) == 1, "%s: one line on stderr: %s", what, r.err);
+    CHECK(strstr(r.err, message), "%s: '%s' expected in: %s", what, message, r.err);
+    harness_result_free(&r);
+}
+
+static void test_graph_bad_inputs_exit_2_with_one_line(void) {
+    expect_usage_error("--at on aggregate", harness_tpprof("graph", tensor_db, "--at", "5ms", NULL),
+                       "--at TIME needs a full-mode recording");
+    expect_usage_error("bad time", harness_tpprof("graph", full_db, "--at", "5 ms", NULL),
+                       "--at: unknown unit in '5 ms'");
+    expect_usage_error("negative time", harness_tpprof("graph", full_db, "--at", "-5", NULL),
+                       "--at: expected a time like 20ms");
+    expect_usage_error("missing time", harness_tpprof("graph", full_db, "--at", NULL),
+                       "--at needs a value");
+    expect_usage_error("format", harness_tpprof("graph", tensor_db, "--format", "png", NULL),
+                       "--format: expected text, dot or json, got 'png'");
+    expect_usage_error("two moments", harness_tpprof("graph", tensor_db, "--at-peak", "--at-exit", NULL),
+                       "choose one moment");
+    expect_usage_error("unknown flag", harness_tpprof("graph", tensor_db, "--peak", NULL),
+                       "unknown option '--peak'");
+    expect_usage_error("no database", harness_tpprof("graph", NULL), "missing the database");
+    expect_usage_error("missing file", harness_tpprof("graph", harness_path("nope.db"), NULL),
+                       "cannot open");
+}
+
+int main(int argc, char **argv) {
+    harness_init(argc, argv);
+    tensor_db = strdup(harness_path("tensors.db"));
+    full_db = strdup(harness_path("full.db"));
+    plain_db = strdup(harness_path("plain.db"));
+    fixture_options o = {.tensors = true}, full = {.tensors = true, .full_mode = true}, plain = {0};
+    if (fixture_write(tensor_db, &o) || fixture_write(full_db, &full) || fixture_write(plain_db, &plain))
+        return 1;
+    RUN_TEST(test_text_graph_at_exit_hangs_views_under_their_base);
+    RUN_TEST(test_json_graph_nodes_and_edges_at_exit);
+    RUN_TEST(test_graph_at_peak_uses_the_peak_flags);
+    RUN_TEST(test_graph_at_time_in_full_mode_takes_counts_from_events);
+    RUN_TEST(test_dot_output_has_every_node_and_edge_and_renders);
+    RUN_TEST(test_graph_of_a_recording_without_tensors_is_empty);
+    RUN_TEST(test_graph_bad_inputs_exit_2_with_one_line);
+    free((void *)tensor_db);
+    free((void *)full_db);
+    free((void *)plain_db);
+    return harness_finish();
+}
