@@ -183,7 +183,7 @@ static struct tpprof_site *site_lookup(uint32_t sid, int kind) {
     struct tpprof_site *s = &w->sites[w->nsites++];
     memset(s, 0, sizeof *s);
     s->stack = stack;
-    s->kind = (uint32_t)kind;
+    s->kind = (uint16_t)kind;
     return s;
 }
 

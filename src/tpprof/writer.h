@@ -12,16 +12,17 @@
 // ---------------------------------------------------------------------------
 // Tables (livetable.c).
 
-// A heap block or a mapping still live.
+// A heap block or a mapping still live. 32 bytes: two to a cache line, as
+// the live table is probed once per event.
 struct tpprof_block {
     uint64_t addr;
     uint64_t size;
-    uint32_t site;      // index into tpprof_wstate.sites
-    uint32_t thread;    // thread index
+    uint32_t site;          // index into tpprof_wstate.sites
+    uint32_t thread : 30;   // thread index
+    uint32_t reach : 2;     // 0 not scanned, 1 lost, 2 reachable
     uint64_t time_ns;
-    uint32_t reach;     // 0 not scanned, 1 lost, 2 reachable
-    uint32_t unused;
 };
+_Static_assert(sizeof(struct tpprof_block) == 32, "live blocks are 32 bytes");
 
 // Address -> block, open addressing with backward-shift deletion.
 struct tpprof_livetable {
@@ -46,14 +47,15 @@ TPPROF_HIDDEN bool tpprof_map_put(struct tpprof_map *m, uint64_t key, uint32_t v
 // ---------------------------------------------------------------------------
 // Aggregates.
 
+// What every event touches comes first, in one cache line.
 struct tpprof_site {
-    uint32_t stack;     // stack_nodes id of the innermost frame (0: unknown)
-    uint32_t kind;
-    int64_t alloc_count, alloc_bytes, free_count, freed_bytes, temp_count, temp_bytes;
-    int64_t live_count, live_bytes;
-    int64_t snap_count, snap_bytes; // live at the peak, if snap_epoch == peak_epoch
+    _Alignas(64) uint32_t stack; // stack_nodes id of the innermost frame (0: unknown)
+    uint16_t kind;
+    bool dirty;                  // changed since the last flush
     uint64_t snap_epoch;
-    bool dirty;
+    int64_t live_count, live_bytes, alloc_count, alloc_bytes, free_count, freed_bytes;
+    int64_t snap_count, snap_bytes; // live at the peak, if snap_epoch == peak_epoch
+    int64_t temp_count, temp_bytes;
 };
 
 struct tpprof_node {
