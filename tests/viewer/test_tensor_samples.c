@@ -1,0 +1,252 @@
+// test_tensor_samples.c: the tensor and allocator reports end to end (suite
+// 'preload'): the samples of samples/tensors and samples/alloc run under
+// `tpprof run`, and what each sample's header comment promises must show in
+// `tpprof report --storages`, `graph`, `check` and `fragmentation`.
+//
+// usage: test_tensor_samples TPPROF CACHE_LEAK WEAK_REFS SMALL_VIEWS TRAIN_LOOP
+//                            CAT_STORAGE SEQ_BATCHES
+//
+// A recorder that does not write the tensor tables yet (meta.tensors absent)
+// makes the whole test skip (exit 77), saying so.
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CACHE_LEAK, WEAK_REFS, SMALL_VIEWS, TRAIN_LOOP, CAT_STORAGE, SEQ_BATCHES, NPROGS };
+static char progs[NPROGS][4096];
+
+// Run prog (with up to two arguments) under tpprof into db.
+static run_result record(const char *db, int prog, const char *arg1, const char *arg2) {
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db,
+                    (char *)"--", progs[prog], (char *)arg1, (char *)arg2, NULL};
+    return harness_run(argv, NULL, NULL);
+}
+
+// One integer from the database (-1 on error).
+static long long db_int(const char *db, const char *sql) {
+    sqlite3 *h = NULL;
+    long long v = -1;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(h);
+    return v;
+}
+
+// The text of the stack array that starts at the first '[' after p, up to
+// its ']' (frames hold no arrays), as a new string.
+static char *stack_after(const char *p) {
+    const char *open = p ? strchr(p, '[') : NULL;
+    const char *close = open ? strchr(open, ']') : NULL;
+    if (!close)
+        return strdup("");
+    return strndup(open, (size_t)(close - open + 1));
+}
+
+// ---------------------------------------------------------------------------
+
+static void test_cache_leak_names_cache_put_for_two_storages(void) {
+    const char *db = harness_path("cache_leak.db");
+    run_result r = record(db, CACHE_LEAK, NULL, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--storages", "--format", "json", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    char *j = harness_json_squash(r.out);
+    const char *group = strstr(j, "\"unmatched_by_stack\":[{\"op\":\"retain\",\"storages\":2,\"count\":2,"
+                                  "\"bytes\":524288,\"stack\":");
+    CHECK(group, "two 256 KiB storages, one retain each:\n%s", r.out);
+    char *stack = stack_after(group ? strstr(group, "\"stack\":") : NULL);
+    CHECK(strstr(stack, "\"function\":\"cache_put\""), "the retain's stack names cache_put: %s", stack);
+    free(stack);
+    CHECK(harness_count(j, "\"nbytes\":262144,") == 2 && !strstr(j, "\"data_released\":true"),
+          "exactly the two leaked storages are alive at exit:\n%s", r.out);
+    free(j);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--storages", NULL);
+    CHECK(strstr(r.out, "2 storages (512 KiB), 2 references  retain") && strstr(r.out, "cache_put ("),
+          "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("check", db, "--max-leaked-storages", "1", NULL);
+    CHECK(r.status == 1 && strstr(r.out, "FAIL leaked storages 2 > 1"), "%d %s %s", r.status, r.out,
+          r.err);
+    harness_result_free(&r);
+}
+
+static void test_weak_refs_lists_structs_held_by_memo_remember(void) {
+    const char *db = harness_path("weak_refs.db");
+    run_result r = record(db, WEAK_REFS, NULL, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--storages", "--format=json", NULL);
+    char *j = harness_json_squash(r.out);
+    CHECK(harness_count(j, "\"data_released\":true") == 5 && !strstr(j, "\"data_released\":false"),
+          "five structs held after their data went:\n%s", r.out);
+    const char *group = strstr(j, "\"weak_by_stack\":[{\"op\":\"weak_retain\",\"storages\":5,\"count\":5,");
+    CHECK(group, "%s", r.out);
+    char *stack = stack_after(group ? strstr(group, "\"stack\":") : NULL);
+    CHECK(strstr(stack, "\"function\":\"memo_remember\""), "%s", stack);
+    free(stack);
+    CHECK(strstr(j, "\"unmatched_by_stack\":[]"), "no strong reference is left: %s", r.out);
+    free(j);
+    harness_result_free(&r);
+}
+
+static void test_small_views_pin_big_activations_at_the_peak(void) {
+    const char *db = harness_path("small_views.db");
+    run_result r = record(db, SMALL_VIEWS, NULL, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--storages", "--format=json", NULL);
+    char *j = harness_json_squash(r.out);
+    // Everything is released at exit; at the peak (step 5's relu) the views
+    // kept at steps 0-4 each pin a 4 MiB activation through 4 KiB.
+    CHECK(!strstr(j, "{\"when\":\"exit\""), "nothing pinned at exit: %s", r.out);
+    size_t peak = harness_count(j, "{\"when\":\"peak\"");
+    CHECK(peak == 5, "5 pinned at the peak, got %zu:\n%s", peak, r.out);
+    CHECK(harness_count(j, "\"storage_bytes\":4194304,\"covered_bytes\":4096,\"pinned_bytes\":4190208,"
+                           "\"sizes\":[1024],\"strides\":[1],\"dtype\":\"float32\"") == peak,
+          "%s", r.out);
+    const char *first = strstr(j, "{\"when\":\"peak\"");
+    char *stack = stack_after(first ? strstr(first, "\"stack\":") : NULL);
+    CHECK(strstr(stack, "\"function\":\"keep_row\""), "created in keep_row: %s", stack);
+    free(stack);
+    free(j);
+    harness_result_free(&r);
+}
+
+static void test_train_loop_leaks_no_storage_and_no_byte(void) {
+    const char *db = harness_path("train_loop.db");
+    run_result r = record(db, TRAIN_LOOP, "20", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("check", db, "--max-leaked-storages", "0", "--max-lost-bytes", "0", NULL);
+    CHECK(r.status == 0, "the false-positive check: %d\n%s%s", r.status, r.out, r.err);
+    CHECK(strstr(r.out, "PASS leaked storages 0 <= 0") && strstr(r.out, "PASS lost bytes 0 <= 0"),
+          "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--storages", "--format=json", NULL);
+    char *j = harness_json_squash(r.out);
+    CHECK(strstr(j, "\"storages\":[],\"unmatched_by_stack\":[],\"weak_by_stack\":[]"), "%s", r.out);
+    CHECK(db_int(db, "SELECT COUNT(*) FROM storages") > 0, "the peak rows are there");
+    free(j);
+    harness_result_free(&r);
+}
+
+static void test_cat_output_is_its_own_storage_node(void) {
+    const char *db = harness_path("cat_storage.db");
+    run_result r = record(db, CAT_STORAGE, NULL, NULL);
+    CHECK(r.status == 0, "status %d: %s\n%s", r.status, r.out, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("graph", db, "--at-peak", "--format", "json", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    char *j = harness_json_squash(r.out);
+    // a (6 floats) with its narrow view, b (4), and the cat result (13 = 52 B)
+    // alone on its own storage.
+    CHECK(strstr(j, "\"nbytes\":52,") &&
+              strstr(j, "\"tensors\":[{\"id\":") &&
+              strstr(j, "\"sizes\":[13],\"strides\":[1],\"dtype\":\"float32\",\"base\":null,\"views\":[]}]}"),
+          "the cat output has a storage node of its own:\n%s", r.out);
+    CHECK(harness_count(j, "\"kind\":\"view\"") == 1 &&
+              strstr(j, "\"sizes\":[3],\"strides\":[1],\"dtype\":\"float32\",\"base\":"),
+          "the narrow view hangs under a:\n%s", r.out);
+    free(j);
+    harness_result_free(&r);
+    r = harness_tpprof("graph", db, "--at-peak", "--format", "dot", NULL);
+    CHECK(r.status == 0 && strstr(r.out, "[13] float32") && strstr(r.out, "label=\"view\""), "%s",
+          r.out);
+    harness_result_free(&r);
+}
+
+// "key=123" in the program's stats line.
+static long long stat_of(const char *out, const char *key) {
+    const char *line = strstr(out, "stats: ");
+    char k[64];
+    snprintf(k, sizeof k, " %s=", key);
+    const char *p = line ? strstr(line, k) : NULL;
+    return p ? atoll(p + strlen(k)) : -1;
+}
+
+// The program prints its allocator's stats, then releases the `kept`
+// activations (one block free each) and destroys the allocator: the stats
+// describe the state just before the kept-th last block free.
+static void check_seq_batches(const char *name, const char *fixed) {
+    char dbname[64];
+    snprintf(dbname, sizeof dbname, "%s.db", name);
+    const char *db = harness_path(dbname);
+    run_result r = record(db, SEQ_BATCHES, fixed, NULL);
+    CHECK(r.status == 0, "%s: status %d: %s", name, r.status, r.err);
+    const char *kept_text = strstr(r.out, "kept ");
+    int kept = kept_text ? atoi(kept_text + 5) : 0;
+    long long want[5] = {stat_of(r.out, "allocated_bytes"), stat_of(r.out, "reserved_bytes"),
+                         stat_of(r.out, "inactive_split_bytes"), stat_of(r.out, "inactive_split"),
+                         stat_of(r.out, "segments")};
+    CHECK(kept > 0 && want[0] > 0, "%s: the program's stats line: %s", name, r.out);
+    harness_result_free(&r);
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT seq FROM allocator_events WHERE allocator = 'caching' AND action = 4 "
+             "ORDER BY seq DESC LIMIT 1 OFFSET %d",
+             kept - 1);
+    long long first_cleanup = db_int(db, sql);
+    CHECK(first_cleanup > 0, "%s: the cleanup's first free", name);
+    char at[32];
+    snprintf(at, sizeof at, "%lld", first_cleanup - 1);
+    r = harness_tpprof("fragmentation", db, "--allocator", "caching", "--at-event", at, NULL);
+    CHECK(r.status == 0, "%s: status %d: %s", name, r.status, r.err);
+    char expect[512];
+    snprintf(expect, sizeof expect, "figures: segments=%lld reserved_bytes=%lld allocated_bytes=%lld ",
+             want[4], want[1], want[0]);
+    CHECK(strstr(r.out, expect), "%s: '%s' expected in:\n%s", name, expect, r.out);
+    snprintf(expect, sizeof expect, " inactive_split_bytes=%lld inactive_split=%lld ", want[2], want[3]);
+    CHECK(strstr(r.out, expect), "%s: '%s' expected in:\n%s", name, expect, r.out);
+    harness_result_free(&r);
+    // At exit everything went back: no segment is left.
+    r = harness_tpprof("check", db, "--max-inactive-split-bytes", "0", NULL);
+    CHECK(r.status == 0, "%s: at exit nothing is stranded: %s", name, r.out);
+    harness_result_free(&r);
+    if (fixed)
+        CHECK(want[2] == 0, "--fixed strands nothing: %lld", want[2]);
+    else
+        CHECK(want[2] > 0, "variable lengths strand free blocks: %lld", want[2]);
+}
+
+static void test_seq_batches_fragmentation_equals_the_allocators_own_stats(void) {
+    check_seq_batches("seq_variable", NULL);
+    check_seq_batches("seq_fixed", "--fixed");
+}
+
+int main(int argc, char **argv) {
+    harness_init(argc, argv);
+    if (argc < 2 + NPROGS) {
+        fprintf(stderr, "usage: %s TPPROF CACHE_LEAK WEAK_REFS SMALL_VIEWS TRAIN_LOOP CAT_STORAGE "
+                        "SEQ_BATCHES\n", argv[0]);
+        return 2;
+    }
+    for (int i = 0; i < NPROGS; i++)
+        if (!realpath(argv[2 + i], progs[i]))
+            snprintf(progs[i], sizeof progs[i], "%s", argv[2 + i]);
+    // Does this recorder write the tensor tables yet?
+    const char *probe = harness_path("probe.db");
+    run_result r = record(probe, CAT_STORAGE, NULL, NULL);
+    long long attached = db_int(probe, "SELECT value FROM meta WHERE key = 'tensors'");
+    harness_result_free(&r);
+    if (attached != 1) {
+        fprintf(stderr, "SKIP: the recorder does not write the tensor tables yet (meta.tensors is not 1)\n");
+        harness_finish();
+        return 77;
+    }
+    RUN_TEST(test_cache_leak_names_cache_put_for_two_storages);
+    RUN_TEST(test_weak_refs_lists_structs_held_by_memo_remember);
+    RUN_TEST(test_small_views_pin_big_activations_at_the_peak);
+    RUN_TEST(test_train_loop_leaks_no_storage_and_no_byte);
+    RUN_TEST(test_cat_output_is_its_own_storage_node);
+    RUN_TEST(test_seq_batches_fragmentation_equals_the_allocators_own_stats);
+    return harness_finish();
+}
