@@ -158,7 +158,7 @@ bool tpprof_db_open(const char *path) {
     snprintf(pid, sizeof pid, "%d", (int)getpid());
     if (!meta_int("schema_version", TPPROF_SCHEMA_VERSION) || !meta_set("tool", "tpprof") ||
         !meta_set("tool_version", TPPROF_VERSION) || !meta_set("mode", tpprof_cfg.full ? "full" : "aggregate") ||
-        !meta_int("depth", tpprof_cfg.depth) || !meta_set("unwind", tpprof_cfg.unwind_fp ? "fp" : "libunwind") ||
+        !meta_int("depth", tpprof_cfg.depth) || !meta_set("unwind", tpprof_cfg.unwind_fp ? "fp" : tpprof_cfg.unwind_unw ? "libunwind-only" : "libunwind") ||
         !meta_int("interval_ms", tpprof_cfg.interval_ms) || !meta_set("pid", pid) ||
         !meta_int("ppid", getppid()) || !meta_set("exe", exe) || !meta_set("cmdline", cmd) ||
         !meta_int("start_unix_ns", (int64_t)w->start_unix_ns) || !meta_set("complete", "0"))

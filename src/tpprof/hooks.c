@@ -46,11 +46,7 @@ static inline uint64_t full_time(void) {
 // ---------------------------------------------------------------------------
 // Recording (called with the guard clear; sets it for its duration).
 
-static inline uint32_t capture(void) {
-    uintptr_t ips[TPPROF_MAX_DEPTH];
-    int n = tpprof_unwind(ips, tpprof_cfg.depth);
-    return tpprof_stack_intern(ips, n);
-}
+static inline uint32_t capture(void) { return tpprof_capture(tpprof_cfg.depth); }
 
 // Appends header+payload, plus the timestamp in full mode.
 static inline void emit(struct tpprof_thread *t, uint64_t *w, int n) {

@@ -201,6 +201,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     tpprof_cfg.full = mode && strcmp(mode, "full") == 0;
     const char *uw = getenv("TPPROF_UNWIND");
     tpprof_cfg.unwind_fp = uw && strcmp(uw, "fp") == 0;
+    tpprof_cfg.unwind_unw = uw && strcmp(uw, "libunwind") == 0;
     tpprof_cfg.depth = env_int("TPPROF_DEPTH", 32, 1, TPPROF_MAX_DEPTH);
     tpprof_cfg.interval_ms = env_int("TPPROF_INTERVAL_MS", 10, 1, 60000);
 

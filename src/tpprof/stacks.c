@@ -35,6 +35,7 @@ struct slot {
 struct cache_entry {
     uint64_t h1, h2;
     uint32_t id;
+    uint32_t fp_len; // > 0: an FP walk that yields these frames is exact up to here (unwind.c)
 };
 static __thread struct cache_entry *cache TPPROF_TLS;
 
@@ -116,22 +117,42 @@ static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
     return 0;
 }
 
-uint32_t tpprof_stack_intern(const uintptr_t *ips, int n) {
-    if (TPPROF_UNLIKELY(!slots)) return 0;
-    uint64_t h1, h2;
-    hash_frames(ips, n, &h1, &h2);
+static inline struct cache_entry *cache_slot(uint64_t h1) {
     struct cache_entry *c = cache;
     if (TPPROF_UNLIKELY(!c)) c = cache = tpprof_mem_map(CACHE_SLOTS * sizeof *c);
-    struct cache_entry *e = c ? &c[(h1 >> 40) & (CACHE_SLOTS - 1)] : NULL;
-    if (e && e->h1 == h1 && e->h2 == h2) return e->id;
-    uint32_t id = lookup(h1, h2, ips, n);
+    return c ? &c[(h1 >> 40) & (CACHE_SLOTS - 1)] : NULL;
+}
+
+uint32_t tpprof_stack_find_fp(const uintptr_t *ips, int n, uint32_t fp_len, uint64_t h[2]) {
+    hash_frames(ips, n, &h[0], &h[1]);
+    struct cache_entry *e = cache_slot(h[0]);
+    if (e && e->h1 == h[0] && e->h2 == h[1] && e->fp_len == fp_len) return e->id;
+    return 0;
+}
+
+uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const uint64_t h[2], uint32_t fp_len) {
+    if (TPPROF_UNLIKELY(!slots)) return 0;
+    struct cache_entry *e = cache_slot(h[0]);
+    if (e && e->h1 == h[0] && e->h2 == h[1]) {
+        if (fp_len) e->fp_len = fp_len;
+        return e->id;
+    }
+    uint32_t id = lookup(h[0], h[1], ips, n);
     if (e && id) {
-        e->h1 = h1;
-        e->h2 = h2;
+        e->h1 = h[0];
+        e->h2 = h[1];
         e->id = id;
+        e->fp_len = fp_len;
     }
     return id;
 }
+
+uint32_t tpprof_stack_intern(const uintptr_t *ips, int n) {
+    uint64_t h[2];
+    hash_frames(ips, n, &h[0], &h[1]);
+    return tpprof_stack_intern_h(ips, n, h, 0);
+}
+
 const uintptr_t *tpprof_stack_frames(uint32_t id, int *n) {
     if (id == 0 || id > MAX_IDS || !by_id[id]) {
         *n = 0;

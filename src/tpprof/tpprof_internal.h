@@ -88,7 +88,8 @@ static inline uint64_t tpprof_hdr(uint64_t seq, int op, int kind) {
 struct tpprof_config {
     int depth;          // TPPROF_DEPTH, frames per stack
     bool full;          // TPPROF_MODE=full
-    bool unwind_fp;     // TPPROF_UNWIND=fp
+    bool unwind_fp;     // TPPROF_UNWIND=fp: frame pointers only
+    bool unwind_unw;    // TPPROF_UNWIND=libunwind: libunwind only, no verified FP path
     int interval_ms;    // TPPROF_INTERVAL_MS, timeline period
 };
 
@@ -161,9 +162,9 @@ TPPROF_HIDDEN void tpprof_threads_fork_child(void);
 // ---------------------------------------------------------------------------
 // Stacks (unwind.c, stacks.c).
 
-// Fills ips[] with return addresses, innermost first, tpprof's frames
-// removed; returns how many (<= max).
-TPPROF_HIDDEN int tpprof_unwind(uintptr_t *ips, int max);
+// Captures the calling thread's stack (innermost first, tpprof's frames
+// removed, at most `max` frames) and returns its depot id (0: none).
+TPPROF_HIDDEN uint32_t tpprof_capture(int max);
 TPPROF_HIDDEN void tpprof_unwind_init(void);
 TPPROF_HIDDEN void tpprof_unwind_flush(void);
 TPPROF_HIDDEN void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi);
@@ -171,6 +172,12 @@ TPPROF_HIDDEN void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi);
 // The depot names each distinct stack with a dense id >= 1 (lock-free).
 // Returns 0 when out of memory.
 TPPROF_HIDDEN uint32_t tpprof_stack_intern(const uintptr_t *ips, int n);
+// For unwind.c's verified frame-pointer path: the id of these frames if this
+// thread's cache holds them marked exact for an FP walk of `fp_len` frames,
+// else 0 (h gets the hash for tpprof_stack_intern_h).
+TPPROF_HIDDEN uint32_t tpprof_stack_find_fp(const uintptr_t *ips, int n, uint32_t fp_len, uint64_t h[2]);
+// Interns frames already hashed; fp_len > 0 marks them exact for an FP walk.
+TPPROF_HIDDEN uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const uint64_t h[2], uint32_t fp_len);
 // The frames of a stack id (borrowed, lives until exit).
 TPPROF_HIDDEN const uintptr_t *tpprof_stack_frames(uint32_t id, int *n);
 TPPROF_HIDDEN uint32_t tpprof_stack_count(void);

@@ -39,9 +39,13 @@ void tpprof_unwind_init(void) {
     if (set_caching && unw_local_as) set_caching(*unw_local_as, UNW_CACHE_PER_THREAD_);
 }
 
-// After dlclose: cached unwind info for the unmapped code must go.
+static _Atomic uint32_t uw_gen = 1;
+
+// After dlclose: cached unwind info for the unmapped code must go, and so
+// must the frame-pointer verdicts (capture_verified) for its addresses.
 void tpprof_unwind_flush(void) {
     if (unw_flush && unw_local_as) unw_flush(*unw_local_as, 0, 0);
+    atomic_fetch_add(&uw_gen, 1);
 }
 
 void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi) {
@@ -81,8 +85,8 @@ __attribute__((noinline)) static int fp_walk(uintptr_t *ips, int max) {
     return n;
 }
 
-int tpprof_unwind(uintptr_t *ips, int max) {
-    if (tpprof_cfg.unwind_fp || !unw_bt) return fp_walk(ips, max);
+// libunwind, tpprof's frames dropped.
+static int unw_walk(uintptr_t *ips, int max) {
     void *buf[TPPROF_MAX_DEPTH + 16];
     int want = max + 8 > (int)(sizeof buf / sizeof buf[0]) ? (int)(sizeof buf / sizeof buf[0]) : max + 8;
     int got = unw_bt(buf, want);
@@ -91,4 +95,152 @@ int tpprof_unwind(uintptr_t *ips, int max) {
     int n = 0;
     for (; i < got && n < max; i++) ips[n++] = (uintptr_t)buf[i];
     return n;
+}
+
+// ---------------------------------------------------------------------------
+// The verified frame-pointer path (default).
+//
+// A frame-pointer walk steps from return address ips[k] to ips[k+1] through
+// the saved frame pointer of the function that contains ips[k]; the step is
+// exact iff that function keeps a frame pointer at that instruction, a
+// static property of the address. So each thread learns, by comparing a
+// frame-pointer walk with libunwind on the same stack, which return addresses
+// step correctly (OK) and which do not (BAD: code built without frame
+// pointers, signal trampolines). A walk whose every step goes through OK
+// addresses is exactly what libunwind would return; any other falls back to
+// libunwind (and teaches the verdicts). The bottom of a stack (glibc's
+// __libc_start_call_main, start_thread: built without frame pointers) is
+// learnt once per thread as an anchor: the frame address and return address
+// where the walk stops being exact, and libunwind's few frames beyond it,
+// which cannot change while that frame is live. A stack found in the
+// thread's stack cache marked exact for the same walk skips the checks.
+// dlclose bumps a generation: addresses may then hold other code.
+
+enum { V_UNKNOWN = 0, V_OK = 1, V_BAD = 2 };
+#define VSLOTS 4096
+#define ANCHOR_TAIL 2
+
+struct verdict_slot {
+    uintptr_t ip;
+    uint32_t gen, v;
+};
+
+struct uwstate {
+    struct verdict_slot v[VSLOTS];
+    uintptr_t anchor_fp, anchor_ip;
+    uint32_t anchor_gen;
+    int anchor_n;
+    uintptr_t anchor_tail[ANCHOR_TAIL];
+};
+
+static __thread struct uwstate *uw TPPROF_TLS;
+
+static inline struct verdict_slot *vslot(struct uwstate *s, uintptr_t ip) {
+    return &s->v[(ip * 0x9E3779B97F4A7C15ULL) >> (64 - 12)];
+}
+
+static inline int verdict(struct uwstate *s, uintptr_t ip, uint32_t gen) {
+    const struct verdict_slot *e = vslot(s, ip);
+    return e->ip == ip && e->gen == gen ? (int)e->v : V_UNKNOWN;
+}
+
+static inline void set_verdict(struct uwstate *s, uintptr_t ip, uint32_t gen, int v) {
+    struct verdict_slot *e = vslot(s, ip);
+    e->ip = ip;
+    e->gen = gen;
+    e->v = (uint32_t)v;
+}
+
+// Like fp_walk, also keeping the frame address each return address was read at.
+__attribute__((noinline)) static int fp_walk2(uintptr_t *ips, uintptr_t *fps, int max) {
+    uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t lo = fp, hi = 0;
+    struct tpprof_thread *t = tpprof_self;
+    if (t && t->stack_hi > fp && t->stack_lo <= fp) hi = t->stack_hi;
+    else hi = fp + ((uintptr_t)8 << 20);
+    int n = 0;
+    while (n < max) {
+        if (fp < lo || fp > hi - 16 || (fp & 7) != 0) break;
+        uintptr_t next = ((const uintptr_t *)fp)[0];
+        uintptr_t ret = ((const uintptr_t *)fp)[1];
+        if (ret < 4096) break;
+        if (!(n == 0 && is_self(ret))) {
+            fps[n] = fp;
+            ips[n++] = ret;
+        }
+        if (next <= fp) break;
+        fp = next;
+    }
+    return n;
+}
+
+// f/fps: the frame-pointer walk (nf frames); l: libunwind's (nl frames).
+static void learn(struct uwstate *s, uint32_t gen, const uintptr_t *f, const uintptr_t *fps, int nf,
+                  const uintptr_t *l, int nl, int max) {
+    int c = 0;
+    while (c < nf && c < nl && f[c] == l[c]) c++;
+    for (int i = 0; i + 1 < c; i++) set_verdict(s, f[i], gen, V_OK);
+    if (c == 0 || (c == nl && nf == nl)) return; // nothing wrong (or nothing comparable)
+    if (c == nf && nf == max) return;             // the walk was cut by depth, not wrong
+    // The step from f[c-1] went astray (wrong frame, or stopped early, or
+    // went on past the end).
+    set_verdict(s, f[c - 1], gen, V_BAD);
+    // A bottom anchor: libunwind reached the end, at most 2 frames further
+    // (glibc's thread and process start), so the function at f[c-1] is the
+    // thread's entry, called once. A longer tail could belong to an outer
+    // function that calls this frame's caller from more than one place.
+    if (nl < max && nl - c <= 2) {
+        s->anchor_fp = fps[c - 1];
+        s->anchor_ip = f[c - 1];
+        s->anchor_n = nl - c;
+        for (int i = c; i < nl; i++) s->anchor_tail[i - c] = l[i];
+        s->anchor_gen = gen;
+    }
+}
+
+static uint32_t capture_verified(int max) {
+    struct uwstate *s = uw;
+    if (TPPROF_UNLIKELY(!s)) {
+        s = uw = tpprof_mem_map(sizeof *s);
+        if (!s) {
+            uintptr_t l[TPPROF_MAX_DEPTH];
+            return tpprof_stack_intern(l, unw_walk(l, max));
+        }
+    }
+    uint32_t gen = atomic_load_explicit(&uw_gen, memory_order_relaxed);
+    uintptr_t f[TPPROF_MAX_DEPTH + ANCHOR_TAIL], fps[TPPROF_MAX_DEPTH];
+    int nf = fp_walk2(f, fps, max);
+    int len = -1, fp_len = 0;
+    if (s->anchor_gen == gen && s->anchor_fp) {
+        for (int k = 0; k < nf; k++) {
+            if (f[k] == s->anchor_ip && fps[k] == s->anchor_fp) {
+                fp_len = k + 1;
+                len = fp_len + s->anchor_n < max ? fp_len + s->anchor_n : max;
+                for (int i = fp_len; i < len; i++) f[i] = s->anchor_tail[i - fp_len];
+                break;
+            }
+        }
+    }
+    if (len < 0 && nf == max) len = fp_len = max;
+    if (len > 0) {
+        uint64_t h[2];
+        uint32_t id = tpprof_stack_find_fp(f, len, (uint32_t)fp_len, h);
+        if (id) return id;
+        bool ok = true;
+        for (int k = 0; k + 1 < fp_len && ok; k++) ok = verdict(s, f[k], gen) == V_OK;
+        if (ok) return tpprof_stack_intern_h(f, len, h, (uint32_t)fp_len);
+    }
+    // Slow path: libunwind decides, and teaches.
+    uintptr_t l[TPPROF_MAX_DEPTH];
+    int nl = unw_walk(l, max);
+    if (nf > max) nf = max;
+    learn(s, gen, f, fps, nf, l, nl, max);
+    return tpprof_stack_intern(l, nl);
+}
+
+uint32_t tpprof_capture(int max) {
+    uintptr_t ips[TPPROF_MAX_DEPTH];
+    if (tpprof_cfg.unwind_fp || !unw_bt) return tpprof_stack_intern(ips, fp_walk(ips, max));
+    if (tpprof_cfg.unwind_unw) return tpprof_stack_intern(ips, unw_walk(ips, max));
+    return capture_verified(max);
 }

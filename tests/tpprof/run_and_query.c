@@ -134,6 +134,8 @@ static void qs(char *out, size_t cap, const char *fmt, ...) {
     sqlite3_free(sql);
 }
 
+static int strcmp_ptr(const char **a, const char **b) { return strcmp(*a, *b); }
+
 // ---------------------------------------------------------------------------
 // Stacks and symbols.
 
@@ -288,6 +290,64 @@ static void test_threads(char *prog) {
     CHECK(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 64 AND 83") == 0, "cross-thread frees seen");
     CHECK(qi("SELECT count(*) FROM threads") >= 5, "threads table");
     CHECK(qi("SELECT sum(free_count) FROM sites WHERE alloc_count >= 80") >= 80, "frees counted at their site");
+}
+
+// Every site as "module+offset/.../kind=K count=N", sorted: comparable across
+// runs (addresses differ with ASLR).
+static int site_lines(char ***out) {
+    sqlite3_stmt *st;
+    int n = 0, cap = 64;
+    char **v = malloc((size_t)cap * sizeof *v);
+    if (sqlite3_prepare_v2(db, "SELECT stack_id, kind, alloc_count FROM sites", -1, &st, NULL) != SQLITE_OK) return 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t ips[64];
+        int d = stack_ips(sqlite3_column_int64(st, 0), ips, 64);
+        char line[4096];
+        size_t k = 0;
+        for (int i = 0; i < d && k < sizeof line - 200; i++) {
+            char path[1024];
+            qs(path, sizeof path, "SELECT path FROM modules WHERE lo <= %lld AND %lld < hi ORDER BY id DESC",
+               (long long)ips[i], (long long)ips[i]);
+            int64_t base = qi("SELECT base FROM modules WHERE lo <= %lld AND %lld < hi ORDER BY id DESC",
+                              (long long)ips[i], (long long)ips[i]);
+            const char *slash = strrchr(path, '/');
+            k += (size_t)snprintf(line + k, sizeof line - k, "%s+%llx/", slash ? slash + 1 : path,
+                                  (unsigned long long)(ips[i] - base));
+        }
+        snprintf(line + k, sizeof line - k, "kind=%d count=%lld", sqlite3_column_int(st, 1),
+                 (long long)sqlite3_column_int64(st, 2));
+        if (n == cap) v = realloc(v, (size_t)(cap *= 2) * sizeof *v);
+        v[n++] = strdup(line);
+    }
+    sqlite3_finalize(st);
+    qsort(v, (size_t)n, sizeof *v, (int (*)(const void *, const void *))strcmp_ptr);
+    *out = v;
+    return n;
+}
+
+static void test_unwind_same(char *prog) {
+    char a[600], b[600];
+    db_path(a, sizeof a, "default.db");
+    db_path(b, sizeof b, "libunwind.db");
+    char *argv[] = {prog, NULL};
+    struct result r1 = run(a, argv, NULL);
+    struct result r2 = run(b, argv, "TPPROF_UNWIND=libunwind");
+    CHECK(r1.status == 0 && r2.status == 0, "exit status %d %d", r1.status, r2.status);
+    char **x, **y;
+    if (!open_db(a)) {
+        CHECK(false, "no database");
+        return;
+    }
+    int nx = site_lines(&x);
+    if (!open_db(b)) {
+        CHECK(false, "no database");
+        return;
+    }
+    int ny = site_lines(&y);
+    CHECK(nx == ny && nx > 5, "%d sites vs %d", nx, ny);
+    int shown = 0;
+    for (int i = 0; i < nx && i < ny; i++)
+        if (strcmp(x[i], y[i]) != 0 && shown++ < 3) CHECK(false, "site differs:\n  %s\n  %s", x[i], y[i]);
 }
 
 static void test_churn(char *prog) {
@@ -537,6 +597,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "threads") == 0) test_threads(prog);
     else if (strcmp(what, "fork") == 0) test_fork(prog);
     else if (strcmp(what, "churn") == 0) test_churn(prog);
+    else if (strcmp(what, "unwind_same") == 0) test_unwind_same(prog);
     else if (strcmp(what, "plugin") == 0 && argc > 4) test_plugin(prog, argv[4]);
     else if (strcmp(what, "noleak") == 0) test_noleak(prog);
     else if (strcmp(what, "exceptions") == 0) test_exceptions(prog);
