@@ -111,15 +111,18 @@ static const tpprof_tensor *parent_of(const graph *g, const tpprof_tensor *x) {
     if (!x->base_id || x->base_id == x->id)
         return NULL;
     const tpprof_tensor *b = tpprof_tensors_tensor(g->t, x->base_id);
-    if (!b || !g->tensor_in[b - g->t->tensors] || b->storage_id != x->storage_id)
+    // base_id names the root base, itself no view: anything else is not
+    // followed (and a damaged file cannot make a cycle).
+    if (!b || b->base_id != 0 || !g->tensor_in[b - g->t->tensors] || b->storage_id != x->storage_id)
         return NULL;
     return b;
 }
 
 static bool has_unmatched(const tpprof_tensors *t, int64_t storage) {
-    for (size_t i = 0; i < t->nrefs; i++)
-        if (t->refs[i].storage_id == storage && t->refs[i].tensor_id == 0 &&
-            tpprof_ref_is_strong(t->refs[i].op))
+    size_t n = 0;
+    const tpprof_ref *r = tpprof_tensors_refs(t, storage, &n);
+    for (size_t i = 0; i < n; i++)
+        if (r[i].tensor_id == 0 && tpprof_ref_is_strong(r[i].op))
             return true;
     return false;
 }
@@ -138,9 +141,11 @@ static void text_tensor(const graph *g, const tpprof_tensor *x, int depth) {
     if (x->base_id && !parent_of(g, x))
         printf(", view of #%lld (not alive then)", (long long)x->base_id);
     printf("\n");
-    for (size_t i = 0; i < g->t->ntensors; i++)
-        if (g->tensor_in[i] && parent_of(g, &g->t->tensors[i]) == x)
-            text_tensor(g, &g->t->tensors[i], depth + 1);
+    size_t nv = 0;
+    const size_t *views = tpprof_tensors_views_of(g->t, x->id, &nv);
+    for (size_t i = 0; i < nv; i++)
+        if (g->tensor_in[views[i]] && parent_of(g, &g->t->tensors[views[i]]) == x)
+            text_tensor(g, &g->t->tensors[views[i]], depth + 1);
 }
 
 static void text_graph(const graph *g) {
@@ -162,9 +167,11 @@ static void text_graph(const graph *g) {
                g->at == AT_EXIT && !tpprof_storage_data_alive(s) ? "  (data released)" : "",
                g->at == AT_EXIT && has_unmatched(g->t, s->id) ? "  (unmatched retain)" : "");
         bool any = false;
-        for (size_t k = 0; k < g->t->ntensors; k++) {
-            const tpprof_tensor *x = &g->t->tensors[k];
-            if (g->tensor_in[k] && x->storage_id == s->id && !parent_of(g, x)) {
+        size_t non = 0;
+        const size_t *on = tpprof_tensors_on(g->t, s->id, &non);
+        for (size_t k = 0; k < non; k++) {
+            const tpprof_tensor *x = &g->t->tensors[on[k]];
+            if (g->tensor_in[on[k]] && !parent_of(g, x)) {
                 text_tensor(g, x, 0);
                 any = true;
             }
@@ -262,9 +269,11 @@ static void json_tensor(tpprof_json *j, const graph *g, const tpprof_tensor *x) 
         tpprof_json_null(j);
     tpprof_json_key(j, "views");
     tpprof_json_array_begin(j);
-    for (size_t i = 0; i < g->t->ntensors; i++)
-        if (g->tensor_in[i] && parent_of(g, &g->t->tensors[i]) == x)
-            json_tensor(j, g, &g->t->tensors[i]);
+    size_t nv = 0;
+    const size_t *views = tpprof_tensors_views_of(g->t, x->id, &nv);
+    for (size_t i = 0; i < nv; i++)
+        if (g->tensor_in[views[i]] && parent_of(g, &g->t->tensors[views[i]]) == x)
+            json_tensor(j, g, &g->t->tensors[views[i]]);
     tpprof_json_array_end(j);
     tpprof_json_object_end(j);
 }
@@ -304,9 +313,11 @@ static void json_graph(const graph *g, const char *path) {
         tpprof_json_bool(&j, g->at == AT_EXIT && !tpprof_storage_data_alive(s));
         tpprof_json_key(&j, "tensors");
         tpprof_json_array_begin(&j);
-        for (size_t k = 0; k < g->t->ntensors; k++) {
-            const tpprof_tensor *x = &g->t->tensors[k];
-            if (g->tensor_in[k] && x->storage_id == s->id && !parent_of(g, x))
+        size_t non = 0;
+        const size_t *on = tpprof_tensors_on(g->t, s->id, &non);
+        for (size_t k = 0; k < non; k++) {
+            const tpprof_tensor *x = &g->t->tensors[on[k]];
+            if (g->tensor_in[on[k]] && !parent_of(g, x))
                 json_tensor(&j, g, x);
         }
         tpprof_json_array_end(&j);

@@ -129,11 +129,23 @@ void tpprof_alloc_states_free(tpprof_alloc_state *s, size_t n) {
 // ---------------------------------------------------------------------------
 // Segments and blocks
 
+// Segments stay sorted by address, blocks within a segment too: lookups are
+// binary searches (a small pool can hold thousands of blocks per segment).
+static size_t segment_lower_bound(const tpprof_alloc_state *s, int64_t address) {
+    size_t lo = 0, hi = s->nsegments;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s->segments[mid].address < address)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static tpprof_segment *find_segment(tpprof_alloc_state *s, int64_t address) {
-    for (size_t i = 0; i < s->nsegments; i++)
-        if (s->segments[i].address == address)
-            return &s->segments[i];
-    return NULL;
+    size_t i = segment_lower_bound(s, address);
+    return i < s->nsegments && s->segments[i].address == address ? &s->segments[i] : NULL;
 }
 
 static tpprof_segment *add_segment(tpprof_alloc_state *s, int64_t address, int64_t size,
@@ -146,15 +158,15 @@ static tpprof_segment *add_segment(tpprof_alloc_state *s, int64_t address, int64
         s->segments = v;
         s->cap = c;
     }
-    tpprof_segment *g = &s->segments[s->nsegments++];
-    *g = (tpprof_segment){.address = address, .size = size, .stack_id = stack};
-    g->blocks = malloc(8 * sizeof *g->blocks);
-    if (!g->blocks) {
-        s->nsegments--;
+    tpprof_block *blocks = malloc(8 * sizeof *blocks);
+    if (!blocks)
         return NULL;
-    }
-    g->cap = 8;
-    g->nblocks = 1;
+    size_t i = segment_lower_bound(s, address);
+    memmove(&s->segments[i + 1], &s->segments[i], (s->nsegments - i) * sizeof *s->segments);
+    s->nsegments++;
+    tpprof_segment *g = &s->segments[i];
+    *g = (tpprof_segment){.address = address, .size = size, .stack_id = stack,
+                          .blocks = blocks, .nblocks = 1, .cap = 8};
     g->blocks[0] = (tpprof_block){.address = address, .size = size};
     return g;
 }
@@ -176,10 +188,18 @@ static int insert_block(tpprof_segment *g, size_t i, tpprof_block b) {
 
 // The index of the block containing address, or nblocks.
 static size_t block_at(const tpprof_segment *g, int64_t address) {
-    for (size_t i = 0; i < g->nblocks; i++)
-        if (g->blocks[i].address <= address && address < g->blocks[i].address + g->blocks[i].size)
-            return i;
-    return g->nblocks;
+    size_t lo = 0, hi = g->nblocks; // first block starting after address
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (g->blocks[mid].address <= address)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return g->nblocks;
+    const tpprof_block *b = &g->blocks[lo - 1];
+    return address < b->address + b->size ? lo - 1 : g->nblocks;
 }
 
 // Make [address, address + size) one block of its own (cutting the block
@@ -256,29 +276,22 @@ static int apply(tpprof_alloc_state *s, const tpprof_alloc_event *e) {
     case TPPROF_ALLOC_BLOCK_MERGE: {
         // Every block inside [block, block + size) becomes one free block.
         int64_t lo = e->block, hi = e->block + e->block_size;
-        size_t first = g->nblocks, kept = 0;
-        for (size_t i = 0; i < g->nblocks; i++) {
-            tpprof_block *b = &g->blocks[i];
-            if (b->address >= lo && b->address + b->size <= hi) {
-                if (first == g->nblocks) {
-                    first = kept;
-                    g->blocks[kept++] = (tpprof_block){.address = lo, .size = e->block_size};
-                }
-                continue;
-            }
-            g->blocks[kept++] = *b;
-        }
-        g->nblocks = kept;
+        size_t first = block_at(g, lo);
+        if (first == g->nblocks || g->blocks[first].address != lo)
+            return 0; // not on a block boundary: nothing this replay can trust
+        size_t end = first;
+        while (end < g->nblocks && g->blocks[end].address + g->blocks[end].size <= hi)
+            end++;
+        if (end == first)
+            return 0;
+        g->blocks[first] = (tpprof_block){.address = lo, .size = e->block_size};
+        memmove(&g->blocks[first + 1], &g->blocks[end], (g->nblocks - end) * sizeof *g->blocks);
+        g->nblocks -= end - first - 1;
         return 0;
     }
     default:
         return 0; // an action this viewer does not know changes nothing it shows
     }
-}
-
-static int by_address(const void *a, const void *b) {
-    const tpprof_segment *x = a, *y = b;
-    return (x->address > y->address) - (x->address < y->address);
 }
 
 int tpprof_alloc_replay(tpprof_alloc_state *s, size_t count) {
@@ -289,8 +302,6 @@ int tpprof_alloc_replay(tpprof_alloc_state *s, size_t count) {
         if (apply(s, &s->events[i]))
             return -1;
     s->replayed = count;
-    if (s->nsegments)
-        qsort(s->segments, s->nsegments, sizeof *s->segments, by_address);
     return 0;
 }
 

@@ -111,9 +111,11 @@ static const tpprof_tensors *sort_ctx;
 
 static int64_t unmatched_of(const tpprof_tensors *t, int64_t storage, bool weak) {
     int64_t n = 0;
-    for (size_t i = 0; i < t->nrefs; i++) {
-        const tpprof_ref *r = &t->refs[i];
-        if (r->storage_id != storage || r->tensor_id != 0)
+    size_t nr = 0;
+    const tpprof_ref *refs = tpprof_tensors_refs(t, storage, &nr);
+    for (size_t i = 0; i < nr; i++) {
+        const tpprof_ref *r = &refs[i];
+        if (r->tensor_id != 0)
             continue;
         if (weak ? r->op == TPPROF_REF_WEAK_RETAIN : tpprof_ref_is_strong(r->op))
             n += r->count;
@@ -151,10 +153,11 @@ static const tpprof_storage **alive_storages(const tpprof_tensors *t, bool data_
 }
 
 static size_t tensors_holding(const tpprof_tensors *t, int64_t storage, bool at_peak) {
-    size_t n = 0;
-    for (size_t i = 0; i < t->ntensors; i++) {
-        const tpprof_tensor *x = &t->tensors[i];
-        if (x->storage_id == storage && (at_peak ? x->at_peak : tpprof_tensor_alive(x)))
+    size_t n = 0, non = 0;
+    const size_t *on = tpprof_tensors_on(t, storage, &non);
+    for (size_t i = 0; i < non; i++) {
+        const tpprof_tensor *x = &t->tensors[on[i]];
+        if (at_peak ? x->at_peak : tpprof_tensor_alive(x))
             n++;
     }
     return n;
@@ -177,18 +180,22 @@ static void text_storage(const tpprof_profile *p, const tpprof_tensors *t, const
            s->device ? s->device : "?", (long long)s->strong, (long long)s->weak);
     size_t held = tensors_holding(t, s->id, false);
     printf("; %zu tensor%s\n", held, held == 1 ? "" : "s");
-    for (size_t i = 0; i < t->ntensors; i++)
-        if (t->tensors[i].storage_id == s->id && tpprof_tensor_alive(&t->tensors[i]))
-            text_tensor_line(&t->tensors[i], "      ");
+    size_t non = 0;
+    const size_t *on = tpprof_tensors_on(t, s->id, &non);
+    for (size_t i = 0; i < non; i++)
+        if (tpprof_tensor_alive(&t->tensors[on[i]]))
+            text_tensor_line(&t->tensors[on[i]], "      ");
     int64_t unmatched = unmatched_of(t, s->id, false);
     if (unmatched > 0) {
         printf("      strong count is %lld but tensors hold %lld: %lld reference%s no release "
                "matched, taken at:\n",
                (long long)s->strong, (long long)(s->strong - unmatched), (long long)unmatched,
                unmatched == 1 ? "" : "s");
-        for (size_t i = 0; i < t->nrefs; i++) {
-            const tpprof_ref *r = &t->refs[i];
-            if (r->storage_id != s->id || r->tensor_id != 0 || !tpprof_ref_is_strong(r->op))
+        size_t nr = 0;
+        const tpprof_ref *refs = tpprof_tensors_refs(t, s->id, &nr);
+        for (size_t i = 0; i < nr; i++) {
+            const tpprof_ref *r = &refs[i];
+            if (r->tensor_id != 0 || !tpprof_ref_is_strong(r->op))
                 continue;
             printf("        %lld x %s\n", (long long)r->count, tpprof_ref_op_name(r->op));
             tpprof_print_stack(p->stacks, r->stack_id, "          ", 4);
@@ -316,9 +323,11 @@ static void json_refs(tpprof_json *j, const tpprof_profile *p, const tpprof_tens
                       const char *key, int64_t storage, bool weak) {
     tpprof_json_key(j, key);
     tpprof_json_array_begin(j);
-    for (size_t i = 0; i < t->nrefs; i++) {
-        const tpprof_ref *r = &t->refs[i];
-        if (r->storage_id != storage || r->tensor_id != 0)
+    size_t nr = 0;
+    const tpprof_ref *refs = tpprof_tensors_refs(t, storage, &nr);
+    for (size_t i = 0; i < nr; i++) {
+        const tpprof_ref *r = &refs[i];
+        if (r->tensor_id != 0)
             continue;
         if (weak ? r->op != TPPROF_REF_WEAK_RETAIN : !tpprof_ref_is_strong(r->op))
             continue;
@@ -393,9 +402,11 @@ void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const 
             tpprof_json_bool(j, !tpprof_storage_data_alive(s));
             tpprof_json_key(j, "tensors");
             tpprof_json_array_begin(j);
-            for (size_t k = 0; k < t->ntensors; k++)
-                if (t->tensors[k].storage_id == s->id && tpprof_tensor_alive(&t->tensors[k]))
-                    json_tensor(j, &t->tensors[k]);
+            size_t non = 0;
+            const size_t *on = tpprof_tensors_on(t, s->id, &non);
+            for (size_t k = 0; k < non; k++)
+                if (tpprof_tensor_alive(&t->tensors[on[k]]))
+                    json_tensor(j, &t->tensors[on[k]]);
             tpprof_json_array_end(j);
             json_refs(j, p, t, "unmatched_retains", s->id, false);
             json_refs(j, p, t, "weak_holders", s->id, true);

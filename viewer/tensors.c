@@ -211,6 +211,86 @@ static int load_lifetimes(tpprof_db *db, tpprof_tensors *t) {
     return rc == SQLITE_DONE ? 0 : tpprof_db_error(db, "reading storage_lifetimes");
 }
 
+// ---------------------------------------------------------------------------
+// Indexes
+
+static const tpprof_tensors *index_ctx;
+
+static int by_storage_then_id(const void *a, const void *b) {
+    const tpprof_tensor *x = &index_ctx->tensors[*(const size_t *)a];
+    const tpprof_tensor *y = &index_ctx->tensors[*(const size_t *)b];
+    if (x->storage_id != y->storage_id)
+        return x->storage_id < y->storage_id ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int by_base_then_id(const void *a, const void *b) {
+    const tpprof_tensor *x = &index_ctx->tensors[*(const size_t *)a];
+    const tpprof_tensor *y = &index_ctx->tensors[*(const size_t *)b];
+    if (x->base_id != y->base_id)
+        return x->base_id < y->base_id ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int build_indexes(tpprof_tensors *t) {
+    t->on_storage = malloc((t->ntensors + 1) * sizeof *t->on_storage);
+    t->by_base = malloc((t->ntensors + 1) * sizeof *t->by_base);
+    if (!t->on_storage || !t->by_base)
+        return tpprof_error_set("out of memory");
+    for (size_t i = 0; i < t->ntensors; i++)
+        t->on_storage[i] = t->by_base[i] = i;
+    index_ctx = t;
+    if (t->ntensors) {
+        qsort(t->on_storage, t->ntensors, sizeof *t->on_storage, by_storage_then_id);
+        qsort(t->by_base, t->ntensors, sizeof *t->by_base, by_base_then_id);
+    }
+    return 0;
+}
+
+// The run of idx (sorted by key) whose key equals want.
+static const size_t *equal_run(const tpprof_tensors *t, const size_t *idx, bool base, int64_t want,
+                               size_t *n) {
+    size_t lo = 0, hi = t->ntensors;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const tpprof_tensor *x = &t->tensors[idx[mid]];
+        if ((base ? x->base_id : x->storage_id) < want)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t end = lo;
+    while (end < t->ntensors &&
+           (base ? t->tensors[idx[end]].base_id : t->tensors[idx[end]].storage_id) == want)
+        end++;
+    *n = end - lo;
+    return idx ? idx + lo : NULL;
+}
+
+const size_t *tpprof_tensors_on(const tpprof_tensors *t, int64_t storage_id, size_t *n) {
+    return equal_run(t, t->on_storage, false, storage_id, n);
+}
+
+const size_t *tpprof_tensors_views_of(const tpprof_tensors *t, int64_t base, size_t *n) {
+    return equal_run(t, t->by_base, true, base, n);
+}
+
+const tpprof_ref *tpprof_tensors_refs(const tpprof_tensors *t, int64_t storage_id, size_t *n) {
+    size_t lo = 0, hi = t->nrefs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->refs[mid].storage_id < storage_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t end = lo;
+    while (end < t->nrefs && t->refs[end].storage_id == storage_id)
+        end++;
+    *n = end - lo;
+    return t->refs + lo;
+}
+
 int tpprof_tensors_load(tpprof_db *db, tpprof_tensors *out) {
     *out = (tpprof_tensors){.peak_storage_time_ns = TPPROF_NO_TIME};
     int64_t v = 0;
@@ -225,7 +305,8 @@ int tpprof_tensors_load(tpprof_db *db, tpprof_tensors *out) {
     if ((tpprof_db_has_table(db, "storages") && load_storages(db, out)) ||
         (tpprof_db_has_table(db, "tensors") && load_tensor_rows(db, out)) ||
         (tpprof_db_has_table(db, "storage_refs") && load_refs(db, out)) ||
-        (tpprof_db_has_table(db, "storage_lifetimes") && load_lifetimes(db, out))) {
+        (tpprof_db_has_table(db, "storage_lifetimes") && load_lifetimes(db, out)) ||
+        build_indexes(out)) {
         tpprof_tensors_free(out);
         return -1;
     }
@@ -248,6 +329,8 @@ void tpprof_tensors_free(tpprof_tensors *t) {
     free(t->tensors);
     free(t->refs);
     free(t->lifetimes);
+    free(t->on_storage);
+    free(t->by_base);
     *t = (tpprof_tensors){0};
 }
 
@@ -336,54 +419,54 @@ static int by_group_weight(const void *a, const void *b) {
     return (x->op > y->op) - (x->op < y->op);
 }
 
+static int by_op_stack_storage(const void *a, const void *b) {
+    const tpprof_ref *x = *(const tpprof_ref *const *)a, *y = *(const tpprof_ref *const *)b;
+    if (x->op != y->op)
+        return x->op < y->op ? -1 : 1;
+    if (x->stack_id != y->stack_id)
+        return x->stack_id < y->stack_id ? -1 : 1;
+    return (x->storage_id > y->storage_id) - (x->storage_id < y->storage_id);
+}
+
 tpprof_ref_group *tpprof_ref_groups(const tpprof_tensors *t, bool weak, size_t *n) {
     *n = 0;
-    tpprof_ref_group *v = NULL;
-    size_t cap = 0;
-    // refs are sorted by storage, so a storage counts once per group when
-    // the last storage a group saw is remembered.
-    int64_t *last_storage = NULL;
+    // The unowned references of storages alive at the end, sorted so that
+    // each (op, stack) is one run and a storage's rows are adjacent in it.
+    const tpprof_ref **v = malloc((t->nrefs + 1) * sizeof *v);
+    tpprof_ref_group *g = malloc((t->nrefs + 1) * sizeof *g);
+    if (!v || !g) {
+        free(v);
+        free(g);
+        return NULL;
+    }
+    size_t m = 0;
     for (size_t i = 0; i < t->nrefs; i++) {
         const tpprof_ref *r = &t->refs[i];
         bool is_weak = r->op == TPPROF_REF_WEAK_RETAIN;
         if (r->tensor_id != 0 || is_weak != weak || (!weak && !tpprof_ref_is_strong(r->op)))
             continue;
         const tpprof_storage *s = tpprof_tensors_storage(t, r->storage_id);
-        if (!s || !tpprof_storage_alive(s))
-            continue;
-        size_t k = 0;
-        while (k < *n && !(v[k].op == r->op && v[k].stack_id == r->stack_id))
-            k++;
-        if (k == *n) {
-            size_t old = cap;
-            if (grow((void **)&v, &cap, *n, sizeof *v))
-                goto fail;
-            if (cap != old) {
-                int64_t *nl = realloc(last_storage, cap * sizeof *nl);
-                if (!nl)
-                    goto fail;
-                last_storage = nl;
-            }
-            v[k] = (tpprof_ref_group){.op = r->op, .stack_id = r->stack_id};
-            last_storage[k] = 0;
-            (*n)++;
-        }
-        v[k].refs += (uint64_t)r->count;
-        if (last_storage[k] != r->storage_id) {
-            last_storage[k] = r->storage_id;
-            v[k].storages++;
-            v[k].bytes += (uint64_t)s->nbytes;
+        if (s && tpprof_storage_alive(s))
+            v[m++] = r;
+    }
+    if (m)
+        qsort(v, m, sizeof *v, by_op_stack_storage);
+    for (size_t i = 0; i < m; i++) {
+        const tpprof_ref *r = v[i];
+        bool same_group = i > 0 && v[i - 1]->op == r->op && v[i - 1]->stack_id == r->stack_id;
+        if (!same_group)
+            g[(*n)++] = (tpprof_ref_group){.op = r->op, .stack_id = r->stack_id};
+        tpprof_ref_group *x = &g[*n - 1];
+        x->refs += (uint64_t)r->count;
+        if (!same_group || v[i - 1]->storage_id != r->storage_id) {
+            x->storages++;
+            x->bytes += (uint64_t)tpprof_tensors_storage(t, r->storage_id)->nbytes;
         }
     }
-    free(last_storage);
-    if (*n)
-        qsort(v, *n, sizeof *v, by_group_weight);
-    return v;
-fail:
-    free(last_storage);
     free(v);
-    *n = 0;
-    return NULL;
+    if (*n)
+        qsort(g, *n, sizeof *g, by_group_weight);
+    return g;
 }
 
 // ---------------------------------------------------------------------------
@@ -407,9 +490,11 @@ tpprof_pinned *tpprof_pinned_views(const tpprof_tensors *t, bool at_peak, size_t
             continue;
         const tpprof_tensor *best = NULL;
         uint64_t best_cover = 0;
-        for (size_t k = 0; k < t->ntensors; k++) {
-            const tpprof_tensor *x = &t->tensors[k];
-            if (x->storage_id != s->id || !(at_peak ? x->at_peak : tpprof_tensor_alive(x)))
+        size_t non = 0;
+        const size_t *on = tpprof_tensors_on(t, s->id, &non);
+        for (size_t k = 0; k < non; k++) {
+            const tpprof_tensor *x = &t->tensors[on[k]];
+            if (!(at_peak ? x->at_peak : tpprof_tensor_alive(x)))
                 continue;
             uint64_t c = tpprof_tensor_covered_bytes(x);
             if (!best || c > best_cover) {

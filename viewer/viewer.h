@@ -340,6 +340,9 @@ typedef struct tpprof_tensors {
     bool attached;            // meta.tensors = 1
     bool full;                // meta.mode = full
     int64_t peak_storage_bytes, peak_storage_time_ns;
+    // Indexes built at load (full-mode recordings hold every tensor):
+    size_t *on_storage;       // tensor indices by (storage_id, id)
+    size_t *by_base;          // tensor indices by (base_id, id)
 } tpprof_tensors;
 
 // Load the tensor tables; absent tables read as empty. 0 or -1 + error.
@@ -349,6 +352,13 @@ void tpprof_tensors_free(tpprof_tensors *t);
 // Lookups by id (borrowed pointers), NULL if absent.
 const tpprof_storage *tpprof_tensors_storage(const tpprof_tensors *t, int64_t id);
 const tpprof_tensor *tpprof_tensors_tensor(const tpprof_tensors *t, int64_t id);
+
+// The tensors on a storage / whose base_id is `base` (views), by id:
+// *n indices into t->tensors (borrowed).
+const size_t *tpprof_tensors_on(const tpprof_tensors *t, int64_t storage_id, size_t *n);
+const size_t *tpprof_tensors_views_of(const tpprof_tensors *t, int64_t base, size_t *n);
+// The storage_refs rows of a storage (borrowed, contiguous).
+const tpprof_ref *tpprof_tensors_refs(const tpprof_tensors *t, int64_t storage_id, size_t *n);
 
 // Struct alive at the end (freed_ns NULL); data alive (data_released_ns NULL).
 bool tpprof_storage_alive(const tpprof_storage *s);
@@ -434,7 +444,7 @@ typedef struct tpprof_alloc_state {
     tpprof_alloc_event *events; // in seq order
     size_t nevents;
     size_t replayed;            // events applied to segments
-    tpprof_segment *segments;   // in address order after tpprof_alloc_sort
+    tpprof_segment *segments;   // in address order
     size_t nsegments, cap;
     size_t peak_index;          // events[0..peak_index] reach the largest allocated total
     int64_t peak_allocated;
