@@ -135,11 +135,11 @@ static int gate_storages(gate *g, const tpprof_profile *p, uint64_t limit) {
         snprintf(detail, sizeof detail, ": %llu storage%s held by a %s no release matched in %s",
                  (unsigned long long)groups[0].storages, groups[0].storages == 1 ? "" : "s",
                  tpprof_ref_op_name(groups[0].op),
-                 tpprof_stacks_describe(p->stacks, groups[0].stack_id, frame, sizeof frame));
+                 tpprof_stacks_describe_caller(p->stacks, groups[0].stack_id, frame, sizeof frame));
     else if (biggest)
         snprintf(detail, sizeof detail, ": the biggest, %lld B, created in %s",
                  (long long)biggest->nbytes,
-                 tpprof_stacks_describe(p->stacks, biggest->created_stack, frame, sizeof frame));
+                 tpprof_stacks_describe_caller(p->stacks, biggest->created_stack, frame, sizeof frame));
     free(groups);
     gate_limit(g, "max-leaked-storages", "leaked storages", alive, limit, detail);
     tpprof_tensors_free(&t);

@@ -227,7 +227,7 @@ static void text_state(const tpprof_profile *p, const tpprof_alloc_state *s, con
                 printf("      0x%-9" PRIx64 "  %10s  allocated, requested %lld B  %s\n",
                        (uint64_t)bl->address, tpprof_format_size((uint64_t)bl->size, a),
                        (long long)bl->requested,
-                       tpprof_stacks_describe(p->stacks, bl->stack_id, frame, sizeof frame));
+                       tpprof_stacks_describe_caller(p->stacks, bl->stack_id, frame, sizeof frame));
             else
                 printf("      0x%-9" PRIx64 "  %10s  free%s\n", (uint64_t)bl->address,
                        tpprof_format_size((uint64_t)bl->size, a),
@@ -249,7 +249,7 @@ static void text_state(const tpprof_profile *p, const tpprof_alloc_state *s, con
                tpprof_format_size((uint64_t)ow[i].segment_size, a),
                tpprof_format_size((uint64_t)ow[i].bytes, b), (long long)ow[i].count,
                ow[i].count == 1 ? "" : "s");
-        tpprof_print_stack(p->stacks, ow[i].stack_id, "        ", 4);
+        tpprof_print_stack(p->stacks, ow[i].stack_id, "        ", 4, true);
     }
     free(ow);
 
@@ -506,7 +506,7 @@ static void svg_state(const tpprof_profile *p, const tpprof_alloc_state *s, cons
             if (bl->allocated) {
                 char frame[512];
                 printf(", requested %lld B, ", (long long)bl->requested);
-                xml_text(tpprof_stacks_describe(p->stacks, bl->stack_id, frame, sizeof frame));
+                xml_text(tpprof_stacks_describe_caller(p->stacks, bl->stack_id, frame, sizeof frame));
             }
             printf("</title></rect>\n");
             if (w > 56)
@@ -532,7 +532,7 @@ static void svg_state(const tpprof_profile *p, const tpprof_alloc_state *s, cons
         char frame[512];
         printf("<rect x=\"10\" y=\"%.0f\" width=\"14\" height=\"12\" fill=\"%s\"/>\n", y, palette[i]);
         printf("<text x=\"30\" y=\"%.0f\">%s  ", y + 10, tpprof_format_size((uint64_t)colors[i].bytes, a));
-        xml_text(tpprof_stacks_describe(p->stacks, colors[i].stack_id, frame, sizeof frame));
+        xml_text(tpprof_stacks_describe_caller(p->stacks, colors[i].stack_id, frame, sizeof frame));
         printf("</text>\n");
         y += 17;
     }

@@ -137,7 +137,7 @@ static bool has_temporary(const tpprof_site *s) { return s->temp_count > 0; }
 // Text
 
 static void text_stack(const tpprof_profile *p, int64_t stack_id, const char *indent) {
-    tpprof_print_stack(p->stacks, stack_id, indent, MAX_TEXT_FRAMES);
+    tpprof_print_stack(p->stacks, stack_id, indent, MAX_TEXT_FRAMES, false);
 }
 
 static void text_summary(const tpprof_profile *p, const report_options *o) {

@@ -175,3 +175,35 @@ char *tpprof_stacks_describe(const tpprof_stacks *st, int64_t stack_id, char *bu
     }
     return tpprof_frame_format(&f, buf, size);
 }
+
+// ---------------------------------------------------------------------------
+// The tensor runtime's own frames
+//
+// A reference, tensor or allocator event is recorded from inside the
+// runtime (tp_storage_retain, the caching allocator's helpers...): the frame
+// a reader wants is the first one outside it. The runtime is recognized by
+// its library's name or its tp_ prefix (STYLE.md), not by any header.
+
+bool tpprof_frame_is_runtime(const tpprof_frame *f) {
+    if (f->module && strncmp(tpprof_basename(f->module), "libtensorplay", 13) == 0)
+        return true;
+    return f->function && strncmp(f->function, "tp_", 3) == 0;
+}
+
+size_t tpprof_stacks_first_caller(const tpprof_frame *frames, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!tpprof_frame_is_runtime(&frames[i]))
+            return i;
+    return 0; // all inside the runtime: show them all
+}
+
+char *tpprof_stacks_describe_caller(const tpprof_stacks *st, int64_t stack_id, char *buf,
+                                    size_t size) {
+    static tpprof_frame frames[256];
+    size_t n = tpprof_stacks_frames(st, stack_id, frames, 256, NULL);
+    if (n == 0) {
+        snprintf(buf, size, "(no stack)");
+        return buf;
+    }
+    return tpprof_frame_format(&frames[tpprof_stacks_first_caller(frames, n)], buf, size);
+}

@@ -18,9 +18,12 @@
 // Stacks, shared by the commands
 
 void tpprof_print_stack(const tpprof_stacks *st, int64_t stack_id, const char *indent,
-                        size_t max_frames) {
-    static tpprof_frame frames[MAX_FRAMES];
-    size_t n = tpprof_stacks_frames(st, stack_id, frames, MAX_FRAMES, NULL);
+                        size_t max_frames, bool from_caller) {
+    static tpprof_frame all[MAX_FRAMES];
+    size_t n = tpprof_stacks_frames(st, stack_id, all, MAX_FRAMES, NULL);
+    size_t skip = from_caller ? tpprof_stacks_first_caller(all, n) : 0;
+    tpprof_frame *frames = all + skip;
+    n -= skip;
     // Frames outside main (libc's start-up code) say nothing to a reader.
     for (size_t i = 0; i < n; i++)
         if (frames[i].function && strcmp(frames[i].function, "main") == 0) {
@@ -32,7 +35,8 @@ void tpprof_print_stack(const tpprof_stacks *st, int64_t stack_id, const char *i
         printf("%s(no stack recorded)\n", indent);
     size_t shown = n < max_frames ? n : max_frames;
     for (size_t i = 0; i < shown; i++)
-        printf("%s%s\n", indent, tpprof_frame_format(&frames[i], buf, sizeof buf));
+        printf("%s%s%s\n", indent, tpprof_frame_format(&frames[i], buf, sizeof buf),
+               i == 0 && skip ? "  (called into the runtime)" : "");
     if (n > shown)
         printf("%s... %zu more frame%s\n", indent, n - shown, n - shown == 1 ? "" : "s");
 }
@@ -198,7 +202,7 @@ static void text_storage(const tpprof_profile *p, const tpprof_tensors *t, const
             if (r->tensor_id != 0 || !tpprof_ref_is_strong(r->op))
                 continue;
             printf("        %lld x %s\n", (long long)r->count, tpprof_ref_op_name(r->op));
-            tpprof_print_stack(p->stacks, r->stack_id, "          ", 4);
+            tpprof_print_stack(p->stacks, r->stack_id, "          ", 4, true);
         }
     }
 }
@@ -211,7 +215,7 @@ static void text_groups(const tpprof_profile *p, const tpprof_ref_group *g, size
                g[i].storages == 1 ? "" : "s", tpprof_format_size(g[i].bytes, a),
                (unsigned long long)g[i].refs, g[i].refs == 1 ? "" : "s",
                tpprof_ref_op_name(g[i].op));
-        tpprof_print_stack(p->stacks, g[i].stack_id, "      ", MAX_TEXT_FRAMES);
+        tpprof_print_stack(p->stacks, g[i].stack_id, "      ", MAX_TEXT_FRAMES, true);
     }
     if (shown < n)
         printf("  ... %zu more stacks\n", n - shown);
@@ -237,7 +241,7 @@ static void text_pinned(const tpprof_profile *p, const tpprof_tensors *t, bool a
                (unsigned long long)v[i].pinned_bytes);
         (void)c;
         if (x)
-            tpprof_print_stack(p->stacks, x->created_stack, "        ", 4);
+            tpprof_print_stack(p->stacks, x->created_stack, "        ", 4, true);
     }
     if (shown < n)
         printf("    ... %zu more\n", n - shown);

@@ -174,6 +174,15 @@ char *tpprof_frame_format(const tpprof_frame *f, char *buf, size_t size);
 // The first frame of a stack formatted as above, or "(no stack)".
 char *tpprof_stacks_describe(const tpprof_stacks *st, int64_t stack_id, char *buf, size_t size);
 
+// Frames of the tensor runtime itself (a libtensorplay* module, or a tp_*
+// function): tensor, reference and allocator events are recorded inside it.
+bool tpprof_frame_is_runtime(const tpprof_frame *f);
+// The index of the first frame outside the runtime (0 when all are inside).
+size_t tpprof_stacks_first_caller(const tpprof_frame *frames, size_t n);
+// tpprof_stacks_describe of that first frame outside the runtime.
+char *tpprof_stacks_describe_caller(const tpprof_stacks *st, int64_t stack_id, char *buf,
+                                    size_t size);
+
 // ---------------------------------------------------------------------------
 // profile.c
 
@@ -504,9 +513,10 @@ void tpprof_json_finish(tpprof_json *j);
 // storages.c: report's tensor sections and the stack printers commands share
 
 // Print a stack innermost first, one frame a line after indent, at most
-// max_frames, stopping at main.
+// max_frames, stopping at main. from_caller: start at the first frame
+// outside the tensor runtime (saying how many runtime frames were skipped).
 void tpprof_print_stack(const tpprof_stacks *st, int64_t stack_id, const char *indent,
-                        size_t max_frames);
+                        size_t max_frames, bool from_caller);
 // Write "stack": [frames...] (every frame) as the next key of j.
 void tpprof_json_stack(tpprof_json *j, const tpprof_stacks *st, int64_t stack_id);
 // "850 ns", "12.5 us", "3.2 ms", "1.50 s". Writes into buf, returns buf.

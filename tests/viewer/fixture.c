@@ -119,6 +119,7 @@ enum {
     IP_MEMO = 0x401910,
     IP_KEEP_ROW = 0x401a10,
     IP_MAKE_TENSOR = 0x401b10,
+    IP_TP_RETAIN = 0x800110, // in the fake libtensorplay.so.0
 };
 
 // The tables of docs/schema-tensors.md.
@@ -152,8 +153,12 @@ static int write_tensors(sqlite3 *db, bool full) {
     int rc = exec_sql(db, tensor_schema_sql);
     if (rc == 0)
         rc = exec_fmt(db,
-                      "INSERT INTO stack_nodes VALUES (9,1,%d),(10,1,%d),(11,1,%d),(12,1,%d),(13,1,%d);"
+                      "INSERT INTO stack_nodes VALUES (9,1,%d),(10,1,%d),(11,1,%d),(12,1,%d),(13,1,%d),"
+                      "  (14,9,%d);"
+                      "INSERT INTO modules VALUES (3,'/opt/fake/libtensorplay.so.0',NULL, 8388608, "
+                      "  8388608, 8454144, 0, NULL);"
                       "INSERT INTO symbols VALUES "
+                      "(%d,0,'tp_storage_retain','/src/core/storage.c',88,'/opt/fake/libtensorplay.so.0'),"
                       "(%d,0,'cache_put','/src/app/cache.c',27,'/opt/fake/app'),"
                       "(%d,0,'extra_hold','/src/app/hold.c',15,'/opt/fake/app'),"
                       "(%d,0,'memo_remember','/src/app/memo.c',22,'/opt/fake/app'),"
@@ -161,8 +166,8 @@ static int write_tensors(sqlite3 *db, bool full) {
                       "(%d,0,'make_tensor','/src/app/tensor.c',9,'/opt/fake/app');"
                       "INSERT INTO meta VALUES ('tensors','1'),('peak_storage_bytes','6295552'),"
                       "('peak_storage_time_ns','6000')",
-                      IP_CACHE_PUT, IP_EXTRA_HOLD, IP_MEMO, IP_KEEP_ROW, IP_MAKE_TENSOR,
-                      IP_CACHE_PUT, IP_EXTRA_HOLD, IP_MEMO, IP_KEEP_ROW, IP_MAKE_TENSOR);
+                      IP_CACHE_PUT, IP_EXTRA_HOLD, IP_MEMO, IP_KEEP_ROW, IP_MAKE_TENSOR, IP_TP_RETAIN,
+                      IP_TP_RETAIN, IP_CACHE_PUT, IP_EXTRA_HOLD, IP_MEMO, IP_KEEP_ROW, IP_MAKE_TENSOR);
     // storages(id, data, nbytes, allocator, device, resizable, created_ns, created_stack,
     //   last_release_ns, data_released_ns, freed_ns, strong, weak, block_address, block_size,
     //   block_kind, block_freed_ns, at_peak, version_bumps)
@@ -191,7 +196,7 @@ static int write_tensors(sqlite3 *db, bool full) {
                       "(40, 7, 0, 0, '[524288]', '[1]', 'float32', 4, 7000, 13, NULL, 0, 0),"
                       "(41, 7, 40, 100, '[10]', '[1]', 'float32', 4, 7100, 12, NULL, 0, 0);"
                       "INSERT INTO storage_refs VALUES "
-                      "(1, 1, 9, 0, 1), (2, 1, 9, 0, 1),"
+                      "(1, 1, 14, 0, 1), (2, 1, 14, 0, 1),"
                       "(3, 0, 13, 10, 1), (3, 1, 13, 11, 1), (3, 1, 10, 0, 1),"
                       "(4, 3, 11, 0, 1),"
                       "(5, 1, 12, 20, 1),"

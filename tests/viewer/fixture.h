@@ -47,7 +47,8 @@ typedef struct fixture_options {
 //   6        2 MiB    freed at 20 us, at the peak                    30 [2, 256] strides [1024, 1]
 //   7        2 MiB    2      1                                      40 [524288], 41 [10] view of 40
 //
-// Stacks: cache_put (cache.c:27), extra_hold (hold.c:15), memo_remember
+// Stacks: cache_put (cache.c:27) called into tp_storage_retain (storage.c:88,
+// module /opt/fake/libtensorplay.so.0: a runtime frame), extra_hold (hold.c:15), memo_remember
 // (memo.c:22), keep_row (views.c:18, tensors 20, 30, 41), make_tensor
 // (tensor.c:9, storages and tensors 10, 11, 40). storage_lifetimes: cpu 3
 // storages, live sum 3000 max 2000 ns, no delay; deferred 2, live 10000/6000,
