@@ -169,6 +169,34 @@ static void free_list(char **list) {
 // ---------------------------------------------------------------------------
 // Summary
 
+// One line when the program used tensors: storages alive at exit and the
+// site of the most common reference no release matched.
+static void summarize_tensors(const tpprof_profile *p) {
+    tpprof_tensors t;
+    if (tpprof_tensors_load(p->db, &t) != 0 || !t.attached) {
+        tpprof_tensors_free(&t);
+        return;
+    }
+    uint64_t alive = 0, bytes = 0;
+    for (size_t i = 0; i < t.nstorages; i++)
+        if (tpprof_storage_alive(&t.storages[i])) {
+            alive++;
+            bytes += (uint64_t)t.storages[i].nbytes;
+        }
+    size_t ng = 0;
+    tpprof_ref_group *g = tpprof_ref_groups(&t, false, &ng);
+    char a[32], frame[512];
+    fprintf(stderr, "tpprof: tensors: %llu storage%s alive at exit (%s)",
+            (unsigned long long)alive, alive == 1 ? "" : "s", tpprof_format_size(bytes, a));
+    if (ng)
+        fprintf(stderr, "; %llu held by a %s no release matched in %s", (unsigned long long)g[0].storages,
+                tpprof_ref_op_name(g[0].op),
+                tpprof_stacks_describe_caller(p->stacks, g[0].stack_id, frame, sizeof frame));
+    fprintf(stderr, "\n");
+    free(g);
+    tpprof_tensors_free(&t);
+}
+
 static void summarize(const char *path, const char *shown_as) {
     if (tpprof_symbolize_file(path) != 0)
         fprintf(stderr, "tpprof: warning: could not symbolize %s: %s\n", shown_as, tpprof_error());
@@ -200,6 +228,7 @@ static void summarize(const char *path, const char *shown_as) {
         fprintf(stderr, "tpprof: biggest leak: %s in %s\n", tpprof_format_size(p->leaks[0].bytes, a),
                 tpprof_stacks_describe(p->stacks, p->leaks[0].stack_id, frame, sizeof frame));
     }
+    summarize_tensors(p);
     tpprof_profile_free(p);
 }
 

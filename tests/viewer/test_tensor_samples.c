@@ -55,6 +55,9 @@ static void test_cache_leak_names_cache_put_for_two_storages(void) {
     const char *db = harness_path("cache_leak.db");
     run_result r = record(db, CACHE_LEAK, NULL, NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.err, "tpprof: tensors: 2 storages alive at exit (512 KiB); 2 held by a retain no "
+                        "release matched in cache_put ("),
+          "tpprof run's summary: %s", r.err);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--storages", "--format", "json", NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
