@@ -181,7 +181,7 @@ static int64_t moment_time(const tpprof_alloc_state *s, const frag_options *o) {
 // Text
 
 static void text_state(const tpprof_profile *p, const tpprof_alloc_state *s, const frag_options *o) {
-    char a[32], b[32], c[32], d[32];
+    char a[32], b[32], c[32];
     tpprof_frag f;
     tpprof_alloc_figures(s, &f);
     printf("Allocator '%s'%s%s at %s: %s (after %zu of %zu events)\n", s->allocator,
@@ -207,8 +207,6 @@ static void text_state(const tpprof_profile *p, const tpprof_alloc_state *s, con
            f.reserved ? 100.0 * (double)f.inactive_split_bytes / (double)f.reserved : 0.0);
     printf("  free %s in total, largest free block %s\n", tpprof_format_size((uint64_t)f.free_bytes, a),
            tpprof_format_size((uint64_t)f.largest_free, b));
-    (void)c;
-    (void)d;
 
     size_t nseg = o->top && o->top < s->nsegments ? (size_t)o->top : s->nsegments;
     printf("\n  Segments (address order; a block per line, allocated ones with their stack's "

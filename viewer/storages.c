@@ -227,7 +227,7 @@ static void text_pinned(const tpprof_profile *p, const tpprof_tensors *t, bool a
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += v[i].pinned_bytes;
-    char a[32], b[32], c[32];
+    char a[32], b[32];
     printf("  %s: %s pinned in %zu storage%s\n", at_peak ? "at the peak" : "at exit",
            tpprof_format_size(total, a), n, n == 1 ? "" : "s");
     size_t shown = cap && cap < n ? cap : n;
@@ -239,7 +239,6 @@ static void text_pinned(const tpprof_profile *p, const tpprof_tensors *t, bool a
                (long long)v[i].storage_id, tpprof_format_size(v[i].storage_bytes, b),
                100.0 * (double)v[i].covered_bytes / (double)v[i].storage_bytes,
                (unsigned long long)v[i].pinned_bytes);
-        (void)c;
         if (x)
             tpprof_print_stack(p->stacks, x->created_stack, "        ", 4, true);
     }

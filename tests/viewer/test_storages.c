@@ -6,6 +6,7 @@
 #include "fixture.h"
 #include "harness.h"
 
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,6 +224,28 @@ static void test_check_gates_combine_with_the_leak_gates(void) {
     harness_result_free(&r);
 }
 
+static void test_a_damaged_tensor_table_is_one_clear_error(void) {
+    const char *db = harness_path("damaged.db");
+    fixture_options o = {.tensors = true};
+    CHECK(fixture_write(db, &o) == 0, "fixture");
+    sqlite3 *h = NULL;
+    CHECK(sqlite3_open(db, &h) == SQLITE_OK, "open");
+    CHECK(sqlite3_exec(h, "DROP TABLE tensors; CREATE TABLE tensors(id INTEGER PRIMARY KEY)", NULL,
+                       NULL, NULL) == SQLITE_OK,
+          "%s", sqlite3_errmsg(h));
+    sqlite3_close(h);
+    const char *cmds[][4] = {{"report", "--storages", NULL, NULL},
+                             {"graph", NULL, NULL, NULL},
+                             {"check", "--max-leaked-storages", "9", NULL}};
+    for (size_t i = 0; i < 3; i++) {
+        run_result r = harness_tpprof(cmds[i][0], db, cmds[i][1], cmds[i][2], NULL);
+        CHECK(r.status == 2 && harness_lines(r.err) == 1 && strstr(r.err, "reading tensors") &&
+                  (i == 2 || r.out[0] == 0),
+              "%s: status %d, stderr: %s", cmds[i][0], r.status, r.err);
+        harness_result_free(&r);
+    }
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     tensor_db = strdup(harness_path("tensors.db"));
@@ -240,6 +263,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_check_max_leaked_storages_counts_structs_alive_at_exit);
     RUN_TEST(test_check_max_inactive_split_bytes_replays_to_exit);
     RUN_TEST(test_check_gates_combine_with_the_leak_gates);
+    RUN_TEST(test_a_damaged_tensor_table_is_one_clear_error);
     free((void *)tensor_db);
     free((void *)plain_db);
     return harness_finish();
