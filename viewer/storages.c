@@ -287,6 +287,16 @@ void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *
                s->allocator ? s->allocator : "(borrowed)",
                s->data_released_ns == TPPROF_NO_TIME ? "?" : tpprof_format_ns(s->data_released_ns, b),
                (long long)s->weak);
+        size_t nr = 0;
+        const tpprof_ref *refs = tpprof_tensors_refs(t, s->id, &nr);
+        for (size_t k = 0; k < nr; k++) {
+            char frame[512];
+            if (refs[k].op != TPPROF_REF_WEAK_RETAIN)
+                continue;
+            printf("      %lld weak reference%s taken in %s\n", (long long)refs[k].count,
+                   refs[k].count == 1 ? "" : "s",
+                   tpprof_stacks_describe_caller(p->stacks, refs[k].stack_id, frame, sizeof frame));
+        }
     }
     g = tpprof_ref_groups(t, true, &ng);
     if (ng) {

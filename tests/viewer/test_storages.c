@@ -48,7 +48,9 @@ static void test_storages_text_lists_structs_held_by_weak_references(void) {
     const char *weak = strstr(r.out, "Data released, struct still held by weak references: 1 storage");
     CHECK(weak, "%s", r.out);
     if (weak) {
-        CHECK(strstr(weak, "storage #4  32.0 KiB  cpu, data released at 9.0 us, weak 1"), "%s", weak);
+        CHECK(strstr(weak, "storage #4  32.0 KiB  cpu, data released at 9.0 us, weak 1\n"
+                           "      1 weak reference taken in memo_remember (memo.c:22)\n"),
+              "%s", weak);
         CHECK(strstr(weak, "1 storage (32.0 KiB), 1 reference  weak_retain\n"
                            "      memo_remember (memo.c:22)"),
               "%s", weak);
