@@ -493,8 +493,8 @@ static void svg_state(const tpprof_profile *p, const tpprof_alloc_state *s, cons
             const tpprof_block *bl = &g->blocks[k];
             double x = SVG_LABEL + (double)(bl->address - g->address) * scale;
             double w = (double)bl->size * scale;
-            if (w < 1)
-                w = 1;
+            if (w < (bl->allocated ? 2 : 1)) // a small allocation stays visible
+                w = bl->allocated ? 2 : 1;
             printf("<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"%d\" fill=\"%s\" "
                    "stroke=\"#333\" stroke-width=\"0.5\"><title>0x%" PRIx64 " %s %s",
                    x, y, w, SVG_BAR_H,
