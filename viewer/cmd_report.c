@@ -786,7 +786,7 @@ int tpprof_cmd_report(int argc, char **argv) {
         if (o.sections & SECTION_STORAGES)
             tpprof_report_storages_text(p, &tensors, (size_t)o.top);
         if (o.sections & SECTION_LIFETIMES)
-            tpprof_report_lifetimes_text(&tensors);
+            tpprof_report_lifetimes_text(&tensors, (size_t)o.top);
         if (o.diff)
             text_diff(&diff, &o);
     }

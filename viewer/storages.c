@@ -443,7 +443,15 @@ void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const 
 
 static int64_t mean(int64_t sum, int64_t count) { return count ? sum / count : 0; }
 
-void tpprof_report_lifetimes_text(const tpprof_tensors *t) {
+static int by_delay(const void *a, const void *b) {
+    const tpprof_storage *x = *(tpprof_storage *const *)a, *y = *(tpprof_storage *const *)b;
+    int64_t dx = x->block_freed_ns - x->data_released_ns, dy = y->block_freed_ns - y->data_released_ns;
+    if (dx != dy)
+        return dx > dy ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+void tpprof_report_lifetimes_text(const tpprof_tensors *t, size_t cap) {
     char a[32], b[32], c[32], d[32];
     printf("\nDataPtr lifetimes by allocator (live: created to deleter; delay: deleter to the "
            "block freed)\n");
@@ -461,6 +469,28 @@ void tpprof_report_lifetimes_text(const tpprof_tensors *t) {
                tpprof_format_ns(mean(l->delay_ns_sum, l->count), c),
                tpprof_format_ns(l->delay_ns_max, d));
     }
+    // Per storage, where the recording kept the rows: the longest delays.
+    const tpprof_storage **v = malloc((t->nstorages + 1) * sizeof *v);
+    size_t n = 0;
+    for (size_t i = 0; v && i < t->nstorages; i++) {
+        const tpprof_storage *s = &t->storages[i];
+        if (s->data_released_ns != TPPROF_NO_TIME && s->block_freed_ns != TPPROF_NO_TIME &&
+            s->block_freed_ns > s->data_released_ns)
+            v[n++] = s;
+    }
+    if (n) {
+        qsort(v, n, sizeof *v, by_delay);
+        size_t shown = cap && cap < n ? cap : n;
+        printf("  longest release delays (of the storages the recording kept):\n");
+        for (size_t i = 0; i < shown; i++)
+            printf("    storage #%lld  %s  %s: block freed %s after the deleter ran\n",
+                   (long long)v[i]->id, tpprof_format_size((uint64_t)v[i]->nbytes, a),
+                   v[i]->allocator ? v[i]->allocator : "(borrowed)",
+                   tpprof_format_ns(v[i]->block_freed_ns - v[i]->data_released_ns, b));
+        if (shown < n)
+            printf("    ... %zu more\n", n - shown);
+    }
+    free(v);
 }
 
 void tpprof_report_lifetimes_json(tpprof_json *j, const tpprof_tensors *t, size_t cap) {

@@ -526,9 +526,9 @@ char *tpprof_format_ns(int64_t ns, char buf[32]);
 // (storages, unmatched_by_stack, weak_by_stack, pinned_views).
 void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *t, size_t cap);
 void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t);
-// The --lifetimes section and its JSON key (lifetimes; cap bounds the
-// per-storage rows of each allocator).
-void tpprof_report_lifetimes_text(const tpprof_tensors *t);
+// The --lifetimes section (with the longest per-storage release delays) and
+// its JSON key (lifetimes); cap bounds the per-storage rows.
+void tpprof_report_lifetimes_text(const tpprof_tensors *t, size_t cap);
 void tpprof_report_lifetimes_json(tpprof_json *j, const tpprof_tensors *t, size_t cap);
 
 // ---------------------------------------------------------------------------

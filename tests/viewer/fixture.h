@@ -42,7 +42,7 @@ typedef struct fixture_options {
 //   1        262144   1      1     unmatched retain in cache_put    none
 //   2        262144   1      1     unmatched retain in cache_put    none
 //   3        4096     3      1     unmatched retain in extra_hold   10 [16, 64], 11 view of 10
-//   4        32768    0      1     data released (9 us), weak ref from memo_remember
+//   4        32768    0      1     data released (9 us; block freed 12.5 us), weak ref from memo_remember
 //   5        4 MiB    1      1     at the peak too                  20 [1024] (view of freed 19)
 //   6        2 MiB    freed at 20 us, at the peak                    30 [2, 256] strides [1024, 1]
 //   7        2 MiB    2      1                                      40 [524288], 41 [10] view of 40

@@ -84,6 +84,10 @@ static void test_lifetimes_text_gives_mean_and_max_per_allocator(void) {
           "%s", r.out);
     CHECK(strstr(r.out, "  deferred             2      5.0 us      6.0 us      2.0 us      3.0 us\n"),
           "%s", r.out);
+    CHECK(strstr(r.out, "  longest release delays (of the storages the recording kept):\n"
+                        "    storage #4  32.0 KiB  cpu: block freed 3.5 us after the deleter ran\n"),
+          "storage 4's block went 3500 ns after its deleter: %s", r.out);
+    CHECK(!strstr(r.out, "storage #6"), "storage 6's block went at once: %s", r.out);
     CHECK(!strstr(r.out, "Storages alive"), "--lifetimes alone: %s", r.out);
     harness_result_free(&r);
 }
@@ -155,7 +159,7 @@ static void test_json_pinned_views_and_lifetimes(void) {
     CHECK(harness_count(j, "\"when\":\"peak\"") == 2, "two at the peak: %s", j);
     CHECK(strstr(j, "\"lifetimes\":[{\"allocator\":\"cpu\",\"count\":3,\"live_ns_mean\":1000,"
                     "\"live_ns_max\":2000,\"release_delay_ns_mean\":0,\"release_delay_ns_max\":0,"
-                    "\"storages\":[{\"id\":4,\"nbytes\":32768,\"live_ns\":5000,\"release_delay_ns\":0},"
+                    "\"storages\":[{\"id\":4,\"nbytes\":32768,\"live_ns\":5000,\"release_delay_ns\":3500},"
                     "{\"id\":6,\"nbytes\":2097152,\"live_ns\":14000,\"release_delay_ns\":0}]},"
                     "{\"allocator\":\"deferred\",\"count\":2,\"live_ns_mean\":5000,\"live_ns_max\":6000,"
                     "\"release_delay_ns_mean\":2000,\"release_delay_ns_max\":3000,\"storages\":[]}]"),
