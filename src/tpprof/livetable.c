@@ -9,12 +9,7 @@
 
 #include "writer.h"
 
-static inline uint64_t mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return x;
-}
+static inline uint64_t mix(uint64_t x) { return tpprof_live_home(x); }
 
 // ---------------------------------------------------------------------------
 // Live set.

@@ -420,6 +420,17 @@ static void apply(struct tpprof_thread *t, const uint64_t *r) {
 // ---------------------------------------------------------------------------
 // Merging the rings.
 
+static inline void prefetch_for(const uint64_t *r) {
+    int op = (int)(r[0] >> 4 & 15);
+    if (op == TPPROF_OP_WRAP || op == TPPROF_OP_NOP) return;
+    struct tpprof_livetable *lt = &tpprof_w.live;
+    if (lt->cap) __builtin_prefetch(&lt->slots[tpprof_live_home(r[1]) & (lt->cap - 1)], 1);
+    if (op == TPPROF_OP_ALLOC || op == TPPROF_OP_REALLOC) {
+        uint32_t sid = (uint32_t)r[3];
+        if (sid < cap_hint && site_hint[sid]) __builtin_prefetch(&tpprof_w.sites[site_hint[sid] - 1], 1);
+    }
+}
+
 // The threads the merge still visits, oldest first (the order sequence
 // numbers mostly come in). A thread leaves once it is gone for good (the
 // kernel no longer knows its tid: no late TLS destructor can write its ring
@@ -494,6 +505,10 @@ static uint64_t drain(bool force) {
                     if (seq < min_seq) min_seq = seq;
                     break;
                 }
+                // The next record's live-table slot and site are cache misses:
+                // start loading them while this one is applied.
+                uint64_t nx = head + (uint64_t)(tpprof_op_words(op) + extra);
+                if (nx < tail) prefetch_for(&t->ring[nx & t->mask]);
                 apply(t, r);
                 applied++;
                 if (seq == w->expected_seq) w->expected_seq++;

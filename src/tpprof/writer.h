@@ -31,6 +31,13 @@ struct tpprof_livetable {
 };
 
 TPPROF_HIDDEN struct tpprof_block *tpprof_live_insert(struct tpprof_livetable *lt, uint64_t addr, bool *existed);
+// The tables' hash (the probe start of a key, before masking).
+static inline uint64_t tpprof_live_home(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
 TPPROF_HIDDEN struct tpprof_block *tpprof_live_find(struct tpprof_livetable *lt, uint64_t addr);
 TPPROF_HIDDEN bool tpprof_live_remove(struct tpprof_livetable *lt, uint64_t addr, struct tpprof_block *out);
 
