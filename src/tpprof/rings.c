@@ -83,8 +83,11 @@ bool tpprof_ring_reserve(struct tpprof_thread *t, uint64_t words) {
     // A record never wraps: in the worst case it needs `words` more for padding.
     uint64_t cap = t->mask + 1;
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    if (TPPROF_LIKELY(tail + 2 * words - t->p_head <= cap)) return true; // no shared read
     uint64_t start = 0;
-    for (unsigned spins = 0; tail + 2 * words - atomic_load_explicit(&t->head, memory_order_acquire) > cap; spins++) {
+    for (unsigned spins = 0;; spins++) {
+        t->p_head = atomic_load_explicit(&t->head, memory_order_acquire);
+        if (tail + 2 * words - t->p_head <= cap) return true;
         if (!atomic_load_explicit(&tpprof_active, memory_order_relaxed)) return false;
         if ((spins & 255) == 255) {
             uint64_t now = tpprof_now_ns();
@@ -96,7 +99,6 @@ bool tpprof_ring_reserve(struct tpprof_thread *t, uint64_t words) {
         }
         sched_yield();
     }
-    return true;
 }
 
 void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, int n) {

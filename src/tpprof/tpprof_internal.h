@@ -127,8 +127,9 @@ TPPROF_HIDDEN void *tpprof_mem_grow(void *p, size_t old_bytes, size_t new_bytes)
 
 struct tpprof_thread {
     _Atomic uint64_t tail;      // producer: words published (monotonic)
-    char pad0[56];
-    _Atomic uint64_t head;      // consumer: words consumed (monotonic)
+    uint64_t p_head;            // producer's copy of head, refreshed when the ring looks full
+    char pad0[48];
+    _Atomic uint64_t head;      // consumer: words consumed (monotonic), published once per drain
     char pad1[56];
     uint64_t *ring;
     uint64_t mask;              // capacity - 1, in words
@@ -139,7 +140,9 @@ struct tpprof_thread {
     _Atomic int exited;
     char name[17];              // set by the thread as it exits
     struct tpprof_thread *next; // all threads ever seen, newest first
-    // Writer-owned from here.
+    // Writer-owned from here (its own cache line: written per event).
+    _Alignas(64) uint64_t w_head; // consumed so far (head is published from it)
+    uint64_t w_tail;            // last tail the writer read
     uint64_t w_last_alloc;      // address of this thread's last allocation
     uint64_t w_first_ns, w_last_ns;
     bool w_seen, w_dirty;

@@ -468,8 +468,7 @@ static void retire_threads(void) {
     uint32_t k = 0;
     for (uint32_t i = 0; i < nactive; i++) {
         struct tpprof_thread *t = active[i];
-        bool drained = atomic_load_explicit(&t->head, memory_order_relaxed) ==
-                       atomic_load_explicit(&t->tail, memory_order_acquire);
+        bool drained = t->w_head == atomic_load_explicit(&t->tail, memory_order_acquire);
         if (drained && thread_gone(t)) continue;
         active[k++] = t;
     }
@@ -480,7 +479,21 @@ static void retire_threads(void) {
 // numbers (threads that vanished mid-hook) are skipped. A record older than
 // the expected number (it was skipped as missing and came late) is applied
 // when it shows up.
+static uint64_t drain_rings(bool force);
+
+static void publish_heads(void) {
+    for (uint32_t i = 0; i < nactive; i++)
+        if (atomic_load_explicit(&active[i]->head, memory_order_relaxed) != active[i]->w_head)
+            atomic_store_explicit(&active[i]->head, active[i]->w_head, memory_order_release);
+}
+
 static uint64_t drain(bool force) {
+    uint64_t n = drain_rings(force);
+    publish_heads();
+    return n;
+}
+
+static uint64_t drain_rings(bool force) {
     struct tpprof_wstate *w = &tpprof_w;
     uint64_t applied = 0;
     int extra = tpprof_cfg.full ? 1 : 0;
@@ -490,8 +503,11 @@ static uint64_t drain(bool force) {
         uint64_t min_seq = UINT64_MAX;
         for (uint32_t ti = 0; ti < nactive; ti++) {
             struct tpprof_thread *t = active[ti];
-            uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
-            uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
+            // Writer-private copies: the shared tail is read only when the
+            // copy is used up, head is published once per drain (below).
+            uint64_t head = t->w_head;
+            uint64_t tail = t->w_tail;
+            if (head >= tail) tail = t->w_tail = atomic_load_explicit(&t->tail, memory_order_acquire);
             while (head < tail) {
                 const uint64_t *r = &t->ring[head & t->mask];
                 int op = (int)(r[0] >> 4 & 15);
@@ -515,7 +531,7 @@ static uint64_t drain(bool force) {
                 head += (uint64_t)(tpprof_op_words(op) + extra);
                 progress = true;
             }
-            atomic_store_explicit(&t->head, head, memory_order_release);
+            t->w_head = head;
         }
         if (progress) {
             stuck_since_ns = 0;
