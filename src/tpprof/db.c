@@ -44,7 +44,27 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS timeline(time_ns INTEGER PRIMARY KEY, heap_bytes INTEGER, heap_blocks INTEGER,"
     " mmap_bytes INTEGER, alloc_calls INTEGER, free_calls INTEGER, rss_bytes INTEGER);"
     "CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER NOT NULL,"
-    " op INTEGER NOT NULL, kind INTEGER, address INTEGER, size INTEGER, stack_id INTEGER, old_address INTEGER);";
+    " op INTEGER NOT NULL, kind INTEGER, address INTEGER, size INTEGER, stack_id INTEGER, old_address INTEGER);"
+    // Tensor and allocator tables (docs/schema-tensors.md).
+    "CREATE TABLE IF NOT EXISTS storages(id INTEGER PRIMARY KEY, data INTEGER, nbytes INTEGER NOT NULL, allocator TEXT,"
+    " device TEXT NOT NULL, resizable INTEGER NOT NULL, created_ns INTEGER, created_stack INTEGER NOT NULL,"
+    " last_release_ns INTEGER, data_released_ns INTEGER, freed_ns INTEGER, strong INTEGER NOT NULL,"
+    " weak INTEGER NOT NULL, block_address INTEGER, block_size INTEGER, block_kind INTEGER, block_freed_ns INTEGER,"
+    " at_peak INTEGER NOT NULL, version_bumps INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS storage_refs(storage_id INTEGER NOT NULL, op INTEGER NOT NULL,"
+    " stack_id INTEGER NOT NULL, tensor_id INTEGER NOT NULL, count INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS tensors(id INTEGER PRIMARY KEY, storage_id INTEGER NOT NULL, base_id INTEGER NOT NULL,"
+    " storage_offset INTEGER NOT NULL, sizes TEXT NOT NULL, strides TEXT NOT NULL, dtype TEXT NOT NULL,"
+    " itemsize INTEGER NOT NULL, created_ns INTEGER, created_stack INTEGER NOT NULL, freed_ns INTEGER,"
+    " version INTEGER NOT NULL, at_peak INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS refcount_sites(op INTEGER NOT NULL, stack_id INTEGER NOT NULL, count INTEGER NOT NULL,"
+    " PRIMARY KEY (op, stack_id));"
+    "CREATE TABLE IF NOT EXISTS storage_lifetimes(allocator TEXT NOT NULL PRIMARY KEY, count INTEGER,"
+    " live_ns_sum INTEGER, live_ns_max INTEGER, release_delay_ns_sum INTEGER, release_delay_ns_max INTEGER);"
+    "CREATE TABLE IF NOT EXISTS allocator_events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER,"
+    " allocator TEXT NOT NULL, action INTEGER NOT NULL, device TEXT, segment INTEGER, segment_size INTEGER,"
+    " block INTEGER, block_size INTEGER, requested INTEGER, stream INTEGER, stack_id INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS allocator_events_by_time ON allocator_events(time_ns);";
 
 // ---------------------------------------------------------------------------
 // Small helpers.
@@ -388,6 +408,13 @@ static bool put_meta(void) {
     if (ok) ok = w->end_reason ? meta_set("end_reason", w->end_reason) : meta_del("end_reason");
     if (ok) ok = meta_set("leak_scan", w->scanned ? "1" : "0");
     if (ok) ok = meta_int("dropped_events", (int64_t)atomic_load(&tpprof_dropped));
+    if (ok && atomic_load(&tpprof_obs_attached)) {
+        int64_t bytes;
+        uint64_t at;
+        tpprof_obs_peak(&bytes, &at);
+        ok = meta_set("tensors", "1") && meta_int("peak_storage_bytes", bytes) &&
+             meta_int("peak_storage_time_ns", (int64_t)at);
+    }
     return ok;
 }
 
@@ -397,7 +424,7 @@ bool tpprof_db_flush(bool final) {
     if (final) // every site's share of the peak may have changed since its last write
         for (uint32_t i = 0; i < tpprof_w.nsites; i++) tpprof_w.sites[i].dirty = true;
     bool ok = put_modules() && put_nodes() && put_threads() && put_sites() && put_samples() && put_events() &&
-              put_meta() && (!final || put_live());
+              tpprof_obs_db_put(db, final) && put_meta() && (!final || put_live());
     if (ok && final && tpprof_cfg.full) ok = exec_sql("CREATE INDEX IF NOT EXISTS events_by_address ON events(address)");
     if (!ok) {
         fail("writing");

@@ -59,6 +59,8 @@ enum tpprof_op {
     TPPROF_OP_MREMAP = 6,       // new_addr, new_len, stack, old_addr, old_len
     TPPROF_OP_REALLOC_FREE = 7, // addr: the old block of a realloc, freed
     TPPROF_OP_NOP = 8,          // a sequence number taken for nothing (failed realloc)
+    TPPROF_OP_OBS = 9,          // a runtime observer event (observe.c): kind = tp_obs_kind,
+                                // word 1 = words | refop << 8 | stack << 32, payload after
     TPPROF_OP_WRAP = 15,        // ring padding: continue at the ring's start
 };
 
@@ -75,6 +77,12 @@ static inline int tpprof_op_words(int op) {
     case TPPROF_OP_NOP: return 1;
     default: return 1;
     }
+}
+
+// Words of the record at r (observer records carry their length).
+static inline int tpprof_rec_words(const uint64_t *r) {
+    int op = (int)(r[0] >> 4 & 15);
+    return op == TPPROF_OP_OBS ? (int)(r[1] & 0xff) : tpprof_op_words(op);
 }
 
 // Record header word: seq << 8 | op << 4 | kind.
@@ -161,6 +169,11 @@ TPPROF_HIDDEN extern _Atomic uint64_t tpprof_dropped;
 // Appends one record (header + payload); space must have been reserved.
 TPPROF_HIDDEN void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, int n);
 TPPROF_HIDDEN void tpprof_threads_fork_child(void);
+
+// ---------------------------------------------------------------------------
+// Runtime observer (observe.c): 1 once libtensorplay attached our observer
+// (TPPROF_TENSORS=0 declines).
+TPPROF_HIDDEN extern _Atomic int tpprof_obs_attached;
 
 // ---------------------------------------------------------------------------
 // Stacks (unwind.c, stacks.c).

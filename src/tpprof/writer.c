@@ -112,6 +112,9 @@ static uint32_t trie_child(uint32_t parent, uint64_t ip) {
     return id;
 }
 
+static uint32_t leaf_of(uint32_t sid);
+uint32_t tpprof_writer_leaf_of(uint32_t sid) { return leaf_of(sid); }
+
 static uint32_t leaf_of(uint32_t sid) {
     struct tpprof_wstate *w = &tpprof_w;
     if (sid == 0) return 0;
@@ -230,10 +233,11 @@ static void site_sub(struct tpprof_site *s, uint64_t size, bool whole) {
     }
 }
 
-static void heap_free(struct tpprof_thread *t, uint64_t addr, bool temp_ok) {
+static void heap_free(struct tpprof_thread *t, uint64_t addr, bool temp_ok, uint64_t time) {
     struct tpprof_wstate *w = &tpprof_w;
     struct tpprof_block b;
     if (!tpprof_live_remove(&w->live, addr, &b)) return; // not ours (allocated before start)
+    if (b.backs) tpprof_obs_block_freed(addr, time);
     struct tpprof_site *s = &w->sites[b.site];
     site_sub(s, b.size, true);
     if (temp_ok && t->w_last_alloc == addr && b.thread == (uint32_t)t->index) {
@@ -252,13 +256,14 @@ static void heap_alloc(struct tpprof_thread *t, uint64_t addr, uint64_t size, ui
     bool existed;
     struct tpprof_block *b = tpprof_live_insert(&w->live, addr, &existed);
     if (b && existed) { // a free we never saw (the block came from before the start)
-        heap_free(t, addr, false);
+        heap_free(t, addr, false, time);
         b = tpprof_live_insert(&w->live, addr, &existed);
     }
     if (!b) return;
     b->size = size;
     b->site = (uint32_t)(s - w->sites);
     b->thread = (uint32_t)t->index;
+    b->backs = 0;
     b->time_ns = time;
     site_add(s, size);
     w->heap_bytes += (int64_t)size;
@@ -272,12 +277,16 @@ static uint64_t page_up(uint64_t n) { return (n + 4095) & ~(uint64_t)4095; }
 
 // Removes [lo, hi) from the live mappings (munmap, or a mapping replaced by a
 // MAP_FIXED one); a mapping cut in the middle becomes two.
-static void maps_cut(uint64_t lo, uint64_t hi) {
+static void maps_cut(uint64_t lo, uint64_t hi, uint64_t time) {
     struct tpprof_wstate *w = &tpprof_w;
     for (uint64_t i = 0; i < w->nmaps; i++) {
         struct tpprof_block *m = &w->maps[i];
         uint64_t mlo = m->addr, mhi = m->addr + m->size;
         if (hi <= mlo || lo >= mhi) continue;
+        if (m->backs) { // a storage's mapping, or part of it, is gone
+            tpprof_obs_block_freed(m->addr, time);
+            m->backs = 0;
+        }
         uint64_t clo = lo > mlo ? lo : mlo, chi = hi < mhi ? hi : mhi;
         struct tpprof_site *s = &w->sites[m->site];
         bool whole = clo == mlo && chi == mhi;
@@ -314,7 +323,7 @@ static void maps_cut(uint64_t lo, uint64_t hi) {
 static void map_add(struct tpprof_thread *t, uint64_t addr, uint64_t len, uint32_t sid, int kind, uint64_t time) {
     struct tpprof_wstate *w = &tpprof_w;
     len = page_up(len);
-    maps_cut(addr, addr + len);
+    maps_cut(addr, addr + len, time);
     struct tpprof_site *s = site_get(sid, kind);
     if (!s) return;
     if (w->nmaps == w->capmaps) {
@@ -345,8 +354,8 @@ static int map_kind_at(uint64_t addr) {
     return TPPROF_KIND_MMAP;
 }
 
-static void keep_event(struct tpprof_thread *t, uint64_t seq, int op, int kind, uint64_t time, uint64_t addr,
-                       uint64_t size, uint32_t sid, uint64_t old) {
+void tpprof_writer_keep_event(struct tpprof_thread *t, uint64_t seq, int op, int kind, uint64_t time, uint64_t addr,
+                              uint64_t size, uint32_t sid, uint64_t old) {
     struct tpprof_wstate *w = &tpprof_w;
     if (w->nevents == w->capevents) {
         uint64_t ncap = w->capevents ? w->capevents * 2 : 1 << 16;
@@ -371,7 +380,7 @@ static void apply(struct tpprof_thread *t, const uint64_t *r) {
     struct tpprof_wstate *w = &tpprof_w;
     int op = (int)(r[0] >> 4 & 15), kind = (int)(r[0] & 15);
     uint64_t seq = r[0] >> 8;
-    uint64_t time = tpprof_cfg.full ? r[tpprof_op_words(op)] : w->batch_time_ns;
+    uint64_t time = tpprof_cfg.full ? r[tpprof_rec_words(r)] : w->batch_time_ns;
     if (!t->w_seen) {
         t->w_seen = true;
         t->w_first_ns = time;
@@ -382,36 +391,39 @@ static void apply(struct tpprof_thread *t, const uint64_t *r) {
     switch (op) {
     case TPPROF_OP_MMAP:
         map_add(t, r[1], r[2], (uint32_t)r[3], kind, time);
-        if (tpprof_cfg.full) keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], 0);
+        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], 0);
         break;
     case TPPROF_OP_ALLOC:
         heap_alloc(t, r[1], r[2], (uint32_t)r[3], kind, time);
-        if (tpprof_cfg.full) keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], 0);
+        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], 0);
         break;
     case TPPROF_OP_FREE:
         w->free_calls++;
-        heap_free(t, r[1], true);
-        if (tpprof_cfg.full) keep_event(t, seq, op, 0, time, r[1], 0, 0, 0);
+        heap_free(t, r[1], true, time);
+        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, 0, time, r[1], 0, 0, 0);
         break;
     case TPPROF_OP_REALLOC_FREE:
-        heap_free(t, r[1], false);
+        heap_free(t, r[1], false, time);
         break;
     case TPPROF_OP_REALLOC:
         heap_alloc(t, r[1], r[2], (uint32_t)r[3], kind, time);
-        if (tpprof_cfg.full) keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], r[4]);
+        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], r[4]);
         break;
     case TPPROF_OP_MUNMAP:
         w->free_calls++;
-        maps_cut(r[1], r[1] + page_up(r[2]));
-        if (tpprof_cfg.full) keep_event(t, seq, op, 0, time, r[1], r[2], 0, 0);
+        maps_cut(r[1], r[1] + page_up(r[2]), time);
+        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, 0, time, r[1], r[2], 0, 0);
         break;
     case TPPROF_OP_MREMAP: {
         int k = map_kind_at(r[4]);
-        maps_cut(r[4], r[4] + page_up(r[5]));
+        maps_cut(r[4], r[4] + page_up(r[5]), time);
         map_add(t, r[1], r[2], (uint32_t)r[3], k, time);
-        if (tpprof_cfg.full) keep_event(t, seq, op, k, time, r[1], r[2], (uint32_t)r[3], r[4]);
+        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, k, time, r[1], r[2], (uint32_t)r[3], r[4]);
         break;
     }
+    case TPPROF_OP_OBS:
+        tpprof_obs_apply(t, r, time);
+        break;
     default:
         break;
     }
@@ -422,7 +434,7 @@ static void apply(struct tpprof_thread *t, const uint64_t *r) {
 
 static inline void prefetch_for(const uint64_t *r) {
     int op = (int)(r[0] >> 4 & 15);
-    if (op == TPPROF_OP_WRAP || op == TPPROF_OP_NOP) return;
+    if (op == TPPROF_OP_WRAP || op == TPPROF_OP_NOP || op == TPPROF_OP_OBS) return;
     struct tpprof_livetable *lt = &tpprof_w.live;
     if (lt->cap) __builtin_prefetch(&lt->slots[tpprof_live_home(r[1]) & (lt->cap - 1)], 1);
     if (op == TPPROF_OP_ALLOC || op == TPPROF_OP_REALLOC) {
@@ -523,12 +535,12 @@ static uint64_t drain_rings(bool force) {
                 }
                 // The next record's live-table slot and site are cache misses:
                 // start loading them while this one is applied.
-                uint64_t nx = head + (uint64_t)(tpprof_op_words(op) + extra);
+                uint64_t nx = head + (uint64_t)(tpprof_rec_words(r) + extra);
                 if (nx < tail) prefetch_for(&t->ring[nx & t->mask]);
                 apply(t, r);
                 applied++;
                 if (seq == w->expected_seq) w->expected_seq++;
-                head += (uint64_t)(tpprof_op_words(op) + extra);
+                head += (uint64_t)(tpprof_rec_words(r) + extra);
                 progress = true;
             }
             t->w_head = head;
@@ -761,6 +773,7 @@ void tpprof_writer_fork_child(const char *path) {
         tpprof_modules_mark_all_unwritten();
         w->nsamples = 0;
         w->nevents = 0;
+        tpprof_obs_fork_child();
         if (tpprof_db_open(path)) {
             db_open = true;
             next_flush_ns = 0;

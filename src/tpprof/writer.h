@@ -18,8 +18,9 @@ struct tpprof_block {
     uint64_t addr;
     uint64_t size;
     uint32_t site;          // index into tpprof_wstate.sites
-    uint32_t thread : 30;   // thread index
+    uint32_t thread : 29;   // thread index
     uint32_t reach : 2;     // 0 not scanned, 1 lost, 2 reachable
+    uint32_t backs : 1;     // holds a storage's data (storages.c wants its free)
     uint64_t time_ns;
 };
 _Static_assert(sizeof(struct tpprof_block) == 32, "live blocks are 32 bytes");
@@ -132,6 +133,30 @@ TPPROF_HIDDEN bool tpprof_db_flush(bool final);
 TPPROF_HIDDEN void tpprof_db_close(bool final);
 TPPROF_HIDDEN void tpprof_db_abandon(void); // forked child: drop the parent's handle unclosed
 TPPROF_HIDDEN uint32_t tpprof_db_tid_of(uint32_t thread_index);
+
+// ---------------------------------------------------------------------------
+// The writer's helpers for storages.c (writer.c).
+
+// The stack_nodes id of a depot stack id (0 for 0).
+TPPROF_HIDDEN uint32_t tpprof_writer_leaf_of(uint32_t sid);
+// Appends one row to `events` (full mode).
+TPPROF_HIDDEN void tpprof_writer_keep_event(struct tpprof_thread *t, uint64_t seq, int op, int kind, uint64_t time,
+                                            uint64_t addr, uint64_t size, uint32_t sid, uint64_t old);
+
+// ---------------------------------------------------------------------------
+// Tensors and allocator events (storages.c; docs/schema-tensors.md).
+
+struct sqlite3;
+// Applies one TPPROF_OP_OBS record.
+TPPROF_HIDDEN void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time);
+// A block whose `backs` bit is set was freed (or unmapped) at `time`.
+TPPROF_HIDDEN void tpprof_obs_block_freed(uint64_t addr, uint64_t time);
+// Writes allocator_events (every flush) and, when final, the storage,
+// tensor and aggregate tables; false on an SQLite error.
+TPPROF_HIDDEN bool tpprof_obs_db_put(struct sqlite3 *db, bool final);
+// The largest total of live storage data bytes and when it was reached.
+TPPROF_HIDDEN void tpprof_obs_peak(int64_t *bytes, uint64_t *time_ns);
+TPPROF_HIDDEN void tpprof_obs_fork_child(void);
 
 // ---------------------------------------------------------------------------
 // Leak scan (scan.c): sets `reach` of every live block and mapping.

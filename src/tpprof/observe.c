@@ -1,0 +1,173 @@
+// observe.c: tpprof's observer of the tensor runtime. THE HOT PATH, like hooks.c.
+//
+// libtensorplay looks up `tp_observer_provide` with dlsym(RTLD_DEFAULT) from
+// its constructor (or the program's, when linked statically) and attaches
+// the observer returned. With a shared libtensorplay that happens BEFORE
+// libtpprof's own constructors ran, so the observer is a static object and
+// the callback records nothing until recording is active (events before the
+// start are simply not seen). Each event is copied, with the calling
+// thread's stack and a global sequence number, into that thread's ring, in
+// order with the malloc records: the writer (storages.c) ties storages to
+// the blocks that back them and keeps the reference ledger. Same rules as
+// the malloc hooks: no lock, no syscall, no SQLite, no malloc; the only
+// include from the runtime is its observer ABI header. This file must not
+// interpret the events beyond copying them.
+#define _GNU_SOURCE
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tensorplay/observer.h"
+#include "tpprof_internal.h"
+
+_Atomic int tpprof_obs_attached;
+
+// Longest record: an ALLOCATOR event (12 words) or a tensor of 8 dims
+// (7 + 2 * 8); ndim above this is cut (the runtime's TP_MAX_DIMS is 8).
+#define OBS_MAX_DIMS 8
+#define OBS_MAX_WORDS 24
+
+// ---------------------------------------------------------------------------
+// Recording.
+
+static inline uint64_t full_time(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - tpprof_t0_ns;
+}
+
+// Up to 24 bytes of a name, NUL padded, into 3 words (all zero for NULL).
+static inline void put_name(uint64_t *w, const char *name) {
+    w[0] = w[1] = w[2] = 0;
+    if (!name) return;
+    char *d = (char *)w;
+    for (int i = 0; i < 23 && name[i]; i++) d[i] = name[i];
+}
+
+// Whether the runtime's event reaches `member` of the union.
+#define HAS(ev, member) ((ev)->struct_size >= offsetof(tp_obs_event, u) + sizeof((ev)->u.member))
+
+static void on_event(void *user, const tp_obs_event *ev) {
+    (void)user;
+    if (tpprof_guard || !atomic_load_explicit(&tpprof_active, memory_order_relaxed)) return;
+    tpprof_guard = 1;
+    struct tpprof_thread *t = tpprof_thread_get();
+    uint64_t w[OBS_MAX_WORDS + 1];
+    int n = 0, refop = 0;
+    bool stack = true;
+    switch (ev->kind) {
+    case TP_OBS_STORAGE_CREATED:
+        if (!HAS(ev, storage)) goto out;
+        w[2] = ev->u.storage.storage_id;
+        w[3] = ev->u.storage.data;
+        w[4] = ev->u.storage.nbytes;
+        w[5] = (uint64_t)(uint16_t)ev->u.storage.device_type | (uint64_t)(uint16_t)ev->u.storage.device_index << 16 |
+               (uint64_t)(ev->u.storage.resizable != 0) << 32 | (uint64_t)(ev->u.storage.allocator != NULL) << 33;
+        put_name(&w[6], ev->u.storage.allocator);
+        n = 9;
+        break;
+    case TP_OBS_STORAGE_DATA_SWAPPED:
+        if (!HAS(ev, storage)) goto out;
+        w[2] = ev->u.storage.storage_id;
+        w[3] = ev->u.storage.data;
+        w[4] = ev->u.storage.nbytes;
+        w[5] = ev->u.storage.old_data;
+        n = 6;
+        break;
+    case TP_OBS_STORAGE_DATA_RELEASED:
+    case TP_OBS_STORAGE_FREED:
+        if (!HAS(ev, storage)) goto out;
+        w[2] = ev->u.storage.storage_id;
+        n = 3;
+        stack = tpprof_cfg.full; // no table names these stacks; full mode's events do
+        break;
+    case TP_OBS_STORAGE_REFCOUNT:
+        if (!HAS(ev, refcount)) goto out;
+        w[2] = ev->u.refcount.storage_id;
+        w[3] = (uint64_t)ev->u.refcount.strong | (uint64_t)ev->u.refcount.weak << 32;
+        refop = (int)(ev->u.refcount.op & 0xff);
+        n = 4;
+        break;
+    case TP_OBS_TENSOR_CREATED: {
+        if (!HAS(ev, tensor)) goto out;
+        const tp_obs_tensor *x = &ev->u.tensor;
+        int nd = x->ndim < 0 ? 0 : x->ndim > OBS_MAX_DIMS ? OBS_MAX_DIMS : x->ndim;
+        w[2] = x->tensor_id;
+        w[3] = x->storage_id;
+        w[4] = x->base_id;
+        w[5] = (uint64_t)x->storage_offset;
+        w[6] = (uint64_t)nd | (uint64_t)(uint32_t)x->dtype << 8 | (uint64_t)x->itemsize << 32;
+        for (int i = 0; i < nd; i++) {
+            w[7 + i] = x->sizes ? (uint64_t)x->sizes[i] : 0;
+            w[7 + nd + i] = x->strides ? (uint64_t)x->strides[i] : 0;
+        }
+        n = 7 + 2 * nd;
+        break;
+    }
+    case TP_OBS_TENSOR_FREED:
+        if (!HAS(ev, tensor)) goto out;
+        w[2] = ev->u.tensor.tensor_id;
+        w[3] = ev->u.tensor.storage_id;
+        n = 4;
+        stack = tpprof_cfg.full;
+        break;
+    case TP_OBS_VERSION_BUMPED:
+        if (!HAS(ev, version)) goto out;
+        w[2] = ev->u.version.tensor_id;
+        w[3] = ev->u.version.version;
+        n = 4;
+        stack = tpprof_cfg.full;
+        break;
+    case TP_OBS_ALLOCATOR: {
+        if (!HAS(ev, allocator)) goto out;
+        const tp_obs_allocator_event *a = &ev->u.allocator;
+        w[2] = (uint64_t)(a->action & 0xff) | (uint64_t)(uint16_t)a->device_type << 8 |
+               (uint64_t)(uint16_t)a->device_index << 24;
+        w[3] = a->segment;
+        w[4] = a->segment_size;
+        w[5] = a->block;
+        w[6] = a->block_size;
+        w[7] = a->requested;
+        w[8] = a->stream;
+        put_name(&w[9], a->allocator);
+        n = 12;
+        break;
+    }
+    default: // a kind from a newer runtime: ignored, as the ABI asks
+        goto out;
+    }
+    if (!t) goto out;
+    uint32_t sid = stack ? tpprof_capture(tpprof_cfg.depth) : 0;
+    if (tpprof_ring_reserve(t, (uint64_t)n + 1)) {
+        uint64_t seq = atomic_fetch_add(&tpprof_seq, 1);
+        w[0] = tpprof_hdr(seq, TPPROF_OP_OBS, (int)ev->kind);
+        w[1] = (uint64_t)n | (uint64_t)refop << 8 | (uint64_t)sid << 32;
+        int k = n;
+        if (tpprof_cfg.full) w[k++] = full_time();
+        tpprof_ring_put(t, w, k);
+    }
+out:
+    tpprof_guard = 0;
+}
+
+static const tp_observer observer = {
+    .abi_version = TP_OBSERVER_ABI_VERSION,
+    .struct_size = sizeof observer,
+    .user = NULL,
+    .on_event = on_event,
+};
+
+// ---------------------------------------------------------------------------
+// The provider (exported; see tpprof.map). Called by the runtime's
+// constructor, possibly before ours: it only reads the environment.
+
+TPPROF_EXPORT const tp_observer *tp_observer_provide(uint32_t runtime_abi);
+
+const tp_observer *tp_observer_provide(uint32_t runtime_abi) {
+    if (runtime_abi != TP_OBSERVER_ABI_VERSION) return NULL;
+    const char *v = getenv("TPPROF_TENSORS");
+    if (v && strcmp(v, "0") == 0) return NULL;
+    atomic_store(&tpprof_obs_attached, 1);
+    return &observer;
+}

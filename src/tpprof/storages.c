@@ -1,0 +1,903 @@
+// storages.c: the writer's view of the tensor runtime (observe.c's records):
+// storages, tensors, the outstanding-reference ledger, allocator events and
+// their tables (docs/schema-tensors.md).
+//
+// Writer-owned like everything in writer.h: called by writer.c's apply() in
+// global sequence order, interleaved with the malloc records, so a storage's
+// data is looked up in the live table as it stood at its creation, and the
+// backing block's free is seen when it happens. Aggregate mode keeps a
+// storage or tensor record while it is alive, or while it was alive at the
+// current storage peak; when the peak moves, the records of the dead ones are
+// dropped, so memory stays bounded by what is alive. Full mode keeps all.
+// Never runs on a program thread.
+#define _GNU_SOURCE
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tensorplay/observer.h"
+#include "writer.h"
+
+// ---------------------------------------------------------------------------
+// Records.
+
+enum {
+    S_RESIZABLE = 1, S_RELEASED = 2, S_FREED = 4, S_HAS_BLOCK = 8, S_BLOCK_FREED = 16,
+    S_LIFETIME_PENDING = 32, S_LAST_RELEASE = 64, S_HAS_ALLOCATOR = 128,
+};
+
+struct obs_storage {
+    uint64_t id, data, nbytes;
+    uint64_t created_ns, last_release_ns, data_released_ns, freed_ns;
+    uint64_t block_addr, block_size, block_freed_ns;
+    uint64_t created_seq, released_seq;
+    uint32_t created_stack, strong, weak, version_bumps;
+    uint32_t refs;           // newest outstanding reference (ref pool index, 0 none)
+    uint32_t next_in_block;  // next storage (slot + 1) backed by the same block
+    uint32_t next_kept;      // peak list link (slot + 1)
+    uint32_t implicit_weak;  // thread index + 1 owing c10's implicit weak release
+    uint16_t allocator;      // index into names
+    int16_t dev_type, dev_index;
+    uint16_t block_kind;
+    uint16_t flags;
+    bool used;
+};
+
+#define MAX_DIMS 8
+struct obs_tensor {
+    uint64_t id, storage, base;
+    int64_t offset;
+    uint64_t created_ns, freed_ns, created_seq, freed_seq;
+    int64_t sizes[MAX_DIMS], strides[MAX_DIMS];
+    uint32_t created_stack, version, itemsize, next_kept;
+    int32_t dtype;
+    uint8_t ndim;
+    bool freed, used;
+};
+
+struct obs_ref {
+    uint32_t next;   // older reference of the same storage
+    uint32_t stack;  // stack_nodes id
+    uint64_t tensor; // owning tensor, 0 none
+    uint32_t op;     // 0 creation, 1 retain, 3 weak retain, 5 lock
+};
+
+struct alloc_event {
+    uint64_t seq, time_ns, segment, segment_size, block, block_size, requested, stream;
+    uint32_t thread, stack;
+    uint16_t allocator, action;
+    int16_t dev_type, dev_index;
+};
+
+struct lifetime {
+    int64_t count, live_sum, live_max, delay_sum, delay_max;
+};
+
+// A u64 (never 0) -> u32 map with deletion (ids of live records).
+struct idmap {
+    uint64_t *keys;
+    uint32_t *vals;
+    uint64_t cap, count;
+};
+
+#define MAX_NAMES 64
+#define FREED_STACK 16
+
+// Per program thread: what pairs a refcount change with a tensor.
+struct obs_thread {
+    uint64_t retain_storage; // the last event was a RETAIN of this storage...
+    uint32_t retain_ref;     // ...that made this reference
+    uint32_t nfreed;
+    struct { uint64_t tensor, storage; } freed[FREED_STACK]; // TENSOR_FREED awaiting their RELEASE
+};
+
+static struct {
+    struct obs_storage *st;
+    uint32_t nst, capst, free_st; // free list through next_kept
+    struct obs_tensor *tn;
+    uint32_t ntn, captn, free_tn;
+    struct obs_ref *refs;
+    uint32_t nrefs, caprefs, free_ref;
+    struct idmap st_ids, tn_ids;
+    struct tpprof_map by_block;   // block address -> first storage slot + 1
+    uint32_t kept_st, kept_tn;    // freed, but alive at the current peak
+    struct obs_thread *threads;
+    uint32_t capthreads;
+    char names[MAX_NAMES][24];
+    uint32_t nnames;               // names[0] is "no allocator"
+    struct lifetime lifetimes[MAX_NAMES];
+    struct tpprof_map rc_index;    // (stack << 3 | op) + 1 -> rc slot + 1
+    struct { uint32_t stack, op; int64_t count; } *rc;
+    uint32_t nrc, caprc;
+    struct alloc_event *aev;
+    uint64_t naev, capaev;
+    struct { uint64_t base, size; } *segs;
+    uint32_t nsegs, capsegs;
+    int64_t storage_bytes, peak_bytes;
+    uint64_t peak_seq, peak_ns;
+    bool seen;
+} o;
+
+// ---------------------------------------------------------------------------
+// Small containers.
+
+static inline uint64_t idmix(uint64_t x) { return tpprof_live_home(x); }
+
+static bool idmap_grow(struct idmap *m) {
+    uint64_t ncap = m->cap ? m->cap * 2 : 1 << 10;
+    uint64_t *nk = tpprof_mem_map(ncap * sizeof *nk);
+    uint32_t *nv = tpprof_mem_map(ncap * sizeof *nv);
+    if (!nk || !nv) {
+        tpprof_mem_unmap(nk, ncap * sizeof *nk);
+        tpprof_mem_unmap(nv, ncap * sizeof *nv);
+        return false;
+    }
+    for (uint64_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i]) continue;
+        uint64_t j = idmix(m->keys[i]) & (ncap - 1);
+        while (nk[j]) j = (j + 1) & (ncap - 1);
+        nk[j] = m->keys[i];
+        nv[j] = m->vals[i];
+    }
+    tpprof_mem_unmap(m->keys, m->cap * sizeof *m->keys);
+    tpprof_mem_unmap(m->vals, m->cap * sizeof *m->vals);
+    m->keys = nk;
+    m->vals = nv;
+    m->cap = ncap;
+    return true;
+}
+
+static uint32_t idmap_get(const struct idmap *m, uint64_t key) {
+    if (!m->cap || !key) return 0;
+    uint64_t j = idmix(key) & (m->cap - 1);
+    while (m->keys[j]) {
+        if (m->keys[j] == key) return m->vals[j];
+        j = (j + 1) & (m->cap - 1);
+    }
+    return 0;
+}
+
+static bool idmap_put(struct idmap *m, uint64_t key, uint32_t val) {
+    if (!key) return false;
+    if ((m->count + 1) * 2 > m->cap && !idmap_grow(m)) return false;
+    uint64_t j = idmix(key) & (m->cap - 1);
+    while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
+    if (!m->keys[j]) m->count++;
+    m->keys[j] = key;
+    m->vals[j] = val;
+    return true;
+}
+
+static void idmap_del(struct idmap *m, uint64_t key) {
+    if (!m->cap || !key) return;
+    uint64_t mask = m->cap - 1, i = idmix(key) & mask;
+    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & mask;
+    if (!m->keys[i]) return;
+    for (uint64_t j = i;;) { // backward-shift deletion
+        j = (j + 1) & mask;
+        if (!m->keys[j]) break;
+        uint64_t home = idmix(m->keys[j]) & mask;
+        bool stays = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
+        if (stays) continue;
+        m->keys[i] = m->keys[j];
+        m->vals[i] = m->vals[j];
+        i = j;
+    }
+    m->keys[i] = 0;
+    m->count--;
+}
+
+// Grows a pool array to hold index `need`; false when out of memory.
+static bool grow(void **arr, uint32_t *cap, uint32_t need, size_t elem, uint32_t first) {
+    if (need < *cap) return true;
+    uint32_t ncap = *cap ? *cap : first;
+    while (ncap <= need) ncap *= 2;
+    void *n = tpprof_mem_grow(*arr, (size_t)*cap * elem, (size_t)ncap * elem);
+    if (!n) return false;
+    *arr = n;
+    *cap = ncap;
+    return true;
+}
+
+static struct obs_thread *thread_state(uint32_t index) {
+    if (!grow((void **)&o.threads, &o.capthreads, index, sizeof *o.threads, 64)) return NULL;
+    return &o.threads[index];
+}
+
+// The name's index (0: none); names are at most 23 bytes (observe.c).
+static uint16_t name_index(const uint64_t *words, bool present) {
+    if (!present) return 0;
+    char name[24];
+    memcpy(name, words, 24);
+    name[23] = 0;
+    if (o.nnames == 0) o.nnames = 1;
+    for (uint32_t i = 1; i < o.nnames; i++)
+        if (strcmp(o.names[i], name) == 0) return (uint16_t)i;
+    if (o.nnames == MAX_NAMES) return MAX_NAMES - 1; // shares the last slot
+    memcpy(o.names[o.nnames], name, 24);
+    return (uint16_t)o.nnames++;
+}
+
+static void device_text(char *out, size_t cap, int type, int index) {
+    if (type == 0) snprintf(out, cap, "cpu");
+    else if (type == 1) snprintf(out, cap, "cuda:%d", index);
+    else snprintf(out, cap, "device%d:%d", type, index);
+}
+
+// ---------------------------------------------------------------------------
+// References.
+
+static uint32_t ref_add(struct obs_storage *s, uint32_t op, uint32_t stack) {
+    uint32_t r = o.free_ref;
+    if (r) {
+        o.free_ref = o.refs[r].next;
+    } else {
+        if (!grow((void **)&o.refs, &o.caprefs, o.nrefs + 1, sizeof *o.refs, 1024)) return 0;
+        r = ++o.nrefs;
+    }
+    o.refs[r] = (struct obs_ref){.next = s->refs, .stack = stack, .op = op};
+    s->refs = r;
+    return r;
+}
+
+// Unlinks the newest reference matching (tensor != 0: owned by it; else an
+// unowned one of the given strength); false if none.
+static bool ref_remove(struct obs_storage *s, uint64_t tensor, bool weak) {
+    uint32_t *link = &s->refs;
+    for (uint32_t r = s->refs; r; link = &o.refs[r].next, r = o.refs[r].next) {
+        struct obs_ref *x = &o.refs[r];
+        bool match = tensor ? x->tensor == tensor
+                            : x->tensor == 0 && (weak ? x->op == TP_OBS_REFOP_WEAK_RETAIN
+                                                      : x->op != TP_OBS_REFOP_WEAK_RETAIN);
+        if (!match) continue;
+        *link = x->next;
+        x->next = o.free_ref;
+        o.free_ref = r;
+        return true;
+    }
+    return false;
+}
+
+// ---------------------------------------------------------------------------
+// Record lifetime and the peak.
+
+static bool alive_at_peak(uint64_t created_seq, bool dead, uint64_t dead_seq) {
+    return o.peak_seq && created_seq <= o.peak_seq && (!dead || dead_seq > o.peak_seq);
+}
+
+static void block_unlink(struct obs_storage *s, uint32_t slot) {
+    if (!(s->flags & S_HAS_BLOCK) || (s->flags & S_BLOCK_FREED)) return;
+    uint32_t head = tpprof_map_get(&o.by_block, s->block_addr);
+    if (head == slot + 1) {
+        tpprof_map_put(&o.by_block, s->block_addr, s->next_in_block);
+        return;
+    }
+    for (uint32_t k = head; k; k = o.st[k - 1].next_in_block)
+        if (o.st[k - 1].next_in_block == slot + 1) {
+            o.st[k - 1].next_in_block = s->next_in_block;
+            return;
+        }
+}
+
+static void storage_drop(uint32_t slot) {
+    struct obs_storage *s = &o.st[slot];
+    block_unlink(s, slot);
+    while (s->refs) {
+        uint32_t r = s->refs;
+        s->refs = o.refs[r].next;
+        o.refs[r].next = o.free_ref;
+        o.free_ref = r;
+    }
+    idmap_del(&o.st_ids, s->id);
+    s->used = false;
+    s->next_kept = o.free_st;
+    o.free_st = slot + 1;
+}
+
+static void tensor_drop(uint32_t slot) {
+    struct obs_tensor *x = &o.tn[slot];
+    idmap_del(&o.tn_ids, x->id);
+    x->used = false;
+    x->next_kept = o.free_tn;
+    o.free_tn = slot + 1;
+}
+
+// A new storage peak: the records kept only for the old one go.
+static void new_peak(uint64_t seq, uint64_t time) {
+    o.peak_bytes = o.storage_bytes;
+    o.peak_seq = seq;
+    o.peak_ns = time;
+    if (tpprof_cfg.full) return;
+    while (o.kept_st) {
+        uint32_t slot = o.kept_st - 1;
+        o.kept_st = o.st[slot].next_kept;
+        storage_drop(slot);
+    }
+    while (o.kept_tn) {
+        uint32_t slot = o.kept_tn - 1;
+        o.kept_tn = o.tn[slot].next_kept;
+        tensor_drop(slot);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Backing blocks.
+
+// The host block whose range holds `data` now: a live heap block starting at
+// it, the caching allocator segment around it, or a mapping around it.
+static struct tpprof_block *block_of(uint64_t data) {
+    struct tpprof_wstate *w = &tpprof_w;
+    struct tpprof_block *b = tpprof_live_find(&w->live, data);
+    if (b) return b;
+    for (uint32_t i = 0; i < o.nsegs; i++)
+        if (data >= o.segs[i].base && data < o.segs[i].base + o.segs[i].size) {
+            b = tpprof_live_find(&w->live, o.segs[i].base);
+            if (b && data < b->addr + b->size) return b;
+        }
+    for (uint64_t i = 0; i < w->nmaps; i++)
+        if (data >= w->maps[i].addr && data < w->maps[i].addr + w->maps[i].size) return &w->maps[i];
+    return NULL;
+}
+
+static void attach_block(struct obs_storage *s, uint32_t slot) {
+    s->flags &= (uint16_t)~(S_HAS_BLOCK | S_BLOCK_FREED);
+    if (!s->data) return;
+    struct tpprof_block *b = block_of(s->data);
+    if (!b) return;
+    b->backs = 1;
+    s->block_addr = b->addr;
+    s->block_size = b->size;
+    s->block_kind = tpprof_w.sites[b->site].kind;
+    s->flags |= S_HAS_BLOCK;
+    s->next_in_block = tpprof_map_get(&o.by_block, b->addr);
+    tpprof_map_put(&o.by_block, b->addr, slot + 1);
+}
+
+static void lifetime_add_delay(struct obs_storage *s, uint64_t delay) {
+    struct lifetime *l = &o.lifetimes[s->allocator];
+    l->delay_sum += (int64_t)delay;
+    if ((int64_t)delay > l->delay_max) l->delay_max = (int64_t)delay;
+    s->flags &= (uint16_t)~S_LIFETIME_PENDING;
+}
+
+void tpprof_obs_block_freed(uint64_t addr, uint64_t time) {
+    uint32_t k = tpprof_map_get(&o.by_block, addr);
+    if (!k) return;
+    while (k) {
+        struct obs_storage *s = &o.st[k - 1];
+        k = s->next_in_block;
+        s->next_in_block = 0;
+        s->flags |= S_BLOCK_FREED;
+        s->block_freed_ns = time;
+        if (s->flags & S_LIFETIME_PENDING) lifetime_add_delay(s, time - s->data_released_ns);
+    }
+    tpprof_map_put(&o.by_block, addr, 0);
+}
+
+// ---------------------------------------------------------------------------
+// Applying one observer record (writer.c's apply, in sequence order).
+
+static uint32_t new_storage_slot(void) {
+    if (o.free_st) {
+        uint32_t slot = o.free_st - 1;
+        o.free_st = o.st[slot].next_kept;
+        return slot;
+    }
+    if (!grow((void **)&o.st, &o.capst, o.nst, sizeof *o.st, 1024)) return UINT32_MAX;
+    return o.nst++;
+}
+
+static uint32_t new_tensor_slot(void) {
+    if (o.free_tn) {
+        uint32_t slot = o.free_tn - 1;
+        o.free_tn = o.tn[slot].next_kept;
+        return slot;
+    }
+    if (!grow((void **)&o.tn, &o.captn, o.ntn, sizeof *o.tn, 1024)) return UINT32_MAX;
+    return o.ntn++;
+}
+
+static struct obs_storage *storage_get(uint64_t id, uint32_t *slot) {
+    uint32_t k = idmap_get(&o.st_ids, id);
+    if (!k) return NULL;
+    *slot = k - 1;
+    return &o.st[k - 1];
+}
+
+static void rc_count(uint32_t op, uint32_t stack) {
+    uint64_t key = ((uint64_t)stack << 3 | op) + 1;
+    uint32_t k = tpprof_map_get(&o.rc_index, key);
+    if (!k) {
+        if (!grow((void **)&o.rc, &o.caprc, o.nrc, sizeof *o.rc, 256)) return;
+        o.rc[o.nrc].stack = stack;
+        o.rc[o.nrc].op = op;
+        o.rc[o.nrc].count = 0;
+        if (!tpprof_map_put(&o.rc_index, key, o.nrc + 1)) return;
+        k = ++o.nrc;
+    }
+    o.rc[k - 1].count++;
+}
+
+static void on_storage_created(const uint64_t *r, uint64_t seq, uint64_t time, uint32_t stack) {
+    uint32_t slot = new_storage_slot();
+    if (slot == UINT32_MAX) return;
+    struct obs_storage *s = &o.st[slot];
+    memset(s, 0, sizeof *s);
+    s->used = true;
+    s->id = r[2];
+    s->data = r[3];
+    s->nbytes = r[4];
+    s->dev_type = (int16_t)(r[5] & 0xffff);
+    s->dev_index = (int16_t)(r[5] >> 16 & 0xffff);
+    if (r[5] >> 32 & 1) s->flags |= S_RESIZABLE;
+    s->allocator = name_index(&r[6], r[5] >> 33 & 1);
+    s->created_ns = time;
+    s->created_seq = seq;
+    s->created_stack = stack;
+    s->strong = s->weak = 1;
+    if (!idmap_put(&o.st_ids, s->id, slot + 1)) {
+        s->used = false;
+        s->next_kept = o.free_st;
+        o.free_st = slot + 1;
+        return;
+    }
+    ref_add(s, 0, stack);
+    attach_block(s, slot);
+    o.storage_bytes += (int64_t)s->nbytes;
+    if (o.storage_bytes > o.peak_bytes) new_peak(seq, time);
+}
+
+static void on_refcount(struct obs_thread *th, uint32_t tindex, const uint64_t *r, uint32_t refop, uint64_t time,
+                        uint32_t stack) {
+    rc_count(refop, stack);
+    uint32_t slot;
+    struct obs_storage *s = storage_get(r[2], &slot);
+    if (!s) return;
+    s->strong = (uint32_t)r[3];
+    s->weak = (uint32_t)(r[3] >> 32);
+    switch (refop) {
+    case TP_OBS_REFOP_RETAIN: {
+        uint32_t ref = ref_add(s, refop, stack);
+        if (th && ref) {
+            th->retain_storage = s->id;
+            th->retain_ref = ref;
+        }
+        return; // keeps the pending retain for a TENSOR_CREATED
+    }
+    case TP_OBS_REFOP_LOCK:
+    case TP_OBS_REFOP_WEAK_RETAIN:
+        ref_add(s, refop, stack);
+        break;
+    case TP_OBS_REFOP_RELEASE: {
+        uint64_t owner = 0;
+        if (th) // the newest freed tensor of this storage on this thread owns it
+            for (uint32_t i = th->nfreed; i-- > 0;)
+                if (th->freed[i].storage == s->id) {
+                    owner = th->freed[i].tensor;
+                    memmove(&th->freed[i], &th->freed[i + 1], (th->nfreed - i - 1) * sizeof th->freed[0]);
+                    th->nfreed--;
+                    break;
+                }
+        if (!owner || !ref_remove(s, owner, false)) ref_remove(s, 0, false);
+        if (s->strong == 0) {
+            s->flags |= S_LAST_RELEASE;
+            s->last_release_ns = time;
+            s->implicit_weak = tindex + 1;
+        }
+        break;
+    }
+    case TP_OBS_REFOP_WEAK_RELEASE:
+        if (s->strong == 0 && s->implicit_weak == tindex + 1) s->implicit_weak = 0; // c10's +1
+        else ref_remove(s, 0, true);
+        break;
+    default:
+        break;
+    }
+    if (th) th->retain_storage = 0;
+}
+
+static void on_data_released(const uint64_t *r, uint64_t seq, uint64_t time) {
+    uint32_t slot;
+    struct obs_storage *s = storage_get(r[2], &slot);
+    if (!s || (s->flags & S_RELEASED)) return;
+    s->flags |= S_RELEASED;
+    s->data_released_ns = time;
+    s->released_seq = seq;
+    o.storage_bytes -= (int64_t)s->nbytes;
+    struct lifetime *l = &o.lifetimes[s->allocator];
+    uint64_t live = time - s->created_ns;
+    l->count++;
+    l->live_sum += (int64_t)live;
+    if ((int64_t)live > l->live_max) l->live_max = (int64_t)live;
+    if ((s->flags & S_HAS_BLOCK) && !(s->flags & S_BLOCK_FREED)) s->flags |= S_LIFETIME_PENDING;
+    else lifetime_add_delay(s, 0);
+}
+
+static void on_storage_freed(const uint64_t *r, uint64_t seq, uint64_t time) {
+    uint32_t slot;
+    struct obs_storage *s = storage_get(r[2], &slot);
+    if (!s) return;
+    if (!(s->flags & S_RELEASED)) on_data_released(r, seq, time);
+    s->flags |= S_FREED;
+    s->freed_ns = time;
+    s->implicit_weak = 0;
+    if (tpprof_cfg.full) return;
+    if (alive_at_peak(s->created_seq, true, s->released_seq)) {
+        s->next_kept = o.kept_st;
+        o.kept_st = slot + 1;
+        idmap_del(&o.st_ids, s->id); // the id may not come again, but the record is history now
+    } else {
+        storage_drop(slot);
+    }
+}
+
+static void on_data_swapped(const uint64_t *r, uint64_t seq, uint64_t time) {
+    uint32_t slot;
+    struct obs_storage *s = storage_get(r[2], &slot);
+    if (!s) return;
+    block_unlink(s, slot);
+    o.storage_bytes += (int64_t)r[4] - (int64_t)s->nbytes;
+    s->data = r[3];
+    s->nbytes = r[4];
+    attach_block(s, slot);
+    if (o.storage_bytes > o.peak_bytes) new_peak(seq, time);
+}
+
+static void on_tensor_created(struct obs_thread *th, const uint64_t *r, uint64_t seq, uint64_t time, uint32_t stack) {
+    if (th && th->retain_storage == r[3] && th->retain_ref) o.refs[th->retain_ref].tensor = r[2];
+    uint32_t slot = new_tensor_slot();
+    if (slot == UINT32_MAX) return;
+    struct obs_tensor *x = &o.tn[slot];
+    memset(x, 0, sizeof *x);
+    x->used = true;
+    x->id = r[2];
+    x->storage = r[3];
+    x->base = r[4];
+    x->offset = (int64_t)r[5];
+    int nd = (int)(r[6] & 0xff);
+    if (nd > MAX_DIMS) nd = MAX_DIMS;
+    x->ndim = (uint8_t)nd;
+    x->dtype = (int32_t)(uint32_t)(r[6] >> 8 & 0xffffff);
+    x->itemsize = (uint32_t)(r[6] >> 32);
+    for (int i = 0; i < nd; i++) {
+        x->sizes[i] = (int64_t)r[7 + i];
+        x->strides[i] = (int64_t)r[7 + nd + i];
+    }
+    x->created_ns = time;
+    x->created_seq = seq;
+    x->created_stack = stack;
+    if (!idmap_put(&o.tn_ids, x->id, slot + 1)) {
+        x->used = false;
+        x->next_kept = o.free_tn;
+        o.free_tn = slot + 1;
+    }
+}
+
+static void on_tensor_freed(struct obs_thread *th, const uint64_t *r, uint64_t seq, uint64_t time) {
+    if (th) {
+        if (th->nfreed == FREED_STACK) { // deeper than any release chain: forget the oldest
+            memmove(&th->freed[0], &th->freed[1], (FREED_STACK - 1) * sizeof th->freed[0]);
+            th->nfreed--;
+        }
+        th->freed[th->nfreed].tensor = r[2];
+        th->freed[th->nfreed].storage = r[3];
+        th->nfreed++;
+    }
+    uint32_t k = idmap_get(&o.tn_ids, r[2]);
+    if (!k) return;
+    uint32_t slot = k - 1;
+    struct obs_tensor *x = &o.tn[slot];
+    x->freed = true;
+    x->freed_ns = time;
+    x->freed_seq = seq;
+    if (tpprof_cfg.full) return;
+    idmap_del(&o.tn_ids, x->id);
+    if (alive_at_peak(x->created_seq, false, 0)) {
+        x->next_kept = o.kept_tn;
+        o.kept_tn = slot + 1;
+    } else {
+        x->used = false;
+        x->next_kept = o.free_tn;
+        o.free_tn = slot + 1;
+    }
+}
+
+static void on_version(const uint64_t *r) {
+    uint32_t k = idmap_get(&o.tn_ids, r[2]);
+    if (!k) return;
+    struct obs_tensor *x = &o.tn[k - 1];
+    x->version = (uint32_t)r[3];
+    uint32_t slot;
+    struct obs_storage *s = storage_get(x->storage, &slot);
+    if (s) s->version_bumps++;
+}
+
+static void on_allocator(struct tpprof_thread *t, const uint64_t *r, uint64_t seq, uint64_t time, uint32_t stack) {
+    uint32_t action = (uint32_t)(r[2] & 0xff);
+    if (action == TP_OBS_ALLOC_SEGMENT_RESERVE) {
+        uint32_t n = o.nsegs;
+        if (grow((void **)&o.segs, &o.capsegs, n, sizeof *o.segs, 64)) {
+            o.segs[n].base = r[3];
+            o.segs[n].size = r[4];
+            o.nsegs++;
+        }
+    } else if (action == TP_OBS_ALLOC_SEGMENT_RELEASE) {
+        for (uint32_t i = 0; i < o.nsegs; i++)
+            if (o.segs[i].base == r[3]) {
+                o.segs[i] = o.segs[--o.nsegs];
+                break;
+            }
+    }
+    if (o.naev == o.capaev) {
+        uint64_t ncap = o.capaev ? o.capaev * 2 : 4096;
+        struct alloc_event *n = tpprof_mem_grow(o.aev, o.capaev * sizeof *n, ncap * sizeof *n);
+        if (!n) return;
+        o.aev = n;
+        o.capaev = ncap;
+    }
+    struct alloc_event *e = &o.aev[o.naev++];
+    e->seq = seq;
+    e->time_ns = time;
+    e->thread = (uint32_t)t->index;
+    e->stack = stack;
+    e->allocator = name_index(&r[9], true);
+    e->action = (uint16_t)action;
+    e->dev_type = (int16_t)(r[2] >> 8 & 0xffff);
+    e->dev_index = (int16_t)(r[2] >> 24 & 0xffff);
+    e->segment = r[3];
+    e->segment_size = r[4];
+    e->block = r[5];
+    e->block_size = r[6];
+    e->requested = r[7];
+    e->stream = r[8];
+}
+
+void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time) {
+    int kind = (int)(r[0] & 15);
+    uint64_t seq = r[0] >> 8;
+    uint32_t refop = (uint32_t)(r[1] >> 8 & 0xff);
+    uint32_t sid = (uint32_t)(r[1] >> 32);
+    uint32_t stack = sid ? tpprof_writer_leaf_of(sid) : 0;
+    uint32_t tindex = (uint32_t)t->index;
+    struct obs_thread *th = thread_state(tindex);
+    o.seen = true;
+    if (kind != TP_OBS_STORAGE_REFCOUNT && kind != TP_OBS_TENSOR_CREATED && th) th->retain_storage = 0;
+    switch (kind) {
+    case TP_OBS_STORAGE_CREATED: on_storage_created(r, seq, time, stack); break;
+    case TP_OBS_STORAGE_REFCOUNT: on_refcount(th, tindex, r, refop, time, stack); break;
+    case TP_OBS_STORAGE_DATA_RELEASED: on_data_released(r, seq, time); break;
+    case TP_OBS_STORAGE_FREED: on_storage_freed(r, seq, time); break;
+    case TP_OBS_STORAGE_DATA_SWAPPED: on_data_swapped(r, seq, time); break;
+    case TP_OBS_TENSOR_CREATED: on_tensor_created(th, r, seq, time, stack); break;
+    case TP_OBS_TENSOR_FREED: on_tensor_freed(th, r, seq, time); break;
+    case TP_OBS_VERSION_BUMPED: on_version(r); break;
+    case TP_OBS_ALLOCATOR: on_allocator(t, r, seq, time, stack); break;
+    default: break;
+    }
+    if (kind == TP_OBS_TENSOR_CREATED && th) th->retain_storage = 0;
+    if (tpprof_cfg.full && kind >= TP_OBS_STORAGE_CREATED && kind <= TP_OBS_VERSION_BUMPED) {
+        // events rows: op 10.. as docs/schema-tensors.md lists them.
+        static const int op_of[] = {0, 10, 11, 12, 13, 0, 14, 15, 16};
+        uint64_t addr = r[2], size = 0, old = 0;
+        int k = 0;
+        switch (kind) {
+        case TP_OBS_STORAGE_CREATED: size = r[4]; old = r[3]; break;
+        case TP_OBS_STORAGE_REFCOUNT: size = r[3] & 0xffffffffu; old = r[3] >> 32; k = (int)refop; break;
+        case TP_OBS_TENSOR_CREATED: size = r[3]; old = r[4]; break;
+        case TP_OBS_TENSOR_FREED: size = r[3]; break;
+        case TP_OBS_VERSION_BUMPED: size = r[3]; break;
+        default: break;
+        }
+        if (op_of[kind]) tpprof_writer_keep_event(t, seq, op_of[kind], k, time, addr, size, sid, old);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Output (db.c calls this inside its flush transaction).
+
+static bool step(sqlite3_stmt *st) {
+    bool ok = sqlite3_step(st) == SQLITE_DONE;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return ok;
+}
+
+static void bind_time(sqlite3_stmt *st, int col, bool set, uint64_t v) {
+    if (set) sqlite3_bind_int64(st, col, (sqlite3_int64)v);
+    else sqlite3_bind_null(st, col);
+}
+
+static void dims_json(char *out, size_t cap, const int64_t *v, int n) {
+    size_t k = 0;
+    out[k++] = '[';
+    for (int i = 0; i < n && k + 24 < cap; i++)
+        k += (size_t)snprintf(out + k, cap - k, i ? ", %lld" : "%lld", (long long)v[i]);
+    out[k++] = ']';
+    out[k] = 0;
+}
+
+static const char *const dtype_names[] = {"float32", "float64", "float16", "bfloat16", "int8", "int16",
+                                          "int32", "int64", "uint8", "bool"};
+
+static bool put_allocator_events(sqlite3 *db) {
+    if (!o.naev) return true;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO allocator_events(seq, time_ns, tid, allocator, action, device,"
+                               " segment, segment_size, block, block_size, requested, stream, stack_id)"
+                               " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint64_t i = 0; i < o.naev && ok; i++) {
+        const struct alloc_event *e = &o.aev[i];
+        char dev[32];
+        device_text(dev, sizeof dev, e->dev_type, e->dev_index);
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)e->seq);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)e->time_ns);
+        sqlite3_bind_int64(st, 3, tpprof_db_tid_of(e->thread));
+        sqlite3_bind_text(st, 4, e->allocator ? o.names[e->allocator] : "", -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 5, e->action);
+        sqlite3_bind_text(st, 6, dev, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 7, (sqlite3_int64)e->segment);
+        sqlite3_bind_int64(st, 8, (sqlite3_int64)e->segment_size);
+        sqlite3_bind_int64(st, 9, (sqlite3_int64)e->block);
+        sqlite3_bind_int64(st, 10, (sqlite3_int64)e->block_size);
+        sqlite3_bind_int64(st, 11, (sqlite3_int64)e->requested);
+        sqlite3_bind_int64(st, 12, (sqlite3_int64)e->stream);
+        sqlite3_bind_int64(st, 13, e->stack);
+        ok = step(st);
+    }
+    sqlite3_finalize(st);
+    if (ok) o.naev = 0;
+    return ok;
+}
+
+static bool put_storages(sqlite3 *db) {
+    sqlite3_stmt *st, *rs;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO storages(id, data, nbytes, allocator, device, resizable,"
+                               " created_ns, created_stack, last_release_ns, data_released_ns, freed_ns, strong, weak,"
+                               " block_address, block_size, block_kind, block_freed_ns, at_peak, version_bumps)"
+                               " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    if (sqlite3_prepare_v2(db, "INSERT INTO storage_refs(storage_id, op, stack_id, tensor_id, count) VALUES(?,?,?,?,?)",
+                           -1, &rs, NULL) != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return false;
+    }
+    bool ok = true;
+    for (uint32_t i = 0; i < o.nst && ok; i++) {
+        const struct obs_storage *s = &o.st[i];
+        if (!s->used) continue;
+        char dev[32];
+        device_text(dev, sizeof dev, s->dev_type, s->dev_index);
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)s->id);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)s->data);
+        sqlite3_bind_int64(st, 3, (sqlite3_int64)s->nbytes);
+        if (s->allocator) sqlite3_bind_text(st, 4, o.names[s->allocator], -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, dev, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(st, 6, (s->flags & S_RESIZABLE) != 0);
+        sqlite3_bind_int64(st, 7, (sqlite3_int64)s->created_ns);
+        sqlite3_bind_int64(st, 8, s->created_stack);
+        bind_time(st, 9, s->flags & S_LAST_RELEASE, s->last_release_ns);
+        bind_time(st, 10, s->flags & S_RELEASED, s->data_released_ns);
+        bind_time(st, 11, s->flags & S_FREED, s->freed_ns);
+        sqlite3_bind_int64(st, 12, s->strong);
+        sqlite3_bind_int64(st, 13, s->weak);
+        if (s->flags & S_HAS_BLOCK) {
+            sqlite3_bind_int64(st, 14, (sqlite3_int64)s->block_addr);
+            sqlite3_bind_int64(st, 15, (sqlite3_int64)s->block_size);
+            sqlite3_bind_int64(st, 16, s->block_kind);
+        }
+        bind_time(st, 17, s->flags & S_BLOCK_FREED, s->block_freed_ns);
+        sqlite3_bind_int(st, 18, alive_at_peak(s->created_seq, s->flags & S_RELEASED, s->released_seq));
+        sqlite3_bind_int64(st, 19, s->version_bumps);
+        ok = step(st);
+        // Grouped by (op, stack, tensor): each group is written at its newest member.
+        for (uint32_t r = s->refs; r && ok; r = o.refs[r].next) {
+            const struct obs_ref *x = &o.refs[r];
+            bool seen = false;
+            for (uint32_t q = s->refs; q != r && !seen; q = o.refs[q].next)
+                seen = o.refs[q].op == x->op && o.refs[q].stack == x->stack && o.refs[q].tensor == x->tensor;
+            if (seen) continue;
+            int64_t count = 0;
+            for (uint32_t q = r; q; q = o.refs[q].next)
+                count += o.refs[q].op == x->op && o.refs[q].stack == x->stack && o.refs[q].tensor == x->tensor;
+            sqlite3_bind_int64(rs, 1, (sqlite3_int64)s->id);
+            sqlite3_bind_int64(rs, 2, x->op);
+            sqlite3_bind_int64(rs, 3, x->stack);
+            sqlite3_bind_int64(rs, 4, (sqlite3_int64)x->tensor);
+            sqlite3_bind_int64(rs, 5, count);
+            ok = step(rs);
+        }
+    }
+    sqlite3_finalize(st);
+    sqlite3_finalize(rs);
+    return ok;
+}
+
+static bool put_tensors(sqlite3 *db) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO tensors(id, storage_id, base_id, storage_offset, sizes, strides,"
+                               " dtype, itemsize, created_ns, created_stack, freed_ns, version, at_peak)"
+                               " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint32_t i = 0; i < o.ntn && ok; i++) {
+        const struct obs_tensor *x = &o.tn[i];
+        if (!x->used) continue;
+        char sizes[256], strides[256], dt[32];
+        dims_json(sizes, sizeof sizes, x->sizes, x->ndim);
+        dims_json(strides, sizeof strides, x->strides, x->ndim);
+        if (x->dtype >= 0 && x->dtype < (int)(sizeof dtype_names / sizeof *dtype_names))
+            snprintf(dt, sizeof dt, "%s", dtype_names[x->dtype]);
+        else
+            snprintf(dt, sizeof dt, "dtype%d", x->dtype);
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)x->id);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)x->storage);
+        sqlite3_bind_int64(st, 3, (sqlite3_int64)x->base);
+        sqlite3_bind_int64(st, 4, x->offset);
+        sqlite3_bind_text(st, 5, sizes, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 6, strides, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 7, dt, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 8, x->itemsize);
+        sqlite3_bind_int64(st, 9, (sqlite3_int64)x->created_ns);
+        sqlite3_bind_int64(st, 10, x->created_stack);
+        bind_time(st, 11, x->freed, x->freed_ns);
+        sqlite3_bind_int64(st, 12, x->version);
+        sqlite3_bind_int(st, 13, alive_at_peak(x->created_seq, x->freed, x->freed_seq));
+        ok = step(st);
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static bool put_aggregates(sqlite3 *db) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO refcount_sites(op, stack_id, count) VALUES(?,?,?)", -1, &st,
+                           NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint32_t i = 0; i < o.nrc && ok; i++) {
+        sqlite3_bind_int64(st, 1, o.rc[i].op);
+        sqlite3_bind_int64(st, 2, o.rc[i].stack);
+        sqlite3_bind_int64(st, 3, o.rc[i].count);
+        ok = step(st);
+    }
+    sqlite3_finalize(st);
+    if (!ok) return false;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO storage_lifetimes(allocator, count, live_ns_sum, live_ns_max,"
+                               " release_delay_ns_sum, release_delay_ns_max) VALUES(?,?,?,?,?,?)", -1, &st,
+                           NULL) != SQLITE_OK)
+        return false;
+    for (uint32_t i = 0; i < MAX_NAMES && ok; i++) {
+        const struct lifetime *l = &o.lifetimes[i];
+        if (!l->count) continue;
+        sqlite3_bind_text(st, 1, i ? o.names[i] : "(borrowed)", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, l->count);
+        sqlite3_bind_int64(st, 3, l->live_sum);
+        sqlite3_bind_int64(st, 4, l->live_max);
+        sqlite3_bind_int64(st, 5, l->delay_sum);
+        sqlite3_bind_int64(st, 6, l->delay_max);
+        ok = step(st);
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static bool exec_sql(sqlite3 *db, const char *sql) { return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK; }
+
+bool tpprof_obs_db_put(sqlite3 *db, bool final) {
+    if (!put_allocator_events(db)) return false;
+    if (!final) return true;
+    // The final state replaces whatever an earlier image (a forked parent) wrote.
+    return exec_sql(db, "DELETE FROM storages; DELETE FROM storage_refs; DELETE FROM tensors;") &&
+           put_storages(db) && put_tensors(db) && put_aggregates(db);
+}
+
+void tpprof_obs_peak(int64_t *bytes, uint64_t *time_ns) {
+    *bytes = o.peak_bytes;
+    *time_ns = o.peak_ns;
+}
+
+// A forked child's database starts empty of allocator events: the parent's
+// are in the parent's file.
+void tpprof_obs_fork_child(void) { o.naev = 0; }
