@@ -577,6 +577,281 @@ static void test_vfork(char *prog) {
           "recording went on after the vfork children");
 }
 
+
+// ---------------------------------------------------------------------------
+// Tensors (the runtime's observer; docs/schema-tensors.md).
+
+// Runs prog under the preload into NAME.db and opens it; false if not there.
+static bool record_tensors(const char *name, char *const argv[], const char *env, struct result *r) {
+    char out[600];
+    db_path(out, sizeof out, name);
+    *r = run(out, argv, env);
+    CHECK(r->status == 0, "%s exit status %d: %s", name, r->status, r->err);
+    if (!open_db(out)) {
+        CHECK(false, "no database for %s", name);
+        return false;
+    }
+    expect_complete(name);
+    CHECK(qi("SELECT value FROM meta WHERE key = 'tensors'") == 1, "%s: meta.tensors = 1", name);
+    return true;
+}
+
+// Whether some frame of stack `id` lies in function fn.
+static bool stack_has(int64_t id, const char *fn) {
+    int64_t ips[64];
+    int n = stack_ips(id, ips, 64);
+    for (int i = 0; i < n; i++)
+        if (ip_in(ips[i], fn, NULL)) return true;
+    return false;
+}
+
+// Stack ids of storage_refs rows matching `where`, into ids (at most max).
+static int ref_stacks(const char *where, int64_t *ids, int max) {
+    sqlite3_stmt *st;
+    char *sql = sqlite3_mprintf("SELECT stack_id FROM storage_refs WHERE %s", where);
+    int n = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        while (n < max && sqlite3_step(st) == SQLITE_ROW) ids[n++] = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_free(sql);
+    return n;
+}
+
+static void test_cache_leak(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record_tensors("cache_leak.db", argv, NULL, &r)) return;
+    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 2, "two storages alive at exit (%lld)",
+          (long long)qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL"));
+    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL AND nbytes = 262144 AND strong = 1 AND "
+             "data_released_ns IS NULL") == 2, "both 256 KiB, one strong reference, data alive");
+    CHECK(qi("SELECT count(*) FROM storage_refs") == 2, "one outstanding reference each (%lld rows)",
+          (long long)qi("SELECT count(*) FROM storage_refs"));
+    CHECK(qi("SELECT count(*) FROM storage_refs r JOIN storages s ON s.id = r.storage_id WHERE r.op = 1 AND "
+             "r.tensor_id = 0 AND r.count = 1 AND s.freed_ns IS NULL") == 2, "each an unmatched retain");
+    int64_t ids[8];
+    int n = ref_stacks("op = 1 AND tensor_id = 0", ids, 8);
+    for (int i = 0; i < n; i++) CHECK(stack_has(ids[i], "cache_put"), "retain %d was taken in cache_put", i);
+    CHECK(qi("SELECT count(*) FROM refcount_sites WHERE op = 1 AND count = 8") >= 1,
+          "the cache's 8 retains share one site");
+}
+
+static void test_weak_refs(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record_tensors("weak_refs.db", argv, NULL, &r)) return;
+    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 5, "five structs alive");
+    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL AND data_released_ns IS NOT NULL AND strong = 0 "
+             "AND weak = 1 AND last_release_ns IS NOT NULL") == 5, "data released, strong 0, weak 1 each");
+    CHECK(qi("SELECT count(*) FROM storage_refs") == 5 &&
+              qi("SELECT count(*) FROM storage_refs WHERE op = 3 AND tensor_id = 0 AND count = 1") == 5,
+          "one weak retain each, nothing else");
+    int64_t ids[8];
+    int n = ref_stacks("op = 3", ids, 8);
+    CHECK(n == 5, "5 weak retains");
+    for (int i = 0; i < n; i++) CHECK(stack_has(ids[i], "memo_remember"), "weak retain %d in memo_remember", i);
+}
+
+static void test_small_views(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record_tensors("small_views.db", argv, NULL, &r)) return;
+    // At the peak (step 5's relu): the 5 activations pinned by the rows kept
+    // at steps 0-4, plus step 5's input and activation.
+    CHECK(qi("SELECT count(*) FROM storages WHERE at_peak AND nbytes = 4194304") == 7, "7 x 4 MiB at the peak (%lld)",
+          (long long)qi("SELECT count(*) FROM storages WHERE at_peak AND nbytes = 4194304"));
+    CHECK(qi("SELECT value FROM meta WHERE key = 'peak_storage_bytes'") >= 7 * 4194304 &&
+              qi("SELECT value FROM meta WHERE key = 'peak_storage_bytes'") < 7 * 4194304 + 65536,
+          "peak_storage_bytes");
+    const char *pinned = "SELECT count(*) FROM storages s WHERE s.at_peak AND s.nbytes = 4194304 AND "
+                         "(SELECT count(*) FROM tensors t WHERE t.storage_id = s.id AND t.at_peak AND "
+                         "t.sizes = '[1024]' AND t.strides = '[1]' AND t.dtype = 'float32' AND t.base_id != 0) = 1";
+    CHECK(qi("%s", pinned) == 5, "5 of them pinned by one 1024-element view each (%lld)", (long long)qi("%s", pinned));
+    CHECK(qi("SELECT count(*) FROM tensors t WHERE t.at_peak AND t.sizes = '[1024]' AND "
+             "t.base_id IN (SELECT id FROM tensors WHERE sizes = '[1024, 1024]' AND storage_id = t.storage_id)") == 5,
+          "each view's base is the activation on the same storage");
+    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 0, "nothing alive at exit");
+}
+
+static void test_train_loop(char *prog) {
+    char *argv[] = {prog, (char *)"20", NULL};
+    struct result r;
+    if (!record_tensors("train_loop.db", argv, NULL, &r)) return;
+    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 0, "no storage alive at exit");
+    CHECK(qi("SELECT count(*) FROM storage_refs") == 0, "no outstanding reference");
+    CHECK(qi("SELECT count(*) FROM storages") > 0, "the peak's storages are kept");
+    CHECK(qi("SELECT sum(count) FROM refcount_sites WHERE op = 1") > 20 * 5, "every step retains");
+}
+
+static void test_cat_storage(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record_tensors("cat_storage.db", argv, NULL, &r)) return;
+    int64_t joined = qi("SELECT storage_id FROM tensors WHERE sizes = '[13]'");
+    CHECK(joined > 0, "the cat result is recorded");
+    CHECK(qi("SELECT count(*) FROM tensors WHERE sizes != '[13]'") == 3, "and the three inputs");
+    CHECK(qi("SELECT count(*) FROM tensors WHERE sizes != '[13]' AND storage_id = %lld", (long long)joined) == 0,
+          "the cat result's storage is none of the inputs'");
+    CHECK(qi("SELECT nbytes FROM storages WHERE id = %lld", (long long)joined) == 52, "13 floats");
+    CHECK(qi("SELECT count(DISTINCT storage_id) FROM tensors WHERE sizes != '[13]'") == 2,
+          "the view shares its base's storage");
+}
+
+// Replays allocator_events in order; `stop` events before the end (0: all).
+struct replay {
+    int64_t allocated, reserved, inactive_split_bytes, inactive_split, segments, peak_allocated, peak_reserved;
+};
+struct rblock {
+    int64_t addr, size, seg;
+    bool alloc;
+};
+
+static struct replay replay_allocator(int64_t upto_seq) {
+    static struct rblock b[4096];
+    int nb = 0;
+    struct replay out = {0};
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT seq, action, segment, segment_size, block, block_size FROM allocator_events "
+                               "ORDER BY seq", -1, &st, NULL) != SQLITE_OK)
+        return out;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t seq = sqlite3_column_int64(st, 0), action = sqlite3_column_int64(st, 1);
+        int64_t seg = sqlite3_column_int64(st, 2), seg_size = sqlite3_column_int64(st, 3);
+        int64_t blk = sqlite3_column_int64(st, 4), size = sqlite3_column_int64(st, 5);
+        if (upto_seq && seq >= upto_seq) break;
+        if (action == 1 && nb < 4096) { // segment reserve: one free block
+            b[nb++] = (struct rblock){seg, seg_size, seg, false};
+            out.reserved += seg_size;
+            out.segments++;
+        } else if (action == 2) {
+            for (int i = 0; i < nb; i++)
+                if (b[i].seg == seg) b[i--] = b[--nb];
+            out.reserved -= seg_size;
+            out.segments--;
+        } else if (action == 3 || action == 4) {
+            for (int i = 0; i < nb; i++)
+                if (b[i].addr == blk) {
+                    b[i].alloc = action == 3;
+                    b[i].size = size;
+                    out.allocated += action == 3 ? size : -size;
+                }
+        } else if (action == 5 && nb < 4096) { // split: the block holding blk ends there
+            for (int i = 0; i < nb; i++)
+                if (b[i].addr < blk && blk < b[i].addr + b[i].size) {
+                    b[i].size = blk - b[i].addr;
+                    b[nb++] = (struct rblock){blk, size, b[i].seg, false};
+                    break;
+                }
+        } else if (action == 6) { // merge: one free block covers [blk, blk+size)
+            for (int i = 0; i < nb; i++)
+                if (b[i].addr >= blk && b[i].addr < blk + size) b[i--] = b[--nb];
+            if (nb < 4096) b[nb++] = (struct rblock){blk, size, seg, false};
+        }
+        if (out.allocated > out.peak_allocated) out.peak_allocated = out.allocated;
+        if (out.reserved > out.peak_reserved) out.peak_reserved = out.reserved;
+    }
+    sqlite3_finalize(st);
+    for (int i = 0; i < nb; i++) {
+        if (b[i].alloc) continue;
+        int in_seg = 0;
+        for (int k = 0; k < nb; k++) in_seg += b[k].seg == b[i].seg;
+        if (in_seg > 1) {
+            out.inactive_split++;
+            out.inactive_split_bytes += b[i].size;
+        }
+    }
+    return out;
+}
+
+static void test_seq_batches(char *prog, bool fixed) {
+    char *argv[] = {prog, fixed ? (char *)"--fixed" : NULL, NULL};
+    struct result r;
+    if (!record_tensors(fixed ? "seq_fixed.db" : "seq_var.db", argv, NULL, &r)) return;
+    long long kept = -1, want[7];
+    const char *k = strstr(r.out, "kept ");
+    const char *line = strstr(r.out, "stats: ");
+    if (k) kept = atoll(k + 5);
+    CHECK(line && kept > 0 &&
+              sscanf(line, "stats: allocated_bytes=%lld reserved_bytes=%lld inactive_split_bytes=%lld "
+                           "inactive_split=%lld segments=%lld peak_reserved_bytes=%lld peak_allocated_bytes=%lld",
+                     &want[0], &want[1], &want[2], &want[3], &want[4], &want[5], &want[6]) == 7,
+          "the stats line: %s", r.out);
+    if (!line || kept <= 0) return;
+    // After printing, the program releases its `kept` activations (one
+    // block free each) and destroys the allocator: the line describes the
+    // moment before the kept-th block free from the end.
+    int64_t at = qi("SELECT seq FROM allocator_events WHERE action = 4 ORDER BY seq DESC LIMIT 1 OFFSET %lld",
+                    kept - 1);
+    struct replay p = replay_allocator(at);
+    CHECK(p.allocated == want[0] && p.reserved == want[1] && p.inactive_split_bytes == want[2] &&
+              p.inactive_split == want[3] && p.segments == want[4],
+          "replay: allocated_bytes=%lld reserved_bytes=%lld inactive_split_bytes=%lld inactive_split=%lld "
+          "segments=%lld; printed %s",
+          (long long)p.allocated, (long long)p.reserved, (long long)p.inactive_split_bytes,
+          (long long)p.inactive_split, (long long)p.segments, line);
+    struct replay all = replay_allocator(0);
+    CHECK(all.peak_reserved == want[5] && all.peak_allocated == want[6], "peaks %lld %lld",
+          (long long)all.peak_reserved, (long long)all.peak_allocated);
+    CHECK(all.allocated == 0 && all.segments == 0 && all.reserved == 0, "everything given back at the end");
+    if (fixed) CHECK(want[2] == 0, "--fixed strands nothing");
+    else CHECK(want[2] > 0, "variable lengths strand free split blocks");
+    CHECK(qi("SELECT count(*) FROM allocator_events WHERE allocator = 'caching' AND device = 'cpu' AND stack_id > 0") ==
+              qi("SELECT count(*) FROM allocator_events"), "every event names its allocator, device and stack");
+    CHECK(qi("SELECT count(*) FROM storages WHERE allocator = 'caching' AND block_address IS NOT NULL AND "
+             "block_kind = 5 AND data >= block_address AND data < block_address + block_size") ==
+              qi("SELECT count(*) FROM storages WHERE allocator = 'caching'"),
+          "a caching storage's block is the segment's host allocation");
+}
+
+// The storage's block is the posix_memalign block behind its data; `static`:
+// the program links libtensorplay statically.
+static void test_tensor_block(char *prog, const char *name) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record_tensors(name, argv, NULL, &r)) return;
+    unsigned long long data = 0, nbytes = 0;
+    CHECK(sscanf(r.out, "data=%llu nbytes=%llu", &data, &nbytes) == 2, "output: %s", r.out);
+    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 1, "one storage alive");
+    CHECK(qi("SELECT data FROM storages WHERE freed_ns IS NULL") == (int64_t)data, "its data pointer");
+    CHECK(qi("SELECT block_address FROM storages WHERE freed_ns IS NULL") == (int64_t)data, "block at the data");
+    CHECK(qi("SELECT block_kind FROM storages WHERE freed_ns IS NULL") == 5, "a posix_memalign block");
+    CHECK(qi("SELECT block_size FROM storages WHERE freed_ns IS NULL") == (int64_t)nbytes, "of nbytes");
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE address = %lld AND kind = 5 AND size = %lld", (long long)data,
+             (long long)nbytes) == 1, "the same block is a live block");
+    CHECK(qi("SELECT count(*) FROM storage_refs WHERE tensor_id != 0 AND op = 1") == 1 &&
+              qi("SELECT count(*) FROM storage_refs") == 1,
+          "the only outstanding reference is the live tensor's");
+    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NOT NULL AND block_freed_ns IS NOT NULL AND "
+             "block_kind = 5") == 1, "the freed storage's block was freed");
+    CHECK(qi("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 1, "one lifetime measured");
+    // Without the preload the program runs the same.
+    struct result native = run(NULL, argv, NULL);
+    CHECK(native.status == 0 && strncmp(native.out, "data=", 5) == 0, "runs without the preload: %s", native.out);
+    // TPPROF_TENSORS=0 declines: host recording only.
+    char out[600];
+    db_path(out, sizeof out, "declined.db");
+    struct result d = run(out, argv, "TPPROF_TENSORS=0");
+    CHECK(d.status == 0 && open_db(out), "declined run");
+    CHECK(qi("SELECT count(*) FROM meta WHERE key = 'tensors'") == 0 && qi("SELECT count(*) FROM storages") == 0,
+          "no tensor rows when declined");
+}
+
+static void test_tensors_full(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record_tensors("full_tensors.db", argv, "TPPROF_MODE=full", &r)) return;
+    CHECK(qi("SELECT count(*) FROM storages") == 8, "full mode keeps all 8 storages");
+    CHECK(qi("SELECT count(*) FROM events WHERE op = 10") == 8, "8 storage-created events");
+    CHECK(qi("SELECT count(*) FROM events WHERE op = 11 AND kind = 1") ==
+              qi("SELECT sum(count) FROM refcount_sites WHERE op = 1"), "every retain is an event");
+    CHECK(qi("SELECT count(*) FROM events WHERE op = 13") == 6, "6 storages freed");
+    // Each storage's data block was allocated before it was created.
+    CHECK(qi("SELECT count(*) FROM storages s WHERE (SELECT max(seq) FROM events e WHERE e.op = 1 AND "
+             "e.address = s.block_address AND e.seq < (SELECT seq FROM events c WHERE c.op = 10 AND c.address = s.id)) "
+             "IS NOT NULL") == 8, "creation follows the block's allocation in sequence");
+}
+
 // ---------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -611,6 +886,16 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "full") == 0) test_peak(prog, true);
     else if (strcmp(what, "exec") == 0) test_exec(prog);
     else if (strcmp(what, "vfork") == 0) test_vfork(prog);
+    else if (strcmp(what, "cache_leak") == 0) test_cache_leak(prog);
+    else if (strcmp(what, "weak_refs") == 0) test_weak_refs(prog);
+    else if (strcmp(what, "small_views") == 0) test_small_views(prog);
+    else if (strcmp(what, "train_loop") == 0) test_train_loop(prog);
+    else if (strcmp(what, "cat_storage") == 0) test_cat_storage(prog);
+    else if (strcmp(what, "seq_batches") == 0) test_seq_batches(prog, false);
+    else if (strcmp(what, "seq_fixed") == 0) test_seq_batches(prog, true);
+    else if (strcmp(what, "tensor_block") == 0) test_tensor_block(prog, "block.db");
+    else if (strcmp(what, "tensor_static") == 0) test_tensor_block(prog, "static.db");
+    else if (strcmp(what, "tensors_full") == 0) test_tensors_full(prog);
     else {
         fprintf(stderr, "unknown scenario %s\n", what);
         return 2;
