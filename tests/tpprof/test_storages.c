@@ -1,0 +1,202 @@
+// test_storages.c: the writer's tensor ledger (src/tpprof/storages.c) fed
+// hand-made observer records, as observe.c writes them, then written into
+// an in-memory SQLite database: the pairing rules of the outstanding
+// references, the peak bookkeeping, and the block behind a storage's data.
+// No preload: runs under ASan+UBSan too.
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tensorplay/observer.h"
+#include "writer.h"
+
+// ---------------------------------------------------------------------------
+// What storages.c needs from the rest of the writer.
+
+struct tpprof_wstate tpprof_w;
+struct tpprof_config tpprof_cfg = {.depth = 32};
+static int kept_events;
+
+uint32_t tpprof_writer_leaf_of(uint32_t sid) { return sid; } // stack ids pass through
+void tpprof_writer_keep_event(struct tpprof_thread *t, uint64_t seq, int op, int kind, uint64_t time, uint64_t addr,
+                              uint64_t size, uint32_t sid, uint64_t old) {
+    (void)t, (void)seq, (void)op, (void)kind, (void)time, (void)addr, (void)size, (void)sid, (void)old;
+    kept_events++;
+}
+uint32_t tpprof_db_tid_of(uint32_t thread_index) { return 1000 + thread_index; }
+
+static int failures;
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            failures++;                                                     \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fputc('\n', stderr);                                            \
+        }                                                                   \
+    } while (0)
+
+// ---------------------------------------------------------------------------
+// Records, laid out as observe.c writes them.
+
+static uint64_t seq = 1, now_ns = 100;
+static struct tpprof_thread th0 = {.index = 0}, th1 = {.index = 1};
+
+static void put(struct tpprof_thread *t, int kind, int refop, uint32_t stack, uint64_t *w, int n) {
+    w[0] = tpprof_hdr(seq++, TPPROF_OP_OBS, kind);
+    w[1] = (uint64_t)n | (uint64_t)refop << 8 | (uint64_t)stack << 32;
+    tpprof_obs_apply(t, w, now_ns);
+    now_ns += 10;
+}
+
+static void created(struct tpprof_thread *t, uint64_t id, uint64_t data, uint64_t nbytes, uint32_t stack) {
+    uint64_t w[9] = {0, 0, id, data, nbytes, (uint64_t)1 << 33};
+    memcpy(&w[6], "cpu", 4);
+    put(t, TP_OBS_STORAGE_CREATED, 0, stack, w, 9);
+}
+
+static void refcount(struct tpprof_thread *t, uint64_t id, int op, uint32_t strong, uint32_t weak, uint32_t stack) {
+    uint64_t w[4] = {0, 0, id, (uint64_t)strong | (uint64_t)weak << 32};
+    put(t, TP_OBS_STORAGE_REFCOUNT, op, stack, w, 4);
+}
+
+static void simple(struct tpprof_thread *t, int kind, uint64_t id) {
+    uint64_t w[3] = {0, 0, id};
+    put(t, kind, 0, 0, w, 3);
+}
+
+static void tensor(struct tpprof_thread *t, uint64_t id, uint64_t storage, uint64_t base, int64_t n, uint32_t stack) {
+    uint64_t w[9] = {0, 0, id, storage, base, 0, 1 | (uint64_t)4 << 32, (uint64_t)n, 1};
+    put(t, TP_OBS_TENSOR_CREATED, 0, stack, w, 9);
+}
+
+static void tensor_freed(struct tpprof_thread *t, uint64_t id, uint64_t storage) {
+    uint64_t w[4] = {0, 0, id, storage};
+    put(t, TP_OBS_TENSOR_FREED, 0, 0, w, 4);
+}
+
+// ---------------------------------------------------------------------------
+// The database.
+
+static sqlite3 *db;
+
+static void open_db(void) {
+    sqlite3_open(":memory:", &db);
+    sqlite3_exec(db,
+                 "CREATE TABLE storages(id INTEGER PRIMARY KEY, data, nbytes, allocator, device, resizable, created_ns,"
+                 " created_stack, last_release_ns, data_released_ns, freed_ns, strong, weak, block_address, block_size,"
+                 " block_kind, block_freed_ns, at_peak, version_bumps);"
+                 "CREATE TABLE storage_refs(storage_id, op, stack_id, tensor_id, count);"
+                 "CREATE TABLE tensors(id INTEGER PRIMARY KEY, storage_id, base_id, storage_offset, sizes, strides,"
+                 " dtype, itemsize, created_ns, created_stack, freed_ns, version, at_peak);"
+                 "CREATE TABLE refcount_sites(op, stack_id, count, PRIMARY KEY (op, stack_id));"
+                 "CREATE TABLE storage_lifetimes(allocator PRIMARY KEY, count, live_ns_sum, live_ns_max,"
+                 " release_delay_ns_sum, release_delay_ns_max);"
+                 "CREATE TABLE allocator_events(seq INTEGER PRIMARY KEY, time_ns, tid, allocator, action, device,"
+                 " segment, segment_size, block, block_size, requested, stream, stack_id);",
+                 NULL, NULL, NULL);
+}
+
+static long long q(const char *sql) {
+    sqlite3_stmt *st;
+    long long v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "sql: %s: %s\n", sqlite3_errmsg(db), sql);
+        return -2;
+    }
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+// ---------------------------------------------------------------------------
+
+int main(void) {
+    open_db();
+    // A live heap block that will back storage 1 (one posix_memalign site).
+    tpprof_w.sites = (struct tpprof_site[1]){{.kind = TPPROF_KIND_POSIX_MEMALIGN}};
+    tpprof_w.nsites = 1;
+    bool existed;
+    struct tpprof_block *b = tpprof_live_insert(&tpprof_w.live, 0x10000, &existed);
+    b->size = 4096;
+    b->site = 0;
+
+    // Storage 1: a tensor, a view of it, and an unowned retain (a cache).
+    created(&th0, 1, 0x10000, 4096, 10);
+    refcount(&th0, 1, TP_OBS_REFOP_RETAIN, 2, 1, 11);
+    tensor(&th0, 2, 1, 0, 1024, 12);
+    refcount(&th0, 1, TP_OBS_REFOP_RELEASE, 1, 1, 13); // the creator lets go: the creation reference
+    refcount(&th0, 1, TP_OBS_REFOP_RETAIN, 2, 1, 14);
+    tensor(&th0, 3, 1, 2, 16, 15);                     // a view of tensor 2
+    refcount(&th1, 1, TP_OBS_REFOP_RETAIN, 3, 1, 16);  // another thread's cache
+    // Freeing the view frees its base first (nested): releases come base, then view.
+    tensor_freed(&th0, 3, 1);
+    tensor_freed(&th0, 2, 1);
+    refcount(&th0, 1, TP_OBS_REFOP_RELEASE, 2, 1, 17);
+    refcount(&th0, 1, TP_OBS_REFOP_RELEASE, 1, 1, 17);
+
+    // Storage 4: a weak holder outlives the data (c10's implicit weak release removes nothing).
+    created(&th0, 4, 0, 64, 20);
+    refcount(&th0, 4, TP_OBS_REFOP_WEAK_RETAIN, 1, 2, 21);
+    refcount(&th0, 4, TP_OBS_REFOP_RELEASE, 0, 2, 22);
+    simple(&th0, TP_OBS_STORAGE_DATA_RELEASED, 4);
+    refcount(&th0, 4, TP_OBS_REFOP_WEAK_RELEASE, 0, 1, 22);
+
+    // Storage 5: lock and weak release.
+    created(&th1, 5, 0, 32, 30);
+    refcount(&th1, 5, TP_OBS_REFOP_WEAK_RETAIN, 1, 2, 31);
+    refcount(&th1, 5, TP_OBS_REFOP_LOCK, 2, 2, 32);
+    refcount(&th1, 5, TP_OBS_REFOP_WEAK_RELEASE, 2, 1, 33);
+
+    // Storage 6 lives and dies before the peak: its record goes.
+    created(&th0, 6, 0, 100, 40);
+    refcount(&th0, 6, TP_OBS_REFOP_RELEASE, 0, 1, 41);
+    simple(&th0, TP_OBS_STORAGE_DATA_RELEASED, 6);
+    simple(&th0, TP_OBS_STORAGE_FREED, 6);
+    // Storage 7 makes a new peak, then goes: kept as alive at the peak.
+    created(&th0, 7, 0, 100000, 50);
+    refcount(&th0, 7, TP_OBS_REFOP_RELEASE, 0, 1, 51);
+    simple(&th0, TP_OBS_STORAGE_DATA_RELEASED, 7);
+    simple(&th0, TP_OBS_STORAGE_FREED, 7);
+    tpprof_obs_block_freed(0x10000, 9999);
+
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+
+    // Storage 1: only the other thread's cache retain is outstanding.
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 1") == 1, "one reference left on storage 1");
+    CHECK(q("SELECT stack_id FROM storage_refs WHERE storage_id = 1 AND op = 1 AND tensor_id = 0") == 16,
+          "the unmatched retain is the cache's (stack 16)");
+    CHECK(q("SELECT strong FROM storages WHERE id = 1") == 1, "strong 1");
+    CHECK(q("SELECT block_address FROM storages WHERE id = 1") == 0x10000 &&
+              q("SELECT block_size FROM storages WHERE id = 1") == 4096 &&
+              q("SELECT block_kind FROM storages WHERE id = 1") == TPPROF_KIND_POSIX_MEMALIGN,
+          "storage 1's block");
+    CHECK(q("SELECT block_freed_ns FROM storages WHERE id = 1") == 9999, "its free is seen");
+    CHECK(q("SELECT count(*) FROM tensors") == 0, "tensors freed before the peak are dropped");
+    // Storage 4: data released, the weak retain outstanding.
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 4") == 1 &&
+              q("SELECT stack_id FROM storage_refs WHERE storage_id = 4 AND op = 3") == 21,
+          "the weak retain of stack 21 is what holds storage 4");
+    CHECK(q("SELECT data_released_ns IS NOT NULL AND last_release_ns IS NOT NULL AND freed_ns IS NULL AND strong = 0 "
+            "AND weak = 1 FROM storages WHERE id = 4") == 1, "storage 4's state");
+    // Storage 5: creation and lock outstanding, the weak retain released.
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 5") == 2 &&
+              q("SELECT count(*) FROM storage_refs WHERE storage_id = 5 AND op IN (0, 5)") == 2,
+          "storage 5 keeps its creation reference and the lock");
+    // Peak bookkeeping.
+    CHECK(q("SELECT count(*) FROM storages WHERE id = 6") == 0, "storage 6 was dropped");
+    CHECK(q("SELECT at_peak FROM storages WHERE id = 7") == 1, "storage 7 made the peak");
+    CHECK(q("SELECT at_peak FROM storages WHERE id = 1") == 1, "storage 1 was alive at the peak");
+    int64_t bytes;
+    uint64_t at;
+    tpprof_obs_peak(&bytes, &at);
+    CHECK(bytes == 4096 + 32 + 100000, "peak bytes %lld (storage 4's data was gone)", (long long)bytes);
+    // Aggregates.
+    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 17") == 2, "two releases at stack 17");
+    CHECK(q("SELECT sum(count) FROM refcount_sites") == 14, "every refcount change counted");
+    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 3, "three data releases");
+    CHECK(kept_events == 0, "aggregate mode keeps no events");
+    sqlite3_close(db);
+    if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+    return failures ? 1 : 0;
+}
