@@ -8,9 +8,14 @@
 // (livetable.c), the per-site totals, the peak and the timeline, and writes
 // SQLite (db.c). At exit a reachability scan (scan.c) classifies the blocks
 // still live. Lifecycle (init, exit, fork, exec, _exit) is in lifecycle.c.
+// When the program uses libtensorplay, its observer events (observe.c) go
+// through the same rings, in sequence with the malloc records, and the
+// writer keeps the storages, tensors and references (storages.c).
 //
-// Nothing here depends on libtensorplay. Nothing declared here is exported
-// from the shared object: only the interposed libc functions are (tpprof.map).
+// Nothing here depends on libtensorplay beyond its observer ABI header
+// (observe.c and storages.c only). Nothing declared here is exported from the
+// shared object: only the interposed libc functions and tp_observer_provide
+// are (tpprof.map).
 #ifndef TPPROF_INTERNAL_H
 #define TPPROF_INTERNAL_H
 
