@@ -239,6 +239,11 @@ static void text_pinned(const tpprof_profile *p, const tpprof_tensors *t, bool a
                (long long)v[i].storage_id, tpprof_format_size(v[i].storage_bytes, b),
                100.0 * (double)v[i].covered_bytes / (double)v[i].storage_bytes,
                (unsigned long long)v[i].pinned_bytes);
+        const tpprof_tensor *base = v[i].held_base ? tpprof_tensors_tensor(t, v[i].held_base) : NULL;
+        if (base)
+            printf("      its base #%lld %s is alive only as far as the view keeps it (a view holds "
+                   "its base): pinned unless #%lld is still used\n",
+                   (long long)base->id, base->sizes ? base->sizes : "?", (long long)base->id);
         if (x)
             tpprof_print_stack(p->stacks, x->created_stack, "        ", 4, true);
     }
@@ -385,6 +390,11 @@ static void json_pinned(tpprof_json *j, const tpprof_profile *p, const tpprof_te
         json_kv_int(j, "storage_bytes", (int64_t)v[i].storage_bytes);
         json_kv_int(j, "covered_bytes", (int64_t)v[i].covered_bytes);
         json_kv_int(j, "pinned_bytes", (int64_t)v[i].pinned_bytes);
+        tpprof_json_key(j, "held_base");
+        if (v[i].held_base)
+            tpprof_json_int(j, v[i].held_base);
+        else
+            tpprof_json_null(j);
         if (x) {
             json_dims(j, "sizes", x, false);
             json_dims(j, "strides", x, true);

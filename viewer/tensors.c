@@ -488,7 +488,10 @@ tpprof_pinned *tpprof_pinned_views(const tpprof_tensors *t, bool at_peak, size_t
         bool live = at_peak ? s->at_peak : tpprof_storage_data_alive(s);
         if (!live || s->nbytes < (int64_t)TPPROF_PIN_MIN_BYTES)
             continue;
-        const tpprof_tensor *best = NULL;
+        // A view keeps its base tensor alive (as PyTorch's _base does), so a
+        // base with a live view proves no use of its elements: only the
+        // other tensors count as covering, and the base is named instead.
+        const tpprof_tensor *best = NULL, *held_base = NULL;
         uint64_t best_cover = 0;
         size_t non = 0;
         const size_t *on = tpprof_tensors_on(t, s->id, &non);
@@ -496,6 +499,18 @@ tpprof_pinned *tpprof_pinned_views(const tpprof_tensors *t, bool at_peak, size_t
             const tpprof_tensor *x = &t->tensors[on[k]];
             if (!(at_peak ? x->at_peak : tpprof_tensor_alive(x)))
                 continue;
+            bool has_live_view = false;
+            size_t nv = 0;
+            const size_t *views = tpprof_tensors_views_of(t, x->id, &nv);
+            for (size_t m = 0; m < nv && !has_live_view; m++) {
+                const tpprof_tensor *w = &t->tensors[views[m]];
+                has_live_view = w->id != x->id && (at_peak ? w->at_peak : tpprof_tensor_alive(w));
+            }
+            if (has_live_view) {
+                if (!held_base)
+                    held_base = x;
+                continue;
+            }
             uint64_t c = tpprof_tensor_covered_bytes(x);
             if (!best || c > best_cover) {
                 best = x;
@@ -515,6 +530,7 @@ tpprof_pinned *tpprof_pinned_views(const tpprof_tensors *t, bool at_peak, size_t
             .storage_bytes = (uint64_t)s->nbytes,
             .covered_bytes = best_cover,
             .pinned_bytes = (uint64_t)s->nbytes - best_cover,
+            .held_base = held_base ? held_base->id : 0,
         };
     }
     if (*n)

@@ -398,8 +398,11 @@ tpprof_ref_group *tpprof_ref_groups(const tpprof_tensors *t, bool weak, size_t *
 
 // A small view pinning a big storage: the tensor covering the most of its
 // storage still covers under `fraction` of a storage of at least min_bytes.
+// A base tensor with a live view does not count as covering (a view keeps
+// its base alive whether or not anything else uses it): held_base names
+// one such base (0 if none).
 typedef struct tpprof_pinned {
-    int64_t tensor_id, storage_id;
+    int64_t tensor_id, storage_id, held_base;
     uint64_t storage_bytes, covered_bytes, pinned_bytes;
 } tpprof_pinned;
 

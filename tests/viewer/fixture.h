@@ -43,14 +43,14 @@ typedef struct fixture_options {
 //   2        262144   1      1     unmatched retain in cache_put    none
 //   3        4096     3      1     unmatched retain in extra_hold   10 [16, 64], 11 view of 10
 //   4        32768    0      1     data released (9 us; block freed 12.5 us), weak ref from memo_remember
-//   5        4 MiB    1      1     at the peak too                  20 [1024] (view of freed 19)
+//   5        4 MiB    2      1     at the peak too                  19 [1024, 1024], 20 [1024] view of 19
 //   6        2 MiB    freed at 20 us, at the peak                    30 [2, 256] strides [1024, 1]
-//   7        2 MiB    2      1                                      40 [524288], 41 [10] view of 40
+//   7        2 MiB    2      1                                      40 [524288], 41 [1024, 512] view of 40
 //
 // Stacks: cache_put (cache.c:27) called into tp_storage_retain (storage.c:88,
 // module /opt/fake/libtensorplay.so.0: a runtime frame), extra_hold (hold.c:15), memo_remember
 // (memo.c:22), keep_row (views.c:18, tensors 20, 30, 41), make_tensor
-// (tensor.c:9, storages and tensors 10, 11, 40). storage_lifetimes: cpu 3
+// (tensor.c:9, storages and tensors 10, 11, 19, 40). storage_lifetimes: cpu 3
 // storages, live sum 3000 max 2000 ns, no delay; deferred 2, live 10000/6000,
 // delay 4000/3000. In full mode, events op 11 set storage 1 to strong 2 at
 // 1500 ns and back to 1 at 8000 ns.

@@ -15,7 +15,7 @@ static const char *tensor_db, *full_db, *plain_db;
 static void test_text_graph_at_exit_hangs_views_under_their_base(void) {
     run_result r = harness_tpprof("graph", tensor_db, NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
-    CHECK(strstr(r.out, "Storage-sharing graph at exit: 6 storages, 5 tensors\n"), "%s", r.out);
+    CHECK(strstr(r.out, "Storage-sharing graph at exit: 6 storages, 6 tensors\n"), "%s", r.out);
     CHECK(strstr(r.out, "  storage #3  4.00 KiB  cpu on cpu  strong 3, weak 1  (unmatched retain)\n"
                         "    tensor #10 [16, 64] float32, strides [64, 1], offset 0\n"
                         "      view #11 [64] float32, strides [1], offset 64\n"),
@@ -23,8 +23,8 @@ static void test_text_graph_at_exit_hangs_views_under_their_base(void) {
     CHECK(strstr(r.out, "storage #4  32.0 KiB  cpu on cpu  strong 0, weak 1  (data released)\n"
                         "    (no tensor)\n"),
           "%s", r.out);
-    // The view's base was freed: it hangs under the storage and says so.
-    CHECK(strstr(r.out, "    tensor #20 [1024] float32, strides [1], offset 0, view of #19 (not alive then)\n"),
+    CHECK(strstr(r.out, "    tensor #19 [1024, 1024] float32, strides [1024, 1], offset 0\n"
+                        "      view #20 [1024] float32, strides [1], offset 0\n"),
           "%s", r.out);
     harness_result_free(&r);
 }
@@ -36,15 +36,16 @@ static void test_json_graph_nodes_and_edges_at_exit(void) {
     char *j = harness_json_squash(r.out);
     CHECK(strstr(j, "\"format\":\"tpprof-graph\",\"version\":1,"), "%s", j);
     CHECK(harness_count(j, "\"nbytes\":") == 6, "6 storage nodes: %s", j);
-    CHECK(harness_count(j, "\"views\":") == 5, "5 tensor nodes: %s", j);
+    CHECK(harness_count(j, "\"views\":") == 6, "6 tensor nodes: %s", j);
     CHECK(strstr(j, "\"edges\":[{\"from\":\"s3\",\"to\":\"t10\",\"kind\":\"storage\"},"
                     "{\"from\":\"t10\",\"to\":\"t11\",\"kind\":\"view\"},"
-                    "{\"from\":\"s5\",\"to\":\"t20\",\"kind\":\"storage\"},"
+                    "{\"from\":\"s5\",\"to\":\"t19\",\"kind\":\"storage\"},"
+                    "{\"from\":\"t19\",\"to\":\"t20\",\"kind\":\"view\"},"
                     "{\"from\":\"s7\",\"to\":\"t40\",\"kind\":\"storage\"},"
                     "{\"from\":\"t40\",\"to\":\"t41\",\"kind\":\"view\"}]"),
           "%s", j);
     CHECK(strstr(j, "{\"id\":40,\"offset\":0,\"sizes\":[524288],\"strides\":[1],\"dtype\":\"float32\","
-                    "\"base\":null,\"views\":[{\"id\":41,\"offset\":100,\"sizes\":[10],"),
+                    "\"base\":null,\"views\":[{\"id\":41,\"offset\":0,\"sizes\":[1024,512],"),
           "views nest under their base: %s", j);
     free(j);
     harness_result_free(&r);
@@ -57,7 +58,8 @@ static void test_graph_at_peak_uses_the_peak_flags(void) {
     CHECK(strstr(j, "\"at\":\"peak\",\"time_ns\":null,"), "%s", j);
     CHECK(harness_count(j, "\"nbytes\":") == 2 && strstr(j, "{\"id\":6,\"nbytes\":2097152,"),
           "storages 5 and 6 were live at the peak: %s", j);
-    CHECK(strstr(j, "\"edges\":[{\"from\":\"s5\",\"to\":\"t20\",\"kind\":\"storage\"},"
+    CHECK(strstr(j, "\"edges\":[{\"from\":\"s5\",\"to\":\"t19\",\"kind\":\"storage\"},"
+                    "{\"from\":\"t19\",\"to\":\"t20\",\"kind\":\"view\"},"
                     "{\"from\":\"s6\",\"to\":\"t30\",\"kind\":\"storage\"}]"),
           "%s", j);
     free(j);
@@ -70,9 +72,9 @@ static void test_graph_at_time_in_full_mode_takes_counts_from_events(void) {
     char *j = harness_json_squash(r.out);
     CHECK(strstr(j, "\"at\":\"time\",\"time_ns\":6500,"), "%s", j);
     // Created by 6500 ns and not freed yet: storages 1-6 (7 comes at 7000);
-    // tensors 10, 11, 20, 30.
+    // tensors 10, 11, 19, 20, 30.
     CHECK(harness_count(j, "\"nbytes\":") == 6 && !strstr(j, "{\"id\":7,"), "%s", j);
-    CHECK(harness_count(j, "\"views\":") == 4, "%s", j);
+    CHECK(harness_count(j, "\"views\":") == 5, "%s", j);
     CHECK(strstr(j, "{\"id\":1,\"nbytes\":262144,\"allocator\":\"cpu\",\"device\":\"cpu\",\"strong\":2,"),
           "the refcount event at 1500 ns set strong 2: %s", j);
     free(j);
@@ -89,9 +91,9 @@ static void test_dot_output_has_every_node_and_edge_and_renders(void) {
     run_result r = harness_tpprof("graph", tensor_db, "--format", "dot", NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
     CHECK(strncmp(r.out, "digraph tpprof_storages {\n", 26) == 0, "%s", r.out);
-    CHECK(harness_count(r.out, "[shape=box") == 6 && harness_count(r.out, "[shape=ellipse") == 5,
+    CHECK(harness_count(r.out, "[shape=box") == 6 && harness_count(r.out, "[shape=ellipse") == 6,
           "%s", r.out);
-    CHECK(harness_count(r.out, " -> ") == 5, "%s", r.out);
+    CHECK(harness_count(r.out, " -> ") == 6, "%s", r.out);
     CHECK(strstr(r.out, "  t10 -> t11 [style=dashed, label=\"view\"];\n") &&
               strstr(r.out, "  s3 -> t10;\n"),
           "%s", r.out);
