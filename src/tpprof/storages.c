@@ -114,8 +114,7 @@ static struct {
     struct { uint64_t base, size; } *segs;
     uint32_t nsegs, capsegs;
     int64_t storage_bytes, peak_bytes;
-    uint64_t peak_seq, peak_ns;
-    bool seen;
+    uint64_t peak_seq, peak_end, peak_ns;
 } o;
 
 // ---------------------------------------------------------------------------
@@ -261,8 +260,14 @@ static bool ref_remove(struct obs_storage *s, uint64_t tensor, bool weak) {
 // ---------------------------------------------------------------------------
 // Record lifetime and the peak.
 
+// "At the peak" is the last moment of the peak: the storage total reaches
+// its maximum at peak_seq and everything stays until peak_end (the first
+// tensor free or data release after it; 0 while none came). So the tensor
+// created on the storage that made the peak is in it, and so is the first
+// tensor freed after it.
 static bool alive_at_peak(uint64_t created_seq, bool dead, uint64_t dead_seq) {
-    return o.peak_seq && created_seq <= o.peak_seq && (!dead || dead_seq > o.peak_seq);
+    uint64_t end = o.peak_end ? o.peak_end : UINT64_MAX;
+    return o.peak_seq && created_seq < end && (!dead || dead_seq >= end);
 }
 
 static void block_unlink(struct obs_storage *s, uint32_t slot) {
@@ -306,6 +311,7 @@ static void tensor_drop(uint32_t slot) {
 static void new_peak(uint64_t seq, uint64_t time) {
     o.peak_bytes = o.storage_bytes;
     o.peak_seq = seq;
+    o.peak_end = 0;
     o.peak_ns = time;
     if (tpprof_cfg.full) return;
     while (o.kept_st) {
@@ -504,6 +510,7 @@ static void on_data_released(const uint64_t *r, uint64_t seq, uint64_t time) {
     s->data_released_ns = time;
     s->released_seq = seq;
     o.storage_bytes -= (int64_t)s->nbytes;
+    if (s->nbytes && !o.peak_end) o.peak_end = seq;
     struct lifetime *l = &o.lifetimes[s->allocator];
     uint64_t live = time - s->created_ns;
     l->count++;
@@ -537,6 +544,7 @@ static void on_data_swapped(const uint64_t *r, uint64_t seq, uint64_t time) {
     if (!s) return;
     block_unlink(s, slot);
     o.storage_bytes += (int64_t)r[4] - (int64_t)s->nbytes;
+    if (r[4] < s->nbytes && !o.peak_end) o.peak_end = seq;
     s->data = r[3];
     s->nbytes = r[4];
     attach_block(s, slot);
@@ -583,6 +591,7 @@ static void on_tensor_freed(struct obs_thread *th, const uint64_t *r, uint64_t s
         th->freed[th->nfreed].storage = r[3];
         th->nfreed++;
     }
+    if (o.peak_seq && !o.peak_end) o.peak_end = seq;
     uint32_t k = idmap_get(&o.tn_ids, r[2]);
     if (!k) return;
     uint32_t slot = k - 1;
@@ -592,7 +601,7 @@ static void on_tensor_freed(struct obs_thread *th, const uint64_t *r, uint64_t s
     x->freed_seq = seq;
     if (tpprof_cfg.full) return;
     idmap_del(&o.tn_ids, x->id);
-    if (alive_at_peak(x->created_seq, false, 0)) {
+    if (alive_at_peak(x->created_seq, true, seq)) {
         x->next_kept = o.kept_tn;
         o.kept_tn = slot + 1;
     } else {
@@ -660,7 +669,6 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time)
     uint32_t stack = sid ? tpprof_writer_leaf_of(sid) : 0;
     uint32_t tindex = (uint32_t)t->index;
     struct obs_thread *th = thread_state(tindex);
-    o.seen = true;
     if (kind != TP_OBS_STORAGE_REFCOUNT && kind != TP_OBS_TENSOR_CREATED && th) th->retain_storage = 0;
     switch (kind) {
     case TP_OBS_STORAGE_CREATED: on_storage_created(r, seq, time, stack); break;
