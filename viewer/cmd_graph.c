@@ -22,7 +22,8 @@ const char tpprof_usage_graph[] =
     "views hang under their base tensor.\n"
     "\n"
     "  --at-exit     when the recording ended (default)\n"
-    "  --at-peak     at the peak of live storage bytes (counts shown are the final ones)\n"
+    "  --at-peak     at the peak of live storage bytes (the counts shown are the final ones\n"
+    "                unless the recording is full mode)\n"
     "  --at TIME     at TIME since the start: 2000000 (ns), 250us, 20ms, 1.5s; needs a\n"
     "                full-mode recording (tpprof run --full)\n"
     "  --format F    text (default), dot (Graphviz: tpprof graph DB --format dot | dot -Tsvg)\n"
@@ -36,6 +37,7 @@ typedef struct graph {
     const tpprof_tensors *t;
     int at;
     int64_t time_ns;
+    bool peak_counts;             // at the peak of a full recording: counts from its events
     bool *storage_in, *tensor_in; // by index
     int64_t *strong, *weak;       // by storage index, at that moment
     size_t nstorages, ntensors, nedges;
@@ -86,7 +88,7 @@ static int select_moment(graph *g) {
                                               : alive_at(s->created_ns, s->freed_ns, g->time_ns);
         g->strong[i] = s->strong;
         g->weak[i] = s->weak;
-        if (g->at == AT_TIME) {
+        if (g->at == AT_TIME || g->peak_counts) {
             g->strong[i] = 1; // a new storage: one strong reference, c10's weak +1
             g->weak[i] = 1;
         }
@@ -102,7 +104,7 @@ static int select_moment(graph *g) {
         g->ntensors += g->tensor_in[i];
     }
     g->nedges = g->ntensors; // every tensor has exactly one parent
-    return g->at == AT_TIME ? counts_at(g) : 0;
+    return g->at == AT_TIME || g->peak_counts ? counts_at(g) : 0;
 }
 
 // The parent of tensor x in the graph: its base tensor when the base is in
@@ -153,8 +155,11 @@ static void text_graph(const graph *g) {
     printf("Storage-sharing graph at %s", moment_name(g));
     if (g->at == AT_TIME)
         printf(" %s", tpprof_format_ns(g->time_ns, a));
-    printf(": %zu storage%s, %zu tensor%s\n", g->nstorages, g->nstorages == 1 ? "" : "s",
-           g->ntensors, g->ntensors == 1 ? "" : "s");
+    printf(": %zu storage%s, %zu tensor%s%s\n", g->nstorages, g->nstorages == 1 ? "" : "s",
+           g->ntensors, g->ntensors == 1 ? "" : "s",
+           g->at == AT_PEAK && !g->peak_counts ? " (counts as at exit or when freed: an aggregate "
+                                                 "recording keeps no earlier counts)"
+                                               : "");
     if (!g->t->attached && g->t->nstorages == 0)
         printf("  (no tensor data in this recording)\n");
     for (size_t i = 0; i < g->t->nstorages; i++) {
@@ -415,6 +420,11 @@ int tpprof_cmd_graph(int argc, char **argv) {
     }
     int status = TPPROF_EXIT_OK;
     graph g = {.p = p, .t = &t, .at = at, .time_ns = time_ns};
+    // A full recording's events give the counts at the peak too.
+    if (at == AT_PEAK && t.full && t.peak_storage_time_ns != TPPROF_NO_TIME) {
+        g.peak_counts = true;
+        g.time_ns = t.peak_storage_time_ns;
+    }
     if (at == AT_TIME && !t.full) {
         tpprof_error_set("--at TIME needs a full-mode recording (tpprof run --full); '%s' is "
                          "aggregate: only --at-exit and --at-peak are available",

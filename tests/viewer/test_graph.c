@@ -66,6 +66,21 @@ static void test_graph_at_peak_uses_the_peak_flags(void) {
     harness_result_free(&r);
 }
 
+static void test_graph_at_peak_of_a_full_recording_replays_the_counts(void) {
+    // Aggregate: storage 5's final counts (2, 1). Full: no refcount event
+    // before the peak (6000 ns) touches it, so the counts of a new storage.
+    run_result r = harness_tpprof("graph", tensor_db, "--at-peak", NULL);
+    CHECK(strstr(r.out, "storage #5  4.00 MiB  cpu on cpu  strong 2, weak 1\n") &&
+              strstr(r.out, "(counts as at exit or when freed"),
+          "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("graph", full_db, "--at-peak", NULL);
+    CHECK(strstr(r.out, "storage #5  4.00 MiB  cpu on cpu  strong 1, weak 1\n") &&
+              !strstr(r.out, "(counts as at exit"),
+          "%s", r.out);
+    harness_result_free(&r);
+}
+
 static void test_graph_at_time_in_full_mode_takes_counts_from_events(void) {
     run_result r = harness_tpprof("graph", full_db, "--at", "6.5us", "--format", "json", NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
@@ -163,6 +178,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_text_graph_at_exit_hangs_views_under_their_base);
     RUN_TEST(test_json_graph_nodes_and_edges_at_exit);
     RUN_TEST(test_graph_at_peak_uses_the_peak_flags);
+    RUN_TEST(test_graph_at_peak_of_a_full_recording_replays_the_counts);
     RUN_TEST(test_graph_at_time_in_full_mode_takes_counts_from_events);
     RUN_TEST(test_dot_output_has_every_node_and_edge_and_renders);
     RUN_TEST(test_graph_of_a_recording_without_tensors_is_empty);

@@ -163,6 +163,17 @@ static void test_cat_output_is_its_own_storage_node(void) {
           "the narrow view hangs under a:\n%s", r.out);
     free(j);
     harness_result_free(&r);
+    // A full recording also gives the counts at the peak: a and its view hold a's storage.
+    const char *full = harness_path("cat_full.db");
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"--full", (char *)"-o",
+                    (char *)full, (char *)"--", progs[CAT_STORAGE], NULL};
+    r = harness_run(argv, NULL, NULL);
+    harness_result_free(&r);
+    r = harness_tpprof("graph", full, "--at-peak", NULL);
+    CHECK(strstr(r.out, "24 B  cpu on cpu  strong 2, weak 1\n") &&
+              strstr(r.out, "52 B  cpu on cpu  strong 1, weak 1\n"),
+          "%s", r.out);
+    harness_result_free(&r);
     r = harness_tpprof("graph", db, "--at-peak", "--format", "dot", NULL);
     CHECK(r.status == 0 && strstr(r.out, "[13] float32") && strstr(r.out, "label=\"view\""), "%s",
           r.out);
