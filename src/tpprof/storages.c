@@ -109,6 +109,8 @@ static struct {
     struct tpprof_map rc_index;    // (stack << 3 | op) + 1 -> rc slot + 1
     struct { uint32_t stack, op; int64_t count; } *rc;
     uint32_t nrc, caprc;
+    uint32_t *rc_hint;            // depot stack id -> rc slot + 1 it used last
+    uint32_t caprc_hint;
     struct alloc_event *aev;
     uint64_t naev, capaev;
     struct { uint64_t base, size; } *segs;
@@ -410,7 +412,16 @@ static struct obs_storage *storage_get(uint64_t id, uint32_t *slot) {
     return &o.st[k - 1];
 }
 
-static void rc_count(uint32_t op, uint32_t stack) {
+// Counts one refcount change; `sid` (the depot id of `stack`) remembers the
+// row it used last, so the common case skips the hash lookup.
+static void rc_count(uint32_t op, uint32_t stack, uint32_t sid) {
+    if (sid < o.caprc_hint && o.rc_hint[sid]) {
+        uint32_t h = o.rc_hint[sid] - 1;
+        if (o.rc[h].op == op) {
+            o.rc[h].count++;
+            return;
+        }
+    }
     uint64_t key = ((uint64_t)stack << 3 | op) + 1;
     uint32_t k = tpprof_map_get(&o.rc_index, key);
     if (!k) {
@@ -422,6 +433,7 @@ static void rc_count(uint32_t op, uint32_t stack) {
         k = ++o.nrc;
     }
     o.rc[k - 1].count++;
+    if (sid && grow((void **)&o.rc_hint, &o.caprc_hint, sid, sizeof *o.rc_hint, 4096)) o.rc_hint[sid] = k;
 }
 
 static void on_storage_created(const uint64_t *r, uint64_t seq, uint64_t time, uint32_t stack) {
@@ -454,8 +466,8 @@ static void on_storage_created(const uint64_t *r, uint64_t seq, uint64_t time, u
 }
 
 static void on_refcount(struct obs_thread *th, uint32_t tindex, const uint64_t *r, uint32_t refop, uint64_t time,
-                        uint32_t stack) {
-    rc_count(refop, stack);
+                        uint32_t stack, uint32_t sid) {
+    rc_count(refop, stack, sid);
     uint32_t slot;
     struct obs_storage *s = storage_get(r[2], &slot);
     if (!s) return;
@@ -672,7 +684,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time)
     if (kind != TP_OBS_STORAGE_REFCOUNT && kind != TP_OBS_TENSOR_CREATED && th) th->retain_storage = 0;
     switch (kind) {
     case TP_OBS_STORAGE_CREATED: on_storage_created(r, seq, time, stack); break;
-    case TP_OBS_STORAGE_REFCOUNT: on_refcount(th, tindex, r, refop, time, stack); break;
+    case TP_OBS_STORAGE_REFCOUNT: on_refcount(th, tindex, r, refop, time, stack, sid); break;
     case TP_OBS_STORAGE_DATA_RELEASED: on_data_released(r, seq, time); break;
     case TP_OBS_STORAGE_FREED: on_storage_freed(r, seq, time); break;
     case TP_OBS_STORAGE_DATA_SWAPPED: on_data_swapped(r, seq, time); break;
