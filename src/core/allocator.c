@@ -44,8 +44,15 @@ void tp_data_ptr_clear(tp_data_ptr *dp) {
  * returning NULL. */
 #define TP__CPU_MAX_ALLOC ((size_t)1 << 48)
 
+/* The table stores each block's address complemented (tp__cpu_key): a
+ * conservative leak scanner (tpprof, LeakSanitizer) reading this table must
+ * not take it for a reference that keeps every tensor's data "reachable".
+ * A complemented user-space address is a kernel-half value, never a
+ * pointer into the heap, and never 0 (the empty-slot marker). */
+static inline uintptr_t tp__cpu_key(const void *p) { return ~(uintptr_t)p; }
+
 typedef struct tp__cpu_slot {
-    uintptr_t ptr; /* 0 = empty */
+    uintptr_t ptr; /* tp__cpu_key of the block; 0 = empty */
     size_t nbytes;
 } tp__cpu_slot;
 
@@ -127,7 +134,7 @@ static void tp__cpu_free(void *ctx) {
     if (!ctx) return;
     size_t nbytes = 0;
     pthread_mutex_lock(&tp__cpu_lock);
-    if (tp__cpu_table_take((uintptr_t)ctx, &nbytes)) {
+    if (tp__cpu_table_take(tp__cpu_key(ctx), &nbytes)) {
         tp__cpu_stats.current_bytes -= nbytes;
         tp__cpu_stats.current_count--;
         tp__cpu_stats.free_count++;
@@ -150,7 +157,7 @@ static tp_status tp__cpu_allocate(tp_allocator *self, size_t nbytes, tp_data_ptr
     pthread_mutex_lock(&tp__cpu_lock);
     bool ok = tp__cpu_table_reserve();
     if (ok) {
-        tp__cpu_table_put(tp__cpu_table, tp__cpu_cap, (uintptr_t)p, nbytes);
+        tp__cpu_table_put(tp__cpu_table, tp__cpu_cap, tp__cpu_key(p), nbytes);
         tp__cpu_used++;
         tp__cpu_stats.current_bytes += nbytes;
         if (tp__cpu_stats.current_bytes > tp__cpu_stats.peak_bytes)
