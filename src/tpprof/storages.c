@@ -99,7 +99,7 @@ static struct {
     struct obs_ref *refs;
     uint32_t nrefs, caprefs, free_ref;
     struct idmap st_ids, tn_ids;
-    struct tpprof_map by_block;   // block address -> first storage slot + 1
+    struct idmap by_block;        // live block address -> first storage slot + 1
     uint32_t kept_st, kept_tn;    // freed, but alive at the current peak
     struct obs_thread *threads;
     uint32_t capthreads;
@@ -274,9 +274,10 @@ static bool alive_at_peak(uint64_t created_seq, bool dead, uint64_t dead_seq) {
 
 static void block_unlink(struct obs_storage *s, uint32_t slot) {
     if (!(s->flags & S_HAS_BLOCK) || (s->flags & S_BLOCK_FREED)) return;
-    uint32_t head = tpprof_map_get(&o.by_block, s->block_addr);
+    uint32_t head = idmap_get(&o.by_block, s->block_addr);
     if (head == slot + 1) {
-        tpprof_map_put(&o.by_block, s->block_addr, s->next_in_block);
+        if (s->next_in_block) idmap_put(&o.by_block, s->block_addr, s->next_in_block);
+        else idmap_del(&o.by_block, s->block_addr);
         return;
     }
     for (uint32_t k = head; k; k = o.st[k - 1].next_in_block)
@@ -357,8 +358,11 @@ static void attach_block(struct obs_storage *s, uint32_t slot) {
     s->block_size = b->size;
     s->block_kind = tpprof_w.sites[b->site].kind;
     s->flags |= S_HAS_BLOCK;
-    s->next_in_block = tpprof_map_get(&o.by_block, b->addr);
-    tpprof_map_put(&o.by_block, b->addr, slot + 1);
+    s->next_in_block = idmap_get(&o.by_block, b->addr);
+    if (!idmap_put(&o.by_block, b->addr, slot + 1)) {
+        s->next_in_block = 0;
+        s->flags &= (uint16_t)~S_HAS_BLOCK; // out of memory: not linked, not claimed
+    }
 }
 
 static void lifetime_add_delay(struct obs_storage *s, uint64_t delay) {
@@ -369,7 +373,7 @@ static void lifetime_add_delay(struct obs_storage *s, uint64_t delay) {
 }
 
 void tpprof_obs_block_freed(uint64_t addr, uint64_t time) {
-    uint32_t k = tpprof_map_get(&o.by_block, addr);
+    uint32_t k = idmap_get(&o.by_block, addr);
     if (!k) return;
     while (k) {
         struct obs_storage *s = &o.st[k - 1];
@@ -379,7 +383,7 @@ void tpprof_obs_block_freed(uint64_t addr, uint64_t time) {
         s->block_freed_ns = time;
         if (s->flags & S_LIFETIME_PENDING) lifetime_add_delay(s, time - s->data_released_ns);
     }
-    tpprof_map_put(&o.by_block, addr, 0);
+    idmap_del(&o.by_block, addr);
 }
 
 // ---------------------------------------------------------------------------
