@@ -5,7 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 
-#include "check.h"
+#include "../check.h"
 #include "fake_raw.h"
 #include "tensorplay/caching_allocator.h"
 

@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "check.h"
+#include "../check.h"
 #include "fake_raw.h"
 #include "tensorplay/caching_allocator.h"
 #include "tensorplay/deferred_allocator.h"

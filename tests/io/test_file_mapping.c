@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "../check.h"
 #include "tensorplay/tensorplay.h"
 
 static char path[64];

@@ -4,7 +4,7 @@
  */
 #include <stdlib.h>
 
-#include "check.h"
+#include "../check.h"
 #include "../../src/io/json.h"
 
 static tp__json *parse(const char *s) {

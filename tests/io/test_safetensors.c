@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "../check.h"
 #include "tensorplay/tensorplay.h"
 
 static char dir[64];

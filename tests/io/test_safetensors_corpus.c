@@ -12,7 +12,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 
-#include "check.h"
+#include "../check.h"
 #include "tensorplay/tensorplay.h"
 
 static int name_cmp(const void *a, const void *b) {

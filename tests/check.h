@@ -1,5 +1,5 @@
 /*
- * tests/alloc/check.h - the few macros the allocator tests share.
+ * tests/check.h - the few macros the allocator and io tests share.
  *
  * CHECK records a failure with file:line and keeps going, so one run shows
  * every broken expectation; RUN runs one test function by name.  The
