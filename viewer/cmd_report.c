@@ -42,6 +42,9 @@ const char tpprof_usage_report[] =
     "The database is opened read-only. If it was never symbolized, it is symbolized\n"
     "now, and the symbols are saved into it when the file is writable.\n";
 
+
+// Frames read per site line to find the call into a library.
+#define TPPROF_SITE_FRAMES 64
 // ---------------------------------------------------------------------------
 // Options
 
@@ -224,19 +227,52 @@ static void text_peak(const tpprof_profile *p, const report_options *o) {
     free(v);
 }
 
-// One line per site: the numbers, then the innermost frame and its caller.
+// Module names are paths as the loader gave them; the executable's is
+// meta.exe (compare base names too, in case one of them is relative).
+static bool is_exe_module(const tpprof_profile *p, const char *module) {
+    if (!p->exe)
+        return false;
+    if (strcmp(module, p->exe) == 0)
+        return true;
+    const char *a = strrchr(module, '/'), *b = strrchr(p->exe, '/');
+    return strcmp(a ? a + 1 : module, b ? b + 1 : p->exe) == 0;
+}
+
+// Which frame names the caller of a site.  Inside the executable it is the
+// direct caller.  Inside a shared library (OpenBLAS under libtensorplay,
+// libstdc++) the innermost frame and its direct caller are the same for many
+// stacks, so it is the program's own frame that led there (the first frame in
+// the executable), else the first frame outside the innermost frame's module.
+static size_t site_caller_index(const tpprof_profile *p, const tpprof_frame *f, size_t n) {
+    if (n < 2)
+        return n;
+    if (!f[0].module || is_exe_module(p, f[0].module))
+        return 1;
+    for (size_t i = 1; i < n; i++)
+        if (f[i].module && is_exe_module(p, f[i].module) && f[i].function &&
+            strcmp(f[i].function, "_start") != 0)
+            return i;
+    for (size_t i = 1; i < n; i++)
+        if (f[i].module && strcmp(f[i].module, f[0].module) != 0)
+            return i;
+    return 1;
+}
+
+// One line per site: the numbers, then the innermost frame and its caller
+// (for a site inside a library: the frame that called into that library).
 static void text_site_line(const tpprof_profile *p, const tpprof_site *s, uint64_t bytes,
                            uint64_t calls) {
-    tpprof_frame f[2];
-    size_t n = tpprof_stacks_frames(p->stacks, s->stack_id, f, 2, NULL);
+    tpprof_frame f[TPPROF_SITE_FRAMES];
+    size_t n = tpprof_stacks_frames(p->stacks, s->stack_id, f, TPPROF_SITE_FRAMES, NULL);
     char a[32], b[32], site[512] = "(no stack recorded)", caller[512] = "";
     if (n > 0)
         tpprof_frame_format(&f[0], site, sizeof site);
-    if (n > 1)
-        tpprof_frame_format(&f[1], caller, sizeof caller);
+    size_t ci = site_caller_index(p, f, n);
+    if (ci < n)
+        tpprof_frame_format(&f[ci], caller, sizeof caller);
     printf("  %10s  %10s  %-14s  %s%s%s\n", tpprof_format_size(bytes, a),
            tpprof_format_count(calls, b), tpprof_profile_kind(p, s->kind), site,
-           n > 1 ? "  < " : "", caller);
+           ci < n ? "  < " : "", caller);
 }
 
 static void text_top(const tpprof_profile *p, const report_options *o) {

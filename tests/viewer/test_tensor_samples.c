@@ -87,6 +87,13 @@ static void test_cache_leak_names_cache_put_for_two_storages(void) {
     r = harness_tpprof("check", db, "--max-lost-bytes", "524287", NULL);
     CHECK(r.status == 1 && strstr(r.out, "FAIL lost bytes "), "%d %s %s", r.status, r.out, r.err);
     harness_result_free(&r);
+    /* A site inside a library (here the runtime's CPU allocator) names the
+     * program's own frame that led there as its caller, not the library's
+     * internal caller. */
+    r = harness_tpprof("report", db, "--top", "1", NULL);
+    CHECK(strstr(r.out, "tp__cpu_allocate (allocator.c:") && strstr(r.out, "  < main (cache_leak.c:"),
+          "top site line: %s", r.out);
+    harness_result_free(&r);
 }
 
 static void test_weak_refs_lists_structs_held_by_memo_remember(void) {
