@@ -253,8 +253,14 @@ static void test_loaded_tensors_point_into_the_mapping(void) {
     tp_tensor *la = tp_safetensors_get(st, "a"), *lb = tp_safetensors_get(st, "b");
     CHECK(in_mapping(path, tp_tensor_data(la)));
     CHECK(in_mapping(path, tp_tensor_data(lb)));
-    CHECK(tp_storage_allocator(tp_tensor_storage(la)) == NULL); /* not allocated: borrowed map */
+    /* Named "mmap" (what profilers show) but never allocating: not resizable. */
+    tp_allocator *ma = tp_storage_allocator(tp_tensor_storage(la));
+    CHECK(ma != NULL && strcmp(ma->name, "mmap") == 0);
     CHECK(!tp_storage_resizable(tp_tensor_storage(la)));
+    CHECK(tp_storage_resize(tp_tensor_storage(la), 64) != TP_STATUS_OK);
+    tp_data_ptr none;
+    CHECK(ma && tp_allocator_allocate(ma, 16, &none) == TP_STATUS_UNSUPPORTED && none.ptr == NULL);
+    CHECK_CONTAINS(tp_last_error(), "a file mapping cannot allocate");
     tp_safetensors_free(st);
     tp_tensor_release(a);
     tp_tensor_release(b);
