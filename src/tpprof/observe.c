@@ -11,7 +11,8 @@
 // the blocks that back them and keeps the reference ledger. Same rules as
 // the malloc hooks: no lock, no syscall, no SQLite, no malloc; the only
 // include from the runtime is its observer ABI header. This file must not
-// interpret the events beyond copying them.
+// interpret the events beyond copying them, except to skip an unwind whose
+// stack is already known (see "Stacks already known" below).
 #define _GNU_SOURCE
 #include <stddef.h>
 #include <stdlib.h>
@@ -27,6 +28,54 @@ _Atomic int tpprof_obs_attached;
 // (7 + 2 * 8); ndim above this is cut (the runtime's TP_MAX_DIMS is 8).
 #define OBS_MAX_DIMS 8
 #define OBS_MAX_WORDS 24
+
+// ---------------------------------------------------------------------------
+// Stacks already known.
+//
+// A stack capture is most of an event's cost, and two of a tensor's events
+// repeat one: the runtime takes the tensor's storage reference (RETAIN) and
+// then reports TENSOR_CREATED from the same function, with no observer event
+// between; and the RELEASE of a freed tensor's reference follows its
+// TENSOR_FREED. So, per thread:
+//  - TENSOR_CREATED right after a RETAIN of the same storage takes the
+//    RETAIN's stack id (one frame deeper: the runtime's retain call; the
+//    viewer shows stacks from the first caller outside the runtime);
+//  - in aggregate mode (TENSOR_FREED has no stack there), the RELEASE of a
+//    storage whose tensor was just freed on this thread is sent without a
+//    stack and flagged TPPROF_OBS_TENSOR_REF: the writer pairs it with the
+//    tensor's reference (it does that anyway) and counts it under that
+//    reference's stack (docs/schema-tensors.md, refcount_sites).
+// The freed list mirrors the writer's (storages.c: newest match first), so
+// both pick the same tensor.
+
+#define OBS_FREED 16
+
+struct obs_recent {
+    uint64_t retain_storage;      // the last event was a RETAIN of this storage (0: it was not)...
+    uint32_t retain_sid;          // ...and this is its stack
+    uint32_t nfreed;
+    uint64_t freed[OBS_FREED];    // storages of tensors freed whose RELEASE has not come
+};
+static __thread struct obs_recent recent TPPROF_TLS;
+
+// Whether a RELEASE of `storage` is the one a freed tensor owes (and forgets it).
+static inline bool take_freed(uint64_t storage) {
+    for (uint32_t i = recent.nfreed; i-- > 0;)
+        if (recent.freed[i] == storage) {
+            for (uint32_t j = i; j + 1 < recent.nfreed; j++) recent.freed[j] = recent.freed[j + 1];
+            recent.nfreed--;
+            return true;
+        }
+    return false;
+}
+
+static inline void put_freed(uint64_t storage) {
+    if (recent.nfreed == OBS_FREED) { // deeper than any release chain: forget the oldest
+        for (uint32_t j = 0; j + 1 < OBS_FREED; j++) recent.freed[j] = recent.freed[j + 1];
+        recent.nfreed--;
+    }
+    recent.freed[recent.nfreed++] = storage;
+}
 
 // ---------------------------------------------------------------------------
 // Recording.
@@ -56,6 +105,10 @@ static void on_event(void *user, const tp_obs_event *ev) {
     uint64_t w[OBS_MAX_WORDS + 1];
     int n = 0, refop = 0;
     bool stack = true;
+    uint32_t sid = 0;
+    uint64_t flags = 0;
+    uint64_t retained = recent.retain_storage; // only the very next event may use it
+    recent.retain_storage = 0;
     switch (ev->kind) {
     case TP_OBS_STORAGE_CREATED:
         if (!HAS(ev, storage)) goto out;
@@ -88,6 +141,10 @@ static void on_event(void *user, const tp_obs_event *ev) {
         w[3] = (uint64_t)ev->u.refcount.strong | (uint64_t)ev->u.refcount.weak << 32;
         refop = (int)(ev->u.refcount.op & 0xff);
         n = 4;
+        if (refop == TP_OBS_REFOP_RELEASE && !tpprof_cfg.full && recent.nfreed && take_freed(w[2])) {
+            stack = false;
+            flags = TPPROF_OBS_TENSOR_REF;
+        }
         break;
     case TP_OBS_TENSOR_CREATED: {
         if (!HAS(ev, tensor)) goto out;
@@ -103,6 +160,10 @@ static void on_event(void *user, const tp_obs_event *ev) {
             w[7 + nd + i] = x->strides ? (uint64_t)x->strides[i] : 0;
         }
         n = 7 + 2 * nd;
+        if (retained && retained == x->storage_id) {
+            stack = false;
+            sid = recent.retain_sid;
+        }
         break;
     }
     case TP_OBS_TENSOR_FREED:
@@ -111,6 +172,7 @@ static void on_event(void *user, const tp_obs_event *ev) {
         w[3] = ev->u.tensor.storage_id;
         n = 4;
         stack = tpprof_cfg.full;
+        if (!stack) put_freed(w[3]);
         break;
     case TP_OBS_VERSION_BUMPED:
         if (!HAS(ev, version)) goto out;
@@ -138,11 +200,15 @@ static void on_event(void *user, const tp_obs_event *ev) {
         goto out;
     }
     if (!t) goto out;
-    uint32_t sid = stack ? tpprof_capture(tpprof_cfg.depth) : 0;
+    if (stack) sid = tpprof_capture(tpprof_cfg.depth);
+    if (ev->kind == TP_OBS_STORAGE_REFCOUNT && refop == TP_OBS_REFOP_RETAIN && sid) {
+        recent.retain_storage = w[2];
+        recent.retain_sid = sid;
+    }
     if (tpprof_ring_reserve(t, (uint64_t)n + 1)) {
         uint64_t seq = atomic_fetch_add(&tpprof_seq, 1);
         w[0] = tpprof_hdr(seq, TPPROF_OP_OBS, (int)ev->kind);
-        w[1] = (uint64_t)n | (uint64_t)refop << 8 | (uint64_t)sid << 32;
+        w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
         int k = n;
         if (tpprof_cfg.full) w[k++] = full_time();
         tpprof_ring_put(t, w, k);

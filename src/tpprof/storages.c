@@ -60,6 +60,7 @@ struct obs_ref {
     uint32_t stack;  // stack_nodes id
     uint64_t tensor; // owning tensor, 0 none
     uint32_t op;     // 0 creation, 1 retain, 3 weak retain, 5 lock
+    uint32_t sid;    // depot id of the stack (rc_count's hint, for its release)
 };
 
 struct alloc_event {
@@ -109,7 +110,7 @@ static struct {
     struct tpprof_map rc_index;    // (stack << 3 | op) + 1 -> rc slot + 1
     struct { uint32_t stack, op; int64_t count; } *rc;
     uint32_t nrc, caprc;
-    uint32_t *rc_hint;            // depot stack id -> rc slot + 1 it used last
+    uint32_t *rc_hint;            // (depot stack id, op parity) -> rc slot + 1 it used last
     uint32_t caprc_hint;
     struct alloc_event *aev;
     uint64_t naev, capaev;
@@ -228,7 +229,7 @@ static void device_text(char *out, size_t cap, int type, int index) {
 // ---------------------------------------------------------------------------
 // References.
 
-static uint32_t ref_add(struct obs_storage *s, uint32_t op, uint32_t stack) {
+static uint32_t ref_add(struct obs_storage *s, uint32_t op, uint32_t stack, uint32_t sid) {
     uint32_t r = o.free_ref;
     if (r) {
         o.free_ref = o.refs[r].next;
@@ -236,14 +237,15 @@ static uint32_t ref_add(struct obs_storage *s, uint32_t op, uint32_t stack) {
         if (!grow((void **)&o.refs, &o.caprefs, o.nrefs + 1, sizeof *o.refs, 1024)) return 0;
         r = ++o.nrefs;
     }
-    o.refs[r] = (struct obs_ref){.next = s->refs, .stack = stack, .op = op};
+    o.refs[r] = (struct obs_ref){.next = s->refs, .stack = stack, .op = op, .sid = sid};
     s->refs = r;
     return r;
 }
 
 // Unlinks the newest reference matching (tensor != 0: owned by it; else an
-// unowned one of the given strength); false if none.
-static bool ref_remove(struct obs_storage *s, uint64_t tensor, bool weak) {
+// unowned one of the given strength); NULL if none, else the reference,
+// whose fields stay readable until the next ref_add.
+static const struct obs_ref *ref_remove(struct obs_storage *s, uint64_t tensor, bool weak) {
     uint32_t *link = &s->refs;
     for (uint32_t r = s->refs; r; link = &o.refs[r].next, r = o.refs[r].next) {
         struct obs_ref *x = &o.refs[r];
@@ -254,9 +256,9 @@ static bool ref_remove(struct obs_storage *s, uint64_t tensor, bool weak) {
         *link = x->next;
         x->next = o.free_ref;
         o.free_ref = r;
-        return true;
+        return x;
     }
-    return false;
+    return NULL;
 }
 
 // ---------------------------------------------------------------------------
@@ -417,10 +419,13 @@ static struct obs_storage *storage_get(uint64_t id, uint32_t *slot) {
 }
 
 // Counts one refcount change; `sid` (the depot id of `stack`) remembers the
-// row it used last, so the common case skips the hash lookup.
+// row it used last, so the common case skips the hash lookup. A retain site
+// also counts its tensors' releases (TPPROF_OBS_TENSOR_REF), so each sid has
+// two hints: odd ops (retains, lock) and even ones (releases).
 static void rc_count(uint32_t op, uint32_t stack, uint32_t sid) {
-    if (sid < o.caprc_hint && o.rc_hint[sid]) {
-        uint32_t h = o.rc_hint[sid] - 1;
+    uint32_t hint = sid << 1 | (op & 1);
+    if (hint < o.caprc_hint && o.rc_hint[hint]) {
+        uint32_t h = o.rc_hint[hint] - 1;
         if (o.rc[h].op == op) {
             o.rc[h].count++;
             return;
@@ -437,10 +442,10 @@ static void rc_count(uint32_t op, uint32_t stack, uint32_t sid) {
         k = ++o.nrc;
     }
     o.rc[k - 1].count++;
-    if (sid && grow((void **)&o.rc_hint, &o.caprc_hint, sid, sizeof *o.rc_hint, 4096)) o.rc_hint[sid] = k;
+    if (sid && grow((void **)&o.rc_hint, &o.caprc_hint, hint, sizeof *o.rc_hint, 8192)) o.rc_hint[hint] = k;
 }
 
-static void on_storage_created(const uint64_t *r, uint64_t seq, uint64_t time, uint32_t stack) {
+static void on_storage_created(const uint64_t *r, uint64_t seq, uint64_t time, uint32_t stack, uint32_t sid) {
     uint32_t slot = new_storage_slot();
     if (slot == UINT32_MAX) return;
     struct obs_storage *s = &o.st[slot];
@@ -463,23 +468,28 @@ static void on_storage_created(const uint64_t *r, uint64_t seq, uint64_t time, u
         o.free_st = slot + 1;
         return;
     }
-    ref_add(s, 0, stack);
+    ref_add(s, 0, stack, sid);
     attach_block(s, slot);
     o.storage_bytes += (int64_t)s->nbytes;
     if (o.storage_bytes > o.peak_bytes) new_peak(seq, time);
 }
 
+// `tensor_ref`: a RELEASE sent without a stack because a tensor's free made
+// it (observe.c): counted under the stack of the reference it releases.
 static void on_refcount(struct obs_thread *th, uint32_t tindex, const uint64_t *r, uint32_t refop, uint64_t time,
-                        uint32_t stack, uint32_t sid) {
-    rc_count(refop, stack, sid);
+                        uint32_t stack, uint32_t sid, bool tensor_ref) {
+    if (!tensor_ref) rc_count(refop, stack, sid);
     uint32_t slot;
     struct obs_storage *s = storage_get(r[2], &slot);
-    if (!s) return;
+    if (!s) {
+        if (tensor_ref) rc_count(refop, 0, 0);
+        return;
+    }
     s->strong = (uint32_t)r[3];
     s->weak = (uint32_t)(r[3] >> 32);
     switch (refop) {
     case TP_OBS_REFOP_RETAIN: {
-        uint32_t ref = ref_add(s, refop, stack);
+        uint32_t ref = ref_add(s, refop, stack, sid);
         if (th && ref) {
             th->retain_storage = s->id;
             th->retain_ref = ref;
@@ -488,7 +498,7 @@ static void on_refcount(struct obs_thread *th, uint32_t tindex, const uint64_t *
     }
     case TP_OBS_REFOP_LOCK:
     case TP_OBS_REFOP_WEAK_RETAIN:
-        ref_add(s, refop, stack);
+        ref_add(s, refop, stack, sid);
         break;
     case TP_OBS_REFOP_RELEASE: {
         uint64_t owner = 0;
@@ -500,7 +510,9 @@ static void on_refcount(struct obs_thread *th, uint32_t tindex, const uint64_t *
                     th->nfreed--;
                     break;
                 }
-        if (!owner || !ref_remove(s, owner, false)) ref_remove(s, 0, false);
+        const struct obs_ref *gone = owner ? ref_remove(s, owner, false) : NULL;
+        if (!gone) gone = ref_remove(s, 0, false);
+        if (tensor_ref) rc_count(refop, gone ? gone->stack : 0, gone ? gone->sid : 0);
         if (s->strong == 0) {
             s->flags |= S_LAST_RELEASE;
             s->last_release_ns = time;
@@ -687,8 +699,10 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time)
     struct obs_thread *th = thread_state(tindex);
     if (kind != TP_OBS_STORAGE_REFCOUNT && kind != TP_OBS_TENSOR_CREATED && th) th->retain_storage = 0;
     switch (kind) {
-    case TP_OBS_STORAGE_CREATED: on_storage_created(r, seq, time, stack); break;
-    case TP_OBS_STORAGE_REFCOUNT: on_refcount(th, tindex, r, refop, time, stack, sid); break;
+    case TP_OBS_STORAGE_CREATED: on_storage_created(r, seq, time, stack, sid); break;
+    case TP_OBS_STORAGE_REFCOUNT:
+        on_refcount(th, tindex, r, refop, time, stack, sid, (r[1] & TPPROF_OBS_TENSOR_REF) != 0);
+        break;
     case TP_OBS_STORAGE_DATA_RELEASED: on_data_released(r, seq, time); break;
     case TP_OBS_STORAGE_FREED: on_storage_freed(r, seq, time); break;
     case TP_OBS_STORAGE_DATA_SWAPPED: on_data_swapped(r, seq, time); break;

@@ -65,9 +65,14 @@ enum tpprof_op {
     TPPROF_OP_REALLOC_FREE = 7, // addr: the old block of a realloc, freed
     TPPROF_OP_NOP = 8,          // a sequence number taken for nothing (failed realloc)
     TPPROF_OP_OBS = 9,          // a runtime observer event (observe.c): kind = tp_obs_kind,
-                                // word 1 = words | refop << 8 | stack << 32, payload after
+                                // word 1 = words | refop << 8 | flags << 16 | stack << 32, payload after
     TPPROF_OP_WRAP = 15,        // ring padding: continue at the ring's start
 };
+
+// Flags in bits 16-23 of an OBS record's word 1. TENSOR_REF: a RELEASE made
+// by a tensor's free, sent without a stack; the writer counts it under the
+// stack of the reference it releases (observe.c, storages.c).
+#define TPPROF_OBS_TENSOR_REF ((uint64_t)1 << 16)
 
 // Words per record, excluding the optional trailing timestamp of full mode.
 static inline int tpprof_op_words(int op) {

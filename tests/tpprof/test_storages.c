@@ -42,11 +42,16 @@ static int failures;
 static uint64_t seq = 1, now_ns = 100;
 static struct tpprof_thread th0 = {.index = 0}, th1 = {.index = 1};
 
-static void put(struct tpprof_thread *t, int kind, int refop, uint32_t stack, uint64_t *w, int n) {
+static void put_flags(struct tpprof_thread *t, int kind, int refop, uint64_t flags, uint32_t stack, uint64_t *w,
+                      int n) {
     w[0] = tpprof_hdr(seq++, TPPROF_OP_OBS, kind);
-    w[1] = (uint64_t)n | (uint64_t)refop << 8 | (uint64_t)stack << 32;
+    w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)stack << 32;
     tpprof_obs_apply(t, w, now_ns);
     now_ns += 10;
+}
+
+static void put(struct tpprof_thread *t, int kind, int refop, uint32_t stack, uint64_t *w, int n) {
+    put_flags(t, kind, refop, 0, stack, w, n);
 }
 
 static void created(struct tpprof_thread *t, uint64_t id, uint64_t data, uint64_t nbytes, uint32_t stack) {
@@ -58,6 +63,13 @@ static void created(struct tpprof_thread *t, uint64_t id, uint64_t data, uint64_
 static void refcount(struct tpprof_thread *t, uint64_t id, int op, uint32_t strong, uint32_t weak, uint32_t stack) {
     uint64_t w[4] = {0, 0, id, (uint64_t)strong | (uint64_t)weak << 32};
     put(t, TP_OBS_STORAGE_REFCOUNT, op, stack, w, 4);
+}
+
+// A RELEASE made by a tensor's free, as observe.c sends it in aggregate
+// mode: no stack, flagged.
+static void tensor_release(struct tpprof_thread *t, uint64_t id, uint32_t strong, uint32_t weak) {
+    uint64_t w[4] = {0, 0, id, (uint64_t)strong | (uint64_t)weak << 32};
+    put_flags(t, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RELEASE, TPPROF_OBS_TENSOR_REF, 0, w, 4);
 }
 
 static void simple(struct tpprof_thread *t, int kind, uint64_t id) {
@@ -160,6 +172,21 @@ int main(void) {
     simple(&th0, TP_OBS_STORAGE_FREED, 7);
     tpprof_obs_block_freed(0x10000, 9999);
 
+    // Storage 8: two tensors made at one site (retain stack 61, the tensor
+    // takes the retain's stack); their frees' releases come without a stack.
+    created(&th1, 8, 0, 16, 60);
+    refcount(&th1, 8, TP_OBS_REFOP_RETAIN, 2, 1, 61);
+    tensor(&th1, 9, 8, 0, 4, 61);
+    refcount(&th1, 8, TP_OBS_REFOP_RELEASE, 1, 1, 62);
+    refcount(&th1, 8, TP_OBS_REFOP_RETAIN, 2, 1, 61);
+    tensor(&th1, 10, 8, 0, 4, 61);
+    tensor_freed(&th1, 9, 8);
+    tensor_release(&th1, 8, 1, 1);
+    tensor_freed(&th1, 10, 8);
+    tensor_release(&th1, 8, 0, 1);
+    simple(&th1, TP_OBS_STORAGE_DATA_RELEASED, 8);
+    simple(&th1, TP_OBS_STORAGE_FREED, 8);
+
     CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
 
     // Storage 1: only the other thread's cache retain is outstanding.
@@ -193,8 +220,14 @@ int main(void) {
     CHECK(bytes == 4096 + 32 + 100000, "peak bytes %lld (storage 4's data was gone)", (long long)bytes);
     // Aggregates.
     CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 17") == 2, "two releases at stack 17");
-    CHECK(q("SELECT sum(count) FROM refcount_sites") == 14, "every refcount change counted");
-    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 3, "three data releases");
+    CHECK(q("SELECT sum(count) FROM refcount_sites") == 19, "every refcount change counted");
+    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 4, "four data releases");
+    // Storage 8: stackless tensor releases count under the tensor's retain site.
+    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 61") == 2 &&
+              q("SELECT count FROM refcount_sites WHERE op = 1 AND stack_id = 61") == 2,
+          "the tensors' releases count under their retains' stack 61");
+    CHECK(q("SELECT count(*) FROM refcount_sites WHERE stack_id = 0") == 0, "no change without a stack");
+    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 62") == 1, "the creator's own release");
     CHECK(kept_events == 0, "aggregate mode keeps no events");
     sqlite3_close(db);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
