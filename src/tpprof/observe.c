@@ -40,13 +40,17 @@ _Atomic int tpprof_obs_attached;
 //  - TENSOR_CREATED right after a RETAIN of the same storage takes the
 //    RETAIN's stack id (one frame deeper: the runtime's retain call; the
 //    viewer shows stacks from the first caller outside the runtime);
-//  - in aggregate mode (TENSOR_FREED has no stack there), the RELEASE of a
-//    storage whose tensor was just freed on this thread is sent without a
-//    stack and flagged TPPROF_OBS_TENSOR_REF: the writer pairs it with the
-//    tensor's reference (it does that anyway) and counts it under that
-//    reference's stack (docs/schema-tensors.md, refcount_sites).
-// The freed list mirrors the writer's (storages.c: newest match first), so
-// both pick the same tensor.
+//  - in aggregate mode (TENSOR_FREED has no stack there), TENSOR_FREED is
+//    held back and sent inside the RELEASE of its storage reference, which
+//    the ABI promises right after it on the same thread (possibly after the
+//    frees of the tensor's base or grad, hence a small stack of them): one
+//    record, no stack, flagged TPPROF_OBS_TENSOR_REF with the tensor id
+//    after the counts. The writer pairs it with the tensor's reference and
+//    counts it under that reference's stack (docs/schema-tensors.md,
+//    refcount_sites). The tensor's free is thus recorded at that release,
+//    inside the same runtime call. Full mode sends each event on its own.
+// Newest match first, like the writer's pairing of standalone TENSOR_FREED
+// records (storages.c).
 
 #define OBS_FREED 16
 
@@ -54,27 +58,21 @@ struct obs_recent {
     uint64_t retain_storage;      // the last event was a RETAIN of this storage (0: it was not)...
     uint32_t retain_sid;          // ...and this is its stack
     uint32_t nfreed;
-    uint64_t freed[OBS_FREED];    // storages of tensors freed whose RELEASE has not come
+    struct { uint64_t tensor, storage; } freed[OBS_FREED]; // TENSOR_FREED held for their RELEASE
 };
 static __thread struct obs_recent recent TPPROF_TLS;
 
-// Whether a RELEASE of `storage` is the one a freed tensor owes (and forgets it).
-static inline bool take_freed(uint64_t storage) {
+// The tensor whose held TENSOR_FREED this RELEASE of `storage` completes
+// (forgotten now), or 0.
+static inline uint64_t take_freed(uint64_t storage) {
     for (uint32_t i = recent.nfreed; i-- > 0;)
-        if (recent.freed[i] == storage) {
+        if (recent.freed[i].storage == storage) {
+            uint64_t tensor = recent.freed[i].tensor;
             for (uint32_t j = i; j + 1 < recent.nfreed; j++) recent.freed[j] = recent.freed[j + 1];
             recent.nfreed--;
-            return true;
+            return tensor;
         }
-    return false;
-}
-
-static inline void put_freed(uint64_t storage) {
-    if (recent.nfreed == OBS_FREED) { // deeper than any release chain: forget the oldest
-        for (uint32_t j = 0; j + 1 < OBS_FREED; j++) recent.freed[j] = recent.freed[j + 1];
-        recent.nfreed--;
-    }
-    recent.freed[recent.nfreed++] = storage;
+    return 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -92,6 +90,31 @@ static inline void put_name(uint64_t *w, const char *name) {
     if (!name) return;
     char *d = (char *)w;
     for (int i = 0; i < 23 && name[i]; i++) d[i] = name[i];
+}
+
+// Appends one record of n words (w[2..n-1] filled) to the thread's ring.
+static void emit(struct tpprof_thread *t, int kind, int refop, uint64_t flags, uint32_t sid, uint64_t *w, int n) {
+    if (!tpprof_ring_reserve(t, (uint64_t)n + 1)) return;
+    uint64_t seq = atomic_fetch_add(&tpprof_seq, 1);
+    w[0] = tpprof_hdr(seq, TPPROF_OP_OBS, kind);
+    w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
+    int k = n;
+    if (tpprof_cfg.full) w[k++] = full_time();
+    tpprof_ring_put(t, w, k);
+}
+
+// Holds a TENSOR_FREED back for its RELEASE; a stack deeper than any release
+// chain sends its oldest on its own (the writer pairs that one itself).
+static void hold_freed(struct tpprof_thread *t, uint64_t tensor, uint64_t storage) {
+    if (recent.nfreed == OBS_FREED) {
+        uint64_t w[5] = {0, 0, recent.freed[0].tensor, recent.freed[0].storage};
+        emit(t, TP_OBS_TENSOR_FREED, 0, 0, 0, w, 4);
+        for (uint32_t j = 0; j + 1 < OBS_FREED; j++) recent.freed[j] = recent.freed[j + 1];
+        recent.nfreed--;
+    }
+    recent.freed[recent.nfreed].tensor = tensor;
+    recent.freed[recent.nfreed].storage = storage;
+    recent.nfreed++;
 }
 
 // Whether the runtime's event reaches `member` of the union.
@@ -141,9 +164,10 @@ static void on_event(void *user, const tp_obs_event *ev) {
         w[3] = (uint64_t)ev->u.refcount.strong | (uint64_t)ev->u.refcount.weak << 32;
         refop = (int)(ev->u.refcount.op & 0xff);
         n = 4;
-        if (refop == TP_OBS_REFOP_RELEASE && !tpprof_cfg.full && recent.nfreed && take_freed(w[2])) {
+        if (refop == TP_OBS_REFOP_RELEASE && recent.nfreed && (w[4] = take_freed(w[2])) != 0) {
             stack = false;
             flags = TPPROF_OBS_TENSOR_REF;
+            n = 5;
         }
         break;
     case TP_OBS_TENSOR_CREATED: {
@@ -172,7 +196,10 @@ static void on_event(void *user, const tp_obs_event *ev) {
         w[3] = ev->u.tensor.storage_id;
         n = 4;
         stack = tpprof_cfg.full;
-        if (!stack) put_freed(w[3]);
+        if (!tpprof_cfg.full) {
+            if (t) hold_freed(t, w[2], w[3]);
+            goto out;
+        }
         break;
     case TP_OBS_VERSION_BUMPED:
         if (!HAS(ev, version)) goto out;
@@ -205,14 +232,7 @@ static void on_event(void *user, const tp_obs_event *ev) {
         recent.retain_storage = w[2];
         recent.retain_sid = sid;
     }
-    if (tpprof_ring_reserve(t, (uint64_t)n + 1)) {
-        uint64_t seq = atomic_fetch_add(&tpprof_seq, 1);
-        w[0] = tpprof_hdr(seq, TPPROF_OP_OBS, (int)ev->kind);
-        w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
-        int k = n;
-        if (tpprof_cfg.full) w[k++] = full_time();
-        tpprof_ring_put(t, w, k);
-    }
+    emit(t, (int)ev->kind, refop, flags, sid, w, n);
 out:
     tpprof_guard = 0;
 }

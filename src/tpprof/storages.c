@@ -474,11 +474,16 @@ static void on_storage_created(const uint64_t *r, uint64_t seq, uint64_t time, u
     if (o.storage_bytes > o.peak_bytes) new_peak(seq, time);
 }
 
+static void tensor_freed_at(uint64_t id, uint64_t seq, uint64_t time);
+
 // `tensor_ref`: a RELEASE sent without a stack because a tensor's free made
-// it (observe.c): counted under the stack of the reference it releases.
-static void on_refcount(struct obs_thread *th, uint32_t tindex, const uint64_t *r, uint32_t refop, uint64_t time,
-                        uint32_t stack, uint32_t sid, bool tensor_ref) {
-    if (!tensor_ref) rc_count(refop, stack, sid);
+// it, carrying that TENSOR_FREED (r[4], the tensor; observe.c): the tensor is
+// freed first, then the release is paired with its reference and counted
+// under that reference's stack.
+static void on_refcount(struct obs_thread *th, uint32_t tindex, const uint64_t *r, uint32_t refop, uint64_t seq,
+                        uint64_t time, uint32_t stack, uint32_t sid, bool tensor_ref) {
+    if (tensor_ref) tensor_freed_at(r[4], seq, time);
+    else rc_count(refop, stack, sid);
     uint32_t slot;
     struct obs_storage *s = storage_get(r[2], &slot);
     if (!s) {
@@ -501,8 +506,8 @@ static void on_refcount(struct obs_thread *th, uint32_t tindex, const uint64_t *
         ref_add(s, refop, stack, sid);
         break;
     case TP_OBS_REFOP_RELEASE: {
-        uint64_t owner = 0;
-        if (th) // the newest freed tensor of this storage on this thread owns it
+        uint64_t owner = tensor_ref ? r[4] : 0;
+        if (th && !tensor_ref) // the newest freed tensor of this storage on this thread owns it
             for (uint32_t i = th->nfreed; i-- > 0;)
                 if (th->freed[i].storage == s->id) {
                     owner = th->freed[i].tensor;
@@ -609,18 +614,10 @@ static void on_tensor_created(struct obs_thread *th, const uint64_t *r, uint64_t
     }
 }
 
-static void on_tensor_freed(struct obs_thread *th, const uint64_t *r, uint64_t seq, uint64_t time) {
-    if (th) {
-        if (th->nfreed == FREED_STACK) { // deeper than any release chain: forget the oldest
-            memmove(&th->freed[0], &th->freed[1], (FREED_STACK - 1) * sizeof th->freed[0]);
-            th->nfreed--;
-        }
-        th->freed[th->nfreed].tensor = r[2];
-        th->freed[th->nfreed].storage = r[3];
-        th->nfreed++;
-    }
+// The tensor `id` is freed (its storage reference is paired by the caller).
+static void tensor_freed_at(uint64_t id, uint64_t seq, uint64_t time) {
     if (o.peak_seq && !o.peak_end) o.peak_end = seq;
-    uint32_t k = idmap_get(&o.tn_ids, r[2]);
+    uint32_t k = idmap_get(&o.tn_ids, id);
     if (!k) return;
     uint32_t slot = k - 1;
     struct obs_tensor *x = &o.tn[slot];
@@ -637,6 +634,21 @@ static void on_tensor_freed(struct obs_thread *th, const uint64_t *r, uint64_t s
         x->next_kept = o.free_tn;
         o.free_tn = slot + 1;
     }
+}
+
+// A TENSOR_FREED on its own (full mode, or more nested than observe.c
+// holds): its RELEASE comes later and is paired through th->freed.
+static void on_tensor_freed(struct obs_thread *th, const uint64_t *r, uint64_t seq, uint64_t time) {
+    if (th) {
+        if (th->nfreed == FREED_STACK) { // deeper than any release chain: forget the oldest
+            memmove(&th->freed[0], &th->freed[1], (FREED_STACK - 1) * sizeof th->freed[0]);
+            th->nfreed--;
+        }
+        th->freed[th->nfreed].tensor = r[2];
+        th->freed[th->nfreed].storage = r[3];
+        th->nfreed++;
+    }
+    tensor_freed_at(r[2], seq, time);
 }
 
 static void on_version(const uint64_t *r) {
@@ -701,7 +713,8 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time)
     switch (kind) {
     case TP_OBS_STORAGE_CREATED: on_storage_created(r, seq, time, stack, sid); break;
     case TP_OBS_STORAGE_REFCOUNT:
-        on_refcount(th, tindex, r, refop, time, stack, sid, (r[1] & TPPROF_OBS_TENSOR_REF) != 0);
+        on_refcount(th, tindex, r, refop, seq, time, stack, sid,
+                    (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 5);
         break;
     case TP_OBS_STORAGE_DATA_RELEASED: on_data_released(r, seq, time); break;
     case TP_OBS_STORAGE_FREED: on_storage_freed(r, seq, time); break;

@@ -70,8 +70,9 @@ enum tpprof_op {
 };
 
 // Flags in bits 16-23 of an OBS record's word 1. TENSOR_REF: a RELEASE made
-// by a tensor's free, sent without a stack; the writer counts it under the
-// stack of the reference it releases (observe.c, storages.c).
+// by a tensor's free that also carries that TENSOR_FREED (word 4: the tensor
+// id), sent without a stack; the writer counts it under the stack of the
+// reference it releases (observe.c, storages.c).
 #define TPPROF_OBS_TENSOR_REF ((uint64_t)1 << 16)
 
 // Words per record, excluding the optional trailing timestamp of full mode.

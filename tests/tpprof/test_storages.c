@@ -65,11 +65,12 @@ static void refcount(struct tpprof_thread *t, uint64_t id, int op, uint32_t stro
     put(t, TP_OBS_STORAGE_REFCOUNT, op, stack, w, 4);
 }
 
-// A RELEASE made by a tensor's free, as observe.c sends it in aggregate
-// mode: no stack, flagged.
-static void tensor_release(struct tpprof_thread *t, uint64_t id, uint32_t strong, uint32_t weak) {
-    uint64_t w[4] = {0, 0, id, (uint64_t)strong | (uint64_t)weak << 32};
-    put_flags(t, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RELEASE, TPPROF_OBS_TENSOR_REF, 0, w, 4);
+// A tensor's free and the RELEASE of its reference, as observe.c sends them
+// in aggregate mode: one record, no stack, flagged, the tensor after the counts.
+static void tensor_release(struct tpprof_thread *t, uint64_t storage, uint64_t tensor, uint32_t strong,
+                           uint32_t weak) {
+    uint64_t w[5] = {0, 0, storage, (uint64_t)strong | (uint64_t)weak << 32, tensor};
+    put_flags(t, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RELEASE, TPPROF_OBS_TENSOR_REF, 0, w, 5);
 }
 
 static void simple(struct tpprof_thread *t, int kind, uint64_t id) {
@@ -173,17 +174,26 @@ int main(void) {
     tpprof_obs_block_freed(0x10000, 9999);
 
     // Storage 8: two tensors made at one site (retain stack 61, the tensor
-    // takes the retain's stack); their frees' releases come without a stack.
+    // takes the retain's stack), the second still alive when another
+    // thread's tensor 11 on it is freed; the frees come inside their
+    // releases, without a stack.
     created(&th1, 8, 0, 16, 60);
     refcount(&th1, 8, TP_OBS_REFOP_RETAIN, 2, 1, 61);
     tensor(&th1, 9, 8, 0, 4, 61);
     refcount(&th1, 8, TP_OBS_REFOP_RELEASE, 1, 1, 62);
     refcount(&th1, 8, TP_OBS_REFOP_RETAIN, 2, 1, 61);
     tensor(&th1, 10, 8, 0, 4, 61);
-    tensor_freed(&th1, 9, 8);
-    tensor_release(&th1, 8, 1, 1);
-    tensor_freed(&th1, 10, 8);
-    tensor_release(&th1, 8, 0, 1);
+    refcount(&th0, 8, TP_OBS_REFOP_RETAIN, 3, 1, 63);
+    tensor(&th0, 11, 8, 0, 4, 63);
+    tensor_release(&th1, 8, 9, 2, 1);
+    tensor_release(&th0, 8, 11, 1, 1);
+    CHECK(tpprof_obs_db_put(db, true), "written mid-way: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 8") == 1 &&
+              q("SELECT tensor_id FROM storage_refs WHERE storage_id = 8 AND op = 1 AND stack_id = 61") == 10,
+          "only tensor 10's reference is left on storage 8");
+    CHECK(q("SELECT count(*) FROM tensors WHERE id IN (9, 11)") == 0 && q("SELECT count(*) FROM tensors WHERE id = 10") == 1,
+          "tensors 9 and 11 are freed, 10 is alive");
+    tensor_release(&th1, 8, 10, 0, 1);
     simple(&th1, TP_OBS_STORAGE_DATA_RELEASED, 8);
     simple(&th1, TP_OBS_STORAGE_FREED, 8);
 
@@ -220,12 +230,13 @@ int main(void) {
     CHECK(bytes == 4096 + 32 + 100000, "peak bytes %lld (storage 4's data was gone)", (long long)bytes);
     // Aggregates.
     CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 17") == 2, "two releases at stack 17");
-    CHECK(q("SELECT sum(count) FROM refcount_sites") == 19, "every refcount change counted");
+    CHECK(q("SELECT sum(count) FROM refcount_sites") == 21, "every refcount change counted");
     CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 4, "four data releases");
     // Storage 8: stackless tensor releases count under the tensor's retain site.
     CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 61") == 2 &&
-              q("SELECT count FROM refcount_sites WHERE op = 1 AND stack_id = 61") == 2,
-          "the tensors' releases count under their retains' stack 61");
+              q("SELECT count FROM refcount_sites WHERE op = 1 AND stack_id = 61") == 2 &&
+              q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 63") == 1,
+          "the tensors' releases count under their retains' stacks 61 and 63");
     CHECK(q("SELECT count(*) FROM refcount_sites WHERE stack_id = 0") == 0, "no change without a stack");
     CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 62") == 1, "the creator's own release");
     CHECK(kept_events == 0, "aggregate mode keeps no events");
