@@ -162,6 +162,7 @@ struct tpprof_thread {
     // Writer-owned from here (its own cache line: written per event).
     _Alignas(64) uint64_t w_head; // consumed so far (head is published from it)
     uint64_t w_tail;            // last tail the writer read
+    uint64_t w_pf;              // next record to prefetch (writer.c), ahead of w_head
     uint64_t w_last_alloc;      // address of this thread's last allocation
     uint64_t w_first_ns, w_last_ns;
     bool w_seen, w_dirty;
@@ -199,10 +200,33 @@ TPPROF_HIDDEN void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi);
 // The depot names each distinct stack with a dense id >= 1 (lock-free).
 // Returns 0 when out of memory.
 TPPROF_HIDDEN uint32_t tpprof_stack_intern(const uintptr_t *ips, int n);
-// For unwind.c's verified frame-pointer path: the id of these frames if this
-// thread's cache holds them marked exact for an FP walk of `fp_len` frames,
-// else 0 (h gets the hash for tpprof_stack_intern_h).
-TPPROF_HIDDEN uint32_t tpprof_stack_find_fp(const uintptr_t *ips, int n, uint32_t fp_len, uint64_t h[2]);
+
+// The depot's 128-bit hash of n frames: each frame is hashed on its own with
+// its position and the terms are summed, so there is no dependency chain from
+// frame to frame (the CPU overlaps the multiplies) and unwind.c can hash
+// frame by frame while it walks: acc[0..1] = 0, tpprof_stack_hash_add for
+// frames i = 0..n-1 in any order, then tpprof_stack_hash_end.
+static inline void tpprof_stack_hash_add(uint64_t acc[2], uintptr_t ip, int i) {
+    uint64_t x = ip + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL;
+    uint64_t y = ip ^ ((uint64_t)(i + 1) * 0xC2B2AE3D27D4EB4FULL);
+    acc[0] += (x ^ (x >> 29)) * 0xff51afd7ed558ccdULL;
+    acc[1] += (y ^ (y >> 31)) * 0x9FB21C651E98DF25ULL;
+}
+static inline void tpprof_stack_hash_end(const uint64_t acc[2], int n, uint64_t h[2]) {
+    uint64_t a = acc[0] + (uint64_t)n * 0x9E3779B97F4A7C15ULL, b = acc[1] + (uint64_t)n;
+    a ^= a >> 32;
+    a *= 0xc4ceb9fe1a85ec53ULL;
+    a ^= a >> 29;
+    b ^= b >> 33;
+    b *= 0xff51afd7ed558ccdULL;
+    b ^= b >> 29;
+    h[0] = a | 1; // 0 marks an empty depot slot
+    h[1] = b;
+}
+// For unwind.c's verified frame-pointer path: the id of the frames hashed to
+// h if this thread's cache holds them marked exact for an FP walk of
+// `fp_len` frames, else 0.
+TPPROF_HIDDEN uint32_t tpprof_stack_find_fp(const uint64_t h[2], uint32_t fp_len);
 // Interns frames already hashed; fp_len > 0 marks them exact for an FP walk.
 TPPROF_HIDDEN uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const uint64_t h[2], uint32_t fp_len);
 // The frames of a stack id (borrowed, lives until exit).

@@ -151,14 +151,23 @@ static inline void set_verdict(struct uwstate *s, uintptr_t ip, uint32_t gen, in
     e->v = (uint32_t)v;
 }
 
-// Like fp_walk, also keeping the frame address each return address was read at.
-__attribute__((noinline)) static int fp_walk2(uintptr_t *ips, uintptr_t *fps, int max) {
+// Like fp_walk, also keeping the frame address each return address was read
+// at, fused with what the fast path needs: each frame is hashed as it is read
+// (tpprof_stack_hash_add into acc; the multiplies overlap the chain of
+// loads) and the walk stops at the anchor (anchor_fp, anchor_ip; 0: none),
+// setting *anchored, as nothing beyond it is used.
+__attribute__((noinline)) static int fp_walk2(uintptr_t *ips, uintptr_t *fps, int max, uintptr_t anchor_fp,
+                                              uintptr_t anchor_ip, uint64_t acc[2], bool *anchored) {
     uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
     uintptr_t lo = fp, hi = 0;
     struct tpprof_thread *t = tpprof_self;
     if (t && t->stack_hi > fp && t->stack_lo <= fp) hi = t->stack_hi;
     else hi = fp + ((uintptr_t)8 << 20);
     int n = 0;
+    // Local sums: acc may alias ips or fps as far as the compiler knows, and
+    // adding into memory would chain every frame through a store.
+    uint64_t sum[2] = {acc[0], acc[1]};
+    *anchored = false;
     while (n < max) {
         if (fp < lo || fp > hi - 16 || (fp & 7) != 0) break;
         uintptr_t next = ((const uintptr_t *)fp)[0];
@@ -166,11 +175,19 @@ __attribute__((noinline)) static int fp_walk2(uintptr_t *ips, uintptr_t *fps, in
         if (ret < 4096) break;
         if (!(n == 0 && is_self(ret))) {
             fps[n] = fp;
-            ips[n++] = ret;
+            ips[n] = ret;
+            tpprof_stack_hash_add(sum, ret, n);
+            n++;
+            if (fp == anchor_fp && ret == anchor_ip) {
+                *anchored = true;
+                break;
+            }
         }
         if (next <= fp) break;
         fp = next;
     }
+    acc[0] = sum[0];
+    acc[1] = sum[1];
     return n;
 }
 
@@ -209,22 +226,25 @@ static uint32_t capture_verified(int max) {
     }
     uint32_t gen = atomic_load_explicit(&uw_gen, memory_order_relaxed);
     uintptr_t f[TPPROF_MAX_DEPTH + ANCHOR_TAIL], fps[TPPROF_MAX_DEPTH];
-    int nf = fp_walk2(f, fps, max);
+    uint64_t acc[2] = {0, 0};
+    bool anchored;
+    bool use_anchor = s->anchor_gen == gen && s->anchor_fp;
+    int nf = fp_walk2(f, fps, max, use_anchor ? s->anchor_fp : 0, use_anchor ? s->anchor_ip : 0, acc, &anchored);
     int len = -1, fp_len = 0;
-    if (s->anchor_gen == gen && s->anchor_fp) {
-        for (int k = 0; k < nf; k++) {
-            if (f[k] == s->anchor_ip && fps[k] == s->anchor_fp) {
-                fp_len = k + 1;
-                len = fp_len + s->anchor_n < max ? fp_len + s->anchor_n : max;
-                for (int i = fp_len; i < len; i++) f[i] = s->anchor_tail[i - fp_len];
-                break;
-            }
+    if (anchored) {
+        fp_len = nf;
+        len = fp_len + s->anchor_n < max ? fp_len + s->anchor_n : max;
+        for (int i = fp_len; i < len; i++) {
+            f[i] = s->anchor_tail[i - fp_len];
+            tpprof_stack_hash_add(acc, f[i], i);
         }
+    } else if (nf == max) {
+        len = fp_len = max;
     }
-    if (len < 0 && nf == max) len = fp_len = max;
     if (len > 0) {
         uint64_t h[2];
-        uint32_t id = tpprof_stack_find_fp(f, len, (uint32_t)fp_len, h);
+        tpprof_stack_hash_end(acc, len, h);
+        uint32_t id = tpprof_stack_find_fp(h, (uint32_t)fp_len);
         if (id) return id;
         bool ok = true;
         for (int k = 0; k + 1 < fp_len && ok; k++) ok = verdict(s, f[k], gen) == V_OK;

@@ -434,13 +434,36 @@ static void apply(struct tpprof_thread *t, const uint64_t *r) {
 
 static inline void prefetch_for(const uint64_t *r) {
     int op = (int)(r[0] >> 4 & 15);
-    if (op == TPPROF_OP_WRAP || op == TPPROF_OP_NOP || op == TPPROF_OP_OBS) return;
+    if (op == TPPROF_OP_NOP || op == TPPROF_OP_OBS) return;
     struct tpprof_livetable *lt = &tpprof_w.live;
     if (lt->cap) __builtin_prefetch(&lt->slots[tpprof_live_home(r[1]) & (lt->cap - 1)], 1);
     if (op == TPPROF_OP_ALLOC || op == TPPROF_OP_REALLOC) {
         uint32_t sid = (uint32_t)r[3];
         if (sid < cap_hint && site_hint[sid]) __builtin_prefetch(&tpprof_w.sites[site_hint[sid] - 1], 1);
     }
+}
+
+// Records the merge prefetches ahead of the one it applies. One ahead is too
+// close: a live-table miss takes longer than applying a record, so the
+// prefetch issued for the next record had not landed when it was needed.
+#define PREFETCH_AHEAD 8
+
+// Advances the thread's prefetch cursor by one record below `tail`, starting
+// the loads for that record.
+static inline void prefetch_step(struct tpprof_thread *t, uint64_t tail, int extra) {
+    uint64_t pf = t->w_pf;
+    if (pf >= tail) return;
+    const uint64_t *r = &t->ring[pf & t->mask];
+    if ((int)(r[0] >> 4 & 15) == TPPROF_OP_WRAP) {
+        pf += t->mask + 1 - (pf & t->mask);
+        if (pf >= tail) {
+            t->w_pf = pf;
+            return;
+        }
+        r = &t->ring[0];
+    }
+    prefetch_for(r);
+    t->w_pf = pf + (uint64_t)(tpprof_rec_words(r) + extra);
 }
 
 // The threads the merge still visits, oldest first (the order sequence
@@ -533,10 +556,14 @@ static uint64_t drain_rings(bool force) {
                     if (seq < min_seq) min_seq = seq;
                     break;
                 }
-                // The next record's live-table slot and site are cache misses:
+                // Later records' live-table slots and sites are cache misses:
                 // start loading them while this one is applied.
-                uint64_t nx = head + (uint64_t)(tpprof_rec_words(r) + extra);
-                if (nx < tail) prefetch_for(&t->ring[nx & t->mask]);
+                if (t->w_pf <= head) {
+                    t->w_pf = head + (uint64_t)(tpprof_rec_words(r) + extra);
+                    for (int k = 0; k < PREFETCH_AHEAD; k++) prefetch_step(t, tail, extra);
+                } else {
+                    prefetch_step(t, tail, extra);
+                }
                 apply(t, r);
                 applied++;
                 if (seq == w->expected_seq) w->expected_seq++;
