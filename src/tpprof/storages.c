@@ -100,6 +100,8 @@ static struct {
     struct obs_ref *refs;
     uint32_t nrefs, caprefs, free_ref;
     struct idmap st_ids, tn_ids;
+    uint64_t last_st_id;          // the storage looked up last (consecutive events
+    uint32_t last_st_slot;        // nearly always concern one): its slot + 1, 0 none
     struct idmap by_block;        // live block address -> first storage slot + 1
     uint32_t kept_st, kept_tn;    // freed, but alive at the current peak
     struct obs_thread *threads;
@@ -170,11 +172,14 @@ static bool idmap_put(struct idmap *m, uint64_t key, uint32_t val) {
     return true;
 }
 
-static void idmap_del(struct idmap *m, uint64_t key) {
-    if (!m->cap || !key) return;
+// Removes `key` and returns its value (0: it was not there): one probe
+// where a get and a del would take two.
+static uint32_t idmap_take(struct idmap *m, uint64_t key) {
+    if (!m->cap || !key) return 0;
     uint64_t mask = m->cap - 1, i = idmix(key) & mask;
     while (m->keys[i] && m->keys[i] != key) i = (i + 1) & mask;
-    if (!m->keys[i]) return;
+    if (!m->keys[i]) return 0;
+    uint32_t val = m->vals[i];
     for (uint64_t j = i;;) { // backward-shift deletion
         j = (j + 1) & mask;
         if (!m->keys[j]) break;
@@ -187,7 +192,10 @@ static void idmap_del(struct idmap *m, uint64_t key) {
     }
     m->keys[i] = 0;
     m->count--;
+    return val;
 }
+
+static void idmap_del(struct idmap *m, uint64_t key) { (void)idmap_take(m, key); }
 
 // Grows a pool array to hold index `need`; false when out of memory.
 static bool grow(void **arr, uint32_t *cap, uint32_t need, size_t elem, uint32_t first) {
@@ -206,9 +214,21 @@ static struct obs_thread *thread_state(uint32_t index) {
     return &o.threads[index];
 }
 
+static uint16_t name_lookup(const uint64_t *words);
+
 // The name's index (0: none); names are at most 23 bytes (observe.c).
 static uint16_t name_index(const uint64_t *words, bool present) {
     if (!present) return 0;
+    // Nearly every storage comes from the allocator of the one before.
+    static uint64_t last[3];
+    static uint16_t last_index;
+    if (last_index && words[0] == last[0] && words[1] == last[1] && words[2] == last[2]) return last_index;
+    memcpy(last, words, sizeof last);
+    last_index = name_lookup(words);
+    return last_index;
+}
+
+static uint16_t name_lookup(const uint64_t *words) {
     char name[24];
     memcpy(name, words, 24);
     name[23] = 0;
@@ -289,6 +309,11 @@ static void block_unlink(struct obs_storage *s, uint32_t slot) {
         }
 }
 
+static void st_ids_del(uint64_t id) {
+    idmap_del(&o.st_ids, id);
+    if (o.last_st_id == id) o.last_st_slot = 0;
+}
+
 static void storage_drop(uint32_t slot) {
     struct obs_storage *s = &o.st[slot];
     block_unlink(s, slot);
@@ -298,7 +323,7 @@ static void storage_drop(uint32_t slot) {
         o.refs[r].next = o.free_ref;
         o.free_ref = r;
     }
-    idmap_del(&o.st_ids, s->id);
+    st_ids_del(s->id);
     s->used = false;
     s->next_kept = o.free_st;
     o.free_st = slot + 1;
@@ -412,8 +437,13 @@ static uint32_t new_tensor_slot(void) {
 }
 
 static struct obs_storage *storage_get(uint64_t id, uint32_t *slot) {
-    uint32_t k = idmap_get(&o.st_ids, id);
-    if (!k) return NULL;
+    uint32_t k = id == o.last_st_id ? o.last_st_slot : 0;
+    if (!k) {
+        k = idmap_get(&o.st_ids, id);
+        if (!k) return NULL;
+        o.last_st_id = id;
+        o.last_st_slot = k;
+    }
     *slot = k - 1;
     return &o.st[k - 1];
 }
@@ -565,7 +595,7 @@ static void on_storage_freed(const uint64_t *r, uint64_t seq, uint64_t time) {
     if (alive_at_peak(s->created_seq, true, s->released_seq)) {
         s->next_kept = o.kept_st;
         o.kept_st = slot + 1;
-        idmap_del(&o.st_ids, s->id); // the id may not come again, but the record is history now
+        st_ids_del(s->id); // the id may not come again, but the record is history now
     } else {
         storage_drop(slot);
     }
@@ -617,7 +647,8 @@ static void on_tensor_created(struct obs_thread *th, const uint64_t *r, uint64_t
 // The tensor `id` is freed (its storage reference is paired by the caller).
 static void tensor_freed_at(uint64_t id, uint64_t seq, uint64_t time) {
     if (o.peak_seq && !o.peak_end) o.peak_end = seq;
-    uint32_t k = idmap_get(&o.tn_ids, id);
+    // Full mode keeps every record under its id; aggregate mode lets go of it.
+    uint32_t k = tpprof_cfg.full ? idmap_get(&o.tn_ids, id) : idmap_take(&o.tn_ids, id);
     if (!k) return;
     uint32_t slot = k - 1;
     struct obs_tensor *x = &o.tn[slot];
@@ -625,7 +656,6 @@ static void tensor_freed_at(uint64_t id, uint64_t seq, uint64_t time) {
     x->freed_ns = time;
     x->freed_seq = seq;
     if (tpprof_cfg.full) return;
-    idmap_del(&o.tn_ids, x->id);
     if (alive_at_peak(x->created_seq, true, seq)) {
         x->next_kept = o.kept_tn;
         o.kept_tn = slot + 1;
