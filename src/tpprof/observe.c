@@ -49,16 +49,27 @@ _Atomic int tpprof_obs_attached;
 //    counts it under that reference's stack (docs/schema-tensors.md,
 //    refcount_sites). The tensor's free is thus recorded at that release,
 //    inside the same runtime call. Full mode sends each event on its own.
+//  - in aggregate mode, a RETAIN from a site this thread has seen followed
+//    by TENSOR_CREATED of the same storage is held back (its stack is
+//    captured) and sent inside that TENSOR_CREATED, flagged
+//    TPPROF_OBS_WITH_RETAIN with the counts after the dims: one record. Any
+//    other event flushes it first, as its own record (and the site is
+//    forgotten), so it is late at most until the thread's next observer
+//    event, and never reordered with this thread's tensor events.
 // Newest match first, like the writer's pairing of standalone TENSOR_FREED
 // records (storages.c).
 
 #define OBS_FREED 16
+#define OBS_SITES 64 // retain sites remembered as followed by their tensor
 
 struct obs_recent {
     uint64_t retain_storage;      // the last event was a RETAIN of this storage (0: it was not)...
     uint32_t retain_sid;          // ...and this is its stack
     uint32_t nfreed;
     struct { uint64_t tensor, storage; } freed[OBS_FREED]; // TENSOR_FREED held for their RELEASE
+    uint64_t held_storage, held_counts; // a RETAIN held for its TENSOR_CREATED (held_sid != 0)
+    uint32_t held_sid;
+    uint32_t tensor_sites[OBS_SITES];   // retain stack ids seen followed by their tensor
 };
 static __thread struct obs_recent recent TPPROF_TLS;
 
@@ -103,6 +114,16 @@ static void emit(struct tpprof_thread *t, int kind, int refop, uint64_t flags, u
     tpprof_ring_put(t, w, k);
 }
 
+// Sends the held RETAIN as its own record: something else came first, so
+// its site is no longer trusted to be followed by its tensor.
+static void flush_retain(struct tpprof_thread *t) {
+    uint64_t w[5] = {0, 0, recent.held_storage, recent.held_counts};
+    emit(t, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RETAIN, 0, recent.held_sid, w, 4);
+    if (recent.tensor_sites[recent.held_sid % OBS_SITES] == recent.held_sid)
+        recent.tensor_sites[recent.held_sid % OBS_SITES] = 0;
+    recent.held_sid = 0;
+}
+
 // Holds a TENSOR_FREED back for its RELEASE; a stack deeper than any release
 // chain sends its oldest on its own (the writer pairs that one itself).
 static void hold_freed(struct tpprof_thread *t, uint64_t tensor, uint64_t storage) {
@@ -132,6 +153,9 @@ static void on_event(void *user, const tp_obs_event *ev) {
     uint64_t flags = 0;
     uint64_t retained = recent.retain_storage; // only the very next event may use it
     recent.retain_storage = 0;
+    if (recent.held_sid && t &&
+        !(ev->kind == TP_OBS_TENSOR_CREATED && HAS(ev, tensor) && ev->u.tensor.storage_id == recent.held_storage))
+        flush_retain(t);
     switch (ev->kind) {
     case TP_OBS_STORAGE_CREATED:
         if (!HAS(ev, storage)) goto out;
@@ -184,9 +208,16 @@ static void on_event(void *user, const tp_obs_event *ev) {
             w[7 + nd + i] = x->strides ? (uint64_t)x->strides[i] : 0;
         }
         n = 7 + 2 * nd;
-        if (retained && retained == x->storage_id) {
+        if (recent.held_sid) { // the held RETAIN of this storage travels with it
+            stack = false;
+            sid = recent.held_sid;
+            recent.held_sid = 0;
+            w[n++] = recent.held_counts;
+            flags = TPPROF_OBS_WITH_RETAIN;
+        } else if (retained && retained == x->storage_id) {
             stack = false;
             sid = recent.retain_sid;
+            if (!tpprof_cfg.full) recent.tensor_sites[sid % OBS_SITES] = sid;
         }
         break;
     }
@@ -229,6 +260,12 @@ static void on_event(void *user, const tp_obs_event *ev) {
     if (!t) goto out;
     if (stack) sid = tpprof_capture(tpprof_cfg.depth);
     if (ev->kind == TP_OBS_STORAGE_REFCOUNT && refop == TP_OBS_REFOP_RETAIN && sid) {
+        if (recent.tensor_sites[sid % OBS_SITES] == sid) { // hold it for its tensor
+            recent.held_storage = w[2];
+            recent.held_counts = w[3];
+            recent.held_sid = sid;
+            goto out;
+        }
         recent.retain_storage = w[2];
         recent.retain_sid = sid;
     }

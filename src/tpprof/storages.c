@@ -749,7 +749,15 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time)
     case TP_OBS_STORAGE_DATA_RELEASED: on_data_released(r, seq, time); break;
     case TP_OBS_STORAGE_FREED: on_storage_freed(r, seq, time); break;
     case TP_OBS_STORAGE_DATA_SWAPPED: on_data_swapped(r, seq, time); break;
-    case TP_OBS_TENSOR_CREATED: on_tensor_created(th, r, seq, time, stack); break;
+    case TP_OBS_TENSOR_CREATED:
+        if (r[1] & TPPROF_OBS_WITH_RETAIN) { // the RETAIN it carries comes first
+            uint32_t nd = (uint32_t)(r[6] & 0xff), words = (uint32_t)(r[1] & 0xff);
+            if (nd > MAX_DIMS || words < 8 + 2 * nd) break;
+            const uint64_t retain[4] = {r[0], r[1], r[3], r[7 + 2 * nd]};
+            on_refcount(th, tindex, retain, TP_OBS_REFOP_RETAIN, seq, time, stack, sid, false);
+        }
+        on_tensor_created(th, r, seq, time, stack);
+        break;
     case TP_OBS_TENSOR_FREED: on_tensor_freed(th, r, seq, time); break;
     case TP_OBS_VERSION_BUMPED: on_version(r); break;
     case TP_OBS_ALLOCATOR: on_allocator(t, r, seq, time, stack); break;

@@ -74,6 +74,9 @@ enum tpprof_op {
 // id), sent without a stack; the writer counts it under the stack of the
 // reference it releases (observe.c, storages.c).
 #define TPPROF_OBS_TENSOR_REF ((uint64_t)1 << 16)
+// WITH_RETAIN: a TENSOR_CREATED that also carries the RETAIN of its storage
+// made just before (same stack; the counts after the dims).
+#define TPPROF_OBS_WITH_RETAIN ((uint64_t)1 << 17)
 
 // Words per record, excluding the optional trailing timestamp of full mode.
 static inline int tpprof_op_words(int op) {

@@ -83,6 +83,14 @@ static void tensor(struct tpprof_thread *t, uint64_t id, uint64_t storage, uint6
     put(t, TP_OBS_TENSOR_CREATED, 0, stack, w, 9);
 }
 
+// A TENSOR_CREATED carrying the RETAIN made just before it, as observe.c
+// sends it in aggregate mode: the retain's counts after the dims.
+static void tensor_with_retain(struct tpprof_thread *t, uint64_t id, uint64_t storage, uint32_t strong,
+                               uint32_t weak, uint32_t stack) {
+    uint64_t w[10] = {0, 0, id, storage, 0, 0, 1 | (uint64_t)4 << 32, 4, 1, (uint64_t)strong | (uint64_t)weak << 32};
+    put_flags(t, TP_OBS_TENSOR_CREATED, 0, TPPROF_OBS_WITH_RETAIN, stack, w, 10);
+}
+
 static void tensor_freed(struct tpprof_thread *t, uint64_t id, uint64_t storage) {
     uint64_t w[4] = {0, 0, id, storage};
     put(t, TP_OBS_TENSOR_FREED, 0, 0, w, 4);
@@ -193,6 +201,13 @@ int main(void) {
           "only tensor 10's reference is left on storage 8");
     CHECK(q("SELECT count(*) FROM tensors WHERE id IN (9, 11)") == 0 && q("SELECT count(*) FROM tensors WHERE id = 10") == 1,
           "tensors 9 and 11 are freed, 10 is alive");
+    tensor_with_retain(&th1, 12, 8, 2, 1, 64); // a third tensor, its retain inside
+    CHECK(tpprof_obs_db_put(db, true), "written mid-way: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT strong FROM storages WHERE id = 8") == 2 &&
+              q("SELECT tensor_id FROM storage_refs WHERE storage_id = 8 AND op = 1 AND stack_id = 64") == 12,
+          "the carried retain counts and is tensor 12's reference");
+    CHECK(q("SELECT created_stack FROM tensors WHERE id = 12") == 64, "tensor 12 has the retain's stack");
+    tensor_release(&th1, 8, 12, 1, 1);
     tensor_release(&th1, 8, 10, 0, 1);
     simple(&th1, TP_OBS_STORAGE_DATA_RELEASED, 8);
     simple(&th1, TP_OBS_STORAGE_FREED, 8);
@@ -230,13 +245,15 @@ int main(void) {
     CHECK(bytes == 4096 + 32 + 100000, "peak bytes %lld (storage 4's data was gone)", (long long)bytes);
     // Aggregates.
     CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 17") == 2, "two releases at stack 17");
-    CHECK(q("SELECT sum(count) FROM refcount_sites") == 21, "every refcount change counted");
+    CHECK(q("SELECT sum(count) FROM refcount_sites") == 23, "every refcount change counted");
     CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 4, "four data releases");
     // Storage 8: stackless tensor releases count under the tensor's retain site.
     CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 61") == 2 &&
               q("SELECT count FROM refcount_sites WHERE op = 1 AND stack_id = 61") == 2 &&
-              q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 63") == 1,
-          "the tensors' releases count under their retains' stacks 61 and 63");
+              q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 63") == 1 &&
+              q("SELECT count FROM refcount_sites WHERE op = 1 AND stack_id = 64") == 1 &&
+              q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 64") == 1,
+          "the tensors' releases count under their retains' stacks 61, 63 and 64");
     CHECK(q("SELECT count(*) FROM refcount_sites WHERE stack_id = 0") == 0, "no change without a stack");
     CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 62") == 1, "the creator's own release");
     CHECK(kept_events == 0, "aggregate mode keeps no events");
