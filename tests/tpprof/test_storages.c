@@ -2,6 +2,9 @@
 // hand-made observer records, as observe.c writes them, then written into
 // an in-memory SQLite database: the pairing rules of the outstanding
 // references, the peak bookkeeping, and the block behind a storage's data.
+// Then observe.c itself, fed runtime events in the runtime's order, its
+// records applied as the writer would: which events it folds together and
+// which unwinds it skips, and that the ledger comes out the same.
 // No preload: runs under ASan+UBSan too.
 #include <sqlite3.h>
 #include <stdio.h>
@@ -24,6 +27,38 @@ void tpprof_writer_keep_event(struct tpprof_thread *t, uint64_t seq, int op, int
     kept_events++;
 }
 uint32_t tpprof_db_tid_of(uint32_t thread_index) { return 1000 + thread_index; }
+
+// ---------------------------------------------------------------------------
+// What observe.c needs from the hooks' side: one ring that hands each record
+// straight to the writer's apply, and stacks named by the test.
+
+_Atomic int tpprof_active = 1;
+__thread int tpprof_guard;
+struct tpprof_seq_line tpprof_seq_line;
+bool tpprof_stamp_tsc; // false: records are ordered by the counter above (rings.c)
+uint64_t tpprof_tsc_base;
+bool tpprof_stamp_tsc; // false: records are numbered by tpprof_seq, in order
+uint64_t tpprof_tsc_base;
+uint64_t tpprof_t0_ns;
+static struct tpprof_thread obs_thread = {.index = 2};
+static uint32_t site;        // the stack id the next capture returns
+static int captures, records;
+
+struct tpprof_thread *tpprof_thread_get(void) { return &obs_thread; }
+uint32_t tpprof_capture(int max) {
+    (void)max;
+    captures++;
+    return site;
+}
+bool tpprof_ring_reserve(struct tpprof_thread *t, uint64_t words) {
+    (void)t, (void)words;
+    return true;
+}
+void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, int n) {
+    (void)n;
+    records++;
+    tpprof_obs_apply(t, w, 1000000 + (w[0] >> 8));
+}
 
 static int failures;
 #define CHECK(cond, ...)                                                    \
@@ -128,6 +163,96 @@ static long long q(const char *sql) {
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) v = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return v;
+}
+
+// ---------------------------------------------------------------------------
+// observe.c, fed runtime events.
+
+// Runtime events, as libtensorplay sends them to the observer (found
+// through observe.c's provider, as the runtime finds it).
+const tp_observer *tp_observer_provide(uint32_t runtime_abi);
+static const tp_observer *observer;
+
+static void send(tp_obs_event *ev, uint32_t stack) {
+    ev->struct_size = sizeof *ev;
+    site = stack;
+    observer->on_event(observer->user, ev);
+}
+
+static void ev_created(uint64_t id, uint64_t nbytes, uint32_t stack) {
+    tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED,
+                       .u.storage = {.storage_id = id, .data = 0, .nbytes = nbytes, .allocator = "cpu"}};
+    send(&ev, stack);
+}
+
+static void ev_refcount(uint64_t id, uint32_t op, uint32_t strong, uint32_t weak, uint32_t stack) {
+    tp_obs_event ev = {.kind = TP_OBS_STORAGE_REFCOUNT,
+                       .u.refcount = {.storage_id = id, .op = op, .strong = strong, .weak = weak}};
+    send(&ev, stack);
+}
+
+static void ev_tensor(int kind, uint64_t id, uint64_t storage, uint32_t stack) {
+    static const int64_t sizes[1] = {4}, strides[1] = {1};
+    tp_obs_event ev = {.kind = (uint32_t)kind,
+                       .u.tensor = {.tensor_id = id, .storage_id = storage, .ndim = 1, .sizes = sizes,
+                                    .strides = strides, .itemsize = 4}};
+    send(&ev, stack);
+}
+
+// A tensor made on storage 20 at retain site 71 (tensor_make's order: the
+// retain, then TENSOR_CREATED from the same function).
+static void make_tensor(uint64_t id, uint32_t strong) {
+    ev_refcount(20, TP_OBS_REFOP_RETAIN, strong, 1, 71);
+    ev_tensor(TP_OBS_TENSOR_CREATED, id, 20, 72);
+}
+
+// tp_tensor_release's order: TENSOR_FREED, then the release of its reference.
+static void free_tensor(uint64_t id, uint32_t strong) {
+    ev_tensor(TP_OBS_TENSOR_FREED, id, 20, 73);
+    ev_refcount(20, TP_OBS_REFOP_RELEASE, strong, 1, 74);
+}
+
+static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
+    observer = tp_observer_provide(TP_OBSERVER_ABI_VERSION);
+    CHECK(observer != NULL, "the observer attaches");
+    if (!observer) return;
+    atomic_store(&tpprof_seq, seq); // continues the hand-made records' numbering
+    ev_created(20, 64, 70);
+    CHECK(captures == 1 && records == 1, "storage created: one unwind, one record");
+    make_tensor(30, 2); // the site is not known yet: two records, one unwind
+    CHECK(captures == 2 && records == 3, "first tensor: 2 unwinds, 3 records (%d, %d)", captures, records);
+    make_tensor(31, 3); // now it is: one record, one unwind
+    CHECK(captures == 3 && records == 4, "second tensor: 3 unwinds, 4 records (%d, %d)", captures, records);
+    free_tensor(31, 2); // one record, no unwind
+    CHECK(captures == 3 && records == 5, "a free: no unwind, one record (%d, %d)", captures, records);
+    // A retain at the known site not followed by its tensor (another event
+    // comes first) is sent on its own, before that event, and the site is
+    // forgotten.
+    ev_refcount(20, TP_OBS_REFOP_RETAIN, 3, 1, 71);
+    CHECK(records == 5, "the retain is held");
+    ev_refcount(20, TP_OBS_REFOP_RETAIN, 4, 1, 75);
+    CHECK(captures == 5 && records == 7, "both retains sent (%d, %d)", captures, records);
+    make_tensor(32, 5);
+    CHECK(captures == 6 && records == 9, "the site is learnt again: 2 records (%d, %d)", captures, records);
+    free_tensor(32, 4);
+    free_tensor(30, 3);
+    CHECK(captures == 6 && records == 11, "two frees, two records (%d, %d)", captures, records);
+    seq = atomic_load(&tpprof_seq);
+
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT strong FROM storages WHERE id = 20") == 3, "storage 20: strong 3 (creation + 2 retains)");
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 20") == 3 &&
+              q("SELECT count FROM storage_refs WHERE storage_id = 20 AND op = 1 AND stack_id = 71 AND "
+                "tensor_id = 0") == 1 &&
+              q("SELECT count FROM storage_refs WHERE storage_id = 20 AND op = 1 AND stack_id = 75 AND "
+                "tensor_id = 0") == 1 &&
+              q("SELECT count FROM storage_refs WHERE storage_id = 20 AND op = 0 AND stack_id = 70") == 1,
+          "left: the creation reference and the two unowned retains (sites 71 and 75)");
+    CHECK(q("SELECT count(*) FROM tensors WHERE storage_id = 20") == 0, "the three tensors are freed");
+    CHECK(q("SELECT count FROM refcount_sites WHERE op = 1 AND stack_id = 71") == 4 &&
+              q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 71") == 3 &&
+              q("SELECT count(*) FROM refcount_sites WHERE stack_id IN (0, 72, 73, 74)") == 0,
+          "4 retains at site 71, the 3 tensors' releases under it, nothing under the skipped stacks");
 }
 
 // ---------------------------------------------------------------------------
@@ -257,6 +382,7 @@ int main(void) {
     CHECK(q("SELECT count(*) FROM refcount_sites WHERE stack_id = 0") == 0, "no change without a stack");
     CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 62") == 1, "the creator's own release");
     CHECK(kept_events == 0, "aggregate mode keeps no events");
+    test_observe_folds_tensor_events_and_skips_known_stacks();
     sqlite3_close(db);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
