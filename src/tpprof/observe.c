@@ -56,6 +56,9 @@ _Atomic int tpprof_obs_attached;
 //    other event flushes it first, as its own record (and the site is
 //    forgotten), so it is late at most until the thread's next observer
 //    event, and never reordered with this thread's tensor events.
+//  - in aggregate mode, a RELEASE that leaves strong 0 carries the
+//    DATA_RELEASED the ABI promises right after it (flag
+//    TPPROF_OBS_DATA_RELEASED), and that event is then not sent.
 // Newest match first, like the writer's pairing of standalone TENSOR_FREED
 // records (storages.c).
 
@@ -70,6 +73,7 @@ struct obs_recent {
     uint64_t held_storage, held_counts; // a RETAIN held for its TENSOR_CREATED (held_sid != 0)
     uint32_t held_sid;
     uint32_t tensor_sites[OBS_SITES];   // retain stack ids seen followed by their tensor
+    uint64_t data_released;             // sent inside the last event: this storage's DATA_RELEASED
 };
 static __thread struct obs_recent recent TPPROF_TLS;
 
@@ -153,6 +157,8 @@ static void on_event(void *user, const tp_obs_event *ev) {
     uint64_t flags = 0;
     uint64_t retained = recent.retain_storage; // only the very next event may use it
     recent.retain_storage = 0;
+    uint64_t data_released = recent.data_released; // likewise
+    recent.data_released = 0;
     if (recent.held_sid && t &&
         !(ev->kind == TP_OBS_TENSOR_CREATED && HAS(ev, tensor) && ev->u.tensor.storage_id == recent.held_storage))
         flush_retain(t);
@@ -179,6 +185,7 @@ static void on_event(void *user, const tp_obs_event *ev) {
     case TP_OBS_STORAGE_FREED:
         if (!HAS(ev, storage)) goto out;
         w[2] = ev->u.storage.storage_id;
+        if (ev->kind == TP_OBS_STORAGE_DATA_RELEASED && data_released == w[2]) goto out; // already sent
         n = 3;
         stack = tpprof_cfg.full; // no table names these stacks; full mode's events do
         break;
@@ -192,6 +199,10 @@ static void on_event(void *user, const tp_obs_event *ev) {
             stack = false;
             flags = TPPROF_OBS_TENSOR_REF;
             n = 5;
+        }
+        if (refop == TP_OBS_REFOP_RELEASE && ev->u.refcount.strong == 0 && !tpprof_cfg.full) {
+            flags |= TPPROF_OBS_DATA_RELEASED;
+            recent.data_released = w[2];
         }
         break;
     case TP_OBS_TENSOR_CREATED: {

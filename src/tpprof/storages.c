@@ -745,6 +745,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time)
     case TP_OBS_STORAGE_REFCOUNT:
         on_refcount(th, tindex, r, refop, seq, time, stack, sid,
                     (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 5);
+        if (r[1] & TPPROF_OBS_DATA_RELEASED) on_data_released(r, seq, time); // it carries that too
         break;
     case TP_OBS_STORAGE_DATA_RELEASED: on_data_released(r, seq, time); break;
     case TP_OBS_STORAGE_FREED: on_storage_freed(r, seq, time); break;

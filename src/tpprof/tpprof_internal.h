@@ -77,6 +77,9 @@ enum tpprof_op {
 // WITH_RETAIN: a TENSOR_CREATED that also carries the RETAIN of its storage
 // made just before (same stack; the counts after the dims).
 #define TPPROF_OBS_WITH_RETAIN ((uint64_t)1 << 17)
+// DATA_RELEASED: a RELEASE to strong 0 that also carries the storage's
+// DATA_RELEASED (the next event of the thread, per the observer ABI).
+#define TPPROF_OBS_DATA_RELEASED ((uint64_t)1 << 18)
 
 // Words per record, excluding the optional trailing timestamp of full mode.
 static inline int tpprof_op_words(int op) {

@@ -35,10 +35,6 @@ uint32_t tpprof_db_tid_of(uint32_t thread_index) { return 1000 + thread_index; }
 _Atomic int tpprof_active = 1;
 __thread int tpprof_guard;
 struct tpprof_seq_line tpprof_seq_line;
-bool tpprof_stamp_tsc; // false: records are ordered by the counter above (rings.c)
-uint64_t tpprof_tsc_base;
-bool tpprof_stamp_tsc; // false: records are numbered by tpprof_seq, in order
-uint64_t tpprof_tsc_base;
 uint64_t tpprof_t0_ns;
 static struct tpprof_thread obs_thread = {.index = 2};
 static uint32_t site;        // the stack id the next capture returns
@@ -191,6 +187,11 @@ static void ev_refcount(uint64_t id, uint32_t op, uint32_t strong, uint32_t weak
     send(&ev, stack);
 }
 
+static void ev_storage(int kind, uint64_t id) {
+    tp_obs_event ev = {.kind = (uint32_t)kind, .u.storage = {.storage_id = id}};
+    send(&ev, 77);
+}
+
 static void ev_tensor(int kind, uint64_t id, uint64_t storage, uint32_t stack) {
     static const int64_t sizes[1] = {4}, strides[1] = {1};
     tp_obs_event ev = {.kind = (uint32_t)kind,
@@ -253,6 +254,22 @@ static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
               q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 71") == 3 &&
               q("SELECT count(*) FROM refcount_sites WHERE stack_id IN (0, 72, 73, 74)") == 0,
           "4 retains at site 71, the 3 tensors' releases under it, nothing under the skipped stacks");
+
+    // The last release carries the DATA_RELEASED that follows it.
+    ev_refcount(20, TP_OBS_REFOP_RELEASE, 2, 1, 76);
+    ev_refcount(20, TP_OBS_REFOP_RELEASE, 1, 1, 76);
+    int before = records;
+    ev_refcount(20, TP_OBS_REFOP_RELEASE, 0, 1, 76);
+    ev_storage(TP_OBS_STORAGE_DATA_RELEASED, 20);
+    CHECK(records == before + 1, "release to 0 and data released: one record (%d)", records - before);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT data_released_ns IS NOT NULL AND last_release_ns IS NOT NULL AND freed_ns IS NULL AND strong = 0 "
+            "FROM storages WHERE id = 20") == 1, "storage 20's data is released, its struct not yet");
+    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 5, "its lifetime is counted");
+    ev_storage(TP_OBS_STORAGE_FREED, 20);
+    CHECK(records == before + 2, "the struct's free is its own record");
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 20") == 0, "no reference left");
+    seq = atomic_load(&tpprof_seq);
 }
 
 // ---------------------------------------------------------------------------
