@@ -11,8 +11,9 @@
 // the blocks that back them and keeps the reference ledger. Same rules as
 // the malloc hooks: no lock, no syscall, no SQLite, no malloc; the only
 // include from the runtime is its observer ABI header. This file must not
-// interpret the events beyond copying them, except to skip an unwind whose
-// stack is already known (see "Stacks already known" below).
+// interpret the events beyond copying them, except where the ABI's event
+// order makes an unwind or a record redundant ("Stacks already known"
+// below): then it skips the unwind, or sends two events as one record.
 #define _GNU_SOURCE
 #include <stddef.h>
 #include <stdlib.h>
@@ -30,37 +31,36 @@ _Atomic int tpprof_obs_attached;
 #define OBS_MAX_WORDS 24
 
 // ---------------------------------------------------------------------------
-// Stacks already known.
+// Stacks already known, records folded.
 //
-// A stack capture is most of an event's cost, and two of a tensor's events
-// repeat one: the runtime takes the tensor's storage reference (RETAIN) and
-// then reports TENSOR_CREATED from the same function, with no observer event
-// between; and the RELEASE of a freed tensor's reference follows its
-// TENSOR_FREED. So, per thread:
-//  - TENSOR_CREATED right after a RETAIN of the same storage takes the
-//    RETAIN's stack id (one frame deeper: the runtime's retain call; the
-//    viewer shows stacks from the first caller outside the runtime);
-//  - in aggregate mode (TENSOR_FREED has no stack there), TENSOR_FREED is
-//    held back and sent inside the RELEASE of its storage reference, which
-//    the ABI promises right after it on the same thread (possibly after the
-//    frees of the tensor's base or grad, hence a small stack of them): one
-//    record, no stack, flagged TPPROF_OBS_TENSOR_REF with the tensor id
-//    after the counts. The writer pairs it with the tensor's reference and
-//    counts it under that reference's stack (docs/schema-tensors.md,
-//    refcount_sites). The tensor's free is thus recorded at that release,
-//    inside the same runtime call. Full mode sends each event on its own.
-//  - in aggregate mode, a RETAIN from a site this thread has seen followed
-//    by TENSOR_CREATED of the same storage is held back (its stack is
-//    captured) and sent inside that TENSOR_CREATED, flagged
-//    TPPROF_OBS_WITH_RETAIN with the counts after the dims: one record. Any
-//    other event flushes it first, as its own record (and the site is
-//    forgotten), so it is late at most until the thread's next observer
-//    event, and never reordered with this thread's tensor events.
-//  - in aggregate mode, a RELEASE that leaves strong 0 carries the
-//    DATA_RELEASED the ABI promises right after it (flag
-//    TPPROF_OBS_DATA_RELEASED), and that event is then not sent.
-// Newest match first, like the writer's pairing of standalone TENSOR_FREED
-// records (storages.c).
+// A stack capture is most of an event's cost, a record's sequence number and
+// ring slot most of the rest, and the ABI's event order makes some of both
+// redundant. Per thread:
+//  - TENSOR_CREATED right after a RETAIN of the same storage (the runtime
+//    takes the tensor's reference, then reports the tensor, from the same
+//    function) takes the RETAIN's stack id: one frame deeper, inside the
+//    runtime's retain; the viewer shows stacks from the first caller
+//    outside the runtime.
+//  - Aggregate mode (full mode sends every event on its own, with its own
+//    stack, for the events table):
+//    - TENSOR_FREED is held back and sent inside the RELEASE of its storage
+//      reference, which the ABI promises next on the same thread (after
+//      the frees of the tensor's base or grad, hence a small stack of them,
+//      newest match first like the writer's pairing in storages.c): one
+//      record, no stack, flagged TPPROF_OBS_TENSOR_REF, the tensor id after
+//      the counts. The writer pairs it with the tensor's reference and
+//      counts it under that reference's stack (docs/schema-tensors.md).
+//    - A RETAIN from a site this thread has seen followed by TENSOR_CREATED
+//      of the same storage is held back (its stack captured) and sent inside
+//      that TENSOR_CREATED, flagged TPPROF_OBS_WITH_RETAIN, the counts after
+//      the dims. Any other event first sends it on its own (and the site is
+//      forgotten), so it is never reordered with this thread's observer
+//      events; but if the thread sends no other observer event before the
+//      recording ends, it is lost. Only a site that has been followed by its
+//      tensor is trusted, which inside the runtime's tensor constructor is
+//      always.
+//    - A RELEASE that leaves strong 0 carries the DATA_RELEASED the ABI
+//      promises next (flag TPPROF_OBS_DATA_RELEASED), which is then not sent.
 
 #define OBS_FREED 16
 #define OBS_SITES 64 // retain sites remembered as followed by their tensor
