@@ -212,11 +212,19 @@ TPPROF_HIDDEN uint32_t tpprof_stack_intern(const uintptr_t *ips, int n);
 // frame to frame (the CPU overlaps the multiplies) and unwind.c can hash
 // frame by frame while it walks: acc[0..1] = 0, tpprof_stack_hash_add for
 // frames i = 0..n-1 in any order, then tpprof_stack_hash_end.
+// A walk may keep the position terms as running sums: frame i's are
+// (i + 1) * TPPROF_STACK_HASH_PA and (i + 1) * TPPROF_STACK_HASH_PB.
+#define TPPROF_STACK_HASH_PA 0x9E3779B97F4A7C15ULL
+#define TPPROF_STACK_HASH_PB 0xC2B2AE3D27D4EB4FULL
+static inline void tpprof_stack_hash_step(uint64_t *a, uint64_t *b, uintptr_t ip, uint64_t pa, uint64_t pb) {
+    uint64_t x = ip + pa;
+    uint64_t y = ip ^ pb;
+    *a += (x ^ (x >> 29)) * 0xff51afd7ed558ccdULL;
+    *b += (y ^ (y >> 31)) * 0x9FB21C651E98DF25ULL;
+}
 static inline void tpprof_stack_hash_add(uint64_t acc[2], uintptr_t ip, int i) {
-    uint64_t x = ip + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL;
-    uint64_t y = ip ^ ((uint64_t)(i + 1) * 0xC2B2AE3D27D4EB4FULL);
-    acc[0] += (x ^ (x >> 29)) * 0xff51afd7ed558ccdULL;
-    acc[1] += (y ^ (y >> 31)) * 0x9FB21C651E98DF25ULL;
+    tpprof_stack_hash_step(&acc[0], &acc[1], ip, (uint64_t)(i + 1) * TPPROF_STACK_HASH_PA,
+                           (uint64_t)(i + 1) * TPPROF_STACK_HASH_PB);
 }
 static inline void tpprof_stack_hash_end(const uint64_t acc[2], int n, uint64_t h[2]) {
     uint64_t a = acc[0] + (uint64_t)n * 0x9E3779B97F4A7C15ULL, b = acc[1] + (uint64_t)n;

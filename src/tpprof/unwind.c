@@ -153,41 +153,54 @@ static inline void set_verdict(struct uwstate *s, uintptr_t ip, uint32_t gen, in
 
 // Like fp_walk, also keeping the frame address each return address was read
 // at, fused with what the fast path needs: each frame is hashed as it is read
-// (tpprof_stack_hash_add into acc; the multiplies overlap the chain of
-// loads) and the walk stops at the anchor (anchor_fp, anchor_ip; 0: none),
-// setting *anchored, as nothing beyond it is used.
+// (into acc; the multiplies overlap the chain of loads) and the walk stops at
+// the anchor (anchor_fp, anchor_ip; 0: none), setting *anchored, as nothing
+// beyond it is used. It runs for every allocation, a dozen or more frames, so
+// the loop carries as little as it can: tpprof's own frames are skipped
+// before it, frame addresses only grow so the low bound is checked once, and
+// the hash's position terms are running sums.
 __attribute__((noinline)) static int fp_walk2(uintptr_t *ips, uintptr_t *fps, int max, uintptr_t anchor_fp,
                                               uintptr_t anchor_ip, uint64_t acc[2], bool *anchored) {
     uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
-    uintptr_t lo = fp, hi = 0;
+    uintptr_t hi;
     struct tpprof_thread *t = tpprof_self;
     if (t && t->stack_hi > fp && t->stack_lo <= fp) hi = t->stack_hi;
     else hi = fp + ((uintptr_t)8 << 20);
-    int n = 0;
-    // Local sums: acc may alias ips or fps as far as the compiler knows, and
-    // adding into memory would chain every frame through a store.
-    uint64_t sum[2] = {acc[0], acc[1]};
+    uintptr_t top = hi - 16; // highest frame address with room for (next, ret)
     *anchored = false;
-    while (n < max) {
-        if (fp < lo || fp > hi - 16 || (fp & 7) != 0) break;
+    if (max <= 0 || fp > top || (fp & 7) != 0) return 0;
+    uintptr_t ret;
+    for (;;) { // tpprof's frames
+        ret = ((const uintptr_t *)fp)[1];
+        if (ret < 4096) return 0;
+        if (!is_self(ret)) break;
         uintptr_t next = ((const uintptr_t *)fp)[0];
-        uintptr_t ret = ((const uintptr_t *)fp)[1];
-        if (ret < 4096) break;
-        if (!(n == 0 && is_self(ret))) {
-            fps[n] = fp;
-            ips[n] = ret;
-            tpprof_stack_hash_add(sum, ret, n);
-            n++;
-            if (fp == anchor_fp && ret == anchor_ip) {
-                *anchored = true;
-                break;
-            }
-        }
-        if (next <= fp) break;
+        if (next <= fp || next > top || (next & 7) != 0) return 0;
         fp = next;
     }
-    acc[0] = sum[0];
-    acc[1] = sum[1];
+    uint64_t a = acc[0], b = acc[1]; // local: acc may alias ips or fps
+    uint64_t pa = TPPROF_STACK_HASH_PA, pb = TPPROF_STACK_HASH_PB;
+    int n = 0;
+    for (;;) {
+        fps[n] = fp;
+        ips[n] = ret;
+        tpprof_stack_hash_step(&a, &b, ret, pa, pb);
+        pa += TPPROF_STACK_HASH_PA;
+        pb += TPPROF_STACK_HASH_PB;
+        n++;
+        if (fp == anchor_fp && ret == anchor_ip) {
+            *anchored = true;
+            break;
+        }
+        if (n >= max) break;
+        uintptr_t next = ((const uintptr_t *)fp)[0];
+        if (next <= fp || next > top || (next & 7) != 0) break;
+        fp = next;
+        ret = ((const uintptr_t *)fp)[1];
+        if (ret < 4096) break;
+    }
+    acc[0] = a;
+    acc[1] = b;
     return n;
 }
 
