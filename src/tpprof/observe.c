@@ -149,7 +149,8 @@ static void on_event(void *user, const tp_obs_event *ev) {
     (void)user;
     if (tpprof_guard || !atomic_load_explicit(&tpprof_active, memory_order_relaxed)) return;
     tpprof_guard = 1;
-    struct tpprof_thread *t = tpprof_thread_get();
+    struct tpprof_thread *t = tpprof_self; // rings.c's fast path, without the call
+    if (TPPROF_UNLIKELY(!t)) t = tpprof_thread_get();
     uint64_t w[OBS_MAX_WORDS + 1];
     int n = 0, refop = 0;
     bool stack = true;

@@ -34,6 +34,7 @@ uint32_t tpprof_db_tid_of(uint32_t thread_index) { return 1000 + thread_index; }
 
 _Atomic int tpprof_active = 1;
 __thread int tpprof_guard;
+__thread struct tpprof_thread *tpprof_self; // NULL: observe.c asks tpprof_thread_get
 struct tpprof_seq_line tpprof_seq_line;
 uint64_t tpprof_t0_ns;
 static struct tpprof_thread obs_thread = {.index = 2};
