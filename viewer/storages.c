@@ -476,7 +476,7 @@ void tpprof_report_lifetimes_text(const tpprof_tensors *t, size_t cap) {
         printf("  %-12s  %8lld  %10s  %10s  %10s  %10s\n", l->allocator ? l->allocator : "?",
                (long long)l->count, tpprof_format_ns(mean(l->live_ns_sum, l->count), a),
                tpprof_format_ns(l->live_ns_max, b),
-               tpprof_format_ns(mean(l->delay_ns_sum, l->count), c),
+               tpprof_format_ns(mean(l->delay_ns_sum, l->delay_count), c),
                tpprof_format_ns(l->delay_ns_max, d));
     }
     // Per storage, where the recording kept the rows: the longest delays.
@@ -513,8 +513,9 @@ void tpprof_report_lifetimes_json(tpprof_json *j, const tpprof_tensors *t, size_
         json_kv_int(j, "count", l->count);
         json_kv_int(j, "live_ns_mean", mean(l->live_ns_sum, l->count));
         json_kv_int(j, "live_ns_max", l->live_ns_max);
-        json_kv_int(j, "release_delay_ns_mean", mean(l->delay_ns_sum, l->count));
+        json_kv_int(j, "release_delay_ns_mean", mean(l->delay_ns_sum, l->delay_count));
         json_kv_int(j, "release_delay_ns_max", l->delay_ns_max);
+        json_kv_int(j, "release_delay_count", l->delay_count);
         // Per storage, where the recording kept the storage's row.
         tpprof_json_key(j, "storages");
         tpprof_json_array_begin(j);

@@ -186,9 +186,15 @@ static int load_refs(tpprof_db *db, tpprof_tensors *t) {
 
 static int load_lifetimes(tpprof_db *db, tpprof_tensors *t) {
     sqlite3_stmt *st = NULL;
+    // release_delay_count came later: older recordings measured every delay.
     if (sqlite3_prepare_v2(db->sql,
                            "SELECT allocator, count, live_ns_sum, live_ns_max, release_delay_ns_sum, "
-                           "release_delay_ns_max FROM storage_lifetimes ORDER BY allocator",
+                           "release_delay_ns_max, release_delay_count FROM storage_lifetimes "
+                           "ORDER BY allocator",
+                           -1, &st, NULL) != SQLITE_OK &&
+        sqlite3_prepare_v2(db->sql,
+                           "SELECT allocator, count, live_ns_sum, live_ns_max, release_delay_ns_sum, "
+                           "release_delay_ns_max, count FROM storage_lifetimes ORDER BY allocator",
                            -1, &st, NULL) != SQLITE_OK)
         return tpprof_db_error(db, "reading storage_lifetimes");
     size_t cap = 0;
@@ -205,6 +211,7 @@ static int load_lifetimes(tpprof_db *db, tpprof_tensors *t) {
             .live_ns_max = sqlite3_column_int64(st, 3),
             .delay_ns_sum = sqlite3_column_int64(st, 4),
             .delay_ns_max = sqlite3_column_int64(st, 5),
+            .delay_count = sqlite3_column_int64(st, 6),
         };
     }
     sqlite3_finalize(st);

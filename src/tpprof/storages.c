@@ -72,6 +72,7 @@ struct alloc_event {
 
 struct lifetime {
     int64_t count, live_sum, live_max, delay_sum, delay_max;
+    int64_t delay_count; // storages whose release delay was measured
 };
 
 // A u64 (never 0) -> u32 map with deletion (ids of live records).
@@ -395,6 +396,7 @@ static void attach_block(struct obs_storage *s, uint32_t slot) {
 static void lifetime_add_delay(struct obs_storage *s, uint64_t delay) {
     struct lifetime *l = &o.lifetimes[s->allocator];
     l->delay_sum += (int64_t)delay;
+    l->delay_count++;
     if ((int64_t)delay > l->delay_max) l->delay_max = (int64_t)delay;
     s->flags &= (uint16_t)~S_LIFETIME_PENDING;
 }
@@ -955,7 +957,7 @@ static bool put_aggregates(sqlite3 *db) {
     sqlite3_finalize(st);
     if (!ok) return false;
     if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO storage_lifetimes(allocator, count, live_ns_sum, live_ns_max,"
-                               " release_delay_ns_sum, release_delay_ns_max) VALUES(?,?,?,?,?,?)", -1, &st,
+                               " release_delay_ns_sum, release_delay_ns_max, release_delay_count) VALUES(?,?,?,?,?,?,?)", -1, &st,
                            NULL) != SQLITE_OK)
         return false;
     for (uint32_t i = 0; i < MAX_NAMES && ok; i++) {
@@ -967,6 +969,7 @@ static bool put_aggregates(sqlite3 *db) {
         sqlite3_bind_int64(st, 4, l->live_max);
         sqlite3_bind_int64(st, 5, l->delay_sum);
         sqlite3_bind_int64(st, 6, l->delay_max);
+        sqlite3_bind_int64(st, 7, l->delay_count);
         ok = step(st);
     }
     sqlite3_finalize(st);

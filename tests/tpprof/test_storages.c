@@ -144,7 +144,7 @@ static void open_db(void) {
                  " dtype, itemsize, created_ns, created_stack, freed_ns, version, at_peak);"
                  "CREATE TABLE refcount_sites(op, stack_id, count, PRIMARY KEY (op, stack_id));"
                  "CREATE TABLE storage_lifetimes(allocator PRIMARY KEY, count, live_ns_sum, live_ns_max,"
-                 " release_delay_ns_sum, release_delay_ns_max);"
+                 " release_delay_ns_sum, release_delay_ns_max, release_delay_count);"
                  "CREATE TABLE allocator_events(seq INTEGER PRIMARY KEY, time_ns, tid, allocator, action, device,"
                  " segment, segment_size, block, block_size, requested, stream, stack_id);",
                  NULL, NULL, NULL);

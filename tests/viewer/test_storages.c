@@ -162,11 +162,11 @@ static void test_json_pinned_views_and_lifetimes(void) {
           "%s", j);
     CHECK(harness_count(j, "\"when\":\"peak\"") == 2, "two at the peak: %s", j);
     CHECK(strstr(j, "\"lifetimes\":[{\"allocator\":\"cpu\",\"count\":3,\"live_ns_mean\":1000,"
-                    "\"live_ns_max\":2000,\"release_delay_ns_mean\":0,\"release_delay_ns_max\":0,"
+                    "\"live_ns_max\":2000,\"release_delay_ns_mean\":0,\"release_delay_ns_max\":0,\"release_delay_count\":3,"
                     "\"storages\":[{\"id\":4,\"nbytes\":32768,\"live_ns\":5000,\"release_delay_ns\":3500},"
                     "{\"id\":6,\"nbytes\":2097152,\"live_ns\":14000,\"release_delay_ns\":0}]},"
                     "{\"allocator\":\"deferred\",\"count\":2,\"live_ns_mean\":5000,\"live_ns_max\":6000,"
-                    "\"release_delay_ns_mean\":2000,\"release_delay_ns_max\":3000,\"storages\":[]}]"),
+                    "\"release_delay_ns_mean\":2000,\"release_delay_ns_max\":3000,\"release_delay_count\":2,\"storages\":[]}]"),
           "%s", j);
     free(j);
     harness_result_free(&r);
