@@ -6,7 +6,7 @@
 // program's own handlers) drains the rings and runs the leak scan; the
 // library destructor, later still, writes the final state (frees done by
 // other libraries' destructors in between are still counted). _exit/_Exit
-// flush before leaving; exec* flush and mark the database ended by exec;
+// scan and write everything before leaving; exec* flush and mark the database ended by exec;
 // fork gives the child its own database. Also here: dlclose (the module map
 // must record a library before it goes away) and the one-line failure path.
 #define _GNU_SOURCE
@@ -243,12 +243,17 @@ __attribute__((destructor(101))) static void tpprof_stop(void) {
 }
 
 // ---------------------------------------------------------------------------
-// _exit, _Exit: flush what we have (no leak scan), then leave.
+// _exit, _Exit: a normal way for many programs to end (shells, forked
+// children, daemons): scan for leaks and write everything, as at exit, but
+// without atexit handlers or destructors to wait for, then leave.
 
 TPPROF_EXPORT void _exit(int status) {
     if (in_recorded_process()) {
+        __builtin_unwind_init(); // the program's registers are roots too
+        uintptr_t sp = (uintptr_t)__builtin_frame_address(0) - 256;
         tpprof_guard = 1;
-        tpprof_writer_finish(TPPROF_END_QUICK);
+        if (atomic_load(&tpprof_active)) tpprof_writer_leak_scan(sp);
+        tpprof_writer_finish(TPPROF_END_EXIT);
         started = false;
     }
     syscall(SYS_exit_group, status);
