@@ -1,5 +1,5 @@
 /*
- * tests/check.h - the few macros the allocator and io tests share.
+ * tests/check.h - the few assertion macros every C test suite shares.
  *
  * CHECK records a failure with file:line and keeps going, so one run shows
  * every broken expectation; RUN runs one test function by name.  The
@@ -62,5 +62,37 @@ static int check_failures;
     } while (0)
 
 #define CHECK_EXIT_STATUS() (check_failures > 100 ? 100 : check_failures)
+
+
+/* The names the core and ops suites use. */
+#define CHECK_EQ(a, b)                                                                  \
+    do {                                                                                \
+        long long check_a_ = (long long)(a), check_b_ = (long long)(b);                 \
+        if (check_a_ != check_b_) {                                                     \
+            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %lld, %s == %lld\n", __FILE__, \
+                    __LINE__, #a, check_a_, #b, check_b_);                              \
+            check_failures++;                                                           \
+        }                                                                               \
+    } while (0)
+
+#define CHECK_STR(a, b)                                                                  \
+    do {                                                                                 \
+        const char *check_a_ = (a), *check_b_ = (b);                                     \
+        if (!check_a_ || !check_b_ || strcmp(check_a_, check_b_) != 0) {                 \
+            fprintf(stderr, "%s:%d: CHECK_STR failed:\n  got:      \"%s\"\n  expected: \"%s\"\n", \
+                    __FILE__, __LINE__, check_a_ ? check_a_ : "(null)",                  \
+                    check_b_ ? check_b_ : "(null)");                                     \
+            check_failures++;                                                            \
+        }                                                                                \
+    } while (0)
+
+#define RUN_TEST(fn)                          \
+    do {                                      \
+        int check_before_ = check_failures;   \
+        fn();                                 \
+        fprintf(stderr, "%s %s\n", check_failures == check_before_ ? "ok  " : "FAIL", #fn); \
+    } while (0)
+
+#define CHECK_DONE() (check_failures ? (fprintf(stderr, "%d check(s) failed\n", check_failures), 1) : 0)
 
 #endif

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "tensorplay/tensorplay.h"
-#include "check.h"
+#include "../check.h"
 
 // ----------------------------------------------------------------------------
 // DataPtr

@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "tensorplay/tensorplay.h"
-#include "check.h"
+#include "../check.h"
 
 static float f32(uint32_t bits) {
     float f;

@@ -4,7 +4,7 @@
 #include <pthread.h>
 
 #include "tensorplay/tensorplay.h"
-#include "check.h"
+#include "../check.h"
 
 static void test_last_error_is_empty_before_any_failure(void) {
     CHECK_STR(tp_last_error(), "");

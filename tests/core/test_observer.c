@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "tensorplay/tensorplay.h"
-#include "check.h"
+#include "../check.h"
 #include "tensor_helpers.h"
 
 // ----------------------------------------------------------------------------

@@ -12,7 +12,7 @@
 #include <dlfcn.h>
 
 #include "tensorplay/tensorplay.h"
-#include "check.h"
+#include "../check.h"
 #include "tensor_helpers.h"
 
 typedef uint64_t (*count_fn)(uint32_t kind);

@@ -4,7 +4,7 @@
  * (src/core/tensor.c).
  */
 #include "tensorplay/tensorplay.h"
-#include "check.h"
+#include "../check.h"
 #include "tensor_helpers.h"
 
 // ----------------------------------------------------------------------------

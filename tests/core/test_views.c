@@ -3,7 +3,7 @@
  * error texts (src/core/views.c).
  */
 #include "tensorplay/tensorplay.h"
-#include "check.h"
+#include "../check.h"
 #include "tensor_helpers.h"
 
 // ----------------------------------------------------------------------------

@@ -15,26 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tensorplay/tensorplay.h"
-
-static int check_failures;
-
-#define CHECK(cond)                                                                 \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            check_failures++;                                                       \
-        }                                                                           \
-    } while (0)
-
-#define CHECK_EQ(a, b)                                                                  \
-    do {                                                                                \
-        long long check_a_ = (long long)(a), check_b_ = (long long)(b);                 \
-        if (check_a_ != check_b_) {                                                     \
-            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %lld, %s == %lld\n", __FILE__, \
-                    __LINE__, #a, check_a_, #b, check_b_);                              \
-            check_failures++;                                                           \
-        }                                                                               \
-    } while (0)
+#include "../check.h"
 
 #define CHECK_NEAR(a, b, tol)                                                              \
     do {                                                                                   \
@@ -45,17 +26,6 @@ static int check_failures;
                     __LINE__, #a, check_a_, #b, check_b_);                                 \
             check_failures++;                                                              \
         }                                                                                  \
-    } while (0)
-
-#define CHECK_STR(a, b)                                                                  \
-    do {                                                                                 \
-        const char *check_a_ = (a), *check_b_ = (b);                                     \
-        if (!check_a_ || !check_b_ || strcmp(check_a_, check_b_) != 0) {                 \
-            fprintf(stderr, "%s:%d: CHECK_STR failed:\n  got:      \"%s\"\n  expected: \"%s\"\n", \
-                    __FILE__, __LINE__, check_a_ ? check_a_ : "(null)",                  \
-                    check_b_ ? check_b_ : "(null)");                                     \
-            check_failures++;                                                            \
-        }                                                                                \
     } while (0)
 
 /* The call failed (NULL pointer or non-OK status) with a message containing sub. */
@@ -77,15 +47,6 @@ static inline int fails(tp_tensor *t) {
     tp_tensor_release(t);
     return 0;
 }
-
-#define RUN_TEST(fn)                                                                     \
-    do {                                                                                 \
-        int check_before_ = check_failures;                                              \
-        fn();                                                                            \
-        fprintf(stderr, "%s %s\n", check_failures == check_before_ ? "ok  " : "FAIL", #fn); \
-    } while (0)
-
-#define CHECK_DONE() (check_failures == 0 ? 0 : 1)
 
 // ----------------------------------------------------------------------------
 // tensors from values
