@@ -112,7 +112,7 @@ static bool map_grow(struct tpprof_map *m) {
 }
 
 uint32_t tpprof_map_get(const struct tpprof_map *m, uint64_t key) {
-    if (!m->cap) return 0;
+    if (!m->cap || !key) return 0;
     uint64_t j = mix(key) & (m->cap - 1);
     while (m->keys[j]) {
         if (m->keys[j] == key) return m->vals[j];
@@ -122,6 +122,7 @@ uint32_t tpprof_map_get(const struct tpprof_map *m, uint64_t key) {
 }
 
 bool tpprof_map_put(struct tpprof_map *m, uint64_t key, uint32_t val) {
+    if (!key) return false;
     if ((m->count + 1) * 2 > m->cap && !map_grow(m)) return false;
     uint64_t j = mix(key) & (m->cap - 1);
     while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
@@ -129,4 +130,25 @@ bool tpprof_map_put(struct tpprof_map *m, uint64_t key, uint32_t val) {
     m->keys[j] = key;
     m->vals[j] = val;
     return true;
+}
+
+uint32_t tpprof_map_take(struct tpprof_map *m, uint64_t key) {
+    if (!m->cap || !key) return 0;
+    uint64_t mask = m->cap - 1, i = mix(key) & mask;
+    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & mask;
+    if (!m->keys[i]) return 0;
+    uint32_t val = m->vals[i];
+    for (uint64_t j = i;;) { // backward-shift deletion, as in tpprof_live_remove
+        j = (j + 1) & mask;
+        if (!m->keys[j]) break;
+        uint64_t home = mix(m->keys[j]) & mask;
+        bool stays = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
+        if (stays) continue;
+        m->keys[i] = m->keys[j];
+        m->vals[i] = m->vals[j];
+        i = j;
+    }
+    m->keys[i] = 0;
+    m->count--;
+    return val;
 }

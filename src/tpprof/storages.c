@@ -75,12 +75,6 @@ struct lifetime {
     int64_t delay_count; // storages whose release delay was measured
 };
 
-// A u64 (never 0) -> u32 map with deletion (ids of live records).
-struct idmap {
-    uint64_t *keys;
-    uint32_t *vals;
-    uint64_t cap, count;
-};
 
 #define MAX_NAMES 64
 #define FREED_STACK 16
@@ -100,10 +94,10 @@ static struct {
     uint32_t ntn, captn, free_tn;
     struct obs_ref *refs;
     uint32_t nrefs, caprefs, free_ref;
-    struct idmap st_ids, tn_ids;
+    struct tpprof_map st_ids, tn_ids;
     uint64_t last_st_id;          // the storage looked up last (consecutive events
     uint32_t last_st_slot;        // nearly always concern one): its slot + 1, 0 none
-    struct idmap by_block;        // live block address -> first storage slot + 1
+    struct tpprof_map by_block;        // live block address -> first storage slot + 1
     uint32_t kept_st, kept_tn;    // freed, but alive at the current peak
     struct obs_thread *threads;
     uint32_t capthreads;
@@ -126,77 +120,7 @@ static struct {
 // ---------------------------------------------------------------------------
 // Small containers.
 
-static inline uint64_t idmix(uint64_t x) { return tpprof_live_home(x); }
-
-static bool idmap_grow(struct idmap *m) {
-    uint64_t ncap = m->cap ? m->cap * 2 : 1 << 10;
-    uint64_t *nk = tpprof_mem_map(ncap * sizeof *nk);
-    uint32_t *nv = tpprof_mem_map(ncap * sizeof *nv);
-    if (!nk || !nv) {
-        tpprof_mem_unmap(nk, ncap * sizeof *nk);
-        tpprof_mem_unmap(nv, ncap * sizeof *nv);
-        return false;
-    }
-    for (uint64_t i = 0; i < m->cap; i++) {
-        if (!m->keys[i]) continue;
-        uint64_t j = idmix(m->keys[i]) & (ncap - 1);
-        while (nk[j]) j = (j + 1) & (ncap - 1);
-        nk[j] = m->keys[i];
-        nv[j] = m->vals[i];
-    }
-    tpprof_mem_unmap(m->keys, m->cap * sizeof *m->keys);
-    tpprof_mem_unmap(m->vals, m->cap * sizeof *m->vals);
-    m->keys = nk;
-    m->vals = nv;
-    m->cap = ncap;
-    return true;
-}
-
-static uint32_t idmap_get(const struct idmap *m, uint64_t key) {
-    if (!m->cap || !key) return 0;
-    uint64_t j = idmix(key) & (m->cap - 1);
-    while (m->keys[j]) {
-        if (m->keys[j] == key) return m->vals[j];
-        j = (j + 1) & (m->cap - 1);
-    }
-    return 0;
-}
-
-static bool idmap_put(struct idmap *m, uint64_t key, uint32_t val) {
-    if (!key) return false;
-    if ((m->count + 1) * 2 > m->cap && !idmap_grow(m)) return false;
-    uint64_t j = idmix(key) & (m->cap - 1);
-    while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
-    if (!m->keys[j]) m->count++;
-    m->keys[j] = key;
-    m->vals[j] = val;
-    return true;
-}
-
-// Removes `key` and returns its value (0: it was not there): one probe
-// where a get and a del would take two.
-static uint32_t idmap_take(struct idmap *m, uint64_t key) {
-    if (!m->cap || !key) return 0;
-    uint64_t mask = m->cap - 1, i = idmix(key) & mask;
-    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & mask;
-    if (!m->keys[i]) return 0;
-    uint32_t val = m->vals[i];
-    for (uint64_t j = i;;) { // backward-shift deletion
-        j = (j + 1) & mask;
-        if (!m->keys[j]) break;
-        uint64_t home = idmix(m->keys[j]) & mask;
-        bool stays = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
-        if (stays) continue;
-        m->keys[i] = m->keys[j];
-        m->vals[i] = m->vals[j];
-        i = j;
-    }
-    m->keys[i] = 0;
-    m->count--;
-    return val;
-}
-
-static void idmap_del(struct idmap *m, uint64_t key) { (void)idmap_take(m, key); }
+static void map_del(struct tpprof_map *m, uint64_t key) { (void)tpprof_map_take(m, key); }
 
 // Grows a pool array to hold index `need`; false when out of memory.
 static bool grow(void **arr, uint32_t *cap, uint32_t need, size_t elem, uint32_t first) {
@@ -297,10 +221,10 @@ static bool alive_at_peak(uint64_t created_seq, bool dead, uint64_t dead_seq) {
 
 static void block_unlink(struct obs_storage *s, uint32_t slot) {
     if (!(s->flags & S_HAS_BLOCK) || (s->flags & S_BLOCK_FREED)) return;
-    uint32_t head = idmap_get(&o.by_block, s->block_addr);
+    uint32_t head = tpprof_map_get(&o.by_block, s->block_addr);
     if (head == slot + 1) {
-        if (s->next_in_block) idmap_put(&o.by_block, s->block_addr, s->next_in_block);
-        else idmap_del(&o.by_block, s->block_addr);
+        if (s->next_in_block) tpprof_map_put(&o.by_block, s->block_addr, s->next_in_block);
+        else map_del(&o.by_block, s->block_addr);
         return;
     }
     for (uint32_t k = head; k; k = o.st[k - 1].next_in_block)
@@ -311,7 +235,7 @@ static void block_unlink(struct obs_storage *s, uint32_t slot) {
 }
 
 static void st_ids_del(uint64_t id) {
-    idmap_del(&o.st_ids, id);
+    map_del(&o.st_ids, id);
     if (o.last_st_id == id) o.last_st_slot = 0;
 }
 
@@ -332,7 +256,7 @@ static void storage_drop(uint32_t slot) {
 
 static void tensor_drop(uint32_t slot) {
     struct obs_tensor *x = &o.tn[slot];
-    idmap_del(&o.tn_ids, x->id);
+    map_del(&o.tn_ids, x->id);
     x->used = false;
     x->next_kept = o.free_tn;
     o.free_tn = slot + 1;
@@ -386,8 +310,8 @@ static void attach_block(struct obs_storage *s, uint32_t slot) {
     s->block_size = b->size;
     s->block_kind = tpprof_w.sites[b->site].kind;
     s->flags |= S_HAS_BLOCK;
-    s->next_in_block = idmap_get(&o.by_block, b->addr);
-    if (!idmap_put(&o.by_block, b->addr, slot + 1)) {
+    s->next_in_block = tpprof_map_get(&o.by_block, b->addr);
+    if (!tpprof_map_put(&o.by_block, b->addr, slot + 1)) {
         s->next_in_block = 0;
         s->flags &= (uint16_t)~S_HAS_BLOCK; // out of memory: not linked, not claimed
     }
@@ -402,7 +326,7 @@ static void lifetime_add_delay(struct obs_storage *s, uint64_t delay) {
 }
 
 void tpprof_obs_block_freed(uint64_t addr, uint64_t time) {
-    uint32_t k = idmap_get(&o.by_block, addr);
+    uint32_t k = tpprof_map_get(&o.by_block, addr);
     if (!k) return;
     while (k) {
         struct obs_storage *s = &o.st[k - 1];
@@ -412,7 +336,7 @@ void tpprof_obs_block_freed(uint64_t addr, uint64_t time) {
         s->block_freed_ns = time;
         if (s->flags & S_LIFETIME_PENDING) lifetime_add_delay(s, time - s->data_released_ns);
     }
-    idmap_del(&o.by_block, addr);
+    map_del(&o.by_block, addr);
 }
 
 // ---------------------------------------------------------------------------
@@ -441,7 +365,7 @@ static uint32_t new_tensor_slot(void) {
 static struct obs_storage *storage_get(uint64_t id, uint32_t *slot) {
     uint32_t k = id == o.last_st_id ? o.last_st_slot : 0;
     if (!k) {
-        k = idmap_get(&o.st_ids, id);
+        k = tpprof_map_get(&o.st_ids, id);
         if (!k) return NULL;
         o.last_st_id = id;
         o.last_st_slot = k;
@@ -494,7 +418,7 @@ static void on_storage_created(const uint64_t *r, uint64_t seq, uint64_t time, u
     s->created_seq = seq;
     s->created_stack = stack;
     s->strong = s->weak = 1;
-    if (!idmap_put(&o.st_ids, s->id, slot + 1)) {
+    if (!tpprof_map_put(&o.st_ids, s->id, slot + 1)) {
         s->used = false;
         s->next_kept = o.free_st;
         o.free_st = slot + 1;
@@ -639,7 +563,7 @@ static void on_tensor_created(struct obs_thread *th, const uint64_t *r, uint64_t
     x->created_ns = time;
     x->created_seq = seq;
     x->created_stack = stack;
-    if (!idmap_put(&o.tn_ids, x->id, slot + 1)) {
+    if (!tpprof_map_put(&o.tn_ids, x->id, slot + 1)) {
         x->used = false;
         x->next_kept = o.free_tn;
         o.free_tn = slot + 1;
@@ -650,7 +574,7 @@ static void on_tensor_created(struct obs_thread *th, const uint64_t *r, uint64_t
 static void tensor_freed_at(uint64_t id, uint64_t seq, uint64_t time) {
     if (o.peak_seq && !o.peak_end) o.peak_end = seq;
     // Full mode keeps every record under its id; aggregate mode lets go of it.
-    uint32_t k = tpprof_cfg.full ? idmap_get(&o.tn_ids, id) : idmap_take(&o.tn_ids, id);
+    uint32_t k = tpprof_cfg.full ? tpprof_map_get(&o.tn_ids, id) : tpprof_map_take(&o.tn_ids, id);
     if (!k) return;
     uint32_t slot = k - 1;
     struct obs_tensor *x = &o.tn[slot];
@@ -684,7 +608,7 @@ static void on_tensor_freed(struct obs_thread *th, const uint64_t *r, uint64_t s
 }
 
 static void on_version(const uint64_t *r) {
-    uint32_t k = idmap_get(&o.tn_ids, r[2]);
+    uint32_t k = tpprof_map_get(&o.tn_ids, r[2]);
     if (!k) return;
     struct obs_tensor *x = &o.tn[k - 1];
     x->version = (uint32_t)r[3];

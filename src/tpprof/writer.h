@@ -42,7 +42,8 @@ static inline uint64_t tpprof_live_home(uint64_t x) {
 TPPROF_HIDDEN struct tpprof_block *tpprof_live_find(struct tpprof_livetable *lt, uint64_t addr);
 TPPROF_HIDDEN bool tpprof_live_remove(struct tpprof_livetable *lt, uint64_t addr, struct tpprof_block *out);
 
-// u64 key (never 0) -> u32 value; used for sites and the stack trie.
+// u64 key (never 0) -> u32 value (0 = absent): sites, the stack trie, and
+// the tensor ledger's id and block indexes (which also delete).
 struct tpprof_map {
     uint64_t *keys;
     uint32_t *vals;
@@ -50,7 +51,9 @@ struct tpprof_map {
 };
 
 TPPROF_HIDDEN uint32_t tpprof_map_get(const struct tpprof_map *m, uint64_t key); // 0 if absent
-TPPROF_HIDDEN bool tpprof_map_put(struct tpprof_map *m, uint64_t key, uint32_t val);
+TPPROF_HIDDEN bool tpprof_map_put(struct tpprof_map *m, uint64_t key, uint32_t val); // false: key 0 or no memory
+// Removes key and returns its value (0 if absent): one probe where get + delete take two.
+TPPROF_HIDDEN uint32_t tpprof_map_take(struct tpprof_map *m, uint64_t key);
 
 // ---------------------------------------------------------------------------
 // Aggregates.
