@@ -8,6 +8,12 @@ WORKLOAD_DIR holds the reference workloads alloc_heavy.c and compute_light.c
 temporary folder with the flags the reference figures were measured with.
 Runs are paired (native, then each tool, per round) and the median of the
 per-round ratios is reported, with the database size per allocation event.
+The ratio of the fastest runs is printed beside it: on the shared 2-core
+machines here compute_light's run time is bimodal (about 3.4 s or 5.1 s for
+200 iterations, natively as much as under a tool, at random), which makes
+a median of a few paired ratios swing by +-10%, far more than the 1.02x it
+is meant to check; the fastest run of each is the steadier estimate of what
+the tool itself costs.
 This is a benchmark, not a test: nothing here fails a build.
 """
 import os
@@ -49,7 +55,7 @@ def main():
     cases = [("alloc_heavy 10000 1", [os.path.join(tmp, "alloc_heavy"), "10000", "1"]),
              ("alloc_heavy 10000 2", [os.path.join(tmp, "alloc_heavy"), "10000", "2"]),
              ("compute_light", [os.path.join(tmp, "compute_light")])]
-    print(f"{'workload':22} {'tool':18} {'median s':>9} {'x native':>9}  notes")
+    print(f"{'workload':22} {'tool':18} {'median s':>9} {'x native':>9} {'x (min)':>8}  notes")
     for name, cmd in cases:
         tools = {"native": None, "tpprof": "tpprof"}
         if shutil.which("heaptrack") and name.startswith("alloc_heavy"):
@@ -78,7 +84,7 @@ def main():
         for tool in tools:
             ratios = [a / b for a, b in zip(times[tool], base)]
             print(f"{name:22} {tool:18} {statistics.median(times[tool]):9.3f} "
-                  f"{statistics.median(ratios):9.2f}  {notes[tool]}")
+                  f"{statistics.median(ratios):9.3f} {min(times[tool]) / min(base):8.3f}  {notes[tool]}")
         if valgrind and name == "alloc_heavy 10000 1" and shutil.which("valgrind"):
             t, _ = run(["valgrind", "--leak-check=full", "-q"] + cmd)
             print(f"{name:22} {'memcheck (1 run)':18} {t:9.3f} {t / statistics.median(base):9.2f}")

@@ -197,6 +197,18 @@ bad:
 // ---------------------------------------------------------------------------
 // Flush: everything new since the last one, in one transaction.
 
+// A periodic flush with tens of thousands of new stacks or busy sites takes
+// a few hundred ms of SQLite work, long enough for a busy thread to fill its
+// ring and give up on events. So every few hundred rows it drains the rings
+// (they add to the tables being written, which the loops re-read: a row
+// added now is written now or marked for the next flush). The final flush
+// runs after the rings are drained for good.
+static bool breathing;
+
+static inline void breathe(uint32_t row) {
+    if (breathing && (row & 255) == 255) tpprof_writer_breathe();
+}
+
 static bool put_modules(void) {
     struct tpprof_module *mods;
     size_t bytes;
@@ -236,6 +248,7 @@ static bool put_nodes(void) {
         return false;
     bool ok = true;
     for (uint32_t id = w->nodes_written + 1; id <= w->nnodes && ok; id++) {
+        breathe(id);
         sqlite3_bind_int64(st, 1, id);
         sqlite3_bind_int64(st, 2, w->nodes[id].parent);
         sqlite3_bind_int64(st, 3, (sqlite3_int64)w->nodes[id].ip);
@@ -291,7 +304,8 @@ static bool put_sites(void) {
         return false;
     bool ok = true;
     for (uint32_t i = 0; i < w->nsites && ok; i++) {
-        struct tpprof_site *s = &w->sites[i];
+        breathe(i);
+        struct tpprof_site *s = &w->sites[i]; // after breathe: the array may have moved
         if (!s->dirty) continue;
         bool snap = s->snap_epoch == w->peak_epoch;
         sqlite3_bind_int64(st, 1, s->stack);
@@ -421,6 +435,7 @@ static bool put_meta(void) {
 
 bool tpprof_db_flush(bool final) {
     if (!db) return false;
+    breathing = !final;
     if (!exec_sql("BEGIN")) return fail("writing");
     if (final) // every site's share of the peak may have changed since its last write
         for (uint32_t i = 0; i < tpprof_w.nsites; i++) tpprof_w.sites[i].dirty = true;

@@ -4,7 +4,8 @@
 // Runs off the program's threads (all signals blocked, re-entry guard always
 // set, so its own allocations, SQLite's included, are never recorded). Every
 // millisecond it drains what the rings hold; every TPPROF_INTERVAL_MS it
-// samples the timeline; every 200 ms it commits one transaction (db.c). The
+// samples the timeline; every 200 ms (longer if commits are slow: at most a
+// twentieth of its time goes to them) it commits one transaction (db.c). The
 // same code runs synchronously, under the same mutex, at exit, _exit, exec
 // and fork. It must never be called from inside a malloc hook.
 #define _GNU_SOURCE
@@ -21,6 +22,10 @@
 #include "writer.h"
 
 #define FLUSH_EVERY_NS 200000000ull
+// A commit rewrites every site that changed since the last one: with tens of
+// thousands of busy sites that is a good part of a second of SQLite work, so
+// the period grows to keep commits under 1/FLUSH_SHARE of the writer's time.
+#define FLUSH_SHARE 20
 #define STUCK_NS 500000000ull  // a sequence number missing this long is skipped
 
 struct tpprof_wstate tpprof_w;
@@ -528,6 +533,8 @@ static uint64_t drain(bool force) {
     return n;
 }
 
+void tpprof_writer_breathe(void) { drain(false); }
+
 static uint64_t drain_rings(bool force) {
     struct tpprof_wstate *w = &tpprof_w;
     uint64_t applied = 0;
@@ -672,8 +679,10 @@ static void *writer_main(void *arg) {
             next_sample_ns = now + (uint64_t)tpprof_cfg.interval_ms * 1000000u;
         }
         if (now >= next_flush_ns) {
-            next_flush_ns = now + FLUSH_EVERY_NS;
+            uint64_t t0 = tpprof_now_ns();
             if (!tpprof_db_flush(false)) db_open = false;
+            uint64_t took = tpprof_now_ns() - t0;
+            next_flush_ns = now + (took * FLUSH_SHARE > FLUSH_EVERY_NS ? took * FLUSH_SHARE : FLUSH_EVERY_NS);
         }
         pthread_mutex_unlock(&wmu);
         struct timespec ts = {0, sleep_ns};

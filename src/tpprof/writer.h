@@ -133,6 +133,8 @@ TPPROF_HIDDEN extern struct tpprof_wstate tpprof_w;
 
 TPPROF_HIDDEN bool tpprof_db_open(const char *path);
 TPPROF_HIDDEN bool tpprof_db_flush(bool final);
+// Drains the rings in the middle of a periodic flush (writer.c).
+TPPROF_HIDDEN void tpprof_writer_breathe(void);
 TPPROF_HIDDEN void tpprof_db_close(bool final);
 TPPROF_HIDDEN void tpprof_db_abandon(void); // forked child: drop the parent's handle unclosed
 TPPROF_HIDDEN uint32_t tpprof_db_tid_of(uint32_t thread_index);
