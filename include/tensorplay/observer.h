@@ -147,6 +147,18 @@ typedef struct tp_obs_event {
         tp_obs_version version;
         tp_obs_allocator_event allocator;
     } u;
+    /* Appended to version 1 (present when struct_size reaches past it; an
+     * older runtime's events end before it).  The address of a storage or
+     * tensor struct that the runtime allocated with the C heap (malloc
+     * family), on this thread, inside the same call into the runtime that
+     * sends this event; 0 when there is none.  Set on STORAGE_CREATED and
+     * TENSOR_CREATED (the struct being created), on the REFCOUNT RETAIN of a
+     * new tensor's storage reference (the tensor), and on the RELEASE of a
+     * storage's creation reference by the call that created it (the
+     * storage).  A heap profiler that recorded that allocation with its
+     * stack has this event's stack from the first frame outside the runtime
+     * outward: the call into the runtime has not returned since. */
+    uint64_t object;
 } tp_obs_event;
 
 typedef struct tp_observer {

@@ -95,6 +95,13 @@ struct tp_tensor {
 /* Creates a tensor over storage (retained) with the given geometry, version
  * counter (retained; NULL = a fresh one) and base (retained; NULL = not a
  * view).  Bounds-checked against the storage.  New reference or NULL. */
+/* tp_storage_retain for the reference of a tensor being created: the event
+ * names the tensor struct (tp_obs_event.object), allocated by this call. */
+void tp__storage_retain_for(tp_storage *s, const void *object);
+/* tp_storage_release of the creation reference by the runtime call that
+ * created the storage (tp_obs_event.object: the storage struct). */
+void tp__storage_release_for(tp_storage *s, const void *object);
+
 tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim,
                            const int64_t *sizes, const int64_t *strides, tp_dtype dtype,
                            tp__version *version, tp_tensor *base);

@@ -41,6 +41,8 @@ static const char *tp__storage_allocator_name(const tp_storage *s) {
 static void tp__observe_storage(uint32_t kind, const tp_storage *s, uint64_t old_data) {
     TP__OBSERVE({
         tp__ev_.kind = kind;
+        /* The struct was calloc'ed by the call that sends CREATED (below). */
+        if (kind == TP_OBS_STORAGE_CREATED) tp__ev_.object = (uint64_t)(uintptr_t)s;
         tp__ev_.u.storage.storage_id = s->id;
         tp__ev_.u.storage.data = (uint64_t)(uintptr_t)s->data.ptr;
         tp__ev_.u.storage.nbytes = s->nbytes;
@@ -52,9 +54,11 @@ static void tp__observe_storage(uint32_t kind, const tp_storage *s, uint64_t old
     });
 }
 
-static void tp__observe_refcount(uint64_t id, tp_obs_refop op, uint32_t strong, uint32_t weak) {
+static void tp__observe_refcount(uint64_t id, tp_obs_refop op, uint32_t strong, uint32_t weak,
+                                 const void *object) {
     TP__OBSERVE({
         tp__ev_.kind = TP_OBS_STORAGE_REFCOUNT;
+        tp__ev_.object = (uint64_t)(uintptr_t)object;
         tp__ev_.u.refcount.storage_id = id;
         tp__ev_.u.refcount.op = op;
         tp__ev_.u.refcount.strong = strong;
@@ -110,21 +114,25 @@ static void tp__storage_free(tp_storage *s) {
 // ----------------------------------------------------------------------------
 // strong references
 
-void tp_storage_retain(tp_storage *s) {
+void tp__storage_retain_for(tp_storage *s, const void *object) {
     if (!s) return;
     uint32_t strong = atomic_fetch_add_explicit(&s->strong, 1, memory_order_relaxed) + 1;
     tp__observe_refcount(s->id, TP_OBS_REFOP_RETAIN, strong,
-                         atomic_load_explicit(&s->weak, memory_order_relaxed));
+                         atomic_load_explicit(&s->weak, memory_order_relaxed), object);
 }
 
-void tp_storage_release(tp_storage *s) {
+void tp_storage_retain(tp_storage *s) { tp__storage_retain_for(s, NULL); }
+
+void tp_storage_release(tp_storage *s) { tp__storage_release_for(s, NULL); }
+
+void tp__storage_release_for(tp_storage *s, const void *object) {
     if (!s) return;
     uint64_t id = s->id;
     /* While we hold a strong reference weak >= 1 and does not move because
      * of us; read it now, the struct may be gone after the decrement. */
     uint32_t weak = atomic_load_explicit(&s->weak, memory_order_relaxed);
     uint32_t strong = atomic_fetch_sub_explicit(&s->strong, 1, memory_order_acq_rel) - 1;
-    tp__observe_refcount(id, TP_OBS_REFOP_RELEASE, strong, weak);
+    tp__observe_refcount(id, TP_OBS_REFOP_RELEASE, strong, weak, object);
     if (strong != 0) return;
 
     /* We dropped the last strong reference: nobody can retain or lock now. */
@@ -137,7 +145,7 @@ void tp_storage_release(tp_storage *s) {
     }
     tp__storage_release_data(s);
     weak = atomic_fetch_sub_explicit(&s->weak, 1, memory_order_acq_rel) - 1;
-    tp__observe_refcount(id, TP_OBS_REFOP_WEAK_RELEASE, 0, weak);
+    tp__observe_refcount(id, TP_OBS_REFOP_WEAK_RELEASE, 0, weak, NULL);
     if (weak == 0) tp__storage_free(s); /* the weak holders let go meanwhile */
 }
 
@@ -148,7 +156,7 @@ void tp_storage_weak_retain(tp_storage *s) {
     if (!s) return;
     uint32_t weak = atomic_fetch_add_explicit(&s->weak, 1, memory_order_relaxed) + 1;
     tp__observe_refcount(s->id, TP_OBS_REFOP_WEAK_RETAIN,
-                         atomic_load_explicit(&s->strong, memory_order_relaxed), weak);
+                         atomic_load_explicit(&s->strong, memory_order_relaxed), weak, NULL);
 }
 
 void tp_storage_weak_release(tp_storage *s) {
@@ -156,7 +164,7 @@ void tp_storage_weak_release(tp_storage *s) {
     uint64_t id = s->id;
     uint32_t strong = atomic_load_explicit(&s->strong, memory_order_relaxed);
     uint32_t weak = atomic_fetch_sub_explicit(&s->weak, 1, memory_order_acq_rel) - 1;
-    tp__observe_refcount(id, TP_OBS_REFOP_WEAK_RELEASE, strong, weak);
+    tp__observe_refcount(id, TP_OBS_REFOP_WEAK_RELEASE, strong, weak, NULL);
     if (weak == 0) tp__storage_free(s);
 }
 
@@ -169,7 +177,7 @@ tp_storage *tp_storage_weak_lock(tp_storage *s) {
                                                     memory_order_acq_rel,
                                                     memory_order_relaxed));
     tp__observe_refcount(s->id, TP_OBS_REFOP_LOCK, strong + 1,
-                         atomic_load_explicit(&s->weak, memory_order_relaxed));
+                         atomic_load_explicit(&s->weak, memory_order_relaxed), NULL);
     return s;
 }
 

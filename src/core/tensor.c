@@ -210,7 +210,7 @@ tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim
     t->numel = numel;
     t->dtype = dtype;
     t->device = storage->data.device;
-    tp_storage_retain(storage);
+    tp__storage_retain_for(storage, t);
     t->storage = storage;
     if (version) tp__version_retain(version);
     t->version = version ? version : fresh;
@@ -220,6 +220,7 @@ tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim
 
     TP__OBSERVE({
         tp__ev_.kind = TP_OBS_TENSOR_CREATED;
+        tp__ev_.object = (uint64_t)(uintptr_t)t; /* calloc'ed above */
         tp__ev_.u.tensor.tensor_id = t->id;
         tp__ev_.u.tensor.storage_id = storage->id;
         tp__ev_.u.tensor.base_id = base ? base->id : 0;

@@ -195,7 +195,7 @@ tp_tensor *tp_tensor_reshape(tp_tensor *t, int ndim, const int64_t *sizes) {
     if (!s) return NULL;
     tp__gather_contiguous(t, (char *)s->data.ptr);
     tp_tensor *out = tp__tensor_make(s, 0, ndim, shape, NULL, t->dtype, NULL, NULL);
-    tp_storage_release(s); /* the tensor holds it now (or nobody does) */
+    tp__storage_release_for(s, s); /* the tensor holds it now (or nobody does) */
     if (out) out->requires_grad = t->requires_grad;
     return out;
 }

@@ -38,7 +38,7 @@ tp_tensor *tp_empty(int ndim, const int64_t *sizes, tp_dtype dtype) {
     tp_storage *st = tp_storage_new((size_t)numel * isz, NULL, true);
     if (!st) return NULL;
     tp_tensor *t = tp__tensor_make(st, 0, ndim, sizes, NULL, dtype, NULL, NULL);
-    tp_storage_release(st);
+    tp__storage_release_for(st, st); /* the creation reference */
     return t;
 }
 
@@ -245,6 +245,6 @@ tp_tensor *tp_from_blob(void *data, int ndim, const int64_t *sizes, const int64_
                                                  NULL, false);
     if (!s) return NULL;
     tp_tensor *t = tp__tensor_make(s, 0, ndim, sizes, strides, dtype, NULL, NULL);
-    tp_storage_release(s);
+    tp__storage_release_for(s, s); /* the creation reference */
     return t;
 }

@@ -32,6 +32,7 @@ extern void *__libc_valloc(size_t);
 extern void *__libc_pvalloc(size_t);
 
 __thread int tpprof_guard TPPROF_TLS;
+__thread struct tpprof_recent_allocs tpprof_recent TPPROF_TLS;
 
 static inline bool want(void) {
     return !tpprof_guard && atomic_load_explicit(&tpprof_active, memory_order_relaxed);
@@ -59,6 +60,9 @@ __attribute__((noinline)) static void record_alloc(int op, void *p, size_t size,
     struct tpprof_thread *t = tpprof_thread_get();
     if (t) {
         uint32_t sid = capture();
+        uint32_t i = tpprof_recent.next++ & (TPPROF_RECENT - 1);
+        tpprof_recent.addr[i] = ~(uint64_t)(uintptr_t)p;
+        tpprof_recent.sid[i] = sid;
         if (tpprof_ring_reserve(t, 6)) {
             uint64_t seq = atomic_fetch_add(&tpprof_seq, 1);
             uint64_t w[6] = {tpprof_hdr(seq, op, kind), (uint64_t)(uintptr_t)p, size, sid};

@@ -145,6 +145,12 @@ static void hold_freed(struct tpprof_thread *t, uint64_t tensor, uint64_t storag
 // Whether the runtime's event reaches `member` of the union.
 #define HAS(ev, member) ((ev)->struct_size >= offsetof(tp_obs_event, u) + sizeof((ev)->u.member))
 
+// The struct this event's runtime call allocated and is creating (0: none,
+// or a runtime from before the field).
+static inline uint64_t event_object(const tp_obs_event *ev) {
+    return ev->struct_size >= offsetof(tp_obs_event, object) + sizeof ev->object ? ev->object : 0;
+}
+
 static void on_event(void *user, const tp_obs_event *ev) {
     (void)user;
     if (tpprof_guard || !atomic_load_explicit(&tpprof_active, memory_order_relaxed)) return;
@@ -270,6 +276,20 @@ static void on_event(void *user, const tp_obs_event *ev) {
         goto out;
     }
     if (!t) goto out;
+    // An event of a runtime call that is creating a struct it allocated
+    // here: that allocation's stack is this call's (aggregate mode; full
+    // mode captures every event's own).
+    uint64_t object = stack && !tpprof_cfg.full ? event_object(ev) : 0;
+    if (object && (sid = tpprof_recent_sid(object)) != 0) {
+        stack = false;
+        if (ev->kind == TP_OBS_STORAGE_REFCOUNT && refop == TP_OBS_REFOP_RETAIN) {
+            // The new tensor's reference: held for its TENSOR_CREATED.
+            recent.held_storage = w[2];
+            recent.held_counts = w[3];
+            recent.held_sid = sid;
+            goto out;
+        }
+    }
     if (stack) sid = tpprof_capture(tpprof_cfg.depth);
     if (ev->kind == TP_OBS_STORAGE_REFCOUNT && refop == TP_OBS_REFOP_RETAIN && sid) {
         if (recent.tensor_sites[sid % OBS_SITES] == sid) { // hold it for its tensor

@@ -189,6 +189,30 @@ TPPROF_HIDDEN void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, i
 TPPROF_HIDDEN void tpprof_threads_fork_child(void);
 
 // ---------------------------------------------------------------------------
+// The calling thread's last few heap allocations and their stacks (hooks.c
+// writes them, observe.c reads them: an event that names a struct the
+// current runtime call allocated takes that allocation's stack).
+
+// Addresses are kept complemented: this lives in static TLS, which the leak
+// scan reads as a root, and a plain copy would make the blocks reachable.
+#define TPPROF_RECENT 4
+struct tpprof_recent_allocs {
+    uint64_t addr[TPPROF_RECENT]; // ~address
+    uint32_t sid[TPPROF_RECENT];
+    uint32_t next;
+};
+TPPROF_HIDDEN extern __thread struct tpprof_recent_allocs tpprof_recent TPPROF_TLS;
+
+// The stack of the newest of those allocations at addr, or 0.
+static inline uint32_t tpprof_recent_sid(uint64_t addr) {
+    for (uint32_t k = 1; k <= TPPROF_RECENT; k++) {
+        uint32_t i = (tpprof_recent.next - k) & (TPPROF_RECENT - 1);
+        if (tpprof_recent.addr[i] == ~addr) return tpprof_recent.sid[i];
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
 // Runtime observer (observe.c): 1 once libtensorplay attached our observer
 // (TPPROF_TENSORS=0 declines).
 TPPROF_HIDDEN extern _Atomic int tpprof_obs_attached;

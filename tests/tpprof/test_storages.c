@@ -35,6 +35,7 @@ uint32_t tpprof_db_tid_of(uint32_t thread_index) { return 1000 + thread_index; }
 _Atomic int tpprof_active = 1;
 __thread int tpprof_guard;
 __thread struct tpprof_thread *tpprof_self; // NULL: observe.c asks tpprof_thread_get
+__thread struct tpprof_recent_allocs tpprof_recent; // the hooks' last allocations (set by the test)
 struct tpprof_seq_line tpprof_seq_line;
 uint64_t tpprof_t0_ns;
 static struct tpprof_thread obs_thread = {.index = 2};
@@ -273,6 +274,58 @@ static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
     seq = atomic_load(&tpprof_seq);
 }
 
+// Events that name the struct their runtime call allocated (tp_obs_event's
+// `object`) take that allocation's stack, from the hooks' last allocations:
+// no unwind. The new tensor's retain travels inside its TENSOR_CREATED.
+static void remember_alloc(uint64_t addr, uint32_t sid) {
+    uint32_t i = tpprof_recent.next++ & (TPPROF_RECENT - 1);
+    tpprof_recent.addr[i] = ~addr;
+    tpprof_recent.sid[i] = sid;
+}
+
+static void test_observe_takes_the_creating_calls_allocation_stack(void) {
+    int c0 = captures, r0 = records;
+    remember_alloc(0x5000, 90); // the storage struct
+    tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED, .object = 0x5000,
+                       .u.storage = {.storage_id = 120, .nbytes = 8, .allocator = "cpu"}};
+    send(&ev, 99);
+    CHECK(captures == c0 && records == r0 + 1, "storage created: no unwind (%d), one record (%d)", captures - c0,
+          records - r0);
+    remember_alloc(0x6000, 91); // the tensor struct, then its version counter
+    remember_alloc(0x6100, 92);
+    ev = (tp_obs_event){.kind = TP_OBS_STORAGE_REFCOUNT, .object = 0x6000,
+                        .u.refcount = {.storage_id = 120, .op = TP_OBS_REFOP_RETAIN, .strong = 2, .weak = 1}};
+    send(&ev, 99);
+    CHECK(records == r0 + 1, "the tensor's retain is held");
+    static const int64_t sizes[1] = {2}, strides[1] = {1};
+    ev = (tp_obs_event){.kind = TP_OBS_TENSOR_CREATED, .object = 0x6000,
+                        .u.tensor = {.tensor_id = 121, .storage_id = 120, .ndim = 1, .sizes = sizes,
+                                     .strides = strides, .itemsize = 4}};
+    send(&ev, 99);
+    CHECK(captures == c0 && records == r0 + 2, "tensor and retain: no unwind (%d), one record (%d)",
+          captures - c0, records - r0);
+    // A struct this thread did not just allocate: unwound as before.
+    ev = (tp_obs_event){.kind = TP_OBS_STORAGE_CREATED, .object = 0x7000,
+                        .u.storage = {.storage_id = 122, .nbytes = 8, .allocator = "cpu"}};
+    send(&ev, 98);
+    CHECK(captures == c0 + 1, "unknown struct: one unwind");
+    // A runtime from before the field (its events end before it) is read as before.
+    ev = (tp_obs_event){.kind = TP_OBS_STORAGE_CREATED, .object = 0x5000,
+                        .u.storage = {.storage_id = 123, .nbytes = 8, .allocator = "cpu"}};
+    ev.struct_size = (uint32_t)offsetof(tp_obs_event, object);
+    site = 97;
+    observer->on_event(observer->user, &ev);
+    CHECK(captures == c0 + 2, "old runtime: one unwind");
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT created_stack FROM storages WHERE id = 120") == 90, "storage 120 made at the struct's stack");
+    CHECK(q("SELECT count FROM storage_refs WHERE storage_id = 120 AND op = 1 AND stack_id = 91 AND tensor_id = 121") ==
+              1,
+          "tensor 121's reference taken at the tensor struct's stack");
+    CHECK(q("SELECT created_stack FROM storages WHERE id = 122") == 98 &&
+              q("SELECT created_stack FROM storages WHERE id = 123") == 97,
+          "the others at their unwound stacks");
+}
+
 // ---------------------------------------------------------------------------
 
 int main(void) {
@@ -401,6 +454,7 @@ int main(void) {
     CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 62") == 1, "the creator's own release");
     CHECK(kept_events == 0, "aggregate mode keeps no events");
     test_observe_folds_tensor_events_and_skips_known_stacks();
+    test_observe_takes_the_creating_calls_allocation_stack();
     sqlite3_close(db);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
