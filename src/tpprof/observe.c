@@ -60,7 +60,9 @@ _Atomic int tpprof_obs_attached;
 //      tensor is trusted, which inside the runtime's tensor constructor is
 //      always.
 //    - A RELEASE that leaves strong 0 carries the DATA_RELEASED the ABI
-//      promises next (flag TPPROF_OBS_DATA_RELEASED), which is then not sent.
+//      promises next (flag TPPROF_OBS_DATA_RELEASED), which is then not sent;
+//      if it leaves weak 1 (no weak holder), also the FREED that comes once
+//      the data's deleter has run (TPPROF_OBS_FREED).
 
 #define OBS_FREED 16
 #define OBS_SITES 64 // retain sites remembered as followed by their tensor
@@ -74,6 +76,8 @@ struct obs_recent {
     uint32_t held_sid;
     uint32_t tensor_sites[OBS_SITES];   // retain stack ids seen followed by their tensor
     uint64_t data_released;             // sent inside the last event: this storage's DATA_RELEASED
+    uint64_t freed_storage;             // sent inside an earlier RELEASE: this storage's FREED (the
+                                        // data's deleter runs in between and may send events)
 };
 static __thread struct obs_recent recent TPPROF_TLS;
 
@@ -193,6 +197,10 @@ static void on_event(void *user, const tp_obs_event *ev) {
         if (!HAS(ev, storage)) goto out;
         w[2] = ev->u.storage.storage_id;
         if (ev->kind == TP_OBS_STORAGE_DATA_RELEASED && data_released == w[2]) goto out; // already sent
+        if (ev->kind == TP_OBS_STORAGE_FREED && recent.freed_storage == w[2]) { // likewise
+            recent.freed_storage = 0;
+            goto out;
+        }
         n = 3;
         stack = tpprof_cfg.full; // no table names these stacks; full mode's events do
         break;
@@ -210,6 +218,10 @@ static void on_event(void *user, const tp_obs_event *ev) {
         if (refop == TP_OBS_REFOP_RELEASE && ev->u.refcount.strong == 0 && !tpprof_cfg.full) {
             flags |= TPPROF_OBS_DATA_RELEASED;
             recent.data_released = w[2];
+            if (ev->u.refcount.weak == 1) { // no weak holder: FREED follows the data's deleter
+                flags |= TPPROF_OBS_FREED;
+                recent.freed_storage = w[2];
+            }
         }
         break;
     case TP_OBS_TENSOR_CREATED: {

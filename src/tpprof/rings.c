@@ -75,15 +75,13 @@ void tpprof_threads_fork_child(void) {
 
 _Atomic uint64_t tpprof_dropped;
 
-// A full ring waits for the writer. It gives up after ~100 ms and drops the
+// A full ring (tpprof_ring_reserve's slow path) waits for the writer. It gives up after ~100 ms and drops the
 // event (counted in meta.dropped_events): the writer may itself be waiting
 // for a lock this thread holds (the loader's, if malloc was called inside
 // dlopen), and a lost event is better than a hung program.
-bool tpprof_ring_reserve(struct tpprof_thread *t, uint64_t words) {
-    // A record never wraps: in the worst case it needs `words` more for padding.
+bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words) {
     uint64_t cap = t->mask + 1;
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
-    if (TPPROF_LIKELY(tail + 2 * words - t->p_head <= cap)) return true; // no shared read
     uint64_t start = 0;
     for (unsigned spins = 0;; spins++) {
         t->p_head = atomic_load_explicit(&t->head, memory_order_acquire);
@@ -99,17 +97,4 @@ bool tpprof_ring_reserve(struct tpprof_thread *t, uint64_t words) {
         }
         sched_yield();
     }
-}
-
-void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, int n) {
-    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
-    uint64_t pos = tail & t->mask;
-    if (pos + (uint64_t)n > t->mask + 1) {
-        // Pad to the end; the writer jumps to the start.
-        t->ring[pos] = tpprof_hdr(0, TPPROF_OP_WRAP, 0);
-        tail += t->mask + 1 - pos;
-        pos = 0;
-    }
-    for (int i = 0; i < n; i++) t->ring[pos + (uint64_t)i] = w[i];
-    atomic_store_explicit(&t->tail, tail + (uint64_t)n, memory_order_release);
 }

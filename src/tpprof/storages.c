@@ -672,6 +672,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time)
         on_refcount(th, tindex, r, refop, seq, time, stack, sid,
                     (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 5);
         if (r[1] & TPPROF_OBS_DATA_RELEASED) on_data_released(r, seq, time); // it carries that too
+        if (r[1] & TPPROF_OBS_FREED) on_storage_freed(r, seq, time);        // and maybe this
         break;
     case TP_OBS_STORAGE_DATA_RELEASED: on_data_released(r, seq, time); break;
     case TP_OBS_STORAGE_FREED: on_storage_freed(r, seq, time); break;

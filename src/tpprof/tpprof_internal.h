@@ -80,6 +80,9 @@ enum tpprof_op {
 // DATA_RELEASED: a RELEASE to strong 0 that also carries the storage's
 // DATA_RELEASED (the next event of the thread, per the observer ABI).
 #define TPPROF_OBS_DATA_RELEASED ((uint64_t)1 << 18)
+// FREED: such a RELEASE that leaves weak 1 (no weak references: the runtime
+// deletes the struct at once, as c10 does) also carries its FREED.
+#define TPPROF_OBS_FREED ((uint64_t)1 << 19)
 
 // Words per record, excluding the optional trailing timestamp of full mode.
 static inline int tpprof_op_words(int op) {
@@ -180,12 +183,33 @@ TPPROF_HIDDEN extern __thread struct tpprof_thread *tpprof_self TPPROF_TLS;
 
 // The calling thread's ring, created on first use; NULL when out of memory.
 TPPROF_HIDDEN struct tpprof_thread *tpprof_thread_get(void);
-// Waits until `words` fit in the ring; false if recording stopped meanwhile.
-TPPROF_HIDDEN bool tpprof_ring_reserve(struct tpprof_thread *t, uint64_t words);
 // Events dropped because a ring stayed full (see rings.c).
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_dropped;
+// tpprof_ring_reserve's slow path (rings.c).
+TPPROF_HIDDEN bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words);
+
+// Waits until `words` fit in the ring; false if recording stopped meanwhile.
+// Inline (it runs in every hook): the fast path reads no shared line.
+static inline bool tpprof_ring_reserve(struct tpprof_thread *t, uint64_t words) {
+    // A record never wraps: in the worst case it needs `words` more for padding.
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    if (TPPROF_LIKELY(tail + 2 * words - t->p_head <= t->mask + 1)) return true;
+    return tpprof_ring_wait(t, words);
+}
+
 // Appends one record (header + payload); space must have been reserved.
-TPPROF_HIDDEN void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, int n);
+static inline void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, int n) {
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    uint64_t pos = tail & t->mask;
+    if (TPPROF_UNLIKELY(pos + (uint64_t)n > t->mask + 1)) {
+        // Pad to the end; the writer jumps to the start.
+        t->ring[pos] = (uint64_t)TPPROF_OP_WRAP << 4;
+        tail += t->mask + 1 - pos;
+        pos = 0;
+    }
+    for (int i = 0; i < n; i++) t->ring[pos + (uint64_t)i] = w[i];
+    atomic_store_explicit(&t->tail, tail + (uint64_t)n, memory_order_release);
+}
 TPPROF_HIDDEN void tpprof_threads_fork_child(void);
 
 // ---------------------------------------------------------------------------

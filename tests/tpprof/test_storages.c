@@ -38,7 +38,8 @@ __thread struct tpprof_thread *tpprof_self; // NULL: observe.c asks tpprof_threa
 __thread struct tpprof_recent_allocs tpprof_recent; // the hooks' last allocations (set by the test)
 struct tpprof_seq_line tpprof_seq_line;
 uint64_t tpprof_t0_ns;
-static struct tpprof_thread obs_thread = {.index = 2};
+static uint64_t obs_ring[1024];
+static struct tpprof_thread obs_thread = {.index = 2, .ring = obs_ring, .mask = 1023};
 static uint32_t site;        // the stack id the next capture returns
 static int captures, records;
 
@@ -48,14 +49,26 @@ uint32_t tpprof_capture(int max) {
     captures++;
     return site;
 }
-bool tpprof_ring_reserve(struct tpprof_thread *t, uint64_t words) {
+bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words) {
     (void)t, (void)words;
-    return true;
+    return false; // obs_drain empties the ring after every event
 }
-void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, int n) {
-    (void)n;
-    records++;
-    tpprof_obs_apply(t, w, 1000000 + (w[0] >> 8));
+
+// Hands what observe.c put in the ring straight to the writer's apply.
+static void obs_drain(void) {
+    struct tpprof_thread *t = &obs_thread;
+    uint64_t tail = atomic_load(&t->tail);
+    while (t->w_head < tail) {
+        const uint64_t *r = &t->ring[t->w_head & t->mask];
+        if ((r[0] >> 4 & 15) == TPPROF_OP_WRAP) {
+            t->w_head += t->mask + 1 - (t->w_head & t->mask);
+            continue;
+        }
+        records++;
+        tpprof_obs_apply(t, r, 1000000 + (r[0] >> 8));
+        t->w_head += (uint64_t)tpprof_rec_words(r);
+    }
+    t->p_head = t->w_head;
 }
 
 static int failures;
@@ -175,6 +188,7 @@ static void send(tp_obs_event *ev, uint32_t stack) {
     ev->struct_size = sizeof *ev;
     site = stack;
     observer->on_event(observer->user, ev);
+    obs_drain();
 }
 
 static void ev_created(uint64_t id, uint64_t nbytes, uint32_t stack) {
@@ -257,20 +271,39 @@ static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
               q("SELECT count(*) FROM refcount_sites WHERE stack_id IN (0, 72, 73, 74)") == 0,
           "4 retains at site 71, the 3 tensors' releases under it, nothing under the skipped stacks");
 
-    // The last release carries the DATA_RELEASED that follows it.
+    // The last release, leaving weak 1 (no weak holder), carries the
+    // DATA_RELEASED that follows it and the FREED that comes after the
+    // data's deleter ran.
     ev_refcount(20, TP_OBS_REFOP_RELEASE, 2, 1, 76);
     ev_refcount(20, TP_OBS_REFOP_RELEASE, 1, 1, 76);
     int before = records;
     ev_refcount(20, TP_OBS_REFOP_RELEASE, 0, 1, 76);
     ev_storage(TP_OBS_STORAGE_DATA_RELEASED, 20);
-    CHECK(records == before + 1, "release to 0 and data released: one record (%d)", records - before);
+    ev_storage(TP_OBS_STORAGE_FREED, 20);
+    CHECK(records == before + 1, "release to 0, data released, freed: one record (%d)", records - before);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 5, "its lifetime is counted");
+    CHECK(q("SELECT count(*) FROM storages WHERE id = 20 AND freed_ns IS NULL") == 0, "storage 20 is freed");
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 20") == 0, "no reference left");
+
+    // With a weak holder the struct outlives the data: its FREED comes
+    // later, on its own.
+    ev_created(140, 16, 80);
+    ev_refcount(140, TP_OBS_REFOP_WEAK_RETAIN, 1, 2, 81);
+    before = records;
+    ev_refcount(140, TP_OBS_REFOP_RELEASE, 0, 2, 82);
+    ev_storage(TP_OBS_STORAGE_DATA_RELEASED, 140);
+    CHECK(records == before + 1, "release to 0 with a weak holder: one record (%d)", records - before);
     CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
     CHECK(q("SELECT data_released_ns IS NOT NULL AND last_release_ns IS NOT NULL AND freed_ns IS NULL AND strong = 0 "
-            "FROM storages WHERE id = 20") == 1, "storage 20's data is released, its struct not yet");
-    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 5, "its lifetime is counted");
-    ev_storage(TP_OBS_STORAGE_FREED, 20);
-    CHECK(records == before + 2, "the struct's free is its own record");
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 20") == 0, "no reference left");
+            "FROM storages WHERE id = 140") == 1, "storage 140's data is released, its struct not yet");
+    ev_refcount(140, TP_OBS_REFOP_WEAK_RELEASE, 0, 1, 82); // the strong group's own weak reference
+    ev_refcount(140, TP_OBS_REFOP_WEAK_RELEASE, 0, 0, 83); // the holder lets go
+    ev_storage(TP_OBS_STORAGE_FREED, 140);
+    CHECK(records == before + 4, "the weak releases and the struct's free are records of their own (%d)",
+          records - before);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count(*) FROM storages WHERE id = 140 AND freed_ns IS NULL") == 0, "storage 140 is freed");
     seq = atomic_load(&tpprof_seq);
 }
 
@@ -315,6 +348,7 @@ static void test_observe_takes_the_creating_calls_allocation_stack(void) {
     ev.struct_size = (uint32_t)offsetof(tp_obs_event, object);
     site = 97;
     observer->on_event(observer->user, &ev);
+    obs_drain();
     CHECK(captures == c0 + 2, "old runtime: one unwind");
     CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
     CHECK(q("SELECT created_stack FROM storages WHERE id = 120") == 90, "storage 120 made at the struct's stack");
