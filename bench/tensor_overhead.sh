@@ -16,6 +16,12 @@ runs=${3:-5}
 prog="$build/bench/tensor_overhead"
 lib="$build/src/tpprof/libtpprof.so"
 tmp=$(mktemp -d)
+# The workload makes no BLAS call, but OpenBLAS starts its thread pool when
+# libtensorplay loads and those threads spin for a while: on a 2-core
+# machine they take the core tpprof's writer runs on (and the CPU column
+# counts them), which made runs swing by 30%.
+OPENBLAS_NUM_THREADS=1
+export OPENBLAS_NUM_THREADS
 trap 'rm -rf "$tmp"' EXIT
 # Appends the elapsed and CPU ns per iteration of one run to $1.wall, $1.cpu.
 run() {
@@ -30,17 +36,22 @@ for i in $(seq "$runs"); do
   run "$tmp/tensors" env LD_PRELOAD="$lib" TPPROF_OUTPUT="$tmp/tensors.db" "$prog" "$iters"
 done
 median() { sort -n "$1" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+# Median of the per-round ratios tensors/host: the rounds run back to back,
+# so a machine that is slower for a while (these shared 2-core machines
+# swing by 20% between runs) slows both sides of a round alike.
+paired() { paste "$1" "$2" | awk '{print $2 / $1}' | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # Refcount changes per iteration, from the recording.
 rc=$(sqlite3 "$tmp/tensors.db" "SELECT coalesce(sum(count), 0) FROM refcount_sites")
 mallocs=$(sqlite3 "$tmp/tensors.db" "SELECT coalesce(sum(alloc_count), 0) FROM sites")
 for k in wall cpu; do
   awk -v k="$k" -v n="$(median "$tmp/native.$k")" -v h="$(median "$tmp/host.$k")" -v t="$(median "$tmp/tensors.$k")" \
+      -v p="$(paired "$tmp/host.$k" "$tmp/tensors.$k")" \
       -v rc="$rc" -v m="$mallocs" -v it="$iters" 'BEGIN {
     rpi = rc / it
     printf "%s:\n", k == "wall" ? "elapsed" : "CPU (all threads)"
     printf "  native        %8.1f ns/iteration\n", n
     printf "  host only     %8.1f ns/iteration  (%.2fx native, %.1f mallocs/iteration)\n", h, h / n, m / it
-    printf "  with tensors  %8.1f ns/iteration  (%.2fx native, +%.1f%% over host only)\n", t, t / n, (t - h) / h * 100
+    printf "  with tensors  %8.1f ns/iteration  (%.2fx native, +%.1f%% over host only; paired rounds: +%.1f%%)\n", t, t / n, (t - h) / h * 100, (p - 1) * 100
     printf "  refcount changes/iteration %.2f; added cost per refcount change %.1f ns\n", rpi, (t - h) / rpi
   }'
 done

@@ -122,6 +122,37 @@ static void emit(struct tpprof_thread *t, int kind, int refop, uint64_t flags, u
     tpprof_ring_put(t, w, k);
 }
 
+// The record of the event being handled is written straight into the ring
+// (no copy): obs_slot gives room for the longest record at the ring's
+// current position, padding to the ring's start first if it would not fit
+// before the end (the writer skips the padding), or NULL when the ring stays
+// full; obs_commit publishes the record. An event that sends nothing just
+// leaves its words unpublished, to be overwritten. Anything else that emits
+// (flush_retain, hold_freed) goes before obs_slot or ends the event.
+static inline uint64_t *obs_slot(struct tpprof_thread *t) {
+    const uint64_t need = OBS_MAX_WORDS + 1;
+    if (!tpprof_ring_reserve(t, need)) return NULL;
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    uint64_t pos = tail & t->mask;
+    if (TPPROF_UNLIKELY(pos + need > t->mask + 1)) {
+        t->ring[pos] = (uint64_t)TPPROF_OP_WRAP << 4;
+        atomic_store_explicit(&t->tail, tail + t->mask + 1 - pos, memory_order_release);
+        pos = 0;
+    }
+    return &t->ring[pos];
+}
+
+static inline void obs_commit(struct tpprof_thread *t, uint64_t *w, int kind, int refop, uint64_t flags, uint32_t sid,
+                              int n) {
+    uint64_t seq = atomic_fetch_add(&tpprof_seq, 1);
+    w[0] = tpprof_hdr(seq, TPPROF_OP_OBS, kind);
+    w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
+    int k = n;
+    if (tpprof_cfg.full) w[k++] = full_time();
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    atomic_store_explicit(&t->tail, tail + (uint64_t)k, memory_order_release);
+}
+
 // Sends the held RETAIN as its own record: something else came first, so
 // its site is no longer trusted to be followed by its tensor.
 static void flush_retain(struct tpprof_thread *t) {
@@ -161,7 +192,6 @@ static void on_event(void *user, const tp_obs_event *ev) {
     tpprof_guard = 1;
     struct tpprof_thread *t = tpprof_self; // rings.c's fast path, without the call
     if (TPPROF_UNLIKELY(!t)) t = tpprof_thread_get();
-    uint64_t w[OBS_MAX_WORDS + 1];
     int n = 0, refop = 0;
     bool stack = true;
     uint32_t sid = 0;
@@ -173,6 +203,28 @@ static void on_event(void *user, const tp_obs_event *ev) {
     if (recent.held_sid && t &&
         !(ev->kind == TP_OBS_TENSOR_CREATED && HAS(ev, tensor) && ev->u.tensor.storage_id == recent.held_storage))
         flush_retain(t);
+    // Events that send no record of their own, decided before taking a slot.
+    switch (ev->kind) {
+    case TP_OBS_STORAGE_DATA_RELEASED: // already sent inside the release before it
+        if (HAS(ev, storage) && data_released == ev->u.storage.storage_id) goto out;
+        break;
+    case TP_OBS_STORAGE_FREED: // likewise (the data's deleter ran in between)
+        if (HAS(ev, storage) && recent.freed_storage == ev->u.storage.storage_id) {
+            recent.freed_storage = 0;
+            goto out;
+        }
+        break;
+    case TP_OBS_TENSOR_FREED: // aggregate mode: held for its release
+        if (tpprof_cfg.full || !HAS(ev, tensor)) break;
+        if (t) hold_freed(t, ev->u.tensor.tensor_id, ev->u.tensor.storage_id);
+        goto out;
+    default:
+        break;
+    }
+    uint64_t scratch[OBS_MAX_WORDS + 1];
+    uint64_t *w = t ? obs_slot(t) : NULL;
+    bool no_room = w == NULL; // the record is built and dropped (holds still count)
+    if (no_room) w = scratch;
     switch (ev->kind) {
     case TP_OBS_STORAGE_CREATED:
         if (!HAS(ev, storage)) goto out;
@@ -196,11 +248,6 @@ static void on_event(void *user, const tp_obs_event *ev) {
     case TP_OBS_STORAGE_FREED:
         if (!HAS(ev, storage)) goto out;
         w[2] = ev->u.storage.storage_id;
-        if (ev->kind == TP_OBS_STORAGE_DATA_RELEASED && data_released == w[2]) goto out; // already sent
-        if (ev->kind == TP_OBS_STORAGE_FREED && recent.freed_storage == w[2]) { // likewise
-            recent.freed_storage = 0;
-            goto out;
-        }
         n = 3;
         stack = tpprof_cfg.full; // no table names these stacks; full mode's events do
         break;
@@ -257,10 +304,6 @@ static void on_event(void *user, const tp_obs_event *ev) {
         w[3] = ev->u.tensor.storage_id;
         n = 4;
         stack = tpprof_cfg.full;
-        if (!tpprof_cfg.full) {
-            if (t) hold_freed(t, w[2], w[3]);
-            goto out;
-        }
         break;
     case TP_OBS_VERSION_BUMPED:
         if (!HAS(ev, version)) goto out;
@@ -313,7 +356,7 @@ static void on_event(void *user, const tp_obs_event *ev) {
         recent.retain_storage = w[2];
         recent.retain_sid = sid;
     }
-    emit(t, (int)ev->kind, refop, flags, sid, w, n);
+    if (!no_room) obs_commit(t, w, (int)ev->kind, refop, flags, sid, n);
 out:
     tpprof_guard = 0;
 }
