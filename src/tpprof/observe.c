@@ -59,6 +59,9 @@ _Atomic int tpprof_obs_attached;
 //      recording ends, it is lost. Only a site that has been followed by its
 //      tensor is trusted, which inside the runtime's tensor constructor is
 //      always.
+//    - A storage's creation and its data release carry tpprof_ticks(), taken
+//      here (TPPROF_OBS_TICKS, the last payload word): the writer's merge
+//      time would round DataPtr lifetimes of microseconds to milliseconds.
 //    - A RELEASE that leaves strong 0 carries the DATA_RELEASED the ABI
 //      promises next (flag TPPROF_OBS_DATA_RELEASED), which is then not sent;
 //      if it leaves weak 1 (no weak holder), also the FREED that comes once
@@ -235,6 +238,10 @@ static void on_event(void *user, const tp_obs_event *ev) {
                (uint64_t)(ev->u.storage.resizable != 0) << 32 | (uint64_t)(ev->u.storage.allocator != NULL) << 33;
         put_name(&w[6], ev->u.storage.allocator);
         n = 9;
+        if (!tpprof_cfg.full) { // full mode's records carry exact times anyway
+            w[n++] = tpprof_ticks();
+            flags = TPPROF_OBS_TICKS;
+        }
         break;
     case TP_OBS_STORAGE_DATA_SWAPPED:
         if (!HAS(ev, storage)) goto out;
@@ -249,6 +256,10 @@ static void on_event(void *user, const tp_obs_event *ev) {
         if (!HAS(ev, storage)) goto out;
         w[2] = ev->u.storage.storage_id;
         n = 3;
+        if (ev->kind == TP_OBS_STORAGE_DATA_RELEASED && !tpprof_cfg.full) {
+            w[n++] = tpprof_ticks();
+            flags = TPPROF_OBS_TICKS;
+        }
         stack = tpprof_cfg.full; // no table names these stacks; full mode's events do
         break;
     case TP_OBS_STORAGE_REFCOUNT:
@@ -263,7 +274,8 @@ static void on_event(void *user, const tp_obs_event *ev) {
             n = 5;
         }
         if (refop == TP_OBS_REFOP_RELEASE && ev->u.refcount.strong == 0 && !tpprof_cfg.full) {
-            flags |= TPPROF_OBS_DATA_RELEASED;
+            w[n++] = tpprof_ticks(); // the data's deleter runs now
+            flags |= TPPROF_OBS_DATA_RELEASED | TPPROF_OBS_TICKS;
             recent.data_released = w[2];
             if (ev->u.refcount.weak == 1) { // no weak holder: FREED follows the data's deleter
                 flags |= TPPROF_OBS_FREED;

@@ -29,6 +29,7 @@ enum {
 struct obs_storage {
     uint64_t id, data, nbytes;
     uint64_t created_ns, last_release_ns, data_released_ns, freed_ns;
+    uint64_t released_batch_ns; // the merge time data_released_ns came in (aggregate mode: delays)
     uint64_t block_addr, block_size, block_freed_ns;
     uint64_t created_seq, released_seq;
     uint32_t created_stack, strong, weak, version_bumps;
@@ -115,6 +116,7 @@ static struct {
     uint32_t nsegs, capsegs;
     int64_t storage_bytes, peak_bytes;
     uint64_t peak_seq, peak_end, peak_ns;
+    uint64_t batch_ns;             // merge time of the record being applied
 } o;
 
 // ---------------------------------------------------------------------------
@@ -334,7 +336,9 @@ void tpprof_obs_block_freed(uint64_t addr, uint64_t time) {
         s->next_in_block = 0;
         s->flags |= S_BLOCK_FREED;
         s->block_freed_ns = time;
-        if (s->flags & S_LIFETIME_PENDING) lifetime_add_delay(s, time - s->data_released_ns);
+        // Against the release's merge time: the block's free has no exact time.
+        if (s->flags & S_LIFETIME_PENDING)
+            lifetime_add_delay(s, time > s->released_batch_ns ? time - s->released_batch_ns : 0);
     }
     map_del(&o.by_block, addr);
 }
@@ -497,6 +501,7 @@ static void on_data_released(const uint64_t *r, uint64_t seq, uint64_t time) {
     if (!s || (s->flags & S_RELEASED)) return;
     s->flags |= S_RELEASED;
     s->data_released_ns = time;
+    s->released_batch_ns = o.batch_ns;
     s->released_seq = seq;
     o.storage_bytes -= (int64_t)s->nbytes;
     if (s->nbytes && !o.peak_end) o.peak_end = seq;
@@ -658,6 +663,8 @@ static void on_allocator(struct tpprof_thread *t, const uint64_t *r, uint64_t se
 }
 
 void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time) {
+    o.batch_ns = time;
+    if (r[1] & TPPROF_OBS_TICKS) time = tpprof_writer_ticks_to_ns(r[(r[1] & 0xff) - 1], time);
     int kind = (int)(r[0] & 15);
     uint64_t seq = r[0] >> 8;
     uint32_t refop = (uint32_t)(r[1] >> 8 & 0xff);

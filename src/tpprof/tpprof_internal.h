@@ -80,6 +80,10 @@ enum tpprof_op {
 // DATA_RELEASED: a RELEASE to strong 0 that also carries the storage's
 // DATA_RELEASED (the next event of the thread, per the observer ABI).
 #define TPPROF_OBS_DATA_RELEASED ((uint64_t)1 << 18)
+// TICKS: the record's last payload word is tpprof_ticks() taken in the
+// event (aggregate mode: a storage's creation and data release, so DataPtr
+// lifetimes are not rounded to the writer's merge time).
+#define TPPROF_OBS_TICKS ((uint64_t)1 << 20)
 // FREED: such a RELEASE that leaves weak 1 (no weak references: the runtime
 // deletes the struct at once, as c10 does) also carries its FREED.
 #define TPPROF_OBS_FREED ((uint64_t)1 << 19)
@@ -139,6 +143,21 @@ TPPROF_HIDDEN extern uint64_t tpprof_t0_ns;
 TPPROF_HIDDEN extern __thread int tpprof_guard TPPROF_TLS;
 
 TPPROF_HIDDEN uint64_t tpprof_now_ns(void);       // since tpprof_t0_ns
+
+// A cheap clock for hooks: the CPU's time-stamp counter where there is one
+// (constant-rate on the machines Linux uses it as its clock; a few ns to
+// read), else CLOCK_MONOTONIC. The writer converts (tpprof_writer_ticks_to_ns).
+static inline uint64_t tpprof_ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+    return tpprof_now_ns();
+#endif
+}
 TPPROF_HIDDEN void tpprof_disable(const char *what, const char *why);
 
 // ---------------------------------------------------------------------------

@@ -38,6 +38,8 @@ static bool db_open;
 static uint64_t next_sample_ns, next_flush_ns, stuck_since_ns;
 static unsigned long long dl_adds, dl_subs;
 
+static void ticks_calibrate(uint64_t now_ns);
+
 static struct tpprof_thread **by_index;
 static uint32_t cap_by_index;
 
@@ -535,6 +537,29 @@ static uint64_t drain(bool force) {
 
 void tpprof_writer_breathe(void) { drain(false); }
 
+// ---------------------------------------------------------------------------
+// Ticks to ns: the line through the first (ticks, ns) point, taken when the
+// writer starts, and the latest, taken with each batch's merge time.
+
+static uint64_t tk0, tkns0;
+static double ns_per_tick;
+
+static void ticks_calibrate(uint64_t now_ns) {
+    uint64_t tk = tpprof_ticks();
+    if (!tk0) {
+        tk0 = tk;
+        tkns0 = now_ns;
+    } else if (tk > tk0 && now_ns > tkns0 + 100000) { // 100 us apart at least
+        ns_per_tick = (double)(now_ns - tkns0) / (double)(tk - tk0);
+    }
+}
+
+uint64_t tpprof_writer_ticks_to_ns(uint64_t ticks, uint64_t batch_ns) {
+    if (ns_per_tick <= 0 || ticks < tk0) return batch_ns;
+    uint64_t ns = tkns0 + (uint64_t)((double)(ticks - tk0) * ns_per_tick);
+    return ns < batch_ns ? ns : batch_ns;
+}
+
 static uint64_t drain_rings(bool force) {
     struct tpprof_wstate *w = &tpprof_w;
     uint64_t applied = 0;
@@ -677,6 +702,7 @@ static void *writer_main(void *arg) {
         }
         uint64_t now = tpprof_now_ns();
         tpprof_w.batch_time_ns = now;
+        ticks_calibrate(now);
         poll_modules();
         // Busy: every millisecond. Idle: back off to 4 ms (a ring holds ~15 ms
         // of the busiest thread we measured).
@@ -715,6 +741,7 @@ bool tpprof_writer_start(const char *path) {
     tpprof_w.start_unix_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     tpprof_w.peak_epoch = 1;
     tpprof_w.expected_seq = atomic_load(&tpprof_seq);
+    ticks_calibrate(tpprof_now_ns()); // the first point; the writer's batches add the latest
     if (!tpprof_db_open(path)) return false;
     db_open = true;
     dl_iterate_phdr(dl_counts, NULL);
@@ -741,6 +768,7 @@ void tpprof_writer_leak_scan(uintptr_t sp) {
     pthread_mutex_lock(&wmu);
     if (db_open) {
         tpprof_w.batch_time_ns = tpprof_now_ns();
+        ticks_calibrate(tpprof_w.batch_time_ns);
         poll_modules();
         drain(true);
         tpprof_scan_run(&tpprof_w, sp);
@@ -756,6 +784,7 @@ void tpprof_writer_finish(enum tpprof_end how) {
         struct tpprof_wstate *w = &tpprof_w;
         uint64_t now = tpprof_now_ns();
         w->batch_time_ns = now;
+        ticks_calibrate(now);
         poll_modules();
         drain(true);
         sample(now);
@@ -805,6 +834,7 @@ void tpprof_writer_fork_child(const char *path) {
     writer_running = false;
     if (db_open) {
         w->batch_time_ns = tpprof_now_ns();
+        ticks_calibrate(w->batch_time_ns);
         drain(true); // the parent's events up to the fork belong to the child too
         w->expected_seq = atomic_load(&tpprof_seq);
         tpprof_db_abandon();

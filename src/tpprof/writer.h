@@ -133,6 +133,10 @@ TPPROF_HIDDEN extern struct tpprof_wstate tpprof_w;
 
 TPPROF_HIDDEN bool tpprof_db_open(const char *path);
 TPPROF_HIDDEN bool tpprof_db_flush(bool final);
+// tpprof_ticks() to ns since the start, at most `batch_ns` (the merge time
+// of the batch the record came in: it was made before). writer.c calibrates
+// against CLOCK_MONOTONIC at every batch.
+TPPROF_HIDDEN uint64_t tpprof_writer_ticks_to_ns(uint64_t ticks, uint64_t batch_ns);
 // Drains the rings in the middle of a periodic flush (writer.c).
 TPPROF_HIDDEN void tpprof_writer_breathe(void);
 TPPROF_HIDDEN void tpprof_db_close(bool final);

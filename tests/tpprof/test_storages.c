@@ -27,6 +27,10 @@ void tpprof_writer_keep_event(struct tpprof_thread *t, uint64_t seq, int op, int
     kept_events++;
 }
 uint32_t tpprof_db_tid_of(uint32_t thread_index) { return 1000 + thread_index; }
+// Ticks are ns + 5 here (the real calibration is writer.c's), capped like it.
+uint64_t tpprof_writer_ticks_to_ns(uint64_t ticks, uint64_t batch_ns) {
+    return ticks - 5 < batch_ns ? ticks - 5 : batch_ns;
+}
 
 // ---------------------------------------------------------------------------
 // What observe.c needs from the hooks' side: one ring that hands each record
@@ -360,6 +364,32 @@ static void test_observe_takes_the_creating_calls_allocation_stack(void) {
           "the others at their unwound stacks");
 }
 
+// Aggregate mode: a storage's creation and data release carry ticks taken
+// in the event (TPPROF_OBS_TICKS, the last payload word), so its lifetime is
+// not rounded to the merge times the records came in.
+static void test_ticks_time_storage_lifetimes(void) {
+    now_ns = 1000000; // merge times, later than every tick below
+    uint64_t c[10] = {0, 0, 150, 0, 64, (uint64_t)1 << 33, 0, 0, 0, 505};
+    memcpy(&c[6], "ticked", 7);
+    put_flags(&th0, TP_OBS_STORAGE_CREATED, 0, TPPROF_OBS_TICKS, 90, c, 10);
+    uint64_t r[5] = {0, 0, 150, (uint64_t)1 << 32, 1205}; // strong 0, weak 1
+    put_flags(&th0, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RELEASE,
+              TPPROF_OBS_DATA_RELEASED | TPPROF_OBS_FREED | TPPROF_OBS_TICKS, 91, r, 5);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'ticked'") == 1 &&
+              q("SELECT live_ns_sum FROM storage_lifetimes WHERE allocator = 'ticked'") == 700 &&
+              q("SELECT live_ns_max FROM storage_lifetimes WHERE allocator = 'ticked'") == 700,
+          "lifetime from the ticks: 1200 - 500 ns (%lld)",
+          q("SELECT live_ns_sum FROM storage_lifetimes WHERE allocator = 'ticked'"));
+    // A tick past its record's merge time (a calibration error) is capped.
+    uint64_t c2[10] = {0, 0, 151, 0, 64, (uint64_t)1 << 33, 0, 0, 0, 5000005};
+    memcpy(&c2[6], "ticked", 7);
+    uint64_t batch = now_ns;
+    put_flags(&th0, TP_OBS_STORAGE_CREATED, 0, TPPROF_OBS_TICKS, 90, c2, 10);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT created_ns FROM storages WHERE id = 151") == (long long)batch, "capped at the merge time");
+}
+
 // ---------------------------------------------------------------------------
 
 int main(void) {
@@ -489,6 +519,7 @@ int main(void) {
     CHECK(kept_events == 0, "aggregate mode keeps no events");
     test_observe_folds_tensor_events_and_skips_known_stacks();
     test_observe_takes_the_creating_calls_allocation_stack();
+    test_ticks_time_storage_lifetimes();
     sqlite3_close(db);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
