@@ -13,7 +13,10 @@
  * with TPPROF_TENSORS=0 (host only) and with tensors, and reports the cost
  * per event.  Built by meson, never run as a test.
  *
- * Usage: tensor_overhead [iterations] (default 200000)
+ * Usage: tensor_overhead [iterations] [elements] (defaults 200000 16): the
+ * two tensors have `elements` float32 elements, the views half of them; 16
+ * is the worst case for tpprof (nearly no work per op), larger sizes show how
+ * the cost shrinks as the ops do real work.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -29,16 +32,22 @@ static double now(clockid_t clock) {
 
 int main(int argc, char **argv) {
     long iters = argc > 1 ? atol(argv[1]) : 200000;
-    tp_tensor *a = tp_ones(1, (int64_t[]){16}, TP_DTYPE_FLOAT32);
-    tp_tensor *b = tp_ones(1, (int64_t[]){16}, TP_DTYPE_FLOAT32);
+    int64_t n = argc > 2 ? atol(argv[2]) : 16;
+    if (iters < 1 || n < 16) {
+        fprintf(stderr, "usage: tensor_overhead [iterations >= 1] [elements >= 16]\n");
+        return 2;
+    }
+    int64_t half = n / 2;
+    tp_tensor *a = tp_ones(1, (int64_t[]){n}, TP_DTYPE_FLOAT32);
+    tp_tensor *b = tp_ones(1, (int64_t[]){n}, TP_DTYPE_FLOAT32);
     if (!a || !b) {
         fprintf(stderr, "tensor_overhead: %s\n", tp_last_error());
         return 1;
     }
     double t0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
     for (long i = 0; i < iters; i++) {
-        tp_tensor *va = tp_tensor_narrow(a, 0, i % 8, 8);
-        tp_tensor *vb = tp_tensor_narrow(b, 0, 8 - i % 8, 8);
+        tp_tensor *va = tp_tensor_narrow(a, 0, i % 8, half);
+        tp_tensor *vb = tp_tensor_narrow(b, 0, 8 - i % 8, half);
         tp_tensor *c = va && vb ? tp_add(va, vb) : NULL;
         if (!c) {
             fprintf(stderr, "tensor_overhead: %s\n", tp_last_error());

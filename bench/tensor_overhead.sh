@@ -2,7 +2,7 @@
 # bench/tensor_overhead.sh - what tpprof's tensor tracking adds over its
 # host-only recording, per observer event (see bench/tensor_overhead.c).
 #
-# Usage: bench/tensor_overhead.sh BUILD_DIR [iterations] [runs]
+# Usage: bench/tensor_overhead.sh BUILD_DIR [iterations] [runs] [elements]
 # Runs the workload native, under the preload with TPPROF_TENSORS=0 (host
 # only) and with tensors, interleaved, `runs` times each; prints the median
 # ns per iteration of each, elapsed and CPU (all threads, tpprof's writer
@@ -13,6 +13,7 @@ set -eu
 build=$(cd "$1" && pwd)
 iters=${2:-200000}
 runs=${3:-5}
+elements=${4:-16}
 prog="$build/bench/tensor_overhead"
 lib="$build/src/tpprof/libtpprof.so"
 tmp=$(mktemp -d)
@@ -31,9 +32,9 @@ run() {
   echo "$line" | sed 's/.*cpu_ns_per_iteration=\([0-9.]*\).*/\1/' >> "$out.cpu"
 }
 for i in $(seq "$runs"); do
-  run "$tmp/native" "$prog" "$iters"
-  run "$tmp/host" env LD_PRELOAD="$lib" TPPROF_TENSORS=0 TPPROF_OUTPUT="$tmp/host.db" "$prog" "$iters"
-  run "$tmp/tensors" env LD_PRELOAD="$lib" TPPROF_OUTPUT="$tmp/tensors.db" "$prog" "$iters"
+  run "$tmp/native" "$prog" "$iters" "$elements"
+  run "$tmp/host" env LD_PRELOAD="$lib" TPPROF_TENSORS=0 TPPROF_OUTPUT="$tmp/host.db" "$prog" "$iters" "$elements"
+  run "$tmp/tensors" env LD_PRELOAD="$lib" TPPROF_OUTPUT="$tmp/tensors.db" "$prog" "$iters" "$elements"
 done
 median() { sort -n "$1" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # Median of the per-round ratios tensors/host: the rounds run back to back,
