@@ -17,12 +17,6 @@ elements=${4:-16}
 prog="$build/bench/tensor_overhead"
 lib="$build/src/tpprof/libtpprof.so"
 tmp=$(mktemp -d)
-# The workload makes no BLAS call, but OpenBLAS starts its thread pool when
-# libtensorplay loads and those threads spin for a while: on a 2-core
-# machine they take the core tpprof's writer runs on (and the CPU column
-# counts them), which made runs swing by 30%.
-OPENBLAS_NUM_THREADS=1
-export OPENBLAS_NUM_THREADS
 trap 'rm -rf "$tmp"' EXIT
 # Appends the elapsed and CPU ns per iteration of one run to $1.wall, $1.cpu.
 run() {

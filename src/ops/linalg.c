@@ -2,7 +2,8 @@
  * src/ops/linalg.c - matmul (torch.matmul semantics, batched with
  * broadcast) and bmm.
  *
- * float32/float64 go to OpenBLAS (cblas_sgemm/dgemm) from the caller's
+ * float32/float64 go to OpenBLAS (cblas_sgemm/dgemm, opened on first use:
+ * blas.c) from the caller's
  * thread, never from the pool.  A 2-D operand whose rows or columns are
  * unit-stride is passed as it lies (a transpose becomes CblasTrans with the
  * original leading dimension); only other layouts are copied.  When the
@@ -15,6 +16,10 @@
 #include <limits.h>
 #include <stdlib.h>
 #include "ops_internal.h"
+
+/* OpenBLAS's gemms, set by tp__blas_load (blas.c). */
+extern __typeof__(&cblas_sgemm) tp__cblas_sgemm;
+extern __typeof__(&cblas_dgemm) tp__cblas_dgemm;
 
 // ----------------------------------------------------------------------------
 // one matrix operand
@@ -54,6 +59,8 @@ static void pack(const mat *m, size_t isz, char *buf) {
 static tp_status gemm(tp_dtype dtype, const mat *a, const mat *b, char *c, char **scratch,
                       size_t *scratch_cap) {
     int64_t n = a->rows, k = a->cols, m = b->cols;
+    tp_status loaded = tp__blas_load();
+    if (loaded != TP_STATUS_OK) return loaded;
     size_t isz = tp_dtype_itemsize(dtype);
     mat A = *a, B = *b;
     enum CBLAS_TRANSPOSE ta, tb;
@@ -82,10 +89,10 @@ static tp_status gemm(tp_dtype dtype, const mat *a, const mat *b, char *c, char 
     }
     int ldc = m > 1 ? (int)m : 1;
     if (dtype == TP_DTYPE_FLOAT32)
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)n, (int)m, (int)k, 1.0f, (const float *)A.data, (int)lda,
+        tp__cblas_sgemm(CblasRowMajor, ta, tb, (int)n, (int)m, (int)k, 1.0f, (const float *)A.data, (int)lda,
                     (const float *)B.data, (int)ldb, 0.0f, (float *)c, ldc);
     else
-        cblas_dgemm(CblasRowMajor, ta, tb, (int)n, (int)m, (int)k, 1.0, (const double *)A.data, (int)lda,
+        tp__cblas_dgemm(CblasRowMajor, ta, tb, (int)n, (int)m, (int)k, 1.0, (const double *)A.data, (int)lda,
                     (const double *)B.data, (int)ldb, 0.0, (double *)c, ldc);
     return TP_STATUS_OK;
 }

@@ -152,4 +152,12 @@ typedef void (*tp__range_fn)(int64_t begin, int64_t end, void *ctx);
  * when another thread is using the pool. */
 void tp__parallel_for(int64_t n, int64_t grain, tp__range_fn fn, void *ctx);
 
+// ----------------------------------------------------------------------------
+// OpenBLAS, opened on first use (blas.c; include <cblas.h> for the types)
+
+/* Loads it once; TP_STATUS_OK, or an error status with the reason. */
+tp_status tp__blas_load(void);
+/* openblas_set_num_threads, if it is loaded (else applied when it is). */
+void tp__blas_set_num_threads(int n);
+
 #endif

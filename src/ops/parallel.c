@@ -16,7 +16,6 @@
  * worker, runs inline on its caller.
  */
 #define _GNU_SOURCE
-#include <cblas.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -75,7 +74,7 @@ tp_status tp_set_num_threads(int n) {
                          MAX_WORKERS + 1, n);
     atomic_store(&num_threads, n);
     /* Keep OpenBLAS (which runs on the caller's thread) to the same count. */
-    openblas_set_num_threads(n);
+    tp__blas_set_num_threads(n);
     return TP_STATUS_OK;
 }
 
