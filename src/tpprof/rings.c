@@ -37,19 +37,48 @@ static void on_thread_exit(void *arg) {
 
 static void make_key(void) { pthread_key_create(&exit_key, on_thread_exit); }
 
+// Thread structs come from chunks of 1024, mapped as needed (one mapping
+// each was a page of memory and a mapping per thread ever created: a
+// program that runs a thread per request reached the kernel's limit of
+// mappings). A struct is never freed (the writer's lists and the threads
+// table keep it); what is big in it is released when the thread is gone
+// (tpprof_thread_release).
+#define CHUNK_THREADS 1024
+#define MAX_CHUNKS 4096
+static _Atomic(struct tpprof_thread *) chunks[MAX_CHUNKS];
+
+static struct tpprof_thread *thread_struct(int index) {
+    uint32_t c = (uint32_t)index / CHUNK_THREADS;
+    if (c >= MAX_CHUNKS) return tpprof_mem_map(sizeof(struct tpprof_thread)); // past 4 M threads
+    struct tpprof_thread *chunk = atomic_load(&chunks[c]);
+    if (!chunk) {
+        struct tpprof_thread *fresh = tpprof_mem_map(CHUNK_THREADS * sizeof *fresh);
+        if (!fresh) return NULL;
+        if (atomic_compare_exchange_strong(&chunks[c], &chunk, fresh)) chunk = fresh;
+        else tpprof_mem_unmap(fresh, CHUNK_THREADS * sizeof *fresh); // another thread mapped it
+    }
+    return &chunk[(uint32_t)index % CHUNK_THREADS];
+}
+
+void tpprof_thread_release(struct tpprof_thread *t) {
+    tpprof_mem_unmap(t->ring, RING_WORDS * sizeof(uint64_t));
+    tpprof_mem_unmap(t->uw_mem, t->uw_bytes);
+    tpprof_mem_unmap(t->cache_mem, t->cache_bytes);
+    t->ring = NULL;
+    t->uw_mem = t->cache_mem = NULL;
+}
+
 struct tpprof_thread *tpprof_thread_get(void) {
     struct tpprof_thread *t = tpprof_self;
     if (TPPROF_LIKELY(t != NULL)) return t;
-    t = tpprof_mem_map(sizeof *t);
+    int index = atomic_fetch_add(&next_index, 1);
+    t = thread_struct(index);
     if (!t) return NULL;
     t->ring = tpprof_mem_map(RING_WORDS * sizeof(uint64_t));
-    if (!t->ring) {
-        tpprof_mem_unmap(t, sizeof *t);
-        return NULL;
-    }
+    if (!t->ring) return NULL; // (the slot stays unused)
     t->mask = RING_WORDS - 1;
     t->tid = (pid_t)syscall(SYS_gettid);
-    t->index = atomic_fetch_add(&next_index, 1);
+    t->index = index;
     tpprof_unwind_thread_bounds(&t->stack_lo, &t->stack_hi);
     t->tp = (uintptr_t)pthread_self();
     pthread_once(&key_once, make_key);

@@ -20,6 +20,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -95,6 +96,12 @@ static int64_t find(uint64_t v) {
 // malloc's arena there keeps chunk-header pointers (bins, last_remainder)
 // that go stale inside live blocks after in-place growth or splitting.
 static bool exact_only;
+// Inside the dynamic loader's own data no pointer to a mapping the program
+// made counts: the loader never keeps one, but its start-up allocator keeps
+// the end of its last page (alloc_end, one past it) in its bss, which is the
+// start of whatever mapping the kernel puts right above that page, and made
+// such a lost mapping look reachable.
+static bool heap_only;
 
 static void scan_words(const uint64_t *p, size_t n) {
     for (size_t i = 0; i < n; i++) {
@@ -103,6 +110,7 @@ static void scan_words(const uint64_t *p, size_t n) {
         int64_t k = find(v);
         if (k < 0 || refs[k].b->reach == 2) continue;
         if (exact_only && v != refs[k].lo) continue;
+        if (heap_only && !refs[k].heap) continue;
         refs[k].b->reach = 2;
         work[nwork++] = (uint32_t)k;
     }
@@ -159,8 +167,9 @@ static int module_roots(struct dl_phdr_info *info, size_t size, void *arg) {
         const char *name = info->dlpi_name ? info->dlpi_name : "";
         const char *slash = strrchr(name, '/');
         exact_only = strncmp(slash ? slash + 1 : name, "libc.so", 7) == 0;
+        heap_only = info->dlpi_addr == getauxval(AT_BASE);
         scan_safe(lo, hi);
-        exact_only = false;
+        exact_only = heap_only = false;
     }
     return 0;
 }

@@ -119,7 +119,13 @@ static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
 // aligned), or NULL when out of memory.
 static inline struct cache_entry *cache_set(uint64_t h1) {
     struct cache_entry *c = cache;
-    if (TPPROF_UNLIKELY(!c)) c = cache = tpprof_mem_map(CACHE_SLOTS * sizeof *c);
+    if (TPPROF_UNLIKELY(!c)) {
+        c = cache = tpprof_mem_map(CACHE_SLOTS * sizeof *c);
+        if (c && tpprof_self) { // released with the thread's ring
+            tpprof_self->cache_mem = c;
+            tpprof_self->cache_bytes = CACHE_SLOTS * sizeof *c;
+        }
+    }
     return c ? &c[((h1 >> 40) & (CACHE_SETS - 1)) * CACHE_WAYS] : NULL;
 }
 

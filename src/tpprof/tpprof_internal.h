@@ -187,6 +187,10 @@ struct tpprof_thread {
     _Atomic int exited;
     char name[17];              // set by the thread as it exits
     struct tpprof_thread *next; // all threads ever seen, newest first
+    // The thread's unwinder state and stack cache (unwind.c, stacks.c), to
+    // be unmapped with its ring once it is gone (tpprof_thread_release).
+    void *uw_mem, *cache_mem;
+    size_t uw_bytes, cache_bytes;
     // Writer-owned from here (its own cache line: written per event).
     _Alignas(64) uint64_t w_head; // consumed so far (head is published from it)
     uint64_t w_tail;            // last tail the writer read
@@ -230,6 +234,9 @@ static inline void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, i
     atomic_store_explicit(&t->tail, tail + (uint64_t)n, memory_order_release);
 }
 TPPROF_HIDDEN void tpprof_threads_fork_child(void);
+// Unmaps a thread's ring, unwinder state and stack cache (the writer, once
+// the thread is gone for good and its ring drained); the struct stays.
+TPPROF_HIDDEN void tpprof_thread_release(struct tpprof_thread *t);
 
 // ---------------------------------------------------------------------------
 // The calling thread's last few heap allocations and their stacks (hooks.c

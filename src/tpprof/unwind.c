@@ -238,6 +238,10 @@ static uint32_t capture_verified(int max) {
     struct uwstate *s = uw;
     if (TPPROF_UNLIKELY(!s)) {
         s = uw = tpprof_mem_map(sizeof *s);
+        if (s && tpprof_self) { // released with the thread's ring
+            tpprof_self->uw_mem = s;
+            tpprof_self->uw_bytes = sizeof *s;
+        }
         if (!s) {
             uintptr_t l[TPPROF_MAX_DEPTH];
             return tpprof_stack_intern(l, unw_walk(l, max));

@@ -511,7 +511,10 @@ static void retire_threads(void) {
     for (uint32_t i = 0; i < nactive; i++) {
         struct tpprof_thread *t = active[i];
         bool drained = t->w_head == atomic_load_explicit(&t->tail, memory_order_acquire);
-        if (drained && thread_gone(t)) continue;
+        if (drained && thread_gone(t)) { // it can write nothing more: its memory goes
+            tpprof_thread_release(t);
+            continue;
+        }
         active[k++] = t;
     }
     nactive = k;

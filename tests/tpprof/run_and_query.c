@@ -368,6 +368,27 @@ static void test_churn(char *prog) {
     CHECK(qi("SELECT sum(temp_count) FROM sites WHERE alloc_bytes = %d", 300 * 10 * 48) == 3000, "3000 temporaries");
 }
 
+// 6000 threads one after another: the recorder releases a thread's ring,
+// unwinder state and stack cache once it is gone (they were ~25 KB resident
+// a thread, 150 MB here, and a mapping or more each).
+static void test_thread_churn_memory(char *prog) {
+    char out[600];
+    db_path(out, sizeof out, "churn_many.db");
+    char *argv[] = {prog, "6000", NULL};
+    struct result r = run(out, argv, NULL);
+    CHECK(r.status == 0, "exit status %d", r.status);
+    const char *k = strstr(r.out, "rss_kb=");
+    long rss = k ? atol(k + 7) : -1;
+    CHECK(rss > 0 && rss < 80000, "resident memory after 6000 threads: %ld kB (under 80 MB expected)", rss);
+    if (!open_db(out)) {
+        CHECK(false, "no database");
+        return;
+    }
+    expect_complete("churn_many");
+    CHECK(qi("SELECT count(*) FROM threads") == 6001, "6001 threads, got %lld", (long long)qi("SELECT count(*) FROM threads"));
+    CHECK(qi("SELECT sum(temp_count) FROM sites WHERE alloc_bytes = 6000 * 64") == 6000, "6000 temporaries");
+}
+
 static void test_fork(char *prog) {
     char out[600];
     db_path(out, sizeof out, "fork.db");
@@ -876,6 +897,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "threads") == 0) test_threads(prog);
     else if (strcmp(what, "fork") == 0) test_fork(prog);
     else if (strcmp(what, "churn") == 0) test_churn(prog);
+    else if (strcmp(what, "churn_many") == 0) test_thread_churn_memory(prog);
     else if (strcmp(what, "unwind_same") == 0) test_unwind_same(prog);
     else if (strcmp(what, "plugin") == 0 && argc > 4) test_plugin(prog, argv[4]);
     else if (strcmp(what, "noleak") == 0) test_noleak(prog);

@@ -8,6 +8,10 @@
 
 #include "tpprof_internal.h"
 
+// stacks.c registers its per-thread cache with the thread's ring struct,
+// which these threads do not have.
+__thread struct tpprof_thread *tpprof_self;
+
 static int failures;
 #define CHECK(c, ...) do { if (!(c)) { failures++; fprintf(stderr, "FAIL line %d: ", __LINE__); \
     fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
