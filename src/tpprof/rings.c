@@ -3,8 +3,10 @@
 // Hot path: tpprof_ring_reserve/put run inside malloc hooks. They take no lock;
 // the only shared writes are the release-store of `tail` (producer) and of
 // `head` (writer). A thread's ring is created on its first event (one mutex,
-// once per thread) and is never freed: the thread may record again from late
-// TLS destructors after its key destructor ran.
+// once per thread) and lives until the thread is gone from the kernel and
+// its ring is drained (the writer then unmaps it: tpprof_thread_release),
+// not just until its key destructor ran: the thread may record again from
+// late TLS destructors.
 // This file must not call malloc.
 #define _GNU_SOURCE
 #include <pthread.h>
