@@ -474,6 +474,7 @@ static int run_check(int argc, char **argv, check_options *opts) {
                 "tpprof check: warning: %lld events were dropped while recording %s; some blocks "
                 "may look leaked that were freed\n",
                 (long long)s->dropped_events, o.path);
+    tpprof_profile_warn_bypassing(p, stderr, "tpprof check: warning: ");
     if (!s->complete)
         fprintf(stderr,
                 "tpprof check: note: %s is incomplete (the program did not end normally); what it "

@@ -174,6 +174,7 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
         printf("  WARNING     %lld events were dropped while recording: some blocks may look "
                "leaked that were freed\n",
                (long long)s->dropped_events);
+    tpprof_profile_warn_bypassing(p, stdout, "  WARNING     ");
     if (p->symbolized_now)
         printf("  symbols     resolved now%s\n",
                p->symbols_saved ? " and saved into the database" : " (kept in memory: read-only file)");
@@ -416,6 +417,11 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_string(&j, p->tool_version);
     tpprof_json_key(&j, "dropped_events");
     tpprof_json_int(&j, s->dropped_events);
+    tpprof_json_key(&j, "bypassing_modules");
+    tpprof_json_array_begin_inline(&j);
+    for (size_t i = 0; i < p->nbypassing; i++)
+        tpprof_json_string(&j, p->bypassing[i]);
+    tpprof_json_array_end(&j);
     tpprof_json_object_end(&j);
 
     tpprof_json_key(&j, "summary");

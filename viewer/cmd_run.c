@@ -220,6 +220,7 @@ static void summarize(const char *path, const char *shown_as) {
         fprintf(stderr, "tpprof: warning: %lld events were dropped while recording; some blocks may "
                         "look leaked that were freed\n",
                 (long long)s->dropped_events);
+    tpprof_profile_warn_bypassing(p, stderr, "tpprof: warning: ");
     if (!s->complete)
         fprintf(stderr, "tpprof: the recording is incomplete: the program did not end normally, and "
                         "what it did after the last flush is missing\n");

@@ -273,6 +273,43 @@ static int load_sites(tpprof_profile *p) {
 // ---------------------------------------------------------------------------
 // Load
 
+// The JSON array of strings the recorder writes for bypassing_modules
+// (modules.c: only \" and \\ escaped). Anything else ends the list.
+static void parse_paths(const char *json, char ***out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    const char *c = json;
+    if (*c++ != '[')
+        return;
+    while (*c == '"') {
+        c++;
+        size_t len = 0;
+        char *path = malloc(strlen(c) + 1);
+        if (!path)
+            return;
+        while (*c && *c != '"') {
+            if (*c == '\\' && c[1])
+                c++;
+            path[len++] = *c++;
+        }
+        path[len] = 0;
+        if (*c != '"') {
+            free(path);
+            return;
+        }
+        c++;
+        char **grown = realloc(*out, (*n + 1) * sizeof **out);
+        if (!grown) {
+            free(path);
+            return;
+        }
+        *out = grown;
+        (*out)[(*n)++] = path;
+        if (*c == ',')
+            c++;
+    }
+}
+
 tpprof_profile *tpprof_profile_load(const char *path) {
     tpprof_profile *p = calloc(1, sizeof *p);
     if (!p) {
@@ -307,6 +344,11 @@ tpprof_profile *tpprof_profile_load(const char *path) {
         s->pid = v;
     if (tpprof_db_meta_i64(p->db, "duration_ns", &v))
         s->duration_ns = v;
+    char *bypassing = tpprof_db_meta(p->db, "bypassing_modules");
+    if (bypassing) {
+        parse_paths(bypassing, &p->bypassing, &p->nbypassing);
+        free(bypassing);
+    }
     p->mode = tpprof_db_meta(p->db, "mode");
     p->exe = tpprof_db_meta(p->db, "exe");
     p->tool_version = tpprof_db_meta(p->db, "tool_version");
@@ -316,9 +358,20 @@ fail:
     return NULL;
 }
 
+void tpprof_profile_warn_bypassing(const tpprof_profile *p, FILE *out, const char *prefix) {
+    for (size_t i = 0; i < p->nbypassing; i++)
+        fprintf(out,
+                "%s%s called the C library's allocator directly (loaded with RTLD_DEEPBIND?): its own "
+                "allocations are not in this recording, and blocks it freed may be reported as leaks\n",
+                prefix, p->bypassing[i]);
+}
+
 void tpprof_profile_free(tpprof_profile *p) {
     if (!p)
         return;
+    for (size_t i = 0; i < p->nbypassing; i++)
+        free(p->bypassing[i]);
+    free(p->bypassing);
     tpprof_stacks_free(p->stacks);
     tpprof_db_close(p->db);
     free(p->mode);

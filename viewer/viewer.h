@@ -235,7 +235,15 @@ typedef struct tpprof_profile {
     size_t nkinds;
     bool symbolized_now;  // symbols were computed by this load
     bool symbols_saved;   // ... and written back into the file
+    // meta.bypassing_modules: libraries seen calling the C library's
+    // allocator directly (RTLD_DEEPBIND): their allocations are missing and
+    // blocks they freed look leaked. Owned.
+    char **bypassing;
+    size_t nbypassing;
 } tpprof_profile;
+
+// One line per library in p->bypassing, each starting with `prefix`.
+void tpprof_profile_warn_bypassing(const tpprof_profile *p, FILE *out, const char *prefix);
 
 // Open path read-only, symbolize if `symbols` is empty (saving the result if
 // the file is writable, keeping it in memory otherwise) and load everything.

@@ -439,7 +439,11 @@ bool tpprof_db_flush(bool final) {
     if (!exec_sql("BEGIN")) return fail("writing");
     if (final) // every site's share of the peak may have changed since its last write
         for (uint32_t i = 0; i < tpprof_w.nsites; i++) tpprof_w.sites[i].dirty = true;
-    bool ok = put_modules() && put_nodes() && put_threads() && put_sites() && put_samples() && put_events() &&
+    // Modules that call the C library's allocator directly (modules.c): looked
+    // at once more before the modules are written.
+    static char bypassing[8192];
+    int nbypass = final ? tpprof_modules_bypassing(bypassing, sizeof bypassing) : 0;
+    bool ok = (!nbypass || meta_set("bypassing_modules", bypassing)) && put_modules() && put_nodes() && put_threads() && put_sites() && put_samples() && put_events() &&
               tpprof_obs_db_put(db, final) && put_meta() && (!final || put_live());
     if (ok && final && tpprof_cfg.full) ok = exec_sql("CREATE INDEX IF NOT EXISTS events_by_address ON events(address)");
     if (!ok) {

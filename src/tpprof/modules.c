@@ -5,8 +5,10 @@
 // dlclose'd before exit (their rows keep `unloaded_ns`). No symbolization
 // happens in the process. Called with the re-entry guard held; no malloc.
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <sys/auxv.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -70,6 +72,100 @@ static void read_build_id(const struct dl_phdr_info *info, char *out, size_t cap
 }
 
 // ---------------------------------------------------------------------------
+// Modules that bypass the hooks.
+//
+// A library loaded with RTLD_DEEPBIND looks symbols up in itself and its
+// own dependencies before the global scope, so its malloc and free bind to
+// the C library's, not to the ones preloaded here: its allocations are not
+// recorded, and a block it frees that was allocated elsewhere stays live
+// in the recording (a false leak). Rebinding its GOT slots is not safe in
+// general (a library with an allocator of its own would get its frees sent
+// to another allocator), so it is only detected: a module whose relocated
+// GOT slot for one of the hooked functions holds the C library's address is
+// flagged, and the CLI warns. Lazily bound slots resolve on first use, so
+// modules are looked at again at the end (tpprof_modules_bypassing).
+
+static const char *const hooked[] = {"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign",
+                                     "aligned_alloc", "memalign", "valloc", "pvalloc", "mmap", "munmap"};
+#define NHOOKED (sizeof hooked / sizeof hooked[0])
+static uintptr_t libc_fn[NHOOKED];
+static uintptr_t loader_base;
+
+// Outside any dl_iterate_phdr callback (dlsym takes the loader's lock).
+static void libc_fns_init(void) {
+    if (libc_fn[0]) return;
+    for (size_t i = 0; i < NHOOKED; i++) libc_fn[i] = (uintptr_t)dlsym(RTLD_NEXT, hooked[i]);
+    loader_base = (uintptr_t)getauxval(AT_BASE);
+}
+
+#if defined(__x86_64__)
+#define JUMP_SLOT R_X86_64_JUMP_SLOT
+#define GLOB_DAT R_X86_64_GLOB_DAT
+#elif defined(__aarch64__)
+#define JUMP_SLOT R_AARCH64_JUMP_SLOT
+#define GLOB_DAT R_AARCH64_GLOB_DAT
+#endif
+
+static bool bypasses(const struct dl_phdr_info *info, struct range r) {
+#if defined(JUMP_SLOT) && defined(__LP64__)
+    if (!libc_fn[0] || info->dlpi_addr == loader_base || (tpprof_self_lo >= r.lo && tpprof_self_lo < r.hi))
+        return false;
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    if (!dyn) return false;
+    uintptr_t jmprel = 0, rela = 0, symtab = 0, strtab = 0;
+    size_t pltsz = 0, relasz = 0, strsz = 0;
+    bool pltrela = false;
+    for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+        switch (d->d_tag) {
+        case DT_JMPREL: jmprel = d->d_un.d_ptr; break;
+        case DT_PLTRELSZ: pltsz = d->d_un.d_val; break;
+        case DT_PLTREL: pltrela = d->d_un.d_val == DT_RELA; break;
+        case DT_RELA: rela = d->d_un.d_ptr; break;
+        case DT_RELASZ: relasz = d->d_un.d_val; break;
+        case DT_SYMTAB: symtab = d->d_un.d_ptr; break;
+        case DT_STRTAB: strtab = d->d_un.d_ptr; break;
+        case DT_STRSZ: strsz = d->d_un.d_val; break;
+        default: break;
+        }
+    }
+    // The loader relocates these entries in place for most objects, not all.
+    uintptr_t *ptrs[] = {&jmprel, &rela, &symtab, &strtab};
+    for (size_t i = 0; i < 4; i++)
+        if (*ptrs[i] && *ptrs[i] < r.lo) *ptrs[i] += info->dlpi_addr;
+    if (!symtab || !strtab || symtab < r.lo || symtab >= r.hi || strtab < r.lo || strtab + strsz > r.hi) return false;
+    const ElfW(Sym) *syms = (const ElfW(Sym) *)symtab;
+    const char *strs = (const char *)strtab;
+    struct { uintptr_t at; size_t size; } tables[2] = {{pltrela ? jmprel : 0, pltsz}, {rela, relasz}};
+    for (int t = 0; t < 2; t++) {
+        uintptr_t at = tables[t].at;
+        if (!at || at < r.lo || at + tables[t].size > r.hi) continue;
+        const ElfW(Rela) *rel = (const ElfW(Rela) *)at;
+        for (size_t k = 0; k < tables[t].size / sizeof *rel; k++) {
+            unsigned long type = ELF64_R_TYPE(rel[k].r_info);
+            if (type != JUMP_SLOT && type != GLOB_DAT) continue;
+            const ElfW(Sym) *sym = &syms[ELF64_R_SYM(rel[k].r_info)];
+            if ((uintptr_t)(sym + 1) > r.hi || sym->st_name >= strsz) continue;
+            const char *name = strs + sym->st_name;
+            uintptr_t slot = info->dlpi_addr + rel[k].r_offset;
+            if (slot < r.lo || slot + sizeof(uintptr_t) > r.hi) continue;
+            for (size_t h = 0; h < NHOOKED; h++)
+                if (strcmp(name, hooked[h]) == 0) {
+                    if (libc_fn[h] && *(const uintptr_t *)slot == libc_fn[h]) return true;
+                    break;
+                }
+        }
+    }
+#else
+    (void)info;
+    (void)r;
+#endif
+    return false;
+}
+
+// ---------------------------------------------------------------------------
 // Refresh.
 
 static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
@@ -82,6 +178,7 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
         struct tpprof_module *m = &mods[i];
         if (m->loaded && m->base == info->dlpi_addr && m->lo == r.lo && strcmp(m->path, path) == 0) {
             m->unloaded_ns = UINT64_MAX; // mark: seen in this pass
+            if (!m->bypass) m->bypass = bypasses(info, r);
             return 0;
         }
     }
@@ -103,11 +200,13 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
     m->unloaded_ns = UINT64_MAX;
     m->loaded = true;
     m->dirty = true;
+    m->bypass = bypasses(info, r);
     return 0;
 }
 
 void tpprof_modules_refresh(void) {
     uint64_t now = tpprof_now_ns();
+    libc_fns_init();
     pthread_mutex_lock(&lock);
     if (!exe_path[0]) {
         ssize_t k = readlink("/proc/self/exe", exe_path, sizeof exe_path - 1);
@@ -141,6 +240,37 @@ int tpprof_modules_take(struct tpprof_module **out, size_t *bytes) {
     } else {
         n = 0;
     }
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+int tpprof_modules_bypassing(char *out, size_t cap) {
+    tpprof_modules_refresh(); // looks at every loaded module again
+    pthread_mutex_lock(&lock);
+    size_t k = 0;
+    int n = 0;
+    if (cap < 3) {
+        pthread_mutex_unlock(&lock);
+        return 0;
+    }
+    out[k++] = '[';
+    for (int i = 0; i < nmods; i++) {
+        if (!mods[i].bypass) continue;
+        bool dup = false; // a library loaded twice is named once
+        for (int j = 0; j < i && !dup; j++) dup = mods[j].bypass && strcmp(mods[j].path, mods[i].path) == 0;
+        if (dup) continue;
+        size_t need = strlen(mods[i].path) * 2 + 4;
+        if (k + need + 2 > cap) break;
+        if (n++) out[k++] = ',';
+        out[k++] = '"';
+        for (const char *c = mods[i].path; *c; c++) {
+            if (*c == '"' || *c == '\\') out[k++] = '\\';
+            out[k++] = (unsigned char)*c < 0x20 ? '?' : *c;
+        }
+        out[k++] = '"';
+    }
+    out[k++] = ']';
+    out[k] = 0;
     pthread_mutex_unlock(&lock);
     return n;
 }

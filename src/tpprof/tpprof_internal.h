@@ -332,6 +332,7 @@ struct tpprof_module {
     uint64_t loaded_ns, unloaded_ns; // unloaded_ns 0 while loaded
     bool loaded;
     bool written, dirty;
+    bool bypass;                // calls the C library's allocator directly (modules.c)
 };
 
 // Re-reads the module list (after start, dlopen, dlclose); thread-safe.
@@ -340,6 +341,11 @@ TPPROF_HIDDEN void tpprof_modules_refresh(void);
 // returns the count.
 TPPROF_HIDDEN int tpprof_modules_take(struct tpprof_module **out, size_t *bytes);
 TPPROF_HIDDEN void tpprof_modules_mark_all_unwritten(void);
+// Looks again, in every loaded module, for allocation calls bound straight
+// to the C library (lazy bindings resolve with use), then writes the paths
+// of every module ever seen doing so as a JSON array into out; returns how
+// many (0: none, out is "[]").
+TPPROF_HIDDEN int tpprof_modules_bypassing(char *out, size_t cap);
 TPPROF_HIDDEN void tpprof_modules_lock(void);
 TPPROF_HIDDEN void tpprof_modules_unlock(void);
 // Address range of libtpprof.so itself.

@@ -441,6 +441,28 @@ static void test_plugin(char *prog, char *plugin) {
     CHECK(n > 1 && ip_in(ips[0], "plugin_leak", &unloaded), "innermost frame resolves to plugin_leak");
     CHECK(unloaded > 0, "its module row has unloaded_ns set (%lld)", (long long)unloaded);
     CHECK(n > 1 && ip_in(ips[1], "main", NULL), "caller frame resolves to host's main");
+    char v[64] = "";
+    qs(v, sizeof v, "SELECT count(*) FROM meta WHERE key = 'bypassing_modules'");
+    CHECK(strcmp(v, "0") == 0, "a plugin loaded normally goes through the hooks (%s)", v);
+}
+
+// RTLD_DEEPBIND binds the plugin's malloc and free to libc's: tpprof cannot
+// see them, and says which library that was (the CLI warns from it).
+static void test_deepbind(char *prog, char *plugin) {
+    char out[600];
+    db_path(out, sizeof out, "deepbind.db");
+    char *argv[] = {prog, plugin, "deep", NULL};
+    struct result r = run(out, argv, NULL);
+    CHECK(r.status == 0, "exit status %d: %s", r.status, r.err);
+    if (!open_db(out)) {
+        CHECK(false, "no database");
+        return;
+    }
+    expect_complete("deepbind");
+    char v[1024] = "";
+    qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'bypassing_modules'");
+    CHECK(strstr(v, "libtpprof_plugin.so\"") != NULL && v[0] == '[', "the plugin is named: '%s'", v);
+    CHECK(strstr(v, "libc.so") == NULL && strstr(v, "tpprof_prog_host\"") == NULL, "only the plugin: '%s'", v);
 }
 
 static void test_noleak(char *prog) {
@@ -900,6 +922,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "churn_many") == 0) test_thread_churn_memory(prog);
     else if (strcmp(what, "unwind_same") == 0) test_unwind_same(prog);
     else if (strcmp(what, "plugin") == 0 && argc > 4) test_plugin(prog, argv[4]);
+    else if (strcmp(what, "deepbind") == 0 && argc > 4) test_deepbind(prog, argv[4]);
     else if (strcmp(what, "noleak") == 0) test_noleak(prog);
     else if (strcmp(what, "exceptions") == 0) test_exceptions(prog);
     else if (strcmp(what, "unwritable") == 0) test_unwritable(prog);

@@ -89,18 +89,25 @@ static void test_dropped_events_are_warned_about(void) {
     CHECK(fixture_write(db, &o) == 0, "fixture");
     sqlite3 *h = NULL;
     CHECK(sqlite3_open(db, &h) == SQLITE_OK, "open");
-    CHECK(sqlite3_exec(h, "INSERT INTO meta VALUES ('dropped_events', '17')", NULL, NULL, NULL) ==
-              SQLITE_OK,
+    CHECK(sqlite3_exec(h,
+                       "INSERT INTO meta VALUES ('dropped_events', '17');"
+                       "INSERT INTO meta VALUES ('bypassing_modules', '[\"/opt/p/deep.so\",\"/opt/p/q\\\\\\\"x.so\"]')",
+                       NULL, NULL, NULL) == SQLITE_OK,
           "%s", sqlite3_errmsg(h));
     sqlite3_close(h);
     run_result r = harness_tpprof("report", db, "--leaks", NULL);
     CHECK(strstr(r.out, "  WARNING     17 events were dropped while recording"), "%s", r.out);
+    CHECK(strstr(r.out, "  WARNING     /opt/p/deep.so called the C library's allocator directly") &&
+              strstr(r.out, "  WARNING     /opt/p/q\\\"x.so called"),
+          "%s", r.out);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--leaks", "--format", "json", NULL);
-    CHECK(strstr(r.out, "\"dropped_events\": 17\n"), "%s", r.out);
+    CHECK(strstr(r.out, "\"dropped_events\": 17,\n"), "%s", r.out);
+    CHECK(strstr(r.out, "\"bypassing_modules\": [\"/opt/p/deep.so\", \"/opt/p/q\\\\\\\"x.so\"]"), "%s", r.out);
     harness_result_free(&r);
     r = harness_tpprof("check", db, NULL);
     CHECK(r.status == 1 && strstr(r.err, "warning: 17 events were dropped"), "%s", r.err);
+    CHECK(strstr(r.err, "warning: /opt/p/deep.so called the C library's allocator directly"), "%s", r.err);
     harness_result_free(&r);
     r = harness_tpprof("report", app_db, "--leaks", NULL);
     CHECK(!strstr(r.out, "WARNING"), "no warning without dropped events: %s", r.out);

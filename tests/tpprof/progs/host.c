@@ -1,5 +1,8 @@
 // host.c: dlopens the plugin named by argv[1], calls plugin_leak, dlcloses it.
+#define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,7 +13,10 @@ __attribute__((noinline)) void clobber_stack(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
-    void *h = dlopen(argv[1], RTLD_NOW);
+    // `host PLUGIN deep`: RTLD_DEEPBIND, and the plugin frees a block made here.
+    bool deep = argc > 2 && strcmp(argv[2], "deep") == 0;
+    void *mine = deep ? malloc(3333) : NULL;
+    void *h = dlopen(argv[1], RTLD_NOW | (deep ? RTLD_DEEPBIND : 0));
     if (!h) {
         fprintf(stderr, "host: %s\n", dlerror());
         return 2;
@@ -18,6 +24,11 @@ int main(int argc, char **argv) {
     void (*fn)(void) = (void (*)(void))dlsym(h, "plugin_leak");
     if (!fn) return 2;
     fn();
+    if (deep) {
+        void (*release)(void *) = (void (*)(void *))dlsym(h, "plugin_free");
+        if (!release) return 2;
+        release(mine);
+    }
     if (dlclose(h) != 0) return 2;
     clobber_stack();
     printf("host: done\n");
