@@ -270,7 +270,7 @@ TPPROF_EXPORT int dlclose(void *handle) {
     if (!real) real = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
     int saved = tpprof_guard;
     tpprof_guard = 1;
-    if (started) tpprof_modules_refresh();
+    if (started) tpprof_modules_refresh_recheck(); // its lazy bindings have resolved by now
     int rc = real ? real(handle) : -1;
     if (started) {
         tpprof_modules_refresh();

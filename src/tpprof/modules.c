@@ -149,6 +149,7 @@ static bool bypasses(const struct dl_phdr_info *info, struct range r) {
             const ElfW(Sym) *sym = &syms[ELF64_R_SYM(rel[k].r_info)];
             if ((uintptr_t)(sym + 1) > r.hi || sym->st_name >= strsz) continue;
             const char *name = strs + sym->st_name;
+            if (!strchr("mfcrpav", name[0])) continue; // the hooked names' first letters
             uintptr_t slot = info->dlpi_addr + rel[k].r_offset;
             if (slot < r.lo || slot + sizeof(uintptr_t) > r.hi) continue;
             for (size_t h = 0; h < NHOOKED; h++)
@@ -168,9 +169,15 @@ static bool bypasses(const struct dl_phdr_info *info, struct range r) {
 // ---------------------------------------------------------------------------
 // Refresh.
 
+struct pass {
+    uint64_t now;
+    bool recheck; // look again for direct allocator bindings in known modules
+};
+
 static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
-    uint64_t now = *(const uint64_t *)arg;
+    const struct pass *pass = arg;
+    uint64_t now = pass->now;
     const char *path = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : exe_path;
     struct range r = load_range(info);
     if (r.hi == 0) return 0;
@@ -178,7 +185,7 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
         struct tpprof_module *m = &mods[i];
         if (m->loaded && m->base == info->dlpi_addr && m->lo == r.lo && strcmp(m->path, path) == 0) {
             m->unloaded_ns = UINT64_MAX; // mark: seen in this pass
-            if (!m->bypass) m->bypass = bypasses(info, r);
+            if (pass->recheck && !m->bypass) m->bypass = bypasses(info, r);
             return 0;
         }
     }
@@ -204,8 +211,12 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
     return 0;
 }
 
-void tpprof_modules_refresh(void) {
-    uint64_t now = tpprof_now_ns();
+// New modules are looked at for direct allocator bindings as they come;
+// known ones only when `recheck` (before a dlclose, and at the end: lazy
+// bindings resolve with use, and a program that loads hundreds of libraries
+// should not have all of them read again at every load).
+static void refresh(bool recheck) {
+    struct pass pass = {tpprof_now_ns(), recheck};
     libc_fns_init();
     pthread_mutex_lock(&lock);
     if (!exe_path[0]) {
@@ -214,7 +225,7 @@ void tpprof_modules_refresh(void) {
     }
     for (int i = 0; i < nmods; i++)
         if (mods[i].loaded) mods[i].unloaded_ns = 0;
-    dl_iterate_phdr(visit, &now);
+    dl_iterate_phdr(visit, &pass);
     for (int i = 0; i < nmods; i++) {
         struct tpprof_module *m = &mods[i];
         if (!m->loaded) continue;
@@ -222,7 +233,7 @@ void tpprof_modules_refresh(void) {
             m->unloaded_ns = 0; // present
         } else {
             m->loaded = false;  // gone since the last pass
-            m->unloaded_ns = now;
+            m->unloaded_ns = pass.now;
             m->dirty = true;
         }
     }
@@ -244,8 +255,11 @@ int tpprof_modules_take(struct tpprof_module **out, size_t *bytes) {
     return n;
 }
 
+void tpprof_modules_refresh(void) { refresh(false); }
+void tpprof_modules_refresh_recheck(void) { refresh(true); }
+
 int tpprof_modules_bypassing(char *out, size_t cap) {
-    tpprof_modules_refresh(); // looks at every loaded module again
+    refresh(true); // looks at every loaded module again
     pthread_mutex_lock(&lock);
     size_t k = 0;
     int n = 0;

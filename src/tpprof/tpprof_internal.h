@@ -337,6 +337,8 @@ struct tpprof_module {
 
 // Re-reads the module list (after start, dlopen, dlclose); thread-safe.
 TPPROF_HIDDEN void tpprof_modules_refresh(void);
+// Also looks again at known modules for direct allocator bindings (dlclose).
+TPPROF_HIDDEN void tpprof_modules_refresh_recheck(void);
 // Copies the modules into a fresh array (caller frees with tpprof_mem_unmap);
 // returns the count.
 TPPROF_HIDDEN int tpprof_modules_take(struct tpprof_module **out, size_t *bytes);
