@@ -106,6 +106,18 @@ static void libc_fns_init(void) {
 #define GLOB_DAT R_AARCH64_GLOB_DAT
 #endif
 
+// Whether [at, at + len) lies inside one PT_LOAD segment (mapped: the
+// range between segments may be a hole).
+static bool in_load(const struct dl_phdr_info *info, uintptr_t at, size_t len) {
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (at >= lo && len <= ph->p_memsz && at - lo <= ph->p_memsz - len) return true;
+    }
+    return false;
+}
+
 static bool bypasses(const struct dl_phdr_info *info, struct range r) {
 #if defined(JUMP_SLOT) && defined(__LP64__)
     if (!libc_fn[0] || info->dlpi_addr == loader_base || (tpprof_self_lo >= r.lo && tpprof_self_lo < r.hi))
@@ -135,23 +147,23 @@ static bool bypasses(const struct dl_phdr_info *info, struct range r) {
     uintptr_t *ptrs[] = {&jmprel, &rela, &symtab, &strtab};
     for (size_t i = 0; i < 4; i++)
         if (*ptrs[i] && *ptrs[i] < r.lo) *ptrs[i] += info->dlpi_addr;
-    if (!symtab || !strtab || symtab < r.lo || symtab >= r.hi || strtab < r.lo || strtab + strsz > r.hi) return false;
+    if (!symtab || !strtab || !in_load(info, strtab, strsz)) return false;
     const ElfW(Sym) *syms = (const ElfW(Sym) *)symtab;
     const char *strs = (const char *)strtab;
     struct { uintptr_t at; size_t size; } tables[2] = {{pltrela ? jmprel : 0, pltsz}, {rela, relasz}};
     for (int t = 0; t < 2; t++) {
         uintptr_t at = tables[t].at;
-        if (!at || at < r.lo || at + tables[t].size > r.hi) continue;
+        if (!at || !in_load(info, at, tables[t].size)) continue;
         const ElfW(Rela) *rel = (const ElfW(Rela) *)at;
         for (size_t k = 0; k < tables[t].size / sizeof *rel; k++) {
             unsigned long type = ELF64_R_TYPE(rel[k].r_info);
             if (type != JUMP_SLOT && type != GLOB_DAT) continue;
             const ElfW(Sym) *sym = &syms[ELF64_R_SYM(rel[k].r_info)];
-            if ((uintptr_t)(sym + 1) > r.hi || sym->st_name >= strsz) continue;
+            if (!in_load(info, (uintptr_t)sym, sizeof *sym) || sym->st_name >= strsz) continue;
             const char *name = strs + sym->st_name;
             if (!strchr("mfcrpav", name[0])) continue; // the hooked names' first letters
             uintptr_t slot = info->dlpi_addr + rel[k].r_offset;
-            if (slot < r.lo || slot + sizeof(uintptr_t) > r.hi) continue;
+            if (!in_load(info, slot, sizeof(uintptr_t))) continue;
             for (size_t h = 0; h < NHOOKED; h++)
                 if (strcmp(name, hooked[h]) == 0) {
                     if (libc_fn[h] && *(const uintptr_t *)slot == libc_fn[h]) return true;
