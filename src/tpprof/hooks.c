@@ -18,7 +18,6 @@
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tpprof_internal.h"
@@ -38,12 +37,6 @@ static inline bool want(void) {
     return !tpprof_guard && atomic_load_explicit(&tpprof_active, memory_order_relaxed);
 }
 
-static inline uint64_t full_time(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - tpprof_t0_ns;
-}
-
 // ---------------------------------------------------------------------------
 // Recording (called with the guard clear; sets it for its duration).
 
@@ -51,7 +44,7 @@ static inline uint32_t capture(void) { return tpprof_capture(tpprof_cfg.depth); 
 
 // Appends header+payload, plus the timestamp in full mode.
 static inline void emit(struct tpprof_thread *t, uint64_t *w, int n) {
-    if (tpprof_cfg.full) w[n++] = full_time();
+    if (tpprof_cfg.full) w[n++] = tpprof_now_ns();
     tpprof_ring_put(t, w, n);
 }
 

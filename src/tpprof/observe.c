@@ -18,7 +18,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "tensorplay/observer.h"
 #include "tpprof_internal.h"
@@ -100,12 +99,6 @@ static inline uint64_t take_freed(uint64_t storage) {
 // ---------------------------------------------------------------------------
 // Recording.
 
-static inline uint64_t full_time(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - tpprof_t0_ns;
-}
-
 // Up to 24 bytes of a name, NUL padded, into 3 words (all zero for NULL).
 static inline void put_name(uint64_t *w, const char *name) {
     w[0] = w[1] = w[2] = 0;
@@ -114,35 +107,15 @@ static inline void put_name(uint64_t *w, const char *name) {
     for (int i = 0; i < 23 && name[i]; i++) d[i] = name[i];
 }
 
-// Appends one record of n words (w[2..n-1] filled) to the thread's ring.
-static void emit(struct tpprof_thread *t, int kind, int refop, uint64_t flags, uint32_t sid, uint64_t *w, int n) {
-    if (!tpprof_ring_reserve(t, (uint64_t)n + 1)) return;
-    uint64_t seq = atomic_fetch_add(&tpprof_seq, 1);
-    w[0] = tpprof_hdr(seq, TPPROF_OP_OBS, kind);
-    w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
-    int k = n;
-    if (tpprof_cfg.full) w[k++] = full_time();
-    tpprof_ring_put(t, w, k);
-}
-
 // The record of the event being handled is written straight into the ring
-// (no copy): obs_slot gives room for the longest record at the ring's
-// current position, padding to the ring's start first if it would not fit
-// before the end (the writer skips the padding), or NULL when the ring stays
-// full; obs_commit publishes the record. An event that sends nothing just
-// leaves its words unpublished, to be overwritten. Anything else that emits
-// (flush_retain, hold_freed) goes before obs_slot or ends the event.
+// (no copy): obs_slot gives room for the longest record (or NULL when the
+// ring stays full), obs_commit numbers and publishes it. An event that
+// sends nothing just leaves its words unpublished, to be overwritten.
+// Anything else that emits (flush_retain, hold_freed) goes before obs_slot
+// or ends the event.
 static inline uint64_t *obs_slot(struct tpprof_thread *t) {
-    const uint64_t need = OBS_MAX_WORDS + 1;
-    if (!tpprof_ring_reserve(t, need)) return NULL;
-    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
-    uint64_t pos = tail & t->mask;
-    if (TPPROF_UNLIKELY(pos + need > t->mask + 1)) {
-        t->ring[pos] = (uint64_t)TPPROF_OP_WRAP << 4;
-        atomic_store_explicit(&t->tail, tail + t->mask + 1 - pos, memory_order_release);
-        pos = 0;
-    }
-    return &t->ring[pos];
+    if (!tpprof_ring_reserve(t, OBS_MAX_WORDS + 1)) return NULL;
+    return tpprof_ring_slot(t, OBS_MAX_WORDS + 1);
 }
 
 static inline void obs_commit(struct tpprof_thread *t, uint64_t *w, int kind, int refop, uint64_t flags, uint32_t sid,
@@ -151,9 +124,16 @@ static inline void obs_commit(struct tpprof_thread *t, uint64_t *w, int kind, in
     w[0] = tpprof_hdr(seq, TPPROF_OP_OBS, kind);
     w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
     int k = n;
-    if (tpprof_cfg.full) w[k++] = full_time();
-    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
-    atomic_store_explicit(&t->tail, tail + (uint64_t)k, memory_order_release);
+    if (tpprof_cfg.full) w[k++] = tpprof_now_ns();
+    tpprof_ring_commit(t, (uint64_t)k);
+}
+
+// Sends one record of n words whose payload is p[2..n-1].
+static void emit(struct tpprof_thread *t, int kind, int refop, uint64_t flags, uint32_t sid, const uint64_t *p, int n) {
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    for (int i = 2; i < n; i++) w[i] = p[i];
+    obs_commit(t, w, kind, refop, flags, sid, n);
 }
 
 // Sends the held RETAIN as its own record: something else came first, so

@@ -220,18 +220,31 @@ static inline bool tpprof_ring_reserve(struct tpprof_thread *t, uint64_t words) 
     return tpprof_ring_wait(t, words);
 }
 
-// Appends one record (header + payload); space must have been reserved.
-static inline void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, int n) {
+// Where the next record of up to n words goes (space must have been
+// reserved): a record never wraps, so one that would not fit before the
+// ring's end pads it (the writer jumps to the start) and goes at the start.
+static inline uint64_t *tpprof_ring_slot(struct tpprof_thread *t, uint64_t n) {
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
     uint64_t pos = tail & t->mask;
-    if (TPPROF_UNLIKELY(pos + (uint64_t)n > t->mask + 1)) {
-        // Pad to the end; the writer jumps to the start.
+    if (TPPROF_UNLIKELY(pos + n > t->mask + 1)) {
         t->ring[pos] = (uint64_t)TPPROF_OP_WRAP << 4;
-        tail += t->mask + 1 - pos;
+        atomic_store_explicit(&t->tail, tail + t->mask + 1 - pos, memory_order_release);
         pos = 0;
     }
-    for (int i = 0; i < n; i++) t->ring[pos + (uint64_t)i] = w[i];
-    atomic_store_explicit(&t->tail, tail + (uint64_t)n, memory_order_release);
+    return &t->ring[pos];
+}
+
+// Publishes the n words written at tpprof_ring_slot.
+static inline void tpprof_ring_commit(struct tpprof_thread *t, uint64_t n) {
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    atomic_store_explicit(&t->tail, tail + n, memory_order_release);
+}
+
+// Appends one record (header + payload); space must have been reserved.
+static inline void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, int n) {
+    uint64_t *r = tpprof_ring_slot(t, (uint64_t)n);
+    for (int i = 0; i < n; i++) r[i] = w[i];
+    tpprof_ring_commit(t, (uint64_t)n);
 }
 TPPROF_HIDDEN void tpprof_threads_fork_child(void);
 // Unmaps a thread's ring, unwinder state and stack cache (the writer, once
