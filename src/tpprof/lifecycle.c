@@ -11,6 +11,7 @@
 // must record a library before it goes away) and the one-line failure path.
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -270,7 +271,11 @@ TPPROF_EXPORT int dlclose(void *handle) {
     if (!real) real = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
     int saved = tpprof_guard;
     tpprof_guard = 1;
-    if (started) tpprof_modules_refresh_recheck(); // its lazy bindings have resolved by now
+    if (started) {
+        struct link_map *lm = NULL;
+        bool known = handle && dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm;
+        tpprof_modules_refresh_closing(known ? lm->l_addr : 0);
+    }
     int rc = real ? real(handle) : -1;
     if (started) {
         tpprof_modules_refresh();

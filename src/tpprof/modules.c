@@ -183,7 +183,8 @@ static bool bypasses(const struct dl_phdr_info *info, struct range r) {
 
 struct pass {
     uint64_t now;
-    bool recheck; // look again for direct allocator bindings in known modules
+    bool recheck_all; // look again for direct allocator bindings in every known module...
+    uintptr_t recheck_base; // ...or in the one loaded at this base (0: none)
 };
 
 static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
@@ -197,7 +198,8 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
         struct tpprof_module *m = &mods[i];
         if (m->loaded && m->base == info->dlpi_addr && m->lo == r.lo && strcmp(m->path, path) == 0) {
             m->unloaded_ns = UINT64_MAX; // mark: seen in this pass
-            if (pass->recheck && !m->bypass) m->bypass = bypasses(info, r);
+            if ((pass->recheck_all || (pass->recheck_base && m->base == pass->recheck_base)) && !m->bypass)
+                m->bypass = bypasses(info, r);
             return 0;
         }
     }
@@ -224,11 +226,11 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
 }
 
 // New modules are looked at for direct allocator bindings as they come;
-// known ones only when `recheck` (before a dlclose, and at the end: lazy
+// known ones only at the end and the one about to be dlclose'd (lazy
 // bindings resolve with use, and a program that loads hundreds of libraries
 // should not have all of them read again at every load).
-static void refresh(bool recheck) {
-    struct pass pass = {tpprof_now_ns(), recheck};
+static void refresh(bool recheck_all, uintptr_t recheck_base) {
+    struct pass pass = {tpprof_now_ns(), recheck_all, recheck_base};
     libc_fns_init();
     pthread_mutex_lock(&lock);
     if (!exe_path[0]) {
@@ -267,11 +269,11 @@ int tpprof_modules_take(struct tpprof_module **out, size_t *bytes) {
     return n;
 }
 
-void tpprof_modules_refresh(void) { refresh(false); }
-void tpprof_modules_refresh_recheck(void) { refresh(true); }
+void tpprof_modules_refresh(void) { refresh(false, 0); }
+void tpprof_modules_refresh_closing(uintptr_t base) { refresh(false, base); }
 
 int tpprof_modules_bypassing(char *out, size_t cap) {
-    refresh(true); // looks at every loaded module again
+    refresh(true, 0); // looks at every loaded module again
     pthread_mutex_lock(&lock);
     size_t k = 0;
     int n = 0;

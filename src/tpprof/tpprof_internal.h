@@ -350,8 +350,9 @@ struct tpprof_module {
 
 // Re-reads the module list (after start, dlopen, dlclose); thread-safe.
 TPPROF_HIDDEN void tpprof_modules_refresh(void);
-// Also looks again at known modules for direct allocator bindings (dlclose).
-TPPROF_HIDDEN void tpprof_modules_refresh_recheck(void);
+// Also looks again, in the module loaded at `base` (about to be dlclose'd:
+// its lazy bindings have resolved by now), for direct allocator bindings.
+TPPROF_HIDDEN void tpprof_modules_refresh_closing(uintptr_t base);
 // Copies the modules into a fresh array (caller frees with tpprof_mem_unmap);
 // returns the count.
 TPPROF_HIDDEN int tpprof_modules_take(struct tpprof_module **out, size_t *bytes);

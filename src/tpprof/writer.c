@@ -40,6 +40,13 @@ static unsigned long long dl_adds, dl_subs;
 
 static void ticks_calibrate(uint64_t now_ns);
 
+// A batch of records is merged at time `now` (aggregate mode's record time),
+// which is also the latest point ticks are converted against.
+static void batch_begin(uint64_t now) {
+    tpprof_w.batch_time_ns = now;
+    ticks_calibrate(now);
+}
+
 static struct tpprof_thread **by_index;
 static uint32_t cap_by_index;
 
@@ -704,8 +711,7 @@ static void *writer_main(void *arg) {
             break;
         }
         uint64_t now = tpprof_now_ns();
-        tpprof_w.batch_time_ns = now;
-        ticks_calibrate(now);
+        batch_begin(now);
         poll_modules();
         // Busy: every millisecond. Idle: back off to 4 ms (a ring holds ~15 ms
         // of the busiest thread we measured).
@@ -770,8 +776,7 @@ static void stop_writer(void) {
 void tpprof_writer_leak_scan(uintptr_t sp) {
     pthread_mutex_lock(&wmu);
     if (db_open) {
-        tpprof_w.batch_time_ns = tpprof_now_ns();
-        ticks_calibrate(tpprof_w.batch_time_ns);
+        batch_begin(tpprof_now_ns());
         poll_modules();
         drain(true);
         tpprof_scan_run(&tpprof_w, sp);
@@ -786,8 +791,7 @@ void tpprof_writer_finish(enum tpprof_end how) {
     if (db_open) {
         struct tpprof_wstate *w = &tpprof_w;
         uint64_t now = tpprof_now_ns();
-        w->batch_time_ns = now;
-        ticks_calibrate(now);
+        batch_begin(now);
         poll_modules();
         drain(true);
         sample(now);
@@ -836,8 +840,7 @@ void tpprof_writer_fork_child(const char *path) {
     tpprof_threads_fork_child();
     writer_running = false;
     if (db_open) {
-        w->batch_time_ns = tpprof_now_ns();
-        ticks_calibrate(w->batch_time_ns);
+        batch_begin(tpprof_now_ns());
         drain(true); // the parent's events up to the fork belong to the child too
         w->expected_seq = atomic_load(&tpprof_seq);
         tpprof_db_abandon();
