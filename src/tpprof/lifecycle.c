@@ -273,7 +273,7 @@ TPPROF_EXPORT int dlclose(void *handle) {
     tpprof_guard = 1;
     if (started) {
         struct link_map *lm = NULL;
-        bool known = handle && dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm;
+        bool known = dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm; // (a bad handle fails dlclose too)
         tpprof_modules_refresh_closing(known ? lm->l_addr : 0);
     }
     int rc = real ? real(handle) : -1;
