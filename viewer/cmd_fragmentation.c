@@ -267,16 +267,10 @@ static void text_state(const tpprof_profile *p, const tpprof_alloc_state *s, con
 // ---------------------------------------------------------------------------
 // JSON
 
-static void json_int(tpprof_json *j, const char *key, int64_t v) {
-    tpprof_json_key(j, key);
-    tpprof_json_int(j, v);
-}
-
 static void json_address(tpprof_json *j, const char *key, int64_t v) {
     char buf[24];
     snprintf(buf, sizeof buf, "0x%" PRIx64, (uint64_t)v);
-    tpprof_json_key(j, key);
-    tpprof_json_string(j, buf);
+    tpprof_json_kv_string(j, key, buf);
 }
 
 static void json_state(tpprof_json *j, const tpprof_profile *p, const tpprof_alloc_state *s,
@@ -284,28 +278,25 @@ static void json_state(tpprof_json *j, const tpprof_profile *p, const tpprof_all
     tpprof_frag f;
     tpprof_alloc_figures(s, &f);
     tpprof_json_object_begin(j);
-    tpprof_json_key(j, "allocator");
-    tpprof_json_string(j, s->allocator);
-    tpprof_json_key(j, "device");
-    tpprof_json_string(j, s->device);
-    tpprof_json_key(j, "at");
-    tpprof_json_string(j, moment_name(o->at));
-    json_int(j, "time_ns", moment_time(s, o));
-    json_int(j, "events_replayed", (int64_t)s->replayed);
-    json_int(j, "events_total", (int64_t)s->nevents);
+    tpprof_json_kv_string(j, "allocator", s->allocator);
+    tpprof_json_kv_string(j, "device", s->device);
+    tpprof_json_kv_string(j, "at", moment_name(o->at));
+    tpprof_json_kv_int(j, "time_ns", moment_time(s, o));
+    tpprof_json_kv_int(j, "events_replayed", (int64_t)s->replayed);
+    tpprof_json_kv_int(j, "events_total", (int64_t)s->nevents);
     tpprof_json_key(j, "figures");
     tpprof_json_object_begin(j);
-    json_int(j, "segments", f.segments);
-    json_int(j, "reserved_bytes", f.reserved);
-    json_int(j, "allocated_bytes", f.allocated);
-    json_int(j, "requested_bytes", f.requested);
-    json_int(j, "internal_fragmentation_bytes", f.internal);
-    json_int(j, "inactive_split_bytes", f.inactive_split_bytes);
-    json_int(j, "inactive_split", f.inactive_split);
-    json_int(j, "free_bytes", f.free_bytes);
-    json_int(j, "largest_free_bytes", f.largest_free);
-    json_int(j, "allocated_blocks", f.blocks_allocated);
-    json_int(j, "free_blocks", f.blocks_free);
+    tpprof_json_kv_int(j, "segments", f.segments);
+    tpprof_json_kv_int(j, "reserved_bytes", f.reserved);
+    tpprof_json_kv_int(j, "allocated_bytes", f.allocated);
+    tpprof_json_kv_int(j, "requested_bytes", f.requested);
+    tpprof_json_kv_int(j, "internal_fragmentation_bytes", f.internal);
+    tpprof_json_kv_int(j, "inactive_split_bytes", f.inactive_split_bytes);
+    tpprof_json_kv_int(j, "inactive_split", f.inactive_split);
+    tpprof_json_kv_int(j, "free_bytes", f.free_bytes);
+    tpprof_json_kv_int(j, "largest_free_bytes", f.largest_free);
+    tpprof_json_kv_int(j, "allocated_blocks", f.blocks_allocated);
+    tpprof_json_kv_int(j, "free_blocks", f.blocks_free);
     tpprof_json_object_end(j);
     tpprof_json_key(j, "segments");
     tpprof_json_array_begin(j);
@@ -313,17 +304,17 @@ static void json_state(tpprof_json *j, const tpprof_profile *p, const tpprof_all
         const tpprof_segment *g = &s->segments[i];
         tpprof_json_object_begin(j);
         json_address(j, "address", g->address);
-        json_int(j, "size", g->size);
+        tpprof_json_kv_int(j, "size", g->size);
         tpprof_json_key(j, "blocks");
         tpprof_json_array_begin(j);
         for (size_t k = 0; k < g->nblocks; k++) {
             const tpprof_block *b = &g->blocks[k];
             tpprof_json_object_begin(j);
             json_address(j, "address", b->address);
-            json_int(j, "size", b->size);
-            tpprof_json_key(j, "state");
-            tpprof_json_string(j, b->allocated ? "allocated" : g->nblocks > 1 ? "inactive_split" : "free");
-            json_int(j, "requested", b->requested);
+            tpprof_json_kv_int(j, "size", b->size);
+            const char *state = b->allocated ? "allocated" : g->nblocks > 1 ? "inactive_split" : "free";
+            tpprof_json_kv_string(j, "state", state);
+            tpprof_json_kv_int(j, "requested", b->requested);
             if (b->allocated)
                 tpprof_json_stack(j, p->stacks, b->stack_id);
             tpprof_json_object_end(j);
@@ -339,9 +330,9 @@ static void json_state(tpprof_json *j, const tpprof_profile *p, const tpprof_all
     for (size_t i = 0; i < nown; i++) {
         tpprof_json_object_begin(j);
         json_address(j, "segment", ow[i].segment);
-        json_int(j, "segment_size", ow[i].segment_size);
-        json_int(j, "bytes", ow[i].bytes);
-        json_int(j, "count", ow[i].count);
+        tpprof_json_kv_int(j, "segment_size", ow[i].segment_size);
+        tpprof_json_kv_int(j, "bytes", ow[i].bytes);
+        tpprof_json_kv_int(j, "count", ow[i].count);
         tpprof_json_stack(j, p->stacks, ow[i].stack_id);
         tpprof_json_object_end(j);
     }
@@ -353,9 +344,9 @@ static void json_state(tpprof_json *j, const tpprof_profile *p, const tpprof_all
     tpprof_json_array_begin(j);
     for (size_t i = 0; i < np; i++) {
         tpprof_json_object_begin_inline(j);
-        json_int(j, "time_ns", pts[i].time_ns);
-        json_int(j, "reserved_bytes", pts[i].reserved);
-        json_int(j, "allocated_bytes", pts[i].allocated);
+        tpprof_json_kv_int(j, "time_ns", pts[i].time_ns);
+        tpprof_json_kv_int(j, "reserved_bytes", pts[i].reserved);
+        tpprof_json_kv_int(j, "allocated_bytes", pts[i].allocated);
         tpprof_json_object_end(j);
     }
     tpprof_json_array_end(j);
@@ -776,12 +767,9 @@ int tpprof_cmd_fragmentation(int argc, char **argv) {
         tpprof_json j;
         tpprof_json_init(&j, stdout);
         tpprof_json_object_begin(&j);
-        tpprof_json_key(&j, "format");
-        tpprof_json_string(&j, "tpprof-fragmentation");
-        tpprof_json_key(&j, "version");
-        tpprof_json_int(&j, 1);
-        tpprof_json_key(&j, "database");
-        tpprof_json_string(&j, o.path);
+        tpprof_json_kv_string(&j, "format", "tpprof-fragmentation");
+        tpprof_json_kv_int(&j, "version", 1);
+        tpprof_json_kv_string(&j, "database", o.path);
         tpprof_json_key(&j, "allocators");
         tpprof_json_array_begin(&j);
         for (size_t i = 0; i < n; i++)

@@ -242,36 +242,14 @@ static void dot_graph(const graph *g) {
 // ---------------------------------------------------------------------------
 // JSON
 
-static void json_int(tpprof_json *j, const char *key, int64_t v) {
-    tpprof_json_key(j, key);
-    tpprof_json_int(j, v);
-}
-
-static void json_dims(tpprof_json *j, const char *key, const tpprof_tensor *x, bool strides) {
-    tpprof_json_key(j, key);
-    if (x->ndim < 0) {
-        tpprof_json_null(j);
-        return;
-    }
-    tpprof_json_array_begin_inline(j);
-    for (int i = 0; i < x->ndim; i++)
-        tpprof_json_int(j, strides ? x->stride[i] : x->shape[i]);
-    tpprof_json_array_end(j);
-}
-
 static void json_tensor(tpprof_json *j, const graph *g, const tpprof_tensor *x) {
     tpprof_json_object_begin(j);
-    json_int(j, "id", x->id);
-    json_int(j, "offset", x->offset);
-    json_dims(j, "sizes", x, false);
-    json_dims(j, "strides", x, true);
-    tpprof_json_key(j, "dtype");
-    tpprof_json_string(j, x->dtype);
-    tpprof_json_key(j, "base");
-    if (x->base_id)
-        tpprof_json_int(j, x->base_id);
-    else
-        tpprof_json_null(j);
+    tpprof_json_kv_int(j, "id", x->id);
+    tpprof_json_kv_int(j, "offset", x->offset);
+    tpprof_json_kv_dims(j, "sizes", x, false);
+    tpprof_json_kv_dims(j, "strides", x, true);
+    tpprof_json_kv_string(j, "dtype", x->dtype);
+    tpprof_json_kv_id(j, "base", x->base_id);
     tpprof_json_key(j, "views");
     tpprof_json_array_begin(j);
     size_t nv = 0;
@@ -287,13 +265,10 @@ static void json_graph(const graph *g, const char *path) {
     tpprof_json j;
     tpprof_json_init(&j, stdout);
     tpprof_json_object_begin(&j);
-    tpprof_json_key(&j, "format");
-    tpprof_json_string(&j, "tpprof-graph");
-    json_int(&j, "version", 1);
-    tpprof_json_key(&j, "database");
-    tpprof_json_string(&j, path);
-    tpprof_json_key(&j, "at");
-    tpprof_json_string(&j, moment_name(g));
+    tpprof_json_kv_string(&j, "format", "tpprof-graph");
+    tpprof_json_kv_int(&j, "version", 1);
+    tpprof_json_kv_string(&j, "database", path);
+    tpprof_json_kv_string(&j, "at", moment_name(g));
     tpprof_json_key(&j, "time_ns");
     if (g->at == AT_TIME)
         tpprof_json_int(&j, g->time_ns);
@@ -306,16 +281,14 @@ static void json_graph(const graph *g, const char *path) {
             continue;
         const tpprof_storage *s = &g->t->storages[i];
         tpprof_json_object_begin(&j);
-        json_int(&j, "id", s->id);
-        json_int(&j, "nbytes", s->nbytes);
-        tpprof_json_key(&j, "allocator");
-        tpprof_json_string(&j, s->allocator);
-        tpprof_json_key(&j, "device");
-        tpprof_json_string(&j, s->device);
-        json_int(&j, "strong", g->strong[i]);
-        json_int(&j, "weak", g->weak[i]);
-        tpprof_json_key(&j, "data_released");
-        tpprof_json_bool(&j, g->at == AT_EXIT && !tpprof_storage_data_alive(s));
+        tpprof_json_kv_int(&j, "id", s->id);
+        tpprof_json_kv_int(&j, "nbytes", s->nbytes);
+        tpprof_json_kv_string(&j, "allocator", s->allocator);
+        tpprof_json_kv_string(&j, "device", s->device);
+        tpprof_json_kv_int(&j, "strong", g->strong[i]);
+        tpprof_json_kv_int(&j, "weak", g->weak[i]);
+        tpprof_json_kv_bool(&j, "data_released",
+                            g->at == AT_EXIT && !tpprof_storage_data_alive(s));
         tpprof_json_key(&j, "tensors");
         tpprof_json_array_begin(&j);
         size_t non = 0;
@@ -342,12 +315,9 @@ static void json_graph(const graph *g, const char *path) {
                  (long long)(parent ? parent->id : x->storage_id));
         snprintf(to, sizeof to, "t%lld", (long long)x->id);
         tpprof_json_object_begin_inline(&j);
-        tpprof_json_key(&j, "from");
-        tpprof_json_string(&j, from);
-        tpprof_json_key(&j, "to");
-        tpprof_json_string(&j, to);
-        tpprof_json_key(&j, "kind");
-        tpprof_json_string(&j, parent ? "view" : "storage");
+        tpprof_json_kv_string(&j, "from", from);
+        tpprof_json_kv_string(&j, "to", to);
+        tpprof_json_kv_string(&j, "kind", parent ? "view" : "storage");
         tpprof_json_object_end(&j);
     }
     tpprof_json_array_end(&j);

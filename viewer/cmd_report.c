@@ -353,23 +353,17 @@ static void json_stack(tpprof_json *j, const tpprof_profile *p, int64_t stack_id
     tpprof_json_stack(j, p->stacks, stack_id);
 }
 
-static void json_u(tpprof_json *j, const char *key, uint64_t v) {
-    tpprof_json_key(j, key);
-    tpprof_json_uint(j, v);
-}
-
 static void json_site(tpprof_json *j, const tpprof_profile *p, const tpprof_site *s) {
     tpprof_json_object_begin(j);
-    tpprof_json_key(j, "kind");
-    tpprof_json_string(j, tpprof_profile_kind(p, s->kind));
-    json_u(j, "alloc_count", s->alloc_count);
-    json_u(j, "alloc_bytes", s->alloc_bytes);
-    json_u(j, "free_count", s->free_count);
-    json_u(j, "freed_bytes", s->freed_bytes);
-    json_u(j, "temp_count", s->temp_count);
-    json_u(j, "temp_bytes", s->temp_bytes);
-    json_u(j, "peak_count", s->peak_count);
-    json_u(j, "peak_bytes", s->peak_bytes);
+    tpprof_json_kv_string(j, "kind", tpprof_profile_kind(p, s->kind));
+    tpprof_json_kv_uint(j, "alloc_count", s->alloc_count);
+    tpprof_json_kv_uint(j, "alloc_bytes", s->alloc_bytes);
+    tpprof_json_kv_uint(j, "free_count", s->free_count);
+    tpprof_json_kv_uint(j, "freed_bytes", s->freed_bytes);
+    tpprof_json_kv_uint(j, "temp_count", s->temp_count);
+    tpprof_json_kv_uint(j, "temp_bytes", s->temp_bytes);
+    tpprof_json_kv_uint(j, "peak_count", s->peak_count);
+    tpprof_json_kv_uint(j, "peak_bytes", s->peak_bytes);
     json_stack(j, p, s->stack_id);
     tpprof_json_object_end(j);
 }
@@ -394,29 +388,19 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_init(&j, stdout);
     const tpprof_summary *s = &p->summary;
     tpprof_json_object_begin(&j);
-    tpprof_json_key(&j, "format");
-    tpprof_json_string(&j, "tpprof-report");
-    tpprof_json_key(&j, "version");
-    tpprof_json_int(&j, 1);
-    tpprof_json_key(&j, "database");
-    tpprof_json_string(&j, o->path);
+    tpprof_json_kv_string(&j, "format", "tpprof-report");
+    tpprof_json_kv_int(&j, "version", 1);
+    tpprof_json_kv_string(&j, "database", o->path);
 
     tpprof_json_key(&j, "program");
     tpprof_json_object_begin(&j);
-    tpprof_json_key(&j, "exe");
-    tpprof_json_string(&j, p->exe);
-    tpprof_json_key(&j, "pid");
-    tpprof_json_int(&j, s->pid);
-    tpprof_json_key(&j, "mode");
-    tpprof_json_string(&j, p->mode);
-    tpprof_json_key(&j, "complete");
-    tpprof_json_bool(&j, s->complete);
-    tpprof_json_key(&j, "duration_ns");
-    tpprof_json_int(&j, s->duration_ns);
-    tpprof_json_key(&j, "tool_version");
-    tpprof_json_string(&j, p->tool_version);
-    tpprof_json_key(&j, "dropped_events");
-    tpprof_json_int(&j, s->dropped_events);
+    tpprof_json_kv_string(&j, "exe", p->exe);
+    tpprof_json_kv_int(&j, "pid", s->pid);
+    tpprof_json_kv_string(&j, "mode", p->mode);
+    tpprof_json_kv_bool(&j, "complete", s->complete);
+    tpprof_json_kv_int(&j, "duration_ns", s->duration_ns);
+    tpprof_json_kv_string(&j, "tool_version", p->tool_version);
+    tpprof_json_kv_int(&j, "dropped_events", s->dropped_events);
     tpprof_json_key(&j, "bypassing_modules");
     tpprof_json_array_begin_inline(&j);
     for (size_t i = 0; i < p->nbypassing; i++)
@@ -426,22 +410,21 @@ static void json_report(const tpprof_profile *p, const report_options *o,
 
     tpprof_json_key(&j, "summary");
     tpprof_json_object_begin(&j);
-    json_u(&j, "allocations", s->allocations);
-    json_u(&j, "frees", s->frees);
-    json_u(&j, "total_bytes", s->total_bytes);
-    json_u(&j, "temporary_count", s->temporary_count);
-    json_u(&j, "temporary_bytes", s->temporary_bytes);
-    json_u(&j, "peak_bytes", s->peak_bytes);
-    tpprof_json_key(&j, "peak_time_ns");
-    tpprof_json_int(&j, s->peak_time_ns);
-    json_u(&j, "leaked_bytes", s->leaked_bytes);
-    json_u(&j, "leaked_count", s->leaked_count);
-    json_u(&j, "lost_bytes", s->lost_bytes);
-    json_u(&j, "lost_count", s->lost_count);
-    json_u(&j, "reachable_bytes", s->reachable_bytes);
-    json_u(&j, "reachable_count", s->reachable_count);
-    json_u(&j, "unscanned_bytes", s->unscanned_bytes);
-    json_u(&j, "unscanned_count", s->unscanned_count);
+    tpprof_json_kv_uint(&j, "allocations", s->allocations);
+    tpprof_json_kv_uint(&j, "frees", s->frees);
+    tpprof_json_kv_uint(&j, "total_bytes", s->total_bytes);
+    tpprof_json_kv_uint(&j, "temporary_count", s->temporary_count);
+    tpprof_json_kv_uint(&j, "temporary_bytes", s->temporary_bytes);
+    tpprof_json_kv_uint(&j, "peak_bytes", s->peak_bytes);
+    tpprof_json_kv_int(&j, "peak_time_ns", s->peak_time_ns);
+    tpprof_json_kv_uint(&j, "leaked_bytes", s->leaked_bytes);
+    tpprof_json_kv_uint(&j, "leaked_count", s->leaked_count);
+    tpprof_json_kv_uint(&j, "lost_bytes", s->lost_bytes);
+    tpprof_json_kv_uint(&j, "lost_count", s->lost_count);
+    tpprof_json_kv_uint(&j, "reachable_bytes", s->reachable_bytes);
+    tpprof_json_kv_uint(&j, "reachable_count", s->reachable_count);
+    tpprof_json_kv_uint(&j, "unscanned_bytes", s->unscanned_bytes);
+    tpprof_json_kv_uint(&j, "unscanned_count", s->unscanned_count);
     tpprof_json_object_end(&j);
 
     if (o->sections & SECTION_LEAKS) {
@@ -450,12 +433,11 @@ static void json_report(const tpprof_profile *p, const report_options *o,
         for (size_t i = 0; i < p->nleaks; i++) {
             const tpprof_leak *l = &p->leaks[i];
             tpprof_json_object_begin(&j);
-            json_u(&j, "bytes", l->bytes);
-            json_u(&j, "count", l->count);
-            tpprof_json_key(&j, "kind");
-            tpprof_json_string(&j, tpprof_profile_kind(p, l->kind));
-            tpprof_json_key(&j, "reachability");
-            tpprof_json_string(&j, tpprof_reach_name(l->reachability));
+            tpprof_json_kv_uint(&j, "bytes", l->bytes);
+            tpprof_json_kv_uint(&j, "count", l->count);
+            tpprof_json_kv_string(&j, "kind", tpprof_profile_kind(p, l->kind));
+            tpprof_json_kv_string(&j, "reachability",
+                                  tpprof_reach_name(l->reachability));
             json_stack(&j, p, l->stack_id);
             tpprof_json_object_end(&j);
         }
@@ -464,9 +446,8 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     if (o->sections & SECTION_PEAK) {
         tpprof_json_key(&j, "peak");
         tpprof_json_object_begin(&j);
-        json_u(&j, "bytes", s->peak_bytes);
-        tpprof_json_key(&j, "time_ns");
-        tpprof_json_int(&j, s->peak_time_ns);
+        tpprof_json_kv_uint(&j, "bytes", s->peak_bytes);
+        tpprof_json_kv_int(&j, "time_ns", s->peak_time_ns);
         json_site_list(&j, p, o, "sites", by_peak, live_at_peak);
         tpprof_json_object_end(&j);
     }
@@ -485,14 +466,13 @@ static void json_report(const tpprof_profile *p, const report_options *o,
         tpprof_json_array_begin(&j);
         for (size_t i = 0; i < n; i++) {
             tpprof_json_object_begin_inline(&j);
-            tpprof_json_key(&j, "time_ns");
-            tpprof_json_int(&j, v[i].time_ns);
-            json_u(&j, "heap_bytes", v[i].heap_bytes);
-            json_u(&j, "heap_blocks", v[i].heap_blocks);
-            json_u(&j, "mmap_bytes", v[i].mmap_bytes);
-            json_u(&j, "rss_bytes", v[i].rss_bytes);
-            json_u(&j, "alloc_calls", v[i].alloc_calls);
-            json_u(&j, "free_calls", v[i].free_calls);
+            tpprof_json_kv_int(&j, "time_ns", v[i].time_ns);
+            tpprof_json_kv_uint(&j, "heap_bytes", v[i].heap_bytes);
+            tpprof_json_kv_uint(&j, "heap_blocks", v[i].heap_blocks);
+            tpprof_json_kv_uint(&j, "mmap_bytes", v[i].mmap_bytes);
+            tpprof_json_kv_uint(&j, "rss_bytes", v[i].rss_bytes);
+            tpprof_json_kv_uint(&j, "alloc_calls", v[i].alloc_calls);
+            tpprof_json_kv_uint(&j, "free_calls", v[i].free_calls);
             tpprof_json_object_end(&j);
         }
         tpprof_json_array_end(&j);
@@ -617,12 +597,9 @@ static void text_diff(const diff_context *c, const report_options *o) {
 static void json_pair(tpprof_json *j, const char *key, int64_t old, int64_t now) {
     tpprof_json_key(j, key);
     tpprof_json_object_begin_inline(j);
-    tpprof_json_key(j, "old");
-    tpprof_json_int(j, old);
-    tpprof_json_key(j, "new");
-    tpprof_json_int(j, now);
-    tpprof_json_key(j, "delta");
-    tpprof_json_int(j, now - old);
+    tpprof_json_kv_int(j, "old", old);
+    tpprof_json_kv_int(j, "new", now);
+    tpprof_json_kv_int(j, "delta", now - old);
     tpprof_json_object_end(j);
 }
 
@@ -630,8 +607,7 @@ static void json_diff(tpprof_json *j, const diff_context *c, const report_option
     const tpprof_summary *a = &c->old->summary, *b = &c->now->summary;
     tpprof_json_key(j, "diff");
     tpprof_json_object_begin(j);
-    tpprof_json_key(j, "baseline");
-    tpprof_json_string(j, o->diff);
+    tpprof_json_kv_string(j, "baseline", o->diff);
     tpprof_json_key(j, "summary");
     tpprof_json_object_begin(j);
     json_pair(j, "allocations", (int64_t)a->allocations, (int64_t)b->allocations);
@@ -650,22 +626,19 @@ static void json_diff(tpprof_json *j, const diff_context *c, const report_option
             const tpprof_delta *d = v[i];
             tpprof_json_object_begin(j);
             if (leaks) {
-                json_u(j, "bytes_old", (uint64_t)d->leaked_old);
-                json_u(j, "bytes_new", (uint64_t)d->leaked_new);
-                tpprof_json_key(j, "delta");
-                tpprof_json_int(j, d->leaked_new - d->leaked_old);
-                json_u(j, "lost_old", (uint64_t)d->lost_old);
-                json_u(j, "lost_new", (uint64_t)d->lost_new);
+                tpprof_json_kv_uint(j, "bytes_old", (uint64_t)d->leaked_old);
+                tpprof_json_kv_uint(j, "bytes_new", (uint64_t)d->leaked_new);
+                tpprof_json_kv_int(j, "delta", d->leaked_new - d->leaked_old);
+                tpprof_json_kv_uint(j, "lost_old", (uint64_t)d->lost_old);
+                tpprof_json_kv_uint(j, "lost_new", (uint64_t)d->lost_new);
             } else {
-                json_u(j, "alloc_bytes_old", (uint64_t)d->bytes_old);
-                json_u(j, "alloc_bytes_new", (uint64_t)d->bytes_new);
-                tpprof_json_key(j, "delta");
-                tpprof_json_int(j, d->bytes_new - d->bytes_old);
-                json_u(j, "alloc_count_old", (uint64_t)d->calls_old);
-                json_u(j, "alloc_count_new", (uint64_t)d->calls_new);
+                tpprof_json_kv_uint(j, "alloc_bytes_old", (uint64_t)d->bytes_old);
+                tpprof_json_kv_uint(j, "alloc_bytes_new", (uint64_t)d->bytes_new);
+                tpprof_json_kv_int(j, "delta", d->bytes_new - d->bytes_old);
+                tpprof_json_kv_uint(j, "alloc_count_old", (uint64_t)d->calls_old);
+                tpprof_json_kv_uint(j, "alloc_count_new", (uint64_t)d->calls_new);
             }
-            tpprof_json_key(j, "in_new");
-            tpprof_json_bool(j, d->stack_new >= 0);
+            tpprof_json_kv_bool(j, "in_new", d->stack_new >= 0);
             int64_t stack = 0;
             const tpprof_profile *p = row_stack(c, d, &stack);
             json_stack(j, p, stack);

@@ -135,3 +135,46 @@ void tpprof_json_null(tpprof_json *j) {
 void tpprof_json_finish(tpprof_json *j) {
     fputc('\n', j->out);
 }
+
+// ---------------------------------------------------------------------------
+// Key-value shorthands, so that a field of the report is one line
+
+void tpprof_json_kv_int(tpprof_json *j, const char *key, int64_t v) {
+    tpprof_json_key(j, key);
+    tpprof_json_int(j, v);
+}
+
+void tpprof_json_kv_uint(tpprof_json *j, const char *key, uint64_t v) {
+    tpprof_json_key(j, key);
+    tpprof_json_uint(j, v);
+}
+
+void tpprof_json_kv_string(tpprof_json *j, const char *key, const char *v) {
+    tpprof_json_key(j, key);
+    tpprof_json_string(j, v);
+}
+
+void tpprof_json_kv_bool(tpprof_json *j, const char *key, bool v) {
+    tpprof_json_key(j, key);
+    tpprof_json_bool(j, v);
+}
+
+void tpprof_json_kv_id(tpprof_json *j, const char *key, int64_t id) {
+    tpprof_json_key(j, key);
+    if (id)
+        tpprof_json_int(j, id);
+    else
+        tpprof_json_null(j);
+}
+
+void tpprof_json_kv_dims(tpprof_json *j, const char *key, const tpprof_tensor *x, bool strides) {
+    tpprof_json_key(j, key);
+    if (x->ndim < 0) {
+        tpprof_json_null(j);
+        return;
+    }
+    tpprof_json_array_begin_inline(j);
+    for (int i = 0; i < x->ndim; i++)
+        tpprof_json_int(j, strides ? x->stride[i] : x->shape[i]);
+    tpprof_json_array_end(j);
+}

@@ -51,19 +51,15 @@ void tpprof_json_stack(tpprof_json *j, const tpprof_stacks *st, int64_t stack_id
         char ip[24];
         snprintf(ip, sizeof ip, "0x%" PRIx64, (uint64_t)f->ip);
         tpprof_json_object_begin_inline(j);
-        tpprof_json_key(j, "function");
-        tpprof_json_string(j, f->function);
-        tpprof_json_key(j, "file");
-        tpprof_json_string(j, f->file);
+        tpprof_json_kv_string(j, "function", f->function);
+        tpprof_json_kv_string(j, "file", f->file);
         tpprof_json_key(j, "line");
         if (f->line > 0)
             tpprof_json_int(j, f->line);
         else
             tpprof_json_null(j);
-        tpprof_json_key(j, "module");
-        tpprof_json_string(j, f->module);
-        tpprof_json_key(j, "ip");
-        tpprof_json_string(j, ip);
+        tpprof_json_kv_string(j, "module", f->module);
+        tpprof_json_kv_string(j, "ip", ip);
         tpprof_json_object_end(j);
     }
     tpprof_json_array_end(j);
@@ -82,29 +78,6 @@ char *tpprof_format_ns(int64_t ns, char buf[32]) {
     else
         snprintf(buf, 32, "%.2f s", v / 1e9);
     return buf;
-}
-
-static void json_kv_int(tpprof_json *j, const char *key, int64_t v) {
-    tpprof_json_key(j, key);
-    tpprof_json_int(j, v);
-}
-
-static void json_kv_str(tpprof_json *j, const char *key, const char *v) {
-    tpprof_json_key(j, key);
-    tpprof_json_string(j, v);
-}
-
-// A JSON array stored as text ("[3, 4]"), written as numbers.
-static void json_dims(tpprof_json *j, const char *key, const tpprof_tensor *x, bool strides) {
-    tpprof_json_key(j, key);
-    if (x->ndim < 0) {
-        tpprof_json_null(j);
-        return;
-    }
-    tpprof_json_array_begin_inline(j);
-    for (int i = 0; i < x->ndim; i++)
-        tpprof_json_int(j, strides ? x->stride[i] : x->shape[i]);
-    tpprof_json_array_end(j);
 }
 
 // ---------------------------------------------------------------------------
@@ -324,16 +297,12 @@ void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *
 
 static void json_tensor(tpprof_json *j, const tpprof_tensor *x) {
     tpprof_json_object_begin_inline(j);
-    json_kv_int(j, "id", x->id);
-    json_kv_int(j, "offset", x->offset);
-    json_dims(j, "sizes", x, false);
-    json_dims(j, "strides", x, true);
-    json_kv_str(j, "dtype", x->dtype);
-    tpprof_json_key(j, "base");
-    if (x->base_id)
-        tpprof_json_int(j, x->base_id);
-    else
-        tpprof_json_null(j);
+    tpprof_json_kv_int(j, "id", x->id);
+    tpprof_json_kv_int(j, "offset", x->offset);
+    tpprof_json_kv_dims(j, "sizes", x, false);
+    tpprof_json_kv_dims(j, "strides", x, true);
+    tpprof_json_kv_string(j, "dtype", x->dtype);
+    tpprof_json_kv_id(j, "base", x->base_id);
     tpprof_json_object_end(j);
 }
 
@@ -350,8 +319,8 @@ static void json_refs(tpprof_json *j, const tpprof_profile *p, const tpprof_tens
         if (weak ? r->op != TPPROF_REF_WEAK_RETAIN : !tpprof_ref_is_strong(r->op))
             continue;
         tpprof_json_object_begin(j);
-        json_kv_int(j, "count", r->count);
-        json_kv_str(j, "op", tpprof_ref_op_name(r->op));
+        tpprof_json_kv_int(j, "count", r->count);
+        tpprof_json_kv_string(j, "op", tpprof_ref_op_name(r->op));
         tpprof_json_stack(j, p->stacks, r->stack_id);
         tpprof_json_object_end(j);
     }
@@ -366,10 +335,10 @@ static void json_groups(tpprof_json *j, const tpprof_profile *p, const tpprof_te
     tpprof_json_array_begin(j);
     for (size_t i = 0; i < n; i++) {
         tpprof_json_object_begin(j);
-        json_kv_str(j, "op", tpprof_ref_op_name(g[i].op));
-        json_kv_int(j, "storages", (int64_t)g[i].storages);
-        json_kv_int(j, "count", (int64_t)g[i].refs);
-        json_kv_int(j, "bytes", (int64_t)g[i].bytes);
+        tpprof_json_kv_string(j, "op", tpprof_ref_op_name(g[i].op));
+        tpprof_json_kv_int(j, "storages", (int64_t)g[i].storages);
+        tpprof_json_kv_int(j, "count", (int64_t)g[i].refs);
+        tpprof_json_kv_int(j, "bytes", (int64_t)g[i].bytes);
         tpprof_json_stack(j, p->stacks, g[i].stack_id);
         tpprof_json_object_end(j);
     }
@@ -384,21 +353,17 @@ static void json_pinned(tpprof_json *j, const tpprof_profile *p, const tpprof_te
     for (size_t i = 0; i < n; i++) {
         const tpprof_tensor *x = tpprof_tensors_tensor(t, v[i].tensor_id);
         tpprof_json_object_begin(j);
-        json_kv_str(j, "when", at_peak ? "peak" : "exit");
-        json_kv_int(j, "tensor", v[i].tensor_id);
-        json_kv_int(j, "storage", v[i].storage_id);
-        json_kv_int(j, "storage_bytes", (int64_t)v[i].storage_bytes);
-        json_kv_int(j, "covered_bytes", (int64_t)v[i].covered_bytes);
-        json_kv_int(j, "pinned_bytes", (int64_t)v[i].pinned_bytes);
-        tpprof_json_key(j, "held_base");
-        if (v[i].held_base)
-            tpprof_json_int(j, v[i].held_base);
-        else
-            tpprof_json_null(j);
+        tpprof_json_kv_string(j, "when", at_peak ? "peak" : "exit");
+        tpprof_json_kv_int(j, "tensor", v[i].tensor_id);
+        tpprof_json_kv_int(j, "storage", v[i].storage_id);
+        tpprof_json_kv_int(j, "storage_bytes", (int64_t)v[i].storage_bytes);
+        tpprof_json_kv_int(j, "covered_bytes", (int64_t)v[i].covered_bytes);
+        tpprof_json_kv_int(j, "pinned_bytes", (int64_t)v[i].pinned_bytes);
+        tpprof_json_kv_id(j, "held_base", v[i].held_base);
         if (x) {
-            json_dims(j, "sizes", x, false);
-            json_dims(j, "strides", x, true);
-            json_kv_str(j, "dtype", x->dtype);
+            tpprof_json_kv_dims(j, "sizes", x, false);
+            tpprof_json_kv_dims(j, "strides", x, true);
+            tpprof_json_kv_string(j, "dtype", x->dtype);
         }
         tpprof_json_stack(j, p->stacks, x ? x->created_stack : 0);
         tpprof_json_object_end(j);
@@ -415,14 +380,13 @@ void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const 
         for (size_t i = 0; i < n; i++) {
             const tpprof_storage *s = v[i];
             tpprof_json_object_begin(j);
-            json_kv_int(j, "id", s->id);
-            json_kv_int(j, "nbytes", s->nbytes);
-            json_kv_str(j, "allocator", s->allocator);
-            json_kv_str(j, "device", s->device);
-            json_kv_int(j, "strong", s->strong);
-            json_kv_int(j, "weak", s->weak);
-            tpprof_json_key(j, "data_released");
-            tpprof_json_bool(j, !tpprof_storage_data_alive(s));
+            tpprof_json_kv_int(j, "id", s->id);
+            tpprof_json_kv_int(j, "nbytes", s->nbytes);
+            tpprof_json_kv_string(j, "allocator", s->allocator);
+            tpprof_json_kv_string(j, "device", s->device);
+            tpprof_json_kv_int(j, "strong", s->strong);
+            tpprof_json_kv_int(j, "weak", s->weak);
+            tpprof_json_kv_bool(j, "data_released", !tpprof_storage_data_alive(s));
             tpprof_json_key(j, "tensors");
             tpprof_json_array_begin(j);
             size_t non = 0;
@@ -509,13 +473,14 @@ void tpprof_report_lifetimes_json(tpprof_json *j, const tpprof_tensors *t, size_
     for (size_t i = 0; i < t->nlifetimes; i++) {
         const tpprof_lifetime *l = &t->lifetimes[i];
         tpprof_json_object_begin(j);
-        json_kv_str(j, "allocator", l->allocator);
-        json_kv_int(j, "count", l->count);
-        json_kv_int(j, "live_ns_mean", mean(l->live_ns_sum, l->count));
-        json_kv_int(j, "live_ns_max", l->live_ns_max);
-        json_kv_int(j, "release_delay_ns_mean", mean(l->delay_ns_sum, l->delay_count));
-        json_kv_int(j, "release_delay_ns_max", l->delay_ns_max);
-        json_kv_int(j, "release_delay_count", l->delay_count);
+        tpprof_json_kv_string(j, "allocator", l->allocator);
+        tpprof_json_kv_int(j, "count", l->count);
+        tpprof_json_kv_int(j, "live_ns_mean", mean(l->live_ns_sum, l->count));
+        tpprof_json_kv_int(j, "live_ns_max", l->live_ns_max);
+        tpprof_json_kv_int(j, "release_delay_ns_mean",
+                           mean(l->delay_ns_sum, l->delay_count));
+        tpprof_json_kv_int(j, "release_delay_ns_max", l->delay_ns_max);
+        tpprof_json_kv_int(j, "release_delay_count", l->delay_count);
         // Per storage, where the recording kept the storage's row.
         tpprof_json_key(j, "storages");
         tpprof_json_array_begin(j);
@@ -526,9 +491,9 @@ void tpprof_report_lifetimes_json(tpprof_json *j, const tpprof_tensors *t, size_
                 s->data_released_ns == TPPROF_NO_TIME || s->created_ns == TPPROF_NO_TIME)
                 continue;
             tpprof_json_object_begin_inline(j);
-            json_kv_int(j, "id", s->id);
-            json_kv_int(j, "nbytes", s->nbytes);
-            json_kv_int(j, "live_ns", s->data_released_ns - s->created_ns);
+            tpprof_json_kv_int(j, "id", s->id);
+            tpprof_json_kv_int(j, "nbytes", s->nbytes);
+            tpprof_json_kv_int(j, "live_ns", s->data_released_ns - s->created_ns);
             tpprof_json_key(j, "release_delay_ns");
             if (s->block_freed_ns != TPPROF_NO_TIME)
                 tpprof_json_int(j, s->block_freed_ns - s->data_released_ns);

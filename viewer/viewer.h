@@ -521,6 +521,17 @@ void tpprof_json_null(tpprof_json *j);
 // Finish the document with a newline.
 void tpprof_json_finish(tpprof_json *j);
 
+// Shorthands: a key and its value in one call.
+void tpprof_json_kv_int(tpprof_json *j, const char *key, int64_t v);
+void tpprof_json_kv_uint(tpprof_json *j, const char *key, uint64_t v);
+void tpprof_json_kv_string(tpprof_json *j, const char *key, const char *v); // NULL writes null
+void tpprof_json_kv_bool(tpprof_json *j, const char *key, bool v);
+// An id column where 0 means "none": 0 writes null.
+void tpprof_json_kv_id(tpprof_json *j, const char *key, int64_t id);
+// A tensor's sizes (strides false) or strides as an inline array of numbers;
+// null when they did not parse (ndim -1).
+void tpprof_json_kv_dims(tpprof_json *j, const char *key, const tpprof_tensor *x, bool strides);
+
 // ---------------------------------------------------------------------------
 // storages.c: report's tensor sections and the stack printers commands share
 
