@@ -345,17 +345,22 @@ tp_tensor *tp_tensor_select(tp_tensor *t, int dim, int64_t index) {
 // ----------------------------------------------------------------------------
 // adding and removing size-1 dims
 
-tp_tensor *tp_tensor_squeeze(tp_tensor *t) {
-    TP__REQUIRE_TENSOR(t, "squeeze");
+/* A view of t without dim `only` (-1: without every size-1 dim). */
+static tp_tensor *tp__squeeze(tp_tensor *t, int only) {
     int64_t sizes[TP_MAX_DIMS], strides[TP_MAX_DIMS];
     int n = 0;
     for (int i = 0; i < t->ndim; i++) {
-        if (t->sizes[i] == 1) continue;
+        if (only < 0 ? t->sizes[i] == 1 : i == only) continue;
         sizes[n] = t->sizes[i];
         strides[n] = t->strides[i];
         n++;
     }
     return tp__make_view(t, n, sizes, strides, t->storage_offset);
+}
+
+tp_tensor *tp_tensor_squeeze(tp_tensor *t) {
+    TP__REQUIRE_TENSOR(t, "squeeze");
+    return tp__squeeze(t, -1);
 }
 
 tp_tensor *tp_tensor_squeeze_dim(tp_tensor *t, int dim) {
@@ -364,15 +369,7 @@ tp_tensor *tp_tensor_squeeze_dim(tp_tensor *t, int dim) {
     if (d < 0) return NULL;
     if (t->ndim == 0 || t->sizes[d] != 1)
         return tp__make_view(t, t->ndim, t->sizes, t->strides, t->storage_offset);
-    int64_t sizes[TP_MAX_DIMS], strides[TP_MAX_DIMS];
-    int n = 0;
-    for (int i = 0; i < t->ndim; i++) {
-        if (i == d) continue;
-        sizes[n] = t->sizes[i];
-        strides[n] = t->strides[i];
-        n++;
-    }
-    return tp__make_view(t, n, sizes, strides, t->storage_offset);
+    return tp__squeeze(t, d);
 }
 
 tp_tensor *tp_tensor_unsqueeze(tp_tensor *t, int dim) {

@@ -289,6 +289,18 @@ static void heap_alloc(struct tpprof_thread *t, uint64_t addr, uint64_t size, ui
 
 static uint64_t page_up(uint64_t n) { return (n + 4095) & ~(uint64_t)4095; }
 
+// Room for one more live mapping (the array may move).
+static bool maps_room(void) {
+    struct tpprof_wstate *w = &tpprof_w;
+    if (w->nmaps < w->capmaps) return true;
+    uint64_t ncap = w->capmaps ? w->capmaps * 2 : 64;
+    struct tpprof_block *n = tpprof_mem_grow(w->maps, w->capmaps * sizeof *n, ncap * sizeof *n);
+    if (!n) return false;
+    w->maps = n;
+    w->capmaps = ncap;
+    return true;
+}
+
 // Removes [lo, hi) from the live mappings (munmap, or a mapping replaced by a
 // MAP_FIXED one); a mapping cut in the middle becomes two.
 static void maps_cut(uint64_t lo, uint64_t hi, uint64_t time) {
@@ -311,14 +323,8 @@ static void maps_cut(uint64_t lo, uint64_t hi, uint64_t time) {
             continue;
         }
         if (clo > mlo && chi < mhi) { // hole: keep the left part here, append the right
-            if (w->nmaps == w->capmaps) {
-                uint64_t ncap = w->capmaps ? w->capmaps * 2 : 64;
-                struct tpprof_block *n = tpprof_mem_grow(w->maps, w->capmaps * sizeof *n, ncap * sizeof *n);
-                if (!n) return;
-                w->maps = n;
-                w->capmaps = ncap;
-                m = &w->maps[i];
-            }
+            if (!maps_room()) return;
+            m = &w->maps[i];
             struct tpprof_block right = *m;
             right.addr = chi;
             right.size = mhi - chi;
@@ -340,13 +346,7 @@ static void map_add(struct tpprof_thread *t, uint64_t addr, uint64_t len, uint32
     maps_cut(addr, addr + len, time);
     struct tpprof_site *s = site_get(sid, kind);
     if (!s) return;
-    if (w->nmaps == w->capmaps) {
-        uint64_t ncap = w->capmaps ? w->capmaps * 2 : 64;
-        struct tpprof_block *n = tpprof_mem_grow(w->maps, w->capmaps * sizeof *n, ncap * sizeof *n);
-        if (!n) return;
-        w->maps = n;
-        w->capmaps = ncap;
-    }
+    if (!maps_room()) return;
     struct tpprof_block *m = &w->maps[w->nmaps++];
     memset(m, 0, sizeof *m);
     m->addr = addr;
