@@ -490,6 +490,28 @@ int fixture_write_big(const char *path, int nodes, int leaks) {
     return finish(db, rc);
 }
 
+char *fixture_write_copy(const char *path, const fixture_options *o) {
+    char *copy = strdup(path);
+    if (copy && fixture_write(copy, o) == 0)
+        return copy;
+    free(copy);
+    return NULL;
+}
+
+int fixture_write_edited(const char *path, const fixture_options *o, const char *sql) {
+    if (fixture_write(path, o) != 0)
+        return -1;
+    sqlite3 *db = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK) {
+        fprintf(stderr, "fixture: cannot reopen %s: %s\n", path, sqlite3_errmsg(db));
+        sqlite3_close(db);
+        return -1;
+    }
+    int rc = exec_sql(db, sql);
+    sqlite3_close(db);
+    return rc;
+}
+
 int fixture_write_foreign_sqlite(const char *path) {
     unlink(path);
     sqlite3 *db = NULL;

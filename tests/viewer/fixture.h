@@ -81,6 +81,14 @@ typedef struct fixture_options {
 // Write the "app" recording to path (replacing it). Returns 0 or -1 (message on stderr).
 int fixture_write(const char *path, const fixture_options *o);
 
+// fixture_write to a copy of path (harness_path's buffer is reused), for a
+// recording a whole test file shares. Returns the copy (caller frees) or NULL.
+char *fixture_write_copy(const char *path, const fixture_options *o);
+
+// fixture_write, then run sql on the recording: a test's own damage or
+// extra rows. Returns 0 or -1 (message on stderr).
+int fixture_write_edited(const char *path, const fixture_options *o, const char *sql);
+
 // Expected results of fixture_write_self: the innermost stack node is a
 // return address in fixture_inlined (line lines[0] of fixture.c), inlined
 // into fixture_leaker at lines[2]; the next node is in fixture_outer at

@@ -56,6 +56,18 @@ const char *harness_dir(void) {
     return scratch;
 }
 
+void harness_expect_usage_error_at(const char *file, int line, const char *what, run_result r,
+                                   const char *message) {
+    int before = harness_failures;
+    CHECK(r.status == 2, "%s: status %d (want 2), stderr: %s", what, r.status, r.err);
+    CHECK(r.out[0] == 0, "%s: nothing on stdout: %s", what, r.out);
+    CHECK(harness_lines(r.err) == 1, "%s: one line on stderr: %s", what, r.err);
+    CHECK(strstr(r.err, message), "%s: '%s' expected in: %s", what, message, r.err);
+    if (harness_failures != before)
+        fprintf(stderr, "  (expected at %s:%d)\n", file, line);
+    harness_result_free(&r);
+}
+
 const char *harness_path(const char *name) {
     static char slots[8][512];
     static int next;

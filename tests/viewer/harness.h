@@ -40,6 +40,14 @@ run_result harness_tpprof(const char *first, ...);
 // The absolute path of the tpprof binary under test.
 const char *harness_tpprof_path(void);
 
+// Expect r to be a refusal: exit status 2, nothing on stdout, exactly one
+// line on stderr and `message` in it. `what` names the case in failure
+// messages, and a failure names the caller's line. Frees r.
+#define harness_expect_usage_error(what, r, message)                                               \
+    harness_expect_usage_error_at(__FILE__, __LINE__, what, r, message)
+void harness_expect_usage_error_at(const char *file, int line, const char *what, run_result r,
+                                   const char *message);
+
 // Count lines in s (a trailing newline ends the last line).
 size_t harness_lines(const char *s);
 

@@ -6,7 +6,6 @@
 #include "harness.h"
 
 #include <fcntl.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,14 +14,7 @@ static const char *app_db;
 
 // Run tpprof with the given args and expect a one-line refusal containing `needle`.
 #define EXPECT_REFUSED(needle, ...)                                                                \
-    do {                                                                                           \
-        run_result r_ = harness_tpprof(__VA_ARGS__, NULL);                                         \
-        CHECK(r_.status == 2, "status %d (want 2), stderr: %s", r_.status, r_.err);                \
-        CHECK(harness_lines(r_.err) == 1, "one line on stderr, got:\n%s", r_.err);                 \
-        CHECK(strstr(r_.err, needle), "stderr should mention '%s': %s", needle, r_.err);           \
-        CHECK(r_.out[0] == 0, "nothing on stdout: %s", r_.out);                                    \
-        harness_result_free(&r_);                                                                  \
-    } while (0)
+    harness_expect_usage_error(#__VA_ARGS__, harness_tpprof(__VA_ARGS__, NULL), needle)
 
 static int write_bytes(const char *path, const void *data, size_t n) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -127,19 +119,13 @@ static void test_hostile_rows_are_reported_without_crashing(void) {
     // stack id that names no node, a negative size, NULL counters, an
     // unknown kind, an ip in no module.
     const char *p = harness_path("hostile.db");
-    fixture_options o = {0};
-    CHECK(fixture_write(p, &o) == 0, "fixture");
-    sqlite3 *db = NULL;
-    CHECK(sqlite3_open(p, &db) == SQLITE_OK, "open");
-    CHECK(sqlite3_exec(db,
-                       "INSERT INTO stack_nodes VALUES (100, 101, 1), (101, 100, 2);"
-                       "INSERT INTO live_blocks VALUES (1, 64, 1, 100, 1, 1, 1),"
-                       "  (2, -5, 42, 999, 1, 1, 1), (3, 7, 1, 0, NULL, NULL, 7);"
-                       "INSERT INTO sites VALUES (100, 42, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),"
-                       "  (999, 1, 5, -10, 1, 1, 1, 1, 1, -1)",
-                       NULL, NULL, NULL) == SQLITE_OK,
-          "%s", sqlite3_errmsg(db));
-    sqlite3_close(db);
+    CHECK(fixture_write_edited(p, &(fixture_options){0},
+                               "INSERT INTO stack_nodes VALUES (100, 101, 1), (101, 100, 2);"
+                               "INSERT INTO live_blocks VALUES (1, 64, 1, 100, 1, 1, 1),"
+                               "  (2, -5, 42, 999, 1, 1, 1), (3, 7, 1, 0, NULL, NULL, 7);"
+                               "INSERT INTO sites VALUES (100, 42, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),"
+                               "  (999, 1, 5, -10, 1, 1, 1, 1, 1, -1)") == 0,
+          "fixture");
     const char *formats[] = {"text", "json"};
     for (int i = 0; i < 2; i++) {
         run_result r = harness_tpprof("report", p, "--format", formats[i], NULL);
@@ -195,9 +181,8 @@ static void test_missing_values_and_arguments_are_refused(void) {
 
 int main(int argc, char **argv) {
     harness_init(argc, argv);
-    app_db = strdup(harness_path("app.db"));
-    fixture_options o = {0};
-    if (fixture_write(app_db, &o) != 0)
+    app_db = fixture_write_copy(harness_path("app.db"), &(fixture_options){0});
+    if (!app_db)
         return 1;
     RUN_TEST(test_missing_file_is_refused);
     RUN_TEST(test_directory_is_refused);

@@ -5,7 +5,6 @@
 #include "fixture.h"
 #include "harness.h"
 
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,13 +87,9 @@ static void test_baseline_growth_fails_and_names_the_stack_that_grew(void) {
 static void test_baseline_matches_stacks_by_function_across_line_changes(void) {
     // The new build moved every line down by 3: the stacks are the same.
     const char *moved = harness_path("moved.db");
-    fixture_options o = {.extra_lost_bytes = 6144};
-    CHECK(fixture_write(moved, &o) == 0, "fixture");
-    sqlite3 *h = NULL;
-    CHECK(sqlite3_open(moved, &h) == SQLITE_OK, "open");
-    CHECK(sqlite3_exec(h, "UPDATE symbols SET line = line + 3", NULL, NULL, NULL) == SQLITE_OK, "%s",
-          sqlite3_errmsg(h));
-    sqlite3_close(h);
+    CHECK(fixture_write_edited(moved, &(fixture_options){.extra_lost_bytes = 6144},
+                               "UPDATE symbols SET line = line + 3") == 0,
+          "fixture");
     run_result r = harness_tpprof("check", moved, "--baseline", app_db, NULL);
     CHECK(r.status == 1, "status %d", r.status);
     CHECK(strstr(r.out, "FAIL lost bytes 18432 vs baseline 12288 (+50.0%) > 0%: +6144 B in grow_leak (grow.c:73)\n"),
@@ -159,14 +154,9 @@ static void test_blocks_allocated_after_the_scan_are_not_lost(void) {
     // A normal exit: the scan ran; a block made later (in an exit handler)
     // is unscanned, counts as leaked, but not as lost.
     const char *db = harness_path("late.db");
-    fixture_options o = {0};
-    CHECK(fixture_write(db, &o) == 0, "fixture");
-    sqlite3 *h = NULL;
-    CHECK(sqlite3_open(db, &h) == SQLITE_OK, "open");
-    CHECK(sqlite3_exec(h, "INSERT INTO live_blocks VALUES (262144, 500, 1, 7, 1, 9000, 0)", NULL, NULL,
-                       NULL) == SQLITE_OK,
-          "%s", sqlite3_errmsg(h));
-    sqlite3_close(h);
+    CHECK(fixture_write_edited(db, &(fixture_options){0},
+                               "INSERT INTO live_blocks VALUES (262144, 500, 1, 7, 1, 9000, 0)") == 0,
+          "fixture");
     run_result r = harness_tpprof("check", db, "--max-lost-bytes", "12288", "--max-leaked-bytes",
                                   "12988", NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.out);
@@ -244,9 +234,8 @@ static void test_suppressions_apply_to_the_baseline_too(void) {
 
 int main(int argc, char **argv) {
     harness_init(argc, argv);
-    app_db = strdup(harness_path("app.db"));
-    fixture_options o = {0};
-    if (fixture_write(app_db, &o) != 0)
+    app_db = fixture_write_copy(harness_path("app.db"), &(fixture_options){0});
+    if (!app_db)
         return 1;
     RUN_TEST(test_default_gate_fails_on_lost_bytes_naming_the_biggest_lost_stack);
     RUN_TEST(test_all_gates_pass_when_limits_hold);

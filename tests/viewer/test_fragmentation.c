@@ -135,37 +135,28 @@ static void test_allocator_filter_and_recordings_without_events(void) {
     harness_result_free(&r);
 }
 
-static void expect_usage_error(const char *what, run_result r, const char *message) {
-    CHECK(r.status == 2, "%s: status %d", what, r.status);
-    CHECK(r.out[0] == 0, "%s: nothing on stdout: %s", what, r.out);
-    CHECK(harness_lines(r.err) == 1, "%s: one line on stderr: %s", what, r.err);
-    CHECK(strstr(r.err, message), "%s: '%s' expected in: %s", what, message, r.err);
-    harness_result_free(&r);
-}
-
 static void test_fragmentation_bad_inputs_exit_2_with_one_line(void) {
-    expect_usage_error("bad time", harness_tpprof("fragmentation", tensor_db, "--at", "1.5h", NULL),
-                       "--at: unknown unit in '1.5h'");
-    expect_usage_error("empty time", harness_tpprof("fragmentation", tensor_db, "--at=", NULL),
-                       "--at: expected a time");
-    expect_usage_error("bad seq", harness_tpprof("fragmentation", tensor_db, "--at-event", "x", NULL),
-                       "--at-event: expected a non-negative integer");
-    expect_usage_error("two moments",
-                       harness_tpprof("fragmentation", tensor_db, "--at-peak", "--at", "1ms", NULL),
-                       "choose one moment");
-    expect_usage_error("format", harness_tpprof("fragmentation", tensor_db, "--format", "png", NULL),
-                       "--format: expected text, json or svg, got 'png'");
-    expect_usage_error("unknown flag", harness_tpprof("fragmentation", tensor_db, "--at-start", NULL),
-                       "unknown option '--at-start'");
-    expect_usage_error("no database", harness_tpprof("fragmentation", NULL), "missing the database");
+    harness_expect_usage_error("bad time", harness_tpprof("fragmentation", tensor_db, "--at", "1.5h", NULL),
+                               "--at: unknown unit in '1.5h'");
+    harness_expect_usage_error("empty time", harness_tpprof("fragmentation", tensor_db, "--at=", NULL),
+                               "--at: expected a time");
+    harness_expect_usage_error("bad seq", harness_tpprof("fragmentation", tensor_db, "--at-event", "x", NULL),
+                               "--at-event: expected a non-negative integer");
+    harness_expect_usage_error("two moments",
+                               harness_tpprof("fragmentation", tensor_db, "--at-peak", "--at", "1ms", NULL),
+                               "choose one moment");
+    harness_expect_usage_error("format", harness_tpprof("fragmentation", tensor_db, "--format", "png", NULL),
+                               "--format: expected text, json or svg, got 'png'");
+    harness_expect_usage_error("unknown flag", harness_tpprof("fragmentation", tensor_db, "--at-start", NULL),
+                               "unknown option '--at-start'");
+    harness_expect_usage_error("no database", harness_tpprof("fragmentation", NULL), "missing the database");
 }
 
 int main(int argc, char **argv) {
     harness_init(argc, argv);
-    tensor_db = strdup(harness_path("tensors.db"));
-    plain_db = strdup(harness_path("plain.db"));
-    fixture_options o = {.tensors = true}, plain = {0};
-    if (fixture_write(tensor_db, &o) != 0 || fixture_write(plain_db, &plain) != 0)
+    tensor_db = fixture_write_copy(harness_path("tensors.db"), &(fixture_options){.tensors = true});
+    plain_db = fixture_write_copy(harness_path("plain.db"), &(fixture_options){0});
+    if (!tensor_db || !plain_db)
         return 1;
     RUN_TEST(test_at_exit_figures_match_the_hand_computed_state);
     RUN_TEST(test_at_peak_is_the_largest_allocated_total);

@@ -139,41 +139,33 @@ static void test_graph_of_a_recording_without_tensors_is_empty(void) {
     harness_result_free(&r);
 }
 
-static void expect_usage_error(const char *what, run_result r, const char *message) {
-    CHECK(r.status == 2, "%s: status %d", what, r.status);
-    CHECK(r.out[0] == 0, "%s: nothing on stdout: %s", what, r.out);
-    CHECK(harness_lines(r.err) == 1, "%s: one line on stderr: %s", what, r.err);
-    CHECK(strstr(r.err, message), "%s: '%s' expected in: %s", what, message, r.err);
-    harness_result_free(&r);
-}
-
 static void test_graph_bad_inputs_exit_2_with_one_line(void) {
-    expect_usage_error("--at on aggregate", harness_tpprof("graph", tensor_db, "--at", "5ms", NULL),
-                       "--at TIME needs a full-mode recording");
-    expect_usage_error("bad time", harness_tpprof("graph", full_db, "--at", "5 ms", NULL),
-                       "--at: unknown unit in '5 ms'");
-    expect_usage_error("negative time", harness_tpprof("graph", full_db, "--at", "-5", NULL),
-                       "--at: expected a time like 20ms");
-    expect_usage_error("missing time", harness_tpprof("graph", full_db, "--at", NULL),
-                       "--at needs a value");
-    expect_usage_error("format", harness_tpprof("graph", tensor_db, "--format", "png", NULL),
-                       "--format: expected text, dot or json, got 'png'");
-    expect_usage_error("two moments", harness_tpprof("graph", tensor_db, "--at-peak", "--at-exit", NULL),
-                       "choose one moment");
-    expect_usage_error("unknown flag", harness_tpprof("graph", tensor_db, "--peak", NULL),
-                       "unknown option '--peak'");
-    expect_usage_error("no database", harness_tpprof("graph", NULL), "missing the database");
-    expect_usage_error("missing file", harness_tpprof("graph", harness_path("nope.db"), NULL),
-                       "cannot open");
+    harness_expect_usage_error("--at on aggregate", harness_tpprof("graph", tensor_db, "--at", "5ms", NULL),
+                               "--at TIME needs a full-mode recording");
+    harness_expect_usage_error("bad time", harness_tpprof("graph", full_db, "--at", "5 ms", NULL),
+                               "--at: unknown unit in '5 ms'");
+    harness_expect_usage_error("negative time", harness_tpprof("graph", full_db, "--at", "-5", NULL),
+                               "--at: expected a time like 20ms");
+    harness_expect_usage_error("missing time", harness_tpprof("graph", full_db, "--at", NULL),
+                               "--at needs a value");
+    harness_expect_usage_error("format", harness_tpprof("graph", tensor_db, "--format", "png", NULL),
+                               "--format: expected text, dot or json, got 'png'");
+    harness_expect_usage_error("two moments", harness_tpprof("graph", tensor_db, "--at-peak", "--at-exit", NULL),
+                               "choose one moment");
+    harness_expect_usage_error("unknown flag", harness_tpprof("graph", tensor_db, "--peak", NULL),
+                               "unknown option '--peak'");
+    harness_expect_usage_error("no database", harness_tpprof("graph", NULL), "missing the database");
+    harness_expect_usage_error("missing file", harness_tpprof("graph", harness_path("nope.db"), NULL),
+                               "cannot open");
 }
 
 int main(int argc, char **argv) {
     harness_init(argc, argv);
-    tensor_db = strdup(harness_path("tensors.db"));
-    full_db = strdup(harness_path("full.db"));
-    plain_db = strdup(harness_path("plain.db"));
-    fixture_options o = {.tensors = true}, full = {.tensors = true, .full_mode = true}, plain = {0};
-    if (fixture_write(tensor_db, &o) || fixture_write(full_db, &full) || fixture_write(plain_db, &plain))
+    tensor_db = fixture_write_copy(harness_path("tensors.db"), &(fixture_options){.tensors = true});
+    full_db = fixture_write_copy(harness_path("full.db"),
+                                 &(fixture_options){.tensors = true, .full_mode = true});
+    plain_db = fixture_write_copy(harness_path("plain.db"), &(fixture_options){0});
+    if (!tensor_db || !full_db || !plain_db)
         return 1;
     RUN_TEST(test_text_graph_at_exit_hangs_views_under_their_base);
     RUN_TEST(test_json_graph_nodes_and_edges_at_exit);

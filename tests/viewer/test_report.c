@@ -4,7 +4,6 @@
 #include "fixture.h"
 #include "harness.h"
 
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,16 +84,10 @@ static void test_text_temporary_counts_and_sites(void) {
 
 static void test_dropped_events_are_warned_about(void) {
     const char *db = harness_path("dropped.db");
-    fixture_options o = {0};
-    CHECK(fixture_write(db, &o) == 0, "fixture");
-    sqlite3 *h = NULL;
-    CHECK(sqlite3_open(db, &h) == SQLITE_OK, "open");
-    CHECK(sqlite3_exec(h,
-                       "INSERT INTO meta VALUES ('dropped_events', '17');"
-                       "INSERT INTO meta VALUES ('bypassing_modules', '[\"/opt/p/deep.so\",\"/opt/p/q\\\\\\\"x.so\"]')",
-                       NULL, NULL, NULL) == SQLITE_OK,
-          "%s", sqlite3_errmsg(h));
-    sqlite3_close(h);
+    CHECK(fixture_write_edited(db, &(fixture_options){0},
+                               "INSERT INTO meta VALUES ('dropped_events', '17');"
+                               "INSERT INTO meta VALUES ('bypassing_modules', '[\"/opt/p/deep.so\",\"/opt/p/q\\\\\\\"x.so\"]')") == 0,
+          "fixture");
     run_result r = harness_tpprof("report", db, "--leaks", NULL);
     CHECK(strstr(r.out, "  WARNING     17 events were dropped while recording"), "%s", r.out);
     CHECK(strstr(r.out, "  WARNING     /opt/p/deep.so called the C library's allocator directly") &&
@@ -212,17 +205,11 @@ static void test_unsymbolized_frames_print_as_addresses_with_module(void) {
 
 static void test_json_escapes_quotes_backslashes_and_control_characters(void) {
     const char *db = harness_path("escapes.db");
-    fixture_options o = {0};
-    CHECK(fixture_write(db, &o) == 0, "fixture");
-    sqlite3 *h = NULL;
-    CHECK(sqlite3_open(db, &h) == SQLITE_OK, "open");
-    CHECK(sqlite3_exec(h,
-                       "UPDATE symbols SET function = 'op\"<\\>' || char(10) || 'x', "
-                       "file = '/src/tab' || char(9) || 'bell' || char(7) || '.c' "
-                       "WHERE function = 'map_arena'",
-                       NULL, NULL, NULL) == SQLITE_OK,
-          "%s", sqlite3_errmsg(h));
-    sqlite3_close(h);
+    CHECK(fixture_write_edited(db, &(fixture_options){0},
+                               "UPDATE symbols SET function = 'op\"<\\>' || char(10) || 'x', "
+                               "file = '/src/tab' || char(9) || 'bell' || char(7) || '.c' "
+                               "WHERE function = 'map_arena'") == 0,
+          "fixture");
     run_result r = harness_tpprof("report", db, "--leaks", "--format", "json", NULL);
     CHECK(r.status == 0 && harness_json_valid(r.out), "status %d:\n%s", r.status, r.out);
     CHECK(strstr(r.out, "{\"function\": \"op\\\"<\\\\>\\nx\", \"file\": \"/src/tab\\tbell\\u0007.c\""),
@@ -232,19 +219,13 @@ static void test_json_escapes_quotes_backslashes_and_control_characters(void) {
 
 static void test_timeline_keeps_the_spike_when_cut_down(void) {
     const char *db = harness_path("timeline.db");
-    fixture_options o = {0};
-    CHECK(fixture_write(db, &o) == 0, "fixture");
-    sqlite3 *h = NULL;
-    CHECK(sqlite3_open(db, &h) == SQLITE_OK, "open");
     // 1000 samples of 1 MiB heap, one of 5 MiB at sample 517.
-    CHECK(sqlite3_exec(h,
-                       "DELETE FROM timeline;"
-                       "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < 999) "
-                       "INSERT INTO timeline SELECT 10000000 * (i + 1), "
-                       "  CASE WHEN i = 517 THEN 5242880 ELSE 1048576 END, 10, 4096, i, i, 8388608 FROM k",
-                       NULL, NULL, NULL) == SQLITE_OK,
-          "%s", sqlite3_errmsg(h));
-    sqlite3_close(h);
+    CHECK(fixture_write_edited(db, &(fixture_options){0},
+                               "DELETE FROM timeline;"
+                               "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < 999) "
+                               "INSERT INTO timeline SELECT 10000000 * (i + 1), "
+                               "  CASE WHEN i = 517 THEN 5242880 ELSE 1048576 END, 10, 4096, i, i, 8388608 FROM k") == 0,
+          "fixture");
     run_result r = harness_tpprof("report", db, "--timeline", NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
     const char *t = strstr(r.out, "Timeline: heap + mmap over time (24 points;");
@@ -295,11 +276,9 @@ static void test_diff_shows_what_grew_and_what_is_gone(void) {
           "%s", r.out);
     harness_result_free(&r);
 
-    r = harness_tpprof("report", app_db, "--diff", harness_path("missing.db"), NULL);
-    CHECK(r.status == 2 && harness_lines(r.err) == 1 && strstr(r.err, "--diff: cannot open"),
-          "status %d: %s", r.status, r.err);
-    CHECK(r.out[0] == 0, "%s", r.out);
-    harness_result_free(&r);
+    harness_expect_usage_error("missing baseline",
+                               harness_tpprof("report", app_db, "--diff", harness_path("missing.db"), NULL),
+                               "--diff: cannot open");
 }
 
 static void test_folded_stacks_feed_flame_graphs(void) {
@@ -328,9 +307,8 @@ static void test_folded_stacks_feed_flame_graphs(void) {
 
 int main(int argc, char **argv) {
     harness_init(argc, argv);
-    app_db = strdup(harness_path("app.db"));
-    fixture_options o = {0};
-    if (fixture_write(app_db, &o) != 0)
+    app_db = fixture_write_copy(harness_path("app.db"), &(fixture_options){0});
+    if (!app_db)
         return 1;
     RUN_TEST(test_text_summary_states_totals_in_human_units);
     RUN_TEST(test_text_leaks_list_lost_first_then_by_bytes_with_frames);

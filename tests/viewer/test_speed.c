@@ -7,7 +7,6 @@
 #include "fixture.h"
 #include "harness.h"
 
-#include <sqlite3.h>
 #include <string.h>
 #include <time.h>
 
@@ -44,17 +43,11 @@ static void test_report_on_75k_nodes_takes_under_2_seconds(void) {
 
 static void test_report_on_300k_leaked_blocks_takes_under_2_seconds(void) {
     const char *db = harness_path("leaky.db");
-    fixture_options o = {0};
-    CHECK(fixture_write(db, &o) == 0, "fixture");
-    sqlite3 *h = NULL;
-    CHECK(sqlite3_open(db, &h) == SQLITE_OK, "open");
-    CHECK(sqlite3_exec(h,
-                       "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 300000) "
-                       "INSERT INTO live_blocks SELECT 1000000000 + 64 * i, 48, 1, 3 + i % 6, 1, i, "
-                       "1 + i % 2 FROM k",
-                       NULL, NULL, NULL) == SQLITE_OK,
-          "%s", sqlite3_errmsg(h));
-    sqlite3_close(h);
+    CHECK(fixture_write_edited(db, &(fixture_options){0},
+                               "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 300000) "
+                               "INSERT INTO live_blocks SELECT 1000000000 + 64 * i, 48, 1, 3 + i % 6, 1, i, "
+                               "1 + i % 2 FROM k") == 0,
+          "fixture");
     double t0 = now_s();
     run_result r = harness_tpprof("report", db, "--leaks", "--format", "json", NULL);
     double dt = now_s() - t0;
@@ -73,10 +66,6 @@ static void test_report_on_300k_leaked_blocks_takes_under_2_seconds(void) {
 // through 100 segments.
 static void test_tensor_commands_on_20k_storages_take_under_2_seconds(void) {
     const char *db = harness_path("tensors_big.db");
-    fixture_options o = {.tensors = true, .full_mode = true};
-    CHECK(fixture_write(db, &o) == 0, "fixture");
-    sqlite3 *h = NULL;
-    CHECK(sqlite3_open(db, &h) == SQLITE_OK, "open");
     const char *sql =
         "BEGIN;"
         "WITH RECURSIVE k(i) AS (SELECT 100 UNION ALL SELECT i + 1 FROM k WHERE i < 20099) "
@@ -100,8 +89,8 @@ static void test_tensor_commands_on_20k_storages_take_under_2_seconds(void) {
         "  1073741824 + 2097152 * (i % 100) + CASE WHEN i < 100 THEN 0 ELSE 1024 * ((i / 100) % 20) END, "
         "  CASE WHEN i < 100 THEN 2097152 ELSE 1024 END, 1000, 0, 4 FROM k;"
         "COMMIT;";
-    CHECK(sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
-    sqlite3_close(h);
+    CHECK(fixture_write_edited(db, &(fixture_options){.tensors = true, .full_mode = true}, sql) == 0,
+          "fixture");
     struct { const char *what; const char *args[8]; } runs[] = {
         {"report --storages json", {"report", db, "--storages", "--format", "json", NULL}},
         {"report --storages text", {"report", db, "--storages", "--top", "0", NULL}},

@@ -6,7 +6,6 @@
 #include "fixture.h"
 #include "harness.h"
 
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -236,14 +235,9 @@ static void test_check_gates_combine_with_the_leak_gates(void) {
 
 static void test_a_damaged_tensor_table_is_one_clear_error(void) {
     const char *db = harness_path("damaged.db");
-    fixture_options o = {.tensors = true};
-    CHECK(fixture_write(db, &o) == 0, "fixture");
-    sqlite3 *h = NULL;
-    CHECK(sqlite3_open(db, &h) == SQLITE_OK, "open");
-    CHECK(sqlite3_exec(h, "DROP TABLE tensors; CREATE TABLE tensors(id INTEGER PRIMARY KEY)", NULL,
-                       NULL, NULL) == SQLITE_OK,
-          "%s", sqlite3_errmsg(h));
-    sqlite3_close(h);
+    CHECK(fixture_write_edited(db, &(fixture_options){.tensors = true},
+                               "DROP TABLE tensors; CREATE TABLE tensors(id INTEGER PRIMARY KEY)") == 0,
+          "fixture");
     const char *cmds[][4] = {{"report", "--storages", NULL, NULL},
                              {"graph", NULL, NULL, NULL},
                              {"check", "--max-leaked-storages", "9", NULL}};
@@ -258,10 +252,9 @@ static void test_a_damaged_tensor_table_is_one_clear_error(void) {
 
 int main(int argc, char **argv) {
     harness_init(argc, argv);
-    tensor_db = strdup(harness_path("tensors.db"));
-    plain_db = strdup(harness_path("plain.db"));
-    fixture_options o = {.tensors = true}, plain = {0};
-    if (fixture_write(tensor_db, &o) != 0 || fixture_write(plain_db, &plain) != 0)
+    tensor_db = fixture_write_copy(harness_path("tensors.db"), &(fixture_options){.tensors = true});
+    plain_db = fixture_write_copy(harness_path("plain.db"), &(fixture_options){0});
+    if (!tensor_db || !plain_db)
         return 1;
     RUN_TEST(test_storages_text_names_the_site_of_each_unmatched_retain);
     RUN_TEST(test_storages_text_lists_structs_held_by_weak_references);
