@@ -124,7 +124,7 @@ static bool has_unmatched(const tpprof_tensors *t, int64_t storage) {
     size_t n = 0;
     const tpprof_ref *r = tpprof_tensors_refs(t, storage, &n);
     for (size_t i = 0; i < n; i++)
-        if (r[i].tensor_id == 0 && tpprof_ref_is_strong(r[i].op))
+        if (tpprof_ref_unmatched(&r[i], false))
             return true;
     return false;
 }

@@ -90,13 +90,9 @@ static int64_t unmatched_of(const tpprof_tensors *t, int64_t storage, bool weak)
     int64_t n = 0;
     size_t nr = 0;
     const tpprof_ref *refs = tpprof_tensors_refs(t, storage, &nr);
-    for (size_t i = 0; i < nr; i++) {
-        const tpprof_ref *r = &refs[i];
-        if (r->tensor_id != 0)
-            continue;
-        if (weak ? r->op == TPPROF_REF_WEAK_RETAIN : tpprof_ref_is_strong(r->op))
-            n += r->count;
-    }
+    for (size_t i = 0; i < nr; i++)
+        if (tpprof_ref_unmatched(&refs[i], weak))
+            n += refs[i].count;
     return n;
 }
 
@@ -172,7 +168,7 @@ static void text_storage(const tpprof_profile *p, const tpprof_tensors *t, const
         const tpprof_ref *refs = tpprof_tensors_refs(t, s->id, &nr);
         for (size_t i = 0; i < nr; i++) {
             const tpprof_ref *r = &refs[i];
-            if (r->tensor_id != 0 || !tpprof_ref_is_strong(r->op))
+            if (!tpprof_ref_unmatched(r, false))
                 continue;
             printf("        %lld x %s\n", (long long)r->count, tpprof_ref_op_name(r->op));
             tpprof_print_stack(p->stacks, r->stack_id, "          ", 4, true);
@@ -314,9 +310,7 @@ static void json_refs(tpprof_json *j, const tpprof_profile *p, const tpprof_tens
     const tpprof_ref *refs = tpprof_tensors_refs(t, storage, &nr);
     for (size_t i = 0; i < nr; i++) {
         const tpprof_ref *r = &refs[i];
-        if (r->tensor_id != 0)
-            continue;
-        if (weak ? r->op != TPPROF_REF_WEAK_RETAIN : !tpprof_ref_is_strong(r->op))
+        if (!tpprof_ref_unmatched(r, weak))
             continue;
         tpprof_json_object_begin(j);
         tpprof_json_kv_int(j, "count", r->count);

@@ -400,6 +400,12 @@ bool tpprof_ref_is_strong(int64_t op) {
     return op == TPPROF_REF_CREATE || op == TPPROF_REF_RETAIN || op == TPPROF_REF_LOCK;
 }
 
+bool tpprof_ref_unmatched(const tpprof_ref *r, bool weak) {
+    if (r->tensor_id != 0)
+        return false;
+    return weak ? r->op == TPPROF_REF_WEAK_RETAIN : tpprof_ref_is_strong(r->op);
+}
+
 const char *tpprof_ref_op_name(int64_t op) {
     switch (op) {
     case TPPROF_REF_CREATE: return "create";
@@ -449,8 +455,7 @@ tpprof_ref_group *tpprof_ref_groups(const tpprof_tensors *t, bool weak, size_t *
     size_t m = 0;
     for (size_t i = 0; i < t->nrefs; i++) {
         const tpprof_ref *r = &t->refs[i];
-        bool is_weak = r->op == TPPROF_REF_WEAK_RETAIN;
-        if (r->tensor_id != 0 || is_weak != weak || (!weak && !tpprof_ref_is_strong(r->op)))
+        if (!tpprof_ref_unmatched(r, weak))
             continue;
         const tpprof_storage *s = tpprof_tensors_storage(t, r->storage_id);
         if (s && tpprof_storage_alive(s))

@@ -390,6 +390,9 @@ uint64_t tpprof_tensor_numel(const tpprof_tensor *t);
 
 // Is op a strong reference (creation, retain, lock)?
 bool tpprof_ref_is_strong(int64_t op);
+// Is r a reference no release matched (tensor_id 0) of the kind asked: a
+// weak retain (weak true) or a strong reference (weak false)?
+bool tpprof_ref_unmatched(const tpprof_ref *r, bool weak);
 // "create", "retain", "weak_retain", "lock", ...
 const char *tpprof_ref_op_name(int64_t op);
 
