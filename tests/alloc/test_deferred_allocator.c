@@ -40,13 +40,19 @@ static tp_data_ptr alloc(tp_deferred_allocator *d, size_t n) {
     return dp;
 }
 
+// A deferred allocator over a fresh unlimited fake_raw, with these thresholds.
+static tp_deferred_allocator *make(fake_raw *raw, uint64_t max_queued_bytes,
+                                   uint64_t max_queued_count) {
+    fake_raw_init(raw, 0);
+    return tp_deferred_allocator_new(&raw->vt, max_queued_bytes, max_queued_count);
+}
+
 // ----------------------------------------------------------------------------
 // tests
 
 static void test_free_only_queues_until_flush(void) {
     fake_raw raw;
-    fake_raw_init(&raw, 0);
-    tp_deferred_allocator *d = tp_deferred_allocator_new(&raw.vt, 0, 0);
+    tp_deferred_allocator *d = make(&raw, 0, 0);
     tp_data_ptr a = alloc(d, 100), b = alloc(d, 200), c = alloc(d, 300);
     tp_deferred_allocator_stats st;
     tp_deferred_allocator_get_stats(d, &st);
@@ -92,8 +98,7 @@ static void test_flush_frees_oldest_first(void) {
 
 static void test_byte_threshold_flushes_automatically(void) {
     fake_raw raw;
-    fake_raw_init(&raw, 0);
-    tp_deferred_allocator *d = tp_deferred_allocator_new(&raw.vt, 1000, 0);
+    tp_deferred_allocator *d = make(&raw, 1000, 0);
     tp_data_ptr x[4] = {alloc(d, 400), alloc(d, 400), alloc(d, 400), alloc(d, 400)};
     tp_data_ptr_clear(&x[0]);
     tp_data_ptr_clear(&x[1]); /* 800 queued: not over 1000 */
@@ -114,8 +119,7 @@ static void test_byte_threshold_flushes_automatically(void) {
 
 static void test_count_threshold_flushes_automatically(void) {
     fake_raw raw;
-    fake_raw_init(&raw, 0);
-    tp_deferred_allocator *d = tp_deferred_allocator_new(&raw.vt, 0, 2);
+    tp_deferred_allocator *d = make(&raw, 0, 2);
     tp_data_ptr x[3] = {alloc(d, 1), alloc(d, 1), alloc(d, 1)};
     tp_data_ptr_clear(&x[0]);
     tp_data_ptr_clear(&x[1]);
@@ -127,8 +131,7 @@ static void test_count_threshold_flushes_automatically(void) {
 
 static void test_destroy_with_live_blocks_frees_them_when_they_go(void) {
     fake_raw raw;
-    fake_raw_init(&raw, 0);
-    tp_deferred_allocator *d = tp_deferred_allocator_new(&raw.vt, 0, 0);
+    tp_deferred_allocator *d = make(&raw, 0, 0);
     tp_data_ptr a = alloc(d, 64), b = alloc(d, 64);
     tp_data_ptr_clear(&a);
     tp_deferred_allocator_destroy(d); /* a is flushed; b still in use */
@@ -140,8 +143,7 @@ static void test_destroy_with_live_blocks_frees_them_when_they_go(void) {
 
 static void test_storage_release_is_deferred(void) {
     fake_raw raw;
-    fake_raw_init(&raw, 0);
-    tp_deferred_allocator *d = tp_deferred_allocator_new(&raw.vt, 0, 0);
+    tp_deferred_allocator *d = make(&raw, 0, 0);
     tp_storage *s = tp_storage_new(4096, tp_deferred_allocator_as_allocator(d), false);
     CHECK(s != NULL);
     tp_storage_release(s);
@@ -180,8 +182,7 @@ static void test_zero_bytes_and_bad_arguments(void) {
     CHECK(tp_deferred_allocator_new(NULL, 0, 0) == NULL);
     CHECK_CONTAINS(tp_last_error(), "inner allocator is NULL");
     fake_raw raw;
-    fake_raw_init(&raw, 0);
-    tp_deferred_allocator *d = tp_deferred_allocator_new(&raw.vt, 0, 0);
+    tp_deferred_allocator *d = make(&raw, 0, 0);
     tp_data_ptr z = alloc(d, 0);
     CHECK(z.ptr == NULL && z.ctx == NULL);
     /* An inner failure passes through with the inner message. */
@@ -217,8 +218,7 @@ static void *worker(void *p) {
 
 static void test_concurrent_frees_and_flushes_lose_nothing(void) {
     fake_raw raw;
-    fake_raw_init(&raw, 0);
-    tp_deferred_allocator *d = tp_deferred_allocator_new(&raw.vt, 64 * 1024, 100);
+    tp_deferred_allocator *d = make(&raw, 64 * 1024, 100);
     pthread_t th[4];
     worker_arg args[4];
     for (int i = 0; i < 4; i++) {
