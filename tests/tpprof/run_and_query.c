@@ -231,6 +231,20 @@ static void expect_complete(const char *what) {
 // ---------------------------------------------------------------------------
 // Scenarios.
 
+// Runs prog under the preload into NAME.db and opens it; false if not there.
+static bool record(const char *name, char *const argv[], const char *env, struct result *r) {
+    char out[600];
+    db_path(out, sizeof out, name);
+    *r = run(out, argv, env);
+    CHECK(r->status == 0, "%s exit status %d: %s", name, r->status, r->err);
+    if (!open_db(out)) {
+        CHECK(false, "no database for %s", name);
+        return false;
+    }
+    expect_complete(name);
+    return true;
+}
+
 static void test_leaks(char *prog) {
     char out[600];
     db_path(out, sizeof out, "leaks.db");
@@ -272,16 +286,9 @@ static void test_leaks(char *prog) {
 }
 
 static void test_threads(char *prog) {
-    char out[600];
-    db_path(out, sizeof out, "threads.db");
     char *argv[] = {prog, NULL};
-    struct result r = run(out, argv, NULL);
-    CHECK(r.status == 0, "exit status %d", r.status);
-    if (!open_db(out)) {
-        CHECK(false, "no database");
-        return;
-    }
-    expect_complete("threads");
+    struct result r;
+    if (!record("threads.db", argv, NULL, &r)) return;
     for (int i = 0; i < 4; i++)
         CHECK(count_blocks(1, 1000 + i, 1, "thread_leak", 0) == i + 1, "thread %d leaks %d blocks of %d B", i, i + 1,
               1000 + i);
@@ -351,16 +358,9 @@ static void test_unwind_same(char *prog) {
 }
 
 static void test_churn(char *prog) {
-    char out[600];
-    db_path(out, sizeof out, "churn.db");
     char *argv[] = {prog, NULL};
-    struct result r = run(out, argv, NULL);
-    CHECK(r.status == 0, "exit status %d", r.status);
-    if (!open_db(out)) {
-        CHECK(false, "no database");
-        return;
-    }
-    expect_complete("churn");
+    struct result r;
+    if (!record("churn.db", argv, NULL, &r)) return;
     CHECK(qi("SELECT count(*) FROM threads") == 301, "301 threads, got %lld", (long long)qi("SELECT count(*) FROM threads"));
     CHECK(count_blocks(1, 2000, 1, "churn_leak", 0) == 300, "300 leaks of 2000 B, got %d",
           count_blocks(1, 2000, 1, "churn_leak", 0));
@@ -372,19 +372,12 @@ static void test_churn(char *prog) {
 // unwinder state and stack cache once it is gone (they were ~25 KB resident
 // a thread, 150 MB here, and a mapping or more each).
 static void test_thread_churn_memory(char *prog) {
-    char out[600];
-    db_path(out, sizeof out, "churn_many.db");
     char *argv[] = {prog, "6000", NULL};
-    struct result r = run(out, argv, NULL);
-    CHECK(r.status == 0, "exit status %d", r.status);
+    struct result r;
+    if (!record("churn_many.db", argv, NULL, &r)) return;
     const char *k = strstr(r.out, "rss_kb=");
     long rss = k ? atol(k + 7) : -1;
     CHECK(rss > 0 && rss < 80000, "resident memory after 6000 threads: %ld kB (under 80 MB expected)", rss);
-    if (!open_db(out)) {
-        CHECK(false, "no database");
-        return;
-    }
-    expect_complete("churn_many");
     CHECK(qi("SELECT count(*) FROM threads") == 6001, "6001 threads, got %lld", (long long)qi("SELECT count(*) FROM threads"));
     CHECK(qi("SELECT sum(temp_count) FROM sites WHERE alloc_bytes = 6000 * 64") == 6000, "6000 temporaries");
 }
@@ -423,16 +416,9 @@ static void test_fork(char *prog) {
 }
 
 static void test_plugin(char *prog, char *plugin) {
-    char out[600];
-    db_path(out, sizeof out, "plugin.db");
     char *argv[] = {prog, plugin, NULL};
-    struct result r = run(out, argv, NULL);
-    CHECK(r.status == 0, "exit status %d: %s", r.status, r.err);
-    if (!open_db(out)) {
-        CHECK(false, "no database");
-        return;
-    }
-    expect_complete("plugin");
+    struct result r;
+    if (!record("plugin.db", argv, NULL, &r)) return;
     int64_t id = qi("SELECT stack_id FROM live_blocks WHERE size = 4242 AND reachability = 1");
     CHECK(id > 0, "the plugin's 4242 B leak is lost");
     int64_t ips[64];
@@ -449,16 +435,9 @@ static void test_plugin(char *prog, char *plugin) {
 // RTLD_DEEPBIND binds the plugin's malloc and free to libc's: tpprof cannot
 // see them, and says which library that was (the CLI warns from it).
 static void test_deepbind(char *prog, char *plugin) {
-    char out[600];
-    db_path(out, sizeof out, "deepbind.db");
     char *argv[] = {prog, plugin, "deep", NULL};
-    struct result r = run(out, argv, NULL);
-    CHECK(r.status == 0, "exit status %d: %s", r.status, r.err);
-    if (!open_db(out)) {
-        CHECK(false, "no database");
-        return;
-    }
-    expect_complete("deepbind");
+    struct result r;
+    if (!record("deepbind.db", argv, NULL, &r)) return;
     char v[1024] = "";
     qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'bypassing_modules'");
     CHECK(strstr(v, "libtpprof_plugin.so\"") != NULL && v[0] == '[', "the plugin is named: '%s'", v);
@@ -606,17 +585,10 @@ static void test_exec(char *prog) {
 }
 
 static void test_vfork(char *prog) {
-    char out[600];
-    db_path(out, sizeof out, "vfork.db");
     char *argv[] = {prog, NULL};
-    struct result r = run(out, argv, NULL);
-    CHECK(r.status == 0, "exit status %d", r.status);
+    struct result r;
+    if (!record("vfork.db", argv, NULL, &r)) return;
     CHECK(strcmp(r.out, "child 3\nchild 3\nchild 3\n") == 0, "stdout '%s'", r.out);
-    if (!open_db(out)) {
-        CHECK(false, "no database");
-        return;
-    }
-    expect_complete("vfork parent");
     char v[64];
     qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'end_reason'");
     CHECK(strcmp(v, "exit") == 0, "parent ended by exit, not by its children: '%s'", v);
@@ -624,21 +596,12 @@ static void test_vfork(char *prog) {
           "recording went on after the vfork children");
 }
 
-
 // ---------------------------------------------------------------------------
 // Tensors (the runtime's observer; docs/schema-tensors.md).
 
-// Runs prog under the preload into NAME.db and opens it; false if not there.
+// record, and the recorder attached to the runtime.
 static bool record_tensors(const char *name, char *const argv[], const char *env, struct result *r) {
-    char out[600];
-    db_path(out, sizeof out, name);
-    *r = run(out, argv, env);
-    CHECK(r->status == 0, "%s exit status %d: %s", name, r->status, r->err);
-    if (!open_db(out)) {
-        CHECK(false, "no database for %s", name);
-        return false;
-    }
-    expect_complete(name);
+    if (!record(name, argv, env, r)) return false;
     CHECK(qi("SELECT value FROM meta WHERE key = 'tensors'") == 1, "%s: meta.tensors = 1", name);
     return true;
 }
