@@ -244,12 +244,7 @@ static void dot_graph(const graph *g) {
 
 static void json_tensor(tpprof_json *j, const graph *g, const tpprof_tensor *x) {
     tpprof_json_object_begin(j);
-    tpprof_json_kv_int(j, "id", x->id);
-    tpprof_json_kv_int(j, "offset", x->offset);
-    tpprof_json_kv_dims(j, "sizes", x, false);
-    tpprof_json_kv_dims(j, "strides", x, true);
-    tpprof_json_kv_string(j, "dtype", x->dtype);
-    tpprof_json_kv_id(j, "base", x->base_id);
+    tpprof_json_tensor_fields(j, x);
     tpprof_json_key(j, "views");
     tpprof_json_array_begin(j);
     size_t nv = 0;

@@ -178,3 +178,14 @@ void tpprof_json_kv_dims(tpprof_json *j, const char *key, const tpprof_tensor *x
         tpprof_json_int(j, strides ? x->stride[i] : x->shape[i]);
     tpprof_json_array_end(j);
 }
+
+// Shared by `report --storages` and `graph`, so that a tensor reads the same
+// in both documents.
+void tpprof_json_tensor_fields(tpprof_json *j, const tpprof_tensor *x) {
+    tpprof_json_kv_int(j, "id", x->id);
+    tpprof_json_kv_int(j, "offset", x->offset);
+    tpprof_json_kv_dims(j, "sizes", x, false);
+    tpprof_json_kv_dims(j, "strides", x, true);
+    tpprof_json_kv_string(j, "dtype", x->dtype);
+    tpprof_json_kv_id(j, "base", x->base_id);
+}

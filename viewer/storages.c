@@ -293,12 +293,7 @@ void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *
 
 static void json_tensor(tpprof_json *j, const tpprof_tensor *x) {
     tpprof_json_object_begin_inline(j);
-    tpprof_json_kv_int(j, "id", x->id);
-    tpprof_json_kv_int(j, "offset", x->offset);
-    tpprof_json_kv_dims(j, "sizes", x, false);
-    tpprof_json_kv_dims(j, "strides", x, true);
-    tpprof_json_kv_string(j, "dtype", x->dtype);
-    tpprof_json_kv_id(j, "base", x->base_id);
+    tpprof_json_tensor_fields(j, x);
     tpprof_json_object_end(j);
 }
 

@@ -534,6 +534,9 @@ void tpprof_json_kv_id(tpprof_json *j, const char *key, int64_t id);
 // A tensor's sizes (strides false) or strides as an inline array of numbers;
 // null when they did not parse (ndim -1).
 void tpprof_json_kv_dims(tpprof_json *j, const char *key, const tpprof_tensor *x, bool strides);
+// A tensor's keys in the open object: id, offset, sizes, strides, dtype and
+// base (null for a tensor that is not a view).
+void tpprof_json_tensor_fields(tpprof_json *j, const tpprof_tensor *x);
 
 // ---------------------------------------------------------------------------
 // storages.c: report's tensor sections and the stack printers commands share
