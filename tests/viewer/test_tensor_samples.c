@@ -26,6 +26,13 @@ static run_result record(const char *db, int prog, const char *arg1, const char 
     return harness_run(argv, NULL, NULL);
 }
 
+// Record prog under tpprof into db and expect the run to succeed.
+static void record_ok(const char *db, int prog, const char *arg1, const char *arg2) {
+    run_result r = record(db, prog, arg1, arg2);
+    CHECK(r.status == 0, "recording %s: status %d: %s\n%s", progs[prog], r.status, r.out, r.err);
+    harness_result_free(&r);
+}
+
 // One integer from the database (-1 on error).
 static long long db_int(const char *db, const char *sql) {
     sqlite3 *h = NULL;
@@ -99,10 +106,8 @@ static void test_cache_leak_names_cache_put_for_two_storages(void) {
 
 static void test_weak_refs_lists_structs_held_by_memo_remember(void) {
     const char *db = harness_path("weak_refs.db");
-    run_result r = record(db, WEAK_REFS, NULL, NULL);
-    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
-    harness_result_free(&r);
-    r = harness_tpprof("report", db, "--storages", "--format=json", NULL);
+    record_ok(db, WEAK_REFS, NULL, NULL);
+    run_result r = harness_tpprof("report", db, "--storages", "--format=json", NULL);
     char *j = harness_json_squash(r.out);
     CHECK(harness_count(j, "\"data_released\":true") == 5 && !strstr(j, "\"data_released\":false"),
           "five structs held after their data went:\n%s", r.out);
@@ -118,10 +123,8 @@ static void test_weak_refs_lists_structs_held_by_memo_remember(void) {
 
 static void test_small_views_pin_big_activations_at_the_peak(void) {
     const char *db = harness_path("small_views.db");
-    run_result r = record(db, SMALL_VIEWS, NULL, NULL);
-    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
-    harness_result_free(&r);
-    r = harness_tpprof("report", db, "--storages", "--format=json", NULL);
+    record_ok(db, SMALL_VIEWS, NULL, NULL);
+    run_result r = harness_tpprof("report", db, "--storages", "--format=json", NULL);
     char *j = harness_json_squash(r.out);
     // Everything is released at exit; at the peak (step 5's relu) the views
     // kept at steps 0-4 each pin a 4 MiB activation through 4 KiB.
@@ -143,10 +146,9 @@ static void test_small_views_pin_big_activations_at_the_peak(void) {
 
 static void test_train_loop_leaks_no_storage_and_no_byte(void) {
     const char *db = harness_path("train_loop.db");
-    run_result r = record(db, TRAIN_LOOP, "20", NULL);
-    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
-    harness_result_free(&r);
-    r = harness_tpprof("check", db, "--max-leaked-storages", "0", "--max-lost-bytes", "0", NULL);
+    record_ok(db, TRAIN_LOOP, "20", NULL);
+    run_result r =
+        harness_tpprof("check", db, "--max-leaked-storages", "0", "--max-lost-bytes", "0", NULL);
     CHECK(r.status == 0, "the false-positive check: %d\n%s%s", r.status, r.out, r.err);
     CHECK(strstr(r.out, "PASS leaked storages 0 <= 0") && strstr(r.out, "PASS lost bytes 0 <= 0"),
           "%s", r.out);
@@ -161,10 +163,8 @@ static void test_train_loop_leaks_no_storage_and_no_byte(void) {
 
 static void test_cat_output_is_its_own_storage_node(void) {
     const char *db = harness_path("cat_storage.db");
-    run_result r = record(db, CAT_STORAGE, NULL, NULL);
-    CHECK(r.status == 0, "status %d: %s\n%s", r.status, r.out, r.err);
-    harness_result_free(&r);
-    r = harness_tpprof("graph", db, "--at-peak", "--format", "json", NULL);
+    record_ok(db, CAT_STORAGE, NULL, NULL);
+    run_result r = harness_tpprof("graph", db, "--at-peak", "--format", "json", NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
     char *j = harness_json_squash(r.out);
     // a (6 floats) with its narrow view, b (4), and the cat result (13 = 52 B)
@@ -259,10 +259,8 @@ static void test_seq_batches_fragmentation_equals_the_allocators_own_stats(void)
 static void test_deferred_and_mmap_lifetimes_show_in_the_report(void) {
     const char *db = harness_path("lifetimes.db");
     const char *dir = harness_path("");
-    run_result r = record(db, LIFETIMES, dir, NULL);
-    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
-    harness_result_free(&r);
-    r = harness_tpprof("report", db, "--lifetimes", "--format", "json", NULL);
+    record_ok(db, LIFETIMES, dir, NULL);
+    run_result r = harness_tpprof("report", db, "--lifetimes", "--format", "json", NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
     char *j = harness_json_squash(r.out);
     const char *d = strstr(j, "{\"allocator\":\"deferred\",\"count\":4,");
