@@ -10,12 +10,18 @@
 
 static const char *app_db;
 
+// Run `tpprof check ARGS...` and expect exit status `want_status` and
+// exactly `want_out` on stdout.
+#define EXPECT_CHECK_PRINTS(want_status, want_out, ...)                                            \
+    do {                                                                                           \
+        run_result r_ = harness_tpprof("check", __VA_ARGS__, NULL);                                \
+        CHECK(r_.status == (want_status), "status %d: %s%s", r_.status, r_.out, r_.err);           \
+        CHECK(strcmp(r_.out, want_out) == 0, "got: %s", r_.out);                                   \
+        harness_result_free(&r_);                                                                  \
+    } while (0)
+
 static void test_default_gate_fails_on_lost_bytes_naming_the_biggest_lost_stack(void) {
-    run_result r = harness_tpprof("check", app_db, NULL);
-    CHECK(r.status == 1, "status %d", r.status);
-    CHECK(strcmp(r.out, "FAIL lost bytes 12288 > 0: 8192 B in map_arena (arena.c:30)\n") == 0,
-          "got: %s", r.out);
-    harness_result_free(&r);
+    EXPECT_CHECK_PRINTS(1, "FAIL lost bytes 12288 > 0: 8192 B in map_arena (arena.c:30)\n", app_db);
 }
 
 static void test_all_gates_pass_when_limits_hold(void) {
@@ -30,19 +36,13 @@ static void test_all_gates_pass_when_limits_hold(void) {
 }
 
 static void test_leaked_gate_counts_reachable_blocks_too(void) {
-    run_result r = harness_tpprof("check", app_db, "--max-leaked-bytes", "12288", NULL);
-    CHECK(r.status == 1, "status %d", r.status);
-    CHECK(strcmp(r.out, "FAIL leaked bytes 12488 > 12288: 8192 B in map_arena (arena.c:30)\n") == 0,
-          "got: %s", r.out);
-    harness_result_free(&r);
+    EXPECT_CHECK_PRINTS(1, "FAIL leaked bytes 12488 > 12288: 8192 B in map_arena (arena.c:30)\n",
+                        app_db, "--max-leaked-bytes", "12288");
 }
 
 static void test_peak_gate_names_the_largest_site_live_at_the_peak(void) {
-    run_result r = harness_tpprof("check", app_db, "--max-peak-bytes", "20k", NULL);
-    CHECK(r.status == 1, "status %d", r.status);
-    CHECK(strcmp(r.out, "FAIL peak bytes 23028 > 20480: 10240 B in inner_helper (helpers.h:7)\n") == 0,
-          "got: %s", r.out);
-    harness_result_free(&r);
+    EXPECT_CHECK_PRINTS(1, "FAIL peak bytes 23028 > 20480: 10240 B in inner_helper (helpers.h:7)\n",
+                        app_db, "--max-peak-bytes", "20k");
 }
 
 static void test_one_fail_line_per_violated_gate(void) {
@@ -212,11 +212,8 @@ static void test_suppressions_file_with_comments(void) {
           "leak_once\n",
           f);
     fclose(f);
-    run_result r = harness_tpprof("check", app_db, "--suppressions", file, NULL);
-    CHECK(r.status == 0, "status %d: %s", r.status, r.out);
-    CHECK(strcmp(r.out, "PASS lost bytes 0 <= 0\n") == 0, "%s", r.out);
-    harness_result_free(&r);
-    r = harness_tpprof("check", app_db, "--suppressions", harness_path("no-such-file"), NULL);
+    EXPECT_CHECK_PRINTS(0, "PASS lost bytes 0 <= 0\n", app_db, "--suppressions", file);
+    run_result r = harness_tpprof("check", app_db, "--suppressions", harness_path("no-such-file"), NULL);
     CHECK(r.status == 2 && harness_lines(r.err) == 1 && strstr(r.err, "--suppressions: cannot open"),
           "status %d: %s", r.status, r.err);
     harness_result_free(&r);
