@@ -129,17 +129,14 @@ static owner *split_owners(const tpprof_alloc_state *s, size_t *n) {
             while (i < *n && !(v[i].segment == best->address && v[i].stack_id == b->stack_id))
                 i++;
             if (i == *n) {
-                if (*n == cap) {
-                    cap = cap ? cap * 2 : 16;
-                    owner *nv = realloc(v, cap * sizeof *v);
-                    if (!nv) {
-                        free(v);
-                        free(chosen);
-                        *n = 0;
-                        return NULL;
-                    }
-                    v = nv;
+                owner *nv = tpprof_grow(v, *n, &cap, sizeof *nv);
+                if (!nv) {
+                    free(v);
+                    free(chosen);
+                    *n = 0;
+                    return NULL;
                 }
+                v = nv;
                 v[(*n)++] = (owner){best->address, best->size, b->stack_id, 0, 0};
             }
             v[i].bytes += b->size;
@@ -407,16 +404,13 @@ static stack_color *owner_colors(const tpprof_alloc_state *s, size_t *n) {
             while (x < *n && v[x].stack_id != b->stack_id)
                 x++;
             if (x == *n) {
-                if (*n == cap) {
-                    cap = cap ? cap * 2 : 16;
-                    stack_color *nv = realloc(v, cap * sizeof *v);
-                    if (!nv) {
-                        free(v);
-                        *n = 0;
-                        return NULL;
-                    }
-                    v = nv;
+                stack_color *nv = tpprof_grow(v, *n, &cap, sizeof *nv);
+                if (!nv) {
+                    free(v);
+                    *n = 0;
+                    return NULL;
                 }
+                v = nv;
                 v[(*n)++] = (stack_color){b->stack_id, 0};
             }
             v[x].bytes += b->size;

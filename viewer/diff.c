@@ -62,14 +62,10 @@ static int cmp_entry(const void *a, const void *b) {
 
 static int push(entry **v, size_t *n, size_t *cap, const tpprof_profile *p, int side,
                 int64_t stack_id, size_t key_frames, entry values) {
-    if (*n == *cap) {
-        size_t grown_cap = *cap ? *cap * 2 : 256;
-        entry *grown = realloc(*v, grown_cap * sizeof *grown);
-        if (!grown)
-            return tpprof_error_set("out of memory");
-        *v = grown;
-        *cap = grown_cap;
-    }
+    entry *grown = tpprof_grow(*v, *n, cap, sizeof *grown);
+    if (!grown)
+        return -1;
+    *v = grown;
     values.key = tpprof_stack_key(p, stack_id, key_frames);
     if (!values.key)
         return tpprof_error_set("out of memory");

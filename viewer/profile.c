@@ -165,15 +165,10 @@ static tpprof_leak *leak_group(tpprof_profile *p, leak_table *t, size_t *cap, in
         if (l->stack_id == stack && l->kind == kind && l->reachability == reach)
             return l;
     }
-    if (p->nleaks == *cap) {
-        *cap = *cap ? *cap * 2 : 64;
-        tpprof_leak *grown = realloc(p->leaks, *cap * sizeof *grown);
-        if (!grown) {
-            tpprof_error_set("out of memory");
-            return NULL;
-        }
-        p->leaks = grown;
-    }
+    tpprof_leak *grown = tpprof_grow(p->leaks, p->nleaks, cap, sizeof *grown);
+    if (!grown)
+        return NULL;
+    p->leaks = grown;
     tpprof_leak *l = &p->leaks[p->nleaks++];
     *l = (tpprof_leak){.stack_id = stack, .kind = kind, .reachability = reach};
     t->slots[h] = p->nleaks;
@@ -240,15 +235,12 @@ static int load_sites(tpprof_profile *p) {
     int rc;
     tpprof_summary *s = &p->summary;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (p->nsites == cap) {
-            cap = cap ? cap * 2 : 256;
-            tpprof_site *grown = realloc(p->sites, cap * sizeof *grown);
-            if (!grown) {
-                sqlite3_finalize(st);
-                return tpprof_error_set("out of memory");
-            }
-            p->sites = grown;
+        tpprof_site *grown = tpprof_grow(p->sites, p->nsites, &cap, sizeof *grown);
+        if (!grown) {
+            sqlite3_finalize(st);
+            return -1;
         }
+        p->sites = grown;
         tpprof_site *x = &p->sites[p->nsites++];
         x->stack_id = sqlite3_column_int64(st, 0);
         x->kind = sqlite3_column_int64(st, 1);

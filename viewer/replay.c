@@ -19,14 +19,10 @@
 // Loading
 
 static int push_event(tpprof_alloc_state *s, size_t *cap, const tpprof_alloc_event *e) {
-    if (s->nevents == *cap) {
-        size_t c = *cap ? *cap * 2 : 256;
-        tpprof_alloc_event *v = realloc(s->events, c * sizeof *v);
-        if (!v)
-            return tpprof_error_set("out of memory");
-        s->events = v;
-        *cap = c;
-    }
+    tpprof_alloc_event *v = tpprof_grow(s->events, s->nevents, cap, sizeof *v);
+    if (!v)
+        return -1;
+    s->events = v;
     s->events[s->nevents++] = *e;
     return 0;
 }
@@ -150,14 +146,10 @@ static tpprof_segment *find_segment(tpprof_alloc_state *s, int64_t address) {
 
 static tpprof_segment *add_segment(tpprof_alloc_state *s, int64_t address, int64_t size,
                                    int64_t stack) {
-    if (s->nsegments == s->cap) {
-        size_t c = s->cap ? s->cap * 2 : 16;
-        tpprof_segment *v = realloc(s->segments, c * sizeof *v);
-        if (!v)
-            return NULL;
-        s->segments = v;
-        s->cap = c;
-    }
+    tpprof_segment *v = tpprof_grow(s->segments, s->nsegments, &s->cap, sizeof *v);
+    if (!v)
+        return NULL;
+    s->segments = v;
     tpprof_block *blocks = malloc(8 * sizeof *blocks);
     if (!blocks)
         return NULL;
@@ -173,13 +165,10 @@ static tpprof_segment *add_segment(tpprof_alloc_state *s, int64_t address, int64
 
 // Insert b at index i of g's blocks.
 static int insert_block(tpprof_segment *g, size_t i, tpprof_block b) {
-    if (g->nblocks == g->cap) {
-        tpprof_block *v = realloc(g->blocks, g->cap * 2 * sizeof *v);
-        if (!v)
-            return tpprof_error_set("out of memory");
-        g->blocks = v;
-        g->cap *= 2;
-    }
+    tpprof_block *v = tpprof_grow(g->blocks, g->nblocks, &g->cap, sizeof *v);
+    if (!v)
+        return -1;
+    g->blocks = v;
     memmove(&g->blocks[i + 1], &g->blocks[i], (g->nblocks - i) * sizeof *g->blocks);
     g->blocks[i] = b;
     g->nblocks++;

@@ -131,14 +131,10 @@ static char *demangle(const char *name) {
 
 static int symtab_push(tpprof_symtab *tab, int64_t ip, int32_t idx, const char *function,
                        const char *file, int64_t line, const char *module_path) {
-    if (tab->n == tab->cap) {
-        size_t cap = tab->cap ? tab->cap * 2 : 256;
-        tpprof_symbol *rows = realloc(tab->rows, cap * sizeof *rows);
-        if (!rows)
-            return tpprof_error_set("out of memory");
-        tab->rows = rows;
-        tab->cap = cap;
-    }
+    tpprof_symbol *rows = tpprof_grow(tab->rows, tab->n, &tab->cap, sizeof *rows);
+    if (!rows)
+        return -1;
+    tab->rows = rows;
     tpprof_symbol *s = &tab->rows[tab->n++];
     s->ip = ip;
     s->idx = idx;
@@ -300,15 +296,12 @@ static int load_modules(tpprof_db *db, module **out, size_t *count) {
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*count == cap) {
-            cap = cap ? cap * 2 : 32;
-            module *grown = realloc(*out, cap * sizeof *grown);
-            if (!grown) {
-                sqlite3_finalize(st);
-                return tpprof_error_set("out of memory");
-            }
-            *out = grown;
+        module *grown = tpprof_grow(*out, *count, &cap, sizeof *grown);
+        if (!grown) {
+            sqlite3_finalize(st);
+            return -1;
         }
+        *out = grown;
         module *m = &(*out)[(*count)++];
         memset(m, 0, sizeof *m);
         m->path = tpprof_strdup((const char *)sqlite3_column_text(st, 0));
@@ -378,16 +371,12 @@ int tpprof_symtab_load(tpprof_db *db, tpprof_symtab *out) {
         return tpprof_db_error(db, "reading symbols");
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == out->cap) {
-            size_t cap = out->cap ? out->cap * 2 : 256;
-            tpprof_symbol *rows = realloc(out->rows, cap * sizeof *rows);
-            if (!rows) {
-                sqlite3_finalize(st);
-                return tpprof_error_set("out of memory");
-            }
-            out->rows = rows;
-            out->cap = cap;
+        tpprof_symbol *rows = tpprof_grow(out->rows, out->n, &out->cap, sizeof *rows);
+        if (!rows) {
+            sqlite3_finalize(st);
+            return -1;
         }
+        out->rows = rows;
         tpprof_symbol *s = &out->rows[out->n++];
         s->ip = sqlite3_column_int64(st, 0);
         s->idx = (int32_t)sqlite3_column_int64(st, 1);

@@ -60,19 +60,6 @@ static int parse_dims(const char *s, int64_t *v) {
     }
 }
 
-// Grow *v (element size sz) to hold n + 1 elements.
-static int grow(void **v, size_t *cap, size_t n, size_t sz) {
-    if (n < *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 64;
-    void *nv = realloc(*v, c * sz);
-    if (!nv)
-        return tpprof_error_set("out of memory");
-    *v = nv;
-    *cap = c;
-    return 0;
-}
-
 static int load_storages(tpprof_db *db, tpprof_tensors *t) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db->sql,
@@ -85,10 +72,12 @@ static int load_storages(tpprof_db *db, tpprof_tensors *t) {
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&t->storages, &cap, t->nstorages, sizeof *t->storages)) {
+        tpprof_storage *grown = tpprof_grow(t->storages, t->nstorages, &cap, sizeof *grown);
+        if (!grown) {
             sqlite3_finalize(st);
             return -1;
         }
+        t->storages = grown;
         tpprof_storage *s = &t->storages[t->nstorages++];
         *s = (tpprof_storage){
             .id = sqlite3_column_int64(st, 0),
@@ -127,10 +116,12 @@ static int load_tensor_rows(tpprof_db *db, tpprof_tensors *t) {
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&t->tensors, &cap, t->ntensors, sizeof *t->tensors)) {
+        tpprof_tensor *grown = tpprof_grow(t->tensors, t->ntensors, &cap, sizeof *grown);
+        if (!grown) {
             sqlite3_finalize(st);
             return -1;
         }
+        t->tensors = grown;
         tpprof_tensor *x = &t->tensors[t->ntensors++];
         *x = (tpprof_tensor){
             .id = sqlite3_column_int64(st, 0),
@@ -168,10 +159,12 @@ static int load_refs(tpprof_db *db, tpprof_tensors *t) {
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&t->refs, &cap, t->nrefs, sizeof *t->refs)) {
+        tpprof_ref *grown = tpprof_grow(t->refs, t->nrefs, &cap, sizeof *grown);
+        if (!grown) {
             sqlite3_finalize(st);
             return -1;
         }
+        t->refs = grown;
         t->refs[t->nrefs++] = (tpprof_ref){
             .storage_id = sqlite3_column_int64(st, 0),
             .op = sqlite3_column_int64(st, 1),
@@ -200,10 +193,12 @@ static int load_lifetimes(tpprof_db *db, tpprof_tensors *t) {
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&t->lifetimes, &cap, t->nlifetimes, sizeof *t->lifetimes)) {
+        tpprof_lifetime *grown = tpprof_grow(t->lifetimes, t->nlifetimes, &cap, sizeof *grown);
+        if (!grown) {
             sqlite3_finalize(st);
             return -1;
         }
+        t->lifetimes = grown;
         t->lifetimes[t->nlifetimes++] = (tpprof_lifetime){
             .allocator = col_text(st, 0),
             .count = sqlite3_column_int64(st, 1),
@@ -531,11 +526,13 @@ tpprof_pinned *tpprof_pinned_views(const tpprof_tensors *t, bool at_peak, size_t
         }
         if (!best || (double)best_cover >= TPPROF_PIN_FRACTION * (double)s->nbytes)
             continue;
-        if (grow((void **)&v, &cap, *n, sizeof *v)) {
+        tpprof_pinned *grown = tpprof_grow(v, *n, &cap, sizeof *grown);
+        if (!grown) {
             free(v);
             *n = 0;
             return NULL;
         }
+        v = grown;
         v[(*n)++] = (tpprof_pinned){
             .tensor_id = best->id,
             .storage_id = s->id,

@@ -1,6 +1,6 @@
 // util.c: small shared helpers of the tpprof CLI: the thread-local error
 // message, parsing of sizes/counts/percentages from the command line, and
-// human-readable formatting. Nothing here touches a database.
+// human-readable formatting, growing arrays. Nothing here touches a database.
 #define _POSIX_C_SOURCE 200809L
 #include "viewer.h"
 
@@ -139,6 +139,19 @@ const char *tpprof_basename(const char *path) {
 
 char *tpprof_strdup(const char *s) {
     return s ? strdup(s) : NULL;
+}
+
+void *tpprof_grow(void *v, size_t n, size_t *cap, size_t size) {
+    if (n < *cap)
+        return v;
+    size_t c = *cap ? *cap * 2 : 16;
+    void *grown = realloc(v, c * size);
+    if (!grown) {
+        tpprof_error_set("out of memory");
+        return NULL;
+    }
+    *cap = c;
+    return grown;
 }
 
 // ---------------------------------------------------------------------------

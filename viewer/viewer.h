@@ -72,6 +72,12 @@ int tpprof_opt(int argc, char **argv, int *i, const char *name, const char **val
 // strdup that returns NULL for NULL.
 char *tpprof_strdup(const char *s);
 
+// Room for one more element in an array v of n elements of `size` bytes with
+// *cap allocated: v while n < *cap, else v reallocated to twice *cap (16 at
+// first) and *cap updated. Returns the array to use from now on, or NULL +
+// error, v then untouched and still the caller's to free.
+void *tpprof_grow(void *v, size_t n, size_t *cap, size_t size);
+
 // ---------------------------------------------------------------------------
 // db.c
 
