@@ -400,12 +400,8 @@ static int parse(int argc, char **argv, check_options *o) {
         } else if ((r = tpprof_opt(argc, argv, &i, "--suppressions", &v)) != 0) {
             if (r < 0 || read_suppressions(o, v) != 0)
                 return -1;
-        } else if (argv[i][0] == '-' && argv[i][1] != 0) {
-            return tpprof_error_set("unknown option '%s' (see tpprof check --help)", argv[i]);
-        } else if (o->path) {
-            return tpprof_error_set("one database at a time: '%s' and '%s'", o->path, argv[i]);
-        } else {
-            o->path = argv[i];
+        } else if (tpprof_opt_database("check", argv[i], &o->path) != 0) {
+            return -1;
         }
     }
     if (!o->path)

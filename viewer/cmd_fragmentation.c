@@ -694,12 +694,8 @@ static int parse(int argc, char **argv, frag_options *o) {
                 o->format = FORMAT_SVG;
             else
                 return tpprof_error_set("--format: expected text, json or svg, got '%s'", v);
-        } else if (argv[i][0] == '-' && argv[i][1] != 0) {
-            return tpprof_error_set("unknown option '%s' (see tpprof fragmentation --help)", argv[i]);
-        } else if (o->path) {
-            return tpprof_error_set("one database at a time: '%s' and '%s'", o->path, argv[i]);
-        } else {
-            o->path = argv[i];
+        } else if (tpprof_opt_database("fragmentation", argv[i], &o->path) != 0) {
+            return -1;
         }
     }
     if (!o->path)

@@ -357,14 +357,8 @@ int tpprof_cmd_graph(int argc, char **argv) {
                 tpprof_error_set("--format: expected text, dot or json, got '%s'", v);
                 goto usage_error;
             }
-        } else if (argv[i][0] == '-' && argv[i][1] != 0) {
-            tpprof_error_set("unknown option '%s' (see tpprof graph --help)", argv[i]);
+        } else if (tpprof_opt_database("graph", argv[i], &path) != 0) {
             goto usage_error;
-        } else if (path) {
-            tpprof_error_set("one database at a time: '%s' and '%s'", path, argv[i]);
-            goto usage_error;
-        } else {
-            path = argv[i];
         }
     }
     if (!path) {

@@ -738,14 +738,8 @@ int tpprof_cmd_report(int argc, char **argv) {
                 tpprof_error_set("--format: expected text, json or folded, got '%s'", v);
                 goto usage_error;
             }
-        } else if (argv[i][0] == '-' && argv[i][1] != 0) {
-            tpprof_error_set("unknown option '%s' (see tpprof report --help)", argv[i]);
+        } else if (tpprof_opt_database("report", argv[i], &o.path) != 0) {
             goto usage_error;
-        } else if (o.path) {
-            tpprof_error_set("one database at a time: '%s' and '%s'", o.path, argv[i]);
-            goto usage_error;
-        } else {
-            o.path = argv[i];
         }
     }
     if (!o.path) {

@@ -173,3 +173,12 @@ int tpprof_opt(int argc, char **argv, int *i, const char *name, const char **val
     *value = argv[++*i];
     return 1;
 }
+
+int tpprof_opt_database(const char *command, const char *arg, const char **path) {
+    if (arg[0] == '-' && arg[1] != 0)
+        return tpprof_error_set("unknown option '%s' (see tpprof %s --help)", arg, command);
+    if (*path)
+        return tpprof_error_set("one database at a time: '%s' and '%s'", *path, arg);
+    *path = arg;
+    return 0;
+}

@@ -68,6 +68,10 @@ const char *tpprof_basename(const char *path);
 // argument, *i advanced) or `name=VALUE`, set *value and return 1; return 0
 // if argv[*i] is another argument; -1 + error when the value is missing.
 int tpprof_opt(int argc, char **argv, int *i, const char *name, const char **value);
+// An argument that no option of `command` took: an unknown option (it starts
+// with '-' and is not "-") or the database, which may be named once (*path
+// is set). 0, or -1 + error.
+int tpprof_opt_database(const char *command, const char *arg, const char **path);
 
 // strdup that returns NULL for NULL.
 char *tpprof_strdup(const char *s);
