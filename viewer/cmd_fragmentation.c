@@ -264,12 +264,6 @@ static void text_state(const tpprof_profile *p, const tpprof_alloc_state *s, con
 // ---------------------------------------------------------------------------
 // JSON
 
-static void json_address(tpprof_json *j, const char *key, int64_t v) {
-    char buf[24];
-    snprintf(buf, sizeof buf, "0x%" PRIx64, (uint64_t)v);
-    tpprof_json_kv_string(j, key, buf);
-}
-
 static void json_state(tpprof_json *j, const tpprof_profile *p, const tpprof_alloc_state *s,
                        const frag_options *o) {
     tpprof_frag f;
@@ -300,14 +294,14 @@ static void json_state(tpprof_json *j, const tpprof_profile *p, const tpprof_all
     for (size_t i = 0; i < s->nsegments; i++) {
         const tpprof_segment *g = &s->segments[i];
         tpprof_json_object_begin(j);
-        json_address(j, "address", g->address);
+        tpprof_json_kv_address(j, "address", g->address);
         tpprof_json_kv_int(j, "size", g->size);
         tpprof_json_key(j, "blocks");
         tpprof_json_array_begin(j);
         for (size_t k = 0; k < g->nblocks; k++) {
             const tpprof_block *b = &g->blocks[k];
             tpprof_json_object_begin(j);
-            json_address(j, "address", b->address);
+            tpprof_json_kv_address(j, "address", b->address);
             tpprof_json_kv_int(j, "size", b->size);
             const char *state = b->allocated ? "allocated" : g->nblocks > 1 ? "inactive_split" : "free";
             tpprof_json_kv_string(j, "state", state);
@@ -326,7 +320,7 @@ static void json_state(tpprof_json *j, const tpprof_profile *p, const tpprof_all
     tpprof_json_array_begin(j);
     for (size_t i = 0; i < nown; i++) {
         tpprof_json_object_begin(j);
-        json_address(j, "segment", ow[i].segment);
+        tpprof_json_kv_address(j, "segment", ow[i].segment);
         tpprof_json_kv_int(j, "segment_size", ow[i].segment_size);
         tpprof_json_kv_int(j, "bytes", ow[i].bytes);
         tpprof_json_kv_int(j, "count", ow[i].count);

@@ -1,12 +1,14 @@
-// json.c: a streaming writer of pretty-printed JSON for `tpprof report
-// --format json` (contract: docs/report-json.md).
+// json.c: a streaming writer of pretty-printed JSON for the --format json
+// of `tpprof report` (contract: docs/report-json.md), `graph` and
+// `fragmentation`, and the key-value shorthands those commands share.
 //
 // It tracks only what it needs to place commas and indentation; it does not
-// check that callers pair keys with values (the report code is the only
-// caller). Strings are escaped per RFC 8259; bytes >= 0x80 pass through, so
+// check that callers pair keys with values (the commands are the only
+// callers). Strings are escaped per RFC 8259; bytes >= 0x80 pass through, so
 // UTF-8 names stay readable.
 #include "viewer.h"
 
+#include <inttypes.h>
 
 // ---------------------------------------------------------------------------
 // Layout
@@ -157,6 +159,12 @@ void tpprof_json_kv_string(tpprof_json *j, const char *key, const char *v) {
 void tpprof_json_kv_bool(tpprof_json *j, const char *key, bool v) {
     tpprof_json_key(j, key);
     tpprof_json_bool(j, v);
+}
+
+void tpprof_json_kv_address(tpprof_json *j, const char *key, int64_t address) {
+    char buf[24];
+    snprintf(buf, sizeof buf, "0x%" PRIx64, (uint64_t)address);
+    tpprof_json_kv_string(j, key, buf);
 }
 
 void tpprof_json_kv_id(tpprof_json *j, const char *key, int64_t id) {

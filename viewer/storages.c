@@ -7,7 +7,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "viewer.h"
 
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,8 +47,6 @@ void tpprof_json_stack(tpprof_json *j, const tpprof_stacks *st, int64_t stack_id
     tpprof_json_array_begin(j);
     for (size_t i = 0; i < n; i++) {
         const tpprof_frame *f = &frames[i];
-        char ip[24];
-        snprintf(ip, sizeof ip, "0x%" PRIx64, (uint64_t)f->ip);
         tpprof_json_object_begin_inline(j);
         tpprof_json_kv_string(j, "function", f->function);
         tpprof_json_kv_string(j, "file", f->file);
@@ -59,7 +56,7 @@ void tpprof_json_stack(tpprof_json *j, const tpprof_stacks *st, int64_t stack_id
         else
             tpprof_json_null(j);
         tpprof_json_kv_string(j, "module", f->module);
-        tpprof_json_kv_string(j, "ip", ip);
+        tpprof_json_kv_address(j, "ip", f->ip);
         tpprof_json_object_end(j);
     }
     tpprof_json_array_end(j);

@@ -539,6 +539,8 @@ void tpprof_json_kv_int(tpprof_json *j, const char *key, int64_t v);
 void tpprof_json_kv_uint(tpprof_json *j, const char *key, uint64_t v);
 void tpprof_json_kv_string(tpprof_json *j, const char *key, const char *v); // NULL writes null
 void tpprof_json_kv_bool(tpprof_json *j, const char *key, bool v);
+// An address as a hex string ("0x7f12a000"), as the report writes every address.
+void tpprof_json_kv_address(tpprof_json *j, const char *key, int64_t address);
 // An id column where 0 means "none": 0 writes null.
 void tpprof_json_kv_id(tpprof_json *j, const char *key, int64_t id);
 // A tensor's sizes (strides false) or strides as an inline array of numbers;
