@@ -749,11 +749,7 @@ int tpprof_cmd_fragmentation(int argc, char **argv) {
         svg_report(p, s, n, &o);
     } else if (o.format == FORMAT_JSON) {
         tpprof_json j;
-        tpprof_json_init(&j, stdout);
-        tpprof_json_object_begin(&j);
-        tpprof_json_kv_string(&j, "format", "tpprof-fragmentation");
-        tpprof_json_kv_int(&j, "version", 1);
-        tpprof_json_kv_string(&j, "database", o.path);
+        tpprof_json_document_begin(&j, stdout, "tpprof-fragmentation", 1, o.path);
         tpprof_json_key(&j, "allocators");
         tpprof_json_array_begin(&j);
         for (size_t i = 0; i < n; i++)

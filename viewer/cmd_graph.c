@@ -258,11 +258,7 @@ static void json_tensor(tpprof_json *j, const graph *g, const tpprof_tensor *x) 
 
 static void json_graph(const graph *g, const char *path) {
     tpprof_json j;
-    tpprof_json_init(&j, stdout);
-    tpprof_json_object_begin(&j);
-    tpprof_json_kv_string(&j, "format", "tpprof-graph");
-    tpprof_json_kv_int(&j, "version", 1);
-    tpprof_json_kv_string(&j, "database", path);
+    tpprof_json_document_begin(&j, stdout, "tpprof-graph", 1, path);
     tpprof_json_kv_string(&j, "at", moment_name(g));
     tpprof_json_key(&j, "time_ns");
     if (g->at == AT_TIME)

@@ -385,12 +385,8 @@ static void json_diff(tpprof_json *j, const diff_context *c, const report_option
 static void json_report(const tpprof_profile *p, const report_options *o,
                         const diff_context *diff) {
     tpprof_json j;
-    tpprof_json_init(&j, stdout);
     const tpprof_summary *s = &p->summary;
-    tpprof_json_object_begin(&j);
-    tpprof_json_kv_string(&j, "format", "tpprof-report");
-    tpprof_json_kv_int(&j, "version", 1);
-    tpprof_json_kv_string(&j, "database", o->path);
+    tpprof_json_document_begin(&j, stdout, "tpprof-report", 1, o->path);
 
     tpprof_json_key(&j, "program");
     tpprof_json_object_begin(&j);

@@ -139,7 +139,16 @@ void tpprof_json_finish(tpprof_json *j) {
 }
 
 // ---------------------------------------------------------------------------
-// Key-value shorthands, so that a field of the report is one line
+// Shorthands: the header every document starts with; a key and its value in one call
+
+void tpprof_json_document_begin(tpprof_json *j, FILE *out, const char *format, int64_t version,
+                                const char *database) {
+    tpprof_json_init(j, out);
+    tpprof_json_object_begin(j);
+    tpprof_json_kv_string(j, "format", format);
+    tpprof_json_kv_int(j, "version", version);
+    tpprof_json_kv_string(j, "database", database);
+}
 
 void tpprof_json_kv_int(tpprof_json *j, const char *key, int64_t v) {
     tpprof_json_key(j, key);

@@ -518,6 +518,10 @@ typedef struct tpprof_json {
 } tpprof_json;
 
 void tpprof_json_init(tpprof_json *j, FILE *out);
+// Init j and open the document's object with the keys every tpprof document
+// starts with: format ("tpprof-report"), its version, the database path.
+void tpprof_json_document_begin(tpprof_json *j, FILE *out, const char *format, int64_t version,
+                                const char *database);
 void tpprof_json_key(tpprof_json *j, const char *key);
 void tpprof_json_object_begin(tpprof_json *j);
 void tpprof_json_object_end(tpprof_json *j);
