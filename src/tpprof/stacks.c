@@ -68,7 +68,7 @@ bool tpprof_stacks_init(void) {
 
 static inline void hash_frames(const uintptr_t *ips, int n, uint64_t *h1, uint64_t *h2) {
     uint64_t acc[2] = {0, 0}, h[2];
-    for (int i = 0; i < n; i++) tpprof_stack_hash_add(acc, ips[i], i);
+    for (int i = 0; i < n; i++) tpprof_stack_hash_step(acc, ips[i]);
     tpprof_stack_hash_end(acc, n, h);
     *h1 = h[0];
     *h2 = h[1];

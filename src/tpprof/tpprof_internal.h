@@ -294,24 +294,20 @@ TPPROF_HIDDEN void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi);
 // Returns 0 when out of memory.
 TPPROF_HIDDEN uint32_t tpprof_stack_intern(const uintptr_t *ips, int n);
 
-// The depot's 128-bit hash of n frames: each frame is hashed on its own with
-// its position and the terms are summed, so there is no dependency chain from
-// frame to frame (the CPU overlaps the multiplies) and unwind.c can hash
-// frame by frame while it walks: acc[0..1] = 0, tpprof_stack_hash_add for
-// frames i = 0..n-1 in any order, then tpprof_stack_hash_end.
-// A walk may keep the position terms as running sums: frame i's are
-// (i + 1) * TPPROF_STACK_HASH_PA and (i + 1) * TPPROF_STACK_HASH_PB.
-#define TPPROF_STACK_HASH_PA 0x9E3779B97F4A7C15ULL
-#define TPPROF_STACK_HASH_PB 0xC2B2AE3D27D4EB4FULL
-static inline void tpprof_stack_hash_step(uint64_t *a, uint64_t *b, uintptr_t ip, uint64_t pa, uint64_t pb) {
-    uint64_t x = ip + pa;
-    uint64_t y = ip ^ pb;
-    *a += (x ^ (x >> 29)) * 0xff51afd7ed558ccdULL;
-    *b += (y ^ (y >> 31)) * 0x9FB21C651E98DF25ULL;
-}
-static inline void tpprof_stack_hash_add(uint64_t acc[2], uintptr_t ip, int i) {
-    tpprof_stack_hash_step(&acc[0], &acc[1], ip, (uint64_t)(i + 1) * TPPROF_STACK_HASH_PA,
-                           (uint64_t)(i + 1) * TPPROF_STACK_HASH_PB);
+// The depot's 128-bit hash of n frames: two chains over the frames in
+// order, innermost first, each step a bijection of the chain's state for a
+// given frame (and of the frame for a given state), so two stacks of one
+// length that differ in one frame never collide; the two chains differ in how a frame enters (xor,
+// add) and in their odd multiplier, and the end mixes in n. Two multiplies
+// and two xor/adds a frame, the chains independent of each other: cheap
+// enough to run inside unwind.c's frame-pointer walk. acc[0..1] = 0,
+// tpprof_stack_hash_step for frames 0..n-1 in order, then
+// tpprof_stack_hash_end.
+#define TPPROF_STACK_HASH_KA 0xff51afd7ed558ccdULL
+#define TPPROF_STACK_HASH_KB 0x9FB21C651E98DF25ULL
+static inline void tpprof_stack_hash_step(uint64_t acc[2], uintptr_t ip) {
+    acc[0] = (acc[0] ^ ip) * TPPROF_STACK_HASH_KA;
+    acc[1] = (acc[1] + ip) * TPPROF_STACK_HASH_KB;
 }
 static inline void tpprof_stack_hash_end(const uint64_t acc[2], int n, uint64_t h[2]) {
     uint64_t a = acc[0] + (uint64_t)n * 0x9E3779B97F4A7C15ULL, b = acc[1] + (uint64_t)n;

@@ -151,16 +151,23 @@ static inline void set_verdict(struct uwstate *s, uintptr_t ip, uint32_t gen, in
     e->v = (uint32_t)v;
 }
 
+// fp_walk2 writes frame k's frame address FPS_AT words after its return
+// address (one array: one pointer in the loop).
+#define FPS_AT (TPPROF_MAX_DEPTH + ANCHOR_TAIL)
+
 // Like fp_walk, also keeping the frame address each return address was read
 // at, fused with what the fast path needs: each frame is hashed as it is read
-// (into acc; the multiplies overlap the chain of loads) and the walk stops at
-// the anchor (anchor_fp, anchor_ip; 0: none), setting *anchored, as nothing
-// beyond it is used. It runs for every allocation, a dozen or more frames, so
-// the loop carries as little as it can: tpprof's own frames are skipped
-// before it, frame addresses only grow so the low bound is checked once, and
-// the hash's position terms are running sums.
-__attribute__((noinline)) static int fp_walk2(uintptr_t *ips, uintptr_t *fps, int max, uintptr_t anchor_fp,
-                                              uintptr_t anchor_ip, uint64_t acc[2], bool *anchored) {
+// (into acc: the depot's two chains, whose multiplies overlap the chain of
+// loads) and the walk stops at the anchor (anchor_fp, anchor_ip; 0: none),
+// setting *anchored, as nothing beyond it is used. It runs for every
+// allocation, a dozen or more frames, so the loop carries as little as it
+// can: tpprof's own frames are skipped before it, frame addresses only grow
+// so one unsigned compare checks both bounds, and the anchor's return
+// address is only compared when its frame address matches. A frame address
+// inside the stack's bounds is safe to read whatever its alignment; a chain
+// that goes astray inside them is what the verdicts catch.
+__attribute__((noinline)) static int fp_walk2(uintptr_t *ips, int max, uintptr_t anchor_fp, uintptr_t anchor_ip,
+                                              uint64_t acc[2], bool *anchored) {
     uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
     uintptr_t hi;
     struct tpprof_thread *t = tpprof_self;
@@ -175,39 +182,32 @@ __attribute__((noinline)) static int fp_walk2(uintptr_t *ips, uintptr_t *fps, in
         if (ret < 4096) return 0;
         if (!is_self(ret)) break;
         uintptr_t next = ((const uintptr_t *)fp)[0];
-        if (next <= fp || next > top || (next & 7) != 0) return 0;
+        if (next <= fp || next > top) return 0;
         fp = next;
     }
-    int n = 0;
+    // One pointer walks both arrays (fps is FPS_AT words after ips) and the
+    // hash state stays local: the loop's values then fit in registers.
+    uint64_t a = acc[0], b = acc[1];
+    uintptr_t *p = ips, *end = ips + max;
     for (;;) {
-        fps[n] = fp;
-        ips[n] = ret;
-        n++;
-        if (fp == anchor_fp && ret == anchor_ip) {
+        p[FPS_AT] = fp;
+        *p++ = ret;
+        a = (a ^ ret) * TPPROF_STACK_HASH_KA;
+        b = (b + ret) * TPPROF_STACK_HASH_KB;
+        if (TPPROF_UNLIKELY(fp == anchor_fp) && ret == anchor_ip) {
             *anchored = true;
             break;
         }
-        if (n >= max) break;
+        if (p >= end) break;
         uintptr_t next = ((const uintptr_t *)fp)[0];
-        if (next <= fp || next > top || (next & 7) != 0) break;
+        if (next <= fp || next > top) break;
         fp = next;
         ret = ((const uintptr_t *)fp)[1];
         if (ret < 4096) break;
     }
-    // Hashed after the walk, not during it: fused, the loop kept more
-    // values live than there are registers, and the spills cost more than
-    // the overlap of multiplies with loads gained (callgrind: 48
-    // instructions a frame fused, against about 25 apart).
-    uint64_t a = acc[0], b = acc[1]; // local: acc may alias ips or fps
-    uint64_t pa = TPPROF_STACK_HASH_PA, pb = TPPROF_STACK_HASH_PB;
-    for (int i = 0; i < n; i++) {
-        tpprof_stack_hash_step(&a, &b, ips[i], pa, pb);
-        pa += TPPROF_STACK_HASH_PA;
-        pb += TPPROF_STACK_HASH_PB;
-    }
     acc[0] = a;
     acc[1] = b;
-    return n;
+    return (int)(p - ips);
 }
 
 // f/fps: the frame-pointer walk (nf frames); l: libunwind's (nl frames).
@@ -248,18 +248,19 @@ static uint32_t capture_verified(int max) {
         }
     }
     uint32_t gen = atomic_load_explicit(&uw_gen, memory_order_relaxed);
-    uintptr_t f[TPPROF_MAX_DEPTH + ANCHOR_TAIL], fps[TPPROF_MAX_DEPTH];
+    uintptr_t f[FPS_AT + TPPROF_MAX_DEPTH]; // the return addresses (and the anchor's tail), then fps
+    const uintptr_t *fps = f + FPS_AT;
     uint64_t acc[2] = {0, 0};
     bool anchored;
     bool use_anchor = s->anchor_gen == gen && s->anchor_fp;
-    int nf = fp_walk2(f, fps, max, use_anchor ? s->anchor_fp : 0, use_anchor ? s->anchor_ip : 0, acc, &anchored);
+    int nf = fp_walk2(f, max, use_anchor ? s->anchor_fp : 0, use_anchor ? s->anchor_ip : 0, acc, &anchored);
     int len = -1, fp_len = 0;
     if (anchored) {
         fp_len = nf;
         len = fp_len + s->anchor_n < max ? fp_len + s->anchor_n : max;
         for (int i = fp_len; i < len; i++) {
             f[i] = s->anchor_tail[i - fp_len];
-            tpprof_stack_hash_add(acc, f[i], i);
+            tpprof_stack_hash_step(acc, f[i]);
         }
     } else if (nf == max) {
         len = fp_len = max;
