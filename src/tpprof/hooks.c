@@ -48,18 +48,31 @@ static inline void emit(struct tpprof_thread *t, uint64_t *w, int n) {
     tpprof_ring_put(t, w, n);
 }
 
+// The calling thread's ring: rings.c's fast path, without the call.
+static inline struct tpprof_thread *self(void) {
+    struct tpprof_thread *t = tpprof_self;
+    return TPPROF_LIKELY(t != NULL) ? t : tpprof_thread_get();
+}
+
+// The two hottest records are written straight into the ring (no staging
+// copy): a slot for the longest form, the words, then the commit.
 __attribute__((noinline)) static void record_alloc(int op, void *p, size_t size, int kind) {
     tpprof_guard = 1;
-    struct tpprof_thread *t = tpprof_thread_get();
+    struct tpprof_thread *t = self();
     if (t) {
         uint32_t sid = capture();
         uint32_t i = tpprof_recent.next++ & (TPPROF_RECENT - 1);
         tpprof_recent.addr[i] = ~(uint64_t)(uintptr_t)p;
         tpprof_recent.sid[i] = sid;
-        if (tpprof_ring_reserve(t, 6)) {
-            uint64_t seq = atomic_fetch_add(&tpprof_seq, 1);
-            uint64_t w[6] = {tpprof_hdr(seq, op, kind), (uint64_t)(uintptr_t)p, size, sid};
-            emit(t, w, 4);
+        if (tpprof_ring_reserve(t, 5)) {
+            uint64_t *r = tpprof_ring_slot(t, 5);
+            r[0] = tpprof_hdr(atomic_fetch_add(&tpprof_seq, 1), op, kind);
+            r[1] = (uint64_t)(uintptr_t)p;
+            r[2] = size;
+            r[3] = sid;
+            int n = 4;
+            if (tpprof_cfg.full) r[n++] = tpprof_now_ns();
+            tpprof_ring_commit(t, (uint64_t)n);
         }
     }
     tpprof_guard = 0;
@@ -67,11 +80,15 @@ __attribute__((noinline)) static void record_alloc(int op, void *p, size_t size,
 
 __attribute__((noinline)) static void record_free(int op, void *p, size_t len) {
     tpprof_guard = 1;
-    struct tpprof_thread *t = tpprof_thread_get();
+    struct tpprof_thread *t = self();
     if (t && tpprof_ring_reserve(t, 4)) {
-        uint64_t seq = atomic_fetch_add(&tpprof_seq, 1);
-        uint64_t w[4] = {tpprof_hdr(seq, op, 0), (uint64_t)(uintptr_t)p, len};
-        emit(t, w, op == TPPROF_OP_MUNMAP ? 3 : 2);
+        uint64_t *r = tpprof_ring_slot(t, 4);
+        r[0] = tpprof_hdr(atomic_fetch_add(&tpprof_seq, 1), op, 0);
+        r[1] = (uint64_t)(uintptr_t)p;
+        int n = 2;
+        if (op == TPPROF_OP_MUNMAP) r[n++] = len;
+        if (tpprof_cfg.full) r[n++] = tpprof_now_ns();
+        tpprof_ring_commit(t, (uint64_t)n);
     }
     tpprof_guard = 0;
 }
@@ -80,7 +97,7 @@ __attribute__((noinline)) static void record_free(int op, void *p, size_t len) {
 // obtained there, so the record pair takes one number before and one after.
 __attribute__((noinline)) static void *record_realloc(void *old, size_t n, int kind) {
     tpprof_guard = 1;
-    struct tpprof_thread *t = tpprof_thread_get();
+    struct tpprof_thread *t = self();
     void *p;
     if (!t || !tpprof_ring_reserve(t, 10)) {
         p = __libc_realloc(old, n);
@@ -111,7 +128,7 @@ __attribute__((noinline)) static void *record_realloc(void *old, size_t n, int k
 
 __attribute__((noinline)) static void record_mremap(void *p, size_t len, void *old, size_t old_len) {
     tpprof_guard = 1;
-    struct tpprof_thread *t = tpprof_thread_get();
+    struct tpprof_thread *t = self();
     if (t) {
         uint32_t sid = capture();
         if (tpprof_ring_reserve(t, 8)) {
