@@ -9,6 +9,19 @@
  * depends on nothing else in tensorplay and uses only fixed-width types, so
  * an observer built against version N works with any runtime that speaks
  * version N (events are only ever appended; unknown kinds must be ignored).
+ * A runtime attaches only an observer of its own version.
+ *
+ * Versions:
+ *   1  every tensor retains its storage (REFCOUNT RETAIN, object = the
+ *      tensor); a call that creates a storage for a new tensor then
+ *      releases the storage's creation reference (REFCOUNT RELEASE,
+ *      object = the storage).
+ *   2  (this header) such a call hands the creation reference to the new
+ *      tensor instead, as c10 moves a new Storage into its TensorImpl: no
+ *      RETAIN and no RELEASE; the tensor's TENSOR_CREATED carries
+ *      TP_OBS_TENSOR_ADOPTED_REF.  Its RELEASE when the tensor is freed is
+ *      unchanged, so a version-1 ledger would see a release it never saw
+ *      taken: hence the new version.  tp_obs_tensor.reserved became flags.
  *
  * Attaching:
  *   1. In process:  tp_observer_set(&my_observer);
@@ -35,12 +48,17 @@
  *
  * Storage event order (counts are the values after each change):
  *     STORAGE_CREATED                      counts start at strong 1, weak 1
+ *     [TENSOR_CREATED, ADOPTED_REF]        the creation reference is now the
+ *                                          tensor's: no count changes
  *     REFCOUNT RETAIN/RELEASE/LOCK/...     one event per change
  *     REFCOUNT RELEASE strong 0            then DATA_RELEASED, then either
  *       FREED at once (no weak refs: c10 deletes directly), or
  *       REFCOUNT WEAK_RELEASE (weak - 1) and, when weak reaches 0, FREED.
  * A failed weak_lock changes nothing and sends nothing.  TENSOR_FREED comes
- * before the storage RELEASE of the tensor's reference.
+ * before the storage RELEASE of the tensor's reference (retained or
+ * adopted alike).  A tensor on an existing storage (a view, detach,
+ * tp_tensor_new_from_storage) sends REFCOUNT RETAIN, then TENSOR_CREATED
+ * without the ADOPTED_REF flag.
  *
  * Callbacks run synchronously on the thread that caused the event, possibly
  * many threads at once; they must not call back into the runtime.  Pointers
@@ -55,7 +73,7 @@
 extern "C" {
 #endif
 
-#define TP_OBSERVER_ABI_VERSION 1u
+#define TP_OBSERVER_ABI_VERSION 2u
 #define TP_OBSERVER_PROVIDER_SYMBOL "tp_observer_provide"
 
 typedef enum tp_obs_kind {
@@ -106,8 +124,17 @@ typedef struct tp_obs_tensor {
     const int64_t *sizes;
     const int64_t *strides;
     uint32_t itemsize;
-    uint32_t reserved;
+    uint32_t flags;       /* TENSOR_CREATED: TP_OBS_TENSOR_* bits; 0 otherwise */
 } tp_obs_tensor;
+
+/* tp_obs_tensor.flags (version 2).  ADOPTED_REF: the tensor took over the
+ * reference its storage was created with (the storage's STORAGE_CREATED
+ * came earlier in this same runtime call, on this thread); no RETAIN was
+ * sent for it and none of the creator's RELEASE will follow.  The tensor
+ * now owns that reference: its free releases it like any tensor's.  If the
+ * tensor cannot be made, no TENSOR_CREATED is sent and the creator releases
+ * the reference instead (REFCOUNT RELEASE, object = the storage). */
+#define TP_OBS_TENSOR_ADOPTED_REF 1u
 
 typedef struct tp_obs_version {
     uint64_t tensor_id;
@@ -154,8 +181,10 @@ typedef struct tp_obs_event {
      * sends this event; 0 when there is none.  Set on STORAGE_CREATED and
      * TENSOR_CREATED (the struct being created), on the REFCOUNT RETAIN of a
      * new tensor's storage reference (the tensor), and on the RELEASE of a
-     * storage's creation reference by the call that created it (the
-     * storage).  A heap profiler that recorded that allocation with its
+     * storage's creation reference by the call that created it, when that
+     * call does not hand it to a tensor (the storage; since version 2 a new
+     * tensor adopts it, so this RELEASE comes only when the tensor could
+     * not be made).  A heap profiler that recorded that allocation with its
      * stack has this event's stack from the first frame outside the runtime
      * outward: the call into the runtime has not returned since. */
     uint64_t object;

@@ -92,9 +92,6 @@ struct tp_tensor {
     tp_tensor *grad;         /* strong reference or NULL */
 };
 
-/* Creates a tensor over storage (retained) with the given geometry, version
- * counter (retained; NULL = a fresh one) and base (retained; NULL = not a
- * view).  Bounds-checked against the storage.  New reference or NULL. */
 /* tp_storage_retain for the reference of a tensor being created: the event
  * names the tensor struct (tp_obs_event.object), allocated by this call. */
 void tp__storage_retain_for(tp_storage *s, const void *object);
@@ -102,9 +99,30 @@ void tp__storage_retain_for(tp_storage *s, const void *object);
  * created the storage (tp_obs_event.object: the storage struct). */
 void tp__storage_release_for(tp_storage *s, const void *object);
 
+/* How a new tensor gets its strong reference to the storage. */
+typedef enum tp__storage_ref {
+    /* It retains one of its own; the caller's references are untouched,
+     * whether or not the tensor is made (views, detach, the public
+     * tp_tensor_new_from_storage). */
+    TP__STORAGE_REF_RETAIN = 0,
+    /* It ADOPTS the storage's creation reference, which the caller holds,
+     * as c10 moves a new Storage into its TensorImpl: no retain, no RETAIN
+     * event, and TENSOR_CREATED carries TP_OBS_TENSOR_ADOPTED_REF.  Only for
+     * a storage this same runtime call created on this thread and has not
+     * shared (the observer ABI promises that much), with version and base
+     * NULL.  The reference is consumed whatever happens: if the tensor
+     * cannot be made it is released here (the storage is freed), so the
+     * caller must not touch the storage after the call. */
+    TP__STORAGE_REF_ADOPT = 1,
+} tp__storage_ref;
+
+/* Creates a tensor over storage (its reference as `ref` says) with the
+ * given geometry, version counter (retained; NULL = a fresh one) and base
+ * (retained; NULL = not a view).  Bounds-checked against the storage.  New
+ * reference or NULL. */
 tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim,
                            const int64_t *sizes, const int64_t *strides, tp_dtype dtype,
-                           tp__version *version, tp_tensor *base);
+                           tp__version *version, tp_tensor *base, tp__storage_ref ref);
 
 /* Fills strides with the contiguous (row-major) strides of sizes. */
 void tp__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);

@@ -3,7 +3,9 @@
  * fields, the shared version counter and the autograd slots.
  *
  * This is the one place tensor handle and version counter refcounts change.
- * Views are built in views.c on top of tp__tensor_make(); kernels live in
+ * Views are built in views.c on top of tp__tensor_make(); a tensor on a
+ * storage its creator just made takes over the creation reference
+ * (TP__STORAGE_REF_ADOPT: no retain/release pair).  Kernels live in
  * src/ops.  Nothing here copies element data.
  */
 #include <stdio.h>
@@ -164,17 +166,20 @@ void tp_tensor_bump_version(tp_tensor *t) {
 
 tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim,
                            const int64_t *sizes, const int64_t *strides, tp_dtype dtype,
-                           tp__version *version, tp_tensor *base) {
+                           tp__version *version, tp_tensor *base, tp__storage_ref ref) {
+    bool adopt = ref == TP__STORAGE_REF_ADOPT;
+    tp__version *fresh = NULL;
+    tp_tensor *t = NULL;
     if (!storage) {
         tp__error(TP_STATUS_INVALID_ARGUMENT, "tensor: storage is NULL");
         return NULL;
     }
     if (!tp_dtype_is_valid(dtype)) {
         tp__error(TP_STATUS_INVALID_ARGUMENT, "tensor: invalid dtype %d", (int)dtype);
-        return NULL;
+        goto fail;
     }
     int64_t numel;
-    if (tp__check_sizes(ndim, sizes, &numel) != TP_STATUS_OK) return NULL;
+    if (tp__check_sizes(ndim, sizes, &numel) != TP_STATUS_OK) goto fail;
     int64_t contiguous[TP_MAX_DIMS];
     if (!strides) {
         tp__contiguous_strides(ndim, sizes, contiguous);
@@ -183,21 +188,19 @@ tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim
     size_t itemsize = tp_dtype_itemsize(dtype);
     if (tp__check_in_bounds(storage, storage_offset, ndim, sizes, strides, itemsize) !=
         TP_STATUS_OK)
-        return NULL;
+        goto fail;
     int64_t nbytes;
     if (__builtin_mul_overflow(numel, (int64_t)itemsize, &nbytes)) {
         tp__error(TP_STATUS_INVALID_ARGUMENT, "tensor: %lld elements of %zu bytes overflow",
                   (long long)numel, itemsize);
-        return NULL;
+        goto fail;
     }
 
-    tp_tensor *t = calloc(1, sizeof *t);
-    tp__version *fresh = version ? NULL : tp__version_new();
+    t = calloc(1, sizeof *t);
+    fresh = version ? NULL : tp__version_new();
     if (!t || (!version && !fresh)) {
-        free(t);
-        free(fresh);
         tp__error(TP_STATUS_OUT_OF_MEMORY, "tensor: failed to allocate the tensor struct");
-        return NULL;
+        goto fail;
     }
     atomic_init(&t->refcount, 1);
     t->ndim = ndim;
@@ -210,7 +213,7 @@ tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim
     t->numel = numel;
     t->dtype = dtype;
     t->device = storage->data.device;
-    tp__storage_retain_for(storage, t);
+    if (!adopt) tp__storage_retain_for(storage, t); /* adopting: the caller's is ours now */
     t->storage = storage;
     if (version) tp__version_retain(version);
     t->version = version ? version : fresh;
@@ -230,14 +233,25 @@ tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim
         tp__ev_.u.tensor.sizes = t->sizes;
         tp__ev_.u.tensor.strides = t->strides;
         tp__ev_.u.tensor.itemsize = (uint32_t)itemsize;
+        tp__ev_.u.tensor.flags = adopt ? TP_OBS_TENSOR_ADOPTED_REF : 0;
     });
     return t;
+
+fail:
+    free(t);
+    free(fresh);
+    /* An adopting call was given the reference whatever happens: it was the
+     * storage's creation reference, taken in this runtime call, so its
+     * release names the storage (tp_obs_event.object). */
+    if (adopt) tp__storage_release_for(storage, storage);
+    return NULL;
 }
 
 tp_tensor *tp_tensor_new_from_storage(tp_storage *storage, int64_t storage_offset, int ndim,
                                       const int64_t *sizes, const int64_t *strides,
                                       tp_dtype dtype) {
-    return tp__tensor_make(storage, storage_offset, ndim, sizes, strides, dtype, NULL, NULL);
+    return tp__tensor_make(storage, storage_offset, ndim, sizes, strides, dtype, NULL, NULL,
+                           TP__STORAGE_REF_RETAIN);
 }
 
 tp_tensor *tp_tensor_retain(tp_tensor *t) {

@@ -29,7 +29,7 @@
 static tp_tensor *tp__make_view(tp_tensor *t, int ndim, const int64_t *sizes,
                               const int64_t *strides, int64_t offset) {
     tp_tensor *v = tp__tensor_make(t->storage, offset, ndim, sizes, strides, t->dtype, t->version,
-                                   t->base ? t->base : t);
+                                   t->base ? t->base : t, TP__STORAGE_REF_RETAIN);
     if (v) v->requires_grad = t->requires_grad;
     return v;
 }
@@ -194,8 +194,9 @@ tp_tensor *tp_tensor_reshape(tp_tensor *t, int ndim, const int64_t *sizes) {
     tp_storage *s = tp_storage_new(nbytes, allocator, true);
     if (!s) return NULL;
     tp__gather_contiguous(t, (char *)s->data.ptr);
-    tp_tensor *out = tp__tensor_make(s, 0, ndim, shape, NULL, t->dtype, NULL, NULL);
-    tp__storage_release_for(s, s); /* the tensor holds it now (or nobody does) */
+    /* The tensor takes s's creation reference, also if it fails. */
+    tp_tensor *out = tp__tensor_make(s, 0, ndim, shape, NULL, t->dtype, NULL, NULL,
+                                     TP__STORAGE_REF_ADOPT);
     if (out) out->requires_grad = t->requires_grad;
     return out;
 }
@@ -479,5 +480,5 @@ tp_tensor *tp_tensor_detach(tp_tensor *t) {
     TP__REQUIRE_TENSOR(t, "detach");
     /* Same storage and version counter, but not a view: base stays NULL. */
     return tp__tensor_make(t->storage, t->storage_offset, t->ndim, t->sizes, t->strides, t->dtype,
-                           t->version, NULL);
+                           t->version, NULL, TP__STORAGE_REF_RETAIN);
 }

@@ -210,9 +210,10 @@ static tp_tensor *make_tensor(const entry *e, const unsigned char *buffer, size_
         if (s && nbytes) memcpy(tp_storage_data(s), src, nbytes);
     }
     if (!s) return NULL;
-    tp_tensor *t = tp_tensor_new_from_storage(s, 0, e->ndim, e->sizes, NULL, e->dtype);
-    tp_storage_release(s);
-    return t;
+    /* s is new in this call (the mapping's storage too): the tensor takes
+     * its creation reference, as tp_empty's does. */
+    return tp__tensor_make(s, 0, e->ndim, e->sizes, NULL, e->dtype, NULL, NULL,
+                           TP__STORAGE_REF_ADOPT);
 }
 
 static char *dup_str(const char *s) {

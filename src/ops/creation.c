@@ -37,9 +37,8 @@ tp_tensor *tp_empty(int ndim, const int64_t *sizes, tp_dtype dtype) {
     }
     tp_storage *st = tp_storage_new((size_t)numel * isz, NULL, true);
     if (!st) return NULL;
-    tp_tensor *t = tp__tensor_make(st, 0, ndim, sizes, NULL, dtype, NULL, NULL);
-    tp__storage_release_for(st, st); /* the creation reference */
-    return t;
+    /* The tensor takes st's creation reference, also if it fails. */
+    return tp__tensor_make(st, 0, ndim, sizes, NULL, dtype, NULL, NULL, TP__STORAGE_REF_ADOPT);
 }
 
 tp_tensor *tp_full(int ndim, const int64_t *sizes, double value, tp_dtype dtype) {
@@ -244,7 +243,6 @@ tp_tensor *tp_from_blob(void *data, int ndim, const int64_t *sizes, const int64_
     tp_storage *s = tp_storage_new_with_data_ptr(dp, (size_t)extent * tp_dtype_itemsize(dtype),
                                                  NULL, false);
     if (!s) return NULL;
-    tp_tensor *t = tp__tensor_make(s, 0, ndim, sizes, strides, dtype, NULL, NULL);
-    tp__storage_release_for(s, s); /* the creation reference */
-    return t;
+    /* The tensor takes s's creation reference, also if it fails. */
+    return tp__tensor_make(s, 0, ndim, sizes, strides, dtype, NULL, NULL, TP__STORAGE_REF_ADOPT);
 }

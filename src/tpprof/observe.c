@@ -288,6 +288,7 @@ static void on_event(void *user, const tp_obs_event *ev) {
             sid = recent.retain_sid;
             if (!tpprof_cfg.full) recent.tensor_sites[sid % OBS_SITES] = sid;
         }
+        if (x->flags & TP_OBS_TENSOR_ADOPTED_REF) flags |= TPPROF_OBS_ADOPTED; // the creation reference is its
         break;
     }
     case TP_OBS_TENSOR_FREED:

@@ -545,8 +545,34 @@ static void on_data_swapped(const uint64_t *r, uint64_t seq, uint64_t time) {
     if (o.storage_bytes > o.peak_bytes) new_peak(seq, time);
 }
 
-static void on_tensor_created(struct obs_thread *th, const uint64_t *r, uint64_t seq, uint64_t time, uint32_t stack) {
-    if (th && th->retain_storage == r[3] && th->retain_ref) o.refs[th->retain_ref].tensor = r[2];
+// The storage's creation reference (op 0), if no tensor owns it yet; 0 none.
+static uint32_t creation_ref(const struct obs_storage *s) {
+    for (uint32_t r = s->refs; r; r = o.refs[r].next)
+        if (o.refs[r].op == 0 && o.refs[r].tensor == 0) return r;
+    return 0;
+}
+
+// `adopted`: the tensor took over its storage's creation reference (no
+// RETAIN came): that reference becomes the tensor's, taken where the tensor
+// was made (the storage's creation stack stays when the tensor has none),
+// so the tensor's free pairs with it, its release counts under the tensor's
+// stack, and a tensor alive at the end is that reference's holder.
+// Otherwise the RETAIN just before, if of this storage, is its.
+static void on_tensor_created(struct obs_thread *th, const uint64_t *r, uint64_t seq, uint64_t time, uint32_t stack,
+                              uint32_t sid, bool adopted) {
+    if (adopted) {
+        uint32_t slot, ref;
+        struct obs_storage *s = storage_get(r[3], &slot);
+        if (s && (ref = creation_ref(s)) != 0) {
+            o.refs[ref].tensor = r[2];
+            if (sid) {
+                o.refs[ref].stack = stack;
+                o.refs[ref].sid = sid;
+            }
+        }
+    } else if (th && th->retain_storage == r[3] && th->retain_ref) {
+        o.refs[th->retain_ref].tensor = r[2];
+    }
     uint32_t slot = new_tensor_slot();
     if (slot == UINT32_MAX) return;
     struct obs_tensor *x = &o.tn[slot];
@@ -691,7 +717,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time)
             const uint64_t retain[4] = {r[0], r[1], r[3], r[7 + 2 * nd]};
             on_refcount(th, tindex, retain, TP_OBS_REFOP_RETAIN, seq, time, stack, sid, false);
         }
-        on_tensor_created(th, r, seq, time, stack);
+        on_tensor_created(th, r, seq, time, stack, sid, (r[1] & TPPROF_OBS_ADOPTED) != 0);
         break;
     case TP_OBS_TENSOR_FREED: on_tensor_freed(th, r, seq, time); break;
     case TP_OBS_VERSION_BUMPED: on_version(r); break;

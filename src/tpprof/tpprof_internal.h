@@ -87,6 +87,9 @@ enum tpprof_op {
 // FREED: such a RELEASE that leaves weak 1 (no weak references: the runtime
 // deletes the struct at once, as c10 does) also carries its FREED.
 #define TPPROF_OBS_FREED ((uint64_t)1 << 19)
+// ADOPTED: a TENSOR_CREATED whose tensor took over its storage's creation
+// reference (TP_OBS_TENSOR_ADOPTED_REF): no RETAIN came for it.
+#define TPPROF_OBS_ADOPTED ((uint64_t)1 << 21)
 
 // Words per record, excluding the optional trailing timestamp of full mode.
 static inline int tpprof_op_words(int op) {

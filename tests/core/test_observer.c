@@ -2,10 +2,13 @@
  * tests/core/test_observer.c - the observer ABI attached in process: which
  * events the runtime sends, in which order, with which counts and fields
  * (src/core/observer.c and the emit points in storage.c and tensor.c).
+ * The adopting constructor is internal: its failure path is reached
+ * directly through src/core/internal.h.
  */
 #include <stdlib.h>
 
 #include "tensorplay/tensorplay.h"
+#include "../../src/core/internal.h"
 #include "../check.h"
 #include "tensor_helpers.h"
 
@@ -14,6 +17,7 @@
 
 typedef struct rec {
     uint32_t kind;
+    uint64_t object;
     tp_obs_storage st;
     char allocator[16];
     tp_obs_refcount rc;
@@ -33,6 +37,7 @@ static void on_event(void *user, const tp_obs_event *ev) {
     rec *r = &recs[nrecs++];
     memset(r, 0, sizeof *r);
     r->kind = ev->kind;
+    r->object = ev->object;
     switch (ev->kind) {
     case TP_OBS_STORAGE_CREATED:
     case TP_OBS_STORAGE_DATA_RELEASED:
@@ -103,8 +108,15 @@ static void test_set_rejects_an_observer_of_another_abi(void) {
     CHECK(tp_observer_get() == NULL);
     CHECK_EQ(tp_last_status(), TP_STATUS_INVALID_ARGUMENT);
     CHECK_STR(tp_last_error(),
-              "observer: unsupported observer (abi_version 2, struct_size 24, on_event set); this "
-              "runtime speaks abi_version 1");
+              "observer: unsupported observer (abi_version 3, struct_size 24, on_event set); this "
+              "runtime speaks abi_version 2");
+    /* Version 1 observers expect a RETAIN for every tensor; since 2 a new
+     * tensor adopts its storage's creation reference: not attached. */
+    tp_observer v1 = recorder;
+    v1.abi_version = 1;
+    CHECK_EQ(TP_OBSERVER_ABI_VERSION, 2);
+    CHECK_EQ(tp_observer_set(&v1), -1);
+    CHECK(tp_observer_get() == NULL);
     tp_observer small = recorder;
     small.struct_size = 8;
     CHECK_EQ(tp_observer_set(&small), -1);
@@ -248,6 +260,7 @@ static void test_tensor_and_view_events_carry_geometry_and_ids(void) {
     EXPECT_REF(i, sid, TP_OBS_REFOP_RETAIN, 2, 1); /* make_tensor's x takes a reference */
     CHECK_EQ(recs[i].kind, TP_OBS_TENSOR_CREATED);
     CHECK_EQ(recs[i].tn.tensor_id, xid);
+    CHECK_EQ(recs[i].tn.flags, 0); /* the public constructor retains: the caller keeps its own */
     CHECK_EQ(recs[i].tn.storage_id, sid);
     CHECK_EQ(recs[i].tn.base_id, 0);
     CHECK_EQ(recs[i].tn.ndim, 2);
@@ -260,6 +273,7 @@ static void test_tensor_and_view_events_carry_geometry_and_ids(void) {
     CHECK_EQ(recs[i].tn.tensor_id, aid);
     CHECK_EQ(recs[i].tn.base_id, xid);
     CHECK_EQ(recs[i].tn.storage_offset, 4);
+    CHECK_EQ(recs[i].tn.flags, 0); /* a view retains */
     i++;
     EXPECT_REF(i, sid, TP_OBS_REFOP_RETAIN, 3, 1); /* v */
     CHECK_EQ(recs[i].kind, TP_OBS_TENSOR_CREATED);
@@ -294,6 +308,67 @@ static void test_tensor_and_view_events_carry_geometry_and_ids(void) {
     CHECK_EQ(nrecs, i);
 }
 
+static void test_reshape_copy_adopts_its_new_storage_without_refcount_events(void) {
+    tp_tensor *x = make_tensor(2, SHAPE(3, 4), TP_DTYPE_FLOAT32);
+    tp_tensor *xt = tp_tensor_t(x); /* not viewable as [12]: reshape copies */
+    start_recording();
+    tp_tensor *r = tp_tensor_reshape(xt, 1, SHAPE(12));
+    int made = nrecs;
+    CHECK(r != NULL && !tp_tensor_is_view(r));
+    tp_storage *s = tp_tensor_storage(r);
+    uint64_t sid = tp_storage_id(s), rid = tp_tensor_id(r);
+    uint64_t s_addr = (uint64_t)(uintptr_t)s, r_addr = (uint64_t)(uintptr_t)r;
+    CHECK(s != tp_tensor_storage(x));
+    CHECK_EQ(tp_storage_use_count(s), 1); /* the tensor's, and nobody else's */
+    CHECK_EQ(tp_storage_weak_count(s), 1);
+    tp_tensor_release(r);
+    stop_recording();
+
+    CHECK_EQ(made, 2); /* STORAGE_CREATED, TENSOR_CREATED: no RETAIN, no RELEASE */
+    int i = 0;
+    CHECK_EQ(recs[i].kind, TP_OBS_STORAGE_CREATED);
+    CHECK_EQ(recs[i].st.storage_id, sid);
+    CHECK_EQ(recs[i].object, s_addr);
+    i++;
+    CHECK_EQ(recs[i].kind, TP_OBS_TENSOR_CREATED);
+    CHECK_EQ(recs[i].tn.tensor_id, rid);
+    CHECK_EQ(recs[i].tn.storage_id, sid);
+    CHECK_EQ(recs[i].tn.base_id, 0);
+    CHECK_EQ(recs[i].tn.flags, TP_OBS_TENSOR_ADOPTED_REF);
+    CHECK_EQ(recs[i].object, r_addr);
+    i++;
+    CHECK_EQ(recs[i].kind, TP_OBS_TENSOR_FREED);
+    CHECK_EQ(recs[i].tn.tensor_id, rid);
+    CHECK_EQ(recs[i].tn.flags, 0);
+    i++;
+    EXPECT_REF(i, sid, TP_OBS_REFOP_RELEASE, 0, 1); /* the adopted reference, the only one */
+    CHECK_EQ(recs[i - 1].object, 0);
+    EXPECT_KIND(i, TP_OBS_STORAGE_DATA_RELEASED);
+    EXPECT_KIND(i, TP_OBS_STORAGE_FREED);
+    CHECK_EQ(nrecs, i);
+    tp_tensor_release(xt);
+    tp_tensor_release(x);
+}
+
+static void test_failed_adoption_releases_the_creation_reference_once(void) {
+    start_recording();
+    tp_storage *s = tp_storage_new(16, NULL, false);
+    uint64_t sid = tp_storage_id(s), s_addr = (uint64_t)(uintptr_t)s;
+    /* 5 floats do not fit 16 bytes: the tensor is refused and the storage,
+     * whose only reference the call consumed, is gone. */
+    CHECK(tp__tensor_make(s, 0, 1, SHAPE(5), NULL, TP_DTYPE_FLOAT32, NULL, NULL,
+                          TP__STORAGE_REF_ADOPT) == NULL);
+    CHECK_EQ(tp_last_status(), TP_STATUS_OUT_OF_BOUNDS);
+    stop_recording();
+    int i = 0;
+    EXPECT_KIND(i, TP_OBS_STORAGE_CREATED);
+    EXPECT_REF(i, sid, TP_OBS_REFOP_RELEASE, 0, 1);
+    CHECK_EQ(recs[i - 1].object, s_addr); /* released by the call that created it */
+    EXPECT_KIND(i, TP_OBS_STORAGE_DATA_RELEASED);
+    EXPECT_KIND(i, TP_OBS_STORAGE_FREED);
+    CHECK_EQ(nrecs, i); /* no TENSOR_CREATED */
+}
+
 static void test_version_bump_through_a_view_reports_the_shared_value(void) {
     tp_tensor *x = make_tensor(1, SHAPE(4), TP_DTYPE_FLOAT32);
     tp_tensor *v = tp_tensor_narrow(x, 0, 1, 2);
@@ -324,6 +399,8 @@ int main(void) {
     RUN_TEST(test_resize_and_set_data_ptr_report_the_swap);
     RUN_TEST(test_wrapped_memory_names_its_owner);
     RUN_TEST(test_tensor_and_view_events_carry_geometry_and_ids);
+    RUN_TEST(test_reshape_copy_adopts_its_new_storage_without_refcount_events);
+    RUN_TEST(test_failed_adoption_releases_the_creation_reference_once);
     RUN_TEST(test_version_bump_through_a_view_reports_the_shared_value);
     return CHECK_DONE();
 }

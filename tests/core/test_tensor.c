@@ -1,9 +1,13 @@
 /*
  * tests/core/test_tensor.c - TensorImpl construction, bounds checks,
  * lifetime, fields, the version counter and the autograd slots
- * (src/core/tensor.c).
+ * (src/core/tensor.c).  The adopting constructor the runtime's creators use
+ * is internal (src/core/internal.h).
  */
+#include <stdlib.h>
+
 #include "tensorplay/tensorplay.h"
+#include "../../src/core/internal.h"
 #include "../check.h"
 #include "tensor_helpers.h"
 
@@ -126,6 +130,86 @@ static void test_numel_overflow_is_an_error_not_a_wrap(void) {
     CHECK_EQ(tp_tensor_numel(z), 0);
     tp_tensor_release(z);
     tp_storage_release(s);
+}
+
+// ----------------------------------------------------------------------------
+// adopting the storage's creation reference
+
+/* A storage over malloc'ed bytes whose deleter counts its runs. */
+static int deleter_runs;
+static void counting_free(void *ctx) {
+    deleter_runs++;
+    free(ctx);
+}
+static tp_storage *counted_storage(size_t nbytes) {
+    void *p = malloc(nbytes ? nbytes : 1);
+    tp_data_ptr dp = {.ptr = p, .ctx = p, .deleter = counting_free, .device = tp_device_cpu()};
+    return tp_storage_new_with_data_ptr(dp, nbytes, NULL, false);
+}
+
+static void test_adopting_tensor_holds_the_only_reference(void) {
+    deleter_runs = 0;
+    tp_storage *s = counted_storage(48);
+    tp_tensor *t = tp__tensor_make(s, 0, 2, SHAPE(3, 4), NULL, TP_DTYPE_FLOAT32, NULL, NULL,
+                                   TP__STORAGE_REF_ADOPT);
+    CHECK(t != NULL);
+    CHECK(tp_tensor_storage(t) == s);
+    CHECK(shape_is(t, 2, SHAPE(3, 4), SHAPE(4, 1)));
+    CHECK(!tp_tensor_is_view(t));
+    CHECK_EQ(tp_tensor_version(t), 0);
+    CHECK_EQ(tp_storage_use_count(s), 1); /* adopted, not retained */
+    tp_storage_weak_retain(s);            /* to look at the struct after the tensor */
+    tp_tensor_release(t);
+    CHECK_EQ(tp_storage_use_count(s), 0);
+    CHECK_EQ(deleter_runs, 1);
+    CHECK_EQ(tp_storage_weak_count(s), 1); /* ours alone */
+    tp_storage_weak_release(s);
+}
+
+/* Every refusal consumes the reference it was given: exactly one release,
+ * the data freed once, and the message of the refusal kept. */
+static void test_failed_adoption_releases_the_storage_exactly_once(void) {
+    int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    struct {
+        int ndim;
+        const int64_t *sizes, *strides;
+        int64_t offset;
+        tp_dtype dtype;
+        tp_status status;
+        const char *message;
+    } bad[] = {
+        {1, SHAPE(2), NULL, 0, (tp_dtype)42, TP_STATUS_INVALID_ARGUMENT,
+         "tensor: invalid dtype 42"},
+        {2, SHAPE(-1, 3), NULL, 0, TP_DTYPE_FLOAT32, TP_STATUS_INVALID_ARGUMENT,
+         "Trying to create tensor with negative dimension -1: [-1, 3]"},
+        {9, nine, NULL, 0, TP_DTYPE_FLOAT32, TP_STATUS_INVALID_ARGUMENT,
+         "tensors have between 0 and 8 dimensions, got 9"},
+        {1, SHAPE(5), NULL, 0, TP_DTYPE_FLOAT32, TP_STATUS_OUT_OF_BOUNDS,
+         "setStorage: sizes [5], strides [1], storage offset 0, and itemsize 4 requiring a "
+         "storage size of 20 are out of bounds for storage of size 16"},
+        {1, SHAPE(2), NULL, -1, TP_DTYPE_FLOAT32, TP_STATUS_INVALID_ARGUMENT,
+         "Tensor: invalid storage offset -1"},
+        {2, SHAPE(2, 2), SHAPE(-1, 1), 0, TP_DTYPE_FLOAT32, TP_STATUS_INVALID_ARGUMENT,
+         "as_strided: Negative strides are not supported at the moment, got strides: [-1, 1]"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        deleter_runs = 0;
+        tp_storage *s = counted_storage(16);
+        tp_storage_weak_retain(s); /* keeps the struct readable: a second release would show */
+        tp_clear_error();
+        CHECK(tp__tensor_make(s, bad[k].offset, bad[k].ndim, bad[k].sizes, bad[k].strides,
+                              bad[k].dtype, NULL, NULL, TP__STORAGE_REF_ADOPT) == NULL);
+        CHECK_EQ(tp_last_status(), bad[k].status);
+        CHECK_STR(tp_last_error(), bad[k].message);
+        CHECK_EQ(tp_storage_use_count(s), 0);
+        CHECK_EQ(tp_storage_weak_count(s), 1);
+        CHECK_EQ(deleter_runs, 1);
+        tp_storage_weak_release(s);
+    }
+    /* Nothing to adopt: an error, and nothing released. */
+    CHECK(tp__tensor_make(NULL, 0, 1, SHAPE(2), NULL, TP_DTYPE_FLOAT32, NULL, NULL,
+                          TP__STORAGE_REF_ADOPT) == NULL);
+    CHECK_STR(tp_last_error(), "tensor: storage is NULL");
 }
 
 // ----------------------------------------------------------------------------
@@ -294,6 +378,8 @@ int main(void) {
     RUN_TEST(test_zero_dim_tensor_has_one_element);
     RUN_TEST(test_bad_geometry_is_rejected_with_pytorch_messages);
     RUN_TEST(test_numel_overflow_is_an_error_not_a_wrap);
+    RUN_TEST(test_adopting_tensor_holds_the_only_reference);
+    RUN_TEST(test_failed_adoption_releases_the_storage_exactly_once);
     RUN_TEST(test_retain_release_counts_the_handle);
     RUN_TEST(test_last_tensor_release_frees_the_storage_data);
     RUN_TEST(test_size_and_stride_wrap_negative_dims);

@@ -339,6 +339,54 @@ static void test_misaligned_data_is_copied_to_aligned_memory(void) {
     tp_safetensors_free(st);
 }
 
+/* Counts what loading sends: a loaded tensor takes its new storage's
+ * creation reference (mapped or copied alike), no retain/release pair. */
+static int created_storages, adopting_tensors, other_tensors, refcount_changes;
+static void count_load_events(void *user, const tp_obs_event *ev) {
+    (void)user;
+    if (ev->kind == TP_OBS_STORAGE_CREATED) created_storages++;
+    if (ev->kind == TP_OBS_STORAGE_REFCOUNT) refcount_changes++;
+    if (ev->kind == TP_OBS_TENSOR_CREATED) {
+        if (ev->u.tensor.flags & TP_OBS_TENSOR_ADOPTED_REF) adopting_tensors++;
+        else other_tensors++;
+    }
+}
+
+static void test_loaded_tensors_adopt_their_new_storages(void) {
+    /* As in the misaligned case: "f" is copied, "c" points into the mapping. */
+    const char *hdr = "{\"f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                      "\"c\":{\"dtype\":\"I8\",\"shape\":[2],\"data_offsets\":[8,10]}}";
+    char padded[256];
+    size_t n = strlen(hdr);
+    memcpy(padded, hdr, n);
+    while ((8 + n) % 8 != 2) padded[n++] = ' ';
+    padded[n] = '\0';
+    unsigned char data[10] = {0};
+    const char *path = path_of("adopt.safetensors");
+    make_file(path, padded, data, 10);
+    static const tp_observer obs = {
+        .abi_version = TP_OBSERVER_ABI_VERSION,
+        .struct_size = sizeof obs,
+        .on_event = count_load_events,
+    };
+    const tp_observer *saved = tp_observer_get();
+    CHECK(tp_observer_set(&obs) == 0);
+    tp_safetensors *st = NULL;
+    CHECK(tp_safetensors_load(path, &st) == TP_STATUS_OK);
+    tp_observer_set(saved);
+    if (!st) return;
+    CHECK_EQ(created_storages, 2);
+    CHECK_EQ(adopting_tensors, 2);
+    CHECK_EQ(other_tensors, 0);
+    CHECK_EQ(refcount_changes, 0);
+    tp_tensor *f = tp_safetensors_get(st, "f"), *c = tp_safetensors_get(st, "c");
+    CHECK(!in_mapping(path, tp_tensor_data(f)) && in_mapping(path, tp_tensor_data(c)));
+    CHECK_EQ(tp_storage_use_count(tp_tensor_storage(f)), 1);
+    CHECK_EQ(tp_storage_use_count(tp_tensor_storage(c)), 1);
+    tp_safetensors_free(st);
+    CHECK(!is_mapped(path)); /* the tensor's release was the storage's last */
+}
+
 static void test_loading_from_memory_copies(void) {
     float vals[2] = {3.0f, 4.0f};
     const char *hdr = "{\"v\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}  ";
@@ -548,6 +596,7 @@ int main(void) {
     RUN(test_the_file_is_unmapped_when_the_last_storage_goes);
     RUN(test_writes_to_a_loaded_tensor_never_reach_the_file);
     RUN(test_misaligned_data_is_copied_to_aligned_memory);
+    RUN(test_loaded_tensors_adopt_their_new_storages);
     RUN(test_loading_from_memory_copies);
     RUN(test_save_refuses_bad_arguments_and_leaves_no_file);
     RUN(test_truncated_or_oversized_headers_are_refused);

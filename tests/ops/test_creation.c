@@ -1,6 +1,8 @@
 /*
  * tests/ops/test_creation.c - factories: empty/zeros/ones/full, arange,
- * linspace, seeded rand/randn, from_blob (no copy, deleter ownership).
+ * linspace, seeded rand/randn, from_blob (no copy, deleter ownership), and
+ * the observer events of a new tensor on a new storage (it adopts the
+ * storage's creation reference).
  */
 #include "check.h"
 
@@ -151,6 +153,123 @@ static void test_from_blob_shares_memory_and_runs_deleter_once(void) {
     CHECK_EQ(deleted, 2);
 }
 
+// ----------------------------------------------------------------------------
+// a new tensor on a new storage: the creation reference is the tensor's
+
+typedef struct seen_event {
+    uint32_t kind, op, strong, weak, flags;
+    uint64_t storage, tensor, object;
+} seen_event;
+static seen_event seen[16];
+static int nseen;
+
+static void remember(void *user, const tp_obs_event *ev) {
+    (void)user;
+    if (nseen == 16) return;
+    seen_event *e = &seen[nseen++];
+    *e = (seen_event){.kind = ev->kind, .object = ev->object};
+    if (ev->kind == TP_OBS_STORAGE_REFCOUNT) {
+        e->storage = ev->u.refcount.storage_id;
+        e->op = ev->u.refcount.op;
+        e->strong = ev->u.refcount.strong;
+        e->weak = ev->u.refcount.weak;
+    } else if (ev->kind == TP_OBS_TENSOR_CREATED || ev->kind == TP_OBS_TENSOR_FREED) {
+        e->storage = ev->u.tensor.storage_id;
+        e->tensor = ev->u.tensor.tensor_id;
+        e->flags = ev->u.tensor.flags;
+    } else {
+        e->storage = ev->u.storage.storage_id;
+    }
+}
+
+static const tp_observer watcher = {
+    .abi_version = TP_OBSERVER_ABI_VERSION, .struct_size = sizeof watcher, .on_event = remember,
+};
+
+/* Checks the events of making `t` (made while watching): STORAGE_CREATED
+ * of its storage, then TENSOR_CREATED flagged ADOPTED_REF; nothing else. */
+static void check_adopted(const tp_tensor *t, int n) {
+    CHECK_EQ(n, 2);
+    uint64_t sid = tp_storage_id(tp_tensor_storage(t));
+    CHECK_EQ(seen[0].kind, TP_OBS_STORAGE_CREATED);
+    CHECK_EQ(seen[0].storage, sid);
+    CHECK_EQ(seen[0].object, (uint64_t)(uintptr_t)tp_tensor_storage(t));
+    CHECK_EQ(seen[1].kind, TP_OBS_TENSOR_CREATED);
+    CHECK_EQ(seen[1].storage, sid);
+    CHECK_EQ(seen[1].tensor, tp_tensor_id(t));
+    CHECK_EQ(seen[1].flags, TP_OBS_TENSOR_ADOPTED_REF);
+    CHECK_EQ(seen[1].object, (uint64_t)(uintptr_t)t);
+    CHECK_EQ(tp_storage_use_count(tp_tensor_storage(t)), 1);
+}
+
+/* Checks the events of releasing the only reference to a tensor that
+ * adopted its storage's: TENSOR_FREED, the one RELEASE to 0, the data and
+ * the struct. */
+static void check_released(uint64_t tid, uint64_t sid, int n) {
+    CHECK_EQ(n, 4);
+    CHECK_EQ(seen[0].kind, TP_OBS_TENSOR_FREED);
+    CHECK_EQ(seen[0].tensor, tid);
+    CHECK_EQ(seen[1].kind, TP_OBS_STORAGE_REFCOUNT);
+    CHECK_EQ(seen[1].storage, sid);
+    CHECK_EQ(seen[1].op, TP_OBS_REFOP_RELEASE);
+    CHECK_EQ(seen[1].strong, 0);
+    CHECK_EQ(seen[1].weak, 1);
+    CHECK_EQ(seen[2].kind, TP_OBS_STORAGE_DATA_RELEASED);
+    CHECK_EQ(seen[2].storage, sid);
+    CHECK_EQ(seen[3].kind, TP_OBS_STORAGE_FREED);
+    CHECK_EQ(seen[3].storage, sid);
+}
+
+static void test_new_tensor_adopts_its_storage_without_refcount_events(void) {
+    const tp_observer *saved = tp_observer_get();
+    CHECK_EQ(tp_observer_set(&watcher), 0);
+    float data[6] = {0};
+    int weight = 1;
+    deleted = 0;
+    for (int k = 0; k < 2; k++) {
+        nseen = 0;
+        tp_tensor *t = k == 0 ? tp_empty(2, (int64_t[]){2, 3}, TP_DTYPE_FLOAT32)
+                              : tp_from_blob(data, 2, (int64_t[]){2, 3}, NULL, TP_DTYPE_FLOAT32,
+                                             count_delete, &weight);
+        CHECK(t != NULL);
+        if (!t) continue;
+        check_adopted(t, nseen);
+        uint64_t tid = tp_tensor_id(t), sid = tp_storage_id(tp_tensor_storage(t));
+        CHECK_EQ(tp_tensor_use_count(t), 1);
+        nseen = 0;
+        tp_tensor_release(t);
+        check_released(tid, sid, nseen);
+    }
+    CHECK_EQ(deleted, 1); /* from_blob's deleter, once */
+    tp_observer_set(saved);
+}
+
+static void test_from_blob_refused_by_the_bounds_check_frees_the_blob_once(void) {
+    /* 2^62 floats pass the size checks, but their bytes wrap size_t: the
+     * storage is created, then the tensor over it is refused, and the
+     * creation reference it was handed is released exactly once. */
+    const tp_observer *saved = tp_observer_get();
+    CHECK_EQ(tp_observer_set(&watcher), 0);
+    float data[1];
+    int weight = 1;
+    deleted = 0;
+    nseen = 0;
+    CHECK_ERROR(fails(tp_from_blob(data, 1, (int64_t[]){INT64_C(1) << 62}, NULL, TP_DTYPE_FLOAT32,
+                                   count_delete, &weight)),
+                "overflow the storage size calculation");
+    tp_observer_set(saved);
+    CHECK_EQ(deleted, 1);
+    CHECK_EQ(nseen, 4);
+    CHECK_EQ(seen[0].kind, TP_OBS_STORAGE_CREATED);
+    CHECK_EQ(seen[1].kind, TP_OBS_STORAGE_REFCOUNT);
+    CHECK_EQ(seen[1].op, TP_OBS_REFOP_RELEASE);
+    CHECK_EQ(seen[1].strong, 0);
+    CHECK(seen[1].object != 0); /* the creating call's own release names the storage */
+    CHECK_EQ(seen[1].object, seen[0].object);
+    CHECK_EQ(seen[2].kind, TP_OBS_STORAGE_DATA_RELEASED);
+    CHECK_EQ(seen[3].kind, TP_OBS_STORAGE_FREED);
+}
+
 static void test_allocation_failure_returns_null_with_message(void) {
     limit_begin(1024);
     tp_clear_error();
@@ -175,6 +294,8 @@ int main(void) {
     RUN_TEST(test_rand_is_seeded_uniform_below_one);
     RUN_TEST(test_randn_has_unit_moments);
     RUN_TEST(test_from_blob_shares_memory_and_runs_deleter_once);
+    RUN_TEST(test_new_tensor_adopts_its_storage_without_refcount_events);
+    RUN_TEST(test_from_blob_refused_by_the_bounds_check_frees_the_blob_once);
     RUN_TEST(test_allocation_failure_returns_null_with_message);
     return CHECK_DONE();
 }

@@ -142,6 +142,13 @@ static void tensor_with_retain(struct tpprof_thread *t, uint64_t id, uint64_t st
     put_flags(t, TP_OBS_TENSOR_CREATED, 0, TPPROF_OBS_WITH_RETAIN, stack, w, 10);
 }
 
+// A TENSOR_CREATED whose tensor adopted its storage's creation reference
+// (TPPROF_OBS_ADOPTED): no RETAIN before it.
+static void tensor_adopted(struct tpprof_thread *t, uint64_t id, uint64_t storage, uint32_t stack) {
+    uint64_t w[9] = {0, 0, id, storage, 0, 0, 1 | (uint64_t)4 << 32, 4, 1};
+    put_flags(t, TP_OBS_TENSOR_CREATED, 0, TPPROF_OBS_ADOPTED, stack, w, 9);
+}
+
 static void tensor_freed(struct tpprof_thread *t, uint64_t id, uint64_t storage) {
     uint64_t w[4] = {0, 0, id, storage};
     put(t, TP_OBS_TENSOR_FREED, 0, 0, w, 4);
@@ -365,6 +372,91 @@ static void test_observe_takes_the_creating_calls_allocation_stack(void) {
           "the others at their unwound stacks");
 }
 
+// A tensor that adopted its storage's creation reference (observer ABI 2):
+// that reference becomes the tensor's, at the tensor's stack; the tensor's
+// free pairs with it and counts under that stack; a tensor never freed is
+// the holder of its storage, with no unmatched reference.
+static void test_adopted_creation_reference_belongs_to_its_tensor(void) {
+    created(&th0, 200, 0, 64, 100);
+    tensor_adopted(&th0, 201, 200, 101);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 200") == 1 &&
+              q("SELECT count(*) FROM storage_refs WHERE storage_id = 200 AND op = 0 AND stack_id = 101 AND "
+                "tensor_id = 201 AND count = 1") == 1,
+          "storage 200's one reference: the creation reference, tensor 201's, at its stack");
+    CHECK(q("SELECT strong FROM storages WHERE id = 200") == 1, "strong 1: nothing was retained");
+    CHECK(q("SELECT created_stack FROM tensors WHERE id = 201") == 101 &&
+              q("SELECT created_stack FROM storages WHERE id = 200") == 100,
+          "the tensor and the storage keep their own stacks");
+    CHECK(q("SELECT count(*) FROM refcount_sites WHERE stack_id IN (100, 101)") == 0, "no refcount change yet");
+    tensor_release(&th0, 200, 201, 0, 1);
+    simple(&th0, TP_OBS_STORAGE_DATA_RELEASED, 200);
+    simple(&th0, TP_OBS_STORAGE_FREED, 200);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 101") == 1 &&
+              q("SELECT count(*) FROM refcount_sites WHERE stack_id IN (0, 100)") == 0,
+          "its one release counts under the tensor's stack");
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 200") == 0 &&
+              q("SELECT count(*) FROM storages WHERE id = 200 AND freed_ns IS NULL") == 0,
+          "storage 200 is gone with no reference left");
+
+    // Another storage's release does not take a reference of the tensor's:
+    // an unowned release cancels the unowned retain, the tensor keeps its own.
+    created(&th1, 210, 0, 64, 102);
+    tensor_adopted(&th1, 211, 210, 103);
+    refcount(&th0, 210, TP_OBS_REFOP_RETAIN, 2, 1, 104); // a cache elsewhere
+    refcount(&th0, 210, TP_OBS_REFOP_RELEASE, 1, 1, 105); // and its release
+    // A tensor whose stack is unknown keeps the storage's creation stack.
+    created(&th1, 220, 0, 64, 106);
+    tensor_adopted(&th1, 221, 220, 0);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 210") == 1 &&
+              q("SELECT tensor_id FROM storage_refs WHERE storage_id = 210 AND op = 0 AND stack_id = 103") == 211,
+          "tensor 211, never freed, holds storage 210 at its own stack");
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id IN (210, 220) AND tensor_id = 0") == 0,
+          "no unmatched reference on either");
+    CHECK(q("SELECT tensor_id FROM storage_refs WHERE storage_id = 220 AND op = 0 AND stack_id = 106") == 221,
+          "tensor 221's reference at the storage's creation stack");
+}
+
+// observe.c passes the adoption on: the tensor's record is flagged, takes
+// the stack of its struct's allocation (no unwind), and the ledger gives
+// the creation reference to the tensor.
+static void test_observe_passes_on_an_adopted_reference(void) {
+    int c0 = captures, r0 = records;
+    remember_alloc(0x8000, 110); // the storage struct
+    tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED, .object = 0x8000,
+                       .u.storage = {.storage_id = 230, .nbytes = 8, .allocator = "cpu"}};
+    send(&ev, 99);
+    remember_alloc(0x9000, 111); // the tensor struct
+    static const int64_t sizes[1] = {2}, strides[1] = {1};
+    ev = (tp_obs_event){.kind = TP_OBS_TENSOR_CREATED, .object = 0x9000,
+                        .u.tensor = {.tensor_id = 231, .storage_id = 230, .ndim = 1, .sizes = sizes,
+                                     .strides = strides, .itemsize = 4, .flags = TP_OBS_TENSOR_ADOPTED_REF}};
+    send(&ev, 99);
+    CHECK(captures == c0 && records == r0 + 2, "storage and adopting tensor: no unwind (%d), two records (%d)",
+          captures - c0, records - r0);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 230") == 1 &&
+              q("SELECT tensor_id FROM storage_refs WHERE storage_id = 230 AND op = 0 AND stack_id = 111") == 231,
+          "the creation reference is tensor 231's, at the tensor struct's stack");
+    CHECK(q("SELECT created_stack FROM tensors WHERE id = 231") == 111, "tensor 231 made at its struct's stack");
+    // tp_tensor_release's order: TENSOR_FREED, the release to 0, data, struct.
+    ev_tensor(TP_OBS_TENSOR_FREED, 231, 230, 112);
+    ev_refcount(230, TP_OBS_REFOP_RELEASE, 0, 1, 113);
+    ev_storage(TP_OBS_STORAGE_DATA_RELEASED, 230);
+    ev_storage(TP_OBS_STORAGE_FREED, 230);
+    CHECK(captures == c0 && records == r0 + 3, "the free: one record, no unwind (%d, %d)", captures - c0,
+          records - r0);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 111") == 1 &&
+              q("SELECT count(*) FROM refcount_sites WHERE stack_id IN (110, 112, 113)") == 0,
+          "the release counts under the tensor's stack");
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 230") == 0 &&
+              q("SELECT count(*) FROM storages WHERE id = 230 AND freed_ns IS NULL") == 0,
+          "storage 230 is gone with no reference left");
+}
+
 // Aggregate mode: a storage's creation and data release carry ticks taken
 // in the event (TPPROF_OBS_TICKS, the last payload word), so its lifetime is
 // not rounded to the merge times the records came in.
@@ -520,6 +612,8 @@ int main(void) {
     CHECK(kept_events == 0, "aggregate mode keeps no events");
     test_observe_folds_tensor_events_and_skips_known_stacks();
     test_observe_takes_the_creating_calls_allocation_stack();
+    test_adopted_creation_reference_belongs_to_its_tensor();
+    test_observe_passes_on_an_adopted_reference();
     test_ticks_time_storage_lifetimes();
     sqlite3_close(db);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
