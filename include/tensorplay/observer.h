@@ -67,6 +67,7 @@
 #ifndef TENSORPLAY_OBSERVER_H
 #define TENSORPLAY_OBSERVER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -195,7 +196,24 @@ typedef struct tp_observer {
     uint32_t struct_size; /* sizeof(tp_observer) */
     void *user;
     void (*on_event)(void *user, const tp_obs_event *event);
+    /* Optional direct forms of the two most frequent events (version 2;
+     * read only when struct_size reaches them).  When set, the runtime
+     * calls them instead of on_event for every REFCOUNT event and every
+     * TENSOR_FREED, with that event's fields as arguments; when NULL those
+     * events go to on_event like the others.  Same events, same order on
+     * each thread, same meaning: only no tp_obs_event is built, which in a
+     * small tensor op is most of what an event costs the runtime.  op is a
+     * tp_obs_refop; object as tp_obs_event.object. */
+    void (*on_refcount)(void *user, uint64_t storage_id, uint32_t op, uint32_t strong, uint32_t weak,
+                        uint64_t object);
+    void (*on_tensor_freed)(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id);
 } tp_observer;
+
+/* Whether observer o provides the direct form `member` (a tp_observer field
+ * after on_event): its struct reaches the field and the field is set. */
+#define TP_OBSERVER_HAS(o, member)                                                     \
+    ((o)->struct_size >= offsetof(tp_observer, member) + sizeof((o)->member) && \
+     (o)->member != NULL)
 
 typedef const tp_observer *(*tp_observer_provider_fn)(uint32_t runtime_abi_version);
 

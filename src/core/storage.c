@@ -56,14 +56,16 @@ static void tp__observe_storage(uint32_t kind, const tp_storage *s, uint64_t old
 
 static void tp__observe_refcount(uint64_t id, tp_obs_refop op, uint32_t strong, uint32_t weak,
                                  const void *object) {
-    TP__OBSERVE({
-        tp__ev_.kind = TP_OBS_STORAGE_REFCOUNT;
-        tp__ev_.object = (uint64_t)(uintptr_t)object;
-        tp__ev_.u.refcount.storage_id = id;
-        tp__ev_.u.refcount.op = op;
-        tp__ev_.u.refcount.strong = strong;
-        tp__ev_.u.refcount.weak = weak;
-    });
+    const tp_observer *o = tp__observer_get();
+    if (__builtin_expect(o == NULL, 1)) return;
+    if (TP_OBSERVER_HAS(o, on_refcount)) {
+        o->on_refcount(o->user, id, (uint32_t)op, strong, weak, (uint64_t)(uintptr_t)object);
+        return;
+    }
+    tp_obs_event ev = {.kind = TP_OBS_STORAGE_REFCOUNT, .struct_size = sizeof ev,
+                       .object = (uint64_t)(uintptr_t)object,
+                       .u.refcount = {.storage_id = id, .op = op, .strong = strong, .weak = weak}};
+    o->on_event(o->user, &ev);
 }
 
 // ----------------------------------------------------------------------------

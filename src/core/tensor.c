@@ -262,12 +262,18 @@ tp_tensor *tp_tensor_retain(tp_tensor *t) {
 void tp_tensor_release(tp_tensor *t) {
     if (!t) return;
     if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
-    TP__OBSERVE({
-        tp__ev_.kind = TP_OBS_TENSOR_FREED;
-        tp__ev_.u.tensor.tensor_id = t->id;
-        tp__ev_.u.tensor.storage_id = t->storage->id;
-        tp__ev_.u.tensor.base_id = t->base ? t->base->id : 0;
-    });
+    const tp_observer *o = tp__observer_get();
+    if (__builtin_expect(o != NULL, 0)) {
+        uint64_t base_id = t->base ? t->base->id : 0;
+        if (TP_OBSERVER_HAS(o, on_tensor_freed)) {
+            o->on_tensor_freed(o->user, t->id, t->storage->id, base_id);
+        } else {
+            tp_obs_event ev = {.kind = TP_OBS_TENSOR_FREED, .struct_size = sizeof ev,
+                               .u.tensor = {.tensor_id = t->id, .storage_id = t->storage->id,
+                                            .base_id = base_id}};
+            o->on_event(o->user, &ev);
+        }
+    }
     tp_tensor_release(t->grad);
     tp_tensor_release(t->base); /* a root base: no deeper recursion */
     tp_storage_release(t->storage);

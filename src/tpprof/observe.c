@@ -336,20 +336,25 @@ static void on_allocator(struct tpprof_thread *t, const tp_obs_event *ev) {
     obs_commit(t, w, TP_OBS_ALLOCATOR, 0, 0, sid, 12);
 }
 
+// Entering a callback: recording is on and this is not tpprof's own doing.
+// Returns the thread's ring with the guard set (it keeps the hooks out while
+// a record is half written: of libunwind's mallocs, and of a signal
+// handler's on this thread), or NULL: nothing to do.
+static inline struct tpprof_thread *enter(void) {
+    if (tpprof_guard || !atomic_load_explicit(&tpprof_active, memory_order_relaxed)) return NULL;
+    tpprof_guard = 1;
+    struct tpprof_thread *t = tpprof_self; // rings.c's fast path, without the call
+    if (TPPROF_UNLIKELY(!t) && !(t = tpprof_thread_get())) tpprof_guard = 0;
+    return t;
+}
+
 static void on_event(void *user, const tp_obs_event *ev) {
     (void)user;
-    if (tpprof_guard || !atomic_load_explicit(&tpprof_active, memory_order_relaxed)) return;
     // The runtime sends the whole struct of its ABI version; a shorter one
     // is not an event we can read.
     if (TPPROF_UNLIKELY(ev->struct_size < sizeof *ev)) return;
-    // The guard keeps the hooks out while a record is half written: of
-    // libunwind's mallocs, and of a signal handler's on this thread.
-    tpprof_guard = 1;
-    struct tpprof_thread *t = tpprof_self; // rings.c's fast path, without the call
-    if (TPPROF_UNLIKELY(!t) && !(t = tpprof_thread_get())) {
-        tpprof_guard = 0;
-        return;
-    }
+    struct tpprof_thread *t = enter();
+    if (!t) return;
     switch (ev->kind) {
     case TP_OBS_STORAGE_CREATED: on_storage_created(t, ev); break;
     case TP_OBS_STORAGE_REFCOUNT:
@@ -368,11 +373,32 @@ static void on_event(void *user, const tp_obs_event *ev) {
     tpprof_guard = 0;
 }
 
+// The ABI's direct forms of the two most frequent events: no event struct
+// to build (runtime) or to dispatch on (here).
+static void on_refcount(void *user, uint64_t storage_id, uint32_t op, uint32_t strong, uint32_t weak,
+                        uint64_t object) {
+    (void)user;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    refcount(t, storage_id, (int)(op & 0xff), strong, weak, object);
+    tpprof_guard = 0;
+}
+
+static void on_tensor_freed(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id) {
+    (void)user, (void)base_id;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    tensor_freed(t, tensor_id, storage_id);
+    tpprof_guard = 0;
+}
+
 static const tp_observer observer = {
     .abi_version = TP_OBSERVER_ABI_VERSION,
     .struct_size = sizeof observer,
     .user = NULL,
     .on_event = on_event,
+    .on_refcount = on_refcount,
+    .on_tensor_freed = on_tensor_freed,
 };
 
 // ---------------------------------------------------------------------------

@@ -75,6 +75,48 @@ static void start_recording(void) {
 
 static void stop_recording(void) { tp_observer_set(NULL); }
 
+/* The same recorder through the ABI's direct forms of REFCOUNT and
+ * TENSOR_FREED: it files them as on_event would, and counts what arrived
+ * which way. */
+static int direct_calls, struct_calls;
+
+static void on_event_counted(void *user, const tp_obs_event *ev) {
+    struct_calls++;
+    CHECK(ev->kind != TP_OBS_STORAGE_REFCOUNT && ev->kind != TP_OBS_TENSOR_FREED);
+    on_event(user, ev);
+}
+
+static void on_refcount_direct(void *user, uint64_t storage_id, uint32_t op, uint32_t strong, uint32_t weak,
+                               uint64_t object) {
+    CHECK(user == &nrecs);
+    direct_calls++;
+    if (nrecs == MAX_RECS) return;
+    rec *r = &recs[nrecs++];
+    memset(r, 0, sizeof *r);
+    r->kind = TP_OBS_STORAGE_REFCOUNT;
+    r->object = object;
+    r->rc = (tp_obs_refcount){.storage_id = storage_id, .op = op, .strong = strong, .weak = weak};
+}
+
+static void on_tensor_freed_direct(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id) {
+    CHECK(user == &nrecs);
+    direct_calls++;
+    if (nrecs == MAX_RECS) return;
+    rec *r = &recs[nrecs++];
+    memset(r, 0, sizeof *r);
+    r->kind = TP_OBS_TENSOR_FREED;
+    r->tn = (tp_obs_tensor){.tensor_id = tensor_id, .storage_id = storage_id, .base_id = base_id};
+}
+
+static const tp_observer direct_recorder = {
+    .abi_version = TP_OBSERVER_ABI_VERSION,
+    .struct_size = sizeof(tp_observer),
+    .user = &nrecs,
+    .on_event = on_event_counted,
+    .on_refcount = on_refcount_direct,
+    .on_tensor_freed = on_tensor_freed_direct,
+};
+
 /* Checks recs[*i] is a refcount event with these values, and advances. */
 #define EXPECT_REF(i, sid, op_, s_, w_)                                   \
     do {                                                                  \
@@ -107,9 +149,12 @@ static void test_set_rejects_an_observer_of_another_abi(void) {
     CHECK_EQ(tp_observer_set(&wrong), -1);
     CHECK(tp_observer_get() == NULL);
     CHECK_EQ(tp_last_status(), TP_STATUS_INVALID_ARGUMENT);
-    CHECK_STR(tp_last_error(),
-              "observer: unsupported observer (abi_version 3, struct_size 24, on_event set); this "
-              "runtime speaks abi_version 2");
+    char want[160];
+    snprintf(want, sizeof want,
+             "observer: unsupported observer (abi_version 3, struct_size %zu, on_event set); this "
+             "runtime speaks abi_version 2",
+             sizeof(tp_observer));
+    CHECK_STR(tp_last_error(), want);
     /* Version 1 observers expect a RETAIN for every tensor; since 2 a new
      * tensor adopts its storage's creation reference: not attached. */
     tp_observer v1 = recorder;
@@ -390,6 +435,72 @@ static void test_version_bump_through_a_view_reports_the_shared_value(void) {
     tp_tensor_release(x);
 }
 
+// ----------------------------------------------------------------------------
+// the direct forms
+
+/* A workload touching every refcount op and tensor frees (views, a weak
+ * reference, a lock, an adopting constructor). */
+static void refcount_workload(void) {
+    tp_tensor *x = make_tensor(1, SHAPE(8), TP_DTYPE_FLOAT32);
+    tp_tensor *v = tp_tensor_narrow(x, 0, 2, 4);
+    tp_storage *s = tp_tensor_storage(x);
+    tp_storage_weak_retain(s);
+    tp_storage *locked = tp_storage_weak_lock(s);
+    tp_storage_release(locked);
+    tp_tensor *e = tp_empty(1, (int64_t[]){3}, TP_DTYPE_FLOAT32);
+    tp_tensor_release(e);
+    tp_tensor_release(v);
+    tp_tensor_release(x);
+    tp_storage_weak_release(s);
+}
+
+static void test_direct_forms_carry_the_same_events_in_the_same_order(void) {
+    start_recording();
+    refcount_workload();
+    stop_recording();
+    int n = nrecs;
+    CHECK(n > 10);
+    static rec want[MAX_RECS];
+    memcpy(want, recs, sizeof want);
+
+    nrecs = direct_calls = struct_calls = 0;
+    CHECK_EQ(tp_observer_set(&direct_recorder), 0);
+    refcount_workload();
+    stop_recording();
+    CHECK_EQ(nrecs, n);
+    int refcounts = 0, frees = 0;
+    for (int i = 0; i < n && i < nrecs; i++) {
+        CHECK_EQ(recs[i].kind, want[i].kind);
+        if (want[i].kind == TP_OBS_STORAGE_REFCOUNT) {
+            refcounts++;
+            CHECK_EQ(recs[i].rc.op, want[i].rc.op);
+            CHECK_EQ(recs[i].rc.strong, want[i].rc.strong);
+            CHECK_EQ(recs[i].rc.weak, want[i].rc.weak);
+            CHECK_EQ(recs[i].object != 0, want[i].object != 0);
+        } else if (want[i].kind == TP_OBS_TENSOR_FREED) {
+            frees++;
+            CHECK_EQ(recs[i].tn.base_id != 0, want[i].tn.base_id != 0);
+        }
+    }
+    CHECK_EQ(frees, 3);
+    CHECK_EQ(direct_calls, refcounts + frees);
+    CHECK_EQ(struct_calls, n - refcounts - frees);
+}
+
+static void test_direct_forms_beyond_struct_size_are_not_read(void) {
+    /* An observer built before the direct forms ends at on_event: whatever
+     * lies beyond is not its, so everything comes to on_event. */
+    tp_observer older = recorder;
+    older.struct_size = (uint32_t)offsetof(tp_observer, on_refcount);
+    older.on_refcount = on_refcount_direct; /* must not be called */
+    nrecs = direct_calls = 0;
+    CHECK_EQ(tp_observer_set(&older), 0);
+    refcount_workload();
+    stop_recording();
+    CHECK_EQ(direct_calls, 0);
+    CHECK(nrecs > 10);
+}
+
 int main(void) {
     RUN_TEST(test_no_observer_is_attached_without_a_provider);
     RUN_TEST(test_set_rejects_an_observer_of_another_abi);
@@ -402,5 +513,7 @@ int main(void) {
     RUN_TEST(test_reshape_copy_adopts_its_new_storage_without_refcount_events);
     RUN_TEST(test_failed_adoption_releases_the_creation_reference_once);
     RUN_TEST(test_version_bump_through_a_view_reports_the_shared_value);
+    RUN_TEST(test_direct_forms_carry_the_same_events_in_the_same_order);
+    RUN_TEST(test_direct_forms_beyond_struct_size_are_not_read);
     return CHECK_DONE();
 }
