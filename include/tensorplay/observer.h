@@ -196,17 +196,24 @@ typedef struct tp_observer {
     uint32_t struct_size; /* sizeof(tp_observer) */
     void *user;
     void (*on_event)(void *user, const tp_obs_event *event);
-    /* Optional direct forms of the two most frequent events (version 2;
-     * read only when struct_size reaches them).  When set, the runtime
-     * calls them instead of on_event for every REFCOUNT event and every
-     * TENSOR_FREED, with that event's fields as arguments; when NULL those
-     * events go to on_event like the others.  Same events, same order on
-     * each thread, same meaning: only no tp_obs_event is built, which in a
-     * small tensor op is most of what an event costs the runtime.  op is a
-     * tp_obs_refop; object as tp_obs_event.object. */
+    /* Optional direct forms of the frequent events (version 2; each read
+     * only when struct_size reaches it).  When one is set, the runtime calls
+     * it instead of on_event for its events, with the event's fields as
+     * arguments (the union member by pointer, valid during the call); when
+     * NULL those events go to on_event like the rest.  Same events, same
+     * order on each thread, same meaning: only no tp_obs_event is built and
+     * nothing is dispatched on its kind, which in a small tensor op is most
+     * of what an event costs.  object as tp_obs_event.object.
+     *   on_refcount       every REFCOUNT event (op: a tp_obs_refop)
+     *   on_tensor_freed   every TENSOR_FREED
+     *   on_tensor_created every TENSOR_CREATED
+     *   on_storage        STORAGE_CREATED, DATA_RELEASED, FREED and
+     *                     DATA_SWAPPED (kind: which) */
     void (*on_refcount)(void *user, uint64_t storage_id, uint32_t op, uint32_t strong, uint32_t weak,
                         uint64_t object);
     void (*on_tensor_freed)(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id);
+    void (*on_tensor_created)(void *user, const tp_obs_tensor *tensor, uint64_t object);
+    void (*on_storage)(void *user, uint32_t kind, const tp_obs_storage *storage, uint64_t object);
 } tp_observer;
 
 /* Whether observer o provides the direct form `member` (a tp_observer field

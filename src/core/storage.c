@@ -39,19 +39,26 @@ static const char *tp__storage_allocator_name(const tp_storage *s) {
 }
 
 static void tp__observe_storage(uint32_t kind, const tp_storage *s, uint64_t old_data) {
-    TP__OBSERVE({
-        tp__ev_.kind = kind;
-        /* The struct was calloc'ed by the call that sends CREATED (below). */
-        if (kind == TP_OBS_STORAGE_CREATED) tp__ev_.object = (uint64_t)(uintptr_t)s;
-        tp__ev_.u.storage.storage_id = s->id;
-        tp__ev_.u.storage.data = (uint64_t)(uintptr_t)s->data.ptr;
-        tp__ev_.u.storage.nbytes = s->nbytes;
-        tp__ev_.u.storage.allocator = tp__storage_allocator_name(s);
-        tp__ev_.u.storage.device_type = s->data.device.type;
-        tp__ev_.u.storage.device_index = s->data.device.index;
-        tp__ev_.u.storage.resizable = s->resizable;
-        tp__ev_.u.storage.old_data = old_data;
-    });
+    const tp_observer *o = tp__observer_get();
+    if (__builtin_expect(o == NULL, 1)) return;
+    tp_obs_storage st = {
+        .storage_id = s->id,
+        .data = (uint64_t)(uintptr_t)s->data.ptr,
+        .nbytes = s->nbytes,
+        .allocator = tp__storage_allocator_name(s),
+        .device_type = s->data.device.type,
+        .device_index = s->data.device.index,
+        .resizable = s->resizable,
+        .old_data = old_data,
+    };
+    /* The struct was calloc'ed by the call that sends CREATED (below). */
+    uint64_t object = kind == TP_OBS_STORAGE_CREATED ? (uint64_t)(uintptr_t)s : 0;
+    if (TP_OBSERVER_HAS(o, on_storage)) {
+        o->on_storage(o->user, kind, &st, object);
+        return;
+    }
+    tp_obs_event ev = {.kind = kind, .struct_size = sizeof ev, .object = object, .u.storage = st};
+    o->on_event(o->user, &ev);
 }
 
 static void tp__observe_refcount(uint64_t id, tp_obs_refop op, uint32_t strong, uint32_t weak,

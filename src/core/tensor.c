@@ -221,20 +221,29 @@ tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim
     t->requires_grad = false;
     t->grad = NULL;
 
-    TP__OBSERVE({
-        tp__ev_.kind = TP_OBS_TENSOR_CREATED;
-        tp__ev_.object = (uint64_t)(uintptr_t)t; /* calloc'ed above */
-        tp__ev_.u.tensor.tensor_id = t->id;
-        tp__ev_.u.tensor.storage_id = storage->id;
-        tp__ev_.u.tensor.base_id = base ? base->id : 0;
-        tp__ev_.u.tensor.storage_offset = storage_offset;
-        tp__ev_.u.tensor.ndim = ndim;
-        tp__ev_.u.tensor.dtype = (int32_t)dtype;
-        tp__ev_.u.tensor.sizes = t->sizes;
-        tp__ev_.u.tensor.strides = t->strides;
-        tp__ev_.u.tensor.itemsize = (uint32_t)itemsize;
-        tp__ev_.u.tensor.flags = adopt ? TP_OBS_TENSOR_ADOPTED_REF : 0;
-    });
+    const tp_observer *o = tp__observer_get();
+    if (__builtin_expect(o != NULL, 0)) {
+        tp_obs_tensor tn = {
+            .tensor_id = t->id,
+            .storage_id = storage->id,
+            .base_id = base ? base->id : 0,
+            .storage_offset = storage_offset,
+            .ndim = ndim,
+            .dtype = (int32_t)dtype,
+            .sizes = t->sizes,
+            .strides = t->strides,
+            .itemsize = (uint32_t)itemsize,
+            .flags = adopt ? TP_OBS_TENSOR_ADOPTED_REF : 0,
+        };
+        uint64_t object = (uint64_t)(uintptr_t)t; /* calloc'ed above */
+        if (TP_OBSERVER_HAS(o, on_tensor_created)) {
+            o->on_tensor_created(o->user, &tn, object);
+        } else {
+            tp_obs_event ev = {.kind = TP_OBS_TENSOR_CREATED, .struct_size = sizeof ev, .object = object,
+                               .u.tensor = tn};
+            o->on_event(o->user, &ev);
+        }
+    }
     return t;
 
 fail:

@@ -95,17 +95,17 @@ static inline uint64_t *obs_slot(struct tpprof_thread *t) {
 }
 
 static inline void obs_commit(struct tpprof_thread *t, uint64_t *w, int kind, int refop, uint64_t flags, uint32_t sid,
-                              int n) {
+                              int n, bool full) {
     w[0] = tpprof_hdr(atomic_fetch_add(&tpprof_seq, 1), TPPROF_OP_OBS, kind);
     w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
-    if (tpprof_cfg.full) w[n++] = tpprof_now_ns();
+    if (full) w[n++] = tpprof_now_ns();
     tpprof_ring_commit(t, (uint64_t)n);
 }
 
 // The stack of an event: in aggregate mode the allocation of the struct it
 // names (`object`), if any; else an unwind.
-static inline uint32_t event_stack(uint64_t object) {
-    uint32_t sid = object && !tpprof_cfg.full ? tpprof_recent_sid(object) : 0;
+static inline uint32_t event_stack(uint64_t object, bool full) {
+    uint32_t sid = object && !full ? tpprof_recent_sid(object) : 0;
     return sid ? sid : tpprof_capture(tpprof_cfg.depth);
 }
 
@@ -117,7 +117,7 @@ __attribute__((noinline)) static void flush_retain(struct tpprof_thread *t) {
     if (!w) return;
     w[2] = recent.held_storage;
     w[3] = recent.held_counts;
-    obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RETAIN, 0, sid, 4);
+    obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RETAIN, 0, sid, 4, false); // holds: aggregate mode
 }
 
 // Every event but the TENSOR_CREATED a held RETAIN waits for sends it first.
@@ -137,12 +137,11 @@ static inline void put_name(uint64_t *w, const char *name) {
 // One handler a kind. Each gets the thread's ring (never NULL) and an event
 // of the full current size.
 
-static void on_storage_created(struct tpprof_thread *t, const tp_obs_event *ev) {
+static inline __attribute__((always_inline)) void storage_created(struct tpprof_thread *t, const tp_obs_storage *s, uint64_t object, bool full) {
     settle(t);
-    uint32_t sid = event_stack(ev->object);
+    uint32_t sid = event_stack(object, full);
     uint64_t *w = obs_slot(t);
     if (!w) return;
-    const tp_obs_storage *s = &ev->u.storage;
     w[2] = s->storage_id;
     w[3] = s->data;
     w[4] = s->nbytes;
@@ -151,31 +150,30 @@ static void on_storage_created(struct tpprof_thread *t, const tp_obs_event *ev) 
     put_name(&w[6], s->allocator);
     int n = 9;
     uint64_t flags = 0;
-    if (!tpprof_cfg.full) { // full mode's records carry exact times anyway
+    if (!full) { // full mode's records carry exact times anyway
         w[n++] = tpprof_ticks();
         flags = TPPROF_OBS_TICKS;
     }
-    obs_commit(t, w, TP_OBS_STORAGE_CREATED, 0, flags, sid, n);
+    obs_commit(t, w, TP_OBS_STORAGE_CREATED, 0, flags, sid, n, full);
 }
 
-static void on_storage_data_swapped(struct tpprof_thread *t, const tp_obs_event *ev) {
+static void storage_data_swapped(struct tpprof_thread *t, const tp_obs_storage *s, uint64_t object, bool full) {
     settle(t);
-    uint32_t sid = event_stack(ev->object);
+    uint32_t sid = event_stack(object, full);
     uint64_t *w = obs_slot(t);
     if (!w) return;
-    w[2] = ev->u.storage.storage_id;
-    w[3] = ev->u.storage.data;
-    w[4] = ev->u.storage.nbytes;
-    w[5] = ev->u.storage.old_data;
-    obs_commit(t, w, TP_OBS_STORAGE_DATA_SWAPPED, 0, 0, sid, 6);
+    w[2] = s->storage_id;
+    w[3] = s->data;
+    w[4] = s->nbytes;
+    w[5] = s->old_data;
+    obs_commit(t, w, TP_OBS_STORAGE_DATA_SWAPPED, 0, 0, sid, 6, full);
 }
 
 // DATA_RELEASED and FREED: no table names their stacks in aggregate mode
 // (full mode's events do), and usually they travelled inside the RELEASE
 // before them.
-static void on_storage_gone(struct tpprof_thread *t, const tp_obs_event *ev) {
-    uint64_t id = ev->u.storage.storage_id;
-    if (ev->kind == TP_OBS_STORAGE_DATA_RELEASED) {
+static inline __attribute__((always_inline)) void storage_gone(struct tpprof_thread *t, int kind, uint64_t id, uint64_t object, bool full) {
+    if (kind == TP_OBS_STORAGE_DATA_RELEASED) {
         if (recent.data_released == id) {
             recent.data_released = 0;
             return;
@@ -185,17 +183,17 @@ static void on_storage_gone(struct tpprof_thread *t, const tp_obs_event *ev) {
         return;
     }
     settle(t);
-    uint32_t sid = tpprof_cfg.full ? event_stack(ev->object) : 0;
+    uint32_t sid = full ? event_stack(object, full) : 0;
     uint64_t *w = obs_slot(t);
     if (!w) return;
     w[2] = id;
     int n = 3;
     uint64_t flags = 0;
-    if (ev->kind == TP_OBS_STORAGE_DATA_RELEASED && !tpprof_cfg.full) {
+    if (kind == TP_OBS_STORAGE_DATA_RELEASED && !full) {
         w[n++] = tpprof_ticks();
         flags = TPPROF_OBS_TICKS;
     }
-    obs_commit(t, w, (int)ev->kind, 0, flags, sid, n);
+    obs_commit(t, w, kind, 0, flags, sid, n, full);
 }
 
 // The tensor whose held TENSOR_FREED this RELEASE of `storage` completes
@@ -211,13 +209,13 @@ static inline uint64_t take_freed(uint64_t storage) {
     return 0;
 }
 
-static void refcount(struct tpprof_thread *t, uint64_t storage, int refop, uint32_t strong, uint32_t weak,
-                     uint64_t object) {
+static inline __attribute__((always_inline)) void refcount(struct tpprof_thread *t, uint64_t storage, int refop, uint32_t strong, uint32_t weak,
+                     uint64_t object, bool full) {
     uint64_t counts = (uint64_t)strong | (uint64_t)weak << 32;
     settle(t);
-    uint64_t tensor = refop == TP_OBS_REFOP_RELEASE && recent.nfreed && !tpprof_cfg.full ? take_freed(storage) : 0;
-    uint32_t sid = tensor ? 0 : event_stack(object); // a tensor's release counts under its reference's stack
-    if (refop == TP_OBS_REFOP_RETAIN && object && sid && !tpprof_cfg.full) {
+    uint64_t tensor = refop == TP_OBS_REFOP_RELEASE && recent.nfreed && !full ? take_freed(storage) : 0;
+    uint32_t sid = tensor ? 0 : event_stack(object, full); // a tensor's release counts under its reference's stack
+    if (refop == TP_OBS_REFOP_RETAIN && object && sid && !full) {
         // A new tensor's reference: held for its TENSOR_CREATED.
         recent.held_sid = sid;
         recent.held_storage = storage;
@@ -234,7 +232,7 @@ static void refcount(struct tpprof_thread *t, uint64_t storage, int refop, uint3
         w[n++] = tensor;
         flags = TPPROF_OBS_TENSOR_REF;
     }
-    if (refop == TP_OBS_REFOP_RELEASE && strong == 0 && !tpprof_cfg.full) {
+    if (refop == TP_OBS_REFOP_RELEASE && strong == 0 && !full) {
         w[n++] = tpprof_ticks(); // the data's deleter runs now
         flags |= TPPROF_OBS_DATA_RELEASED | TPPROF_OBS_TICKS;
         recent.data_released = storage;
@@ -243,11 +241,10 @@ static void refcount(struct tpprof_thread *t, uint64_t storage, int refop, uint3
             recent.freed_storage = storage;
         }
     }
-    obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, refop, flags, sid, n);
+    obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, refop, flags, sid, n, full);
 }
 
-static void on_tensor_created(struct tpprof_thread *t, const tp_obs_event *ev) {
-    const tp_obs_tensor *x = &ev->u.tensor;
+static inline __attribute__((always_inline)) void tensor_created(struct tpprof_thread *t, const tp_obs_tensor *x, uint64_t object, bool full) {
     uint32_t sid = 0;
     uint64_t flags = 0, counts = 0;
     if (recent.held_sid) {
@@ -261,7 +258,7 @@ static void on_tensor_created(struct tpprof_thread *t, const tp_obs_event *ev) {
         }
     }
     if (x->flags & TP_OBS_TENSOR_ADOPTED_REF) flags |= TPPROF_OBS_ADOPTED;
-    if (!sid) sid = event_stack(ev->object);
+    if (!sid) sid = event_stack(object, full);
     uint64_t *w = obs_slot(t);
     if (!w) return;
     int nd = x->ndim < 0 ? 0 : x->ndim > OBS_MAX_DIMS ? OBS_MAX_DIMS : x->ndim;
@@ -277,20 +274,20 @@ static void on_tensor_created(struct tpprof_thread *t, const tp_obs_event *ev) {
     }
     int n = 7 + 2 * nd;
     if (flags & TPPROF_OBS_WITH_RETAIN) w[n++] = counts;
-    obs_commit(t, w, TP_OBS_TENSOR_CREATED, 0, flags, sid, n);
+    obs_commit(t, w, TP_OBS_TENSOR_CREATED, 0, flags, sid, n, full);
 }
 
 // Holds a TENSOR_FREED back for its RELEASE; a stack deeper than any release
 // chain sends its oldest on its own (the writer pairs that one itself).
-static void tensor_freed(struct tpprof_thread *t, uint64_t tensor, uint64_t storage) {
+static inline __attribute__((always_inline)) void tensor_freed(struct tpprof_thread *t, uint64_t tensor, uint64_t storage, bool full) {
     settle(t);
-    if (!tpprof_cfg.full) {
+    if (!full) {
         if (TPPROF_UNLIKELY(recent.nfreed == OBS_FREED)) {
             uint64_t *w = obs_slot(t);
             if (w) {
                 w[2] = recent.freed[0].tensor;
                 w[3] = recent.freed[0].storage;
-                obs_commit(t, w, TP_OBS_TENSOR_FREED, 0, 0, 0, 4);
+                obs_commit(t, w, TP_OBS_TENSOR_FREED, 0, 0, 0, 4, full);
             }
             memmove(&recent.freed[0], &recent.freed[1], (OBS_FREED - 1) * sizeof recent.freed[0]);
             recent.nfreed--;
@@ -300,27 +297,27 @@ static void tensor_freed(struct tpprof_thread *t, uint64_t tensor, uint64_t stor
         recent.nfreed++;
         return;
     }
-    uint32_t sid = event_stack(0);
+    uint32_t sid = event_stack(0, full);
     uint64_t *w = obs_slot(t);
     if (!w) return;
     w[2] = tensor;
     w[3] = storage;
-    obs_commit(t, w, TP_OBS_TENSOR_FREED, 0, 0, sid, 4);
+    obs_commit(t, w, TP_OBS_TENSOR_FREED, 0, 0, sid, 4, full);
 }
 
 static void on_version_bumped(struct tpprof_thread *t, const tp_obs_event *ev) {
     settle(t);
-    uint32_t sid = tpprof_cfg.full ? event_stack(ev->object) : 0; // no table names it in aggregate mode
+    uint32_t sid = tpprof_cfg.full ? event_stack(ev->object, tpprof_cfg.full) : 0; // no table names it in aggregate mode
     uint64_t *w = obs_slot(t);
     if (!w) return;
     w[2] = ev->u.version.tensor_id;
     w[3] = ev->u.version.version;
-    obs_commit(t, w, TP_OBS_VERSION_BUMPED, 0, 0, sid, 4);
+    obs_commit(t, w, TP_OBS_VERSION_BUMPED, 0, 0, sid, 4, tpprof_cfg.full);
 }
 
 static void on_allocator(struct tpprof_thread *t, const tp_obs_event *ev) {
     settle(t);
-    uint32_t sid = event_stack(ev->object);
+    uint32_t sid = event_stack(ev->object, tpprof_cfg.full);
     uint64_t *w = obs_slot(t);
     if (!w) return;
     const tp_obs_allocator_event *a = &ev->u.allocator;
@@ -333,7 +330,7 @@ static void on_allocator(struct tpprof_thread *t, const tp_obs_event *ev) {
     w[7] = a->requested;
     w[8] = a->stream;
     put_name(&w[9], a->allocator);
-    obs_commit(t, w, TP_OBS_ALLOCATOR, 0, 0, sid, 12);
+    obs_commit(t, w, TP_OBS_ALLOCATOR, 0, 0, sid, 12, tpprof_cfg.full);
 }
 
 // Entering a callback: recording is on and this is not tpprof's own doing.
@@ -355,17 +352,18 @@ static void on_event(void *user, const tp_obs_event *ev) {
     if (TPPROF_UNLIKELY(ev->struct_size < sizeof *ev)) return;
     struct tpprof_thread *t = enter();
     if (!t) return;
+    bool full = tpprof_cfg.full;
     switch (ev->kind) {
-    case TP_OBS_STORAGE_CREATED: on_storage_created(t, ev); break;
+    case TP_OBS_STORAGE_CREATED: storage_created(t, &ev->u.storage, ev->object, full); break;
     case TP_OBS_STORAGE_REFCOUNT:
         refcount(t, ev->u.refcount.storage_id, (int)(ev->u.refcount.op & 0xff), ev->u.refcount.strong,
-                 ev->u.refcount.weak, ev->object);
+                 ev->u.refcount.weak, ev->object, full);
         break;
     case TP_OBS_STORAGE_DATA_RELEASED:
-    case TP_OBS_STORAGE_FREED: on_storage_gone(t, ev); break;
-    case TP_OBS_STORAGE_DATA_SWAPPED: on_storage_data_swapped(t, ev); break;
-    case TP_OBS_TENSOR_CREATED: on_tensor_created(t, ev); break;
-    case TP_OBS_TENSOR_FREED: tensor_freed(t, ev->u.tensor.tensor_id, ev->u.tensor.storage_id); break;
+    case TP_OBS_STORAGE_FREED: storage_gone(t, (int)ev->kind, ev->u.storage.storage_id, ev->object, full); break;
+    case TP_OBS_STORAGE_DATA_SWAPPED: storage_data_swapped(t, &ev->u.storage, ev->object, full); break;
+    case TP_OBS_TENSOR_CREATED: tensor_created(t, &ev->u.tensor, ev->object, full); break;
+    case TP_OBS_TENSOR_FREED: tensor_freed(t, ev->u.tensor.tensor_id, ev->u.tensor.storage_id, full); break;
     case TP_OBS_VERSION_BUMPED: on_version_bumped(t, ev); break;
     case TP_OBS_ALLOCATOR: on_allocator(t, ev); break;
     default: break; // a kind from a newer runtime: ignored, as the ABI asks
@@ -373,14 +371,17 @@ static void on_event(void *user, const tp_obs_event *ev) {
     tpprof_guard = 0;
 }
 
-// The ABI's direct forms of the two most frequent events: no event struct
-// to build (runtime) or to dispatch on (here).
+// The ABI's direct forms of the frequent events: no event struct to build
+// (runtime) or to dispatch on (here). Each has its handler inlined twice,
+// for aggregate mode and for full mode, so the common one carries none of
+// full mode's branches.
 static void on_refcount(void *user, uint64_t storage_id, uint32_t op, uint32_t strong, uint32_t weak,
                         uint64_t object) {
     (void)user;
     struct tpprof_thread *t = enter();
     if (!t) return;
-    refcount(t, storage_id, (int)(op & 0xff), strong, weak, object);
+    if (TPPROF_LIKELY(!tpprof_cfg.full)) refcount(t, storage_id, (int)(op & 0xff), strong, weak, object, false);
+    else refcount(t, storage_id, (int)(op & 0xff), strong, weak, object, true);
     tpprof_guard = 0;
 }
 
@@ -388,7 +389,38 @@ static void on_tensor_freed(void *user, uint64_t tensor_id, uint64_t storage_id,
     (void)user, (void)base_id;
     struct tpprof_thread *t = enter();
     if (!t) return;
-    tensor_freed(t, tensor_id, storage_id);
+    if (TPPROF_LIKELY(!tpprof_cfg.full)) tensor_freed(t, tensor_id, storage_id, false);
+    else tensor_freed(t, tensor_id, storage_id, true);
+    tpprof_guard = 0;
+}
+
+static void on_tensor_created(void *user, const tp_obs_tensor *tensor, uint64_t object) {
+    (void)user;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    if (TPPROF_LIKELY(!tpprof_cfg.full)) tensor_created(t, tensor, object, false);
+    else tensor_created(t, tensor, object, true);
+    tpprof_guard = 0;
+}
+
+static void on_storage(void *user, uint32_t kind, const tp_obs_storage *storage, uint64_t object) {
+    (void)user;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    bool full = tpprof_cfg.full;
+    switch (kind) {
+    case TP_OBS_STORAGE_CREATED:
+        if (TPPROF_LIKELY(!full)) storage_created(t, storage, object, false);
+        else storage_created(t, storage, object, true);
+        break;
+    case TP_OBS_STORAGE_DATA_RELEASED:
+    case TP_OBS_STORAGE_FREED:
+        if (TPPROF_LIKELY(!full)) storage_gone(t, (int)kind, storage->storage_id, object, false);
+        else storage_gone(t, (int)kind, storage->storage_id, object, true);
+        break;
+    case TP_OBS_STORAGE_DATA_SWAPPED: storage_data_swapped(t, storage, object, full); break;
+    default: break;
+    }
     tpprof_guard = 0;
 }
 
@@ -399,6 +431,8 @@ static const tp_observer observer = {
     .on_event = on_event,
     .on_refcount = on_refcount,
     .on_tensor_freed = on_tensor_freed,
+    .on_tensor_created = on_tensor_created,
+    .on_storage = on_storage,
 };
 
 // ---------------------------------------------------------------------------

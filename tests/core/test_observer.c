@@ -75,14 +75,13 @@ static void start_recording(void) {
 
 static void stop_recording(void) { tp_observer_set(NULL); }
 
-/* The same recorder through the ABI's direct forms of REFCOUNT and
- * TENSOR_FREED: it files them as on_event would, and counts what arrived
- * which way. */
+/* The same recorder through the ABI's direct forms: it files their events
+ * as on_event would, and counts what arrived which way. */
 static int direct_calls, struct_calls;
 
 static void on_event_counted(void *user, const tp_obs_event *ev) {
     struct_calls++;
-    CHECK(ev->kind != TP_OBS_STORAGE_REFCOUNT && ev->kind != TP_OBS_TENSOR_FREED);
+    CHECK(ev->kind == TP_OBS_VERSION_BUMPED || ev->kind == TP_OBS_ALLOCATOR);
     on_event(user, ev);
 }
 
@@ -108,6 +107,25 @@ static void on_tensor_freed_direct(void *user, uint64_t tensor_id, uint64_t stor
     r->tn = (tp_obs_tensor){.tensor_id = tensor_id, .storage_id = storage_id, .base_id = base_id};
 }
 
+/* Files a direct form's event through on_event's filing. */
+static void file_direct(tp_obs_event *ev) {
+    direct_calls++;
+    ev->struct_size = sizeof *ev;
+    on_event(&nrecs, ev);
+}
+
+static void on_tensor_created_direct(void *user, const tp_obs_tensor *tensor, uint64_t object) {
+    CHECK(user == &nrecs);
+    file_direct(&(tp_obs_event){.kind = TP_OBS_TENSOR_CREATED, .object = object, .u.tensor = *tensor});
+}
+
+static void on_storage_direct(void *user, uint32_t kind, const tp_obs_storage *storage, uint64_t object) {
+    CHECK(user == &nrecs);
+    CHECK(kind == TP_OBS_STORAGE_CREATED || kind == TP_OBS_STORAGE_DATA_RELEASED || kind == TP_OBS_STORAGE_FREED ||
+          kind == TP_OBS_STORAGE_DATA_SWAPPED);
+    file_direct(&(tp_obs_event){.kind = kind, .object = object, .u.storage = *storage});
+}
+
 static const tp_observer direct_recorder = {
     .abi_version = TP_OBSERVER_ABI_VERSION,
     .struct_size = sizeof(tp_observer),
@@ -115,6 +133,8 @@ static const tp_observer direct_recorder = {
     .on_event = on_event_counted,
     .on_refcount = on_refcount_direct,
     .on_tensor_freed = on_tensor_freed_direct,
+    .on_tensor_created = on_tensor_created_direct,
+    .on_storage = on_storage_direct,
 };
 
 /* Checks recs[*i] is a refcount event with these values, and advances. */
@@ -443,10 +463,12 @@ static void test_version_bump_through_a_view_reports_the_shared_value(void) {
 static void refcount_workload(void) {
     tp_tensor *x = make_tensor(1, SHAPE(8), TP_DTYPE_FLOAT32);
     tp_tensor *v = tp_tensor_narrow(x, 0, 2, 4);
+    tp_tensor_bump_version(v);
     tp_storage *s = tp_tensor_storage(x);
     tp_storage_weak_retain(s);
     tp_storage *locked = tp_storage_weak_lock(s);
     tp_storage_release(locked);
+    CHECK_EQ(tp_storage_resize(s, 64), TP_STATUS_OK);
     tp_tensor *e = tp_empty(1, (int64_t[]){3}, TP_DTYPE_FLOAT32);
     tp_tensor_release(e);
     tp_tensor_release(v);
@@ -468,23 +490,44 @@ static void test_direct_forms_carry_the_same_events_in_the_same_order(void) {
     refcount_workload();
     stop_recording();
     CHECK_EQ(nrecs, n);
-    int refcounts = 0, frees = 0;
+    int kinds[16] = {0};
     for (int i = 0; i < n && i < nrecs; i++) {
         CHECK_EQ(recs[i].kind, want[i].kind);
-        if (want[i].kind == TP_OBS_STORAGE_REFCOUNT) {
-            refcounts++;
+        CHECK_EQ(recs[i].object != 0, want[i].object != 0);
+        if (want[i].kind < 16) kinds[want[i].kind]++;
+        switch (want[i].kind) {
+        case TP_OBS_STORAGE_REFCOUNT:
             CHECK_EQ(recs[i].rc.op, want[i].rc.op);
             CHECK_EQ(recs[i].rc.strong, want[i].rc.strong);
             CHECK_EQ(recs[i].rc.weak, want[i].rc.weak);
-            CHECK_EQ(recs[i].object != 0, want[i].object != 0);
-        } else if (want[i].kind == TP_OBS_TENSOR_FREED) {
-            frees++;
+            break;
+        case TP_OBS_TENSOR_CREATED:
+            CHECK_EQ(recs[i].tn.ndim, want[i].tn.ndim);
+            CHECK_EQ(recs[i].tn.flags, want[i].tn.flags);
+            CHECK_EQ(recs[i].tn.storage_offset, want[i].tn.storage_offset);
+            CHECK_EQ(recs[i].sizes[0], want[i].sizes[0]);
             CHECK_EQ(recs[i].tn.base_id != 0, want[i].tn.base_id != 0);
+            break;
+        case TP_OBS_TENSOR_FREED: CHECK_EQ(recs[i].tn.base_id != 0, want[i].tn.base_id != 0); break;
+        case TP_OBS_STORAGE_CREATED:
+        case TP_OBS_STORAGE_DATA_SWAPPED:
+            CHECK_EQ(recs[i].st.nbytes, want[i].st.nbytes);
+            CHECK_STR(recs[i].allocator, want[i].allocator);
+            CHECK_EQ(recs[i].st.old_data != 0, want[i].st.old_data != 0);
+            break;
+        default: break;
         }
     }
-    CHECK_EQ(frees, 3);
-    CHECK_EQ(direct_calls, refcounts + frees);
-    CHECK_EQ(struct_calls, n - refcounts - frees);
+    /* Every kind the workload sends came through, each the expected way. */
+    CHECK_EQ(kinds[TP_OBS_TENSOR_FREED], 3);
+    CHECK_EQ(kinds[TP_OBS_TENSOR_CREATED], 3);
+    CHECK_EQ(kinds[TP_OBS_STORAGE_CREATED], 2);
+    CHECK_EQ(kinds[TP_OBS_STORAGE_DATA_SWAPPED], 1);
+    CHECK_EQ(kinds[TP_OBS_STORAGE_DATA_RELEASED], 2);
+    CHECK_EQ(kinds[TP_OBS_STORAGE_FREED], 2);
+    CHECK_EQ(kinds[TP_OBS_VERSION_BUMPED], 1);
+    CHECK_EQ(struct_calls, kinds[TP_OBS_VERSION_BUMPED]);
+    CHECK_EQ(direct_calls, n - struct_calls);
 }
 
 static void test_direct_forms_beyond_struct_size_are_not_read(void) {
