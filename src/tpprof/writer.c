@@ -162,13 +162,19 @@ static uint32_t *site_hint;
 static uint32_t cap_hint;
 
 static struct tpprof_site *site_lookup(uint32_t sid, int kind);
+static struct tpprof_site *site_get_slow(uint32_t sid, int kind);
 
-static struct tpprof_site *site_get(uint32_t sid, int kind) {
-    struct tpprof_wstate *w = &tpprof_w;
-    if (sid < cap_hint && site_hint[sid]) {
-        struct tpprof_site *s = &w->sites[site_hint[sid] - 1];
-        if (s->kind == (uint32_t)kind) return s;
+// Once per allocation: the hint's hit inline, the rest not.
+static inline struct tpprof_site *site_get(uint32_t sid, int kind) {
+    if (TPPROF_LIKELY(sid < cap_hint && site_hint[sid])) {
+        struct tpprof_site *s = &tpprof_w.sites[site_hint[sid] - 1];
+        if (TPPROF_LIKELY(s->kind == (uint32_t)kind)) return s;
     }
+    return site_get_slow(sid, kind);
+}
+
+static __attribute__((noinline)) struct tpprof_site *site_get_slow(uint32_t sid, int kind) {
+    struct tpprof_wstate *w = &tpprof_w;
     struct tpprof_site *s = site_lookup(sid, kind);
     if (!s) return NULL;
     if (sid >= cap_hint) {
@@ -247,38 +253,55 @@ static void site_sub(struct tpprof_site *s, uint64_t size, bool whole) {
     }
 }
 
-static void heap_free(struct tpprof_thread *t, uint64_t addr, bool temp_ok, uint64_t time) {
+// heap_free and heap_alloc run once per record of a malloc-heavy program:
+// they are inlined into the merge loop (through apply), not called.
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+ALWAYS_INLINE void heap_free(struct tpprof_thread *t, uint64_t addr, bool temp_ok, uint64_t time) {
     struct tpprof_wstate *w = &tpprof_w;
-    struct tpprof_block b;
-    if (!tpprof_live_remove(&w->live, addr, &b)) return; // not ours (allocated before start)
-    if (b.backs) tpprof_obs_block_freed(addr, time);
-    struct tpprof_site *s = &w->sites[b.site];
-    site_sub(s, b.size, true);
-    if (temp_ok && t->w_last_alloc == addr && b.thread == (uint32_t)t->index) {
-        s->temp_count++;
-        s->temp_bytes += (int64_t)b.size;
+    if (TPPROF_UNLIKELY(!w->live.cap)) return;
+    struct tpprof_block *b = tpprof_live_probe(&w->live, addr);
+    if (!b->addr) return; // not ours (allocated before start)
+    uint64_t size = b->size;
+    struct tpprof_site *s = &w->sites[b->site];
+    bool mine = b->thread == (uint32_t)t->index, backs = b->backs;
+    tpprof_live_erase(&w->live, b);
+    if (TPPROF_UNLIKELY(backs)) tpprof_obs_block_freed(addr, time);
+    site_sub(s, size, true);
+    if (t->w_last_alloc == addr) {
+        if (temp_ok && mine) {
+            s->temp_count++;
+            s->temp_bytes += (int64_t)size;
+        }
+        t->w_last_alloc = 0;
     }
-    if (t->w_last_alloc == addr) t->w_last_alloc = 0;
-    w->heap_bytes -= (int64_t)b.size;
+    w->heap_bytes -= (int64_t)size;
     w->heap_blocks--;
 }
 
-static void heap_alloc(struct tpprof_thread *t, uint64_t addr, uint64_t size, uint32_t sid, int kind, uint64_t time) {
+// heap_alloc's rare case, kept out of the loop.
+static __attribute__((noinline)) void heap_free_unseen(struct tpprof_thread *t, uint64_t addr, uint64_t time) {
+    heap_free(t, addr, false, time);
+}
+
+ALWAYS_INLINE void heap_alloc(struct tpprof_thread *t, uint64_t addr, uint64_t size, uint32_t sid, int kind, uint64_t time) {
     struct tpprof_wstate *w = &tpprof_w;
     struct tpprof_site *s = site_get(sid, kind);
     if (!s) return;
     bool existed;
     struct tpprof_block *b = tpprof_live_insert(&w->live, addr, &existed);
-    if (b && existed) { // a free we never saw (the block came from before the start)
-        heap_free(t, addr, false, time);
+    if (TPPROF_UNLIKELY(b && existed)) { // a free we never saw (the block came from before the start)
+        heap_free_unseen(t, addr, time);
         b = tpprof_live_insert(&w->live, addr, &existed);
     }
     if (!b) return;
-    b->size = size;
-    b->site = (uint32_t)(s - w->sites);
-    b->thread = (uint32_t)t->index;
-    b->backs = 0;
-    b->time_ns = time;
+    *b = (struct tpprof_block){
+        .addr = addr,
+        .size = size,
+        .site = (uint32_t)(s - w->sites),
+        .thread = (uint32_t)t->index,
+        .time_ns = time,
+    };
     site_add(s, size);
     w->heap_bytes += (int64_t)size;
     w->heap_blocks++;
@@ -390,31 +413,29 @@ void tpprof_writer_keep_event(struct tpprof_thread *t, uint64_t seq, int op, int
     e->old_addr = old;
 }
 
-static void apply(struct tpprof_thread *t, const uint64_t *r) {
+// Applies one record made at `time` and returns its words (without full
+// mode's timestamp); the thread's first-seen and last times are the merge's
+// to keep. Inlined into the merge loop, its one caller: ALLOC and FREE, most
+// of the records, come first and know their length.
+ALWAYS_INLINE int apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time) {
     struct tpprof_wstate *w = &tpprof_w;
     int op = (int)(r[0] >> 4 & 15), kind = (int)(r[0] & 15);
     uint64_t seq = r[0] >> 8;
-    uint64_t time = tpprof_cfg.full ? r[tpprof_rec_words(r)] : w->batch_time_ns;
-    if (!t->w_seen) {
-        t->w_seen = true;
-        t->w_first_ns = time;
-        note_thread(t);
+    if (TPPROF_LIKELY(op == TPPROF_OP_ALLOC)) {
+        heap_alloc(t, r[1], r[2], (uint32_t)r[3], kind, time);
+        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], 0);
+        return tpprof_op_words(TPPROF_OP_ALLOC);
     }
-    t->w_last_ns = time;
-    t->w_dirty = true;
+    if (TPPROF_LIKELY(op == TPPROF_OP_FREE)) {
+        w->free_calls++;
+        heap_free(t, r[1], true, time);
+        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, 0, time, r[1], 0, 0, 0);
+        return tpprof_op_words(TPPROF_OP_FREE);
+    }
     switch (op) {
     case TPPROF_OP_MMAP:
         map_add(t, r[1], r[2], (uint32_t)r[3], kind, time);
         if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], 0);
-        break;
-    case TPPROF_OP_ALLOC:
-        heap_alloc(t, r[1], r[2], (uint32_t)r[3], kind, time);
-        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], 0);
-        break;
-    case TPPROF_OP_FREE:
-        w->free_calls++;
-        heap_free(t, r[1], true, time);
-        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, 0, time, r[1], 0, 0, 0);
         break;
     case TPPROF_OP_REALLOC_FREE:
         heap_free(t, r[1], false, time);
@@ -441,6 +462,7 @@ static void apply(struct tpprof_thread *t, const uint64_t *r) {
     default:
         break;
     }
+    return tpprof_rec_words(r);
 }
 
 // ---------------------------------------------------------------------------
@@ -570,62 +592,83 @@ uint64_t tpprof_writer_ticks_to_ns(uint64_t ticks, uint64_t batch_ns) {
     return ns < batch_ns ? ns : batch_ns;
 }
 
+// Applies t's records whose turn has come, from its head on, in ring order.
+// The run ends at the ring's end (returns 0) or at a record numbered later
+// than the next expected (returns its number: the merge looks for the
+// missing ones in the other rings). So a ring that holds the next numbers is
+// applied in one run: one thread's records, or a burst of one of several.
+static uint64_t drain_thread(struct tpprof_thread *t, bool prefetch, uint64_t *applied) {
+    struct tpprof_wstate *w = &tpprof_w;
+    // Writer-private copies: the shared tail is read only when the copy is
+    // used up, head is published once per drain (publish_heads).
+    uint64_t head = t->w_head, tail = t->w_tail;
+    if (head >= tail) tail = t->w_tail = atomic_load_explicit(&t->tail, memory_order_acquire);
+    const uint64_t *ring = t->ring, mask = t->mask;
+    const int extra = tpprof_cfg.full ? 1 : 0; // full mode: a timestamp ends each record
+    uint64_t expected = w->expected_seq, time = w->batch_time_ns, later = 0, n = 0;
+    while (head < tail) {
+        const uint64_t *r = &ring[head & mask];
+        if ((int)(r[0] >> 4 & 15) == TPPROF_OP_WRAP) {
+            head += mask + 1 - (head & mask);
+            continue;
+        }
+        uint64_t seq = r[0] >> 8;
+        if (seq > expected) {
+            later = seq;
+            break;
+        }
+        // Later records' live-table slots and sites are cache misses: start
+        // loading them while this one is applied (unless the live table is
+        // small enough to stay in cache).
+        if (!prefetch) {
+        } else if (t->w_pf <= head) {
+            t->w_pf = head + (uint64_t)(tpprof_rec_words(r) + extra);
+            for (int k = 0; k < PREFETCH_AHEAD; k++) prefetch_step(t, tail, extra);
+        } else {
+            prefetch_step(t, tail, extra);
+        }
+        if (extra) time = r[tpprof_rec_words(r)];
+        if (TPPROF_UNLIKELY(!t->w_seen)) {
+            t->w_seen = true;
+            t->w_first_ns = time;
+            note_thread(t);
+        }
+        int words = apply(t, r, time);
+        expected += seq == expected; // an older one came late: it was given up on
+        head += (uint64_t)(words + extra);
+        n++;
+    }
+    t->w_head = head;
+    w->expected_seq = expected;
+    if (n) {
+        t->w_last_ns = time;
+        t->w_dirty = true;
+        *applied += n;
+    }
+    return later;
+}
+
 static uint64_t drain_rings(bool force) {
     struct tpprof_wstate *w = &tpprof_w;
     uint64_t applied = 0;
-    int extra = tpprof_cfg.full ? 1 : 0;
-    // Below 1 MiB of live table (32 Ki slots) the slots stay in the L2
+    // While the live table is sparse (up to 1 MiB) its slots stay in the L2
     // cache and prefetching them costs more than it saves (alloc_heavy 1000
     // steps, callgrind: the writer's merge and apply 202 M instructions with
-    // prefetching, 186 M without).
-    bool prefetch = tpprof_w.live.cap * sizeof(struct tpprof_block) > ((size_t)1 << 20);
+    // prefetching, 186 M without; 10000 steps, 2 threads, with the table
+    // 1/8 full: 23 ns per event with prefetching, 22 without).
+    bool prefetch = tpprof_w.live.cap * sizeof(struct tpprof_block) > TPPROF_LIVE_SPARSE_BYTES;
     collect_threads();
     for (;;) {
-        bool progress = false, pending = false;
-        uint64_t min_seq = UINT64_MAX;
+        uint64_t before = applied, min_seq = UINT64_MAX;
         for (uint32_t ti = 0; ti < nactive; ti++) {
-            struct tpprof_thread *t = active[ti];
-            // Writer-private copies: the shared tail is read only when the
-            // copy is used up, head is published once per drain (below).
-            uint64_t head = t->w_head;
-            uint64_t tail = t->w_tail;
-            if (head >= tail) tail = t->w_tail = atomic_load_explicit(&t->tail, memory_order_acquire);
-            while (head < tail) {
-                const uint64_t *r = &t->ring[head & t->mask];
-                int op = (int)(r[0] >> 4 & 15);
-                if (op == TPPROF_OP_WRAP) {
-                    head += t->mask + 1 - (head & t->mask);
-                    continue;
-                }
-                uint64_t seq = r[0] >> 8;
-                if (seq > w->expected_seq) {
-                    pending = true;
-                    if (seq < min_seq) min_seq = seq;
-                    break;
-                }
-                // Later records' live-table slots and sites are cache misses:
-                // start loading them while this one is applied (unless the
-                // live table is small enough to stay in cache).
-                if (!prefetch) {
-                } else if (t->w_pf <= head) {
-                    t->w_pf = head + (uint64_t)(tpprof_rec_words(r) + extra);
-                    for (int k = 0; k < PREFETCH_AHEAD; k++) prefetch_step(t, tail, extra);
-                } else {
-                    prefetch_step(t, tail, extra);
-                }
-                apply(t, r);
-                applied++;
-                if (seq == w->expected_seq) w->expected_seq++;
-                head += (uint64_t)(tpprof_rec_words(r) + extra);
-                progress = true;
-            }
-            t->w_head = head;
+            uint64_t later = drain_thread(active[ti], prefetch, &applied);
+            if (later && later < min_seq) min_seq = later;
         }
-        if (progress) {
+        if (applied != before) {
             stuck_since_ns = 0;
             continue;
         }
-        if (!pending) {
+        if (min_seq == UINT64_MAX) { // every ring is drained
             retire_threads();
             return applied;
         }
@@ -773,12 +816,24 @@ static void stop_writer(void) {
     writer_running = false;
 }
 
+// The leak scan reads the exiting thread's stack from a little below its
+// caller's frame (lifecycle.c), which reaches into the dead frames of the
+// drain just before it: the merge keeps block addresses there (the frame
+// of a loop with its applying inlined), and a stale one would make a lost
+// block look reachable. So the drain's frames are wiped first.
+static __attribute__((noinline)) void wipe_stack(void) {
+    volatile char frame[4096];
+    memset((char *)frame, 0, sizeof frame);
+    __asm__ volatile("" : : "r"(frame) : "memory");
+}
+
 void tpprof_writer_leak_scan(uintptr_t sp) {
     pthread_mutex_lock(&wmu);
     if (db_open) {
         batch_begin(tpprof_now_ns());
         poll_modules();
         drain(true);
+        wipe_stack();
         tpprof_scan_run(&tpprof_w, sp);
         tpprof_w.scanned = true;
     }

@@ -25,13 +25,14 @@ struct tpprof_block {
 };
 _Static_assert(sizeof(struct tpprof_block) == 32, "live blocks are 32 bytes");
 
-// Address -> block, open addressing with backward-shift deletion.
+// Address -> block, open addressing with backward-shift deletion: a free
+// slot has addr 0 (scan.c and db.c walk `slots` for the live blocks).
 struct tpprof_livetable {
     struct tpprof_block *slots;
     uint64_t cap, count;
+    uint64_t limit; // most blocks before it grows (tpprof_live_grow sets it)
 };
 
-TPPROF_HIDDEN struct tpprof_block *tpprof_live_insert(struct tpprof_livetable *lt, uint64_t addr, bool *existed);
 // The tables' hash (the probe start of a key, before masking).
 static inline uint64_t tpprof_live_home(uint64_t x) {
     x ^= x >> 33;
@@ -39,8 +40,70 @@ static inline uint64_t tpprof_live_home(uint64_t x) {
     x ^= x >> 33;
     return x;
 }
+
+// The writer probes the live table once per malloc and once per free, so the
+// probe, insert and delete are inline here; growing is not.
+
+// How full the live table gets: up to this size, at most 1/8 (each slot a
+// probe steps past costs nearly as much as the rest of the event: often one
+// more cache line, and a mispredicted loop exit); beyond, at most 1/2 (a
+// probe is a cache miss anyway, which the merge prefetches, and memory
+// counts). livetable.c has the measurements.
+#define TPPROF_LIVE_SPARSE_BYTES ((uint64_t)1 << 20)
+
+// The slot holding addr, or else the free slot that ends its probe (cap > 0:
+// the table is never full).
+static inline struct tpprof_block *tpprof_live_probe(const struct tpprof_livetable *lt, uint64_t addr) {
+    uint64_t mask = lt->cap - 1, j = tpprof_live_home(addr) & mask;
+    while (lt->slots[j].addr != addr && lt->slots[j].addr) j = (j + 1) & mask;
+    return &lt->slots[j];
+}
+
+// Doubles the table (and sets its limit); false if memory ran out.
+TPPROF_HIDDEN bool tpprof_live_grow(struct tpprof_livetable *lt);
+
+// The slot of addr (not 0): a new one (addr set, every other field for the
+// caller to write, *existed false), or the block already there (*existed
+// true); NULL if memory ran out.
+static inline struct tpprof_block *tpprof_live_insert(struct tpprof_livetable *lt, uint64_t addr, bool *existed) {
+    if (TPPROF_UNLIKELY(lt->count >= lt->limit) && !tpprof_live_grow(lt)) return NULL;
+    struct tpprof_block *b = tpprof_live_probe(lt, addr);
+    *existed = b->addr != 0;
+    if (!*existed) {
+        b->addr = addr;
+        lt->count++;
+    }
+    return b;
+}
+
+// Frees the slot b of the table (one tpprof_live_probe returned, holding a
+// block), moving later blocks of its probe run back.
+static inline void tpprof_live_erase(struct tpprof_livetable *lt, struct tpprof_block *b) {
+    struct tpprof_block *slots = lt->slots;
+    uint64_t mask = lt->cap - 1, i = (uint64_t)(b - slots);
+    for (uint64_t j = (i + 1) & mask; slots[j].addr; j = (j + 1) & mask) {
+        // Move j back to i unless its home lies cyclically in (i, j]: as
+        // distances from i, mod cap, one comparison.
+        if (((tpprof_live_home(slots[j].addr) - i - 1) & mask) < ((j - i) & mask)) continue;
+        slots[i] = slots[j];
+        i = j;
+    }
+    slots[i].addr = 0;
+    lt->count--;
+}
+
+// Removes addr's block and copies it to *out; false if there is none.
+static inline bool tpprof_live_remove(struct tpprof_livetable *lt, uint64_t addr, struct tpprof_block *out) {
+    if (!lt->cap || !addr) return false;
+    struct tpprof_block *b = tpprof_live_probe(lt, addr);
+    if (!b->addr) return false;
+    *out = *b;
+    tpprof_live_erase(lt, b);
+    return true;
+}
+
+// The block of addr, or NULL.
 TPPROF_HIDDEN struct tpprof_block *tpprof_live_find(struct tpprof_livetable *lt, uint64_t addr);
-TPPROF_HIDDEN bool tpprof_live_remove(struct tpprof_livetable *lt, uint64_t addr, struct tpprof_block *out);
 
 // u64 key (never 0) -> u32 value (0 = absent): sites, the stack trie, and
 // the tensor ledger's id and block indexes (which also delete).
