@@ -312,30 +312,38 @@ static void bind_site(sqlite3_stmt *st, const struct tpprof_site *s) {
 
 // Every flush rewrites each site that changed, thousands of rows in a busy
 // program: an UPDATE in place costs about two thirds of an INSERT OR REPLACE
-// (which deletes the row and its key's index entry and inserts both again).
-// A site without a row yet (new since the last flush, or every site in a
-// forked child's new file) is inserted when its update finds none.
+// (which deletes the row and its key's index entry and inserts both again),
+// but an UPDATE that finds no row and the INSERT after it cost more than one
+// INSERT OR REPLACE (3,650 rows, SQLite 3.40: 4.8 ms against 7.3 when they
+// exist, 10.7 against 6.4 when they are new). So a site without a row yet
+// (new since the last flush, or every site in a forked child's new file) is
+// inserted, the others updated.
 static bool put_sites(void) {
     struct tpprof_wstate *w = &tpprof_w;
     sqlite3_stmt *upd = NULL, *ins = NULL;
     bool ok = sqlite3_prepare_v2(db, "UPDATE sites SET alloc_count = ?3, alloc_bytes = ?4, free_count = ?5,"
                                      " freed_bytes = ?6, temp_count = ?7, temp_bytes = ?8, peak_count = ?9,"
                                      " peak_bytes = ?10 WHERE stack_id = ?1 AND kind = ?2", -1, &upd, NULL) == SQLITE_OK &&
-              sqlite3_prepare_v2(db, "INSERT INTO sites(stack_id, kind, alloc_count, alloc_bytes, free_count,"
+              sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO sites(stack_id, kind, alloc_count, alloc_bytes, free_count,"
                                      " freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes)"
                                      " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", -1, &ins, NULL) == SQLITE_OK;
     for (uint32_t i = 0; i < w->nsites && ok; i++) {
         breathe(i);
         struct tpprof_site *s = &w->sites[i]; // after breathe: the array may have moved
         if (!s->dirty) continue;
-        bind_site(upd, s);
-        ok = sqlite3_step(upd) == SQLITE_DONE;
-        sqlite3_reset(upd);
-        if (ok && sqlite3_changes(db) == 0) {
+        bool insert = !s->stored;
+        if (!insert) {
+            bind_site(upd, s);
+            ok = sqlite3_step(upd) == SQLITE_DONE;
+            sqlite3_reset(upd);
+            insert = ok && sqlite3_changes(db) == 0; // no row after all: never expected
+        }
+        if (insert) {
             bind_site(ins, s);
             ok = sqlite3_step(ins) == SQLITE_DONE;
             sqlite3_reset(ins);
         }
+        s->stored = ok;
         // A site's peak share changes with every new peak, not only with its own
         // events, so sites stay dirty; the final flush writes the true value.
         s->dirty = false;

@@ -126,6 +126,7 @@ struct tpprof_site {
     _Alignas(64) uint32_t stack; // stack_nodes id of the innermost frame (0: unknown)
     uint16_t kind;
     bool dirty;                  // changed since the last flush
+    bool stored;                 // has a row in the database file
     uint64_t snap_epoch;
     int64_t live_count, live_bytes, alloc_count, alloc_bytes, free_count, freed_bytes;
     int64_t snap_count, snap_bytes; // live at the peak, if snap_epoch == peak_epoch
