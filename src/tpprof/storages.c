@@ -10,6 +10,14 @@
 // current storage peak; when the peak moves, the records of the dead ones are
 // dropped, so memory stays bounded by what is alive. Full mode keeps all.
 // Never runs on a program thread.
+//
+// A small tensor op sends half a dozen records, and the writer competes with
+// the program for a CPU, so one record's path is kept short
+// (bench/tensor_overhead.c): the storage a record names is looked up once
+// for everything the record carries, ids and blocks are found in a
+// direct-mapped table before any hash map (ledger_index), a tensor's record
+// is written field by field rather than cleared first, and the helpers on
+// that path are inline into tpprof_obs_apply.
 #define _GNU_SOURCE
 #include <sqlite3.h>
 #include <stdio.h>
@@ -48,12 +56,12 @@ struct obs_storage {
 struct obs_tensor {
     uint64_t id, storage, base;
     int64_t offset;
-    uint64_t created_ns, freed_ns, created_seq, freed_seq;
-    int64_t sizes[MAX_DIMS], strides[MAX_DIMS];
-    uint32_t created_stack, version, itemsize, next_kept;
+    uint64_t created_ns, created_seq, freed_ns, freed_seq;
+    uint32_t created_stack, itemsize, version, next_kept;
     int32_t dtype;
     uint8_t ndim;
     bool freed, used;
+    int64_t sizes[MAX_DIMS], strides[MAX_DIMS]; // the first ndim of each are set
 };
 
 struct obs_ref {
@@ -76,16 +84,41 @@ struct lifetime {
     int64_t delay_count; // storages whose release delay was measured
 };
 
+// Key (a record's id, a block's address; never 0) -> slot + 1 of the
+// records alive now. writer.h's map costs a call and a hash probe an
+// operation, and one small tensor op makes a dozen of them on records that
+// live for microseconds, so a direct-mapped table in front takes the keys
+// first, and the map (`back`) only a key whose entry another key holds.
+// Ids come from the runtime's one counter and take the entry of their low
+// bits, so the short-lived records of consecutive ids pass through
+// different entries, and a long-lived one keeps its entry; addresses are
+// hashed. Each key is in one place: its entry, or else `back`. The front is
+// tpprof's own data (never a root of the leak scan).
+#define IX_BITS 12
+struct ix_entry {
+    uint64_t key; // 0: free (val 0 too)
+    uint32_t val;
+};
+struct ledger_index {
+    struct ix_entry front[1 << IX_BITS];
+    uint64_t back_max; // no key above it was ever put in back
+    struct tpprof_map back;
+};
 
 #define MAX_NAMES 64
 #define FREED_STACK 16
 
-// Per program thread: what pairs a refcount change with a tensor.
+// Per program thread: what pairs a refcount change with a tensor. Every
+// record touches its thread's, so it is 16 bytes; the stack of freed
+// tensors, which only a TENSOR_FREED sent on its own and an unowned RELEASE
+// use, is apart (o.freed, same index).
 struct obs_thread {
     uint64_t retain_storage; // the last event was a RETAIN of this storage...
     uint32_t retain_ref;     // ...that made this reference
-    uint32_t nfreed;
-    struct { uint64_t tensor, storage; } freed[FREED_STACK]; // TENSOR_FREED awaiting their RELEASE
+    uint32_t nfreed;         // entries in the thread's freed stack
+};
+struct freed_stack {
+    struct { uint64_t tensor, storage; } e[FREED_STACK]; // TENSOR_FREED awaiting their RELEASE
 };
 
 static struct {
@@ -95,13 +128,12 @@ static struct {
     uint32_t ntn, captn, free_tn;
     struct obs_ref *refs;
     uint32_t nrefs, caprefs, free_ref;
-    struct tpprof_map st_ids, tn_ids;
-    uint64_t last_st_id;          // the storage looked up last (consecutive events
-    uint32_t last_st_slot;        // nearly always concern one): its slot + 1, 0 none
-    struct tpprof_map by_block;        // live block address -> first storage slot + 1
+    struct ledger_index st_ids, tn_ids;
+    struct ledger_index by_block;  // live block address -> first storage slot + 1
     uint32_t kept_st, kept_tn;    // freed, but alive at the current peak
     struct obs_thread *threads;
-    uint32_t capthreads;
+    struct freed_stack *freed;
+    uint32_t capthreads, capfreed;
     char names[MAX_NAMES][24];
     uint32_t nnames;               // names[0] is "no allocator"
     struct lifetime lifetimes[MAX_NAMES];
@@ -122,8 +154,6 @@ static struct {
 // ---------------------------------------------------------------------------
 // Small containers.
 
-static void map_del(struct tpprof_map *m, uint64_t key) { (void)tpprof_map_take(m, key); }
-
 // Grows a pool array to hold index `need`; false when out of memory.
 static bool grow(void **arr, uint32_t *cap, uint32_t need, size_t elem, uint32_t first) {
     if (need < *cap) return true;
@@ -136,26 +166,134 @@ static bool grow(void **arr, uint32_t *cap, uint32_t need, size_t elem, uint32_t
     return true;
 }
 
-static struct obs_thread *thread_state(uint32_t index) {
+// A key's entry: an id's low bits, an address's hash (Fibonacci: the top
+// bits of a multiply). Which index it is folds away where ix_* are inline.
+static inline struct ix_entry *ix_entry_of(struct ledger_index *x, uint64_t key) {
+    uint64_t h = x == &o.by_block ? (key * 0x9E3779B97F4A7C15ull) >> (64 - IX_BITS) : key;
+    return &x->front[h & ((1u << IX_BITS) - 1)];
+}
+
+// Whether `key`, not in its entry, may be in back.
+static inline bool ix_in_back(const struct ledger_index *x, uint64_t key) {
+    return key <= x->back_max && x->back.count;
+}
+
+// The value of `key` (0: none).
+static inline uint32_t ix_get(struct ledger_index *x, uint64_t key) {
+    const struct ix_entry *e = ix_entry_of(x, key);
+    if (TPPROF_LIKELY(e->key == key)) return e->val; // key 0 finds a free entry: 0
+    return ix_in_back(x, key) ? tpprof_map_get(&x->back, key) : 0;
+}
+
+// ix_put where its inline path does not do.
+static __attribute__((noinline)) bool ix_put_slow(struct ledger_index *x, uint64_t key, uint32_t val) {
+    struct ix_entry *e = ix_entry_of(x, key);
+    if (!key) return false;
+    if (e->key == key) {
+        e->val = val;
+        return true;
+    }
+    if (e->key == 0 && !(ix_in_back(x, key) && tpprof_map_get(&x->back, key))) {
+        e->key = key;
+        e->val = val;
+        return true;
+    }
+    if (!tpprof_map_put(&x->back, key, val)) return false; // in back already, or its entry is taken
+    if (key > x->back_max) x->back_max = key;
+    return true;
+}
+
+// Sets the value of `key`; false if key is 0 or memory ran out. Inline: a
+// key in its entry, or a new one whose entry is free (nearly all: above
+// back_max, a key is not in back).
+static inline bool ix_put(struct ledger_index *x, uint64_t key, uint32_t val) {
+    struct ix_entry *e = ix_entry_of(x, key);
+    if (TPPROF_LIKELY(e->key == 0 ? key > x->back_max : e->key == key)) { // so not 0, not in back
+        e->key = key;
+        e->val = val;
+        return true;
+    }
+    return ix_put_slow(x, key, val);
+}
+
+// ix_put that also hands back the value `key` had (0: none) in *old.
+static inline bool ix_swap(struct ledger_index *x, uint64_t key, uint32_t val, uint32_t *old) {
+    struct ix_entry *e = ix_entry_of(x, key);
+    if (TPPROF_LIKELY(e->key == 0 ? key > x->back_max : e->key == key)) {
+        *old = e->val; // 0 in a free entry
+        e->key = key;
+        e->val = val;
+        return true;
+    }
+    *old = ix_get(x, key);
+    return ix_put_slow(x, key, val);
+}
+
+// Sets `key`, if its value is `old`, to `val` (0: removes it); false if
+// its value is not `old` (nothing changed).
+static inline bool ix_replace(struct ledger_index *x, uint64_t key, uint32_t old, uint32_t val) {
+    struct ix_entry *e = ix_entry_of(x, key);
+    if (TPPROF_LIKELY(e->key == key && key)) {
+        if (e->val != old) return false;
+        e->val = val;
+        if (!val) e->key = 0;
+        return true;
+    }
+    if (!ix_in_back(x, key) || !old || tpprof_map_get(&x->back, key) != old) return false;
+    if (val) tpprof_map_put(&x->back, key, val);
+    else tpprof_map_take(&x->back, key);
+    return true;
+}
+
+// Removes `key`; returns its value (0: it was not there).
+static inline uint32_t ix_take(struct ledger_index *x, uint64_t key) {
+    struct ix_entry *e = ix_entry_of(x, key);
+    if (TPPROF_LIKELY(e->key == key)) { // key 0: a free entry, left so
+        uint32_t val = e->val;
+        e->key = 0;
+        e->val = 0;
+        return val;
+    }
+    return ix_in_back(x, key) ? tpprof_map_take(&x->back, key) : 0;
+}
+
+static __attribute__((noinline)) struct obs_thread *thread_grow(uint32_t index) {
+    if (!grow((void **)&o.freed, &o.capfreed, index, sizeof *o.freed, 64)) return NULL;
     if (!grow((void **)&o.threads, &o.capthreads, index, sizeof *o.threads, 64)) return NULL;
     return &o.threads[index];
+}
+
+static inline struct obs_thread *thread_state(uint32_t index) {
+    if (TPPROF_LIKELY(index < o.capthreads)) return &o.threads[index];
+    return thread_grow(index);
+}
+
+// The stack_nodes id of a depot stack id: writer.c's memo of it (a stack's
+// node never changes once found), read here because every record asks;
+// writer.c's function finds the ones not known yet.
+static inline uint32_t stack_of(uint32_t sid) {
+    const struct tpprof_wstate *w = &tpprof_w;
+    if (!sid) return 0;
+    if (TPPROF_LIKELY(sid < w->capleaf) && w->leaf_of[sid]) return w->leaf_of[sid];
+    return tpprof_writer_leaf_of(sid);
 }
 
 static uint16_t name_lookup(const uint64_t *words);
 
 // The name's index (0: none); names are at most 23 bytes (observe.c).
-static uint16_t name_index(const uint64_t *words, bool present) {
+static inline uint16_t name_index(const uint64_t *words, bool present) {
     if (!present) return 0;
     // Nearly every storage comes from the allocator of the one before.
     static uint64_t last[3];
     static uint16_t last_index;
-    if (last_index && words[0] == last[0] && words[1] == last[1] && words[2] == last[2]) return last_index;
+    if (TPPROF_LIKELY(last_index) && words[0] == last[0] && words[1] == last[1] && words[2] == last[2])
+        return last_index;
     memcpy(last, words, sizeof last);
     last_index = name_lookup(words);
     return last_index;
 }
 
-static uint16_t name_lookup(const uint64_t *words) {
+static __attribute__((noinline)) uint16_t name_lookup(const uint64_t *words) {
     char name[24];
     memcpy(name, words, 24);
     name[23] = 0;
@@ -176,9 +314,9 @@ static void device_text(char *out, size_t cap, int type, int index) {
 // ---------------------------------------------------------------------------
 // References.
 
-static uint32_t ref_add(struct obs_storage *s, uint32_t op, uint32_t stack, uint32_t sid) {
+static inline uint32_t ref_add(struct obs_storage *s, uint32_t op, uint32_t stack, uint32_t sid) {
     uint32_t r = o.free_ref;
-    if (r) {
+    if (TPPROF_LIKELY(r)) {
         o.free_ref = o.refs[r].next;
     } else {
         if (!grow((void **)&o.refs, &o.caprefs, o.nrefs + 1, sizeof *o.refs, 1024)) return 0;
@@ -192,7 +330,7 @@ static uint32_t ref_add(struct obs_storage *s, uint32_t op, uint32_t stack, uint
 // Unlinks the newest reference matching (tensor != 0: owned by it; else an
 // unowned one of the given strength); NULL if none, else the reference,
 // whose fields stay readable until the next ref_add.
-static const struct obs_ref *ref_remove(struct obs_storage *s, uint64_t tensor, bool weak) {
+static inline const struct obs_ref *ref_remove(struct obs_storage *s, uint64_t tensor, bool weak) {
     uint32_t *link = &s->refs;
     for (uint32_t r = s->refs; r; link = &o.refs[r].next, r = o.refs[r].next) {
         struct obs_ref *x = &o.refs[r];
@@ -216,32 +354,23 @@ static const struct obs_ref *ref_remove(struct obs_storage *s, uint64_t tensor, 
 // tensor free or data release after it; 0 while none came). So the tensor
 // created on the storage that made the peak is in it, and so is the first
 // tensor freed after it.
-static bool alive_at_peak(uint64_t created_seq, bool dead, uint64_t dead_seq) {
+static inline bool alive_at_peak(uint64_t created_seq, bool dead, uint64_t dead_seq) {
     uint64_t end = o.peak_end ? o.peak_end : UINT64_MAX;
     return o.peak_seq && created_seq < end && (!dead || dead_seq >= end);
 }
 
-static void block_unlink(struct obs_storage *s, uint32_t slot) {
+static inline __attribute__((always_inline)) void block_unlink(struct obs_storage *s, uint32_t slot) {
     if (!(s->flags & S_HAS_BLOCK) || (s->flags & S_BLOCK_FREED)) return;
-    uint32_t head = tpprof_map_get(&o.by_block, s->block_addr);
-    if (head == slot + 1) {
-        if (s->next_in_block) tpprof_map_put(&o.by_block, s->block_addr, s->next_in_block);
-        else map_del(&o.by_block, s->block_addr);
-        return;
-    }
-    for (uint32_t k = head; k; k = o.st[k - 1].next_in_block)
+    // Heading the block's list (nearly always its only storage): the next one heads it now.
+    if (ix_replace(&o.by_block, s->block_addr, slot + 1, s->next_in_block)) return;
+    for (uint32_t k = ix_get(&o.by_block, s->block_addr); k; k = o.st[k - 1].next_in_block)
         if (o.st[k - 1].next_in_block == slot + 1) {
             o.st[k - 1].next_in_block = s->next_in_block;
             return;
         }
 }
 
-static void st_ids_del(uint64_t id) {
-    map_del(&o.st_ids, id);
-    if (o.last_st_id == id) o.last_st_slot = 0;
-}
-
-static void storage_drop(uint32_t slot) {
+static inline __attribute__((always_inline)) void storage_drop(uint32_t slot) {
     struct obs_storage *s = &o.st[slot];
     block_unlink(s, slot);
     while (s->refs) {
@@ -250,7 +379,7 @@ static void storage_drop(uint32_t slot) {
         o.refs[r].next = o.free_ref;
         o.free_ref = r;
     }
-    st_ids_del(s->id);
+    ix_take(&o.st_ids, s->id);
     s->used = false;
     s->next_kept = o.free_st;
     o.free_st = slot + 1;
@@ -258,14 +387,14 @@ static void storage_drop(uint32_t slot) {
 
 static void tensor_drop(uint32_t slot) {
     struct obs_tensor *x = &o.tn[slot];
-    map_del(&o.tn_ids, x->id);
+    ix_take(&o.tn_ids, x->id);
     x->used = false;
     x->next_kept = o.free_tn;
     o.free_tn = slot + 1;
 }
 
 // A new storage peak: the records kept only for the old one go.
-static void new_peak(uint64_t seq, uint64_t time) {
+static __attribute__((noinline)) void new_peak(uint64_t seq, uint64_t time) {
     o.peak_bytes = o.storage_bytes;
     o.peak_seq = seq;
     o.peak_end = 0;
@@ -302,7 +431,7 @@ static struct tpprof_block *block_of(uint64_t data) {
     return NULL;
 }
 
-static void attach_block(struct obs_storage *s, uint32_t slot) {
+static inline __attribute__((always_inline)) void attach_block(struct obs_storage *s, uint32_t slot) {
     s->flags &= (uint16_t)~(S_HAS_BLOCK | S_BLOCK_FREED);
     if (!s->data) return;
     struct tpprof_block *b = block_of(s->data);
@@ -312,8 +441,7 @@ static void attach_block(struct obs_storage *s, uint32_t slot) {
     s->block_size = b->size;
     s->block_kind = tpprof_w.sites[b->site].kind;
     s->flags |= S_HAS_BLOCK;
-    s->next_in_block = tpprof_map_get(&o.by_block, b->addr);
-    if (!tpprof_map_put(&o.by_block, b->addr, slot + 1)) {
+    if (!ix_swap(&o.by_block, b->addr, slot + 1, &s->next_in_block)) {
         s->next_in_block = 0;
         s->flags &= (uint16_t)~S_HAS_BLOCK; // out of memory: not linked, not claimed
     }
@@ -327,9 +455,8 @@ static void lifetime_add_delay(struct obs_storage *s, uint64_t delay) {
     s->flags &= (uint16_t)~S_LIFETIME_PENDING;
 }
 
-void tpprof_obs_block_freed(uint64_t addr, uint64_t time) {
-    uint32_t k = tpprof_map_get(&o.by_block, addr);
-    if (!k) return;
+// The storages backed by the block at `addr` (k: the first's slot + 1).
+static __attribute__((noinline)) void block_freed(uint64_t addr, uint64_t time, uint32_t k) {
     while (k) {
         struct obs_storage *s = &o.st[k - 1];
         k = s->next_in_block;
@@ -340,14 +467,28 @@ void tpprof_obs_block_freed(uint64_t addr, uint64_t time) {
         if (s->flags & S_LIFETIME_PENDING)
             lifetime_add_delay(s, time > s->released_batch_ns ? time - s->released_batch_ns : 0);
     }
-    map_del(&o.by_block, addr);
+    ix_take(&o.by_block, addr);
+}
+
+// Usually no storage is left on the block: its last one was dropped first.
+void tpprof_obs_block_freed(uint64_t addr, uint64_t time) {
+    uint32_t k = ix_get(&o.by_block, addr);
+    if (k) block_freed(addr, time, k);
 }
 
 // ---------------------------------------------------------------------------
 // Applying one observer record (writer.c's apply, in sequence order).
 
-static uint32_t new_storage_slot(void) {
-    if (o.free_st) {
+// What every handler of a record takes from it.
+struct rec {
+    struct obs_thread *th; // the sending thread's pairing state (NULL: out of memory)
+    uint32_t tindex;       // its index
+    uint32_t stack, sid;   // the record's stack: stack_nodes id, depot id (0: none)
+    uint64_t seq, time;
+};
+
+static inline uint32_t new_storage_slot(void) {
+    if (TPPROF_LIKELY(o.free_st)) {
         uint32_t slot = o.free_st - 1;
         o.free_st = o.st[slot].next_kept;
         return slot;
@@ -356,8 +497,8 @@ static uint32_t new_storage_slot(void) {
     return o.nst++;
 }
 
-static uint32_t new_tensor_slot(void) {
-    if (o.free_tn) {
+static inline uint32_t new_tensor_slot(void) {
+    if (TPPROF_LIKELY(o.free_tn)) {
         uint32_t slot = o.free_tn - 1;
         o.free_tn = o.tn[slot].next_kept;
         return slot;
@@ -366,31 +507,15 @@ static uint32_t new_tensor_slot(void) {
     return o.ntn++;
 }
 
-static struct obs_storage *storage_get(uint64_t id, uint32_t *slot) {
-    uint32_t k = id == o.last_st_id ? o.last_st_slot : 0;
-    if (!k) {
-        k = tpprof_map_get(&o.st_ids, id);
-        if (!k) return NULL;
-        o.last_st_id = id;
-        o.last_st_slot = k;
-    }
+static inline struct obs_storage *storage_get(uint64_t id, uint32_t *slot) {
+    uint32_t k = ix_get(&o.st_ids, id);
+    if (!k) return NULL;
     *slot = k - 1;
     return &o.st[k - 1];
 }
 
-// Counts one refcount change; `sid` (the depot id of `stack`) remembers the
-// row it used last, so the common case skips the hash lookup. A retain site
-// also counts its tensors' releases (TPPROF_OBS_TENSOR_REF), so each sid has
-// two hints: odd ops (retains, lock) and even ones (releases).
-static void rc_count(uint32_t op, uint32_t stack, uint32_t sid) {
+static __attribute__((noinline)) void rc_count_slow(uint32_t op, uint32_t stack, uint32_t sid) {
     uint32_t hint = sid << 1 | (op & 1);
-    if (hint < o.caprc_hint && o.rc_hint[hint]) {
-        uint32_t h = o.rc_hint[hint] - 1;
-        if (o.rc[h].op == op) {
-            o.rc[h].count++;
-            return;
-        }
-    }
     uint64_t key = ((uint64_t)stack << 3 | op) + 1;
     uint32_t k = tpprof_map_get(&o.rc_index, key);
     if (!k) {
@@ -405,100 +530,134 @@ static void rc_count(uint32_t op, uint32_t stack, uint32_t sid) {
     if (sid && grow((void **)&o.rc_hint, &o.caprc_hint, hint, sizeof *o.rc_hint, 8192)) o.rc_hint[hint] = k;
 }
 
-static void on_storage_created(const uint64_t *r, uint64_t seq, uint64_t time, uint32_t stack, uint32_t sid) {
+// Counts one refcount change; `sid` (the depot id of `stack`) remembers the
+// row it used last, so the common case skips the hash lookup. A retain site
+// also counts its tensors' releases (TPPROF_OBS_TENSOR_REF), so each sid has
+// two hints: odd ops (retains, lock) and even ones (releases).
+static inline void rc_count(uint32_t op, uint32_t stack, uint32_t sid) {
+    uint32_t hint = sid << 1 | (op & 1);
+    if (TPPROF_LIKELY(hint < o.caprc_hint) && o.rc_hint[hint]) {
+        uint32_t h = o.rc_hint[hint] - 1;
+        if (TPPROF_LIKELY(o.rc[h].op == op)) {
+            o.rc[h].count++;
+            return;
+        }
+    }
+    rc_count_slow(op, stack, sid);
+}
+
+static void on_storage_created(const struct rec *c, const uint64_t *r) {
     uint32_t slot = new_storage_slot();
     if (slot == UINT32_MAX) return;
     struct obs_storage *s = &o.st[slot];
-    memset(s, 0, sizeof *s);
-    s->used = true;
-    s->id = r[2];
-    s->data = r[3];
-    s->nbytes = r[4];
-    s->dev_type = (int16_t)(r[5] & 0xffff);
-    s->dev_index = (int16_t)(r[5] >> 16 & 0xffff);
-    if (r[5] >> 32 & 1) s->flags |= S_RESIZABLE;
-    s->allocator = name_index(&r[6], r[5] >> 33 & 1);
-    s->created_ns = time;
-    s->created_seq = seq;
-    s->created_stack = stack;
-    s->strong = s->weak = 1;
-    if (!tpprof_map_put(&o.st_ids, s->id, slot + 1)) {
+    *s = (struct obs_storage){
+        .id = r[2],
+        .data = r[3],
+        .nbytes = r[4],
+        .created_ns = c->time,
+        .created_seq = c->seq,
+        .created_stack = c->stack,
+        .strong = 1,
+        .weak = 1,
+        .allocator = name_index(&r[6], r[5] >> 33 & 1),
+        .dev_type = (int16_t)(r[5] & 0xffff),
+        .dev_index = (int16_t)(r[5] >> 16 & 0xffff),
+        .flags = (uint16_t)(r[5] >> 32 & 1 ? S_RESIZABLE : 0),
+        .used = true,
+    };
+    if (!ix_put(&o.st_ids, s->id, slot + 1)) {
         s->used = false;
         s->next_kept = o.free_st;
         o.free_st = slot + 1;
         return;
     }
-    ref_add(s, 0, stack, sid);
+    ref_add(s, 0, c->stack, c->sid);
     attach_block(s, slot);
     o.storage_bytes += (int64_t)s->nbytes;
-    if (o.storage_bytes > o.peak_bytes) new_peak(seq, time);
+    if (o.storage_bytes > o.peak_bytes) new_peak(c->seq, c->time);
 }
 
-static void tensor_freed_at(uint64_t id, uint64_t seq, uint64_t time);
+// The tensor `id` is freed (its storage reference is paired by the caller).
+static inline __attribute__((always_inline)) void tensor_freed_at(uint64_t id, uint64_t seq, uint64_t time) {
+    if (o.peak_seq && !o.peak_end) o.peak_end = seq;
+    // Full mode keeps every record under its id; aggregate mode lets go of it.
+    bool full = tpprof_cfg.full;
+    uint32_t k = full ? ix_get(&o.tn_ids, id) : ix_take(&o.tn_ids, id);
+    if (!k) return;
+    uint32_t slot = k - 1;
+    struct obs_tensor *x = &o.tn[slot];
+    x->freed = true;
+    x->freed_ns = time;
+    x->freed_seq = seq;
+    if (full) return;
+    if (alive_at_peak(x->created_seq, true, seq)) {
+        x->next_kept = o.kept_tn;
+        o.kept_tn = slot + 1;
+    } else {
+        x->used = false;
+        x->next_kept = o.free_tn;
+        o.free_tn = slot + 1;
+    }
+}
 
+// One refcount change of storage `id`, to `counts` (strong | weak << 32).
 // `tensor_ref`: a RELEASE sent without a stack because a tensor's free made
-// it, carrying that TENSOR_FREED (r[4], the tensor; observe.c): the tensor is
-// freed first, then the release is paired with its reference and counted
-// under that reference's stack.
-static void on_refcount(struct obs_thread *th, uint32_t tindex, const uint64_t *r, uint32_t refop, uint64_t seq,
-                        uint64_t time, uint32_t stack, uint32_t sid, bool tensor_ref) {
-    if (tensor_ref) tensor_freed_at(r[4], seq, time);
-    else rc_count(refop, stack, sid);
-    uint32_t slot;
-    struct obs_storage *s = storage_get(r[2], &slot);
+// it, carrying that TENSOR_FREED (`tensor`; observe.c): the tensor is freed
+// first, then the release is paired with its reference and counted under
+// that reference's stack. Returns the storage (and its *slot) for the events
+// the record also carries; NULL if it is not known.
+static inline __attribute__((always_inline)) struct obs_storage *
+on_refcount(const struct rec *c, uint64_t id, uint64_t counts, uint32_t refop, bool tensor_ref, uint64_t tensor,
+            uint32_t *slot) {
+    struct obs_thread *th = c->th;
+    if (tensor_ref) tensor_freed_at(tensor, c->seq, c->time);
+    else rc_count(refop, c->stack, c->sid);
+    struct obs_storage *s = storage_get(id, slot);
     if (!s) {
         if (tensor_ref) rc_count(refop, 0, 0);
-        return;
+        return NULL;
     }
-    s->strong = (uint32_t)r[3];
-    s->weak = (uint32_t)(r[3] >> 32);
-    switch (refop) {
-    case TP_OBS_REFOP_RETAIN: {
-        uint32_t ref = ref_add(s, refop, stack, sid);
-        if (th && ref) {
-            th->retain_storage = s->id;
-            th->retain_ref = ref;
-        }
-        return; // keeps the pending retain for a TENSOR_CREATED
-    }
-    case TP_OBS_REFOP_LOCK:
-    case TP_OBS_REFOP_WEAK_RETAIN:
-        ref_add(s, refop, stack, sid);
-        break;
-    case TP_OBS_REFOP_RELEASE: {
-        uint64_t owner = tensor_ref ? r[4] : 0;
-        if (th && !tensor_ref) // the newest freed tensor of this storage on this thread owns it
+    s->strong = (uint32_t)counts;
+    s->weak = (uint32_t)(counts >> 32);
+    if (refop == TP_OBS_REFOP_RELEASE) { // the most frequent, a tensor's free: tested first
+        uint64_t owner = tensor_ref ? tensor : 0;
+        if (th && !tensor_ref) { // the newest freed tensor of this storage on this thread owns it
+            struct freed_stack *f = &o.freed[c->tindex];
             for (uint32_t i = th->nfreed; i-- > 0;)
-                if (th->freed[i].storage == s->id) {
-                    owner = th->freed[i].tensor;
-                    memmove(&th->freed[i], &th->freed[i + 1], (th->nfreed - i - 1) * sizeof th->freed[0]);
+                if (f->e[i].storage == s->id) {
+                    owner = f->e[i].tensor;
+                    memmove(&f->e[i], &f->e[i + 1], (th->nfreed - i - 1) * sizeof f->e[0]);
                     th->nfreed--;
                     break;
                 }
+        }
         const struct obs_ref *gone = owner ? ref_remove(s, owner, false) : NULL;
         if (!gone) gone = ref_remove(s, 0, false);
         if (tensor_ref) rc_count(refop, gone ? gone->stack : 0, gone ? gone->sid : 0);
         if (s->strong == 0) {
             s->flags |= S_LAST_RELEASE;
-            s->last_release_ns = time;
-            s->implicit_weak = tindex + 1;
+            s->last_release_ns = c->time;
+            s->implicit_weak = c->tindex + 1;
         }
-        break;
-    }
-    case TP_OBS_REFOP_WEAK_RELEASE:
-        if (s->strong == 0 && s->implicit_weak == tindex + 1) s->implicit_weak = 0; // c10's +1
+    } else if (refop == TP_OBS_REFOP_RETAIN) {
+        uint32_t ref = ref_add(s, refop, c->stack, c->sid);
+        if (th && ref) {
+            th->retain_storage = s->id;
+            th->retain_ref = ref;
+        }
+        return s; // keeps the pending retain for a TENSOR_CREATED
+    } else if (refop == TP_OBS_REFOP_LOCK || refop == TP_OBS_REFOP_WEAK_RETAIN) {
+        ref_add(s, refop, c->stack, c->sid);
+    } else if (refop == TP_OBS_REFOP_WEAK_RELEASE) {
+        if (s->strong == 0 && s->implicit_weak == c->tindex + 1) s->implicit_weak = 0; // c10's +1
         else ref_remove(s, 0, true);
-        break;
-    default:
-        break;
     }
     if (th) th->retain_storage = 0;
+    return s;
 }
 
-static void on_data_released(const uint64_t *r, uint64_t seq, uint64_t time) {
-    uint32_t slot;
-    struct obs_storage *s = storage_get(r[2], &slot);
-    if (!s || (s->flags & S_RELEASED)) return;
+static inline void on_data_released(struct obs_storage *s, uint64_t seq, uint64_t time) {
+    if (s->flags & S_RELEASED) return;
     s->flags |= S_RELEASED;
     s->data_released_ns = time;
     s->released_batch_ns = o.batch_ns;
@@ -514,11 +673,9 @@ static void on_data_released(const uint64_t *r, uint64_t seq, uint64_t time) {
     else lifetime_add_delay(s, 0);
 }
 
-static void on_storage_freed(const uint64_t *r, uint64_t seq, uint64_t time) {
-    uint32_t slot;
-    struct obs_storage *s = storage_get(r[2], &slot);
-    if (!s) return;
-    if (!(s->flags & S_RELEASED)) on_data_released(r, seq, time);
+static inline __attribute__((always_inline)) void on_storage_freed(struct obs_storage *s, uint32_t slot, uint64_t seq,
+                                                                   uint64_t time) {
+    if (!(s->flags & S_RELEASED)) on_data_released(s, seq, time);
     s->flags |= S_FREED;
     s->freed_ns = time;
     s->implicit_weak = 0;
@@ -526,27 +683,27 @@ static void on_storage_freed(const uint64_t *r, uint64_t seq, uint64_t time) {
     if (alive_at_peak(s->created_seq, true, s->released_seq)) {
         s->next_kept = o.kept_st;
         o.kept_st = slot + 1;
-        st_ids_del(s->id); // the id may not come again, but the record is history now
+        ix_take(&o.st_ids, s->id); // the id may not come again, but the record is history now
     } else {
         storage_drop(slot);
     }
 }
 
-static void on_data_swapped(const uint64_t *r, uint64_t seq, uint64_t time) {
+static void on_data_swapped(const struct rec *c, const uint64_t *r) {
     uint32_t slot;
     struct obs_storage *s = storage_get(r[2], &slot);
     if (!s) return;
     block_unlink(s, slot);
     o.storage_bytes += (int64_t)r[4] - (int64_t)s->nbytes;
-    if (r[4] < s->nbytes && !o.peak_end) o.peak_end = seq;
+    if (r[4] < s->nbytes && !o.peak_end) o.peak_end = c->seq;
     s->data = r[3];
     s->nbytes = r[4];
     attach_block(s, slot);
-    if (o.storage_bytes > o.peak_bytes) new_peak(seq, time);
+    if (o.storage_bytes > o.peak_bytes) new_peak(c->seq, c->time);
 }
 
 // The storage's creation reference (op 0), if no tensor owns it yet; 0 none.
-static uint32_t creation_ref(const struct obs_storage *s) {
+static inline uint32_t creation_ref(const struct obs_storage *s) {
     for (uint32_t r = s->refs; r; r = o.refs[r].next)
         if (o.refs[r].op == 0 && o.refs[r].tensor == 0) return r;
     return 0;
@@ -558,16 +715,16 @@ static uint32_t creation_ref(const struct obs_storage *s) {
 // so the tensor's free pairs with it, its release counts under the tensor's
 // stack, and a tensor alive at the end is that reference's holder.
 // Otherwise the RETAIN just before, if of this storage, is its.
-static void on_tensor_created(struct obs_thread *th, const uint64_t *r, uint64_t seq, uint64_t time, uint32_t stack,
-                              uint32_t sid, bool adopted) {
+static inline void on_tensor_created(const struct rec *c, const uint64_t *r, bool adopted) {
+    struct obs_thread *th = c->th;
     if (adopted) {
         uint32_t slot, ref;
         struct obs_storage *s = storage_get(r[3], &slot);
         if (s && (ref = creation_ref(s)) != 0) {
             o.refs[ref].tensor = r[2];
-            if (sid) {
-                o.refs[ref].stack = stack;
-                o.refs[ref].sid = sid;
+            if (c->sid) {
+                o.refs[ref].stack = c->stack;
+                o.refs[ref].sid = c->sid;
             }
         }
     } else if (th && th->retain_storage == r[3] && th->retain_ref) {
@@ -576,47 +733,29 @@ static void on_tensor_created(struct obs_thread *th, const uint64_t *r, uint64_t
     uint32_t slot = new_tensor_slot();
     if (slot == UINT32_MAX) return;
     struct obs_tensor *x = &o.tn[slot];
-    memset(x, 0, sizeof *x);
-    x->used = true;
+    // Every field but the dims past ndim, which nothing reads: a tensor
+    // record is written for every tensor, nearly all of them short-lived.
+    int nd = (int)(r[6] & 0xff);
+    if (nd > MAX_DIMS) nd = MAX_DIMS;
     x->id = r[2];
     x->storage = r[3];
     x->base = r[4];
     x->offset = (int64_t)r[5];
-    int nd = (int)(r[6] & 0xff);
-    if (nd > MAX_DIMS) nd = MAX_DIMS;
-    x->ndim = (uint8_t)nd;
-    x->dtype = (int32_t)(uint32_t)(r[6] >> 8 & 0xffffff);
+    x->created_ns = c->time;
+    x->created_seq = c->seq;
+    x->freed_ns = x->freed_seq = 0;
+    x->created_stack = c->stack;
     x->itemsize = (uint32_t)(r[6] >> 32);
+    x->version = x->next_kept = 0;
+    x->dtype = (int32_t)(uint32_t)(r[6] >> 8 & 0xffffff);
+    x->ndim = (uint8_t)nd;
+    x->freed = false;
+    x->used = true;
     for (int i = 0; i < nd; i++) {
         x->sizes[i] = (int64_t)r[7 + i];
         x->strides[i] = (int64_t)r[7 + nd + i];
     }
-    x->created_ns = time;
-    x->created_seq = seq;
-    x->created_stack = stack;
-    if (!tpprof_map_put(&o.tn_ids, x->id, slot + 1)) {
-        x->used = false;
-        x->next_kept = o.free_tn;
-        o.free_tn = slot + 1;
-    }
-}
-
-// The tensor `id` is freed (its storage reference is paired by the caller).
-static void tensor_freed_at(uint64_t id, uint64_t seq, uint64_t time) {
-    if (o.peak_seq && !o.peak_end) o.peak_end = seq;
-    // Full mode keeps every record under its id; aggregate mode lets go of it.
-    uint32_t k = tpprof_cfg.full ? tpprof_map_get(&o.tn_ids, id) : tpprof_map_take(&o.tn_ids, id);
-    if (!k) return;
-    uint32_t slot = k - 1;
-    struct obs_tensor *x = &o.tn[slot];
-    x->freed = true;
-    x->freed_ns = time;
-    x->freed_seq = seq;
-    if (tpprof_cfg.full) return;
-    if (alive_at_peak(x->created_seq, true, seq)) {
-        x->next_kept = o.kept_tn;
-        o.kept_tn = slot + 1;
-    } else {
+    if (!ix_put(&o.tn_ids, x->id, slot + 1)) {
         x->used = false;
         x->next_kept = o.free_tn;
         o.free_tn = slot + 1;
@@ -624,22 +763,24 @@ static void tensor_freed_at(uint64_t id, uint64_t seq, uint64_t time) {
 }
 
 // A TENSOR_FREED on its own (full mode, or more nested than observe.c
-// holds): its RELEASE comes later and is paired through th->freed.
-static void on_tensor_freed(struct obs_thread *th, const uint64_t *r, uint64_t seq, uint64_t time) {
+// holds): its RELEASE comes later and is paired through the freed stack.
+static void on_tensor_freed(const struct rec *c, const uint64_t *r) {
+    struct obs_thread *th = c->th;
     if (th) {
+        struct freed_stack *f = &o.freed[c->tindex];
         if (th->nfreed == FREED_STACK) { // deeper than any release chain: forget the oldest
-            memmove(&th->freed[0], &th->freed[1], (FREED_STACK - 1) * sizeof th->freed[0]);
+            memmove(&f->e[0], &f->e[1], (FREED_STACK - 1) * sizeof f->e[0]);
             th->nfreed--;
         }
-        th->freed[th->nfreed].tensor = r[2];
-        th->freed[th->nfreed].storage = r[3];
+        f->e[th->nfreed].tensor = r[2];
+        f->e[th->nfreed].storage = r[3];
         th->nfreed++;
     }
-    tensor_freed_at(r[2], seq, time);
+    tensor_freed_at(r[2], c->seq, c->time);
 }
 
 static void on_version(const uint64_t *r) {
-    uint32_t k = tpprof_map_get(&o.tn_ids, r[2]);
+    uint32_t k = ix_get(&o.tn_ids, r[2]);
     if (!k) return;
     struct obs_tensor *x = &o.tn[k - 1];
     x->version = (uint32_t)r[3];
@@ -688,57 +829,81 @@ static void on_allocator(struct tpprof_thread *t, const uint64_t *r, uint64_t se
     e->stream = r[8];
 }
 
+// events rows (full mode): op 10.. as docs/schema-tensors.md lists them.
+static void keep_event(struct tpprof_thread *t, const uint64_t *r, int kind, uint32_t refop, uint64_t seq,
+                       uint64_t time, uint32_t sid) {
+    static const int op_of[] = {0, 10, 11, 12, 13, 0, 14, 15, 16};
+    uint64_t addr = r[2], size = 0, old = 0;
+    int k = 0;
+    switch (kind) {
+    case TP_OBS_STORAGE_CREATED: size = r[4]; old = r[3]; break;
+    case TP_OBS_STORAGE_REFCOUNT: size = r[3] & 0xffffffffu; old = r[3] >> 32; k = (int)refop; break;
+    case TP_OBS_TENSOR_CREATED: size = r[3]; old = r[4]; break;
+    case TP_OBS_TENSOR_FREED: size = r[3]; break;
+    case TP_OBS_VERSION_BUMPED: size = r[3]; break;
+    default: break;
+    }
+    if (op_of[kind]) tpprof_writer_keep_event(t, seq, op_of[kind], k, time, addr, size, sid, old);
+}
+
+// The record's common fields. Any record but a RETAIN ends a RETAIN's
+// wait for its TENSOR_CREATED (`keep_retain`: the caller decides).
+static inline __attribute__((always_inline)) struct rec rec_of(struct tpprof_thread *t, const uint64_t *r,
+                                                              uint64_t time, bool keep_retain) {
+    uint32_t sid = (uint32_t)(r[1] >> 32);
+    struct rec c = {.th = thread_state((uint32_t)t->index), .tindex = (uint32_t)t->index,
+                    .stack = stack_of(sid), .sid = sid, .seq = r[0] >> 8, .time = time};
+    if (!keep_retain && c.th) c.th->retain_storage = 0;
+    return c;
+}
+
 void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time) {
     o.batch_ns = time;
     if (r[1] & TPPROF_OBS_TICKS) time = tpprof_writer_ticks_to_ns(r[(r[1] & 0xff) - 1], time);
     int kind = (int)(r[0] & 15);
-    uint64_t seq = r[0] >> 8;
-    uint32_t refop = (uint32_t)(r[1] >> 8 & 0xff);
-    uint32_t sid = (uint32_t)(r[1] >> 32);
-    uint32_t stack = sid ? tpprof_writer_leaf_of(sid) : 0;
-    uint32_t tindex = (uint32_t)t->index;
-    struct obs_thread *th = thread_state(tindex);
-    if (kind != TP_OBS_STORAGE_REFCOUNT && kind != TP_OBS_TENSOR_CREATED && th) th->retain_storage = 0;
-    switch (kind) {
-    case TP_OBS_STORAGE_CREATED: on_storage_created(r, seq, time, stack, sid); break;
-    case TP_OBS_STORAGE_REFCOUNT:
-        on_refcount(th, tindex, r, refop, seq, time, stack, sid,
-                    (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 5);
-        if (r[1] & TPPROF_OBS_DATA_RELEASED) on_data_released(r, seq, time); // it carries that too
-        if (r[1] & TPPROF_OBS_FREED) on_storage_freed(r, seq, time);        // and maybe this
-        break;
-    case TP_OBS_STORAGE_DATA_RELEASED: on_data_released(r, seq, time); break;
-    case TP_OBS_STORAGE_FREED: on_storage_freed(r, seq, time); break;
-    case TP_OBS_STORAGE_DATA_SWAPPED: on_data_swapped(r, seq, time); break;
-    case TP_OBS_TENSOR_CREATED:
+    // Its events row needs nothing from the ledger: kept first.
+    if (TPPROF_UNLIKELY(tpprof_cfg.full) && kind >= TP_OBS_STORAGE_CREATED && kind <= TP_OBS_VERSION_BUMPED)
+        keep_event(t, r, kind, (uint32_t)(r[1] >> 8 & 0xff), r[0] >> 8, time, (uint32_t)(r[1] >> 32));
+    uint32_t slot;
+    struct obs_storage *s;
+    // The two kinds of nearly every record first: a compare costs less than a switch's jump.
+    if (kind == TP_OBS_STORAGE_REFCOUNT) {
+        struct rec c = rec_of(t, r, time, true);
+        bool tensor_ref = (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 5;
+        s = on_refcount(&c, r[2], r[3], (uint32_t)(r[1] >> 8 & 0xff), tensor_ref, tensor_ref ? r[4] : 0, &slot);
+        if (!s) return;
+        if (r[1] & TPPROF_OBS_DATA_RELEASED) on_data_released(s, c.seq, c.time); // it carries that too
+        if (r[1] & TPPROF_OBS_FREED) on_storage_freed(s, slot, c.seq, c.time);  // and maybe this
+        return;
+    }
+    if (kind == TP_OBS_TENSOR_CREATED) {
+        struct rec c = rec_of(t, r, time, true);
         if (r[1] & TPPROF_OBS_WITH_RETAIN) { // the RETAIN it carries comes first
             uint32_t nd = (uint32_t)(r[6] & 0xff), words = (uint32_t)(r[1] & 0xff);
-            if (nd > MAX_DIMS || words < 8 + 2 * nd) break;
-            const uint64_t retain[4] = {r[0], r[1], r[3], r[7 + 2 * nd]};
-            on_refcount(th, tindex, retain, TP_OBS_REFOP_RETAIN, seq, time, stack, sid, false);
+            if (nd > MAX_DIMS || words < 8 + 2 * nd) {
+                if (c.th) c.th->retain_storage = 0;
+                return;
+            }
+            on_refcount(&c, r[3], r[7 + 2 * nd], TP_OBS_REFOP_RETAIN, false, 0, &slot);
         }
-        on_tensor_created(th, r, seq, time, stack, sid, (r[1] & TPPROF_OBS_ADOPTED) != 0);
-        break;
-    case TP_OBS_TENSOR_FREED: on_tensor_freed(th, r, seq, time); break;
-    case TP_OBS_VERSION_BUMPED: on_version(r); break;
-    case TP_OBS_ALLOCATOR: on_allocator(t, r, seq, time, stack); break;
-    default: break;
+        on_tensor_created(&c, r, (r[1] & TPPROF_OBS_ADOPTED) != 0);
+        if (c.th) c.th->retain_storage = 0;
+        return;
     }
-    if (kind == TP_OBS_TENSOR_CREATED && th) th->retain_storage = 0;
-    if (tpprof_cfg.full && kind >= TP_OBS_STORAGE_CREATED && kind <= TP_OBS_VERSION_BUMPED) {
-        // events rows: op 10.. as docs/schema-tensors.md lists them.
-        static const int op_of[] = {0, 10, 11, 12, 13, 0, 14, 15, 16};
-        uint64_t addr = r[2], size = 0, old = 0;
-        int k = 0;
-        switch (kind) {
-        case TP_OBS_STORAGE_CREATED: size = r[4]; old = r[3]; break;
-        case TP_OBS_STORAGE_REFCOUNT: size = r[3] & 0xffffffffu; old = r[3] >> 32; k = (int)refop; break;
-        case TP_OBS_TENSOR_CREATED: size = r[3]; old = r[4]; break;
-        case TP_OBS_TENSOR_FREED: size = r[3]; break;
-        case TP_OBS_VERSION_BUMPED: size = r[3]; break;
-        default: break;
-        }
-        if (op_of[kind]) tpprof_writer_keep_event(t, seq, op_of[kind], k, time, addr, size, sid, old);
+    struct rec c = rec_of(t, r, time, false);
+    switch (kind) {
+    case TP_OBS_STORAGE_CREATED: on_storage_created(&c, r); break;
+    case TP_OBS_STORAGE_DATA_RELEASED:
+        if ((s = storage_get(r[2], &slot)) != NULL) on_data_released(s, c.seq, c.time);
+        break;
+    case TP_OBS_STORAGE_FREED:
+        if ((s = storage_get(r[2], &slot)) != NULL) on_storage_freed(s, slot, c.seq, c.time);
+        break;
+    case TP_OBS_STORAGE_DATA_SWAPPED: on_data_swapped(&c, r); break;
+    case TP_OBS_TENSOR_FREED: on_tensor_freed(&c, r); break;
+    case TP_OBS_VERSION_BUMPED: on_version(r); break;
+    case TP_OBS_ALLOCATOR: on_allocator(t, r, c.seq, c.time, c.stack); break;
+    default: break;
     }
 }
 

@@ -498,6 +498,58 @@ static void test_ticks_time_storage_lifetimes(void) {
     CHECK(q("SELECT created_ns FROM storages WHERE id = 151") == (long long)batch, "capped at the merge time");
 }
 
+// Thousands of storages and tensors alive at once, on as many blocks: more
+// than the ledger's direct-mapped index holds, so some ids and block
+// addresses share an entry. Each is still found, paired and written, and
+// each storage sees its own block's free.
+static void test_many_live_records_are_each_found(void) {
+    enum { N = 5000 };
+    const uint64_t id0 = 1000000, addr0 = 0x40000000;
+    int64_t count0 = q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'");
+    for (uint64_t i = 0; i < N; i++) {
+        bool existed;
+        struct tpprof_block *b = tpprof_live_insert(&tpprof_w.live, addr0 + i * 64, &existed);
+        b->size = 64;
+        b->site = 0;
+        created(&th0, id0 + 2 * i, addr0 + i * 64, 64, 300);
+        tensor_adopted(&th0, id0 + 2 * i + 1, id0 + 2 * i, 301);
+    }
+    for (uint64_t i = 0; i < N; i += 2) { // every other one: its tensor goes, and with it the storage
+        tensor_release(&th0, id0 + 2 * i, id0 + 2 * i + 1, 0, 1);
+        simple(&th0, TP_OBS_STORAGE_DATA_RELEASED, id0 + 2 * i);
+        simple(&th0, TP_OBS_STORAGE_FREED, id0 + 2 * i);
+    }
+    for (uint64_t i = 0; i < N; i++) { // then every block
+        struct tpprof_block out;
+        if (tpprof_live_remove(&tpprof_w.live, addr0 + i * 64, &out) && out.backs)
+            tpprof_obs_block_freed(addr0 + i * 64, 777777);
+    }
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    // The frees came after the storage peak these made: the freed ones were alive at it, so kept.
+    CHECK(q("SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND at_peak = 1") == N,
+          "all %d storages written (%lld)", N,
+          q("SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND at_peak = 1"));
+    CHECK(q("SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND freed_ns IS NOT NULL AND "
+            "strong = 0") == N / 2,
+          "half of them freed");
+    CHECK(q("SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND block_freed_ns = 777777 AND "
+            "block_address = 1073741824 + (id - 1000000) * 32") == N,
+          "each saw its own block's free (%lld)",
+          q("SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND block_freed_ns = 777777"));
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id >= 1000000 AND storage_id < 1010000") == N / 2 &&
+              q("SELECT count(*) FROM storage_refs WHERE storage_id >= 1000000 AND storage_id < 1010000 AND op = 0 "
+                "AND stack_id = 301 AND tensor_id = storage_id + 1 AND count = 1") == N / 2,
+          "each live storage's one reference is its tensor's");
+    CHECK(q("SELECT count(*) FROM tensors WHERE id >= 1000000 AND id < 1010000") == N &&
+              q("SELECT count(*) FROM tensors WHERE id >= 1000000 AND id < 1010000 AND freed_ns IS NULL AND "
+                "storage_id = id - 1") == N / 2,
+          "every tensor written, half of them alive");
+    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 301") == N / 2,
+          "the freed tensors' releases, under their stack");
+    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == count0 + N / 2,
+          "their data releases counted");
+}
+
 // ---------------------------------------------------------------------------
 
 int main(void) {
@@ -630,6 +682,7 @@ int main(void) {
     test_adopted_creation_reference_belongs_to_its_tensor();
     test_observe_passes_on_an_adopted_reference();
     test_ticks_time_storage_lifetimes();
+    test_many_live_records_are_each_found();
     sqlite3_close(db);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
