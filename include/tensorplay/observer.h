@@ -214,7 +214,38 @@ typedef struct tp_observer {
     void (*on_tensor_freed)(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id);
     void (*on_tensor_created)(void *user, const tp_obs_tensor *tensor, uint64_t object);
     void (*on_storage)(void *user, uint32_t kind, const tp_obs_storage *storage, uint64_t object);
+    /* Optional fused forms (appended to version 2; read only when
+     * struct_size reaches them, used only when set).  Each stands for two
+     * or more events of the order above that always come together when a
+     * tensor is made on an existing storage or freed, so an observer that
+     * takes them gets one call where it would get two to four, and the
+     * events it stands for are then not sent on their own:
+     *   on_tensor_retained  a tensor made on an existing storage (a view,
+     *       detach, tp_tensor_new_from_storage): its REFCOUNT RETAIN
+     *       (strong, weak: the counts after it) and its TENSOR_CREATED, in
+     *       one call where the TENSOR_CREATED would come.  object: the
+     *       tensor struct, as both events name it.  A tensor that adopts a
+     *       new storage's reference still sends plain TENSOR_CREATED.
+     *   on_tensor_released  a tensor freed: its TENSOR_FREED and the
+     *       REFCOUNT RELEASE of its storage reference (strong, weak: the
+     *       counts after it, as that RELEASE reports them), in one call
+     *       where the RELEASE would come, that is AFTER the events of
+     *       releasing the tensor's grad and base (TENSOR_FREED alone comes
+     *       before them).  flags: TP_OBS_RELEASED_DATA when strong reached
+     *       0: the DATA_RELEASED that follows the data's deleter is not
+     *       sent; with TP_OBS_RELEASED_FREED too when no weak reference
+     *       was left: neither is the FREED after it.  When weak references
+     *       remain, their WEAK_RELEASE and any later FREED are sent as
+     *       usual.  Releases of a storage not by a tensor are unchanged. */
+    void (*on_tensor_retained)(void *user, const tp_obs_tensor *tensor, uint32_t strong, uint32_t weak,
+                               uint64_t object);
+    void (*on_tensor_released)(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id,
+                               uint32_t strong, uint32_t weak, uint32_t flags);
 } tp_observer;
+
+/* on_tensor_released flags. */
+#define TP_OBS_RELEASED_DATA 1u  /* strong reached 0: DATA_RELEASED implied */
+#define TP_OBS_RELEASED_FREED 2u /* and no weak reference: FREED implied */
 
 /* Whether observer o provides the direct form `member` (a tp_observer field
  * after on_event): its struct reaches the field and the field is set. */

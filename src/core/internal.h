@@ -98,6 +98,15 @@ void tp__storage_retain_for(tp_storage *s, const void *object);
 /* tp_storage_release of the creation reference by the runtime call that
  * created the storage (tp_obs_event.object: the storage struct). */
 void tp__storage_release_for(tp_storage *s, const void *object);
+/* The retain of a tensor being made for an observer that takes
+ * on_tensor_retained: no event of its own (that call reports it); the
+ * counts after it into *strong, *weak.  s not NULL. */
+void tp__storage_retain_quiet(tp_storage *s, uint32_t *strong, uint32_t *weak);
+/* Releases the storage reference of tensor tensor_id (root base base_id)
+ * through o's on_tensor_released (o attached and providing it): the one
+ * call stands for the tensor's TENSOR_FREED, the RELEASE and, when the
+ * data or the struct goes, their DATA_RELEASED and FREED. */
+void tp__storage_release_tensor(tp_storage *s, const tp_observer *o, uint64_t tensor_id, uint64_t base_id);
 
 /* How a new tensor gets its strong reference to the storage. */
 typedef enum tp__storage_ref {

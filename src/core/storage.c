@@ -107,15 +107,17 @@ tp_storage *tp_storage_new(size_t nbytes, tp_allocator *allocator, bool resizabl
 // ----------------------------------------------------------------------------
 // teardown
 
-/* Runs the DataPtr deleter (strong reached 0). */
-static void tp__storage_release_data(tp_storage *s) {
-    tp__observe_storage(TP_OBS_STORAGE_DATA_RELEASED, s, 0);
+/* Runs the DataPtr deleter (strong reached 0); `quiet`: the observer was
+ * told already (on_tensor_released, TP_OBS_RELEASED_DATA). */
+static void tp__storage_release_data(tp_storage *s, bool quiet) {
+    if (!quiet) tp__observe_storage(TP_OBS_STORAGE_DATA_RELEASED, s, 0);
     tp_data_ptr_clear(&s->data);
 }
 
-/* Frees the struct (weak reached 0, or strong reached 0 with no weak refs). */
-static void tp__storage_free(tp_storage *s) {
-    tp__observe_storage(TP_OBS_STORAGE_FREED, s, 0);
+/* Frees the struct (weak reached 0, or strong reached 0 with no weak refs);
+ * `quiet` as above (TP_OBS_RELEASED_FREED). */
+static void tp__storage_free(tp_storage *s, bool quiet) {
+    if (!quiet) tp__observe_storage(TP_OBS_STORAGE_FREED, s, 0);
     tp_data_ptr_clear(&s->data); /* already empty unless deleted directly */
     free(s);
 }
@@ -130,32 +132,56 @@ void tp__storage_retain_for(tp_storage *s, const void *object) {
                          atomic_load_explicit(&s->weak, memory_order_relaxed), object);
 }
 
+void tp__storage_retain_quiet(tp_storage *s, uint32_t *strong, uint32_t *weak) {
+    *strong = atomic_fetch_add_explicit(&s->strong, 1, memory_order_relaxed) + 1;
+    *weak = atomic_load_explicit(&s->weak, memory_order_relaxed);
+}
+
 void tp_storage_retain(tp_storage *s) { tp__storage_retain_for(s, NULL); }
 
 void tp_storage_release(tp_storage *s) { tp__storage_release_for(s, NULL); }
 
-void tp__storage_release_for(tp_storage *s, const void *object) {
-    if (!s) return;
+/* The one place a strong reference is dropped.  fused: an observer taking
+ * on_tensor_released, told of this release as tensor `tensor_id`'s (base
+ * base_id), and then not of the DATA_RELEASED and FREED it implies; NULL:
+ * the plain REFCOUNT RELEASE (object as tp_obs_event.object). */
+static void tp__storage_release(tp_storage *s, const void *object, const tp_observer *fused,
+                                uint64_t tensor_id, uint64_t base_id) {
     uint64_t id = s->id;
     /* While we hold a strong reference weak >= 1 and does not move because
      * of us; read it now, the struct may be gone after the decrement. */
     uint32_t weak = atomic_load_explicit(&s->weak, memory_order_relaxed);
     uint32_t strong = atomic_fetch_sub_explicit(&s->strong, 1, memory_order_acq_rel) - 1;
-    tp__observe_refcount(id, TP_OBS_REFOP_RELEASE, strong, weak, object);
+    /* Once strong is 0 nobody can retain or lock, and weak holders cannot
+     * take weak below the +1 that strong's side still holds: with weak 1 now
+     * the struct is ours alone, and it is deleted directly, as c10 does (its
+     * destructor frees the data, so both steps are reported). */
+    bool direct = strong == 0 && atomic_load_explicit(&s->weak, memory_order_acquire) == 1;
+    if (fused) {
+        uint32_t flags = (strong == 0 ? TP_OBS_RELEASED_DATA : 0u) | (direct ? TP_OBS_RELEASED_FREED : 0u);
+        fused->on_tensor_released(fused->user, tensor_id, id, base_id, strong, weak, flags);
+    } else {
+        tp__observe_refcount(id, TP_OBS_REFOP_RELEASE, strong, weak, object);
+    }
     if (strong != 0) return;
-
-    /* We dropped the last strong reference: nobody can retain or lock now. */
-    if (atomic_load_explicit(&s->weak, memory_order_acquire) == 1) {
-        /* No weak references: delete directly, as c10 does (its destructor
-         * frees the data, so report both steps). */
-        tp__storage_release_data(s);
-        tp__storage_free(s);
+    bool quiet = fused != NULL;
+    if (direct) {
+        tp__storage_release_data(s, quiet);
+        tp__storage_free(s, quiet);
         return;
     }
-    tp__storage_release_data(s);
+    tp__storage_release_data(s, quiet);
     weak = atomic_fetch_sub_explicit(&s->weak, 1, memory_order_acq_rel) - 1;
     tp__observe_refcount(id, TP_OBS_REFOP_WEAK_RELEASE, 0, weak, NULL);
-    if (weak == 0) tp__storage_free(s); /* the weak holders let go meanwhile */
+    if (weak == 0) tp__storage_free(s, false); /* the weak holders let go meanwhile */
+}
+
+void tp__storage_release_for(tp_storage *s, const void *object) {
+    if (s) tp__storage_release(s, object, NULL, 0, 0);
+}
+
+void tp__storage_release_tensor(tp_storage *s, const tp_observer *o, uint64_t tensor_id, uint64_t base_id) {
+    if (s) tp__storage_release(s, NULL, o, tensor_id, base_id);
 }
 
 // ----------------------------------------------------------------------------
@@ -174,7 +200,7 @@ void tp_storage_weak_release(tp_storage *s) {
     uint32_t strong = atomic_load_explicit(&s->strong, memory_order_relaxed);
     uint32_t weak = atomic_fetch_sub_explicit(&s->weak, 1, memory_order_acq_rel) - 1;
     tp__observe_refcount(id, TP_OBS_REFOP_WEAK_RELEASE, strong, weak, NULL);
-    if (weak == 0) tp__storage_free(s);
+    if (weak == 0) tp__storage_free(s, false);
 }
 
 tp_storage *tp_storage_weak_lock(tp_storage *s) {

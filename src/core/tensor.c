@@ -213,7 +213,13 @@ tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim
     t->numel = numel;
     t->dtype = dtype;
     t->device = storage->data.device;
-    if (!adopt) tp__storage_retain_for(storage, t); /* adopting: the caller's is ours now */
+    /* Read once: the retain and the TENSOR_CREATED go to the same observer,
+     * as one call when it takes the fused form. */
+    const tp_observer *o = tp__observer_get();
+    bool fused = o && !adopt && TP_OBSERVER_HAS(o, on_tensor_retained);
+    uint32_t strong = 0, weak = 0;
+    if (fused) tp__storage_retain_quiet(storage, &strong, &weak);
+    else if (!adopt) tp__storage_retain_for(storage, t); /* adopting: the caller's is ours now */
     t->storage = storage;
     if (version) tp__version_retain(version);
     t->version = version ? version : fresh;
@@ -221,7 +227,6 @@ tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim
     t->requires_grad = false;
     t->grad = NULL;
 
-    const tp_observer *o = tp__observer_get();
     if (__builtin_expect(o != NULL, 0)) {
         tp_obs_tensor tn = {
             .tensor_id = t->id,
@@ -236,7 +241,9 @@ tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim
             .flags = adopt ? TP_OBS_TENSOR_ADOPTED_REF : 0,
         };
         uint64_t object = (uint64_t)(uintptr_t)t; /* calloc'ed above */
-        if (TP_OBSERVER_HAS(o, on_tensor_created)) {
+        if (fused) {
+            o->on_tensor_retained(o->user, &tn, strong, weak, object);
+        } else if (TP_OBSERVER_HAS(o, on_tensor_created)) {
             o->on_tensor_created(o->user, &tn, object);
         } else {
             tp_obs_event ev = {.kind = TP_OBS_TENSOR_CREATED, .struct_size = sizeof ev, .object = object,
@@ -272,8 +279,11 @@ void tp_tensor_release(tp_tensor *t) {
     if (!t) return;
     if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
     const tp_observer *o = tp__observer_get();
-    if (__builtin_expect(o != NULL, 0)) {
-        uint64_t base_id = t->base ? t->base->id : 0;
+    uint64_t base_id = t->base ? t->base->id : 0;
+    /* An observer taking the fused form hears of it once, at the storage
+     * release; any other gets TENSOR_FREED now. */
+    bool fused = o && TP_OBSERVER_HAS(o, on_tensor_released);
+    if (__builtin_expect(o != NULL, 0) && !fused) {
         if (TP_OBSERVER_HAS(o, on_tensor_freed)) {
             o->on_tensor_freed(o->user, t->id, t->storage->id, base_id);
         } else {
@@ -285,7 +295,8 @@ void tp_tensor_release(tp_tensor *t) {
     }
     tp_tensor_release(t->grad);
     tp_tensor_release(t->base); /* a root base: no deeper recursion */
-    tp_storage_release(t->storage);
+    if (fused) tp__storage_release_tensor(t->storage, o, t->id, base_id);
+    else tp_storage_release(t->storage);
     tp__version_release(t->version);
     free(t);
 }

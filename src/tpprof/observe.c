@@ -209,23 +209,18 @@ static inline uint64_t take_freed(uint64_t storage) {
     return 0;
 }
 
-static inline __attribute__((always_inline)) void refcount(struct tpprof_thread *t, uint64_t storage, int refop, uint32_t strong, uint32_t weak,
-                     uint64_t object, bool full) {
-    uint64_t counts = (uint64_t)strong | (uint64_t)weak << 32;
-    settle(t);
-    uint64_t tensor = refop == TP_OBS_REFOP_RELEASE && recent.nfreed && !full ? take_freed(storage) : 0;
-    uint32_t sid = tensor ? 0 : event_stack(object, full); // a tensor's release counts under its reference's stack
-    if (refop == TP_OBS_REFOP_RETAIN && object && sid && !full) {
-        // A new tensor's reference: held for its TENSOR_CREATED.
-        recent.held_sid = sid;
-        recent.held_storage = storage;
-        recent.held_counts = counts;
-        return;
-    }
+// A REFCOUNT record. tensor != 0: the release of that tensor's reference
+// (no stack: it counts under the reference's). In aggregate mode a release
+// to strong 0 carries the DATA_RELEASED the ABI promises next, and with weak
+// 1 (no weak holder) the FREED after it; *gone says which (TPPROF_OBS_*).
+static inline __attribute__((always_inline)) void refcount_record(struct tpprof_thread *t, uint64_t storage, int refop,
+                                                                  uint32_t strong, uint32_t weak, uint64_t tensor,
+                                                                  uint32_t sid, bool full, uint64_t *gone) {
+    *gone = 0;
     uint64_t *w = obs_slot(t);
     if (!w) return;
     w[2] = storage;
-    w[3] = counts;
+    w[3] = (uint64_t)strong | (uint64_t)weak << 32;
     int n = 4;
     uint64_t flags = 0;
     if (tensor) {
@@ -234,31 +229,37 @@ static inline __attribute__((always_inline)) void refcount(struct tpprof_thread 
     }
     if (refop == TP_OBS_REFOP_RELEASE && strong == 0 && !full) {
         w[n++] = tpprof_ticks(); // the data's deleter runs now
-        flags |= TPPROF_OBS_DATA_RELEASED | TPPROF_OBS_TICKS;
-        recent.data_released = storage;
-        if (weak == 1) { // no weak holder: FREED follows the data's deleter
-            flags |= TPPROF_OBS_FREED;
-            recent.freed_storage = storage;
-        }
+        *gone = TPPROF_OBS_DATA_RELEASED | (weak == 1 ? TPPROF_OBS_FREED : 0);
+        flags |= *gone | TPPROF_OBS_TICKS;
     }
     obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, refop, flags, sid, n, full);
 }
 
-static inline __attribute__((always_inline)) void tensor_created(struct tpprof_thread *t, const tp_obs_tensor *x, uint64_t object, bool full) {
-    uint32_t sid = 0;
-    uint64_t flags = 0, counts = 0;
-    if (recent.held_sid) {
-        if (recent.held_storage == x->storage_id) { // the held RETAIN travels with it
-            sid = recent.held_sid;
-            counts = recent.held_counts;
-            flags = TPPROF_OBS_WITH_RETAIN;
-            recent.held_sid = 0;
-        } else {
-            flush_retain(t);
-        }
+static inline __attribute__((always_inline)) void refcount(struct tpprof_thread *t, uint64_t storage, int refop, uint32_t strong, uint32_t weak,
+                     uint64_t object, bool full) {
+    settle(t);
+    uint64_t tensor = refop == TP_OBS_REFOP_RELEASE && recent.nfreed && !full ? take_freed(storage) : 0;
+    uint32_t sid = tensor ? 0 : event_stack(object, full); // a tensor's release counts under its reference's stack
+    if (refop == TP_OBS_REFOP_RETAIN && object && sid && !full) {
+        // A new tensor's reference: held for its TENSOR_CREATED.
+        recent.held_sid = sid;
+        recent.held_storage = storage;
+        recent.held_counts = (uint64_t)strong | (uint64_t)weak << 32;
+        return;
     }
+    uint64_t gone;
+    refcount_record(t, storage, refop, strong, weak, tensor, sid, full, &gone);
+    // The events folded in are still to come from the runtime: skip them.
+    if (gone & TPPROF_OBS_DATA_RELEASED) recent.data_released = storage;
+    if (gone & TPPROF_OBS_FREED) recent.freed_storage = storage;
+}
+
+// A TENSOR_CREATED record; flags TPPROF_OBS_WITH_RETAIN: it carries its
+// storage reference's RETAIN, with these counts.
+static inline __attribute__((always_inline)) void tensor_record(struct tpprof_thread *t, const tp_obs_tensor *x,
+                                                                uint32_t sid, uint64_t flags, uint64_t counts,
+                                                                bool full) {
     if (x->flags & TP_OBS_TENSOR_ADOPTED_REF) flags |= TPPROF_OBS_ADOPTED;
-    if (!sid) sid = event_stack(object, full);
     uint64_t *w = obs_slot(t);
     if (!w) return;
     int nd = x->ndim < 0 ? 0 : x->ndim > OBS_MAX_DIMS ? OBS_MAX_DIMS : x->ndim;
@@ -275,6 +276,23 @@ static inline __attribute__((always_inline)) void tensor_created(struct tpprof_t
     int n = 7 + 2 * nd;
     if (flags & TPPROF_OBS_WITH_RETAIN) w[n++] = counts;
     obs_commit(t, w, TP_OBS_TENSOR_CREATED, 0, flags, sid, n, full);
+}
+
+static inline __attribute__((always_inline)) void tensor_created(struct tpprof_thread *t, const tp_obs_tensor *x, uint64_t object, bool full) {
+    uint32_t sid = 0;
+    uint64_t flags = 0, counts = 0;
+    if (recent.held_sid) {
+        if (recent.held_storage == x->storage_id) { // the held RETAIN travels with it
+            sid = recent.held_sid;
+            counts = recent.held_counts;
+            flags = TPPROF_OBS_WITH_RETAIN;
+            recent.held_sid = 0;
+        } else {
+            flush_retain(t);
+        }
+    }
+    if (!sid) sid = event_stack(object, full);
+    tensor_record(t, x, sid, flags, counts, full);
 }
 
 // Holds a TENSOR_FREED back for its RELEASE; a stack deeper than any release
@@ -424,9 +442,65 @@ static void on_storage(void *user, uint32_t kind, const tp_obs_storage *storage,
     tpprof_guard = 0;
 }
 
+// The fused forms: one call for the RETAIN and TENSOR_CREATED of a view,
+// one for a tensor's TENSOR_FREED and its RELEASE (and the DATA_RELEASED and
+// FREED that implies). They write the records the held events above are
+// folded into, with nothing held. Full mode keeps every event as its own
+// record with its own stack and time, so it does not ask for them
+// (tp_observer_provide); should a runtime call them anyway, they are split.
+static void on_tensor_retained(void *user, const tp_obs_tensor *tensor, uint32_t strong, uint32_t weak,
+                               uint64_t object) {
+    (void)user;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    if (TPPROF_LIKELY(!tpprof_cfg.full)) {
+        settle(t);
+        tensor_record(t, tensor, event_stack(object, false), TPPROF_OBS_WITH_RETAIN,
+                      (uint64_t)strong | (uint64_t)weak << 32, false);
+    } else {
+        refcount(t, tensor->storage_id, TP_OBS_REFOP_RETAIN, strong, weak, object, true);
+        tensor_created(t, tensor, object, true);
+    }
+    tpprof_guard = 0;
+}
+
+static void on_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id, uint32_t strong,
+                               uint32_t weak, uint32_t flags) {
+    (void)user, (void)base_id;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    uint64_t gone;
+    if (TPPROF_LIKELY(!tpprof_cfg.full)) {
+        settle(t);
+        // What the runtime implies (flags) is what the record says by its
+        // counts: strong 0 releases the data, and with weak 1 the struct.
+        refcount_record(t, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, tensor_id, 0, false, &gone);
+    } else {
+        tensor_freed(t, tensor_id, storage_id, true);
+        refcount_record(t, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, 0, event_stack(0, true), true, &gone);
+        if (flags & TP_OBS_RELEASED_DATA) storage_gone(t, TP_OBS_STORAGE_DATA_RELEASED, storage_id, 0, true);
+        if (flags & TP_OBS_RELEASED_FREED) storage_gone(t, TP_OBS_STORAGE_FREED, storage_id, 0, true);
+    }
+    tpprof_guard = 0;
+}
+
+// Aggregate mode's observer, and full mode's: the same less the fused forms.
 static const tp_observer observer = {
     .abi_version = TP_OBSERVER_ABI_VERSION,
     .struct_size = sizeof observer,
+    .user = NULL,
+    .on_event = on_event,
+    .on_refcount = on_refcount,
+    .on_tensor_freed = on_tensor_freed,
+    .on_tensor_created = on_tensor_created,
+    .on_storage = on_storage,
+    .on_tensor_retained = on_tensor_retained,
+    .on_tensor_released = on_tensor_released,
+};
+
+static const tp_observer observer_full = {
+    .abi_version = TP_OBSERVER_ABI_VERSION,
+    .struct_size = sizeof observer_full,
     .user = NULL,
     .on_event = on_event,
     .on_refcount = on_refcount,
@@ -446,5 +520,7 @@ const tp_observer *tp_observer_provide(uint32_t runtime_abi) {
     const char *v = getenv("TPPROF_TENSORS");
     if (v && strcmp(v, "0") == 0) return NULL;
     atomic_store(&tpprof_obs_attached, 1);
-    return &observer;
+    // The constructor that sets tpprof_cfg may not have run yet.
+    const char *mode = getenv("TPPROF_MODE");
+    return mode && strcmp(mode, "full") == 0 ? &observer_full : &observer;
 }

@@ -137,6 +137,47 @@ static const tp_observer direct_recorder = {
     .on_storage = on_storage_direct,
 };
 
+/* The same recorder again, also through the fused forms: each fused call is
+ * filed as the events it stands for, in the order the ABI gives them, so
+ * its record matches the plain one wherever no other event falls between.
+ * fused_calls counts the calls, released_flags keeps each release's flags. */
+static int fused_calls;
+static uint32_t released_flags[MAX_RECS];
+
+static void on_tensor_retained_fused(void *user, const tp_obs_tensor *tensor, uint32_t strong, uint32_t weak,
+                                     uint64_t object) {
+    CHECK(user == &nrecs);
+    fused_calls++;
+    CHECK(!(tensor->flags & TP_OBS_TENSOR_ADOPTED_REF));
+    on_refcount_direct(user, tensor->storage_id, TP_OBS_REFOP_RETAIN, strong, weak, object);
+    on_tensor_created_direct(user, tensor, object);
+}
+
+static void on_tensor_released_fused(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id,
+                                     uint32_t strong, uint32_t weak, uint32_t flags) {
+    CHECK(user == &nrecs);
+    if (fused_calls < MAX_RECS) released_flags[fused_calls] = flags;
+    fused_calls++;
+    on_tensor_freed_direct(user, tensor_id, storage_id, base_id);
+    on_refcount_direct(user, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, 0);
+    tp_obs_storage st = {.storage_id = storage_id};
+    if (flags & TP_OBS_RELEASED_DATA) on_storage_direct(user, TP_OBS_STORAGE_DATA_RELEASED, &st, 0);
+    if (flags & TP_OBS_RELEASED_FREED) on_storage_direct(user, TP_OBS_STORAGE_FREED, &st, 0);
+}
+
+static const tp_observer fused_recorder = {
+    .abi_version = TP_OBSERVER_ABI_VERSION,
+    .struct_size = sizeof(tp_observer),
+    .user = &nrecs,
+    .on_event = on_event_counted,
+    .on_refcount = on_refcount_direct,
+    .on_tensor_freed = on_tensor_freed_direct,
+    .on_tensor_created = on_tensor_created_direct,
+    .on_storage = on_storage_direct,
+    .on_tensor_retained = on_tensor_retained_fused,
+    .on_tensor_released = on_tensor_released_fused,
+};
+
 /* Checks recs[*i] is a refcount event with these values, and advances. */
 #define EXPECT_REF(i, sid, op_, s_, w_)                                   \
     do {                                                                  \
@@ -530,6 +571,94 @@ static void test_direct_forms_carry_the_same_events_in_the_same_order(void) {
     CHECK_EQ(direct_calls, n - struct_calls);
 }
 
+static void test_fused_forms_stand_for_the_same_events(void) {
+    start_recording();
+    refcount_workload();
+    stop_recording();
+    int n = nrecs;
+    static rec want[MAX_RECS];
+    memcpy(want, recs, sizeof want);
+
+    nrecs = direct_calls = struct_calls = fused_calls = 0;
+    CHECK_EQ(tp_observer_set(&fused_recorder), 0);
+    refcount_workload();
+    stop_recording();
+    /* Filed back into events they match the plain ones one for one. */
+    CHECK_EQ(nrecs, n);
+    for (int i = 0; i < n && i < nrecs; i++) {
+        CHECK_EQ(recs[i].kind, want[i].kind);
+        if (want[i].kind == TP_OBS_STORAGE_REFCOUNT) {
+            CHECK_EQ(recs[i].rc.op, want[i].rc.op);
+            CHECK_EQ(recs[i].rc.strong, want[i].rc.strong);
+            CHECK_EQ(recs[i].rc.weak, want[i].rc.weak);
+        }
+        if (want[i].kind == TP_OBS_TENSOR_CREATED || want[i].kind == TP_OBS_TENSOR_FREED)
+            CHECK_EQ(recs[i].tn.tensor_id != 0, want[i].tn.tensor_id != 0);
+    }
+    /* Every tensor made on an existing storage and every tensor freed went
+     * through a fused form (one call each); the rest came as before. */
+    int retained = 0, freed = 0;
+    for (int i = 0; i < n; i++) {
+        retained += want[i].kind == TP_OBS_TENSOR_CREATED && !(want[i].tn.flags & TP_OBS_TENSOR_ADOPTED_REF);
+        freed += want[i].kind == TP_OBS_TENSOR_FREED;
+    }
+    CHECK(retained >= 1);
+    CHECK_EQ(freed, 3);
+    CHECK_EQ(fused_calls, retained + freed);
+}
+
+static void test_fused_release_comes_after_the_base_and_implies_the_data_release(void) {
+    tp_tensor *x = make_tensor(1, SHAPE(8), TP_DTYPE_FLOAT32);
+    uint64_t sid = tp_storage_id(tp_tensor_storage(x));
+    nrecs = direct_calls = struct_calls = fused_calls = 0;
+    CHECK_EQ(tp_observer_set(&fused_recorder), 0);
+    tp_tensor *v = tp_tensor_narrow(x, 0, 2, 4); /* strong 2 */
+    tp_tensor_release(x);                        /* v's base keeps x */
+    tp_tensor_release(v);                        /* frees x, then v's reference */
+    stop_recording();
+    CHECK_EQ(fused_calls, 3);
+    /* v: RETAIN + CREATED; then x's free and release come inside v's:
+     * FREED(x), RELEASE 1, then FREED(v), RELEASE 0, DATA_RELEASED, FREED. */
+    int i = 0;
+    EXPECT_REF(i, sid, TP_OBS_REFOP_RETAIN, 2, 1);
+    EXPECT_KIND(i, TP_OBS_TENSOR_CREATED);
+    EXPECT_KIND(i, TP_OBS_TENSOR_FREED);
+    CHECK_EQ(recs[i - 1].tn.base_id, 0);
+    EXPECT_REF(i, sid, TP_OBS_REFOP_RELEASE, 1, 1);
+    EXPECT_KIND(i, TP_OBS_TENSOR_FREED);
+    CHECK(recs[i - 1].tn.base_id != 0);
+    EXPECT_REF(i, sid, TP_OBS_REFOP_RELEASE, 0, 1);
+    EXPECT_KIND(i, TP_OBS_STORAGE_DATA_RELEASED);
+    EXPECT_KIND(i, TP_OBS_STORAGE_FREED);
+    CHECK_EQ(nrecs, i);
+    CHECK_EQ(released_flags[1], 0);
+    CHECK_EQ(released_flags[2], TP_OBS_RELEASED_DATA | TP_OBS_RELEASED_FREED);
+}
+
+static void test_fused_release_with_a_weak_holder_leaves_the_struct_to_it(void) {
+    tp_tensor *x = make_tensor(1, SHAPE(8), TP_DTYPE_FLOAT32);
+    tp_storage *s = tp_tensor_storage(x);
+    uint64_t sid = tp_storage_id(s);
+    tp_storage_weak_retain(s); /* weak 2 */
+    nrecs = direct_calls = struct_calls = fused_calls = 0;
+    CHECK_EQ(tp_observer_set(&fused_recorder), 0);
+    tp_tensor_release(x);
+    CHECK_EQ(fused_calls, 1);
+    CHECK_EQ(released_flags[0], TP_OBS_RELEASED_DATA);
+    tp_storage_weak_release(s);
+    stop_recording();
+    /* FREED(x), RELEASE 0 (weak 2), DATA_RELEASED implied; then the strong
+     * side's +1 and the holder's weak releases, and FREED, as always. */
+    int i = 0;
+    EXPECT_KIND(i, TP_OBS_TENSOR_FREED);
+    EXPECT_REF(i, sid, TP_OBS_REFOP_RELEASE, 0, 2);
+    EXPECT_KIND(i, TP_OBS_STORAGE_DATA_RELEASED);
+    EXPECT_REF(i, sid, TP_OBS_REFOP_WEAK_RELEASE, 0, 1);
+    EXPECT_REF(i, sid, TP_OBS_REFOP_WEAK_RELEASE, 0, 0);
+    EXPECT_KIND(i, TP_OBS_STORAGE_FREED);
+    CHECK_EQ(nrecs, i);
+}
+
 static void test_direct_forms_beyond_struct_size_are_not_read(void) {
     /* An observer built before the direct forms ends at on_event: whatever
      * lies beyond is not its, so everything comes to on_event. */
@@ -541,6 +670,18 @@ static void test_direct_forms_beyond_struct_size_are_not_read(void) {
     refcount_workload();
     stop_recording();
     CHECK_EQ(direct_calls, 0);
+    CHECK(nrecs > 10);
+}
+
+static void test_fused_forms_beyond_struct_size_are_not_read(void) {
+    /* An observer built before the fused forms ends at on_storage. */
+    tp_observer older = fused_recorder;
+    older.struct_size = (uint32_t)offsetof(tp_observer, on_tensor_retained);
+    nrecs = fused_calls = 0;
+    CHECK_EQ(tp_observer_set(&older), 0);
+    refcount_workload();
+    stop_recording();
+    CHECK_EQ(fused_calls, 0);
     CHECK(nrecs > 10);
 }
 
@@ -558,5 +699,9 @@ int main(void) {
     RUN_TEST(test_version_bump_through_a_view_reports_the_shared_value);
     RUN_TEST(test_direct_forms_carry_the_same_events_in_the_same_order);
     RUN_TEST(test_direct_forms_beyond_struct_size_are_not_read);
+    RUN_TEST(test_fused_forms_stand_for_the_same_events);
+    RUN_TEST(test_fused_release_comes_after_the_base_and_implies_the_data_release);
+    RUN_TEST(test_fused_release_with_a_weak_holder_leaves_the_struct_to_it);
+    RUN_TEST(test_fused_forms_beyond_struct_size_are_not_read);
     return CHECK_DONE();
 }
