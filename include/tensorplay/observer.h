@@ -241,6 +241,17 @@ typedef struct tp_observer {
                                uint64_t object);
     void (*on_tensor_released)(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id,
                                uint32_t strong, uint32_t weak, uint32_t flags);
+    /*   on_tensor_new  a new tensor on a storage made for it in the same
+     *       call (tp_empty and every op result built on it, a reshape's
+     *       copy): the storage's STORAGE_CREATED and the tensor's
+     *       TENSOR_CREATED (TP_OBS_TENSOR_ADOPTED_REF), in one call where
+     *       the TENSOR_CREATED would come, so after the heap allocations of
+     *       the tensor struct and its version counter.  storage_object and
+     *       tensor_object as the two events' object.  Should the tensor
+     *       not be made, STORAGE_CREATED is sent on its own, then the
+     *       creator's RELEASE, as without this form. */
+    void (*on_tensor_new)(void *user, const tp_obs_storage *storage, uint64_t storage_object,
+                          const tp_obs_tensor *tensor, uint64_t tensor_object);
 } tp_observer;
 
 /* on_tensor_released flags. */

@@ -62,6 +62,9 @@ struct tp_storage {
     size_t nbytes;
     tp_allocator *allocator; /* NULL: cannot resize */
     bool resizable;
+    /* Made by tp__storage_new_for_tensor with STORAGE_CREATED left to the
+     * tensor's on_tensor_new: not yet reported. */
+    bool unannounced;
 };
 
 // ----------------------------------------------------------------------------
@@ -98,6 +101,15 @@ void tp__storage_retain_for(tp_storage *s, const void *object);
 /* tp_storage_release of the creation reference by the runtime call that
  * created the storage (tp_obs_event.object: the storage struct). */
 void tp__storage_release_for(tp_storage *s, const void *object);
+/* tp_storage_new for a tensor that adopts it in the same call
+ * (TP__STORAGE_REF_ADOPT, next): when the observer takes on_tensor_new,
+ * STORAGE_CREATED is left to that tensor's (s->unannounced).  New
+ * reference or NULL. */
+tp_storage *tp__storage_new_for_tensor(size_t nbytes, tp_allocator *allocator, bool resizable);
+/* Sends the STORAGE_CREATED a storage made for a tensor still owes. */
+void tp__storage_announce(tp_storage *s);
+/* The observer ABI's description of s (old_data: DATA_SWAPPED's). */
+void tp__storage_describe(const tp_storage *s, uint64_t old_data, tp_obs_storage *out);
 /* The retain of a tensor being made for an observer that takes
  * on_tensor_retained: no event of its own (that call reports it); the
  * counts after it into *strong, *weak.  s not NULL. */

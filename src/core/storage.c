@@ -38,10 +38,8 @@ static const char *tp__storage_allocator_name(const tp_storage *s) {
     return s->data.deleter ? "external" : NULL;
 }
 
-static void tp__observe_storage(uint32_t kind, const tp_storage *s, uint64_t old_data) {
-    const tp_observer *o = tp__observer_get();
-    if (__builtin_expect(o == NULL, 1)) return;
-    tp_obs_storage st = {
+void tp__storage_describe(const tp_storage *s, uint64_t old_data, tp_obs_storage *out) {
+    *out = (tp_obs_storage){
         .storage_id = s->id,
         .data = (uint64_t)(uintptr_t)s->data.ptr,
         .nbytes = s->nbytes,
@@ -51,6 +49,13 @@ static void tp__observe_storage(uint32_t kind, const tp_storage *s, uint64_t old
         .resizable = s->resizable,
         .old_data = old_data,
     };
+}
+
+static void tp__observe_storage(uint32_t kind, const tp_storage *s, uint64_t old_data) {
+    const tp_observer *o = tp__observer_get();
+    if (__builtin_expect(o == NULL, 1)) return;
+    tp_obs_storage st;
+    tp__storage_describe(s, old_data, &st);
     /* The struct was calloc'ed by the call that sends CREATED (below). */
     uint64_t object = kind == TP_OBS_STORAGE_CREATED ? (uint64_t)(uintptr_t)s : 0;
     if (TP_OBSERVER_HAS(o, on_storage)) {
@@ -78,8 +83,9 @@ static void tp__observe_refcount(uint64_t id, tp_obs_refop op, uint32_t strong, 
 // ----------------------------------------------------------------------------
 // creation
 
-tp_storage *tp_storage_new_with_data_ptr(tp_data_ptr data, size_t nbytes,
-                                         tp_allocator *allocator, bool resizable) {
+/* announce: send STORAGE_CREATED now; else the tensor made for it will. */
+static tp_storage *tp__storage_create(tp_data_ptr data, size_t nbytes, tp_allocator *allocator, bool resizable,
+                                      bool announce) {
     tp_storage *s = calloc(1, sizeof *s);
     if (!s) {
         tp_data_ptr_clear(&data); /* we were given ownership */
@@ -93,15 +99,34 @@ tp_storage *tp_storage_new_with_data_ptr(tp_data_ptr data, size_t nbytes,
     s->nbytes = nbytes;
     s->allocator = allocator;
     s->resizable = resizable;
-    tp__observe_storage(TP_OBS_STORAGE_CREATED, s, 0);
+    s->unannounced = !announce;
+    if (announce) tp__observe_storage(TP_OBS_STORAGE_CREATED, s, 0);
     return s;
+}
+
+tp_storage *tp_storage_new_with_data_ptr(tp_data_ptr data, size_t nbytes,
+                                         tp_allocator *allocator, bool resizable) {
+    return tp__storage_create(data, nbytes, allocator, resizable, true);
 }
 
 tp_storage *tp_storage_new(size_t nbytes, tp_allocator *allocator, bool resizable) {
     if (!allocator) allocator = tp_allocator_get(TP_DEVICE_TYPE_CPU);
     tp_data_ptr data;
     if (tp_allocator_allocate(allocator, nbytes, &data) != TP_STATUS_OK) return NULL;
-    return tp_storage_new_with_data_ptr(data, nbytes, allocator, resizable);
+    return tp__storage_create(data, nbytes, allocator, resizable, true);
+}
+
+tp_storage *tp__storage_new_for_tensor(size_t nbytes, tp_allocator *allocator, bool resizable) {
+    if (!allocator) allocator = tp_allocator_get(TP_DEVICE_TYPE_CPU);
+    tp_data_ptr data;
+    if (tp_allocator_allocate(allocator, nbytes, &data) != TP_STATUS_OK) return NULL;
+    const tp_observer *o = tp__observer_get();
+    return tp__storage_create(data, nbytes, allocator, resizable, !(o && TP_OBSERVER_HAS(o, on_tensor_new)));
+}
+
+void tp__storage_announce(tp_storage *s) {
+    s->unannounced = false;
+    tp__observe_storage(TP_OBS_STORAGE_CREATED, s, 0);
 }
 
 // ----------------------------------------------------------------------------

@@ -227,6 +227,8 @@ tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim
     t->requires_grad = false;
     t->grad = NULL;
 
+    if (__builtin_expect(storage->unannounced, 0) && !(o && TP_OBSERVER_HAS(o, on_tensor_new)))
+        tp__storage_announce(storage); /* the observer changed since the storage was made */
     if (__builtin_expect(o != NULL, 0)) {
         tp_obs_tensor tn = {
             .tensor_id = t->id,
@@ -243,6 +245,11 @@ tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim
         uint64_t object = (uint64_t)(uintptr_t)t; /* calloc'ed above */
         if (fused) {
             o->on_tensor_retained(o->user, &tn, strong, weak, object);
+        } else if (adopt && storage->unannounced && TP_OBSERVER_HAS(o, on_tensor_new)) {
+            storage->unannounced = false;
+            tp_obs_storage st;
+            tp__storage_describe(storage, 0, &st);
+            o->on_tensor_new(o->user, &st, (uint64_t)(uintptr_t)storage, &tn, object);
         } else if (TP_OBSERVER_HAS(o, on_tensor_created)) {
             o->on_tensor_created(o->user, &tn, object);
         } else {
@@ -259,7 +266,10 @@ fail:
     /* An adopting call was given the reference whatever happens: it was the
      * storage's creation reference, taken in this runtime call, so its
      * release names the storage (tp_obs_event.object). */
-    if (adopt) tp__storage_release_for(storage, storage);
+    if (adopt) {
+        if (storage->unannounced) tp__storage_announce(storage);
+        tp__storage_release_for(storage, storage);
+    }
     return NULL;
 }
 

@@ -191,7 +191,7 @@ tp_tensor *tp_tensor_reshape(tp_tensor *t, int ndim, const int64_t *sizes) {
         tp__error(TP_STATUS_UNSUPPORTED, "reshape: no allocator for this tensor's device");
         return NULL;
     }
-    tp_storage *s = tp_storage_new(nbytes, allocator, true);
+    tp_storage *s = tp__storage_new_for_tensor(nbytes, allocator, true);
     if (!s) return NULL;
     tp__gather_contiguous(t, (char *)s->data.ptr);
     /* The tensor takes s's creation reference, also if it fails. */

@@ -35,7 +35,7 @@ tp_tensor *tp_empty(int ndim, const int64_t *sizes, tp_dtype dtype) {
                   (long long)numel, isz);
         return NULL;
     }
-    tp_storage *st = tp_storage_new((size_t)numel * isz, NULL, true);
+    tp_storage *st = tp__storage_new_for_tensor((size_t)numel * isz, NULL, true);
     if (!st) return NULL;
     /* The tensor takes st's creation reference, also if it fails. */
     return tp__tensor_make(st, 0, ndim, sizes, NULL, dtype, NULL, NULL, TP__STORAGE_REF_ADOPT);

@@ -444,7 +444,7 @@ static void on_storage(void *user, uint32_t kind, const tp_obs_storage *storage,
 
 // The fused forms: one call for the RETAIN and TENSOR_CREATED of a view,
 // one for a tensor's TENSOR_FREED and its RELEASE (and the DATA_RELEASED and
-// FREED that implies). They write the records the held events above are
+// FREED that implies), one for a new storage and the tensor adopting it. They write the records the held events above are
 // folded into, with nothing held. Full mode keeps every event as its own
 // record with its own stack and time, so it does not ask for them
 // (tp_observer_provide); should a runtime call them anyway, they are split.
@@ -484,6 +484,22 @@ static void on_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_
     tpprof_guard = 0;
 }
 
+static void on_tensor_new(void *user, const tp_obs_storage *storage, uint64_t storage_object,
+                          const tp_obs_tensor *tensor, uint64_t tensor_object) {
+    (void)user;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    bool full = tpprof_cfg.full;
+    if (TPPROF_LIKELY(!full)) {
+        storage_created(t, storage, storage_object, false);
+        tensor_created(t, tensor, tensor_object, false);
+    } else {
+        storage_created(t, storage, storage_object, true);
+        tensor_created(t, tensor, tensor_object, true);
+    }
+    tpprof_guard = 0;
+}
+
 // Aggregate mode's observer, and full mode's: the same less the fused forms.
 static const tp_observer observer = {
     .abi_version = TP_OBSERVER_ABI_VERSION,
@@ -496,6 +512,7 @@ static const tp_observer observer = {
     .on_storage = on_storage,
     .on_tensor_retained = on_tensor_retained,
     .on_tensor_released = on_tensor_released,
+    .on_tensor_new = on_tensor_new,
 };
 
 static const tp_observer observer_full = {

@@ -165,6 +165,17 @@ static void on_tensor_released_fused(void *user, uint64_t tensor_id, uint64_t st
     if (flags & TP_OBS_RELEASED_FREED) on_storage_direct(user, TP_OBS_STORAGE_FREED, &st, 0);
 }
 
+static void on_tensor_new_fused(void *user, const tp_obs_storage *storage, uint64_t storage_object,
+                                const tp_obs_tensor *tensor, uint64_t tensor_object) {
+    CHECK(user == &nrecs);
+    fused_calls++;
+    CHECK(tensor->flags & TP_OBS_TENSOR_ADOPTED_REF);
+    CHECK_EQ(tensor->storage_id, storage->storage_id);
+    CHECK(storage_object != 0 && tensor_object != 0 && storage_object != tensor_object);
+    on_storage_direct(user, TP_OBS_STORAGE_CREATED, storage, storage_object);
+    on_tensor_created_direct(user, tensor, tensor_object);
+}
+
 static const tp_observer fused_recorder = {
     .abi_version = TP_OBSERVER_ABI_VERSION,
     .struct_size = sizeof(tp_observer),
@@ -176,6 +187,7 @@ static const tp_observer fused_recorder = {
     .on_storage = on_storage_direct,
     .on_tensor_retained = on_tensor_retained_fused,
     .on_tensor_released = on_tensor_released_fused,
+    .on_tensor_new = on_tensor_new_fused,
 };
 
 /* Checks recs[*i] is a refcount event with these values, and advances. */
@@ -597,14 +609,18 @@ static void test_fused_forms_stand_for_the_same_events(void) {
     }
     /* Every tensor made on an existing storage and every tensor freed went
      * through a fused form (one call each); the rest came as before. */
-    int retained = 0, freed = 0;
+    int retained = 0, freed = 0, adopted = 0;
     for (int i = 0; i < n; i++) {
         retained += want[i].kind == TP_OBS_TENSOR_CREATED && !(want[i].tn.flags & TP_OBS_TENSOR_ADOPTED_REF);
+        adopted += want[i].kind == TP_OBS_TENSOR_CREATED && (want[i].tn.flags & TP_OBS_TENSOR_ADOPTED_REF);
         freed += want[i].kind == TP_OBS_TENSOR_FREED;
     }
     CHECK(retained >= 1);
+    CHECK(adopted >= 1);
     CHECK_EQ(freed, 3);
-    CHECK_EQ(fused_calls, retained + freed);
+    CHECK_EQ(fused_calls, retained + adopted + freed);
+    CHECK_EQ(struct_calls, 1); /* the version bump */
+    CHECK_EQ(direct_calls, n - struct_calls); /* every other event filed once */
 }
 
 static void test_fused_release_comes_after_the_base_and_implies_the_data_release(void) {
@@ -677,6 +693,7 @@ static void test_fused_forms_beyond_struct_size_are_not_read(void) {
     /* An observer built before the fused forms ends at on_storage. */
     tp_observer older = fused_recorder;
     older.struct_size = (uint32_t)offsetof(tp_observer, on_tensor_retained);
+    CHECK(older.on_tensor_new != NULL); /* set, but beyond its struct: never called */
     nrecs = fused_calls = 0;
     CHECK_EQ(tp_observer_set(&older), 0);
     refcount_workload();
