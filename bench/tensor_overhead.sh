@@ -18,12 +18,14 @@ prog="$build/bench/tensor_overhead"
 lib="$build/src/tpprof/libtpprof.so"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# Appends the elapsed and CPU ns per iteration of one run to $1.wall, $1.cpu.
+# Appends the elapsed, CPU and program-thread CPU ns per iteration of one run
+# to $1.wall, $1.cpu, $1.main.
 run() {
   out=$1; shift
   line=$("$@")
   echo "$line" | sed 's/.* ns_per_iteration=//' >> "$out.wall"
-  echo "$line" | sed 's/.*cpu_ns_per_iteration=\([0-9.]*\).*/\1/' >> "$out.cpu"
+  echo "$line" | sed 's/.* cpu_ns_per_iteration=\([0-9.]*\).*/\1/' >> "$out.cpu"
+  echo "$line" | sed 's/.*main_cpu_ns_per_iteration=\([0-9.]*\).*/\1/' >> "$out.main"
 }
 for i in $(seq "$runs"); do
   run "$tmp/native" "$prog" "$iters" "$elements"
@@ -38,12 +40,12 @@ paired() { paste "$1" "$2" | awk '{print $2 / $1}' | sort -n | awk '{v[NR]=$1} E
 # Refcount changes per iteration, from the recording.
 rc=$(sqlite3 "$tmp/tensors.db" "SELECT coalesce(sum(count), 0) FROM refcount_sites")
 mallocs=$(sqlite3 "$tmp/tensors.db" "SELECT coalesce(sum(alloc_count), 0) FROM sites")
-for k in wall cpu; do
+for k in wall main cpu; do
   awk -v k="$k" -v n="$(median "$tmp/native.$k")" -v h="$(median "$tmp/host.$k")" -v t="$(median "$tmp/tensors.$k")" \
       -v p="$(paired "$tmp/host.$k" "$tmp/tensors.$k")" \
       -v rc="$rc" -v m="$mallocs" -v it="$iters" 'BEGIN {
     rpi = rc / it
-    printf "%s:\n", k == "wall" ? "elapsed" : "CPU (all threads)"
+    printf "%s:\n", k == "wall" ? "elapsed" : k == "main" ? "CPU (the program thread)" : "CPU (all threads)"
     printf "  native        %8.1f ns/iteration\n", n
     printf "  host only     %8.1f ns/iteration  (%.2fx native, %.1f mallocs/iteration)\n", h, h / n, m / it
     printf "  with tensors  %8.1f ns/iteration  (%.2fx native, +%.1f%% over host only; paired rounds: +%.1f%%)\n", t, t / n, (t - h) / h * 100, (p - 1) * 100
