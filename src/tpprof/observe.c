@@ -29,11 +29,10 @@
 
 _Atomic int tpprof_obs_attached;
 
-// Longest record: an ALLOCATOR event (12 words) or a tensor of 8 dims
-// (7 + 2 * 8, and the counts of a RETAIN it carries); ndim above this is cut
-// (the runtime's TP_MAX_DIMS is 8).
+// Longest record: a new storage with its tensor of 8 dims (16 + 2 * 8: see
+// tensor_new); ndim above this is cut (the runtime's TP_MAX_DIMS is 8).
 #define OBS_MAX_DIMS 8
-#define OBS_MAX_WORDS 24
+#define OBS_MAX_WORDS 32
 
 // ---------------------------------------------------------------------------
 // Stacks already known, records folded.
@@ -137,17 +136,23 @@ static inline void put_name(uint64_t *w, const char *name) {
 // One handler a kind. Each gets the thread's ring (never NULL) and an event
 // of the full current size.
 
+// A storage's fields (7 words at w): id, data, nbytes, device and flags,
+// the allocator's name.
+static inline void put_storage(uint64_t *w, const tp_obs_storage *s) {
+    w[0] = s->storage_id;
+    w[1] = s->data;
+    w[2] = s->nbytes;
+    w[3] = (uint64_t)(uint16_t)s->device_type | (uint64_t)(uint16_t)s->device_index << 16 |
+           (uint64_t)(s->resizable != 0) << 32 | (uint64_t)(s->allocator != NULL) << 33;
+    put_name(&w[4], s->allocator);
+}
+
 static inline __attribute__((always_inline)) void storage_created(struct tpprof_thread *t, const tp_obs_storage *s, uint64_t object, bool full) {
     settle(t);
     uint32_t sid = event_stack(object, full);
     uint64_t *w = obs_slot(t);
     if (!w) return;
-    w[2] = s->storage_id;
-    w[3] = s->data;
-    w[4] = s->nbytes;
-    w[5] = (uint64_t)(uint16_t)s->device_type | (uint64_t)(uint16_t)s->device_index << 16 |
-           (uint64_t)(s->resizable != 0) << 32 | (uint64_t)(s->allocator != NULL) << 33;
-    put_name(&w[6], s->allocator);
+    put_storage(&w[2], s);
     int n = 9;
     uint64_t flags = 0;
     if (!full) { // full mode's records carry exact times anyway
@@ -256,26 +261,55 @@ static inline __attribute__((always_inline)) void refcount(struct tpprof_thread 
 
 // A TENSOR_CREATED record; flags TPPROF_OBS_WITH_RETAIN: it carries its
 // storage reference's RETAIN, with these counts.
+// A tensor's fields at w: id, storage id, base id, offset, ndim | dtype <<
+// 8 | itemsize << 32, then the sizes and the strides. Returns the words.
+static inline int put_tensor(uint64_t *w, const tp_obs_tensor *x) {
+    int nd = x->ndim < 0 ? 0 : x->ndim > OBS_MAX_DIMS ? OBS_MAX_DIMS : x->ndim;
+    w[0] = x->tensor_id;
+    w[1] = x->storage_id;
+    w[2] = x->base_id;
+    w[3] = (uint64_t)x->storage_offset;
+    w[4] = (uint64_t)nd | (uint64_t)(uint32_t)x->dtype << 8 | (uint64_t)x->itemsize << 32;
+    uint64_t *sizes = &w[5], *strides = &w[5 + nd];
+    for (int i = 0; i < nd; i++) {
+        sizes[i] = x->sizes ? (uint64_t)x->sizes[i] : 0;
+        strides[i] = x->strides ? (uint64_t)x->strides[i] : 0;
+    }
+    return 5 + 2 * nd;
+}
+
+// A TENSOR_CREATED record; flags TPPROF_OBS_WITH_RETAIN: it carries its
+// storage reference's RETAIN, with these counts.
 static inline __attribute__((always_inline)) void tensor_record(struct tpprof_thread *t, const tp_obs_tensor *x,
                                                                 uint32_t sid, uint64_t flags, uint64_t counts,
                                                                 bool full) {
     if (x->flags & TP_OBS_TENSOR_ADOPTED_REF) flags |= TPPROF_OBS_ADOPTED;
     uint64_t *w = obs_slot(t);
     if (!w) return;
-    int nd = x->ndim < 0 ? 0 : x->ndim > OBS_MAX_DIMS ? OBS_MAX_DIMS : x->ndim;
-    w[2] = x->tensor_id;
-    w[3] = x->storage_id;
-    w[4] = x->base_id;
-    w[5] = (uint64_t)x->storage_offset;
-    w[6] = (uint64_t)nd | (uint64_t)(uint32_t)x->dtype << 8 | (uint64_t)x->itemsize << 32;
-    uint64_t *sizes = &w[7], *strides = &w[7 + nd];
-    for (int i = 0; i < nd; i++) {
-        sizes[i] = x->sizes ? (uint64_t)x->sizes[i] : 0;
-        strides[i] = x->strides ? (uint64_t)x->strides[i] : 0;
-    }
-    int n = 7 + 2 * nd;
+    int n = 2 + put_tensor(&w[2], x);
     if (flags & TPPROF_OBS_WITH_RETAIN) w[n++] = counts;
     obs_commit(t, w, TP_OBS_TENSOR_CREATED, 0, flags, sid, n, full);
+}
+
+// A new storage and the tensor adopting it (on_tensor_new), in aggregate
+// mode, as one STORAGE_CREATED record flagged TPPROF_OBS_WITH_TENSOR: the
+// storage's words, then the tensor's stack, then its TENSOR_CREATED's words
+// from word 10 on (so record + 8 reads as that record), then the ticks.
+static inline __attribute__((always_inline)) void tensor_new(struct tpprof_thread *t, const tp_obs_storage *s,
+                                                             uint64_t storage_object, const tp_obs_tensor *x,
+                                                             uint64_t tensor_object) {
+    settle(t);
+    uint32_t sid = event_stack(storage_object, false);
+    uint32_t tensor_sid = event_stack(tensor_object, false);
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    put_storage(&w[2], s);
+    w[9] = tensor_sid;
+    int n = 10 + put_tensor(&w[10], x);
+    w[n++] = tpprof_ticks();
+    uint64_t flags = TPPROF_OBS_WITH_TENSOR | TPPROF_OBS_TICKS |
+                     (x->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
+    obs_commit(t, w, TP_OBS_STORAGE_CREATED, 0, flags, sid, n, false);
 }
 
 static inline __attribute__((always_inline)) void tensor_created(struct tpprof_thread *t, const tp_obs_tensor *x, uint64_t object, bool full) {
@@ -491,8 +525,7 @@ static void on_tensor_new(void *user, const tp_obs_storage *storage, uint64_t st
     if (!t) return;
     bool full = tpprof_cfg.full;
     if (TPPROF_LIKELY(!full)) {
-        storage_created(t, storage, storage_object, false);
-        tensor_created(t, tensor, tensor_object, false);
+        tensor_new(t, storage, storage_object, tensor, tensor_object);
     } else {
         storage_created(t, storage, storage_object, true);
         tensor_created(t, tensor, tensor_object, true);

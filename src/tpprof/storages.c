@@ -892,7 +892,18 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time)
     }
     struct rec c = rec_of(t, r, time, false);
     switch (kind) {
-    case TP_OBS_STORAGE_CREATED: on_storage_created(&c, r); break;
+    case TP_OBS_STORAGE_CREATED:
+        on_storage_created(&c, r);
+        if (r[1] & TPPROF_OBS_WITH_TENSOR) { // and the tensor made on it (record + 8 reads as its own)
+            uint32_t nd = (uint32_t)(r[14] & 0xff), words = (uint32_t)(r[1] & 0xff);
+            if (nd > MAX_DIMS || words < 16 + 2 * nd) break;
+            uint32_t tsid = (uint32_t)r[9];
+            struct rec ct = c;
+            ct.sid = tsid;
+            ct.stack = stack_of(tsid);
+            on_tensor_created(&ct, r + 8, (r[1] & TPPROF_OBS_ADOPTED) != 0);
+        }
+        break;
     case TP_OBS_STORAGE_DATA_RELEASED:
         if ((s = storage_get(r[2], &slot)) != NULL) on_data_released(s, c.seq, c.time);
         break;

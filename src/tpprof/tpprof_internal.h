@@ -90,6 +90,12 @@ enum tpprof_op {
 // ADOPTED: a TENSOR_CREATED whose tensor took over its storage's creation
 // reference (TP_OBS_TENSOR_ADOPTED_REF): no RETAIN came for it.
 #define TPPROF_OBS_ADOPTED ((uint64_t)1 << 21)
+// WITH_TENSOR: a STORAGE_CREATED that also carries the TENSOR_CREATED of the
+// tensor made on it in the same runtime call (it adopts the storage's
+// reference, so ADOPTED is set too): word 9 the tensor's stack, from word
+// 10 the tensor's words as a TENSOR_CREATED has them from word 2, the
+// ticks last (observe.c tensor_new).
+#define TPPROF_OBS_WITH_TENSOR ((uint64_t)1 << 22)
 
 // Words per record, excluding the optional trailing timestamp of full mode.
 static inline int tpprof_op_words(int op) {

@@ -472,6 +472,67 @@ static void test_observe_passes_on_an_adopted_reference(void) {
           "storage 230 is gone with no reference left");
 }
 
+// The observer ABI's fused forms (a runtime that makes one call where it
+// made two to four): each comes in as one record, with no unwind when the
+// structs are known, and leaves the ledger as the separate events did
+// (test_observe_passes_on_an_adopted_reference, above, sends those).
+static void test_observe_fused_forms_keep_the_same_ledger(void) {
+    if (!observer || !observer->on_tensor_new || !observer->on_tensor_retained || !observer->on_tensor_released) {
+        CHECK(false, "the observer takes the fused forms");
+        return;
+    }
+    int c0 = captures, r0 = records;
+    static const int64_t sizes[2] = {2, 3}, strides[2] = {3, 1};
+    remember_alloc(0xa000, 120); // the storage struct
+    remember_alloc(0xb000, 121); // the tensor struct
+    tp_obs_storage st = {.storage_id = 240, .data = 0, .nbytes = 24, .allocator = "cpu", .resizable = 1};
+    tp_obs_tensor x = {.tensor_id = 241, .storage_id = 240, .ndim = 2, .sizes = sizes, .strides = strides,
+                       .itemsize = 4, .dtype = 0, .flags = TP_OBS_TENSOR_ADOPTED_REF};
+    observer->on_tensor_new(observer->user, &st, 0xa000, &x, 0xb000);
+    obs_drain();
+    CHECK(captures == c0 && records == r0 + 1, "a new storage and its tensor: no unwind (%d), one record (%d)",
+          captures - c0, records - r0);
+    // A view of it: its retain and its creation, one call.
+    remember_alloc(0xc000, 122);
+    tp_obs_tensor v = {.tensor_id = 242, .storage_id = 240, .base_id = 241, .storage_offset = 3, .ndim = 1,
+                       .sizes = sizes + 1, .strides = strides + 1, .itemsize = 4};
+    observer->on_tensor_retained(observer->user, &v, 2, 1, 0xc000);
+    obs_drain();
+    CHECK(captures == c0 && records == r0 + 2, "a view: no unwind (%d), one record (%d)", captures - c0,
+          records - r0);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT created_stack FROM storages WHERE id = 240") == 120 &&
+              q("SELECT resizable FROM storages WHERE id = 240") == 1 &&
+              q("SELECT nbytes FROM storages WHERE id = 240") == 24,
+          "storage 240 made at its struct's stack, with its fields");
+    CHECK(q("SELECT created_stack FROM tensors WHERE id = 241") == 120 + 1 &&
+              q("SELECT count(*) FROM tensors WHERE id = 241 AND sizes = '[2, 3]' AND strides = '[3, 1]'") == 1,
+          "tensor 241 at its struct's stack, with its geometry");
+    CHECK(q("SELECT tensor_id FROM storage_refs WHERE storage_id = 240 AND op = 0 AND stack_id = 121") == 241 &&
+              q("SELECT tensor_id FROM storage_refs WHERE storage_id = 240 AND op = 1 AND stack_id = 122") == 242 &&
+              q("SELECT count(*) FROM storage_refs WHERE storage_id = 240") == 2,
+          "the creation reference is tensor 241's, the view's retain the view's");
+    CHECK(q("SELECT strong FROM storages WHERE id = 240") == 2 &&
+              q("SELECT base_id FROM tensors WHERE id = 242") == 241 &&
+              q("SELECT storage_offset FROM tensors WHERE id = 242") == 3,
+          "strong 2; the view's base and offset");
+    // Freeing both: each free is one call and one record; the last implies
+    // the data's release and the struct's free.
+    observer->on_tensor_released(observer->user, 242, 240, 241, 1, 1, 0);
+    observer->on_tensor_released(observer->user, 241, 240, 0, 0, 1, TP_OBS_RELEASED_DATA | TP_OBS_RELEASED_FREED);
+    obs_drain();
+    CHECK(captures == c0 && records == r0 + 4, "two frees: no unwind (%d), two records (%d)", captures - c0,
+          records - r0);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 122") == 1 &&
+              q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 121") == 1,
+          "each release counts under its tensor's reference's stack");
+    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 240") == 0 &&
+              q("SELECT count(*) FROM storages WHERE id = 240 AND freed_ns IS NULL") == 0 &&
+              q("SELECT count(*) FROM tensors WHERE id IN (241, 242)") == 0,
+          "storage 240 is gone with no reference left, and its tensors");
+}
+
 // Aggregate mode: a storage's creation and data release carry ticks taken
 // in the event (TPPROF_OBS_TICKS, the last payload word), so its lifetime is
 // not rounded to the merge times the records came in.
@@ -681,6 +742,7 @@ int main(void) {
     test_observe_takes_the_creating_calls_allocation_stack();
     test_adopted_creation_reference_belongs_to_its_tensor();
     test_observe_passes_on_an_adopted_reference();
+    test_observe_fused_forms_keep_the_same_ledger();
     test_ticks_time_storage_lifetimes();
     test_many_live_records_are_each_found();
     sqlite3_close(db);
