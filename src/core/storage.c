@@ -109,19 +109,20 @@ tp_storage *tp_storage_new_with_data_ptr(tp_data_ptr data, size_t nbytes,
     return tp__storage_create(data, nbytes, allocator, resizable, true);
 }
 
-tp_storage *tp_storage_new(size_t nbytes, tp_allocator *allocator, bool resizable) {
+static tp_storage *tp__storage_allocate(size_t nbytes, tp_allocator *allocator, bool resizable, bool announce) {
     if (!allocator) allocator = tp_allocator_get(TP_DEVICE_TYPE_CPU);
     tp_data_ptr data;
     if (tp_allocator_allocate(allocator, nbytes, &data) != TP_STATUS_OK) return NULL;
-    return tp__storage_create(data, nbytes, allocator, resizable, true);
+    return tp__storage_create(data, nbytes, allocator, resizable, announce);
+}
+
+tp_storage *tp_storage_new(size_t nbytes, tp_allocator *allocator, bool resizable) {
+    return tp__storage_allocate(nbytes, allocator, resizable, true);
 }
 
 tp_storage *tp__storage_new_for_tensor(size_t nbytes, tp_allocator *allocator, bool resizable) {
-    if (!allocator) allocator = tp_allocator_get(TP_DEVICE_TYPE_CPU);
-    tp_data_ptr data;
-    if (tp_allocator_allocate(allocator, nbytes, &data) != TP_STATUS_OK) return NULL;
     const tp_observer *o = tp__observer_get();
-    return tp__storage_create(data, nbytes, allocator, resizable, !(o && TP_OBSERVER_HAS(o, on_tensor_new)));
+    return tp__storage_allocate(nbytes, allocator, resizable, !(o && TP_OBSERVER_HAS(o, on_tensor_new)));
 }
 
 void tp__storage_announce(tp_storage *s) {

@@ -58,6 +58,9 @@ _Atomic int tpprof_obs_attached;
 //    stack, flagged TPPROF_OBS_TENSOR_REF, the tensor id after the counts.
 //    The writer pairs it with the tensor's reference and counts it under
 //    that reference's stack (docs/schema-tensors.md).
+//  - A runtime that takes the ABI's fused forms (on_tensor_retained,
+//    on_tensor_released, on_tensor_new) makes those folds itself: one call,
+//    one record, nothing held (a runtime without them gets the above).
 //  - A storage's creation and its data release carry tpprof_ticks(), taken
 //    here (TPPROF_OBS_TICKS, the last payload word): the writer's merge time
 //    would round DataPtr lifetimes of microseconds to milliseconds.
@@ -259,8 +262,6 @@ static inline __attribute__((always_inline)) void refcount(struct tpprof_thread 
     if (gone & TPPROF_OBS_FREED) recent.freed_storage = storage;
 }
 
-// A TENSOR_CREATED record; flags TPPROF_OBS_WITH_RETAIN: it carries its
-// storage reference's RETAIN, with these counts.
 // A tensor's fields at w: id, storage id, base id, offset, ndim | dtype <<
 // 8 | itemsize << 32, then the sizes and the strides. Returns the words.
 static inline int put_tensor(uint64_t *w, const tp_obs_tensor *x) {
@@ -478,10 +479,12 @@ static void on_storage(void *user, uint32_t kind, const tp_obs_storage *storage,
 
 // The fused forms: one call for the RETAIN and TENSOR_CREATED of a view,
 // one for a tensor's TENSOR_FREED and its RELEASE (and the DATA_RELEASED and
-// FREED that implies), one for a new storage and the tensor adopting it. They write the records the held events above are
-// folded into, with nothing held. Full mode keeps every event as its own
-// record with its own stack and time, so it does not ask for them
-// (tp_observer_provide); should a runtime call them anyway, they are split.
+// FREED that implies), one for a new storage and the tensor adopting it.
+// They write the records the held events above are folded into, with
+// nothing held (a new storage and its tensor: one record, tensor_new). Full
+// mode keeps every event as its own record with its own stack and time, so
+// it does not ask for them (tp_observer_provide); should a runtime call them
+// anyway, they are split.
 static void on_tensor_retained(void *user, const tp_obs_tensor *tensor, uint32_t strong, uint32_t weak,
                                uint64_t object) {
     (void)user;
