@@ -8,7 +8,8 @@
 // pointing anywhere inside a block keeps it. libtpprof.so's own data and the
 // writer thread are never roots, and tpprof's tables live in mmap'd memory
 // that is not scanned (the live table holds every block's address).
-// Memory that may be unmapped or protected is read with process_vm_readv.
+// Memory that may be unmapped or protected is read with process_vm_readv;
+// heap blocks in place only where /proc/self/maps says they are readable.
 // Called with the writer mutex and the re-entry guard held; does not
 // allocate from the heap.
 #define _GNU_SOURCE
@@ -17,7 +18,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -32,6 +32,7 @@ struct ref {
     uint64_t lo, hi;
     struct tpprof_block *b;
     bool heap;
+    bool direct; // a small heap block in readable memory: read in place
 };
 
 static struct ref *refs;
@@ -83,12 +84,15 @@ static int64_t find(uint64_t v) {
     // glibc keeps pointers to the chunk header that follows a block (the top
     // chunk, free-list links); that header lies inside the block's usable tail
     // when the request filled it. Such a word points at the next chunk, not
-    // into this block.
-    // (Only for small blocks: a large one may be an mmapped chunk that a
-    // still-running thread frees, and unmaps, during the scan.)
-    if (r->heap && r->hi - r->lo < SMALL && (v & 15) == 0 && v != r->lo &&
-        v == r->lo + malloc_usable_size((void *)r->lo) - 8)
-        return -1;
+    // into this block. The block's own chunk header (the size word before
+    // it) says where the next one is; an mmapped chunk has none after it.
+    // (Only for small blocks in readable memory: a large one may be an
+    // mmapped chunk that a still-running thread frees, and unmaps, during
+    // the scan, and a block freed behind the hooks may be gone.)
+    if (r->direct && (v & 15) == 0 && v != r->lo) {
+        uint64_t size = ((const uint64_t *)r->lo)[-1];
+        if (!(size & 2) && v == r->lo - 16 + (size & ~(uint64_t)7)) return -1;
+    }
     return found;
 }
 
@@ -209,9 +213,72 @@ static int tls_size(struct dl_phdr_info *info, size_t size, void *arg) {
 static void drain_work(void) {
     while (nwork) {
         const struct ref *r = &refs[work[--nwork]];
-        if (r->heap && r->hi - r->lo < SMALL) scan_direct(r->lo, r->hi);
+        if (r->direct) scan_direct(r->lo, r->hi);
         else scan_safe(r->lo, r->hi); // mappings, and chunks that may be unmapped
     }
+}
+
+// ---------------------------------------------------------------------------
+// Readable memory, from /proc/self/maps as the scan starts (in address order,
+// touching ranges merged). A heap block outside it is one the recording still
+// holds live although its memory is gone: freed where the hooks do not see
+// it (a library bound to libc's free by RTLD_DEEPBIND, meta.bypassing_modules)
+// and then given back to the kernel. It is read only through safe_copy.
+
+#define MAX_READABLE (1u << 16)
+static uint64_t (*readable)[2];
+static uint32_t nreadable;
+
+static void readable_add(uint64_t lo, uint64_t hi) {
+    if (nreadable && readable[nreadable - 1][1] == lo) readable[nreadable - 1][1] = hi;
+    else if (nreadable < MAX_READABLE) readable[nreadable][0] = lo, readable[nreadable++][1] = hi;
+}
+
+// Parses one line of the maps file: "lo-hi perms ...".
+static void readable_line(const char *p, const char *end) {
+    uint64_t v[2] = {0, 0};
+    for (int k = 0; k < 2; k++, p++) {
+        for (; p < end; p++) {
+            int c = *p, d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (d < 0) break;
+            v[k] = v[k] << 4 | (uint64_t)d;
+        }
+        if (p >= end || *p != (k == 0 ? '-' : ' ')) return;
+    }
+    if (p < end && *p == 'r' && v[1] > v[0]) readable_add(v[0], v[1]);
+}
+
+static void readable_load(void) {
+    nreadable = 0;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    static char buf[1 << 16];
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + have, sizeof buf - have);
+        if (n <= 0) break;
+        have += (size_t)n;
+        char *p = buf, *end = buf + have, *nl;
+        while ((nl = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+            readable_line(p, nl);
+            p = nl + 1;
+        }
+        have = (size_t)(end - p);
+        if (have == sizeof buf) have = 0; // a line longer than the buffer: dropped
+        memmove(buf, p, have);
+    }
+    close(fd);
+}
+
+// [lo, hi) lies inside one readable range.
+static bool is_readable(uint64_t lo, uint64_t hi) {
+    uint32_t a = 0, b = nreadable;
+    while (a < b) { // first range ending above lo
+        uint32_t m = (a + b) / 2;
+        if (readable[m][1] <= lo) a = m + 1;
+        else b = m;
+    }
+    return a < nreadable && readable[a][0] <= lo && hi <= readable[a][1];
 }
 
 // ---------------------------------------------------------------------------
@@ -222,19 +289,24 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
     size_t rbytes = (n ? n : 1) * sizeof *refs, wbytes = (n ? n : 1) * sizeof *work;
     refs = tpprof_mem_map(rbytes);
     work = tpprof_mem_map(wbytes);
-    if (!refs || !work) goto out;
+    readable = tpprof_mem_map(MAX_READABLE * sizeof *readable);
+    if (!refs || !work || !readable) goto out;
+    readable_load();
     nrefs = 0;
     nwork = 0;
     for (uint64_t i = 0; i < w->live.cap; i++) {
         struct tpprof_block *b = &w->live.slots[i];
         if (!b->addr) continue;
         b->reach = 1;
-        refs[nrefs++] = (struct ref){b->addr, b->addr + (b->size ? b->size : 1), b, true};
+        uint64_t hi = b->addr + (b->size ? b->size : 1);
+        // Its chunk header too (the size word before it): find reads that.
+        bool direct = hi - b->addr < SMALL && b->addr >= 16 && is_readable(b->addr - 16, hi);
+        refs[nrefs++] = (struct ref){b->addr, hi, b, true, direct};
     }
     for (uint64_t i = 0; i < w->nmaps; i++) {
         struct tpprof_block *b = &w->maps[i];
         b->reach = 1;
-        refs[nrefs++] = (struct ref){b->addr, b->addr + b->size, b, false};
+        refs[nrefs++] = (struct ref){b->addr, b->addr + b->size, b, false, false};
     }
     if (!nrefs) goto out;
     sort_refs(refs, (int64_t)nrefs);
@@ -290,6 +362,8 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
 out:
     tpprof_mem_unmap(refs, rbytes);
     tpprof_mem_unmap(work, wbytes);
+    tpprof_mem_unmap(readable, MAX_READABLE * sizeof *readable);
     refs = NULL;
     work = NULL;
+    readable = NULL;
 }
