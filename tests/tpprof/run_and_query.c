@@ -299,6 +299,31 @@ static void test_threads(char *prog) {
     CHECK(qi("SELECT sum(free_count) FROM sites WHERE alloc_count >= 80") >= 80, "frees counted at their site");
 }
 
+// Blocks freed by the other thread, their addresses reused by either: the
+// recorded order frees each address before its next allocation, so nothing
+// but the two deliberate leaks is live at the end and every allocation is
+// matched by its free.
+static void test_handoff(char *prog, bool full) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record(full ? "handoff_full.db" : "handoff.db", argv, full ? "TPPROF_MODE=full" : NULL, &r)) return;
+    CHECK(strcmp(r.out, "handoff: 400000 blocks\n") == 0, "stdout '%s'", r.out);
+    // (Lost or reachable: a stale copy of a pointer can outlive a thread.)
+    CHECK(count_blocks(1, 3000, 1, "handoff_leak", 0) + count_blocks(2, 3000, 1, "handoff_leak", 0) == 1 &&
+              count_blocks(1, 3001, 1, "handoff_leak", 0) + count_blocks(2, 3001, 1, "handoff_leak", 0) == 1,
+          "each thread's leak is live, at handoff_leak");
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 256") == 0,
+          "no handed block is left live (%lld)",
+          (long long)qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 256"));
+    CHECK(qi("SELECT sum(alloc_count) - sum(free_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000") == 0,
+          "every handed block's free is counted at its site (%lld)",
+          (long long)qi("SELECT sum(alloc_count) - sum(free_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000"));
+    CHECK(qi("SELECT sum(alloc_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000") == 400000,
+          "400000 handed blocks (%lld)",
+          (long long)qi("SELECT sum(alloc_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000"));
+    CHECK(qi("SELECT value FROM meta WHERE key = 'dropped_events'") <= 0, "no event dropped");
+}
+
 // Every site as "module+offset/.../kind=K count=N", sorted: comparable across
 // runs (addresses differ with ASLR).
 static int site_lines(char ***out) {
@@ -912,6 +937,8 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "threads") == 0) test_threads(prog);
     else if (strcmp(what, "fork") == 0) test_fork(prog);
     else if (strcmp(what, "churn") == 0) test_churn(prog);
+    else if (strcmp(what, "handoff") == 0) test_handoff(prog, false);
+    else if (strcmp(what, "handoff_full") == 0) test_handoff(prog, true);
     else if (strcmp(what, "churn_many") == 0) test_thread_churn_memory(prog);
     else if (strcmp(what, "unwind_same") == 0) test_unwind_same(prog);
     else if (strcmp(what, "plugin") == 0 && argc > 4) test_plugin(prog, argv[4]);
