@@ -536,7 +536,9 @@ static void on_tensor_new(void *user, const tp_obs_storage *storage, uint64_t st
     tpprof_guard = 0;
 }
 
-// Aggregate mode's observer, and full mode's: the same less the fused forms.
+// Aggregate mode's observer. Full mode's is the same struct cut short before
+// the fused forms (tp_observer_provide): the runtime reads no member past
+// struct_size.
 static const tp_observer observer = {
     .abi_version = TP_OBSERVER_ABI_VERSION,
     .struct_size = sizeof observer,
@@ -551,16 +553,7 @@ static const tp_observer observer = {
     .on_tensor_new = on_tensor_new,
 };
 
-static const tp_observer observer_full = {
-    .abi_version = TP_OBSERVER_ABI_VERSION,
-    .struct_size = sizeof observer_full,
-    .user = NULL,
-    .on_event = on_event,
-    .on_refcount = on_refcount,
-    .on_tensor_freed = on_tensor_freed,
-    .on_tensor_created = on_tensor_created,
-    .on_storage = on_storage,
-};
+static tp_observer observer_full;
 
 // ---------------------------------------------------------------------------
 // The provider (exported; see tpprof.map). Called by the runtime's
@@ -575,5 +568,8 @@ const tp_observer *tp_observer_provide(uint32_t runtime_abi) {
     atomic_store(&tpprof_obs_attached, 1);
     // The constructor that sets tpprof_cfg may not have run yet.
     const char *mode = getenv("TPPROF_MODE");
-    return mode && strcmp(mode, "full") == 0 ? &observer_full : &observer;
+    if (!mode || strcmp(mode, "full") != 0) return &observer;
+    observer_full = observer;
+    observer_full.struct_size = (uint32_t)offsetof(tp_observer, on_tensor_retained);
+    return &observer_full;
 }

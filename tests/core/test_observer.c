@@ -176,19 +176,17 @@ static void on_tensor_new_fused(void *user, const tp_obs_storage *storage, uint6
     on_tensor_created_direct(user, tensor, tensor_object);
 }
 
-static const tp_observer fused_recorder = {
-    .abi_version = TP_OBSERVER_ABI_VERSION,
-    .struct_size = sizeof(tp_observer),
-    .user = &nrecs,
-    .on_event = on_event_counted,
-    .on_refcount = on_refcount_direct,
-    .on_tensor_freed = on_tensor_freed_direct,
-    .on_tensor_created = on_tensor_created_direct,
-    .on_storage = on_storage_direct,
-    .on_tensor_retained = on_tensor_retained_fused,
-    .on_tensor_released = on_tensor_released_fused,
-    .on_tensor_new = on_tensor_new_fused,
-};
+/* direct_recorder with the fused forms too. */
+static tp_observer fused_recorder;
+
+static void start_fused(void) {
+    fused_recorder = direct_recorder;
+    fused_recorder.on_tensor_retained = on_tensor_retained_fused;
+    fused_recorder.on_tensor_released = on_tensor_released_fused;
+    fused_recorder.on_tensor_new = on_tensor_new_fused;
+    nrecs = direct_calls = struct_calls = fused_calls = 0;
+    CHECK_EQ(tp_observer_set(&fused_recorder), 0);
+}
 
 /* Checks recs[*i] is a refcount event with these values, and advances. */
 #define EXPECT_REF(i, sid, op_, s_, w_)                                   \
@@ -591,8 +589,7 @@ static void test_fused_forms_stand_for_the_same_events(void) {
     static rec want[MAX_RECS];
     memcpy(want, recs, sizeof want);
 
-    nrecs = direct_calls = struct_calls = fused_calls = 0;
-    CHECK_EQ(tp_observer_set(&fused_recorder), 0);
+    start_fused();
     refcount_workload();
     stop_recording();
     /* Filed back into events they match the plain ones one for one. */
@@ -626,8 +623,7 @@ static void test_fused_forms_stand_for_the_same_events(void) {
 static void test_fused_release_comes_after_the_base_and_implies_the_data_release(void) {
     tp_tensor *x = make_tensor(1, SHAPE(8), TP_DTYPE_FLOAT32);
     uint64_t sid = tp_storage_id(tp_tensor_storage(x));
-    nrecs = direct_calls = struct_calls = fused_calls = 0;
-    CHECK_EQ(tp_observer_set(&fused_recorder), 0);
+    start_fused();
     tp_tensor *v = tp_tensor_narrow(x, 0, 2, 4); /* strong 2 */
     tp_tensor_release(x);                        /* v's base keeps x */
     tp_tensor_release(v);                        /* frees x, then v's reference */
@@ -656,8 +652,7 @@ static void test_fused_release_with_a_weak_holder_leaves_the_struct_to_it(void) 
     tp_storage *s = tp_tensor_storage(x);
     uint64_t sid = tp_storage_id(s);
     tp_storage_weak_retain(s); /* weak 2 */
-    nrecs = direct_calls = struct_calls = fused_calls = 0;
-    CHECK_EQ(tp_observer_set(&fused_recorder), 0);
+    start_fused();
     tp_tensor_release(x);
     CHECK_EQ(fused_calls, 1);
     CHECK_EQ(released_flags[0], TP_OBS_RELEASED_DATA);
@@ -691,10 +686,10 @@ static void test_direct_forms_beyond_struct_size_are_not_read(void) {
 
 static void test_fused_forms_beyond_struct_size_are_not_read(void) {
     /* An observer built before the fused forms ends at on_storage. */
+    start_fused();
     tp_observer older = fused_recorder;
     older.struct_size = (uint32_t)offsetof(tp_observer, on_tensor_retained);
     CHECK(older.on_tensor_new != NULL); /* set, but beyond its struct: never called */
-    nrecs = fused_calls = 0;
     CHECK_EQ(tp_observer_set(&older), 0);
     refcount_workload();
     stop_recording();
