@@ -4,7 +4,8 @@
 #
 # Usage: bench/tensor_overhead.sh BUILD_DIR [iterations] [runs] [elements]
 # Runs the workload native, under the preload with TPPROF_TENSORS=0 (host
-# only) and with tensors, interleaved, `runs` times each; prints the median
+# only) and with tensors, interleaved (host-only and tensors in turn first),
+# `runs` times each; prints the median
 # ns per iteration of each, elapsed and CPU (all threads, tpprof's writer
 # included: steadier than elapsed time on a machine shared with other work),
 # the events per iteration (from the recording) and the added cost per
@@ -27,10 +28,14 @@ run() {
   echo "$line" | sed 's/.* cpu_ns_per_iteration=\([0-9.]*\).*/\1/' >> "$out.cpu"
   echo "$line" | sed 's/.*main_cpu_ns_per_iteration=\([0-9.]*\).*/\1/' >> "$out.main"
 }
+# Rounds alternate which of host-only and tensors runs first: a run right
+# after another is not quite like one after a pause (these machines' speed
+# drifts within seconds), and a fixed order would give that to one side.
+host_run() { run "$tmp/host" env LD_PRELOAD="$lib" TPPROF_TENSORS=0 TPPROF_OUTPUT="$tmp/host.db" "$prog" "$iters" "$elements"; }
+tensors_run() { run "$tmp/tensors" env LD_PRELOAD="$lib" TPPROF_OUTPUT="$tmp/tensors.db" "$prog" "$iters" "$elements"; }
 for i in $(seq "$runs"); do
   run "$tmp/native" "$prog" "$iters" "$elements"
-  run "$tmp/host" env LD_PRELOAD="$lib" TPPROF_TENSORS=0 TPPROF_OUTPUT="$tmp/host.db" "$prog" "$iters" "$elements"
-  run "$tmp/tensors" env LD_PRELOAD="$lib" TPPROF_OUTPUT="$tmp/tensors.db" "$prog" "$iters" "$elements"
+  if [ $((i % 2)) -eq 1 ]; then host_run; tensors_run; else tensors_run; host_run; fi
 done
 median() { sort -n "$1" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # Median of the per-round ratios tensors/host: the rounds run back to back,
