@@ -205,6 +205,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     tpprof_cfg.unwind_unw = uw && strcmp(uw, "libunwind") == 0;
     tpprof_cfg.depth = env_int("TPPROF_DEPTH", 32, 1, TPPROF_MAX_DEPTH);
     tpprof_cfg.interval_ms = env_int("TPPROF_INTERVAL_MS", 10, 1, 60000);
+    tpprof_cfg.scan_stop = env_int("TPPROF_SCAN_STOP", 1, 0, 1) != 0;
 
     Dl_info info;
     if (dladdr((void *)&tpprof_start, &info) && info.dli_fname)
@@ -304,7 +305,8 @@ static bool has_var(char *const envp[], const char *name) {
 // out of memory.
 static char **fix_env(char *const envp[], size_t *bytes) {
     static const char *const keep[] = {"LD_PRELOAD", "TPPROF_OUTPUT", "TPPROF_MODE", "TPPROF_DEPTH",
-                                       "TPPROF_UNWIND", "TPPROF_INTERVAL_MS", "TPPROF_RECORDED_PID"};
+                                       "TPPROF_UNWIND", "TPPROF_INTERVAL_MS", "TPPROF_RECORDED_PID",
+                                       "TPPROF_SCAN_STOP", "TPPROF_TENSORS"};
     size_t n = 0;
     for (char *const *e = envp; e && *e; e++) n++;
     const size_t nkeep = sizeof keep / sizeof keep[0];

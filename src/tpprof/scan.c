@@ -3,8 +3,8 @@
 // Like LeakSanitizer: roots are the writable PT_LOAD segments of the loaded
 // modules (data, bss), the exiting thread's stack from its current stack
 // pointer (its registers are spilled there by the caller), the other live
-// threads' whole stacks and static TLS (best effort: they are not stopped);
-// then a flood fill through reachable blocks. Conservative: any aligned word
+// threads' stacks, registers and static TLS (they are stopped for the scan:
+// stop_others); then a flood fill through reachable blocks. Conservative: any aligned word
 // pointing anywhere inside a block keeps it. libtpprof.so's own data and the
 // writer thread are never roots, and tpprof's tables live in mmap'd memory
 // that is not scanned (the live table holds every block's address).
@@ -18,9 +18,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -282,11 +285,102 @@ static bool is_readable(uint64_t lo, uint64_t hi) {
 }
 
 // ---------------------------------------------------------------------------
+// Stopping the other threads. Each live thread that recorded is sent a
+// real-time signal that nothing else handles; its handler notes where it
+// runs on the thread's stack and waits until the scan is done. The kernel
+// saved the thread's registers in the signal frame right there, so they are
+// read as roots with the rest of the stack, which is read from that point
+// up: not the dead frames below where the thread was stopped (stale copies
+// there made lost blocks look reachable). A thread that does not answer
+// within STOP_WAIT_NS (it blocks the signal, it is exiting, or no signal was
+// free) is read as before: its whole stack, without its registers. The
+// handler gives up waiting after HOLD_NS whatever happens.
+
+#define STOP_WAIT_NS 100000000ull
+#define HOLD_NS 2000000000ull
+
+static _Atomic int stop_acks, stop_release;
+static int stop_sig;
+static struct sigaction stop_old;
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void nap(void) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+}
+
+static void stop_handler(int sig, siginfo_t *si, void *uc) {
+    (void)sig, (void)si, (void)uc;
+    int saved = errno;
+    volatile uintptr_t here = 0; // below the signal frame: the stack is read from here
+    struct tpprof_thread *t = tpprof_self;
+    if (t) atomic_store(&t->stop_sp, (uintptr_t)&here);
+    atomic_fetch_add(&stop_acks, 1);
+    uint64_t start = mono_ns();
+    while (!atomic_load(&stop_release) && mono_ns() - start < HOLD_NS) nap();
+    if (t) atomic_store(&t->stop_sp, 0);
+    errno = saved;
+}
+
+// Stops every live thread but `me`; returns how many answered. Off with
+// TPPROF_SCAN_STOP=0: a program whose threads take every signal with
+// sigwait would be handed ours.
+static int stop_others(struct tpprof_thread *me) {
+    stop_sig = 0;
+    if (!tpprof_cfg.scan_stop) return 0;
+    for (int s = SIGRTMAX; s >= SIGRTMIN && !stop_sig; s--) {
+        struct sigaction cur;
+        if (sigaction(s, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL) stop_sig = s;
+    }
+    if (!stop_sig) return 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = stop_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    if (sigaction(stop_sig, &sa, &stop_old) != 0) {
+        stop_sig = 0;
+        return 0;
+    }
+    atomic_store(&stop_acks, 0);
+    atomic_store(&stop_release, 0);
+    int sent = 0;
+    pid_t pid = getpid();
+    for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) {
+        atomic_store(&t->stop_sp, 0);
+        if (t == me || atomic_load(&t->exited) || t->tid <= 0) continue;
+        if (syscall(SYS_tgkill, pid, t->tid, stop_sig) == 0) sent++;
+    }
+    uint64_t start = mono_ns();
+    while (atomic_load(&stop_acks) < sent && mono_ns() - start < STOP_WAIT_NS) nap();
+    return atomic_load(&stop_acks);
+}
+
+static void resume_others(void) {
+    if (!stop_sig) return;
+    atomic_store(&stop_release, 1);
+    // A signal still pending (blocked by its thread) must not arrive later
+    // with the default action, which ends the process: ignoring it drops it.
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(stop_sig, &ign, NULL);
+    sigaction(stop_sig, &stop_old, NULL);
+    stop_sig = 0;
+}
+
+// ---------------------------------------------------------------------------
 // Entry.
 
 void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
     uint64_t n = w->live.count + w->nmaps;
     size_t rbytes = (n ? n : 1) * sizeof *refs, wbytes = (n ? n : 1) * sizeof *work;
+    stop_others(tpprof_self);
     refs = tpprof_mem_map(rbytes);
     work = tpprof_mem_map(wbytes);
     readable = tpprof_mem_map(MAX_READABLE * sizeof *readable);
@@ -344,7 +438,8 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
             uintptr_t hi = t->stack_hi > sp ? t->stack_hi : sp + 4096;
             scan_safe(sp, hi);
         } else if (!atomic_load(&t->exited)) {
-            scan_safe(t->stack_lo, t->stack_hi);
+            uintptr_t from = atomic_load(&t->stop_sp); // stopped: from its handler's frame up
+            scan_safe(from > t->stack_lo && from < t->stack_hi ? from : t->stack_lo, t->stack_hi);
         } else {
             continue;
         }
@@ -360,6 +455,7 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
         drain_work();
     }
 out:
+    resume_others();
     tpprof_mem_unmap(refs, rbytes);
     tpprof_mem_unmap(work, wbytes);
     tpprof_mem_unmap(readable, MAX_READABLE * sizeof *readable);

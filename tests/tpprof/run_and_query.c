@@ -324,6 +324,23 @@ static void test_handoff(char *prog, bool full) {
     CHECK(qi("SELECT value FROM meta WHERE key = 'dropped_events'") <= 0, "no event dropped");
 }
 
+// A thread still running at exit is stopped for the leak scan: a block only
+// its registers point to is reachable, one only a dead frame below its stack
+// pointer points to is lost.
+static void test_running(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record("running.db", argv, NULL, &r)) return;
+    CHECK(strcmp(r.out, "running: ready\n") == 0, "stdout '%s'", r.out);
+    CHECK(count_blocks(2, 5555, 1, "running_in_register", 0) == 1, "the block in a register is reachable (lost: %d)",
+          count_blocks(1, 5555, 1, "running_in_register", 0));
+    CHECK(count_blocks(1, 6666, 1, "running_below_sp", 0) == 1, "the block in a dead frame is lost (reachable: %d)",
+          count_blocks(2, 6666, 1, "running_below_sp", 0));
+    // TPPROF_SCAN_STOP=0: not stopped, its whole stack is read, dead frames too.
+    if (!record("running_nostop.db", argv, "TPPROF_SCAN_STOP=0", &r)) return;
+    CHECK(count_blocks(2, 6666, 1, "running_below_sp", 0) == 1, "not stopped: the dead frame's block is reachable");
+}
+
 // Every site as "module+offset/.../kind=K count=N", sorted: comparable across
 // runs (addresses differ with ASLR).
 static int site_lines(char ***out) {
@@ -938,6 +955,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "fork") == 0) test_fork(prog);
     else if (strcmp(what, "churn") == 0) test_churn(prog);
     else if (strcmp(what, "handoff") == 0) test_handoff(prog, false);
+    else if (strcmp(what, "running") == 0) test_running(prog);
     else if (strcmp(what, "handoff_full") == 0) test_handoff(prog, true);
     else if (strcmp(what, "churn_many") == 0) test_thread_churn_memory(prog);
     else if (strcmp(what, "unwind_same") == 0) test_unwind_same(prog);
