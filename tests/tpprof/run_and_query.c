@@ -699,6 +699,28 @@ static void test_cache_leak(char *prog) {
           "the cache's 8 retains share one site");
 }
 
+// Views made on one thread and freed on another: each free pairs with its
+// view's reference (the runtime sends it as one fused call, on the freeing
+// thread), so only the kept view's reference and the base's are left.
+static void test_tensor_threads(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record_tensors("tensor_threads.db", argv, NULL, &r)) return;
+    CHECK(strcmp(r.out, "tensor_threads: done\n") == 0, "stdout '%s'", r.out);
+    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 1 &&
+              qi("SELECT strong FROM storages WHERE freed_ns IS NULL") == 2,
+          "one storage alive, strong 2 (%lld)", (long long)qi("SELECT strong FROM storages WHERE freed_ns IS NULL"));
+    CHECK(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 2, "the base and the kept view are alive");
+    CHECK(qi("SELECT count(*) FROM storage_refs WHERE tensor_id = 0") == 0, "no unmatched reference");
+    CHECK(qi("SELECT count(*) FROM storage_refs") == 2, "two references: the base's and the kept view's");
+    int64_t ids[4];
+    int n = ref_stacks("op = 1", ids, 4);
+    CHECK(n == 1 && stack_has(ids[0], "threads_keep"), "the kept view's reference was taken in threads_keep");
+    CHECK(qi("SELECT sum(count) FROM refcount_sites WHERE op = 1") == 2001 &&
+              qi("SELECT sum(count) FROM refcount_sites WHERE op = 2") == 2000,
+          "2001 retains (the views) and 2000 releases (the freed views; the base lives on as the kept view's base)");
+}
+
 static void test_weak_refs(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
@@ -983,6 +1005,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "tensor_block") == 0) test_tensor_block(prog, "block.db");
     else if (strcmp(what, "tensor_static") == 0) test_tensor_block(prog, "static.db");
     else if (strcmp(what, "tensors_full") == 0) test_tensors_full(prog);
+    else if (strcmp(what, "tensor_threads") == 0) test_tensor_threads(prog);
     else {
         fprintf(stderr, "unknown scenario %s\n", what);
         return 2;
