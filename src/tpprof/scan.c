@@ -4,8 +4,8 @@
 // modules (data, bss), the exiting thread's stack from its current stack
 // pointer (its registers are spilled there by the caller), the other live
 // threads' stacks, registers and static TLS (they are stopped for the scan:
-// stop_others); then a flood fill through reachable blocks. Conservative: any aligned word
-// pointing anywhere inside a block keeps it. libtpprof.so's own data and the
+// stop_others); then a flood fill through reachable blocks. Conservative:
+// any aligned word pointing anywhere inside a block keeps it. libtpprof.so's own data and the
 // writer thread are never roots, and tpprof's tables live in mmap'd memory
 // that is not scanned (the live table holds every block's address).
 // Memory that may be unmapped or protected is read with process_vm_readv;
