@@ -245,9 +245,14 @@ static inline uint64_t *tpprof_ring_slot(struct tpprof_thread *t, uint64_t n) {
     return &t->ring[pos];
 }
 
-// Publishes the n words written at tpprof_ring_slot.
+// Publishes the n words written at tpprof_ring_slot. The ring's line 512
+// bytes ahead is fetched for writing now: a line the thread writes for the
+// first time in a lap was last in the writer's cache, or nowhere, and the
+// hook's next atomic increment would otherwise wait for that store's miss
+// (alloc_heavy, 2 threads: CPU 1.50x -> 1.46x native over 31 paired rounds).
 static inline void tpprof_ring_commit(struct tpprof_thread *t, uint64_t n) {
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    __builtin_prefetch(&t->ring[(tail + n + 64) & t->mask], 1, 3);
     atomic_store_explicit(&t->tail, tail + n, memory_order_release);
 }
 
