@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -285,16 +286,63 @@ static bool is_readable(uint64_t lo, uint64_t hi) {
 }
 
 // ---------------------------------------------------------------------------
-// Stopping the other threads. Each live thread that recorded is sent a
-// real-time signal that nothing else handles; its handler notes where it
-// runs on the thread's stack and waits until the scan is done. The kernel
-// saved the thread's registers in the signal frame right there, so they are
-// read as roots with the rest of the stack, which is read from that point
-// up: not the dead frames below where the thread was stopped (stale copies
-// there made lost blocks look reachable). A thread that does not answer
-// within STOP_WAIT_NS (it blocks the signal, it is exiting, or no signal was
-// free) is read as before: its whole stack, without its registers. The
-// handler gives up waiting after HOLD_NS whatever happens.
+// Stopping the other threads. Each live thread that recorded and is running
+// (its /proc state is R) is sent a real-time signal that nothing else
+// handles; its handler notes where it runs on the thread's stack and waits
+// until the scan is done. The kernel saved the thread's registers in the
+// signal frame right there, so they are read as roots with the rest of the
+// stack, which is read from that point up: not the dead frames below where
+// the thread was stopped (stale copies there made lost blocks look
+// reachable). A thread blocked in the kernel is not signalled: that would
+// cut short a system call that a signal interrupts whatever SA_RESTART says
+// (poll, nanosleep, epoll_wait: EINTR), and the program could act on that.
+// It stays where it is; its stack is read from the stack pointer the kernel
+// reports for it (/proc/self/task/TID/syscall), its registers are not. A
+// thread that does not answer within STOP_WAIT_NS (it blocks the signal, or
+// no signal was free), or whose stack pointer cannot be read, is read as
+// before: its whole stack, without its registers. The handler gives up
+// waiting after HOLD_NS whatever happens.
+
+// Reads /proc/self/task/TID/NAME into buf (NUL-terminated); bytes read or -1.
+static ssize_t task_file(pid_t tid, const char *name, char *buf, size_t cap) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n < 0) return -1;
+    buf[n] = 0;
+    return n;
+}
+
+// The thread's scheduler state letter (R running, S sleeping, ...), or 0.
+static char task_state(pid_t tid) {
+    char buf[512];
+    if (task_file(tid, "stat", buf, sizeof buf) <= 0) return 0;
+    const char *p = strrchr(buf, ')'); // the name may hold spaces and parentheses
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+// The user stack pointer of a thread blocked in the kernel: the syscall
+// file is "NR ARG1..ARG6 SP PC", or "-1 SP PC" outside a system call, or
+// "running". 0 when it cannot be read.
+static uintptr_t task_blocked_sp(pid_t tid) {
+    char buf[256];
+    if (task_file(tid, "syscall", buf, sizeof buf) <= 0 || buf[0] == 'r') return 0;
+    uint64_t v[9];
+    int n = 0;
+    for (char *p = buf; *p && n < 9;) {
+        while (*p == ' ') p++;
+        if (!*p || *p == '\n') break;
+        char *end;
+        v[n++] = strtoull(p, &end, 0);
+        if (end == p) return 0;
+        p = end;
+    }
+    if (n == 3 && (int64_t)v[0] == -1) return (uintptr_t)v[1];
+    return n == 9 ? (uintptr_t)v[7] : 0;
+}
 
 #define STOP_WAIT_NS 100000000ull
 #define HOLD_NS 2000000000ull
@@ -327,26 +375,31 @@ static void stop_handler(int sig, siginfo_t *si, void *uc) {
     errno = saved;
 }
 
-// Stops every live thread but `me`; returns how many answered. Off with
-// TPPROF_SCAN_STOP=0: a program whose threads take every signal with
-// sigwait would be handed ours.
-static int stop_others(struct tpprof_thread *me) {
+// Installs stop_handler on a real-time signal nobody handles (stop_sig);
+// false when there is none, or when TPPROF_SCAN_STOP=0 (a program whose
+// threads take every signal with sigwait would be handed ours).
+static bool stop_install(void) {
     stop_sig = 0;
-    if (!tpprof_cfg.scan_stop) return 0;
+    if (!tpprof_cfg.scan_stop) return false;
     for (int s = SIGRTMAX; s >= SIGRTMIN && !stop_sig; s--) {
         struct sigaction cur;
         if (sigaction(s, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL) stop_sig = s;
     }
-    if (!stop_sig) return 0;
+    if (!stop_sig) return false;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = stop_handler;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigfillset(&sa.sa_mask);
-    if (sigaction(stop_sig, &sa, &stop_old) != 0) {
-        stop_sig = 0;
-        return 0;
-    }
+    if (sigaction(stop_sig, &sa, &stop_old) == 0) return true;
+    stop_sig = 0;
+    return false;
+}
+
+// Stops every running thread but `me` and notes where each blocked one's
+// stack is (t->stop_sp); returns how many were stopped.
+static int stop_others(struct tpprof_thread *me) {
+    bool can_stop = stop_install();
     atomic_store(&stop_acks, 0);
     atomic_store(&stop_release, 0);
     int sent = 0;
@@ -354,7 +407,14 @@ static int stop_others(struct tpprof_thread *me) {
     for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) {
         atomic_store(&t->stop_sp, 0);
         if (t == me || atomic_load(&t->exited) || t->tid <= 0) continue;
-        if (syscall(SYS_tgkill, pid, t->tid, stop_sig) == 0) sent++;
+        if (task_state(t->tid) != 'R') {
+            // Blocked: read from its stack pointer down to the 128-byte red
+            // zone below it (a leaf function's own data), without stopping it.
+            uintptr_t sp = task_blocked_sp(t->tid);
+            if (sp) atomic_store(&t->stop_sp, sp - 128);
+            continue;
+        }
+        if (can_stop && syscall(SYS_tgkill, pid, t->tid, stop_sig) == 0) sent++;
     }
     uint64_t start = mono_ns();
     while (atomic_load(&stop_acks) < sent && mono_ns() - start < STOP_WAIT_NS) nap();

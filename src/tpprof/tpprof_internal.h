@@ -132,7 +132,7 @@ struct tpprof_config {
     bool unwind_fp;     // TPPROF_UNWIND=fp: frame pointers only
     bool unwind_unw;    // TPPROF_UNWIND=libunwind: libunwind only, no verified FP path
     int interval_ms;    // TPPROF_INTERVAL_MS, timeline period
-    bool scan_stop;     // TPPROF_SCAN_STOP (default 1): stop running threads for the exit scan (scan.c)
+    bool scan_stop;     // TPPROF_SCAN_STOP (default 1): signal running threads to stop for the exit scan (scan.c)
 };
 
 TPPROF_HIDDEN extern struct tpprof_config tpprof_cfg;
@@ -195,7 +195,7 @@ struct tpprof_thread {
     uintptr_t stack_lo, stack_hi;
     uintptr_t tp;               // thread pointer (pthread_self): static TLS lies below it
     _Atomic int exited;
-    _Atomic uintptr_t stop_sp;  // while stopped for the leak scan: where its stack is read from (scan.c)
+    _Atomic uintptr_t stop_sp;  // during the leak scan: where its stack is read from (scan.c)
     char name[17];              // set by the thread as it exits
     struct tpprof_thread *next; // all threads ever seen, newest first
     // The thread's unwinder state and stack cache (unwind.c, stacks.c), to

@@ -324,9 +324,10 @@ static void test_handoff(char *prog, bool full) {
     CHECK(qi("SELECT value FROM meta WHERE key = 'dropped_events'") <= 0, "no event dropped");
 }
 
-// A thread still running at exit is stopped for the leak scan: a block only
-// its registers point to is reachable, one only a dead frame below its stack
-// pointer points to is lost.
+// Threads still live at exit: a running one is stopped for the leak scan (a
+// block only its registers point to is reachable, one only a dead frame
+// below its stack pointer points to is lost); a blocked one is read from
+// the stack pointer the kernel reports, and not woken.
 static void test_running(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
@@ -336,9 +337,15 @@ static void test_running(char *prog) {
           count_blocks(1, 5555, 1, "running_in_register", 0));
     CHECK(count_blocks(1, 6666, 1, "running_below_sp", 0) == 1, "the block in a dead frame is lost (reachable: %d)",
           count_blocks(2, 6666, 1, "running_below_sp", 0));
-    // TPPROF_SCAN_STOP=0: not stopped, its whole stack is read, dead frames too.
+    // The sleeping thread: read from its stack pointer, not woken.
+    CHECK(count_blocks(1, 7777, 1, "running_blocked_below_sp", 0) == 1,
+          "the sleeper's dead-frame block is lost (reachable: %d)", count_blocks(2, 7777, 1, "running_blocked_below_sp", 0));
+    CHECK(strstr(r.err, "interrupted") == NULL, "the sleeper was not woken: stderr '%s'", r.err);
+    // TPPROF_SCAN_STOP=0: the spinning thread is not stopped, its whole
+    // stack is read, dead frames too; the sleeper is read as before.
     if (!record("running_nostop.db", argv, "TPPROF_SCAN_STOP=0", &r)) return;
     CHECK(count_blocks(2, 6666, 1, "running_below_sp", 0) == 1, "not stopped: the dead frame's block is reachable");
+    CHECK(count_blocks(1, 7777, 1, "running_blocked_below_sp", 0) == 1, "the sleeper's is still lost");
 }
 
 // Every site as "module+offset/.../kind=K count=N", sorted: comparable across
