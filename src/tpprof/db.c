@@ -385,8 +385,15 @@ static bool put_events(void) {
                                " old_address) VALUES(?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
         return false;
     bool ok = true;
-    for (uint64_t i = 0; i < w->nevents && ok; i++) {
-        const struct tpprof_event *e = &w->events[i];
+    // Breathing keeps the rings drained while a big batch goes in (full mode
+    // keeps every event; a commit of hundreds of thousands of them took long
+    // enough for a busy thread's ring to stay full and drop events). What it
+    // applies is appended behind the batch and waits for the next commit: a
+    // program can make events faster than SQLite takes them.
+    uint64_t batch = w->nevents;
+    for (uint64_t i = 0; i < batch && ok; i++) {
+        breathe((uint32_t)i);
+        const struct tpprof_event *e = &w->events[i]; // after breathe: the array may have moved
         sqlite3_bind_int64(st, 1, (sqlite3_int64)e->seq);
         sqlite3_bind_int64(st, 2, (sqlite3_int64)e->time_ns);
         sqlite3_bind_int64(st, 3, tpprof_db_tid_of(e->tid));
@@ -404,7 +411,10 @@ static bool put_events(void) {
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
-    if (ok) w->nevents = 0;
+    if (ok) {
+        w->nevents -= batch;
+        memmove(w->events, w->events + batch, w->nevents * sizeof *w->events);
+    }
     return ok;
 }
 
