@@ -217,6 +217,9 @@ static int count_blocks(int reach, int64_t size, int kind, const char *fn, int f
     return n;
 }
 
+// Set by a scenario that could not check what it is for (exit status 77).
+static bool skipped;
+
 static void db_path(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", tmpdir, name); }
 
 static void expect_complete(const char *what) {
@@ -308,6 +311,16 @@ static void test_handoff(char *prog, bool full) {
     struct result r;
     if (!record(full ? "handoff_full.db" : "handoff.db", argv, full ? "TPPROF_MODE=full" : NULL, &r)) return;
     CHECK(strcmp(r.out, "handoff: 400000 blocks\n") == 0, "stdout '%s'", r.out);
+    // Full mode's writer keeps every event: on a machine busy with other
+    // work it can fall behind long enough that a thread drops events (by
+    // design: meta.dropped_events), and then the counts below cannot hold.
+    // That is a skip, not a pass; aggregate mode must not drop any.
+    long long dropped = qi("SELECT value FROM meta WHERE key = 'dropped_events'");
+    if (full && dropped > 0) {
+        fprintf(stderr, "skip: %lld events dropped under load; the order cannot be checked\n", dropped);
+        skipped = true;
+        return;
+    }
     // (Lost or reachable: a stale copy of a pointer can outlive a thread.)
     CHECK(count_blocks(1, 3000, 1, "handoff_leak", 0) + count_blocks(2, 3000, 1, "handoff_leak", 0) == 1 &&
               count_blocks(1, 3001, 1, "handoff_leak", 0) + count_blocks(2, 3001, 1, "handoff_leak", 0) == 1,
@@ -321,7 +334,7 @@ static void test_handoff(char *prog, bool full) {
     CHECK(qi("SELECT sum(alloc_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000") == 400000,
           "400000 handed blocks (%lld)",
           (long long)qi("SELECT sum(alloc_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000"));
-    CHECK(qi("SELECT value FROM meta WHERE key = 'dropped_events'") <= 0, "no event dropped");
+    CHECK(dropped <= 0, "no event dropped (%lld)", dropped);
 }
 
 // Threads still live at exit: a running one is stopped for the leak scan (a
@@ -1025,5 +1038,5 @@ int main(int argc, char **argv) {
     } else {
         fprintf(stderr, "%d check(s) failed; files kept in %s\n", failures, tmpdir);
     }
-    return failures ? 1 : 0;
+    return failures ? 1 : skipped ? 77 : 0; // 77: meson's skip
 }
