@@ -5,10 +5,11 @@
 // thread is already inside tpprof (initial-exec TLS guard) or recording is
 // off, captures the stack, interns it and appends one record to the calling
 // thread's own ring. No lock is taken here, no syscall is made, SQLite is
-// never touched. The one shared write is the global sequence number
-// (atomic fetch-add), which orders events across threads: a free takes its
-// number BEFORE the block is released and an allocation AFTER it is obtained,
-// so an address reused by another thread is always seen freed first.
+// never touched. The one shared write is the ticket of the address's stripe
+// (tpprof_order_tag), which orders events on one address across threads: a
+// free takes its ticket BEFORE the block is released and an allocation AFTER
+// it is obtained, so an address reused by another thread is always seen
+// freed first.
 // mmap/munmap/mremap go to the kernel through syscall(2).
 #define _GNU_SOURCE
 // Both mmap and mmap64 are defined below; with 64-bit off_t the header would
@@ -66,7 +67,8 @@ __attribute__((noinline)) static void record_alloc(int op, void *p, size_t size,
         tpprof_recent.sid[i] = sid;
         if (tpprof_ring_reserve(t, 5)) {
             uint64_t *r = tpprof_ring_slot(t, 5);
-            r[0] = tpprof_hdr(atomic_fetch_add(&tpprof_seq, 1), op, kind);
+            unsigned stripe = op == TPPROF_OP_MMAP ? 0 : tpprof_stripe_of((uint64_t)(uintptr_t)p);
+            r[0] = tpprof_hdr(tpprof_order_tag(t, stripe), op, kind);
             r[1] = (uint64_t)(uintptr_t)p;
             r[2] = size;
             r[3] = sid;
@@ -83,7 +85,8 @@ __attribute__((noinline)) static void record_free(int op, void *p, size_t len) {
     struct tpprof_thread *t = self();
     if (t && tpprof_ring_reserve(t, 4)) {
         uint64_t *r = tpprof_ring_slot(t, 4);
-        r[0] = tpprof_hdr(atomic_fetch_add(&tpprof_seq, 1), op, 0);
+        unsigned stripe = op == TPPROF_OP_MUNMAP ? 0 : tpprof_stripe_of((uint64_t)(uintptr_t)p);
+        r[0] = tpprof_hdr(tpprof_order_tag(t, stripe), op, 0);
         r[1] = (uint64_t)(uintptr_t)p;
         int n = 2;
         if (op == TPPROF_OP_MUNMAP) r[n++] = len;
@@ -103,14 +106,14 @@ __attribute__((noinline)) static void *record_realloc(void *old, size_t n, int k
         p = __libc_realloc(old, n);
     } else {
         uint32_t sid = capture();
-        uint64_t s1 = atomic_fetch_add(&tpprof_seq, 1);
+        uint64_t s1 = tpprof_order_tag(t, tpprof_stripe_of((uint64_t)(uintptr_t)old));
         p = __libc_realloc(old, n);
         uint64_t w[6];
         if (!p) {
             w[0] = tpprof_hdr(s1, TPPROF_OP_NOP, 0);
             emit(t, w, 1);
         } else {
-            uint64_t s2 = atomic_fetch_add(&tpprof_seq, 1);
+            uint64_t s2 = tpprof_order_tag(t, tpprof_stripe_of((uint64_t)(uintptr_t)p));
             w[0] = tpprof_hdr(s1, TPPROF_OP_REALLOC_FREE, 0);
             w[1] = (uint64_t)(uintptr_t)old;
             emit(t, w, 2);
@@ -132,8 +135,7 @@ __attribute__((noinline)) static void record_mremap(void *p, size_t len, void *o
     if (t) {
         uint32_t sid = capture();
         if (tpprof_ring_reserve(t, 8)) {
-            uint64_t seq = atomic_fetch_add(&tpprof_seq, 1);
-            uint64_t w[8] = {tpprof_hdr(seq, TPPROF_OP_MREMAP, 0), (uint64_t)(uintptr_t)p, len, sid,
+            uint64_t w[8] = {tpprof_hdr(tpprof_order_tag(t, 0), TPPROF_OP_MREMAP, 0), (uint64_t)(uintptr_t)p, len, sid,
                              (uint64_t)(uintptr_t)old, old_len};
             emit(t, w, 6);
         }

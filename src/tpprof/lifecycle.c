@@ -26,9 +26,10 @@
 
 struct tpprof_config tpprof_cfg = {.depth = 32, .interval_ms = 10};
 _Alignas(64) _Atomic int tpprof_active; // read by every hook: keep it off written lines
-// Written by every event on every thread: alone on its cache line, so the hooks'
-// reads of tpprof_active and tpprof_cfg do not miss each time it moves.
-struct tpprof_seq_line tpprof_seq_line = {.v = 1};
+// Written by events: each alone on its lines, so the hooks' reads of
+// tpprof_active and tpprof_cfg do not miss each time one moves.
+struct tpprof_order_line tpprof_stripes[TPPROF_STRIPES];
+struct tpprof_order_line tpprof_epoch;
 uint64_t tpprof_t0_ns;
 char tpprof_output_path[4096];
 

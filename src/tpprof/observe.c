@@ -6,8 +6,8 @@
 // libtpprof's own constructors ran, so the observer is a static object and
 // the callback records nothing until recording is active (events before the
 // start are simply not seen). Each event is copied, with the calling
-// thread's stack and a global sequence number, into that thread's ring, in
-// order with the malloc records: the writer (storages.c) ties storages to
+// thread's stack and an order tag (stripe 0's ticket), into that thread's
+// ring, in order with the malloc records: the writer (storages.c) ties storages to
 // the blocks that back them and keeps the reference ledger. Same rules as
 // the malloc hooks: no lock, no syscall, no SQLite, no malloc; the only
 // include from the runtime is its observer ABI header. This file must not
@@ -37,7 +37,7 @@ _Atomic int tpprof_obs_attached;
 // ---------------------------------------------------------------------------
 // Stacks already known, records folded.
 //
-// A stack capture is most of an event's cost, a record's sequence number and
+// A stack capture is most of an event's cost, a record's order tag and
 // ring slot most of the rest, and the ABI's event order makes some of both
 // redundant. Per thread, in aggregate mode (full mode sends every event as
 // its own record with its own stack and time, for the events table):
@@ -98,7 +98,7 @@ static inline uint64_t *obs_slot(struct tpprof_thread *t) {
 
 static inline void obs_commit(struct tpprof_thread *t, uint64_t *w, int kind, int refop, uint64_t flags, uint32_t sid,
                               int n, bool full) {
-    w[0] = tpprof_hdr(atomic_fetch_add(&tpprof_seq, 1), TPPROF_OP_OBS, kind);
+    w[0] = tpprof_hdr(tpprof_order_tag(t, 0), TPPROF_OP_OBS, kind);
     w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
     if (full) w[n++] = tpprof_now_ns();
     tpprof_ring_commit(t, (uint64_t)n);

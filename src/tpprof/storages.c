@@ -3,7 +3,7 @@
 // their tables (docs/schema-tensors.md).
 //
 // Writer-owned like everything in writer.h: called by writer.c's apply() in
-// global sequence order, interleaved with the malloc records, so a storage's
+// its merge order, interleaved with the malloc records, so a storage's
 // data is looked up in the live table as it stood at its creation, and the
 // backing block's free is seen when it happens. Aggregate mode keeps a
 // storage or tensor record while it is alive, or while it was alive at the
@@ -477,7 +477,7 @@ void tpprof_obs_block_freed(uint64_t addr, uint64_t time) {
 }
 
 // ---------------------------------------------------------------------------
-// Applying one observer record (writer.c's apply, in sequence order).
+// Applying one observer record (writer.c's apply, in merge order).
 
 // What every handler of a record takes from it.
 struct rec {
@@ -846,24 +846,28 @@ static void keep_event(struct tpprof_thread *t, const uint64_t *r, int kind, uin
     if (op_of[kind]) tpprof_writer_keep_event(t, seq, op_of[kind], k, time, addr, size, sid, old);
 }
 
+// The apply order of the record being applied (tpprof_obs_apply's).
+static uint64_t cur_order;
+
 // The record's common fields. Any record but a RETAIN ends a RETAIN's
 // wait for its TENSOR_CREATED (`keep_retain`: the caller decides).
 static inline __attribute__((always_inline)) struct rec rec_of(struct tpprof_thread *t, const uint64_t *r,
                                                               uint64_t time, bool keep_retain) {
     uint32_t sid = (uint32_t)(r[1] >> 32);
     struct rec c = {.th = thread_state((uint32_t)t->index), .tindex = (uint32_t)t->index,
-                    .stack = stack_of(sid), .sid = sid, .seq = r[0] >> 8, .time = time};
+                    .stack = stack_of(sid), .sid = sid, .seq = cur_order, .time = time};
     if (!keep_retain && c.th) c.th->retain_storage = 0;
     return c;
 }
 
-void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time) {
+void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time, uint64_t order) {
     o.batch_ns = time;
+    cur_order = order;
     if (r[1] & TPPROF_OBS_TICKS) time = tpprof_writer_ticks_to_ns(r[(r[1] & 0xff) - 1], time);
     int kind = (int)(r[0] & 15);
     // Its events row needs nothing from the ledger: kept first.
     if (TPPROF_UNLIKELY(tpprof_cfg.full) && kind >= TP_OBS_STORAGE_CREATED && kind <= TP_OBS_VERSION_BUMPED)
-        keep_event(t, r, kind, (uint32_t)(r[1] >> 8 & 0xff), r[0] >> 8, time, (uint32_t)(r[1] >> 32));
+        keep_event(t, r, kind, (uint32_t)(r[1] >> 8 & 0xff), order, time, (uint32_t)(r[1] >> 32));
     uint32_t slot;
     struct obs_storage *s;
     // The two kinds of nearly every record first: a compare costs less than a switch's jump.

@@ -2,9 +2,9 @@
 //
 // libtpprof.so is an LD_PRELOAD recorder. The program's threads run the hooks
 // (hooks.c): they call the real allocator, capture a stack (unwind.c), name it
-// through the lock-free stack depot (stacks.c), take a global sequence number
-// and append a small record to their own ring (rings.c). One writer thread
-// (writer.c) merges the rings in sequence order, keeps the live table
+// through the lock-free stack depot (stacks.c), take an order tag (a stripe
+// ticket and an epoch) and append a small record to their own ring
+// (rings.c). One writer thread (writer.c) merges the rings in that order, keeps the live table
 // (livetable.c), the per-site totals, the peak and the timeline, and writes
 // SQLite (db.c). At exit a reachability scan (scan.c) classifies the blocks
 // still live. Lifecycle (init, exit, fork, exec, _exit) is in lifecycle.c.
@@ -63,7 +63,7 @@ enum tpprof_op {
     TPPROF_OP_MUNMAP = 5,       // addr, len
     TPPROF_OP_MREMAP = 6,       // new_addr, new_len, stack, old_addr, old_len
     TPPROF_OP_REALLOC_FREE = 7, // addr: the old block of a realloc, freed
-    TPPROF_OP_NOP = 8,          // a sequence number taken for nothing (failed realloc)
+    TPPROF_OP_NOP = 8,          // a ticket taken for nothing (failed realloc)
     TPPROF_OP_OBS = 9,          // a runtime observer event (observe.c): kind = tp_obs_kind,
                                 // word 1 = words | refop << 8 | flags << 16 | stack << 32, payload after
     TPPROF_OP_WRAP = 15,        // ring padding: continue at the ring's start
@@ -118,9 +118,10 @@ static inline int tpprof_rec_words(const uint64_t *r) {
     return op == TPPROF_OP_OBS ? (int)(r[1] & 0xff) : tpprof_op_words(op);
 }
 
-// Record header word: seq << 8 | op << 4 | kind.
-static inline uint64_t tpprof_hdr(uint64_t seq, int op, int kind) {
-    return seq << 8 | (uint64_t)op << 4 | (uint64_t)kind;
+// Record header word: order << 8 | op << 4 | kind, where order is what
+// tpprof_order_tag returns (or, in tests, any number).
+static inline uint64_t tpprof_hdr(uint64_t order, int op, int kind) {
+    return order << 8 | (uint64_t)op << 4 | (uint64_t)kind;
 }
 
 // ---------------------------------------------------------------------------
@@ -138,15 +139,49 @@ struct tpprof_config {
 TPPROF_HIDDEN extern struct tpprof_config tpprof_cfg;
 // 1 while hooks record; 0 before init, after the end, or when recording failed.
 TPPROF_HIDDEN extern _Atomic int tpprof_active;
-// Global event order: every record takes one number. Alone on its cache line
-// (it moves between cores with every event; tpprof_active and tpprof_cfg,
-// read by every hook, must not move with it).
-struct tpprof_seq_line {
-    _Alignas(64) _Atomic uint64_t v;
-    char pad[56];
+// Event order across threads. What must be exact is the order of the events
+// that name one address: a free takes its number BEFORE the block is
+// released and an allocation AFTER it is obtained, so an address reused by
+// another thread is always seen freed first. One global counter did that,
+// and its cache line moved between cores with every event (alloc_heavy, 2
+// threads: half of the hook's own samples sat behind its lock xadd). So the
+// numbers come from stripes: heap records take theirs from the stripe of
+// their address's 64 MiB window (glibc gives each thread's arena its own
+// 64 MiB heaps, so a thread mostly stays on its own lines); mappings and
+// observer records, which name ranges and ids, share stripe 0. The writer
+// applies a stripe's records in its order. Between stripes, the epoch orders:
+// a global count each thread moves on every 64 of its events and stamps on
+// each record, so the merge keeps threads' records within a few epochs of
+// each other (the peak and the timeline are of a real interleaving, give or
+// take a few hundred events, not of one ring drained ahead of another).
+// Header bits: kind 0-3, op 4-7, stripe 8-15, ticket 16-43, epoch 44-63;
+// tickets and epochs wrap and are compared as serial numbers.
+#define TPPROF_STRIPES 256
+#define TPPROF_TICKET_BITS 28
+#define TPPROF_EPOCH_BITS 20
+#define TPPROF_EPOCH_EVENTS 64
+struct tpprof_order_line {
+    _Alignas(128) _Atomic uint64_t v; // 128: the adjacent-line prefetcher pairs lines
+    char pad[120];
 };
-TPPROF_HIDDEN extern struct tpprof_seq_line tpprof_seq_line;
-#define tpprof_seq (tpprof_seq_line.v)
+TPPROF_HIDDEN extern struct tpprof_order_line tpprof_stripes[TPPROF_STRIPES];
+TPPROF_HIDDEN extern struct tpprof_order_line tpprof_epoch;
+
+static inline unsigned tpprof_stripe_of(uint64_t addr) {
+    return (unsigned)(((addr >> 26) * 0x9E3779B97F4A7C15ULL) >> 56);
+}
+static inline unsigned tpprof_hdr_stripe(uint64_t h) { return (unsigned)(h >> 8 & 255); }
+static inline uint32_t tpprof_hdr_ticket(uint64_t h) {
+    return (uint32_t)(h >> 16) & ((1u << TPPROF_TICKET_BITS) - 1);
+}
+static inline uint32_t tpprof_hdr_epoch(uint64_t h) { return (uint32_t)(h >> 44); }
+// a - b for wrapping tickets and epochs.
+static inline int32_t tpprof_ticket_diff(uint32_t a, uint32_t b) {
+    return (int32_t)((a - b) << (32 - TPPROF_TICKET_BITS)) >> (32 - TPPROF_TICKET_BITS);
+}
+static inline int32_t tpprof_epoch_diff(uint32_t a, uint32_t b) {
+    return (int32_t)((a - b) << (32 - TPPROF_EPOCH_BITS)) >> (32 - TPPROF_EPOCH_BITS);
+}
 // CLOCK_MONOTONIC at the start of the recording.
 TPPROF_HIDDEN extern uint64_t tpprof_t0_ns;
 // Re-entry guard: set while a hook (or tpprof's own thread) is inside tpprof.
@@ -185,7 +220,8 @@ TPPROF_HIDDEN void *tpprof_mem_grow(void *p, size_t old_bytes, size_t new_bytes)
 struct tpprof_thread {
     _Atomic uint64_t tail;      // producer: words published (monotonic)
     uint64_t p_head;            // producer's copy of head, refreshed when the ring looks full
-    char pad0[48];
+    uint32_t p_events;          // producer: events since it last moved the epoch
+    char pad0[44];
     _Atomic uint64_t head;      // consumer: words consumed (monotonic), published once per drain
     char pad1[56];
     uint64_t *ring;
@@ -243,6 +279,21 @@ static inline uint64_t *tpprof_ring_slot(struct tpprof_thread *t, uint64_t n) {
         pos = 0;
     }
     return &t->ring[pos];
+}
+
+// The order part of a record header (tpprof_hdr) for an event of thread t
+// on `stripe`: the stripe's next ticket, then the epoch (read after the
+// ticket: the locked add orders it). Every TPPROF_EPOCH_EVENTS events the
+// thread moves the epoch on.
+static inline uint64_t tpprof_order_tag(struct tpprof_thread *t, unsigned stripe) {
+    uint64_t ticket = atomic_fetch_add(&tpprof_stripes[stripe].v, 1);
+    uint64_t epoch = atomic_load_explicit(&tpprof_epoch.v, memory_order_relaxed);
+    if (TPPROF_UNLIKELY(++t->p_events >= TPPROF_EPOCH_EVENTS)) {
+        t->p_events = 0;
+        atomic_fetch_add_explicit(&tpprof_epoch.v, 1, memory_order_relaxed);
+    }
+    return (epoch & ((1u << TPPROF_EPOCH_BITS) - 1)) << 36 | (ticket & ((1u << TPPROF_TICKET_BITS) - 1)) << 8 |
+           stripe;
 }
 
 // Publishes the n words written at tpprof_ring_slot. The ring's line 512

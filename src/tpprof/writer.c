@@ -1,5 +1,6 @@
-// writer.c: the writer thread: merges the per-thread rings in global sequence
-// order and aggregates them (sites, live set, peak, temporaries, timeline).
+// writer.c: the writer thread: merges the per-thread rings (exact per
+// address, by stripe tickets; by epoch across threads: tpprof_internal.h)
+// and aggregates them (sites, live set, peak, temporaries, timeline).
 //
 // Runs off the program's threads (all signals blocked, re-entry guard always
 // set, so its own allocations, SQLite's included, are never recorded). Every
@@ -26,7 +27,7 @@
 // thousands of busy sites that is a good part of a second of SQLite work, so
 // the period grows to keep commits under 1/FLUSH_SHARE of the writer's time.
 #define FLUSH_SHARE 20
-#define STUCK_NS 500000000ull  // a sequence number missing this long is skipped
+#define STUCK_NS 500000000ull  // a stripe ticket missing this long is skipped
 
 struct tpprof_wstate tpprof_w;
 
@@ -420,7 +421,7 @@ void tpprof_writer_keep_event(struct tpprof_thread *t, uint64_t seq, int op, int
 ALWAYS_INLINE int apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time) {
     struct tpprof_wstate *w = &tpprof_w;
     int op = (int)(r[0] >> 4 & 15), kind = (int)(r[0] & 15);
-    uint64_t seq = r[0] >> 8;
+    uint64_t seq = w->order++;
     if (TPPROF_LIKELY(op == TPPROF_OP_ALLOC)) {
         heap_alloc(t, r[1], r[2], (uint32_t)r[3], kind, time);
         if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], 0);
@@ -457,7 +458,7 @@ ALWAYS_INLINE int apply(struct tpprof_thread *t, const uint64_t *r, uint64_t tim
         break;
     }
     case TPPROF_OP_OBS:
-        tpprof_obs_apply(t, r, time);
+        tpprof_obs_apply(t, r, time, seq);
         break;
     default:
         break;
@@ -502,8 +503,7 @@ static inline void prefetch_step(struct tpprof_thread *t, uint64_t tail, int ext
     t->w_pf = pf + (uint64_t)(tpprof_rec_words(r) + extra);
 }
 
-// The threads the merge still visits, oldest first (the order sequence
-// numbers mostly come in). A thread leaves once it is gone for good (the
+// The threads the merge still visits, oldest first. A thread leaves once it is gone for good (the
 // kernel no longer knows its tid: no late TLS destructor can write its ring
 // again) and its ring is drained, so a program that runs thousands of
 // short threads does not make every pass visit them all.
@@ -549,10 +549,10 @@ static void retire_threads(void) {
     nactive = k;
 }
 
-// Processes every record whose turn has come. With `force`, missing sequence
-// numbers (threads that vanished mid-hook) are skipped. A record older than
-// the expected number (it was skipped as missing and came late) is applied
-// when it shows up.
+// Processes every record whose turn has come. With `force`, missing stripe
+// tickets (threads that vanished mid-hook) are skipped. A record older than
+// its stripe's expected ticket (it was skipped as missing and came late) is
+// applied when it shows up.
 static uint64_t drain_rings(bool force);
 
 static void publish_heads(void) {
@@ -592,31 +592,58 @@ uint64_t tpprof_writer_ticks_to_ns(uint64_t ticks, uint64_t batch_ns) {
     return ns < batch_ns ? ns : batch_ns;
 }
 
-// Applies t's records whose turn has come, from its head on, in ring order.
-// The run ends at the ring's end (returns 0) or at a record numbered later
-// than the next expected (returns its number: the merge looks for the
-// missing ones in the other rings). So a ring that holds the next numbers is
-// applied in one run: one thread's records, or a burst of one of several.
-static uint64_t drain_thread(struct tpprof_thread *t, bool prefetch, uint64_t *applied) {
+// What the merge finds at the head of a ring.
+enum { HEAD_EMPTY, HEAD_BLOCKED, HEAD_READY };
+
+// t's next record, past any wrap padding (NULL when the ring is drained as
+// far as the writer has read its tail; the tail is read again then).
+static inline const uint64_t *ring_next(struct tpprof_thread *t) {
+    uint64_t head = t->w_head;
+    for (;;) {
+        if (head >= t->w_tail) {
+            t->w_tail = atomic_load_explicit(&t->tail, memory_order_acquire);
+            if (head >= t->w_tail) break;
+        }
+        const uint64_t *r = &t->ring[head & t->mask];
+        if ((int)(r[0] >> 4 & 15) != TPPROF_OP_WRAP) {
+            t->w_head = head;
+            return r;
+        }
+        head += t->mask + 1 - (head & t->mask);
+    }
+    t->w_head = head;
+    return NULL;
+}
+
+// Whether a record's turn has come on its stripe: its ticket is the next
+// expected (or an older one, given up on as missing and come late).
+static inline bool stripe_ready(uint64_t h) {
+    return tpprof_ticket_diff(tpprof_hdr_ticket(h), tpprof_w.expected[tpprof_hdr_stripe(h)]) <= 0;
+}
+
+static inline int head_state(struct tpprof_thread *t, uint32_t *epoch) {
+    const uint64_t *r = ring_next(t);
+    if (!r) return HEAD_EMPTY;
+    *epoch = tpprof_hdr_epoch(r[0]);
+    return stripe_ready(r[0]) ? HEAD_READY : HEAD_BLOCKED;
+}
+
+// Applies t's records from its head on, in ring order, while their turn
+// has come on their stripes and (with `bounded`) their epoch is at most
+// `bound`; the first is applied whatever its epoch (the caller found it
+// ready and the oldest).
+static void drain_thread(struct tpprof_thread *t, bool bounded, uint32_t bound, bool prefetch, uint64_t *applied) {
     struct tpprof_wstate *w = &tpprof_w;
-    // Writer-private copies: the shared tail is read only when the copy is
-    // used up, head is published once per drain (publish_heads).
-    uint64_t head = t->w_head, tail = t->w_tail;
-    if (head >= tail) tail = t->w_tail = atomic_load_explicit(&t->tail, memory_order_acquire);
-    const uint64_t *ring = t->ring, mask = t->mask;
     const int extra = tpprof_cfg.full ? 1 : 0; // full mode: a timestamp ends each record
-    uint64_t expected = w->expected_seq, time = w->batch_time_ns, later = 0, n = 0;
-    while (head < tail) {
-        const uint64_t *r = &ring[head & mask];
-        if ((int)(r[0] >> 4 & 15) == TPPROF_OP_WRAP) {
-            head += mask + 1 - (head & mask);
-            continue;
-        }
-        uint64_t seq = r[0] >> 8;
-        if (seq > expected) {
-            later = seq;
-            break;
-        }
+    uint64_t time = w->batch_time_ns, n = 0;
+    const uint64_t *r;
+    while ((r = ring_next(t)) != NULL) {
+        uint64_t h = r[0];
+        unsigned stripe = tpprof_hdr_stripe(h);
+        int32_t d = tpprof_ticket_diff(tpprof_hdr_ticket(h), w->expected[stripe]);
+        if (d > 0) break; // an earlier ticket of its stripe is still to come
+        if (bounded && n && tpprof_epoch_diff(tpprof_hdr_epoch(h), bound) > 0) break;
+        uint64_t head = t->w_head, tail = t->w_tail;
         // Later records' live-table slots and sites are cache misses: start
         // loading them while this one is applied (unless the live table is
         // small enough to stay in cache).
@@ -634,22 +661,40 @@ static uint64_t drain_thread(struct tpprof_thread *t, bool prefetch, uint64_t *a
             note_thread(t);
         }
         int words = apply(t, r, time);
-        expected += seq == expected; // an older one came late: it was given up on
-        head += (uint64_t)(words + extra);
+        if (d == 0) w->expected[stripe] = (w->expected[stripe] + 1) & ((1u << TPPROF_TICKET_BITS) - 1);
+        t->w_head = head + (uint64_t)(words + extra);
         n++;
     }
-    t->w_head = head;
-    w->expected_seq = expected;
     if (n) {
         t->w_last_ns = time;
         t->w_dirty = true;
         *applied += n;
     }
-    return later;
+}
+
+// Epochs a ring may run ahead of the oldest ready one in a pass: the passes
+// stay few with many threads, the interleaving within a few hundred events.
+#define EPOCH_SLACK 4
+
+// Gives up on the tickets missing before each blocked head (threads that
+// vanished mid-hook, or still inside one after STUCK_NS).
+static void skip_missing(void) {
+    struct tpprof_wstate *w = &tpprof_w;
+    uint32_t lowest[TPPROF_STRIPES];
+    bool seen[TPPROF_STRIPES] = {false};
+    for (uint32_t i = 0; i < nactive; i++) {
+        const uint64_t *r = ring_next(active[i]);
+        if (!r || stripe_ready(r[0])) continue;
+        unsigned s = tpprof_hdr_stripe(r[0]);
+        uint32_t k = tpprof_hdr_ticket(r[0]);
+        if (!seen[s] || tpprof_ticket_diff(k, lowest[s]) < 0) lowest[s] = k;
+        seen[s] = true;
+    }
+    for (unsigned s = 0; s < TPPROF_STRIPES; s++)
+        if (seen[s]) w->expected[s] = lowest[s];
 }
 
 static uint64_t drain_rings(bool force) {
-    struct tpprof_wstate *w = &tpprof_w;
     uint64_t applied = 0;
     // While the live table is sparse (up to 1 MiB) its slots stay in the L2
     // cache and prefetching them costs more than it saves (alloc_heavy 1000
@@ -659,28 +704,49 @@ static uint64_t drain_rings(bool force) {
     bool prefetch = tpprof_w.live.cap * sizeof(struct tpprof_block) > TPPROF_LIVE_SPARSE_BYTES;
     collect_threads();
     for (;;) {
-        uint64_t before = applied, min_seq = UINT64_MAX;
-        for (uint32_t ti = 0; ti < nactive; ti++) {
-            uint64_t later = drain_thread(active[ti], prefetch, &applied);
-            if (later && later < min_seq) min_seq = later;
+        // The oldest epoch among the ready heads; how many rings have records.
+        uint32_t oldest = 0, e;
+        uint32_t ready = 0, pending = 0, only = 0;
+        for (uint32_t i = 0; i < nactive; i++) {
+            int st = head_state(active[i], &e);
+            if (st == HEAD_EMPTY) continue;
+            pending++;
+            if (st != HEAD_READY) continue;
+            if (!ready++ || tpprof_epoch_diff(e, oldest) < 0) oldest = e;
+            only = i;
         }
-        if (applied != before) {
+        if (ready) {
             stuck_since_ns = 0;
+            if (pending == 1) { // one ring: no other to keep pace with
+                drain_thread(active[only], false, 0, prefetch, &applied);
+                continue;
+            }
+            uint32_t bound = (oldest + EPOCH_SLACK) & ((1u << TPPROF_EPOCH_BITS) - 1);
+            for (uint32_t i = 0; i < nactive; i++)
+                if (head_state(active[i], &e) == HEAD_READY && tpprof_epoch_diff(e, bound) <= 0)
+                    drain_thread(active[i], true, bound, prefetch, &applied);
             continue;
         }
-        if (min_seq == UINT64_MAX) { // every ring is drained
+        if (!pending) { // every ring is drained
             retire_threads();
             return applied;
         }
         uint64_t now = tpprof_now_ns();
         if (!stuck_since_ns) stuck_since_ns = now;
         if (force || now - stuck_since_ns > STUCK_NS) {
-            w->expected_seq = min_seq; // give up on the missing numbers
+            skip_missing();
             stuck_since_ns = 0;
             continue;
         }
         return applied;
     }
+}
+
+// Each stripe's next ticket (the writer starts, or a forked child goes on
+// from what the parent's rings held).
+static void expect_current(void) {
+    for (unsigned s = 0; s < TPPROF_STRIPES; s++)
+        tpprof_w.expected[s] = (uint32_t)atomic_load(&tpprof_stripes[s].v) & ((1u << TPPROF_TICKET_BITS) - 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -792,7 +858,8 @@ bool tpprof_writer_start(const char *path) {
     clock_gettime(CLOCK_REALTIME, &ts);
     tpprof_w.start_unix_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     tpprof_w.peak_epoch = 1;
-    tpprof_w.expected_seq = atomic_load(&tpprof_seq);
+    tpprof_w.order = 1;
+    expect_current();
     ticks_calibrate(tpprof_now_ns()); // the first point; the writer's batches add the latest
     if (!tpprof_db_open(path)) return false;
     db_open = true;
@@ -897,7 +964,7 @@ void tpprof_writer_fork_child(const char *path) {
     if (db_open) {
         batch_begin(tpprof_now_ns());
         drain(true); // the parent's events up to the fork belong to the child too
-        w->expected_seq = atomic_load(&tpprof_seq);
+        expect_current();
         tpprof_db_abandon();
         db_open = false;
         // The child's database starts from the parent's state at the fork.

@@ -178,8 +178,10 @@ struct tpprof_wstate {
     struct tpprof_event *events;
     uint64_t nevents, capevents;
 
-    // Merge.
-    uint64_t expected_seq;
+    // Merge: each stripe's next ticket, and the number of the next record
+    // applied (full mode's events.seq and the tensor records' order).
+    uint32_t expected[TPPROF_STRIPES];
+    uint64_t order;
     uint64_t batch_time_ns;
 
     // Run.
@@ -221,7 +223,8 @@ TPPROF_HIDDEN void tpprof_writer_keep_event(struct tpprof_thread *t, uint64_t se
 
 struct sqlite3;
 // Applies one TPPROF_OP_OBS record.
-TPPROF_HIDDEN void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time);
+// `order` numbers the records in the order they are applied.
+TPPROF_HIDDEN void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time, uint64_t order);
 // A block whose `backs` bit is set was freed (or unmapped) at `time`.
 TPPROF_HIDDEN void tpprof_obs_block_freed(uint64_t addr, uint64_t time);
 // Writes allocator_events (every flush) and, when final, the storage,

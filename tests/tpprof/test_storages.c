@@ -40,7 +40,8 @@ _Atomic int tpprof_active = 1;
 __thread int tpprof_guard;
 __thread struct tpprof_thread *tpprof_self; // NULL: observe.c asks tpprof_thread_get
 __thread struct tpprof_recent_allocs tpprof_recent; // the hooks' last allocations (set by the test)
-struct tpprof_seq_line tpprof_seq_line;
+struct tpprof_order_line tpprof_stripes[TPPROF_STRIPES];
+struct tpprof_order_line tpprof_epoch;
 uint64_t tpprof_t0_ns;
 uint64_t tpprof_now_ns(void) { return 0; } // full mode's record times (unused here)
 static uint64_t obs_ring[1024];
@@ -70,7 +71,7 @@ static void obs_drain(void) {
             continue;
         }
         records++;
-        tpprof_obs_apply(t, r, 1000000 + (r[0] >> 8));
+        tpprof_obs_apply(t, r, 1000000 + tpprof_hdr_ticket(r[0]), tpprof_hdr_ticket(r[0]));
         t->w_head += (uint64_t)tpprof_rec_words(r);
     }
     t->p_head = t->w_head;
@@ -95,9 +96,10 @@ static struct tpprof_thread th0 = {.index = 0}, th1 = {.index = 1};
 
 static void put_flags(struct tpprof_thread *t, int kind, int refop, uint64_t flags, uint32_t stack, uint64_t *w,
                       int n) {
-    w[0] = tpprof_hdr(seq++, TPPROF_OP_OBS, kind);
+    uint64_t order = seq++;
+    w[0] = tpprof_hdr(order, TPPROF_OP_OBS, kind);
     w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)stack << 32;
-    tpprof_obs_apply(t, w, now_ns);
+    tpprof_obs_apply(t, w, now_ns, order);
     now_ns += 10;
 }
 
@@ -262,7 +264,7 @@ static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
     observer = tp_observer_provide(TP_OBSERVER_ABI_VERSION);
     CHECK(observer != NULL, "the observer attaches");
     if (!observer) return;
-    atomic_store(&tpprof_seq, seq); // continues the hand-made records' numbering
+    atomic_store(&tpprof_stripes[0].v, seq); // continues the hand-made records' numbering
     ev_created(20, 64, 70);
     CHECK(captures == 1 && records == 1, "storage created (no struct named): one unwind, one record");
     make_tensor(30, 2);
@@ -287,7 +289,7 @@ static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
     free_tensor(32, 4);
     free_tensor(30, 3);
     CHECK(captures == 2 && records == 9, "two frees, two records (%d, %d)", captures, records);
-    seq = atomic_load(&tpprof_seq);
+    seq = atomic_load(&tpprof_stripes[0].v);
 
     CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
     CHECK(q("SELECT strong FROM storages WHERE id = 20") == 3, "storage 20: strong 3 (creation + 2 retains)");
@@ -337,7 +339,7 @@ static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
           records - before);
     CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
     CHECK(q("SELECT count(*) FROM storages WHERE id = 140 AND freed_ns IS NULL") == 0, "storage 140 is freed");
-    seq = atomic_load(&tpprof_seq);
+    seq = atomic_load(&tpprof_stripes[0].v);
 }
 
 // Events that name the struct their runtime call allocated (tp_obs_event's
