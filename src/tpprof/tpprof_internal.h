@@ -281,13 +281,27 @@ static inline uint64_t *tpprof_ring_slot(struct tpprof_thread *t, uint64_t n) {
     return &t->ring[pos];
 }
 
+// An event of at least this many bytes (an allocation, a free of a block
+// whose chunk is this big, a mapping) is ordered exactly against the events
+// of other threads, not just within the merge's slack: it moves the epoch on
+// by TPPROF_EPOCH_BIG_GAP before and after its own, so whatever another
+// thread did before it has an epoch older by more than the slack, and
+// whatever it does after, newer. Without this, two threads that take turns
+// holding one big buffer were recorded with a peak of two buffers.
+#define TPPROF_BIG_BYTES ((uint64_t)64 << 10)
+#define TPPROF_EPOCH_BIG_GAP 5 // the writer's EPOCH_SLACK + 1
+
 // The order part of a record header (tpprof_hdr) for an event of thread t
 // on `stripe`: the stripe's next ticket, then the epoch (read after the
 // ticket: the locked add orders it). Every TPPROF_EPOCH_EVENTS events the
-// thread moves the epoch on.
-static inline uint64_t tpprof_order_tag(struct tpprof_thread *t, unsigned stripe) {
+// thread moves the epoch on; a big event moves it around itself.
+static inline uint64_t tpprof_order_tag(struct tpprof_thread *t, unsigned stripe, bool big) {
     uint64_t ticket = atomic_fetch_add(&tpprof_stripes[stripe].v, 1);
-    uint64_t epoch = atomic_load_explicit(&tpprof_epoch.v, memory_order_relaxed);
+    uint64_t epoch;
+    if (TPPROF_UNLIKELY(big))
+        epoch = atomic_fetch_add(&tpprof_epoch.v, 2 * TPPROF_EPOCH_BIG_GAP) + TPPROF_EPOCH_BIG_GAP;
+    else
+        epoch = atomic_load_explicit(&tpprof_epoch.v, memory_order_relaxed);
     if (TPPROF_UNLIKELY(++t->p_events >= TPPROF_EPOCH_EVENTS)) {
         t->p_events = 0;
         atomic_fetch_add_explicit(&tpprof_epoch.v, 1, memory_order_relaxed);
@@ -295,6 +309,9 @@ static inline uint64_t tpprof_order_tag(struct tpprof_thread *t, unsigned stripe
     return (epoch & ((1u << TPPROF_EPOCH_BITS) - 1)) << 36 | (ticket & ((1u << TPPROF_TICKET_BITS) - 1)) << 8 |
            stripe;
 }
+
+// The size of the glibc chunk of heap block p (what free will release).
+static inline uint64_t tpprof_chunk_bytes(const void *p) { return ((const uint64_t *)p)[-1] & ~(uint64_t)7; }
 
 // Publishes the n words written at tpprof_ring_slot. The ring's line 512
 // bytes ahead is fetched for writing now: a line the thread writes for the

@@ -675,6 +675,7 @@ static void drain_thread(struct tpprof_thread *t, bool bounded, uint32_t bound, 
 // Epochs a ring may run ahead of the oldest ready one in a pass: the passes
 // stay few with many threads, the interleaving within a few hundred events.
 #define EPOCH_SLACK 4
+_Static_assert(TPPROF_EPOCH_BIG_GAP == EPOCH_SLACK + 1, "a big event's gap must exceed the slack");
 
 // Gives up on the tickets missing before each blocked head (threads that
 // vanished mid-hook, or still inside one after STUCK_NS).

@@ -592,6 +592,23 @@ static void test_quick(char *prog, const char *how) {
     }
 }
 
+// Two threads take turns holding one 2 MiB block (progs/turns.c): the
+// threads' records are merged from two rings, yet the peak must be one
+// block (plus the few small ones live with it), in both modes.
+static void test_turns(char *prog, bool full) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record(full ? "turns_full.db" : "turns.db", argv, full ? "TPPROF_MODE=full" : NULL, &r)) return;
+    CHECK(strcmp(r.out, "turns: 1000\n") == 0, "stdout '%s'", r.out);
+    int64_t peak = qi("SELECT value FROM meta WHERE key = 'peak_bytes'");
+    CHECK(peak >= 2 << 20 && peak < (2 << 20) + (64 << 10), "peak %lld: one 2 MiB block at a time", (long long)peak);
+    CHECK(qi("SELECT count(*) FROM sites WHERE alloc_bytes >= %d", 2 << 20) == 1 &&
+              qi("SELECT alloc_count FROM sites WHERE alloc_bytes >= %d", 2 << 20) == 1000,
+          "one site, 1000 big blocks");
+    CHECK(qi("SELECT peak_bytes FROM sites WHERE alloc_bytes >= %d", 2 << 20) == 2 << 20,
+          "one big block live at the peak");
+}
+
 static void test_peak(char *prog, bool full) {
     char out[600];
     db_path(out, sizeof out, full ? "peak-full.db" : "peak.db");
@@ -997,6 +1014,8 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "fork") == 0) test_fork(prog);
     else if (strcmp(what, "churn") == 0) test_churn(prog);
     else if (strcmp(what, "handoff") == 0) test_handoff(prog, false);
+    else if (strcmp(what, "turns") == 0) test_turns(prog, false);
+    else if (strcmp(what, "turns_full") == 0) test_turns(prog, true);
     else if (strcmp(what, "running") == 0) test_running(prog);
     else if (strcmp(what, "handoff_full") == 0) test_handoff(prog, true);
     else if (strcmp(what, "churn_many") == 0) test_thread_churn_memory(prog);
