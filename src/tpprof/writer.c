@@ -596,11 +596,16 @@ uint64_t tpprof_writer_ticks_to_ns(uint64_t ticks, uint64_t batch_ns) {
 enum { HEAD_EMPTY, HEAD_BLOCKED, HEAD_READY };
 
 // t's next record, past any wrap padding (NULL when the ring is drained as
-// far as the writer has read its tail; the tail is read again then).
-static inline const uint64_t *ring_next(struct tpprof_thread *t) {
+// far as the writer has read its tail). With `refresh` the tail is read
+// again then: once per pass, not per record, as the producer writes that
+// line with every record (a writer chasing the tail record by record made
+// each of the producer's commits a cache miss).
+static inline const uint64_t *ring_next(struct tpprof_thread *t, bool refresh) {
     uint64_t head = t->w_head;
     for (;;) {
         if (head >= t->w_tail) {
+            if (!refresh) break;
+            refresh = false;
             t->w_tail = atomic_load_explicit(&t->tail, memory_order_acquire);
             if (head >= t->w_tail) break;
         }
@@ -621,8 +626,8 @@ static inline bool stripe_ready(uint64_t h) {
     return tpprof_ticket_diff(tpprof_hdr_ticket(h), tpprof_w.expected[tpprof_hdr_stripe(h)]) <= 0;
 }
 
-static inline int head_state(struct tpprof_thread *t, uint32_t *epoch) {
-    const uint64_t *r = ring_next(t);
+static inline int head_state(struct tpprof_thread *t, uint32_t *epoch, bool refresh) {
+    const uint64_t *r = ring_next(t, refresh);
     if (!r) return HEAD_EMPTY;
     *epoch = tpprof_hdr_epoch(r[0]);
     return stripe_ready(r[0]) ? HEAD_READY : HEAD_BLOCKED;
@@ -637,7 +642,7 @@ static void drain_thread(struct tpprof_thread *t, bool bounded, uint32_t bound, 
     const int extra = tpprof_cfg.full ? 1 : 0; // full mode: a timestamp ends each record
     uint64_t time = w->batch_time_ns, n = 0;
     const uint64_t *r;
-    while ((r = ring_next(t)) != NULL) {
+    while ((r = ring_next(t, false)) != NULL) {
         uint64_t h = r[0];
         unsigned stripe = tpprof_hdr_stripe(h);
         int32_t d = tpprof_ticket_diff(tpprof_hdr_ticket(h), w->expected[stripe]);
@@ -684,7 +689,7 @@ static void skip_missing(void) {
     uint32_t lowest[TPPROF_STRIPES];
     bool seen[TPPROF_STRIPES] = {false};
     for (uint32_t i = 0; i < nactive; i++) {
-        const uint64_t *r = ring_next(active[i]);
+        const uint64_t *r = ring_next(active[i], false);
         if (!r || stripe_ready(r[0])) continue;
         unsigned s = tpprof_hdr_stripe(r[0]);
         uint32_t k = tpprof_hdr_ticket(r[0]);
@@ -709,7 +714,7 @@ static uint64_t drain_rings(bool force) {
         uint32_t oldest = 0, e;
         uint32_t ready = 0, pending = 0, only = 0;
         for (uint32_t i = 0; i < nactive; i++) {
-            int st = head_state(active[i], &e);
+            int st = head_state(active[i], &e, true);
             if (st == HEAD_EMPTY) continue;
             pending++;
             if (st != HEAD_READY) continue;
@@ -724,7 +729,7 @@ static uint64_t drain_rings(bool force) {
             }
             uint32_t bound = (oldest + EPOCH_SLACK) & ((1u << TPPROF_EPOCH_BITS) - 1);
             for (uint32_t i = 0; i < nactive; i++)
-                if (head_state(active[i], &e) == HEAD_READY && tpprof_epoch_diff(e, bound) <= 0)
+                if (head_state(active[i], &e, false) == HEAD_READY && tpprof_epoch_diff(e, bound) <= 0)
                     drain_thread(active[i], true, bound, prefetch, &applied);
             continue;
         }
