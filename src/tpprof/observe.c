@@ -98,7 +98,7 @@ static inline uint64_t *obs_slot(struct tpprof_thread *t) {
 
 static inline void obs_commit(struct tpprof_thread *t, uint64_t *w, int kind, int refop, uint64_t flags, uint32_t sid,
                               int n, bool full) {
-    w[0] = tpprof_hdr(tpprof_order_tag(t, 0, false), TPPROF_OP_OBS, kind);
+    w[0] = tpprof_hdr(tpprof_order_tag(0, false), TPPROF_OP_OBS, kind);
     w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
     if (full) w[n++] = tpprof_now_ns();
     tpprof_ring_commit(t, (uint64_t)n);

@@ -220,8 +220,7 @@ TPPROF_HIDDEN void *tpprof_mem_grow(void *p, size_t old_bytes, size_t new_bytes)
 struct tpprof_thread {
     _Atomic uint64_t tail;      // producer: words published (monotonic)
     uint64_t p_head;            // producer's copy of head, refreshed when the ring looks full
-    uint32_t p_events;          // producer: events since it last moved the epoch
-    char pad0[44];
+    char pad0[48];
     _Atomic uint64_t head;      // consumer: words consumed (monotonic), published once per drain
     char pad1[56];
     uint64_t *ring;
@@ -293,21 +292,22 @@ static inline uint64_t *tpprof_ring_slot(struct tpprof_thread *t, uint64_t n) {
 
 // The order part of a record header (tpprof_hdr) for an event of thread t
 // on `stripe`: the stripe's next ticket, then the epoch (read after the
-// ticket: the locked add orders it). Every TPPROF_EPOCH_EVENTS events the
-// thread moves the epoch on; a big event moves it around itself.
-static inline uint64_t tpprof_order_tag(struct tpprof_thread *t, unsigned stripe, bool big) {
+// ticket: the locked add orders it). The event that takes every
+// TPPROF_EPOCH_EVENTS-th ticket of a stripe moves the epoch on (a thread
+// mostly takes its own stripe's tickets: each busy thread moves it about
+// every 64 of its events, with no count of its own to keep); a big event
+// moves it around itself.
+static inline uint64_t tpprof_order_tag(unsigned stripe, bool big) {
     uint64_t ticket = atomic_fetch_add(&tpprof_stripes[stripe].v, 1);
     uint64_t epoch;
     if (TPPROF_UNLIKELY(big))
         epoch = atomic_fetch_add(&tpprof_epoch.v, 2 * TPPROF_EPOCH_BIG_GAP) + TPPROF_EPOCH_BIG_GAP;
     else
         epoch = atomic_load_explicit(&tpprof_epoch.v, memory_order_relaxed);
-    if (TPPROF_UNLIKELY(++t->p_events >= TPPROF_EPOCH_EVENTS)) {
-        t->p_events = 0;
+    if (TPPROF_UNLIKELY((ticket & (TPPROF_EPOCH_EVENTS - 1)) == 0))
         atomic_fetch_add_explicit(&tpprof_epoch.v, 1, memory_order_relaxed);
-    }
-    return (epoch & ((1u << TPPROF_EPOCH_BITS) - 1)) << 36 | (ticket & ((1u << TPPROF_TICKET_BITS) - 1)) << 8 |
-           stripe;
+    // epoch's low bits at 36, ticket's at 8: the shifts drop the rest
+    return epoch << 36 | ticket << (64 - TPPROF_TICKET_BITS) >> (64 - TPPROF_TICKET_BITS - 8) | stripe;
 }
 
 // The size of the glibc chunk of heap block p (what free will release).
