@@ -68,11 +68,21 @@ __attribute__((noinline)) static void record_alloc(int op, void *p, size_t size,
         if (tpprof_ring_reserve(t, 5)) {
             uint64_t *r = tpprof_ring_slot(t, 5);
             unsigned stripe = op == TPPROF_OP_MMAP ? 0 : tpprof_stripe_of((uint64_t)(uintptr_t)p);
-            r[0] = tpprof_hdr(tpprof_order_tag(stripe, size >= TPPROF_BIG_BYTES), op, kind);
+            // The common case in 3 words (less of the ring to write, and for
+            // the writer to read, per allocation).
+            bool packed = op == TPPROF_OP_ALLOC && size >> TPPROF_PACKED_SIZE_BITS == 0;
+            r[0] = tpprof_hdr(tpprof_order_tag(stripe, size >= TPPROF_BIG_BYTES), packed ? TPPROF_OP_ALLOC_PACKED : op,
+                              kind);
             r[1] = (uint64_t)(uintptr_t)p;
-            r[2] = size;
-            r[3] = sid;
-            int n = 4;
+            int n;
+            if (TPPROF_LIKELY(packed)) {
+                r[2] = size | (uint64_t)sid << TPPROF_PACKED_SIZE_BITS;
+                n = 3;
+            } else {
+                r[2] = size;
+                r[3] = sid;
+                n = 4;
+            }
             if (tpprof_cfg.full) r[n++] = tpprof_now_ns();
             tpprof_ring_commit(t, (uint64_t)n);
         }

@@ -66,6 +66,7 @@ enum tpprof_op {
     TPPROF_OP_NOP = 8,          // a ticket taken for nothing (failed realloc)
     TPPROF_OP_OBS = 9,          // a runtime observer event (observe.c): kind = tp_obs_kind,
                                 // word 1 = words | refop << 8 | flags << 16 | stack << 32, payload after
+    TPPROF_OP_ALLOC_PACKED = 10, // an ALLOC in 3 words: addr, size | stack << 40 (size < 2^40)
     TPPROF_OP_WRAP = 15,        // ring padding: continue at the ring's start
 };
 
@@ -101,6 +102,7 @@ enum tpprof_op {
 static inline int tpprof_op_words(int op) {
     switch (op) {
     case TPPROF_OP_ALLOC: return 4;
+    case TPPROF_OP_ALLOC_PACKED: return 3;
     case TPPROF_OP_FREE: return 2;
     case TPPROF_OP_REALLOC: return 5;
     case TPPROF_OP_MMAP: return 4;
@@ -156,6 +158,7 @@ TPPROF_HIDDEN extern _Atomic int tpprof_active;
 // take a few hundred events, not of one ring drained ahead of another).
 // Header bits: kind 0-3, op 4-7, stripe 8-15, ticket 16-43, epoch 44-63;
 // tickets and epochs wrap and are compared as serial numbers.
+#define TPPROF_PACKED_SIZE_BITS 40 // ALLOC_PACKED: stack ids fit in the 24 bits above (stacks.c's MAX_IDS)
 #define TPPROF_STRIPES 256
 #define TPPROF_TICKET_BITS 28
 #define TPPROF_EPOCH_BITS 20

@@ -422,6 +422,13 @@ ALWAYS_INLINE int apply(struct tpprof_thread *t, const uint64_t *r, uint64_t tim
     struct tpprof_wstate *w = &tpprof_w;
     int op = (int)(r[0] >> 4 & 15), kind = (int)(r[0] & 15);
     uint64_t seq = w->order++;
+    if (TPPROF_LIKELY(op == TPPROF_OP_ALLOC_PACKED)) {
+        uint64_t size = r[2] & (((uint64_t)1 << TPPROF_PACKED_SIZE_BITS) - 1);
+        uint32_t sid = (uint32_t)(r[2] >> TPPROF_PACKED_SIZE_BITS);
+        heap_alloc(t, r[1], size, sid, kind, time);
+        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, TPPROF_OP_ALLOC, kind, time, r[1], size, sid, 0);
+        return tpprof_op_words(TPPROF_OP_ALLOC_PACKED);
+    }
     if (TPPROF_LIKELY(op == TPPROF_OP_ALLOC)) {
         heap_alloc(t, r[1], r[2], (uint32_t)r[3], kind, time);
         if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], 0);
@@ -474,8 +481,8 @@ static inline void prefetch_for(const uint64_t *r) {
     if (op == TPPROF_OP_NOP || op == TPPROF_OP_OBS) return;
     struct tpprof_livetable *lt = &tpprof_w.live;
     if (lt->cap) __builtin_prefetch(&lt->slots[tpprof_live_home(r[1]) & (lt->cap - 1)], 1);
-    if (op == TPPROF_OP_ALLOC || op == TPPROF_OP_REALLOC) {
-        uint32_t sid = (uint32_t)r[3];
+    if (op == TPPROF_OP_ALLOC_PACKED || op == TPPROF_OP_ALLOC || op == TPPROF_OP_REALLOC) {
+        uint32_t sid = op == TPPROF_OP_ALLOC_PACKED ? (uint32_t)(r[2] >> TPPROF_PACKED_SIZE_BITS) : (uint32_t)r[3];
         if (sid < cap_hint && site_hint[sid]) __builtin_prefetch(&tpprof_w.sites[site_hint[sid] - 1], 1);
     }
 }
