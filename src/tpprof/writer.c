@@ -602,20 +602,11 @@ uint64_t tpprof_writer_ticks_to_ns(uint64_t ticks, uint64_t batch_ns) {
 // What the merge finds at the head of a ring.
 enum { HEAD_EMPTY, HEAD_BLOCKED, HEAD_READY };
 
-// t's next record, past any wrap padding (NULL when the ring is drained as
-// far as the writer has read its tail). With `refresh` the tail is read
-// again then: once per pass, not per record, as the producer writes that
-// line with every record (a writer chasing the tail record by record made
-// each of the producer's commits a cache miss).
-static inline const uint64_t *ring_next(struct tpprof_thread *t, bool refresh) {
+// t's next record below `limit`, past any wrap padding (NULL: none).
+static inline const uint64_t *ring_next(struct tpprof_thread *t, uint64_t limit) {
     uint64_t head = t->w_head;
     for (;;) {
-        if (head >= t->w_tail) {
-            if (!refresh) break;
-            refresh = false;
-            t->w_tail = atomic_load_explicit(&t->tail, memory_order_acquire);
-            if (head >= t->w_tail) break;
-        }
+        if (head >= limit) break;
         const uint64_t *r = &t->ring[head & t->mask];
         if ((int)(r[0] >> 4 & 15) != TPPROF_OP_WRAP) {
             t->w_head = head;
@@ -633,8 +624,8 @@ static inline bool stripe_ready(uint64_t h) {
     return tpprof_ticket_diff(tpprof_hdr_ticket(h), tpprof_w.expected[tpprof_hdr_stripe(h)]) <= 0;
 }
 
-static inline int head_state(struct tpprof_thread *t, uint32_t *epoch, bool refresh) {
-    const uint64_t *r = ring_next(t, refresh);
+static inline int head_state(struct tpprof_thread *t, uint32_t *epoch) {
+    const uint64_t *r = ring_next(t, t->w_tail);
     if (!r) return HEAD_EMPTY;
     *epoch = tpprof_hdr_epoch(r[0]);
     return stripe_ready(r[0]) ? HEAD_READY : HEAD_BLOCKED;
@@ -649,7 +640,7 @@ static void drain_thread(struct tpprof_thread *t, bool bounded, uint32_t bound, 
     const int extra = tpprof_cfg.full ? 1 : 0; // full mode: a timestamp ends each record
     uint64_t time = w->batch_time_ns, n = 0;
     const uint64_t *r;
-    while ((r = ring_next(t, false)) != NULL) {
+    while ((r = ring_next(t, t->w_lim)) != NULL) {
         uint64_t h = r[0];
         unsigned stripe = tpprof_hdr_stripe(h);
         int32_t d = tpprof_ticket_diff(tpprof_hdr_ticket(h), w->expected[stripe]);
@@ -696,7 +687,7 @@ static void skip_missing(void) {
     uint32_t lowest[TPPROF_STRIPES];
     bool seen[TPPROF_STRIPES] = {false};
     for (uint32_t i = 0; i < nactive; i++) {
-        const uint64_t *r = ring_next(active[i], false);
+        const uint64_t *r = ring_next(active[i], active[i]->w_tail);
         if (!r || stripe_ready(r[0])) continue;
         unsigned s = tpprof_hdr_stripe(r[0]);
         uint32_t k = tpprof_hdr_ticket(r[0]);
@@ -717,11 +708,24 @@ static uint64_t drain_rings(bool force) {
     bool prefetch = tpprof_w.live.cap * sizeof(struct tpprof_block) > TPPROF_LIVE_SPARSE_BYTES;
     collect_threads();
     for (;;) {
+        // Each ring's tail is read twice a pass (not per record: the
+        // producer writes that line with every record, and a writer chasing
+        // it made each commit a cache miss). Records are applied up to the
+        // first read (w_lim); the heads and epochs that order them are those
+        // up to the second (w_tail). Whatever another thread did before a
+        // record seen at the first read was published before it, so by the
+        // second it is seen too: a thread's free that a record of another
+        // thread follows is never missed just because its ring was looked
+        // at a moment too early.
+        for (uint32_t i = 0; i < nactive; i++)
+            active[i]->w_lim = atomic_load_explicit(&active[i]->tail, memory_order_acquire);
+        for (uint32_t i = 0; i < nactive; i++)
+            active[i]->w_tail = atomic_load_explicit(&active[i]->tail, memory_order_acquire);
         // The oldest epoch among the ready heads; how many rings have records.
         uint32_t oldest = 0, e;
         uint32_t ready = 0, pending = 0, only = 0;
         for (uint32_t i = 0; i < nactive; i++) {
-            int st = head_state(active[i], &e, true);
+            int st = head_state(active[i], &e);
             if (st == HEAD_EMPTY) continue;
             pending++;
             if (st != HEAD_READY) continue;
@@ -736,7 +740,7 @@ static uint64_t drain_rings(bool force) {
             }
             uint32_t bound = (oldest + EPOCH_SLACK) & ((1u << TPPROF_EPOCH_BITS) - 1);
             for (uint32_t i = 0; i < nactive; i++)
-                if (head_state(active[i], &e, false) == HEAD_READY && tpprof_epoch_diff(e, bound) <= 0)
+                if (head_state(active[i], &e) == HEAD_READY && tpprof_epoch_diff(e, bound) <= 0)
                     drain_thread(active[i], true, bound, prefetch, &applied);
             continue;
         }
