@@ -101,7 +101,7 @@ __attribute__((noinline)) static void record_free(int op, void *p, size_t len) {
         r[0] = tpprof_hdr(tpprof_order_tag(stripe, big), op, 0);
         r[1] = (uint64_t)(uintptr_t)p;
         int n = 2;
-        if (op == TPPROF_OP_MUNMAP) r[n++] = len;
+        if (munmap) r[n++] = len;
         if (tpprof_cfg.full) r[n++] = tpprof_now_ns();
         tpprof_ring_commit(t, (uint64_t)n);
     }
@@ -149,8 +149,8 @@ __attribute__((noinline)) static void record_mremap(void *p, size_t len, void *o
         uint32_t sid = capture();
         if (tpprof_ring_reserve(t, 8)) {
             bool big = len >= TPPROF_BIG_BYTES || old_len >= TPPROF_BIG_BYTES;
-            uint64_t w[8] = {tpprof_hdr(tpprof_order_tag(0, big), TPPROF_OP_MREMAP, 0), (uint64_t)(uintptr_t)p, len, sid,
-                             (uint64_t)(uintptr_t)old, old_len};
+            uint64_t w[8] = {tpprof_hdr(tpprof_order_tag(0, big), TPPROF_OP_MREMAP, 0), (uint64_t)(uintptr_t)p, len,
+                             sid, (uint64_t)(uintptr_t)old, old_len};
             emit(t, w, 6);
         }
     }

@@ -4,8 +4,8 @@
 // (hooks.c): they call the real allocator, capture a stack (unwind.c), name it
 // through the lock-free stack depot (stacks.c), take an order tag (a stripe
 // ticket and an epoch) and append a small record to their own ring
-// (rings.c). One writer thread (writer.c) merges the rings in that order, keeps the live table
-// (livetable.c), the per-site totals, the peak and the timeline, and writes
+// (rings.c). One writer thread (writer.c) merges the rings in that order,
+// keeps the live table (livetable.c), the per-site totals, the peak and the timeline, and writes
 // SQLite (db.c). At exit a reachability scan (scan.c) classifies the blocks
 // still live. Lifecycle (init, exit, fork, exec, _exit) is in lifecycle.c.
 // When the program uses libtensorplay, its observer events (observe.c) go
@@ -66,9 +66,21 @@ enum tpprof_op {
     TPPROF_OP_NOP = 8,          // a ticket taken for nothing (failed realloc)
     TPPROF_OP_OBS = 9,          // a runtime observer event (observe.c): kind = tp_obs_kind,
                                 // word 1 = words | refop << 8 | flags << 16 | stack << 32, payload after
-    TPPROF_OP_ALLOC_PACKED = 10, // an ALLOC in 3 words: addr, size | stack << 40 (size < 2^40)
+    TPPROF_OP_ALLOC_PACKED = 10, // an ALLOC in 3 words: addr, size | stack << TPPROF_PACKED_SIZE_BITS
     TPPROF_OP_WRAP = 15,        // ring padding: continue at the ring's start
 };
+
+// ALLOC_PACKED's size bits (allocations of 1 TiB and more take the 4-word
+// ALLOC); the stack id fits in the 24 above (stacks.c asserts MAX_IDS < 2^24).
+#define TPPROF_PACKED_SIZE_BITS 40
+
+static inline uint64_t tpprof_packed_size(const uint64_t *r) {
+    return r[2] & (((uint64_t)1 << TPPROF_PACKED_SIZE_BITS) - 1);
+}
+// The stack id of an ALLOC, ALLOC_PACKED or REALLOC record.
+static inline uint32_t tpprof_alloc_sid(const uint64_t *r, int op) {
+    return op == TPPROF_OP_ALLOC_PACKED ? (uint32_t)(r[2] >> TPPROF_PACKED_SIZE_BITS) : (uint32_t)r[3];
+}
 
 // Flags in bits 16-23 of an OBS record's word 1. TENSOR_REF: a RELEASE made
 // by a tensor's free that also carries that TENSOR_FREED (word 4: the tensor
@@ -152,16 +164,19 @@ TPPROF_HIDDEN extern _Atomic int tpprof_active;
 // 64 MiB heaps, so a thread mostly stays on its own lines); mappings and
 // observer records, which name ranges and ids, share stripe 0. The writer
 // applies a stripe's records in its order. Between stripes, the epoch orders:
-// a global count each thread moves on every 64 of its events and stamps on
-// each record, so the merge keeps threads' records within a few epochs of
-// each other (the peak and the timeline are of a real interleaving, give or
-// take a few hundred events, not of one ring drained ahead of another).
+// a global count that moves on with every 64th ticket of a stripe (so about
+// every 64 events of each busy thread) and is stamped on each record, so the
+// merge keeps threads' records within a few epochs of each other (the peak
+// and the timeline are of a real interleaving, give or take a few hundred
+// events, not of one ring drained ahead of another; big events exactly:
+// TPPROF_BIG_BYTES).
 // Header bits: kind 0-3, op 4-7, stripe 8-15, ticket 16-43, epoch 44-63;
 // tickets and epochs wrap and are compared as serial numbers.
-#define TPPROF_PACKED_SIZE_BITS 40 // ALLOC_PACKED: stack ids fit in the 24 bits above (stacks.c's MAX_IDS)
 #define TPPROF_STRIPES 256
 #define TPPROF_TICKET_BITS 28
 #define TPPROF_EPOCH_BITS 20
+#define TPPROF_TICKET_MASK ((1u << TPPROF_TICKET_BITS) - 1)
+#define TPPROF_EPOCH_MASK ((1u << TPPROF_EPOCH_BITS) - 1)
 #define TPPROF_EPOCH_EVENTS 64
 struct tpprof_order_line {
     _Alignas(128) _Atomic uint64_t v; // 128: the adjacent-line prefetcher pairs lines
@@ -175,7 +190,7 @@ static inline unsigned tpprof_stripe_of(uint64_t addr) {
 }
 static inline unsigned tpprof_hdr_stripe(uint64_t h) { return (unsigned)(h >> 8 & 255); }
 static inline uint32_t tpprof_hdr_ticket(uint64_t h) {
-    return (uint32_t)(h >> 16) & ((1u << TPPROF_TICKET_BITS) - 1);
+    return (uint32_t)(h >> 16) & TPPROF_TICKET_MASK;
 }
 static inline uint32_t tpprof_hdr_epoch(uint64_t h) { return (uint32_t)(h >> 44); }
 // a - b for wrapping tickets and epochs.

@@ -422,17 +422,12 @@ ALWAYS_INLINE int apply(struct tpprof_thread *t, const uint64_t *r, uint64_t tim
     struct tpprof_wstate *w = &tpprof_w;
     int op = (int)(r[0] >> 4 & 15), kind = (int)(r[0] & 15);
     uint64_t seq = w->order++;
-    if (TPPROF_LIKELY(op == TPPROF_OP_ALLOC_PACKED)) {
-        uint64_t size = r[2] & (((uint64_t)1 << TPPROF_PACKED_SIZE_BITS) - 1);
-        uint32_t sid = (uint32_t)(r[2] >> TPPROF_PACKED_SIZE_BITS);
+    if (TPPROF_LIKELY(op == TPPROF_OP_ALLOC_PACKED || op == TPPROF_OP_ALLOC)) {
+        uint64_t size = op == TPPROF_OP_ALLOC_PACKED ? tpprof_packed_size(r) : r[2];
+        uint32_t sid = tpprof_alloc_sid(r, op);
         heap_alloc(t, r[1], size, sid, kind, time);
         if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, TPPROF_OP_ALLOC, kind, time, r[1], size, sid, 0);
-        return tpprof_op_words(TPPROF_OP_ALLOC_PACKED);
-    }
-    if (TPPROF_LIKELY(op == TPPROF_OP_ALLOC)) {
-        heap_alloc(t, r[1], r[2], (uint32_t)r[3], kind, time);
-        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], 0);
-        return tpprof_op_words(TPPROF_OP_ALLOC);
+        return tpprof_op_words(op);
     }
     if (TPPROF_LIKELY(op == TPPROF_OP_FREE)) {
         w->free_calls++;
@@ -482,7 +477,7 @@ static inline void prefetch_for(const uint64_t *r) {
     struct tpprof_livetable *lt = &tpprof_w.live;
     if (lt->cap) __builtin_prefetch(&lt->slots[tpprof_live_home(r[1]) & (lt->cap - 1)], 1);
     if (op == TPPROF_OP_ALLOC_PACKED || op == TPPROF_OP_ALLOC || op == TPPROF_OP_REALLOC) {
-        uint32_t sid = op == TPPROF_OP_ALLOC_PACKED ? (uint32_t)(r[2] >> TPPROF_PACKED_SIZE_BITS) : (uint32_t)r[3];
+        uint32_t sid = tpprof_alloc_sid(r, op);
         if (sid < cap_hint && site_hint[sid]) __builtin_prefetch(&tpprof_w.sites[site_hint[sid] - 1], 1);
     }
 }
@@ -510,9 +505,9 @@ static inline void prefetch_step(struct tpprof_thread *t, uint64_t tail, int ext
     t->w_pf = pf + (uint64_t)(tpprof_rec_words(r) + extra);
 }
 
-// The threads the merge still visits, oldest first. A thread leaves once it is gone for good (the
-// kernel no longer knows its tid: no late TLS destructor can write its ring
-// again) and its ring is drained, so a program that runs thousands of
+// The threads the merge still visits, oldest first. A thread leaves once it
+// is gone for good (the kernel no longer knows its tid: no late TLS
+// destructor can write its ring again) and its ring is drained, so a program that runs thousands of
 // short threads does not make every pass visit them all.
 static struct tpprof_thread **active;
 static uint32_t nactive, capactive;
@@ -605,17 +600,15 @@ enum { HEAD_EMPTY, HEAD_BLOCKED, HEAD_READY };
 // t's next record below `limit`, past any wrap padding (NULL: none).
 static inline const uint64_t *ring_next(struct tpprof_thread *t, uint64_t limit) {
     uint64_t head = t->w_head;
-    for (;;) {
-        if (head >= limit) break;
-        const uint64_t *r = &t->ring[head & t->mask];
-        if ((int)(r[0] >> 4 & 15) != TPPROF_OP_WRAP) {
-            t->w_head = head;
-            return r;
-        }
+    const uint64_t *r = NULL;
+    while (head < limit) {
+        r = &t->ring[head & t->mask];
+        if ((int)(r[0] >> 4 & 15) != TPPROF_OP_WRAP) break;
         head += t->mask + 1 - (head & t->mask);
+        r = NULL;
     }
     t->w_head = head;
-    return NULL;
+    return r;
 }
 
 // Whether a record's turn has come on its stripe: its ticket is the next
@@ -664,7 +657,7 @@ static void drain_thread(struct tpprof_thread *t, bool bounded, uint32_t bound, 
             note_thread(t);
         }
         int words = apply(t, r, time);
-        if (d == 0) w->expected[stripe] = (w->expected[stripe] + 1) & ((1u << TPPROF_TICKET_BITS) - 1);
+        if (d == 0) w->expected[stripe] = (w->expected[stripe] + 1) & TPPROF_TICKET_MASK;
         t->w_head = head + (uint64_t)(words + extra);
         n++;
     }
@@ -738,7 +731,7 @@ static uint64_t drain_rings(bool force) {
                 drain_thread(active[only], false, 0, prefetch, &applied);
                 continue;
             }
-            uint32_t bound = (oldest + EPOCH_SLACK) & ((1u << TPPROF_EPOCH_BITS) - 1);
+            uint32_t bound = (oldest + EPOCH_SLACK) & TPPROF_EPOCH_MASK;
             for (uint32_t i = 0; i < nactive; i++)
                 if (head_state(active[i], &e) == HEAD_READY && tpprof_epoch_diff(e, bound) <= 0)
                     drain_thread(active[i], true, bound, prefetch, &applied);
@@ -763,7 +756,7 @@ static uint64_t drain_rings(bool force) {
 // from what the parent's rings held).
 static void expect_current(void) {
     for (unsigned s = 0; s < TPPROF_STRIPES; s++)
-        tpprof_w.expected[s] = (uint32_t)atomic_load(&tpprof_stripes[s].v) & ((1u << TPPROF_TICKET_BITS) - 1);
+        tpprof_w.expected[s] = (uint32_t)atomic_load(&tpprof_stripes[s].v) & TPPROF_TICKET_MASK;
 }
 
 // ---------------------------------------------------------------------------
