@@ -557,6 +557,7 @@ static void retire_threads(void) {
 // applied when it shows up.
 static uint64_t drain_rings(bool force);
 
+// Hands the space the merge has consumed back to the producers.
 static void publish_heads(void) {
     for (uint32_t i = 0; i < nactive; i++)
         if (atomic_load_explicit(&active[i]->head, memory_order_relaxed) != active[i]->w_head)
@@ -727,6 +728,10 @@ static uint64_t drain_rings(bool force) {
         }
         if (ready) {
             stuck_since_ns = 0;
+            // While the producers keep the merge busy, a full ring must not
+            // wait for the whole drain to end (threads handing blocks to
+            // each other kept it looping until one gave up after 100 ms).
+            publish_heads();
             if (pending == 1) { // one ring: no other to keep pace with
                 drain_thread(active[only], false, 0, prefetch, &applied);
                 continue;
