@@ -7,6 +7,7 @@
 // error; run returns the program's own status.
 #include "viewer.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef TPPROF_VERSION
@@ -43,6 +44,7 @@ int main(int argc, char **argv) {
         return TPPROF_EXIT_USAGE;
     }
     const char *cmd = argv[1];
+    atexit(tpprof_symbolize_release);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         fputs(usage, stdout);
         return TPPROF_EXIT_OK;

@@ -23,11 +23,25 @@
 // ---------------------------------------------------------------------------
 // Modules
 
+// A file opened for symbolizing, kept for the life of the process: `run`
+// symbolizes every recording a program tree made (a shell script's children
+// share libc, whose compressed debug sections take most of the time), and
+// the file is reported at bias 0, so any recording's load address fits it.
+typedef struct elf_file {
+    char *path;
+    Dwfl *dwfl;
+    Dwfl_Module *mod;      // NULL when the file cannot be read
+    char build_id[2 * 64 + 1]; // hex; "" when it has none
+} elf_file;
+
+static elf_file *opened;
+static size_t nopened, capopened;
+
+// A row of `modules` of the recording being symbolized.
 typedef struct module {
     char *path, *build_id;
     uint64_t base, lo, hi;
-    Dwfl *dwfl;          // NULL until first used or when unusable
-    Dwfl_Module *mod;
+    Dwfl_Module *mod;    // in `opened`; NULL until first used or when unusable
     bool tried, usable;
 } module;
 
@@ -53,7 +67,53 @@ static void hex(const unsigned char *bits, int n, char *out) {
     out[2 * n] = 0;
 }
 
-// Report the module's file into a private Dwfl on first use.
+// The file at path, opened into its own Dwfl on first use (one Dwfl a file:
+// a library loaded twice may overlap itself in address); NULL when out of
+// memory. A file that cannot be read is warned about once.
+static elf_file *file_open(const char *path) {
+    for (size_t i = 0; i < nopened; i++)
+        if (strcmp(opened[i].path, path) == 0)
+            return &opened[i];
+    elf_file *grown = tpprof_grow(opened, nopened, &capopened, sizeof *grown);
+    if (!grown)
+        return NULL;
+    opened = grown;
+    elf_file *f = &opened[nopened];
+    memset(f, 0, sizeof *f);
+    if (!(f->path = strdup(path)))
+        return NULL;
+    nopened++;
+    f->dwfl = dwfl_begin(&offline_callbacks);
+    if (f->dwfl) {
+        dwfl_report_begin(f->dwfl);
+        f->mod = dwfl_report_elf(f->dwfl, path, path, -1, 0, true);
+        dwfl_report_end(f->dwfl, NULL, NULL);
+    }
+    if (!f->mod) {
+        fprintf(stderr, "tpprof: warning: cannot read %s (%s); its frames stay unsymbolized\n", path,
+                dwfl_errmsg(-1));
+        return f;
+    }
+    const unsigned char *bits = NULL;
+    GElf_Addr vaddr = 0;
+    int n = dwfl_module_build_id(f->mod, &bits, &vaddr);
+    if (n > 0 && n <= 64)
+        hex(bits, n, f->build_id);
+    return f;
+}
+
+void tpprof_symbolize_release(void) {
+    for (size_t i = 0; i < nopened; i++) {
+        if (opened[i].dwfl)
+            dwfl_end(opened[i].dwfl);
+        free(opened[i].path);
+    }
+    free(opened);
+    opened = NULL;
+    nopened = capopened = 0;
+}
+
+// The module's file, on first use; false when its frames stay unsymbolized.
 static bool module_open(module *m) {
     if (m->tried)
         return m->usable;
@@ -62,39 +122,22 @@ static bool module_open(module *m) {
     // relative path ("./plugin.so" as given to dlopen) is tried from here.
     if (!m->path || !strchr(m->path, '/'))
         return false;
-    m->dwfl = dwfl_begin(&offline_callbacks);
-    if (!m->dwfl)
+    elf_file *f = file_open(m->path);
+    if (!f || !f->mod)
         return false;
-    dwfl_report_begin(m->dwfl);
-    m->mod = dwfl_report_elf(m->dwfl, m->path, m->path, -1, (GElf_Addr)m->base, true);
-    dwfl_report_end(m->dwfl, NULL, NULL);
-    if (!m->mod) {
-        fprintf(stderr, "tpprof: warning: cannot read %s (%s); its frames stay unsymbolized\n",
-                m->path, dwfl_errmsg(-1));
+    if (m->build_id && m->build_id[0] && strcasecmp(f->build_id, m->build_id) != 0) {
+        fprintf(stderr,
+                "tpprof: warning: %s was rebuilt since the recording (build-id %s, recorded %s); "
+                "its frames stay unsymbolized\n",
+                m->path, f->build_id[0] ? f->build_id : "none", m->build_id);
         return false;
     }
-    if (m->build_id && m->build_id[0]) {
-        const unsigned char *bits = NULL;
-        GElf_Addr vaddr = 0;
-        int n = dwfl_module_build_id(m->mod, &bits, &vaddr);
-        char found[2 * 64 + 1] = "";
-        if (n > 0 && n <= 64)
-            hex(bits, n, found);
-        if (strcasecmp(found, m->build_id) != 0) {
-            fprintf(stderr,
-                    "tpprof: warning: %s was rebuilt since the recording (build-id %s, recorded %s); "
-                    "its frames stay unsymbolized\n",
-                    m->path, found[0] ? found : "none", m->build_id);
-            return false;
-        }
-    }
+    m->mod = f->mod;
     m->usable = true;
     return true;
 }
 
 static void module_close(module *m) {
-    if (m->dwfl)
-        dwfl_end(m->dwfl);
     free(m->path);
     free(m->build_id);
 }
@@ -208,7 +251,8 @@ static const char *source_path(const char *file, const char *comp_dir, char *out
 // One address to symbolize.
 typedef struct lookup {
     int64_t ip;           // the return address as recorded (looked up at ip - 1)
-    Dwarf_Addr pc;        // ip - 1 in the debug info's addresses
+    Dwarf_Addr addr;      // ip - 1 in the file's addresses (the module's at bias 0)
+    Dwarf_Addr pc;        // addr in the debug info's addresses
     Dwarf_Die cu;         // valid when has_cu
     Dwarf_Off cu_off;
     bool has_cu;
@@ -389,7 +433,7 @@ static int emit_frames(module *m, const lookup *l, const scopes *sc, tpprof_symt
             Dwarf_Die cu = l->cu;
             comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &attr));
         }
-        const char *name = dwfl_module_addrname(m->mod, (Dwarf_Addr)(uint64_t)l->ip - 1);
+        const char *name = dwfl_module_addrname(m->mod, l->addr);
         return symtab_push(out, l->ip, 0, name, source_path(file, comp_dir, path, sizeof path), line,
                            m->path);
     }
@@ -423,8 +467,9 @@ static int symbolize_module(module *m, const int64_t *ips, size_t n, tpprof_symt
     }
     for (size_t i = 0; i < n; i++) {
         lookup *l = &ls[i];
-        Dwarf_Addr addr = (Dwarf_Addr)(uint64_t)ips[i] - 1;
+        Dwarf_Addr addr = (Dwarf_Addr)((uint64_t)ips[i] - 1 - m->base);
         l->ip = ips[i];
+        l->addr = addr;
         l->scope = -1;
         Dwfl_Line *ln = dwfl_module_getsrc(m->mod, addr);
         if (ln)

@@ -152,6 +152,10 @@ void tpprof_symtab_free(tpprof_symtab *tab);
 // `run`. Returns 0 or -1 + error.
 int tpprof_symbolize_file(const char *path);
 
+// Close the files symbolizing opened: they stay open between calls, so that
+// the many recordings of one program tree read each library once.
+void tpprof_symbolize_release(void);
+
 // ---------------------------------------------------------------------------
 // stacks.c
 
