@@ -27,11 +27,24 @@
 // symbolizes every recording a program tree made (a shell script's children
 // share libc, whose compressed debug sections take most of the time), and
 // the file is reported at bias 0, so any recording's load address fits it.
+// A function symbol of an ELF symbol table.
+typedef struct elf_sym {
+    GElf_Addr lo, hi; // hi == lo: the symbol has no size
+    const char *name; // owned by libelf
+    int rank;         // binding: 0 global, 1 weak, 2 other
+} elf_sym;
+
 typedef struct elf_file {
     char *path;
     Dwfl *dwfl;
     Dwfl_Module *mod;      // NULL when the file cannot be read
     char build_id[2 * 64 + 1]; // hex; "" when it has none
+    // The symbol table sorted by address, built on first need: libdwfl's
+    // dwfl_module_addrname scans the whole table for every address, and a
+    // program without debug info (bash) asks it for all of its frames.
+    elf_sym *syms;
+    size_t nsyms;
+    bool syms_read;
 } elf_file;
 
 static elf_file *opened;
@@ -42,6 +55,7 @@ typedef struct module {
     char *path, *build_id;
     uint64_t base, lo, hi;
     Dwfl_Module *mod;    // in `opened`; NULL until first used or when unusable
+    size_t file;         // index in `opened`, when usable
     bool tried, usable;
 } module;
 
@@ -107,10 +121,86 @@ void tpprof_symbolize_release(void) {
         if (opened[i].dwfl)
             dwfl_end(opened[i].dwfl);
         free(opened[i].path);
+        free(opened[i].syms);
     }
     free(opened);
     opened = NULL;
     nopened = capopened = 0;
+}
+
+static int cmp_sym(const void *a, const void *b) {
+    const elf_sym *x = a, *y = b;
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return x->rank - y->rank;
+}
+
+static void syms_read(elf_file *f) {
+    f->syms_read = true;
+    int n = dwfl_module_getsymtab(f->mod);
+    if (n <= 1)
+        return;
+    f->syms = malloc((size_t)n * sizeof *f->syms);
+    if (!f->syms)
+        return; // names fall back to libdwfl's own scan
+    for (int i = 1; i < n; i++) {
+        GElf_Sym sym;
+        GElf_Addr addr = 0;
+        GElf_Word shndx = 0;
+        const char *name = dwfl_module_getsym_info(f->mod, i, &sym, &addr, &shndx, NULL, NULL);
+        int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
+        if (!name || !name[0] || sym.st_shndx == SHN_UNDEF || addr == 0 ||
+            (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE))
+            continue;
+        f->syms[f->nsyms++] = (elf_sym){
+            .lo = addr,
+            .hi = addr + sym.st_size,
+            .name = name,
+            .rank = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2,
+        };
+    }
+    qsort(f->syms, f->nsyms, sizeof *f->syms, cmp_sym);
+}
+
+// The name of the function symbol holding addr: the sized symbol starting
+// closest below it (a global before a weak before a local alias), else the
+// closest sizeless one below it; NULL when there is none.
+static const char *sym_name(elf_file *f, GElf_Addr addr) {
+    if (!f->syms_read)
+        syms_read(f);
+    if (!f->syms)
+        return dwfl_module_addrname(f->mod, addr);
+    size_t a = 0, b = f->nsyms; // first symbol starting above addr
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (f->syms[mid].lo <= addr)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    const elf_sym *sizeless = NULL;
+    // Back over the symbols at or below addr. Sized ones nest rarely; a few
+    // steps find the holder, and one that ends below addr ends the search
+    // unless a longer one could still hold it.
+    for (size_t i = a, steps = 0; i-- > 0 && steps < 64; steps++) {
+        const elf_sym *s = &f->syms[i];
+        if (s->hi == s->lo) {
+            if (!sizeless)
+                sizeless = s;
+            continue;
+        }
+        if (addr < s->hi) {
+            // The best-ranked alias at this address (sorted by rank).
+            while (i > 0 && f->syms[i - 1].lo == s->lo && f->syms[i - 1].hi > addr)
+                s = &f->syms[--i];
+            return s->name;
+        }
+    }
+    if (!sizeless)
+        return NULL;
+    while (sizeless > f->syms && sizeless[-1].lo == sizeless->lo)
+        sizeless--;
+    return sizeless->name;
 }
 
 // The module's file, on first use; false when its frames stay unsymbolized.
@@ -133,6 +223,7 @@ static bool module_open(module *m) {
         return false;
     }
     m->mod = f->mod;
+    m->file = (size_t)(f - opened);
     m->usable = true;
     return true;
 }
@@ -433,7 +524,7 @@ static int emit_frames(module *m, const lookup *l, const scopes *sc, tpprof_symt
             Dwarf_Die cu = l->cu;
             comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &attr));
         }
-        const char *name = dwfl_module_addrname(m->mod, l->addr);
+        const char *name = sym_name(&opened[m->file], l->addr);
         return symtab_push(out, l->ip, 0, name, source_path(file, comp_dir, path, sizeof path), line,
                            m->path);
     }
