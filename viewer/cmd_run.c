@@ -160,6 +160,25 @@ static char **list_children(const char *db, const struct timespec *since) {
     return out;
 }
 
+// The recording of the last program the launched process became by exec:
+// <db without .db>.exec<N>.db for the highest N written this run (the
+// recorder numbers them 1, 2, ... in turn), or db itself; *execs = N.
+static void last_image(const char *db, const struct timespec *since, char *out, size_t size, int *execs) {
+    size_t len = strlen(db);
+    const char *suffix = len > 3 && strcmp(db + len - 3, ".db") == 0 ? ".db" : "";
+    len -= strlen(suffix);
+    snprintf(out, size, "%s", db);
+    *execs = 0;
+    for (int n = 1; n < 100000; n++) {
+        char next[PATH_MAX + 32];
+        snprintf(next, sizeof next, "%.*s.exec%d%s", (int)len, db, n, suffix);
+        if (!is_file(next) || !written_since(next, since) || strlen(next) >= size)
+            break;
+        snprintf(out, size, "%s", next);
+        *execs = n;
+    }
+}
+
 static void free_list(char **list) {
     for (size_t i = 0; list && list[i]; i++)
         free(list[i]);
@@ -197,9 +216,10 @@ static void summarize_tensors(const tpprof_profile *p) {
     tpprof_tensors_free(&t);
 }
 
-static void summarize(const char *path, const char *shown_as) {
+// execs > 0: the recording is of the program the launched one exec'd into.
+static void summarize(const char *path, int execs) {
     if (tpprof_symbolize_file(path) != 0)
-        fprintf(stderr, "tpprof: warning: could not symbolize %s: %s\n", shown_as, tpprof_error());
+        fprintf(stderr, "tpprof: warning: could not symbolize %s: %s\n", path, tpprof_error());
     tpprof_profile *p = tpprof_profile_load(path);
     if (!p) {
         fprintf(stderr, "tpprof: cannot read the recording: %s\n", tpprof_error());
@@ -207,6 +227,9 @@ static void summarize(const char *path, const char *shown_as) {
     }
     const tpprof_summary *s = &p->summary;
     char a[32], b[32], c[32], d[32];
+    if (execs > 0)
+        fprintf(stderr, "tpprof: after %d exec%s it ran %s; that program's summary:\n", execs,
+                execs == 1 ? "" : "s", p->exe ? p->exe : "(unknown)");
     fprintf(stderr, "tpprof: %s allocations (%s), %s frees, peak %s\n",
             tpprof_format_count(s->allocations, a), tpprof_format_size(s->total_bytes, b),
             tpprof_format_count(s->frees, c), tpprof_format_size(s->peak_bytes, d));
@@ -231,6 +254,94 @@ static void summarize(const char *path, const char *shown_as) {
     }
     summarize_tensors(p);
     tpprof_profile_free(p);
+}
+
+// Another recording of the run, for the "also recorded" lines.
+typedef struct other {
+    char *path;
+    int64_t pid;
+    uint64_t allocations, lost_bytes;
+    bool readable;
+    char *error; // why not, when not readable
+} other;
+
+// Unreadable first (something went wrong there), then most bytes lost, then
+// most allocations: the recordings a reader should open first.
+static int cmp_other(const void *a, const void *b) {
+    const other *x = a, *y = b;
+    if (x->readable != y->readable)
+        return x->readable ? 1 : -1;
+    if (x->lost_bytes != y->lost_bytes)
+        return x->lost_bytes > y->lost_bytes ? -1 : 1;
+    if (x->allocations != y->allocations)
+        return x->allocations > y->allocations ? -1 : 1;
+    return strcmp(x->path, y->path);
+}
+
+// At most this many "also recorded" lines: a shell script or a build can
+// leave hundreds of recordings.
+#define OTHERS_SHOWN 8
+
+// Symbolizes the run's other recordings (the first image of an exec chain,
+// forked children and what they became) while their files are still where
+// the recording says, and names the most telling of them.
+static void list_others(const char *db, const char *shown, const struct timespec *since) {
+    char **children = list_children(db, since);
+    size_t n = 0, cap = 1;
+    for (size_t c = 0; children && children[c]; c++)
+        cap++;
+    other *v = calloc(cap, sizeof *v);
+    if (!v) {
+        free_list(children);
+        return;
+    }
+    if (strcmp(db, shown) != 0)
+        v[n++].path = strdup(db);
+    for (size_t c = 0; children && children[c]; c++)
+        if (strcmp(children[c], shown) != 0)
+            v[n++].path = strdup(children[c]);
+    free_list(children);
+    uint64_t lost_total = 0;
+    for (size_t i = 0; i < n; i++) {
+        tpprof_profile *p = NULL;
+        if (!v[i].path || tpprof_symbolize_file(v[i].path) != 0 || !(p = tpprof_profile_load(v[i].path))) {
+            v[i].error = strdup(tpprof_error());
+            continue;
+        }
+        v[i].readable = true;
+        v[i].pid = p->summary.pid;
+        v[i].allocations = p->summary.allocations;
+        v[i].lost_bytes = p->summary.lost_bytes;
+        lost_total += p->summary.lost_bytes;
+        tpprof_profile_free(p);
+    }
+    qsort(v, n, sizeof *v, cmp_other);
+    size_t shown_n = n <= OTHERS_SHOWN + 2 ? n : OTHERS_SHOWN;
+    for (size_t i = 0; i < shown_n; i++) {
+        char a[32], b[32];
+        if (!v[i].path)
+            continue;
+        if (!v[i].readable) {
+            fprintf(stderr, "tpprof: also recorded: %s (unreadable: %s)\n", v[i].path,
+                    v[i].error ? v[i].error : "out of memory");
+            continue;
+        }
+        fprintf(stderr, "tpprof: also recorded: %s (pid %lld%s: %s allocations, lost %s)\n", v[i].path,
+                (long long)v[i].pid, strstr(v[i].path, ".exec") ? ", after exec" : "",
+                tpprof_format_count(v[i].allocations, a), tpprof_format_size(v[i].lost_bytes, b));
+    }
+    if (shown_n < n) {
+        char a[32];
+        size_t len = strlen(db);
+        const char *suffix = len > 3 && strcmp(db + len - 3, ".db") == 0 ? ".db" : "";
+        fprintf(stderr, "tpprof: %zu more recordings of this run are not listed (%zu in all, %s lost among them): %.*s.*%s\n",
+                n - shown_n, n, tpprof_format_size(lost_total, a), (int)(len - strlen(suffix)), db, suffix);
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].path);
+        free(v[i].error);
+    }
+    free(v);
 }
 
 // ---------------------------------------------------------------------------
@@ -401,26 +512,12 @@ int tpprof_cmd_run(int argc, char **argv) {
                 db);
         return code;
     }
-    summarize(db, db);
-    fprintf(stderr, "tpprof: recording: %s  (tpprof report %s)\n", db, db);
-    char **children = list_children(db, &started);
-    for (size_t c = 0; children && children[c]; c++) {
-        const char *child = children[c];
-        if (tpprof_symbolize_file(child) != 0) {
-            fprintf(stderr, "tpprof: also recorded: %s (unreadable: %s)\n", child, tpprof_error());
-            continue;
-        }
-        tpprof_profile *p = tpprof_profile_load(child);
-        if (!p)
-            continue;
-        char a[32], b[32];
-        fprintf(stderr, "tpprof: also recorded: %s (pid %lld%s: %s allocations, lost %s)\n", child,
-                (long long)p->summary.pid, strstr(child, ".exec") ? ", after exec" : "",
-                tpprof_format_count(p->summary.allocations, a),
-                tpprof_format_size(p->summary.lost_bytes, b));
-        tpprof_profile_free(p);
-    }
-    free_list(children);
+    char last[PATH_MAX];
+    int execs = 0;
+    last_image(db, &started, last, sizeof last, &execs);
+    summarize(last, execs);
+    fprintf(stderr, "tpprof: recording: %s  (tpprof report %s)\n", last, last);
+    list_others(db, last, &started);
     return code;
 
 usage_error:

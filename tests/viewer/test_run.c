@@ -156,6 +156,55 @@ static void test_forked_child_recording_is_mentioned(void) {
     harness_result_free(&r);
 }
 
+static void test_summary_is_of_the_program_the_process_exec_d_into(void) {
+    // dash execs leak_once: the recording worth reading is the second image's.
+    const char *db = harness_path("chain.db");
+    char script[4200];
+    snprintf(script, sizeof script, "exec '%s'", leak_once);
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, (char *)"/bin/sh",
+                    (char *)"-c", script, NULL};
+    run_result r = harness_run(argv, NULL, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    char want[4200];
+    snprintf(want, sizeof want, "after 1 exec it ran %s;", leak_once);
+    CHECK(strstr(r.err, want), "want '%s' in:\n%s", want, r.err);
+    snprintf(want, sizeof want, "recording: %s/chain.exec1.db ", harness_dir());
+    CHECK(strstr(r.err, want), "want '%s' in:\n%s", want, r.err);
+    // leak_once's biggest lost block is the 8 KiB it maps and never unmaps.
+    int mapped_line = printed_line(r.out, "mapped");
+    snprintf(want, sizeof want, "biggest leak: 8.00 KiB in map_some (leak_once.c:%d)", mapped_line);
+    CHECK(mapped_line > 0 && strstr(r.err, want), "want '%s' in:\n%s", want, r.err);
+    snprintf(want, sizeof want, "also recorded: %s (pid ", db);
+    CHECK(strstr(r.err, want), "the shell's own recording is listed after: want '%s' in:\n%s", want, r.err);
+    harness_result_free(&r);
+}
+
+static int count_of(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static void test_many_recordings_are_listed_most_lost_first_then_counted(void) {
+    // 12 runs of fork_leak, each with a forked child: 24 recordings besides
+    // the shell's. A parent loses 1000 B; its child that block and 2000 B.
+    const char *db = harness_path("many.db");
+    char script[4200];
+    snprintf(script, sizeof script, "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do '%s' >/dev/null; done", fork_leak);
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, (char *)"/bin/sh",
+                    (char *)"-c", script, NULL};
+    run_result r = harness_run(argv, NULL, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(count_of(r.err, "also recorded: ") == 8, "8 listed:\n%s", r.err);
+    CHECK(count_of(r.err, "lost 2.93 KiB)") == 8, "the 8 listed are children (lost 3000 B):\n%s", r.err);
+    char want[4200];
+    snprintf(want, sizeof want, "16 more recordings of this run are not listed (24 in all, 46.9 KiB lost among them): %s/many.*.db",
+             harness_dir());
+    CHECK(strstr(r.err, want), "want '%s' in:\n%s", want, r.err);
+    harness_result_free(&r);
+}
+
 static void test_static_program_runs_and_no_recording_is_said(void) {
     // Debian's ldconfig is statically linked: LD_PRELOAD cannot reach it.
     const char *db = harness_path("static.db");
@@ -279,6 +328,8 @@ int main(int argc, char **argv) {
     RUN_TEST(test_default_output_name_is_program_and_pid_in_cwd);
     RUN_TEST(test_percent_p_in_output_becomes_the_pid);
     RUN_TEST(test_forked_child_recording_is_mentioned);
+    RUN_TEST(test_summary_is_of_the_program_the_process_exec_d_into);
+    RUN_TEST(test_many_recordings_are_listed_most_lost_first_then_counted);
     RUN_TEST(test_stale_child_recordings_of_an_earlier_run_are_not_listed);
     RUN_TEST(test_missing_program_is_127_with_one_line);
     RUN_TEST(test_static_program_runs_and_no_recording_is_said);
