@@ -109,10 +109,10 @@ static bool meta_del(const char *key) {
 static void cmdline_json(char *out, size_t cap) {
     char buf[8192];
     ssize_t n = 0;
-    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    int fd = tpprof_fd_open("/proc/self/cmdline");
     if (fd >= 0) {
         n = read(fd, buf, sizeof buf - 1);
-        close(fd);
+        tpprof_fd_close(fd);
     }
     if (n < 0) n = 0;
     size_t k = 0;
@@ -155,6 +155,7 @@ bool tpprof_db_open(const char *path) {
     bool reopen = w->exec_pending || w->end_reason != NULL || w->nodes_written > 0;
     snprintf(db_path, sizeof db_path, "%s", path);
     if (!reopen) remove_files(path);
+    tpprof_fdguard_install();
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         fail("opening");
         sqlite3_close(db);
@@ -266,16 +267,19 @@ static bool put_nodes(void) {
 static void thread_name(pid_t tid, char *out, size_t cap) {
     char p[64];
     snprintf(p, sizeof p, "/proc/self/task/%d/comm", (int)tid);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    int fd = tpprof_fd_open(p);
     if (fd < 0) return;
     ssize_t n = read(fd, out, cap - 1);
-    close(fd);
+    tpprof_fd_close(fd);
     if (n <= 0) return;
     if (out[n - 1] == '\n') n--;
     out[n] = 0;
 }
 
-static bool put_threads(void) {
+// A live thread's name is read from /proc at the end only, not at every
+// flush: each read opens a descriptor, and a program's dup2 onto that number
+// at that moment would fail with EBUSY (a thread that ended was named then).
+static bool put_threads(bool final) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO threads(tid, name, first_ns, last_ns) VALUES(?,?,?,?)", -1,
                            &st, NULL) != SQLITE_OK)
@@ -283,7 +287,9 @@ static bool put_threads(void) {
     bool ok = true;
     for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t && ok; t = t->next) {
         if (!t->w_dirty) continue;
-        if (!atomic_load(&t->exited)) thread_name(t->tid, t->w_name, sizeof t->w_name);
+        if (!atomic_load(&t->exited)) {
+            if (final) thread_name(t->tid, t->w_name, sizeof t->w_name);
+        }
         else if (t->name[0]) snprintf(t->w_name, sizeof t->w_name, "%s", t->name);
         sqlite3_bind_int64(st, 1, t->tid);
         if (t->w_name[0]) sqlite3_bind_text(st, 2, t->w_name, -1, SQLITE_STATIC);
@@ -481,7 +487,7 @@ bool tpprof_db_flush(bool final) {
     // at once more before the modules are written.
     static char bypassing[8192];
     int nbypass = final ? tpprof_modules_bypassing(bypassing, sizeof bypassing) : 0;
-    bool ok = (!nbypass || meta_set("bypassing_modules", bypassing)) && put_modules() && put_nodes() && put_threads() && put_sites() && put_samples() && put_events() &&
+    bool ok = (!nbypass || meta_set("bypassing_modules", bypassing)) && put_modules() && put_nodes() && put_threads(final) && put_sites() && put_samples() && put_events() &&
               tpprof_obs_db_put(db, final) && put_meta() && (!final || put_live());
     if (ok && final && tpprof_cfg.full) ok = exec_sql("CREATE INDEX IF NOT EXISTS events_by_address ON events(address)");
     if (!ok) {

@@ -254,7 +254,7 @@ static void readable_line(const char *p, const char *end) {
 
 static void readable_load(void) {
     nreadable = 0;
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    int fd = tpprof_fd_open("/proc/self/maps");
     if (fd < 0) return;
     static char buf[1 << 16];
     size_t have = 0;
@@ -271,7 +271,7 @@ static void readable_load(void) {
         if (have == sizeof buf) have = 0; // a line longer than the buffer: dropped
         memmove(buf, p, have);
     }
-    close(fd);
+    tpprof_fd_close(fd);
 }
 
 // [lo, hi) lies inside one readable range.
@@ -307,10 +307,10 @@ static bool is_readable(uint64_t lo, uint64_t hi) {
 static ssize_t task_file(pid_t tid, const char *name, char *buf, size_t cap) {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = tpprof_fd_open(path);
     if (fd < 0) return -1;
     ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
+    tpprof_fd_close(fd);
     if (n < 0) return -1;
     buf[n] = 0;
     return n;

@@ -486,6 +486,21 @@ TPPROF_HIDDEN void tpprof_writer_exec_failed(void);
 TPPROF_HIDDEN void tpprof_writer_fork_prepare(void);
 TPPROF_HIDDEN void tpprof_writer_fork_parent(void);
 TPPROF_HIDDEN void tpprof_writer_fork_child(const char *path);
+
+// ---------------------------------------------------------------------------
+// The database's file descriptors (fdguard.c).
+
+// Routes SQLite's opens and closes through fdguard.c; once, before the first
+// database is opened. False if the VFS does not allow it (not guarded).
+TPPROF_HIDDEN bool tpprof_fdguard_install(void);
+// Opens a file of tpprof's own for reading (/proc), guarded like the
+// database's; -1 on error. Close it with tpprof_fd_close.
+TPPROF_HIDDEN int tpprof_fd_open(const char *path);
+TPPROF_HIDDEN void tpprof_fd_close(int fd);
+// Still tpprof's (a program's dup2 onto it takes it away).
+TPPROF_HIDDEN bool tpprof_fd_owned(int fd);
+// A forked child: closes the parent's abandoned database descriptors.
+TPPROF_HIDDEN void tpprof_fdguard_fork_child(void);
 TPPROF_HIDDEN extern char tpprof_output_path[4096];
 
 #endif

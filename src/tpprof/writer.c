@@ -768,12 +768,23 @@ static void expect_current(void) {
 // ---------------------------------------------------------------------------
 // Timeline, modules.
 
+// /proc/self/statm stays open (guarded, fdguard.c) and is read again at
+// offset 0: opening it every sample would hand a program's close loop a
+// fresh low number of tpprof's a hundred times a second. /proc/self is the
+// opener's: a forked child opens its own.
+static int statm_fd = -1;
+static pid_t statm_pid;
+
 static int64_t read_rss(void) {
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
+    if (statm_fd >= 0 && !tpprof_fd_owned(statm_fd)) statm_fd = -1; // the program dup'ed onto it
+    if (statm_fd < 0 || statm_pid != getpid()) {
+        if (statm_fd >= 0) tpprof_fd_close(statm_fd);
+        statm_fd = tpprof_fd_open("/proc/self/statm");
+        statm_pid = getpid();
+        if (statm_fd < 0) return 0;
+    }
     char buf[128];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    ssize_t n = pread(statm_fd, buf, sizeof buf - 1, 0);
     if (n <= 0) return 0;
     buf[n] = 0;
     const char *p = buf;
@@ -887,6 +898,7 @@ bool tpprof_writer_start(const char *path) {
     if (!tpprof_db_open(path)) return false;
     db_open = true;
     dl_iterate_phdr(dl_counts, NULL);
+    read_rss(); // statm opens now, before main: not under a program's dup2
     if (!spawn_writer()) {
         tpprof_disable(path, "cannot start the writer thread");
         tpprof_db_close(false);
@@ -990,6 +1002,7 @@ void tpprof_writer_fork_child(const char *path) {
         drain(true); // the parent's events up to the fork belong to the child too
         expect_current();
         tpprof_db_abandon();
+        tpprof_fdguard_fork_child();
         db_open = false;
         // The child's database starts from the parent's state at the fork.
         w->nodes_written = 0;
@@ -1002,6 +1015,7 @@ void tpprof_writer_fork_child(const char *path) {
         if (tpprof_db_open(path)) {
             db_open = true;
             next_flush_ns = 0;
+            read_rss(); // opens the child's own statm while it is alone
             spawn_writer();
         }
     }

@@ -673,6 +673,35 @@ static void test_exec(char *prog) {
           "the new image's leak");
 }
 
+// A program that closes or takes over every descriptor above 2 (`mode`, see
+// progs/closer.c), with `fork` in a forked child first: its files hold only
+// what it wrote, and the recording goes on, complete, in both processes.
+static void test_closer(char *prog, const char *mode, bool fork) {
+    char name[64];
+    snprintf(name, sizeof name, "closer-%s%s.db", mode, fork ? "-fork" : "");
+    char *argv[] = {prog, (char *)mode, tmpdir, fork ? (char *)"fork" : NULL, NULL};
+    struct result r;
+    if (!record(name, argv, NULL, &r)) return;
+    const char *ok = strstr(r.out, "closer ok\n");
+    CHECK(ok && !strstr(r.err, "tpprof:"), "%s: stdout '%s', stderr '%s'", name, r.out, r.err);
+    CHECK(count_blocks(1, 4321, 1, "lose_after_closing", 0) + count_blocks(2, 4321, 1, "lose_after_closing", 0) == 1,
+          "%s: the block lost after the descriptors were closed", name);
+    CHECK(qi("SELECT sum(alloc_count) FROM sites") > 20000, "%s: the allocations after it", name);
+    if (!fork) return;
+    const char *c = strstr(r.out, "child=");
+    int child = c ? atoi(c + 6) : 0;
+    char cdb[700];
+    snprintf(cdb, sizeof cdb, "%s/closer-%s-fork.%d.db", tmpdir, mode, child);
+    if (!open_db(cdb)) {
+        CHECK(false, "no child database at %s", cdb);
+        return;
+    }
+    expect_complete("closer's child");
+    CHECK(count_blocks(1, 4321, 1, "lose_after_closing", 0) + count_blocks(2, 4321, 1, "lose_after_closing", 0) == 1,
+          "%s: the child's block lost after closing", name);
+    CHECK(qi("SELECT sum(alloc_count) FROM sites") > 20000, "%s: the child's allocations", name);
+}
+
 static void test_vfork(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
@@ -1034,6 +1063,11 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "full") == 0) test_peak(prog, true);
     else if (strcmp(what, "exec") == 0) test_exec(prog);
     else if (strcmp(what, "vfork") == 0) test_vfork(prog);
+    else if (strncmp(what, "closer_", 7) == 0) {
+        const char *mode = what + 7;
+        bool fork = strncmp(mode, "fork_", 5) == 0;
+        test_closer(prog, fork ? mode + 5 : mode, fork);
+    }
     else if (strcmp(what, "cache_leak") == 0) test_cache_leak(prog);
     else if (strcmp(what, "weak_refs") == 0) test_weak_refs(prog);
     else if (strcmp(what, "small_views") == 0) test_small_views(prog);

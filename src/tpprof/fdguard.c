@@ -1,0 +1,312 @@
+// fdguard.c: keeping the recording's file descriptors out of the program's
+// way, and the program's hands off them.
+//
+// The database (and its -wal and -shm files) are open in the program's own
+// descriptor table. A daemon or a forked child that closes every descriptor
+// from 3 up, then opens files of its own, would otherwise hand SQLite's
+// numbers to those files: the recording would be lost, and the writer's next
+// flush would write database pages into the program's file. And a shell's
+// `exec 3>log` (dup2 onto 3) would do the same in the other direction. So:
+// - SQLite's unix VFS opens through vfs_open (its xSetSystemCall hook): the
+//   descriptors tpprof opens are moved up near 1024 (below the soft limit),
+//   where programs do not ask for numbers, and remembered;
+// - close, close_range and closefrom from the program leave those alone: a
+//   close of one fails with EBADF, as it would without tpprof, where that
+//   number is not open;
+// - dup2 or dup3 onto one closes the database first, does the dup, and
+//   reopens it (on other numbers), as a failed exec does (writer.c);
+// - tpprof's other files (/proc reads) and libunwind's pipe (pipe2 with
+//   tpprof_guard set) are kept the same way.
+// Calls made by tpprof itself (tpprof_guard set) pass straight through.
+// Not covered: raw syscalls, and posix_spawn's file actions, which run in
+// the new process just before its exec (the descriptors are close-on-exec).
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "tpprof_internal.h"
+
+#define MAX_OWN 16
+
+// fd + 1 of each descriptor tpprof holds (0: free slot), and of those the
+// database's (SQLite's), which a forked child abandons.
+static _Atomic int own[MAX_OWN], own_db[MAX_OWN];
+
+static int (*real_close)(int);
+static int (*real_dup2)(int, int);
+static int (*real_dup3)(int, int, int);
+static int (*real_pipe2)(int[2], int);
+
+static void resolve(void) {
+    if (!real_close) *(void **)&real_close = dlsym(RTLD_NEXT, "close");
+    if (!real_dup2) *(void **)&real_dup2 = dlsym(RTLD_NEXT, "dup2");
+    if (!real_dup3) *(void **)&real_dup3 = dlsym(RTLD_NEXT, "dup3");
+    if (!real_pipe2) *(void **)&real_pipe2 = dlsym(RTLD_NEXT, "pipe2");
+}
+
+static int do_close(int fd) {
+    if (real_close) return real_close(fd);
+    return (int)syscall(SYS_close, fd);
+}
+
+static bool is_own(int fd) {
+    if (fd < 0) return false;
+    for (int i = 0; i < MAX_OWN; i++)
+        if (atomic_load_explicit(&own[i], memory_order_relaxed) == fd + 1) return true;
+    return false;
+}
+
+static void set_add(_Atomic int *set, int fd) {
+    for (int i = 0; i < MAX_OWN; i++) {
+        int expect = 0;
+        if (atomic_compare_exchange_strong(&set[i], &expect, fd + 1)) return;
+    }
+    // More than MAX_OWN open at once (SQLite holds three): not guarded.
+}
+
+static void set_remove(_Atomic int *set, int fd) {
+    for (int i = 0; i < MAX_OWN; i++) {
+        int expect = fd + 1;
+        if (atomic_compare_exchange_strong(&set[i], &expect, 0)) return;
+    }
+}
+
+static void own_add(int fd) { set_add(own, fd); }
+
+static void own_remove(int fd) {
+    set_remove(own, fd);
+    set_remove(own_db, fd);
+}
+
+// ---------------------------------------------------------------------------
+// SQLite's side.
+
+static sqlite3_syscall_ptr sqlite_open;
+
+// The lowest number tpprof's descriptors are moved to: 64 below the soft
+// limit, or below 1024 when the limit is higher (a descriptor near a limit
+// of a million would grow the table to it), or 256 past the number a
+// program dup'ed onto one; 0: leave them where they are.
+static int base_moved; // > 0: after a dup2 onto one of them, move to this
+
+static int high_base(void) {
+    if (base_moved > 0) return base_moved;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+    rlim_t top = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 1024 ? 1024 : rl.rlim_cur;
+    return top > 128 ? (int)(top - 64) : 0;
+}
+
+// fd moved up and kept as tpprof's; -1 if it is gone. Between the open and
+// the move a close loop on another thread can take the low number, and the
+// program's next open reuse it: then the move finds another file, which is
+// left alone. (Files tpprof opens while the program runs are few and rare;
+// the database and statm are opened before main or in a fork child still
+// alone in its process.)
+static int keep(int fd) {
+    struct stat a, b;
+    if (fstat(fd, &a) != 0) return -1;
+    int base = high_base();
+    if (base > fd) {
+        int moved = fcntl(fd, F_DUPFD_CLOEXEC, base);
+        if (moved >= 0) {
+            if (fstat(moved, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+                do_close(moved); // the program's file now: not ours to close
+                errno = EBADF;
+                return -1;
+            }
+            do_close(fd);
+            fd = moved;
+        } else if (errno == EBADF) {
+            return -1;
+        }
+    }
+    own_add(fd);
+    return fd;
+}
+
+static int vfs_open(const char *path, int flags, int mode) {
+    int fd = ((int (*)(const char *, int, int))sqlite_open)(path, flags, mode);
+    // The program's own use of this SQLite library (the same shared one)
+    // goes through here too: only tpprof's calls are moved and kept.
+    if (fd < 0 || !tpprof_guard) return fd;
+    fd = keep(fd);
+    if (fd >= 0) set_add(own_db, fd);
+    return fd;
+}
+
+int tpprof_fd_open(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? fd : keep(fd);
+}
+
+void tpprof_fd_close(int fd) {
+    if (fd < 0) return;
+    own_remove(fd);
+    do_close(fd);
+}
+
+static int vfs_close(int fd) {
+    own_remove(fd);
+    return do_close(fd);
+}
+
+bool tpprof_fdguard_install(void) {
+    static bool done;
+    if (done) return true;
+    resolve();
+    sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
+    if (!vfs || vfs->iVersion < 3 || !vfs->xGetSystemCall || !vfs->xSetSystemCall) return false;
+    sqlite_open = vfs->xGetSystemCall(vfs, "open");
+    if (!sqlite_open) return false;
+    if (vfs->xSetSystemCall(vfs, "open", (sqlite3_syscall_ptr)vfs_open) != SQLITE_OK) return false;
+    if (vfs->xSetSystemCall(vfs, "close", (sqlite3_syscall_ptr)vfs_close) != SQLITE_OK) {
+        vfs->xSetSystemCall(vfs, "open", sqlite_open);
+        return false;
+    }
+    done = true;
+    return true;
+}
+
+void tpprof_fdguard_fork_child(void) {
+    // The parent's database was abandoned (writer.c): its descriptors are
+    // the child's to close. (statm and libunwind's pipe stay: writer.c
+    // reopens statm, and libunwind keeps using its pipe.)
+    for (int i = 0; i < MAX_OWN; i++) {
+        int v = atomic_exchange(&own_db[i], 0);
+        if (v) {
+            set_remove(own, v - 1);
+            do_close(v - 1);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The program's side (exported, tpprof.map).
+
+TPPROF_EXPORT int close(int fd) {
+    if (is_own(fd)) {
+        if (!tpprof_guard) {
+            errno = EBADF;
+            return -1;
+        }
+        own_remove(fd); // libunwind closing its pipe
+    }
+    if (!real_close) resolve();
+    return do_close(fd);
+}
+
+static int close_range_raw(unsigned lo, unsigned hi, int flags) {
+    return (int)syscall(SYS_close_range, lo, hi, flags);
+}
+
+// close_range(lo, hi) around tpprof's descriptors: the gaps between them.
+TPPROF_EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
+    if (tpprof_guard || first > last) return close_range_raw(first, last, flags);
+    int fds[MAX_OWN], n = 0;
+    for (int i = 0; i < MAX_OWN; i++) {
+        int v = atomic_load(&own[i]);
+        if (v && (unsigned)(v - 1) >= first && (unsigned)(v - 1) <= last) fds[n++] = v - 1;
+    }
+    for (int i = 1; i < n; i++) // sort: few
+        for (int j = i; j > 0 && fds[j - 1] > fds[j]; j--) {
+            int t = fds[j];
+            fds[j] = fds[j - 1];
+            fds[j - 1] = t;
+        }
+    unsigned lo = first;
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned fd = (unsigned)fds[i];
+        if (fd > lo && close_range_raw(lo, fd - 1, flags) != 0) rc = -1;
+        lo = fd + 1;
+    }
+    if (lo <= last && lo != 0 && close_range_raw(lo, last, flags) != 0) rc = -1;
+    return rc;
+}
+
+TPPROF_EXPORT void closefrom(int lowfd) {
+    if (lowfd < 0) lowfd = 0;
+    if (close_range((unsigned)lowfd, ~0u, 0) == 0) return;
+    // Without close_range (a kernel before 5.9): one at a time.
+    struct rlimit rl;
+    long top = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 65536;
+    for (long fd = lowfd; fd < top; fd++)
+        if (!is_own((int)fd)) do_close((int)fd);
+}
+
+// libunwind checks that an address is readable by writing from it into a
+// pipe it opens (with tpprof_guard set: it runs inside the hooks); a
+// program's close loop would take those numbers too.
+TPPROF_EXPORT int pipe2(int fds[2], int flags) {
+    if (!real_pipe2) resolve();
+    int rc = real_pipe2 ? real_pipe2(fds, flags) : (int)syscall(SYS_pipe2, fds, flags);
+    if (rc == 0 && tpprof_guard) {
+        int r = keep(fds[0]), w = keep(fds[1]);
+        if (r < 0 || w < 0) {
+            if (r >= 0) tpprof_fd_close(r);
+            if (w >= 0) tpprof_fd_close(w);
+            errno = EBADF;
+            return -1;
+        }
+        fds[0] = r;
+        fds[1] = w;
+    }
+    return rc;
+}
+
+// The program wants this number, which tpprof's database holds: move the
+// database away (close it, and open it again after).
+static int dup_onto_own(int oldfd, int newfd, int flags, bool three) {
+    tpprof_guard = 1; // SQLite's allocations are not the program's
+    // A program taking numbers in a row upward (dup2 onto 3, 4, 5, ...)
+    // would find the database on the next one again: reopen it well ahead
+    // (or low, at the soft limit).
+    struct rlimit rl;
+    bool room = getrlimit(RLIMIT_NOFILE, &rl) == 0 && (rl.rlim_cur == RLIM_INFINITY || (rlim_t)newfd + 320 < rl.rlim_cur);
+    base_moved = room ? newfd + 256 : 0;
+    tpprof_writer_finish(TPPROF_END_EXEC);
+    int rc = three ? real_dup3(oldfd, newfd, flags) : real_dup2(oldfd, newfd);
+    int saved = errno;
+    tpprof_writer_exec_failed();
+    tpprof_guard = 0;
+    errno = saved;
+    return rc;
+}
+
+static bool is_db(int fd) {
+    for (int i = 0; i < MAX_OWN; i++)
+        if (atomic_load_explicit(&own_db[i], memory_order_relaxed) == fd + 1) return true;
+    return false;
+}
+
+bool tpprof_fd_owned(int fd) { return is_own(fd); }
+
+// A dup onto one of tpprof's other files: the program gets the number.
+// statm is reopened (writer.c asks tpprof_fd_owned); libunwind's pipe is
+// idle (it checks memory with mincore where that works, as on Linux).
+static void give_up_own(int fd) { own_remove(fd); }
+
+TPPROF_EXPORT int dup2(int oldfd, int newfd) {
+    if (!real_dup2) resolve();
+    if (!tpprof_guard && oldfd != newfd && is_own(newfd)) {
+        if (is_db(newfd) && real_dup2) return dup_onto_own(oldfd, newfd, 0, false);
+        give_up_own(newfd);
+    }
+    return real_dup2 ? real_dup2(oldfd, newfd) : (int)syscall(SYS_dup2, oldfd, newfd);
+}
+
+TPPROF_EXPORT int dup3(int oldfd, int newfd, int flags) {
+    if (!real_dup3) resolve();
+    if (!tpprof_guard && oldfd != newfd && is_own(newfd)) {
+        if (is_db(newfd) && real_dup3) return dup_onto_own(oldfd, newfd, flags, true);
+        give_up_own(newfd);
+    }
+    return real_dup3 ? real_dup3(oldfd, newfd, flags) : (int)syscall(SYS_dup3, oldfd, newfd, flags);
+}
