@@ -286,27 +286,33 @@ static bool is_db(int fd) {
     return false;
 }
 
-bool tpprof_fd_owned(int fd) { return is_own(fd); }
-
 // A dup onto one of tpprof's other files: the program gets the number.
-// statm is reopened (writer.c asks tpprof_fd_owned); libunwind's pipe is
-// idle (it checks memory with mincore where that works, as on Linux).
-static void give_up_own(int fd) { own_remove(fd); }
+// statm is opened again on this thread, with the writer held (writer.c);
+// libunwind's pipe is idle (it checks memory with mincore where that works,
+// as on Linux). Done here, not by the writer later, so that tpprof's open
+// cannot race the program's next dup2 (which would fail with EBUSY).
+static int dup_onto_other(int oldfd, int newfd, int flags, bool three) {
+    tpprof_guard = 1;
+    tpprof_writer_pause();
+    own_remove(newfd);
+    int rc = three ? real_dup3(oldfd, newfd, flags) : real_dup2(oldfd, newfd);
+    int saved = errno;
+    tpprof_writer_resume(newfd);
+    tpprof_guard = 0;
+    errno = saved;
+    return rc;
+}
 
 TPPROF_EXPORT int dup2(int oldfd, int newfd) {
     if (!real_dup2) resolve();
-    if (!tpprof_guard && oldfd != newfd && is_own(newfd)) {
-        if (is_db(newfd) && real_dup2) return dup_onto_own(oldfd, newfd, 0, false);
-        give_up_own(newfd);
-    }
+    if (!tpprof_guard && oldfd != newfd && is_own(newfd) && real_dup2)
+        return is_db(newfd) ? dup_onto_own(oldfd, newfd, 0, false) : dup_onto_other(oldfd, newfd, 0, false);
     return real_dup2 ? real_dup2(oldfd, newfd) : (int)syscall(SYS_dup2, oldfd, newfd);
 }
 
 TPPROF_EXPORT int dup3(int oldfd, int newfd, int flags) {
     if (!real_dup3) resolve();
-    if (!tpprof_guard && oldfd != newfd && is_own(newfd)) {
-        if (is_db(newfd) && real_dup3) return dup_onto_own(oldfd, newfd, flags, true);
-        give_up_own(newfd);
-    }
+    if (!tpprof_guard && oldfd != newfd && is_own(newfd) && real_dup3)
+        return is_db(newfd) ? dup_onto_own(oldfd, newfd, flags, true) : dup_onto_other(oldfd, newfd, flags, true);
     return real_dup3 ? real_dup3(oldfd, newfd, flags) : (int)syscall(SYS_dup3, oldfd, newfd, flags);
 }

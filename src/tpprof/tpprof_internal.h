@@ -483,6 +483,11 @@ TPPROF_HIDDEN void tpprof_writer_leak_scan(uintptr_t sp);
 enum tpprof_end { TPPROF_END_EXIT, TPPROF_END_EXEC, TPPROF_END_QUICK };
 TPPROF_HIDDEN void tpprof_writer_finish(enum tpprof_end how);
 TPPROF_HIDDEN void tpprof_writer_exec_failed(void);
+// Holds the writer still (its lock) while a program's dup2 takes the number
+// of a file of tpprof's; resume reopens that file elsewhere (statm) and lets
+// the writer go on.
+TPPROF_HIDDEN void tpprof_writer_pause(void);
+TPPROF_HIDDEN void tpprof_writer_resume(int taken);
 TPPROF_HIDDEN void tpprof_writer_fork_prepare(void);
 TPPROF_HIDDEN void tpprof_writer_fork_parent(void);
 TPPROF_HIDDEN void tpprof_writer_fork_child(const char *path);
@@ -497,8 +502,6 @@ TPPROF_HIDDEN bool tpprof_fdguard_install(void);
 // database's; -1 on error. Close it with tpprof_fd_close.
 TPPROF_HIDDEN int tpprof_fd_open(const char *path);
 TPPROF_HIDDEN void tpprof_fd_close(int fd);
-// Still tpprof's (a program's dup2 onto it takes it away).
-TPPROF_HIDDEN bool tpprof_fd_owned(int fd);
 // A forked child: closes the parent's abandoned database descriptors.
 TPPROF_HIDDEN void tpprof_fdguard_fork_child(void);
 TPPROF_HIDDEN extern char tpprof_output_path[4096];

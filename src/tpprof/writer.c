@@ -799,7 +799,6 @@ static int statm_fd = -1;
 static pid_t statm_pid;
 
 static int64_t read_rss(void) {
-    if (statm_fd >= 0 && !tpprof_fd_owned(statm_fd)) statm_fd = -1; // the program dup'ed onto it
     if (statm_fd < 0 || statm_pid != getpid()) {
         if (statm_fd >= 0) tpprof_fd_close(statm_fd);
         statm_fd = tpprof_fd_open("/proc/self/statm");
@@ -956,6 +955,16 @@ static __attribute__((noinline)) void wipe_stack(void) {
     volatile char frame[4096];
     memset((char *)frame, 0, sizeof frame);
     __asm__ volatile("" : : "r"(frame) : "memory");
+}
+
+void tpprof_writer_pause(void) { wmu_lock_other(); }
+
+void tpprof_writer_resume(int taken) {
+    if (taken >= 0 && taken == statm_fd) {
+        statm_fd = -1;
+        read_rss(); // another number for statm, opened on this thread
+    }
+    pthread_mutex_unlock(&wmu);
 }
 
 void tpprof_writer_leak_scan(uintptr_t sp) {
