@@ -15,6 +15,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <errno.h>
+
 #include "tpprof_internal.h"
 
 #define RING_WORDS ((uint64_t)1 << 18) // 2 MiB per thread
@@ -73,11 +75,16 @@ void tpprof_thread_release(struct tpprof_thread *t) {
 struct tpprof_thread *tpprof_thread_get(void) {
     struct tpprof_thread *t = tpprof_self;
     if (TPPROF_LIKELY(t != NULL)) return t;
+    // The program's errno is not ours to change (pthread_getattr_np reads
+    // /proc/self/maps for the main thread; a failed call may set it).
+    int saved_errno = errno;
     int index = atomic_fetch_add(&next_index, 1);
     t = thread_struct(index);
-    if (!t) return NULL;
-    t->ring = tpprof_mem_map(RING_WORDS * sizeof(uint64_t));
-    if (!t->ring) return NULL; // (the slot stays unused)
+    if (t) t->ring = tpprof_mem_map(RING_WORDS * sizeof(uint64_t));
+    if (!t || !t->ring) { // (the slot stays unused)
+        errno = saved_errno;
+        return NULL;
+    }
     t->mask = RING_WORDS - 1;
     t->tid = (pid_t)syscall(SYS_gettid);
     t->index = index;
@@ -90,6 +97,7 @@ struct tpprof_thread *tpprof_thread_get(void) {
         t->next = old;
     } while (!atomic_compare_exchange_weak(&tpprof_threads, &old, t));
     tpprof_self = t;
+    errno = saved_errno;
     return t;
 }
 
@@ -110,7 +118,16 @@ _Atomic uint64_t tpprof_dropped;
 // event (counted in meta.dropped_events): the writer may itself be waiting
 // for a lock this thread holds (the loader's, if malloc was called inside
 // dlopen), and a lost event is better than a hung program.
+static bool ring_wait(struct tpprof_thread *t, uint64_t words);
+
 bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words) {
+    int saved_errno = errno; // sched_yield and the clock leave it alone, but it is the program's
+    bool ok = ring_wait(t, words);
+    errno = saved_errno;
+    return ok;
+}
+
+static bool ring_wait(struct tpprof_thread *t, uint64_t words) {
     uint64_t cap = t->mask + 1;
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
     uint64_t start = 0;

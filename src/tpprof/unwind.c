@@ -12,6 +12,7 @@
 // Runs inside malloc hooks: no locks, no malloc.
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 
 #include "tpprof_internal.h"
@@ -89,7 +90,9 @@ __attribute__((noinline)) static int fp_walk(uintptr_t *ips, int max) {
 static int unw_walk(uintptr_t *ips, int max) {
     void *buf[TPPROF_MAX_DEPTH + 16];
     int want = max + 8 > (int)(sizeof buf / sizeof buf[0]) ? (int)(sizeof buf / sizeof buf[0]) : max + 8;
+    int saved_errno = errno; // libunwind's checks of memory may set it: it is the program's
     int got = unw_bt(buf, want);
+    errno = saved_errno;
     int i = 0;
     while (i < got && is_self((uintptr_t)buf[i])) i++;
     int n = 0;

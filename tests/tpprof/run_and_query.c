@@ -720,6 +720,16 @@ static void test_busy_fork(char *prog) {
     CHECK(qi("SELECT value FROM meta WHERE key = 'duration_ns'") < 10000000000LL, "the run took under 10 s");
 }
 
+// errno after each allocation call (progs/errnos.c) is what it is natively.
+static void test_errnos(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result native = run(NULL, argv, NULL);
+    struct result r;
+    if (!record("errnos.db", argv, NULL, &r)) return;
+    CHECK(native.status == 0 && strstr(native.out, "thread2 free(NULL): errno kept"), "native run: %s", native.out);
+    CHECK(strcmp(r.out, native.out) == 0, "same errnos as natively:\n%s\nnatively:\n%s", r.out, native.out);
+}
+
 static void test_vfork(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
@@ -1082,6 +1092,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "exec") == 0) test_exec(prog);
     else if (strcmp(what, "vfork") == 0) test_vfork(prog);
     else if (strcmp(what, "busyfork") == 0) test_busy_fork(prog);
+    else if (strcmp(what, "errnos") == 0) test_errnos(prog);
     else if (strncmp(what, "closer_", 7) == 0) {
         const char *mode = what + 7;
         bool fork = strncmp(mode, "fork_", 5) == 0;
