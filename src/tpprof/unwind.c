@@ -88,16 +88,30 @@ __attribute__((noinline)) static int fp_walk(uintptr_t *ips, int max) {
 
 // libunwind, tpprof's frames dropped.
 static int unw_walk(uintptr_t *ips, int max) {
-    void *buf[TPPROF_MAX_DEPTH + 16];
-    int want = max + 8 > (int)(sizeof buf / sizeof buf[0]) ? (int)(sizeof buf / sizeof buf[0]) : max + 8;
+    void *buf[max + 8];
     int saved_errno = errno; // libunwind's checks of memory may set it: it is the program's
-    int got = unw_bt(buf, want);
+    int got = unw_bt(buf, max + 8);
     errno = saved_errno;
     int i = 0;
     while (i < got && is_self((uintptr_t)buf[i])) i++;
     int n = 0;
     for (; i < got && n < max; i++) ips[n++] = (uintptr_t)buf[i];
     return n;
+}
+
+// A hook runs on the program's stack, which may be small (a thread made
+// with PTHREAD_STACK_MIN, 16 KiB, deep in its own calls). Below
+// UNW_ROOM_BYTES of room libunwind is not called (its walk and its parsing
+// of unwind tables take several KiB) and the frame-pointer walk stands
+// alone; below FP_ROOM_BYTES no stack is taken at all.
+#define UNW_ROOM_BYTES ((uintptr_t)12 << 10)
+#define FP_ROOM_BYTES ((uintptr_t)4 << 10)
+
+static uintptr_t stack_room(void) {
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    struct tpprof_thread *t = tpprof_self;
+    if (!t || !t->stack_lo || sp <= t->stack_lo || sp > t->stack_hi) return UINTPTR_MAX;
+    return sp - t->stack_lo;
 }
 
 // ---------------------------------------------------------------------------
@@ -237,6 +251,17 @@ static void learn(struct uwstate *s, uint32_t gen, const uintptr_t *f, const uin
     }
 }
 
+// libunwind's walk (nl frames into a buffer on this frame, not the fast
+// path's), teaching the verdicts when the frame-pointer walk f/fps (nf
+// frames) is given.
+static __attribute__((noinline)) uint32_t capture_unw(struct uwstate *s, uint32_t gen, const uintptr_t *f,
+                                                      const uintptr_t *fps, int nf, int max) {
+    uintptr_t l[max];
+    int nl = unw_walk(l, max);
+    if (s) learn(s, gen, f, fps, nf, l, nl, max);
+    return tpprof_stack_intern(l, nl);
+}
+
 static uint32_t capture_verified(int max) {
     struct uwstate *s = uw;
     if (TPPROF_UNLIKELY(!s)) {
@@ -245,10 +270,7 @@ static uint32_t capture_verified(int max) {
             tpprof_self->uw_mem = s;
             tpprof_self->uw_bytes = sizeof *s;
         }
-        if (!s) {
-            uintptr_t l[TPPROF_MAX_DEPTH];
-            return tpprof_stack_intern(l, unw_walk(l, max));
-        }
+        if (!s) return capture_unw(NULL, 0, NULL, NULL, 0, max);
     }
     uint32_t gen = atomic_load_explicit(&uw_gen, memory_order_relaxed);
     uintptr_t f[FPS_AT + TPPROF_MAX_DEPTH]; // the return addresses (and the anchor's tail), then fps
@@ -277,17 +299,22 @@ static uint32_t capture_verified(int max) {
         for (int k = 0; k + 1 < fp_len && ok; k++) ok = verdict(s, f[k], gen) == V_OK;
         if (ok) return tpprof_stack_intern_h(f, len, h, (uint32_t)fp_len);
     }
-    // Slow path: libunwind decides, and teaches.
-    uintptr_t l[TPPROF_MAX_DEPTH];
-    int nl = unw_walk(l, max);
     if (nf > max) nf = max;
-    learn(s, gen, f, fps, nf, l, nl, max);
-    return tpprof_stack_intern(l, nl);
+    // Too little stack left for libunwind: the frame-pointer walk, as it is.
+    if (TPPROF_UNLIKELY(stack_room() < UNW_ROOM_BYTES)) return tpprof_stack_intern(f, nf);
+    // Slow path: libunwind decides, and teaches.
+    return capture_unw(s, gen, f, fps, nf, max);
+}
+
+static __attribute__((noinline)) uint32_t capture_fp(int max) {
+    uintptr_t ips[max];
+    return tpprof_stack_intern(ips, fp_walk(ips, max));
 }
 
 uint32_t tpprof_capture(int max) {
-    uintptr_t ips[TPPROF_MAX_DEPTH];
-    if (tpprof_cfg.unwind_fp || !unw_bt) return tpprof_stack_intern(ips, fp_walk(ips, max));
-    if (tpprof_cfg.unwind_unw) return tpprof_stack_intern(ips, unw_walk(ips, max));
+    if (TPPROF_UNLIKELY(stack_room() < FP_ROOM_BYTES)) return 0; // no stack rather than no program
+    if (tpprof_cfg.unwind_fp || !unw_bt || (tpprof_cfg.unwind_unw && stack_room() < UNW_ROOM_BYTES))
+        return capture_fp(max);
+    if (tpprof_cfg.unwind_unw) return capture_unw(NULL, 0, NULL, NULL, 0, max);
     return capture_verified(max);
 }

@@ -730,6 +730,17 @@ static void test_errnos(char *prog) {
     CHECK(strcmp(r.out, native.out) == 0, "same errnos as natively:\n%s\nnatively:\n%s", r.out, native.out);
 }
 
+// Threads with 16 KiB stacks allocating 7 KiB down them (progs/smallstack.c):
+// the hooks fit in what is left, and the blocks are recorded.
+static void test_small_stacks(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record("smallstack.db", argv, NULL, &r)) return;
+    CHECK(strcmp(r.out, "smallstack ok\n") == 0, "stdout '%s', stderr '%s'", r.out, r.err);
+    CHECK(qi("SELECT sum(alloc_count) FROM sites") >= 8 * 201, "every allocation recorded");
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 777") == 8, "the 8 blocks lost");
+}
+
 static void test_vfork(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
@@ -1093,6 +1104,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "vfork") == 0) test_vfork(prog);
     else if (strcmp(what, "busyfork") == 0) test_busy_fork(prog);
     else if (strcmp(what, "errnos") == 0) test_errnos(prog);
+    else if (strcmp(what, "smallstack") == 0) test_small_stacks(prog);
     else if (strncmp(what, "closer_", 7) == 0) {
         const char *mode = what + 7;
         bool fork = strncmp(mode, "fork_", 5) == 0;
