@@ -266,6 +266,21 @@ TPPROF_EXPORT void _exit(int status) {
 TPPROF_EXPORT void _Exit(int status) { _exit(status); }
 
 // ---------------------------------------------------------------------------
+// pthread_exit on the main thread: the process ends with its last thread
+// (glibc calls exit(0) when its thread count falls to zero), but the writer
+// is a thread too and would keep it alive for ever. So the writer is told,
+// and once it is the only thread left it calls exit(0) itself (writer.c).
+
+TPPROF_EXPORT void pthread_exit(void *retval) {
+    static void (*real)(void *) __attribute__((noreturn));
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "pthread_exit");
+    if (started && (pid_t)syscall(SYS_gettid) == getpid()) atomic_store(&tpprof_main_exited, 1);
+    if (real) real(retval);
+    syscall(SYS_exit, 0); // no pthread_exit to be found: end this thread
+    __builtin_unreachable();
+}
+
+// ---------------------------------------------------------------------------
 // dlclose: the module map must hold the library before it goes.
 
 TPPROF_EXPORT int dlclose(void *handle) {

@@ -487,6 +487,9 @@ TPPROF_HIDDEN void tpprof_writer_exec_failed(void);
 // of a file of tpprof's; resume reopens that file elsewhere (statm) and lets
 // the writer go on.
 TPPROF_HIDDEN void tpprof_writer_pause(void);
+// The main thread called pthread_exit (lifecycle.c): the writer ends the
+// process once it is the last thread (writer.c).
+TPPROF_HIDDEN extern _Atomic int tpprof_main_exited;
 TPPROF_HIDDEN void tpprof_writer_resume(int taken);
 TPPROF_HIDDEN void tpprof_writer_fork_prepare(void);
 TPPROF_HIDDEN void tpprof_writer_fork_parent(void);

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <errno.h>
@@ -866,6 +867,22 @@ static void nap(long ns) {
     syscall(SYS_futex, &writer_stop, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
 }
 
+_Atomic int tpprof_main_exited;
+
+// After the main thread's pthread_exit: whether the writer is the only
+// thread left (/proc/self/status counts it and the main thread, a zombie
+// until the process ends).
+static bool only_writer_left(void) {
+    static int fd = -1;
+    if (fd < 0 && (fd = tpprof_fd_open("/proc/self/status")) < 0) return false;
+    char buf[4096];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    const char *p = strstr(buf, "\nThreads:");
+    return p && strtol(p + 10, NULL, 10) <= 2;
+}
+
 static void *writer_main(void *arg) {
     (void)arg;
     tpprof_guard = 1;
@@ -898,6 +915,12 @@ static void *writer_main(void *arg) {
             continue;
         }
         if (drain_cut) continue; // still busy: no nap
+        if (TPPROF_UNLIKELY(atomic_load(&tpprof_main_exited)) && only_writer_left()) {
+            // What glibc would do as the last program thread ended: exit(0),
+            // the program's atexit handlers (recorded) and then ours.
+            tpprof_guard = 0;
+            exit(0);
+        }
         nap(sleep_ns);
     }
     return NULL;

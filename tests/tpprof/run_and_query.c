@@ -741,6 +741,22 @@ static void test_small_stacks(char *prog) {
     CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 777") == 8, "the 8 blocks lost");
 }
 
+// main's pthread_exit (progs/mainexit.c): the process still ends, status 0,
+// with its last thread, and the recording is complete.
+static void test_main_exit(char *prog, bool alone) {
+    char *argv[] = {prog, alone ? (char *)"alone" : NULL, NULL};
+    struct result r;
+    if (!record(alone ? "mainexit-alone.db" : "mainexit.db", argv, NULL, &r)) return;
+    char v[64];
+    qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'end_reason'");
+    CHECK(strcmp(v, "exit") == 0, "ended by exit: '%s'", v);
+    if (alone) return;
+    CHECK(strcmp(r.out, "mainexit: worker done\n") == 0, "stdout '%s'", r.out);
+    CHECK(count_blocks(1, 5555, 1, "worker_leak", 0) + count_blocks(2, 5555, 1, "worker_leak", 0) == 1,
+          "the worker's block, recorded after main was gone");
+    CHECK(qi("SELECT sum(alloc_count) FROM sites") > 10000, "the worker's allocations");
+}
+
 static void test_vfork(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
@@ -1105,6 +1121,8 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "busyfork") == 0) test_busy_fork(prog);
     else if (strcmp(what, "errnos") == 0) test_errnos(prog);
     else if (strcmp(what, "smallstack") == 0) test_small_stacks(prog);
+    else if (strcmp(what, "mainexit") == 0) test_main_exit(prog, false);
+    else if (strcmp(what, "mainexit_alone") == 0) test_main_exit(prog, true);
     else if (strncmp(what, "closer_", 7) == 0) {
         const char *mode = what + 7;
         bool fork = strncmp(mode, "fork_", 5) == 0;

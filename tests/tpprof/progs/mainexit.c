@@ -1,0 +1,41 @@
+// mainexit.c: main ends with pthread_exit while a worker thread goes on,
+// allocates, loses 5555 B in worker_leak and returns: the process ends with
+// its last thread, with status 0 (glibc calls exit(0) then). With "alone" as
+// argv[1] there is no worker: main's pthread_exit is the end.
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void *volatile sink;
+
+__attribute__((noinline)) void worker_leak(void) {
+    sink = malloc(5555);
+    sink = NULL;
+}
+
+static void *worker(void *arg) {
+    (void)arg;
+    usleep(50 * 1000); // main is gone by now
+    for (int i = 0; i < 10000; i++) {
+        sink = malloc(64);
+        free(sink);
+    }
+    worker_leak();
+    volatile char scrub[8192];
+    memset((char *)scrub, 0, sizeof scrub);
+    printf("mainexit: worker done\n");
+    fflush(stdout);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "alone") != 0) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, worker, NULL) != 0) return 1;
+        pthread_detach(t);
+    }
+    pthread_exit(NULL);
+}
