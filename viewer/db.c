@@ -49,7 +49,14 @@ static int check_header(const char *path) {
     // The in-header page count is valid only when "version-valid-for" equals
     // the change counter (SQLite >= 3.7.0 keeps them in step).
     uint32_t pages = be32(h + 28);
-    if (pages && be32(h + 92) == be32(h + 24)) {
+    // A -wal file beside it holds committed pages the file itself may not
+    // have yet: a recording cut short (kill -9, a full disk mid-checkpoint)
+    // is whole only with it, and SQLite reads it.
+    char wal[4096 + 8];
+    struct stat wb;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    bool has_wal = stat(wal, &wb) == 0 && S_ISREG(wb.st_mode) && wb.st_size > 0;
+    if (pages && !has_wal && be32(h + 92) == be32(h + 24)) {
         uint64_t want = (uint64_t)pages * page_size;
         if ((uint64_t)sb.st_size < want)
             return tpprof_error_set("'%s' is truncated: %lld of %llu bytes", path,
