@@ -259,6 +259,7 @@ struct tpprof_thread {
     _Alignas(64) uint64_t w_head; // consumed so far (head is published from it)
     uint64_t w_tail;            // last tail the writer read
     uint64_t w_lim;             // the merge applies records below this (writer.c)
+    uint64_t w_cap;             // a forced drain stops here: the tail when it began
     uint64_t w_pf;              // next record to prefetch (writer.c), ahead of w_head
     uint64_t w_last_alloc;      // address of this thread's last allocation
     uint64_t w_first_ns, w_last_ns;
