@@ -422,6 +422,19 @@ int tpprof_cmd_run(int argc, char **argv) {
         fprintf(stderr, "tpprof run: the output path is too long\n");
         return TPPROF_EXIT_USAGE;
     }
+    // The recorder would say it cannot write, and the program would run for
+    // nothing: say so now, before starting it.
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", template);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = 0;
+    struct stat dsb;
+    if (stat(dir, &dsb) != 0 || !S_ISDIR(dsb.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "tpprof run: cannot write the recording into %s: %s\n", dir,
+                stat(dir, &dsb) != 0 ? strerror(errno) : !S_ISDIR(dsb.st_mode) ? "not a directory" : strerror(EACCES));
+        return TPPROF_EXIT_USAGE;
+    }
 
     int errpipe[2];
     if (pipe2(errpipe, O_CLOEXEC) != 0) {

@@ -251,6 +251,21 @@ static void test_stale_child_recordings_of_an_earlier_run_are_not_listed(void) {
     harness_result_free(&r);
 }
 
+static void test_unwritable_output_directory_is_2_before_the_program_runs(void) {
+    const char *mark = harness_path("ran.mark");
+    char script[4200];
+    snprintf(script, sizeof script, "touch '%s'", mark);
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)"/nonexistent-tpprof-dir/x.db",
+                    (char *)"/bin/sh", (char *)"-c", script, NULL};
+    run_result r = harness_run(argv, NULL, NULL);
+    CHECK(r.status == 2, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.err, "tpprof run: cannot write the recording into /nonexistent-tpprof-dir: No such file or directory"),
+          "%s", r.err);
+    struct stat sb;
+    CHECK(stat(mark, &sb) != 0, "the program did not run");
+    harness_result_free(&r);
+}
+
 static void test_missing_program_is_127_with_one_line(void) {
     run_result r = harness_tpprof("run", "-o", harness_path("none.db"), "/nonexistent/program", NULL);
     CHECK(r.status == 127, "status %d", r.status);
@@ -332,6 +347,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_many_recordings_are_listed_most_lost_first_then_counted);
     RUN_TEST(test_stale_child_recordings_of_an_earlier_run_are_not_listed);
     RUN_TEST(test_missing_program_is_127_with_one_line);
+    RUN_TEST(test_unwritable_output_directory_is_2_before_the_program_runs);
     RUN_TEST(test_static_program_runs_and_no_recording_is_said);
     RUN_TEST(test_full_mode_and_depth_reach_the_recorder);
     RUN_TEST(test_cpp_names_are_demangled);
