@@ -23,7 +23,7 @@ static inline uint64_t mix(uint64_t x) { return tpprof_live_home(x); }
 // holds 2 slots per block, not 8.
 bool tpprof_live_grow(struct tpprof_livetable *lt) {
     uint64_t ncap = lt->cap ? lt->cap * 2 : 1 << 12;
-    struct tpprof_block *ns = tpprof_mem_map(ncap * sizeof *ns);
+    struct tpprof_block *ns = tpprof_mem_map_populated(ncap * sizeof *ns);
     if (!ns) return false;
     for (uint64_t i = 0; i < lt->cap; i++) {
         struct tpprof_block *b = &lt->slots[i];
@@ -50,8 +50,8 @@ struct tpprof_block *tpprof_live_find(struct tpprof_livetable *lt, uint64_t addr
 
 static bool map_grow(struct tpprof_map *m) {
     uint64_t ncap = m->cap ? m->cap * 2 : 1 << 12;
-    uint64_t *nk = tpprof_mem_map(ncap * sizeof *nk);
-    uint32_t *nv = tpprof_mem_map(ncap * sizeof *nv);
+    uint64_t *nk = tpprof_mem_map_populated(ncap * sizeof *nk);
+    uint32_t *nv = tpprof_mem_map_populated(ncap * sizeof *nv);
     if (!nk || !nv) {
         tpprof_mem_unmap(nk, ncap * sizeof *nk);
         tpprof_mem_unmap(nv, ncap * sizeof *nv);

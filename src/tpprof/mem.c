@@ -22,6 +22,14 @@ void *tpprof_mem_map(size_t bytes) {
     return (void *)r;
 }
 
+void *tpprof_mem_map_populated(size_t bytes) {
+    if (bytes == 0) bytes = 1;
+    long r = syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE, -1, 0);
+    if (r < 0 && r > -4096) return NULL;
+    return (void *)r;
+}
+
 void tpprof_mem_unmap(void *p, size_t bytes) {
     if (p) syscall(SYS_munmap, p, bytes ? bytes : 1);
 }

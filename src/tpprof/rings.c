@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <errno.h>
@@ -127,20 +128,41 @@ bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words) {
     return ok;
 }
 
+// The writer's CPU time, or 0 if it cannot be read.
+static uint64_t writer_cpu_ns(void) {
+    clockid_t c = tpprof_writer_clock;
+    struct timespec ts;
+    if (!c || clock_gettime(c, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+// Gives up after 100 ms in which the writer did not run for 1 ms: it is
+// then blocked (on a lock this thread may hold). A writer that is running
+// (growing a big live table, committing a big flush) is waited for, up to
+// 10 s: a program making a million allocations in a row dropped events
+// while the writer rehashed its table.
 static bool ring_wait(struct tpprof_thread *t, uint64_t words) {
     uint64_t cap = t->mask + 1;
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
-    uint64_t start = 0;
+    uint64_t start = 0, first = 0, cpu = 0;
     for (unsigned spins = 0;; spins++) {
         t->p_head = atomic_load_explicit(&t->head, memory_order_acquire);
         if (tail + 2 * words - t->p_head <= cap) return true;
         if (!atomic_load_explicit(&tpprof_active, memory_order_relaxed)) return false;
         if ((spins & 255) == 255) {
             uint64_t now = tpprof_now_ns();
-            if (!start) start = now;
-            else if (now - start > 100000000u) {
-                atomic_fetch_add(&tpprof_dropped, 1);
-                return false;
+            if (!start) {
+                start = first = now;
+                cpu = writer_cpu_ns();
+            } else if (now - start > 100000000u) {
+                uint64_t c = writer_cpu_ns();
+                if (c && c - cpu > 1000000u && now - first < 10000000000ull) { // it runs: wait on
+                    start = now;
+                    cpu = c;
+                } else {
+                    atomic_fetch_add(&tpprof_dropped, 1);
+                    return false;
+                }
             }
         }
         sched_yield();

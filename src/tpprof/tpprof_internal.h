@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <sys/types.h>
 
 #define TPPROF_HIDDEN __attribute__((visibility("hidden")))
@@ -228,6 +229,11 @@ TPPROF_HIDDEN void tpprof_disable(const char *what, const char *why);
 // nor scanned as a root.
 
 TPPROF_HIDDEN void *tpprof_mem_map(size_t bytes);           // zeroed, or NULL
+// Zeroed and every page present, or NULL: for a hash table about to be
+// filled, whose probes read slots before writing them (a read of an
+// untouched page maps the zero page, and the write after it faults again
+// and flushes the TLB of every CPU the program runs on).
+TPPROF_HIDDEN void *tpprof_mem_map_populated(size_t bytes);
 TPPROF_HIDDEN void tpprof_mem_unmap(void *p, size_t bytes);
 TPPROF_HIDDEN void *tpprof_mem_grow(void *p, size_t old_bytes, size_t new_bytes);
 
@@ -491,6 +497,9 @@ TPPROF_HIDDEN void tpprof_writer_pause(void);
 // The main thread called pthread_exit (lifecycle.c): the writer ends the
 // process once it is the last thread (writer.c).
 TPPROF_HIDDEN extern _Atomic int tpprof_main_exited;
+// The writer thread's CPU-time clock (0 until it runs): a producer waiting
+// on a full ring tells a busy writer from a blocked one by it (rings.c).
+TPPROF_HIDDEN extern clockid_t tpprof_writer_clock;
 TPPROF_HIDDEN void tpprof_writer_resume(int taken);
 TPPROF_HIDDEN void tpprof_writer_fork_prepare(void);
 TPPROF_HIDDEN void tpprof_writer_fork_parent(void);

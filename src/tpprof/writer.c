@@ -881,6 +881,7 @@ static void nap(long ns) {
 }
 
 _Atomic int tpprof_main_exited;
+clockid_t tpprof_writer_clock;
 
 // After the main thread's pthread_exit: whether the writer is the only
 // thread left (/proc/self/status counts it and the main thread, a zombie
@@ -945,6 +946,8 @@ static bool spawn_writer(void) {
     pthread_sigmask(SIG_SETMASK, &all, &old);
     atomic_store(&writer_stop, 0);
     int rc = pthread_create(&writer_thread, NULL, writer_main, NULL);
+    clockid_t c;
+    tpprof_writer_clock = rc == 0 && pthread_getcpuclockid(writer_thread, &c) == 0 ? c : 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     writer_running = rc == 0;
     return writer_running;

@@ -770,6 +770,18 @@ static void test_exit_busy(char *prog) {
           (long long)qi("SELECT value FROM meta WHERE key = 'duration_ns'"));
 }
 
+// A million blocks made in a row and kept to the end (progs/bigset.c):
+// none dropped, every one in live_blocks (reachable from `keep`).
+static void test_big_live_set(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record("bigset.db", argv, NULL, &r)) return;
+    CHECK(strcmp(r.out, "bigset 1000000\n") == 0, "stdout '%s'", r.out);
+    CHECK(qi("SELECT value FROM meta WHERE key = 'dropped_events'") == 0, "no event dropped");
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 72 AND reachability = 2") == 1000000,
+          "the million blocks, reachable: %lld", (long long)qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 72"));
+}
+
 static void test_vfork(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
@@ -1136,6 +1148,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "smallstack") == 0) test_small_stacks(prog);
     else if (strcmp(what, "mainexit") == 0) test_main_exit(prog, false);
     else if (strcmp(what, "exitbusy") == 0) test_exit_busy(prog);
+    else if (strcmp(what, "bigset") == 0) test_big_live_set(prog);
     else if (strcmp(what, "mainexit_alone") == 0) test_main_exit(prog, true);
     else if (strncmp(what, "closer_", 7) == 0) {
         const char *mode = what + 7;
