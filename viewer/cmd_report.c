@@ -170,6 +170,9 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
         printf(", not scanned %s in %s", tpprof_format_size(s->unscanned_bytes, c),
                tpprof_format_count(s->unscanned_count, d));
     printf("\n");
+    if (s->live_from_sites)
+        printf("  NOTE        the program did not end, so no live set was written: the leaks are what each\n"
+               "              site still had allocated at the last flush, not scanned\n");
     if (s->dropped_events)
         printf("  WARNING     %lld events were dropped while recording: some blocks may look "
                "leaked that were freed\n",
@@ -421,6 +424,7 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_kv_uint(&j, "reachable_count", s->reachable_count);
     tpprof_json_kv_uint(&j, "unscanned_bytes", s->unscanned_bytes);
     tpprof_json_kv_uint(&j, "unscanned_count", s->unscanned_count);
+    tpprof_json_kv_bool(&j, "live_from_sites", s->live_from_sites);
     tpprof_json_object_end(&j);
 
     if (o->sections & SECTION_LEAKS) {

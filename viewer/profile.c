@@ -224,6 +224,36 @@ static int load_leaks(tpprof_profile *p) {
     return 0;
 }
 
+// A recording cut short has no live_blocks (they are written at the end):
+// each site's allocations minus its frees at the last flush stand in, as
+// unscanned leaks. A program the OOM killer ended is the one most in need.
+static int leaks_from_sites(tpprof_profile *p) {
+    leak_table table = {0};
+    size_t cap = 0;
+    tpprof_summary *s = &p->summary;
+    for (size_t i = 0; i < p->nsites; i++) {
+        const tpprof_site *site = &p->sites[i];
+        if (site->alloc_count <= site->free_count || site->alloc_bytes <= site->freed_bytes)
+            continue;
+        tpprof_leak *l = leak_group(p, &table, &cap, site->stack_id, site->kind, TPPROF_REACH_UNSCANNED);
+        if (!l) {
+            free(table.slots);
+            return -1;
+        }
+        l->bytes += site->alloc_bytes - site->freed_bytes;
+        l->count += site->alloc_count - site->free_count;
+        s->leaked_bytes += site->alloc_bytes - site->freed_bytes;
+        s->leaked_count += site->alloc_count - site->free_count;
+        s->unscanned_bytes += site->alloc_bytes - site->freed_bytes;
+        s->unscanned_count += site->alloc_count - site->free_count;
+    }
+    free(table.slots);
+    s->live_from_sites = p->nleaks > 0;
+    if (p->nleaks)
+        qsort(p->leaks, p->nleaks, sizeof *p->leaks, cmp_leak);
+    return 0;
+}
+
 static int load_sites(tpprof_profile *p) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(p->db->sql,
@@ -336,6 +366,8 @@ tpprof_profile *tpprof_profile_load(const char *path) {
         s->pid = v;
     if (tpprof_db_meta_i64(p->db, "duration_ns", &v))
         s->duration_ns = v;
+    if (!s->complete && p->nleaks == 0 && leaks_from_sites(p) != 0)
+        goto fail;
     char *bypassing = tpprof_db_meta(p->db, "bypassing_modules");
     if (bypassing) {
         parse_paths(bypassing, &p->bypassing, &p->nbypassing);

@@ -219,6 +219,10 @@ typedef struct tpprof_summary {
     bool leak_scanned; // meta.leak_scan = 1: unscanned blocks came after the scan
     int64_t dropped_events; // meta.dropped_events: a dropped free fakes a leak
     int64_t pid, duration_ns;
+    // The recording ended without its final flush (killed, the OOM killer,
+    // a crash) and has no live set: the leaks are what each site had live
+    // at its last flush (sites: allocated minus freed), all "unscanned".
+    bool live_from_sites;
 } tpprof_summary;
 
 // Live blocks at the end, grouped by (stack, kind, reachability).

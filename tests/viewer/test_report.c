@@ -119,6 +119,35 @@ static void test_text_incomplete_run_is_flagged_and_blocks_unscanned(void) {
     harness_result_free(&r);
 }
 
+// A recording cut short before its final flush (kill -9, the OOM killer)
+// has sites but no live_blocks: the leaks are each site's allocated minus
+// freed, unscanned, and the report says where they come from.
+static void test_killed_run_leaks_come_from_the_sites_at_the_last_flush(void) {
+    fixture_options o = {.incomplete = true};
+    const char *db = harness_path("killed.db");
+    CHECK(fixture_write_edited(db, &o,
+                               "DELETE FROM live_blocks;"
+                               "UPDATE sites SET alloc_count = free_count + 3, alloc_bytes = freed_bytes + 3000 "
+                               "WHERE rowid = (SELECT min(rowid) FROM sites);"
+                               "UPDATE sites SET alloc_count = free_count, alloc_bytes = freed_bytes "
+                               "WHERE rowid > (SELECT min(rowid) FROM sites)") == 0,
+          "fixture");
+    run_result r = harness_tpprof("report", db, "--leaks", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.out, "leaked      2.93 KiB in 3 blocks: lost 0 B in 0, reachable 0 B in 0, not scanned 2.93 KiB in 3"),
+          "%s", r.out);
+    CHECK(strstr(r.out, "no live set was written"), "%s", r.out);
+    CHECK(strstr(r.out, "2.93 KiB in      3 blocks  unscanned"), "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--format", "json", NULL);
+    CHECK(strstr(r.out, "\"live_from_sites\": true") && strstr(r.out, "\"unscanned_bytes\": 3000"), "%s", r.out);
+    harness_result_free(&r);
+    // A complete recording keeps its own live set and says nothing of sites.
+    r = harness_tpprof("report", app_db, "--format", "json", NULL);
+    CHECK(strstr(r.out, "\"live_from_sites\": false"), "%s", r.out);
+    harness_result_free(&r);
+}
+
 // ---------------------------------------------------------------------------
 // JSON
 
@@ -316,6 +345,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_text_peak_lists_sites_live_at_the_peak);
     RUN_TEST(test_text_temporary_counts_and_sites);
     RUN_TEST(test_text_incomplete_run_is_flagged_and_blocks_unscanned);
+    RUN_TEST(test_killed_run_leaks_come_from_the_sites_at_the_last_flush);
     RUN_TEST(test_dropped_events_are_warned_about);
     RUN_TEST(test_json_is_valid_and_has_the_documented_summary);
     RUN_TEST(test_json_leaks_carry_kind_reachability_and_innermost_first_stack);
