@@ -152,7 +152,10 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
         printf(" (pid %" PRId64 ")", s->pid);
     if (s->duration_ns)
         printf(", ran %.3f s", (double)s->duration_ns / 1e9);
-    printf(", %s%s\n", s->complete ? "complete" : "INCOMPLETE (did not end normally)",
+    printf(", %s%s\n",
+           s->complete        ? "complete"
+           : s->still_running ? "INCOMPLETE (still running: what it has flushed so far)"
+                              : "INCOMPLETE (did not end normally)",
            p->mode && strcmp(p->mode, "full") == 0 ? ", full mode" : "");
     printf("  calls       %s allocations, %s frees, %s temporary\n",
            tpprof_format_count(s->allocations, a), tpprof_format_count(s->frees, b),
@@ -171,8 +174,9 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
                tpprof_format_count(s->unscanned_count, d));
     printf("\n");
     if (s->live_from_sites)
-        printf("  NOTE        the program did not end, so no live set was written: the leaks are what each\n"
-               "              site still had allocated at the last flush, not scanned\n");
+        printf("  NOTE        the program %s, so no live set was written: the leaks are what each\n"
+               "              site still had allocated at the last flush, not scanned\n",
+               s->still_running ? "has not ended" : "did not end");
     if (s->dropped_events)
         printf("  WARNING     %lld events were dropped while recording: some blocks may look "
                "leaked that were freed\n",
@@ -397,6 +401,7 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_kv_int(&j, "pid", s->pid);
     tpprof_json_kv_string(&j, "mode", p->mode);
     tpprof_json_kv_bool(&j, "complete", s->complete);
+    tpprof_json_kv_bool(&j, "still_running", s->still_running);
     tpprof_json_kv_int(&j, "duration_ns", s->duration_ns);
     tpprof_json_kv_string(&j, "tool_version", p->tool_version);
     tpprof_json_kv_int(&j, "dropped_events", s->dropped_events);

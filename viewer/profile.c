@@ -10,6 +10,7 @@
 #include "viewer.h"
 
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -224,6 +225,40 @@ static int load_leaks(tpprof_profile *p) {
     return 0;
 }
 
+// Whether process pid exists and started within 2 s of unix_ns (a pid the
+// system has since given to another process started later).
+static bool process_started_at(pid_t pid, int64_t unix_ns) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); // the name may hold spaces and parentheses
+    unsigned long long start_ticks = 0;
+    // After ") ": state, then fields 4 to 21; the start time is field 22.
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                     &start_ticks) != 1)
+        return false;
+    f = fopen("/proc/stat", "r");
+    if (!f)
+        return false;
+    unsigned long long btime = 0;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "btime %llu", &btime) == 1)
+            break;
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (!btime || hz <= 0)
+        return false;
+    double started = (double)btime + (double)start_ticks / (double)hz;
+    double diff = started - (double)unix_ns / 1e9;
+    return diff > -2.0 && diff < 2.0;
+}
+
 // A recording cut short has no live_blocks (they are written at the end):
 // each site's allocations minus its frees at the last flush stand in, as
 // unscanned leaks. A program the OOM killer ended is the one most in need.
@@ -368,6 +403,9 @@ tpprof_profile *tpprof_profile_load(const char *path) {
         s->duration_ns = v;
     if (!s->complete && p->nleaks == 0 && leaks_from_sites(p) != 0)
         goto fail;
+    int64_t started = 0;
+    if (!s->complete && s->pid > 0 && tpprof_db_meta_i64(p->db, "start_unix_ns", &started))
+        s->still_running = process_started_at((pid_t)s->pid, started);
     char *bypassing = tpprof_db_meta(p->db, "bypassing_modules");
     if (bypassing) {
         parse_paths(bypassing, &p->bypassing, &p->nbypassing);

@@ -223,6 +223,9 @@ typedef struct tpprof_summary {
     // a crash) and has no live set: the leaks are what each site had live
     // at its last flush (sites: allocated minus freed), all "unscanned".
     bool live_from_sites;
+    // Not complete, and the recorded process is still running (its pid is
+    // alive and started when the recording did): a recording being written.
+    bool still_running;
 } tpprof_summary;
 
 // Live blocks at the end, grouped by (stack, kind, reachability).

@@ -4,8 +4,12 @@
 #include "fixture.h"
 #include "harness.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 static const char *app_db;
 
@@ -145,6 +149,38 @@ static void test_killed_run_leaks_come_from_the_sites_at_the_last_flush(void) {
     // A complete recording keeps its own live set and says nothing of sites.
     r = harness_tpprof("report", app_db, "--format", "json", NULL);
     CHECK(strstr(r.out, "\"live_from_sites\": false"), "%s", r.out);
+    harness_result_free(&r);
+}
+
+// An incomplete recording whose process is still alive (same pid, started
+// when the recording did) is said to be one still being written.
+static void test_recording_of_a_running_process_says_so(void) {
+    pid_t child = fork();
+    if (child == 0) {
+        execl("/bin/sleep", "sleep", "5", (char *)NULL);
+        _exit(127);
+    }
+    CHECK(child > 0, "fork");
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT OR REPLACE INTO meta(key, value) VALUES ('pid', '%d');"
+             "INSERT OR REPLACE INTO meta(key, value) VALUES ('start_unix_ns', '%lld')",
+             (int)child, (long long)now.tv_sec * 1000000000LL + now.tv_nsec);
+    fixture_options o = {.incomplete = true};
+    const char *db = harness_path("running.db");
+    CHECK(fixture_write_edited(db, &o, sql) == 0, "fixture");
+    run_result r = harness_tpprof("report", db, NULL);
+    CHECK(strstr(r.out, "INCOMPLETE (still running: what it has flushed so far)"), "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--format", "json", NULL);
+    CHECK(strstr(r.out, "\"still_running\": true"), "%s", r.out);
+    harness_result_free(&r);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    r = harness_tpprof("report", db, NULL);
+    CHECK(strstr(r.out, "INCOMPLETE (did not end normally)"), "once it is gone: %s", r.out);
     harness_result_free(&r);
 }
 
@@ -346,6 +382,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_text_temporary_counts_and_sites);
     RUN_TEST(test_text_incomplete_run_is_flagged_and_blocks_unscanned);
     RUN_TEST(test_killed_run_leaks_come_from_the_sites_at_the_last_flush);
+    RUN_TEST(test_recording_of_a_running_process_says_so);
     RUN_TEST(test_dropped_events_are_warned_about);
     RUN_TEST(test_json_is_valid_and_has_the_documented_summary);
     RUN_TEST(test_json_leaks_carry_kind_reachability_and_innermost_first_stack);
