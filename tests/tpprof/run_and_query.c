@@ -57,7 +57,8 @@ static void slurp(const char *path, char *buf, size_t cap) {
 
 // Runs argv; with `out_db` under the preload writing there. `env` is an
 // optional extra "NAME=value".
-static int kill_after_ms; // > 0: SIGKILL the program after this long
+static int kill_after_ms; // > 0: SIGKILL the program after this long...
+static const char *kill_when_sql; // ...and once this query on its database gives a count > 0
 
 static struct result run(const char *out_db, char *const argv[], const char *env) {
     struct result r;
@@ -83,7 +84,22 @@ static struct result run(const char *out_db, char *const argv[], const char *env
     }
     int st = 0;
     if (kill_after_ms > 0) {
+        // Kill once a flush has written what the test wants to find (or after
+        // 10 s): a fixed delay raced the writer on a loaded machine.
         usleep((useconds_t)kill_after_ms * 1000);
+        for (int waited = 0; kill_when_sql && out_db && waited < 10000; waited += 50) {
+            sqlite3 *h = NULL;
+            int64_t got = 0;
+            if (sqlite3_open_v2(out_db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+                sqlite3_stmt *q = NULL;
+                if (sqlite3_prepare_v2(h, kill_when_sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+                    got = sqlite3_column_int64(q, 0);
+                sqlite3_finalize(q);
+            }
+            sqlite3_close(h);
+            if (got > 0) break;
+            usleep(50 * 1000);
+        }
         kill(pid, SIGKILL);
     }
     waitpid(pid, &st, 0);
@@ -1136,7 +1152,8 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "unwritable") == 0) test_unwritable(prog);
     else if (strcmp(what, "_exit") == 0 || strcmp(what, "abort") == 0) test_quick(prog, what);
     else if (strcmp(what, "kill9") == 0) {
-        kill_after_ms = 600;
+        kill_after_ms = 300;
+        kill_when_sql = "SELECT count(*) FROM sites WHERE alloc_bytes >= 3333";
         test_quick(prog, "hang");
     }
     else if (strcmp(what, "peak") == 0) test_peak(prog, false);
