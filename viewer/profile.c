@@ -414,6 +414,7 @@ tpprof_profile *tpprof_profile_load(const char *path) {
     p->mode = tpprof_db_meta(p->db, "mode");
     p->exe = tpprof_db_meta(p->db, "exe");
     p->tool_version = tpprof_db_meta(p->db, "tool_version");
+    p->malloc_owner = tpprof_db_meta(p->db, "malloc_replaced_by");
     return p;
 fail:
     tpprof_profile_free(p);
@@ -421,6 +422,11 @@ fail:
 }
 
 void tpprof_profile_warn_bypassing(const tpprof_profile *p, FILE *out, const char *prefix) {
+    if (p->malloc_owner)
+        fprintf(out,
+                "%s%s defines its own malloc (a jemalloc or mimalloc linked in?): the allocations made "
+                "through it are not in this recording\n",
+                prefix, p->malloc_owner);
     for (size_t i = 0; i < p->nbypassing; i++)
         fprintf(out,
                 "%s%s called the C library's allocator directly (loaded with RTLD_DEEPBIND?): its own "
@@ -439,6 +445,7 @@ void tpprof_profile_free(tpprof_profile *p) {
     free(p->mode);
     free(p->exe);
     free(p->tool_version);
+    free(p->malloc_owner);
     free(p->leaks);
     free(p->sites);
     for (size_t i = 0; i < p->nkinds; i++)

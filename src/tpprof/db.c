@@ -192,6 +192,7 @@ bool tpprof_db_open(const char *path) {
         !meta_int("start_unix_ns", (int64_t)w->start_unix_ns) || !meta_set("complete", "0"))
         goto bad;
     if (w->parent_pid && !meta_int("parent_pid", w->parent_pid)) goto bad;
+    if (tpprof_malloc_owner[0] && !meta_set("malloc_replaced_by", tpprof_malloc_owner)) goto bad;
     if (!exec_sql("COMMIT")) goto bad;
     return true;
 bad:

@@ -34,6 +34,7 @@ uint64_t tpprof_t0_ns;
 char tpprof_output_path[4096];
 
 static char self_path[1024];
+char tpprof_malloc_owner[1024];
 // The process this image records. A vfork child shares tpprof's memory but
 // has another pid: it must not end the parent's recording in _exit or exec.
 static pid_t recorded_pid;
@@ -211,6 +212,15 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     Dl_info info;
     if (dladdr((void *)&tpprof_start, &info) && info.dli_fname)
         snprintf(self_path, sizeof self_path, "%s", info.dli_fname);
+    // A program that brings its own malloc (jemalloc or mimalloc linked into
+    // the executable) is found before this library: its allocations never
+    // reach the hooks. Said in meta.malloc_replaced_by, for the reports.
+    void *first = dlsym(RTLD_DEFAULT, "malloc");
+    Dl_info owner;
+    if (first && dladdr(first, &owner) && owner.dli_fname && owner.dli_fbase != info.dli_fbase)
+        if (!owner.dli_fname[0] || !realpath(owner.dli_fname, tpprof_malloc_owner)) // the executable: ""
+            snprintf(tpprof_malloc_owner, sizeof tpprof_malloc_owner, "%s",
+                     owner.dli_fname[0] ? owner.dli_fname : "the program");
     output_name(tpprof_output_path, sizeof tpprof_output_path, getpid());
     char pidtxt[32];
     snprintf(pidtxt, sizeof pidtxt, "%d", (int)getpid());

@@ -497,6 +497,9 @@ TPPROF_HIDDEN void tpprof_writer_pause(void);
 // The main thread called pthread_exit (lifecycle.c): the writer ends the
 // process once it is the last thread (writer.c).
 TPPROF_HIDDEN extern _Atomic int tpprof_main_exited;
+// The object whose malloc the program calls when it is not this library's
+// (lifecycle.c; "" when it is): meta.malloc_replaced_by.
+TPPROF_HIDDEN extern char tpprof_malloc_owner[1024];
 // The writer thread's CPU-time clock (0 until it runs): a producer waiting
 // on a full ring tells a busy writer from a blocked one by it (rings.c).
 TPPROF_HIDDEN extern clockid_t tpprof_writer_clock;

@@ -798,6 +798,18 @@ static void test_big_live_set(char *prog) {
           "the million blocks, reachable: %lld", (long long)qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 72"));
 }
 
+// A program with its own malloc (progs/ownmalloc.c): nothing of it is
+// recorded, and meta.malloc_replaced_by names the executable.
+static void test_own_malloc(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record("ownmalloc.db", argv, NULL, &r)) return;
+    CHECK(strcmp(r.out, "ownmalloc done\n") == 0, "stdout '%s'", r.out);
+    char v[600];
+    qs(v, sizeof v, "SELECT coalesce((SELECT value FROM meta WHERE key = 'malloc_replaced_by'), '')");
+    CHECK(strcmp(v, prog) == 0, "meta.malloc_replaced_by '%s', want '%s'", v, prog);
+}
+
 static void test_vfork(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
@@ -1166,6 +1178,13 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "mainexit") == 0) test_main_exit(prog, false);
     else if (strcmp(what, "exitbusy") == 0) test_exit_busy(prog);
     else if (strcmp(what, "bigset") == 0) test_big_live_set(prog);
+    else if (strcmp(what, "ownmalloc") == 0) test_own_malloc(prog);
+    else if (strcmp(what, "noleak_malloc_ours") == 0) {
+        char *argv[] = {prog, NULL};
+        struct result r;
+        if (record("ours.db", argv, NULL, &r))
+            CHECK(qi("SELECT count(*) FROM meta WHERE key = 'malloc_replaced_by'") == 0, "an ordinary program: no key");
+    }
     else if (strcmp(what, "mainexit_alone") == 0) test_main_exit(prog, true);
     else if (strncmp(what, "closer_", 7) == 0) {
         const char *mode = what + 7;
