@@ -137,12 +137,20 @@ static bool written_since(const char *path, const struct timespec *since) {
 // CMD started or became: <db without .db>.<pid>.db and <db without
 // .db>.exec<N>.db, nested. A new NULL-terminated array of new strings (free
 // with free_list), sorted.
+// db split as the recorder names its relatives: <stem>.<tag><suffix>, the
+// suffix ".db" or, without one, "" (the tag is then appended). The stem's
+// length into *len.
+static const char *db_suffix(const char *db, size_t *len) {
+    size_t n = strlen(db);
+    const char *suffix = n > 3 && strcmp(db + n - 3, ".db") == 0 ? ".db" : "";
+    *len = n - strlen(suffix);
+    return suffix;
+}
+
 static char **list_children(const char *db, const struct timespec *since) {
     char pattern[PATH_MAX + 16];
-    size_t len = strlen(db);
-    // Without a .db suffix the recorder appends the tag at the end.
-    const char *suffix = len > 3 && strcmp(db + len - 3, ".db") == 0 ? ".db" : "";
-    len -= strlen(suffix);
+    size_t len;
+    const char *suffix = db_suffix(db, &len);
     snprintf(pattern, sizeof pattern, "%.*s.*%s", (int)len, db, suffix);
     glob_t g;
     memset(&g, 0, sizeof g);
@@ -164,9 +172,8 @@ static char **list_children(const char *db, const struct timespec *since) {
 // <db without .db>.exec<N>.db for the highest N written this run (the
 // recorder numbers them 1, 2, ... in turn), or db itself; *execs = N.
 static void last_image(const char *db, const struct timespec *since, char *out, size_t size, int *execs) {
-    size_t len = strlen(db);
-    const char *suffix = len > 3 && strcmp(db + len - 3, ".db") == 0 ? ".db" : "";
-    len -= strlen(suffix);
+    size_t len;
+    const char *suffix = db_suffix(db, &len);
     snprintf(out, size, "%s", db);
     *execs = 0;
     for (int n = 1; n < 100000; n++) {
@@ -332,10 +339,10 @@ static void list_others(const char *db, const char *shown, const struct timespec
     }
     if (shown_n < n) {
         char a[32];
-        size_t len = strlen(db);
-        const char *suffix = len > 3 && strcmp(db + len - 3, ".db") == 0 ? ".db" : "";
+        size_t len;
+        const char *suffix = db_suffix(db, &len);
         fprintf(stderr, "tpprof: %zu more recordings of this run are not listed (%zu in all, %s lost among them): %.*s.*%s\n",
-                n - shown_n, n, tpprof_format_size(lost_total, a), (int)(len - strlen(suffix)), db, suffix);
+                n - shown_n, n, tpprof_format_size(lost_total, a), (int)len, db, suffix);
     }
     for (size_t i = 0; i < n; i++) {
         free(v[i].path);
@@ -430,9 +437,12 @@ int tpprof_cmd_run(int argc, char **argv) {
     if (slash)
         *(slash == dir ? slash + 1 : slash) = 0;
     struct stat dsb;
-    if (stat(dir, &dsb) != 0 || !S_ISDIR(dsb.st_mode) || access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "tpprof run: cannot write the recording into %s: %s\n", dir,
-                stat(dir, &dsb) != 0 ? strerror(errno) : !S_ISDIR(dsb.st_mode) ? "not a directory" : strerror(EACCES));
+    const char *why = stat(dir, &dsb) != 0            ? strerror(errno)
+                      : !S_ISDIR(dsb.st_mode)           ? "not a directory"
+                      : access(dir, W_OK | X_OK) != 0 ? strerror(errno)
+                                                        : NULL;
+    if (why) {
+        fprintf(stderr, "tpprof run: cannot write the recording into %s: %s\n", dir, why);
         return TPPROF_EXIT_USAGE;
     }
 

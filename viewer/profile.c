@@ -176,6 +176,28 @@ static tpprof_leak *leak_group(tpprof_profile *p, leak_table *t, size_t *cap, in
     return l;
 }
 
+// The summary's leak totals from the groups, which it then sorts.
+static void sum_leaks(tpprof_profile *p) {
+    tpprof_summary *s = &p->summary;
+    for (size_t i = 0; i < p->nleaks; i++) {
+        const tpprof_leak *l = &p->leaks[i];
+        s->leaked_bytes += l->bytes;
+        s->leaked_count += l->count;
+        if (l->reachability == TPPROF_REACH_LOST) {
+            s->lost_bytes += l->bytes;
+            s->lost_count += l->count;
+        } else if (l->reachability == TPPROF_REACH_REACHABLE) {
+            s->reachable_bytes += l->bytes;
+            s->reachable_count += l->count;
+        } else {
+            s->unscanned_bytes += l->bytes;
+            s->unscanned_count += l->count;
+        }
+    }
+    if (p->nleaks)
+        qsort(p->leaks, p->nleaks, sizeof *p->leaks, cmp_leak);
+}
+
 static int load_leaks(tpprof_profile *p) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(p->db->sql, "SELECT stack_id, kind, reachability, size FROM live_blocks",
@@ -204,24 +226,7 @@ static int load_leaks(tpprof_profile *p) {
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return tpprof_db_error(p->db, "reading live_blocks");
-    tpprof_summary *s = &p->summary;
-    for (size_t i = 0; i < p->nleaks; i++) {
-        const tpprof_leak *l = &p->leaks[i];
-        s->leaked_bytes += l->bytes;
-        s->leaked_count += l->count;
-        if (l->reachability == TPPROF_REACH_LOST) {
-            s->lost_bytes += l->bytes;
-            s->lost_count += l->count;
-        } else if (l->reachability == TPPROF_REACH_REACHABLE) {
-            s->reachable_bytes += l->bytes;
-            s->reachable_count += l->count;
-        } else {
-            s->unscanned_bytes += l->bytes;
-            s->unscanned_count += l->count;
-        }
-    }
-    if (p->nleaks)
-        qsort(p->leaks, p->nleaks, sizeof *p->leaks, cmp_leak);
+    sum_leaks(p);
     return 0;
 }
 
@@ -265,7 +270,6 @@ static bool process_started_at(pid_t pid, int64_t unix_ns) {
 static int leaks_from_sites(tpprof_profile *p) {
     leak_table table = {0};
     size_t cap = 0;
-    tpprof_summary *s = &p->summary;
     for (size_t i = 0; i < p->nsites; i++) {
         const tpprof_site *site = &p->sites[i];
         if (site->alloc_count <= site->free_count || site->alloc_bytes <= site->freed_bytes)
@@ -277,15 +281,10 @@ static int leaks_from_sites(tpprof_profile *p) {
         }
         l->bytes += site->alloc_bytes - site->freed_bytes;
         l->count += site->alloc_count - site->free_count;
-        s->leaked_bytes += site->alloc_bytes - site->freed_bytes;
-        s->leaked_count += site->alloc_count - site->free_count;
-        s->unscanned_bytes += site->alloc_bytes - site->freed_bytes;
-        s->unscanned_count += site->alloc_count - site->free_count;
     }
     free(table.slots);
-    s->live_from_sites = p->nleaks > 0;
-    if (p->nleaks)
-        qsort(p->leaks, p->nleaks, sizeof *p->leaks, cmp_leak);
+    p->summary.live_from_sites = p->nleaks > 0;
+    sum_leaks(p);
     return 0;
 }
 

@@ -55,12 +55,14 @@ static int do_close(int fd) {
     return (int)syscall(SYS_close, fd);
 }
 
-static bool is_own(int fd) {
+static bool in_set(_Atomic int *set, int fd) {
     if (fd < 0) return false;
     for (int i = 0; i < MAX_OWN; i++)
-        if (atomic_load_explicit(&own[i], memory_order_relaxed) == fd + 1) return true;
+        if (atomic_load_explicit(&set[i], memory_order_relaxed) == fd + 1) return true;
     return false;
 }
+
+static bool is_own(int fd) { return in_set(own, fd); }
 
 static void set_add(_Atomic int *set, int fd) {
     for (int i = 0; i < MAX_OWN; i++) {
@@ -246,7 +248,7 @@ TPPROF_EXPORT void closefrom(int lowfd) {
 // program's close loop would take those numbers too.
 TPPROF_EXPORT int pipe2(int fds[2], int flags) {
     if (!real_pipe2) resolve();
-    int rc = real_pipe2 ? real_pipe2(fds, flags) : (int)syscall(SYS_pipe2, fds, flags);
+    int rc = real_pipe2(fds, flags);
     if (rc == 0 && tpprof_guard) {
         int r = keep(fds[0]), w = keep(fds[1]);
         if (r < 0 || w < 0) {
@@ -261,58 +263,47 @@ TPPROF_EXPORT int pipe2(int fds[2], int flags) {
     return rc;
 }
 
-// The program wants this number, which tpprof's database holds: move the
-// database away (close it, and open it again after).
+// The program wants a number one of tpprof's files holds. The database is
+// moved away: closed, and opened again on other numbers after the dup (as a
+// failed exec does, writer.c). Of the others, statm is opened again on this
+// thread with the writer held, and libunwind's pipe is let go (it checks
+// memory with mincore where that works, as on Linux). All of it here, not
+// by the writer later, so that no open of tpprof's races the program's next
+// dup2 (which would then fail with EBUSY).
 static int dup_onto_own(int oldfd, int newfd, int flags, bool three) {
+    bool db = in_set(own_db, newfd);
     tpprof_guard = 1; // SQLite's allocations are not the program's
-    // A program taking numbers in a row upward (dup2 onto 3, 4, 5, ...)
-    // would find the database on the next one again: reopen it well ahead
-    // (or low, at the soft limit).
-    struct rlimit rl;
-    bool room = getrlimit(RLIMIT_NOFILE, &rl) == 0 && (rl.rlim_cur == RLIM_INFINITY || (rlim_t)newfd + 320 < rl.rlim_cur);
-    base_moved = room ? newfd + 256 : 0;
-    tpprof_writer_finish(TPPROF_END_EXEC);
+    if (db) {
+        // A program taking numbers in a row upward (dup2 onto 3, 4, 5, ...)
+        // would find the database on the next one again: reopen it well
+        // ahead (or low, at the soft limit).
+        struct rlimit rl;
+        bool room = getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+                    (rl.rlim_cur == RLIM_INFINITY || (rlim_t)newfd + 320 < rl.rlim_cur);
+        base_moved = room ? newfd + 256 : 0;
+        tpprof_writer_finish(TPPROF_END_EXEC);
+    } else {
+        tpprof_writer_pause();
+        own_remove(newfd);
+    }
     int rc = three ? real_dup3(oldfd, newfd, flags) : real_dup2(oldfd, newfd);
     int saved = errno;
-    tpprof_writer_exec_failed();
+    if (db) tpprof_writer_exec_failed();
+    else tpprof_writer_resume(newfd);
     tpprof_guard = 0;
     errno = saved;
     return rc;
 }
 
-static bool is_db(int fd) {
-    for (int i = 0; i < MAX_OWN; i++)
-        if (atomic_load_explicit(&own_db[i], memory_order_relaxed) == fd + 1) return true;
-    return false;
-}
-
-// A dup onto one of tpprof's other files: the program gets the number.
-// statm is opened again on this thread, with the writer held (writer.c);
-// libunwind's pipe is idle (it checks memory with mincore where that works,
-// as on Linux). Done here, not by the writer later, so that tpprof's open
-// cannot race the program's next dup2 (which would fail with EBUSY).
-static int dup_onto_other(int oldfd, int newfd, int flags, bool three) {
-    tpprof_guard = 1;
-    tpprof_writer_pause();
-    own_remove(newfd);
-    int rc = three ? real_dup3(oldfd, newfd, flags) : real_dup2(oldfd, newfd);
-    int saved = errno;
-    tpprof_writer_resume(newfd);
-    tpprof_guard = 0;
-    errno = saved;
-    return rc;
-}
-
+// real_dup2 and real_dup3 are glibc's, found by resolve (they always are).
 TPPROF_EXPORT int dup2(int oldfd, int newfd) {
     if (!real_dup2) resolve();
-    if (!tpprof_guard && oldfd != newfd && is_own(newfd) && real_dup2)
-        return is_db(newfd) ? dup_onto_own(oldfd, newfd, 0, false) : dup_onto_other(oldfd, newfd, 0, false);
-    return real_dup2 ? real_dup2(oldfd, newfd) : (int)syscall(SYS_dup2, oldfd, newfd);
+    if (!tpprof_guard && oldfd != newfd && is_own(newfd)) return dup_onto_own(oldfd, newfd, 0, false);
+    return real_dup2(oldfd, newfd);
 }
 
 TPPROF_EXPORT int dup3(int oldfd, int newfd, int flags) {
     if (!real_dup3) resolve();
-    if (!tpprof_guard && oldfd != newfd && is_own(newfd) && real_dup3)
-        return is_db(newfd) ? dup_onto_own(oldfd, newfd, flags, true) : dup_onto_other(oldfd, newfd, flags, true);
-    return real_dup3 ? real_dup3(oldfd, newfd, flags) : (int)syscall(SYS_dup3, oldfd, newfd, flags);
+    if (!tpprof_guard && oldfd != newfd && is_own(newfd)) return dup_onto_own(oldfd, newfd, flags, true);
+    return real_dup3(oldfd, newfd, flags);
 }

@@ -14,21 +14,17 @@
 #include "tpprof_internal.h"
 
 // Raw syscalls: the exported mmap/munmap are tpprof's own hooks.
-void *tpprof_mem_map(size_t bytes) {
+static void *map(size_t bytes, int extra) {
     if (bytes == 0) bytes = 1;
     long r = syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | extra, -1, 0);
     if (r < 0 && r > -4096) return NULL;
     return (void *)r;
 }
 
-void *tpprof_mem_map_populated(size_t bytes) {
-    if (bytes == 0) bytes = 1;
-    long r = syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE, -1, 0);
-    if (r < 0 && r > -4096) return NULL;
-    return (void *)r;
-}
+void *tpprof_mem_map(size_t bytes) { return map(bytes, 0); }
+
+void *tpprof_mem_map_populated(size_t bytes) { return map(bytes, MAP_POPULATE); }
 
 void tpprof_mem_unmap(void *p, size_t bytes) {
     if (p) syscall(SYS_munmap, p, bytes ? bytes : 1);

@@ -494,6 +494,7 @@ TPPROF_HIDDEN void tpprof_writer_exec_failed(void);
 // of a file of tpprof's; resume reopens that file elsewhere (statm) and lets
 // the writer go on.
 TPPROF_HIDDEN void tpprof_writer_pause(void);
+TPPROF_HIDDEN void tpprof_writer_resume(int taken);
 // The main thread called pthread_exit (lifecycle.c): the writer ends the
 // process once it is the last thread (writer.c).
 TPPROF_HIDDEN extern _Atomic int tpprof_main_exited;
@@ -503,7 +504,6 @@ TPPROF_HIDDEN extern char tpprof_malloc_owner[1024];
 // The writer thread's CPU-time clock (0 until it runs): a producer waiting
 // on a full ring tells a busy writer from a blocked one by it (rings.c).
 TPPROF_HIDDEN extern clockid_t tpprof_writer_clock;
-TPPROF_HIDDEN void tpprof_writer_resume(int taken);
 TPPROF_HIDDEN void tpprof_writer_fork_prepare(void);
 TPPROF_HIDDEN void tpprof_writer_fork_parent(void);
 TPPROF_HIDDEN void tpprof_writer_fork_child(const char *path);

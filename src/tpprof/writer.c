@@ -805,24 +805,35 @@ static void expect_current(void) {
 // ---------------------------------------------------------------------------
 // Timeline, modules.
 
-// /proc/self/statm stays open (guarded, fdguard.c) and is read again at
-// offset 0: opening it every sample would hand a program's close loop a
-// fresh low number of tpprof's a hundred times a second. /proc/self is the
-// opener's: a forked child opens its own.
-static int statm_fd = -1;
-static pid_t statm_pid;
+// A /proc/self file the writer reads again and again (statm every sample;
+// status after main's pthread_exit). It stays open (guarded, fdguard.c) and
+// is read again at offset 0: opening it each time would hand a program's
+// close loop a fresh low number of tpprof's a hundred times a second.
+// /proc/self is the opener's: a forked child opens its own.
+struct proc_file {
+    const char *path;
+    int fd;
+    pid_t pid;
+};
+
+static struct proc_file statm = {"/proc/self/statm", -1, 0}, status = {"/proc/self/status", -1, 0};
+
+// Its contents (NUL-terminated) into buf; bytes read, or <= 0.
+static ssize_t proc_read(struct proc_file *f, char *buf, size_t cap) {
+    if (f->fd < 0 || f->pid != getpid()) {
+        if (f->fd >= 0) tpprof_fd_close(f->fd);
+        f->fd = tpprof_fd_open(f->path);
+        f->pid = getpid();
+        if (f->fd < 0) return -1;
+    }
+    ssize_t n = pread(f->fd, buf, cap - 1, 0);
+    if (n > 0) buf[n] = 0;
+    return n;
+}
 
 static int64_t read_rss(void) {
-    if (statm_fd < 0 || statm_pid != getpid()) {
-        if (statm_fd >= 0) tpprof_fd_close(statm_fd);
-        statm_fd = tpprof_fd_open("/proc/self/statm");
-        statm_pid = getpid();
-        if (statm_fd < 0) return 0;
-    }
     char buf[128];
-    ssize_t n = pread(statm_fd, buf, sizeof buf - 1, 0);
-    if (n <= 0) return 0;
-    buf[n] = 0;
+    if (proc_read(&statm, buf, sizeof buf) <= 0) return 0;
     const char *p = buf;
     while (*p && *p != ' ') p++;
     int64_t pages = 0;
@@ -887,12 +898,8 @@ clockid_t tpprof_writer_clock;
 // thread left (/proc/self/status counts it and the main thread, a zombie
 // until the process ends).
 static bool only_writer_left(void) {
-    static int fd = -1;
-    if (fd < 0 && (fd = tpprof_fd_open("/proc/self/status")) < 0) return false;
     char buf[4096];
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    if (n <= 0) return false;
-    buf[n] = 0;
+    if (proc_read(&status, buf, sizeof buf) <= 0) return false;
     const char *p = strstr(buf, "\nThreads:");
     return p && strtol(p + 10, NULL, 10) <= 2;
 }
@@ -999,10 +1006,13 @@ static __attribute__((noinline)) void wipe_stack(void) {
 void tpprof_writer_pause(void) { wmu_lock_other(); }
 
 void tpprof_writer_resume(int taken) {
-    if (taken >= 0 && taken == statm_fd) {
-        statm_fd = -1;
-        read_rss(); // another number for statm, opened on this thread
-    }
+    struct proc_file *files[] = {&statm, &status};
+    for (int i = 0; i < 2; i++)
+        if (taken >= 0 && taken == files[i]->fd) { // now the program's: another number, opened on this thread
+            files[i]->fd = -1;
+            char buf[4096];
+            proc_read(files[i], buf, sizeof buf);
+        }
     pthread_mutex_unlock(&wmu);
 }
 
@@ -1079,6 +1089,8 @@ void tpprof_writer_fork_child(const char *path) {
         expect_current();
         tpprof_db_abandon();
         tpprof_fdguard_fork_child();
+        // The forking thread is the child's main thread, running.
+        atomic_store(&tpprof_main_exited, 0);
         db_open = false;
         // The child's database starts from the parent's state at the fork.
         w->nodes_written = 0;

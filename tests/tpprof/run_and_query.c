@@ -759,15 +759,19 @@ static void test_small_stacks(char *prog) {
 
 // main's pthread_exit (progs/mainexit.c): the process still ends, status 0,
 // with its last thread, and the recording is complete.
-static void test_main_exit(char *prog, bool alone) {
-    char *argv[] = {prog, alone ? (char *)"alone" : NULL, NULL};
+// With `mode` "fork" the worker forks a child that must run to its end.
+static void test_main_exit(char *prog, const char *mode) {
+    char *argv[] = {prog, (char *)mode, NULL};
+    char name[64];
+    snprintf(name, sizeof name, "mainexit-%s.db", mode ? mode : "worker");
     struct result r;
-    if (!record(alone ? "mainexit-alone.db" : "mainexit.db", argv, NULL, &r)) return;
+    if (!record(name, argv, NULL, &r)) return;
     char v[64];
     qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'end_reason'");
     CHECK(strcmp(v, "exit") == 0, "ended by exit: '%s'", v);
-    if (alone) return;
-    CHECK(strcmp(r.out, "mainexit: worker done\n") == 0, "stdout '%s'", r.out);
+    if (mode && strcmp(mode, "alone") == 0) return;
+    const char *want = mode ? "mainexit: child done\nmainexit: worker done\n" : "mainexit: worker done\n";
+    CHECK(strcmp(r.out, want) == 0, "stdout '%s'", r.out);
     CHECK(count_blocks(1, 5555, 1, "worker_leak", 0) + count_blocks(2, 5555, 1, "worker_leak", 0) == 1,
           "the worker's block, recorded after main was gone");
     CHECK(qi("SELECT sum(alloc_count) FROM sites") > 10000, "the worker's allocations");
@@ -1175,7 +1179,8 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "busyfork") == 0) test_busy_fork(prog);
     else if (strcmp(what, "errnos") == 0) test_errnos(prog);
     else if (strcmp(what, "smallstack") == 0) test_small_stacks(prog);
-    else if (strcmp(what, "mainexit") == 0) test_main_exit(prog, false);
+    else if (strcmp(what, "mainexit") == 0) test_main_exit(prog, NULL);
+    else if (strcmp(what, "mainexit_fork") == 0) test_main_exit(prog, "fork");
     else if (strcmp(what, "exitbusy") == 0) test_exit_busy(prog);
     else if (strcmp(what, "bigset") == 0) test_big_live_set(prog);
     else if (strcmp(what, "ownmalloc") == 0) test_own_malloc(prog);
@@ -1185,7 +1190,7 @@ int main(int argc, char **argv) {
         if (record("ours.db", argv, NULL, &r))
             CHECK(qi("SELECT count(*) FROM meta WHERE key = 'malloc_replaced_by'") == 0, "an ordinary program: no key");
     }
-    else if (strcmp(what, "mainexit_alone") == 0) test_main_exit(prog, true);
+    else if (strcmp(what, "mainexit_alone") == 0) test_main_exit(prog, "alone");
     else if (strncmp(what, "closer_", 7) == 0) {
         const char *mode = what + 7;
         bool fork = strncmp(mode, "fork_", 5) == 0;

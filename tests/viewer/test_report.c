@@ -86,6 +86,29 @@ static void test_text_temporary_counts_and_sites(void) {
     harness_result_free(&r);
 }
 
+// meta.malloc_replaced_by (the program brought its own malloc): report,
+// JSON and check all say its allocations are not in the recording.
+static void test_own_malloc_is_warned_about(void) {
+    const char *db = harness_path("ownmalloc.db");
+    CHECK(fixture_write_edited(db, &(fixture_options){0},
+                               "INSERT INTO meta VALUES ('malloc_replaced_by', '/opt/p/server')") == 0,
+          "fixture");
+    const char *want = "/opt/p/server defines its own malloc (a jemalloc or mimalloc linked in?): the allocations "
+                       "made through it are not in this recording";
+    run_result r = harness_tpprof("report", db, NULL);
+    CHECK(strstr(r.out, "  WARNING     ") && strstr(r.out, want), "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--format", "json", NULL);
+    CHECK(strstr(r.out, "\"malloc_replaced_by\": \"/opt/p/server\","), "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("check", db, NULL);
+    CHECK(strstr(r.err, "tpprof check: warning: ") && strstr(r.err, want), "%s", r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", app_db, "--format", "json", NULL);
+    CHECK(strstr(r.out, "\"malloc_replaced_by\": null,"), "an ordinary recording: %s", r.out);
+    harness_result_free(&r);
+}
+
 static void test_dropped_events_are_warned_about(void) {
     const char *db = harness_path("dropped.db");
     CHECK(fixture_write_edited(db, &(fixture_options){0},
@@ -382,6 +405,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_text_temporary_counts_and_sites);
     RUN_TEST(test_text_incomplete_run_is_flagged_and_blocks_unscanned);
     RUN_TEST(test_killed_run_leaks_come_from_the_sites_at_the_last_flush);
+    RUN_TEST(test_own_malloc_is_warned_about);
     RUN_TEST(test_recording_of_a_running_process_says_so);
     RUN_TEST(test_dropped_events_are_warned_about);
     RUN_TEST(test_json_is_valid_and_has_the_documented_summary);

@@ -1,12 +1,16 @@
 // mainexit.c: main ends with pthread_exit while a worker thread goes on,
 // allocates, loses 5555 B in worker_leak and returns: the process ends with
 // its last thread, with status 0 (glibc calls exit(0) then). With "alone" as
-// argv[1] there is no worker: main's pthread_exit is the end.
+// argv[1] there is no worker: main's pthread_exit is the end. With "fork" the
+// worker first forks a child that works 300 ms on its own (its forking
+// thread is its main, running: the child must not end early) and waits.
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 void *volatile sink;
@@ -16,9 +20,24 @@ __attribute__((noinline)) void worker_leak(void) {
     sink = NULL;
 }
 
+static bool forking;
+
 static void *worker(void *arg) {
     (void)arg;
     usleep(50 * 1000); // main is gone by now
+    if (forking) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            usleep(300 * 1000);
+            free(malloc(10));
+            printf("mainexit: child done\n");
+            fflush(stdout);
+            _exit(0);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) _exit(3);
+    }
     for (int i = 0; i < 10000; i++) {
         sink = malloc(64);
         free(sink);
@@ -32,6 +51,7 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
+    forking = argc > 1 && strcmp(argv[1], "fork") == 0;
     if (argc < 2 || strcmp(argv[1], "alone") != 0) {
         pthread_t t;
         if (pthread_create(&t, NULL, worker, NULL) != 0) return 1;
