@@ -8,7 +8,7 @@
 // Any SQLite error disables recording with one line on stderr.
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <sqlite3.h>
+#include "sqlite_api.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +155,11 @@ bool tpprof_db_open(const char *path) {
     struct tpprof_wstate *w = &tpprof_w;
     bool reopen = w->exec_pending || w->end_reason != NULL || w->nodes_written > 0;
     snprintf(db_path, sizeof db_path, "%s", path);
+    const char *why = NULL;
+    if (!tpprof_sqlite_load(&why)) {
+        tpprof_disable(path, why);
+        return false;
+    }
     if (!reopen) remove_files(path);
     tpprof_fdguard_install();
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
@@ -193,6 +198,8 @@ bool tpprof_db_open(const char *path) {
         goto bad;
     if (w->parent_pid && !meta_int("parent_pid", w->parent_pid)) goto bad;
     if (tpprof_malloc_owner[0] && !meta_set("malloc_replaced_by", tpprof_malloc_owner)) goto bad;
+    if (!meta_set("sqlite_version", sqlite3_libversion()) || !meta_set("sqlite_shared", tpprof_sqlite_shared ? "1" : "0"))
+        goto bad;
     if (!exec_sql("COMMIT")) goto bad;
     return true;
 bad:

@@ -24,7 +24,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sqlite3.h>
+#include "sqlite_api.h"
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>

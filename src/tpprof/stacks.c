@@ -20,7 +20,11 @@
 #define SLOT_BITS 19
 #define SLOTS ((uint64_t)1 << SLOT_BITS)
 #define MAX_IDS (SLOTS * 7 / 10)       // keep probe chains short
-#define ARENA_BYTES ((size_t)256 << 20)
+// The frames' arena: up to 256 MiB, mapped a MiB at a time as stacks come
+// (one mapping of it all was 256 MiB of address space in every process,
+// which a program under `ulimit -v` or strict overcommit then lacked).
+#define ARENA_CHUNK ((size_t)1 << 20)
+#define ARENA_CHUNKS 256
 #define ID_FAILED UINT32_MAX
 #define CACHE_SLOTS 16384          // 256 KiB per thread, touched as used
 #define CACHE_WAYS 4               // entries per set (one cache line)
@@ -53,7 +57,7 @@ static __thread struct cache_entry *cache TPPROF_TLS;
 static struct slot *slots;
 static uint64_t **by_id;               // id -> {n, frames...}
 static _Atomic uint32_t next_id = 1;
-static char *arena;
+static _Atomic(char *) arena[ARENA_CHUNKS];
 static _Atomic size_t arena_used;
 
 bool tpprof_stacks_init(void) {
@@ -62,8 +66,7 @@ bool tpprof_stacks_init(void) {
     // TLB miss as well as a cache miss.
     if (slots) madvise(slots, SLOTS * sizeof *slots, MADV_HUGEPAGE);
     by_id = tpprof_mem_map((MAX_IDS + 1) * sizeof *by_id);
-    arena = tpprof_mem_map(ARENA_BYTES);
-    return slots && by_id && arena;
+    return slots && by_id;
 }
 
 static inline void hash_frames(const uintptr_t *ips, int n, uint64_t *h1, uint64_t *h2) {
@@ -74,16 +77,35 @@ static inline void hash_frames(const uintptr_t *ips, int n, uint64_t *h1, uint64
     *h2 = h[1];
 }
 
+// Room for a record of `bytes` (at most a few KiB) in the arena, or NULL
+// when it is full or a chunk cannot be mapped. A record never spans two
+// chunks: one that would is given the next chunk's start instead (the rest
+// of this one stays unused).
+static uint64_t *arena_take(size_t bytes) {
+    for (;;) {
+        size_t off = atomic_fetch_add(&arena_used, bytes);
+        size_t c = off / ARENA_CHUNK;
+        if (c >= ARENA_CHUNKS) return NULL;
+        if ((off + bytes - 1) / ARENA_CHUNK != c) continue;
+        char *base = atomic_load_explicit(&arena[c], memory_order_acquire);
+        if (!base) {
+            char *fresh = tpprof_mem_map(ARENA_CHUNK);
+            if (!fresh) return NULL;
+            if (atomic_compare_exchange_strong(&arena[c], &base, fresh)) base = fresh;
+            else tpprof_mem_unmap(fresh, ARENA_CHUNK); // another thread mapped it first
+        }
+        return (uint64_t *)(base + off % ARENA_CHUNK);
+    }
+}
+
 static uint32_t publish(struct slot *s, uint64_t h2, const uintptr_t *ips, int n) {
     atomic_store_explicit(&s->h2, h2, memory_order_relaxed);
     uint32_t id = atomic_fetch_add(&next_id, 1);
-    size_t bytes = ((size_t)n + 1) * sizeof(uint64_t);
-    size_t off = atomic_fetch_add(&arena_used, bytes);
-    if (id > MAX_IDS || off + bytes > ARENA_BYTES) {
+    uint64_t *rec = id > MAX_IDS ? NULL : arena_take(((size_t)n + 1) * sizeof(uint64_t));
+    if (!rec) {
         atomic_store_explicit(&s->id, ID_FAILED, memory_order_release);
         return 0;
     }
-    uint64_t *rec = (uint64_t *)(arena + off);
     rec[0] = (uint64_t)n;
     memcpy(rec + 1, ips, (size_t)n * sizeof *ips);
     by_id[id] = rec;

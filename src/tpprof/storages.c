@@ -19,7 +19,7 @@
 // is written field by field rather than cleared first, and the helpers on
 // that path are inline into tpprof_obs_apply.
 #define _GNU_SOURCE
-#include <sqlite3.h>
+#include "sqlite_api.h"
 #include <stdio.h>
 #include <string.h>
 

@@ -952,7 +952,17 @@ static bool spawn_writer(void) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     atomic_store(&writer_stop, 0);
-    int rc = pthread_create(&writer_thread, NULL, writer_main, NULL);
+    // 1 MiB of stack, not the default 8 (RLIMIT_STACK): the writer's deepest
+    // path is SQLite's, tens of KiB, and every byte of address space it
+    // reserves is one a program under `ulimit -v` does not get.
+    pthread_attr_t attr;
+    bool sized = pthread_attr_init(&attr) == 0;
+    if (sized && pthread_attr_setstacksize(&attr, (size_t)1 << 20) != 0) {
+        pthread_attr_destroy(&attr);
+        sized = false;
+    }
+    int rc = pthread_create(&writer_thread, sized ? &attr : NULL, writer_main, NULL);
+    if (sized) pthread_attr_destroy(&attr);
     clockid_t c;
     tpprof_writer_clock = rc == 0 && pthread_getcpuclockid(writer_thread, &c) == 0 ? c : 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);

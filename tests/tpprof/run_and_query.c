@@ -746,6 +746,47 @@ static void test_errnos(char *prog) {
     CHECK(strcmp(r.out, native.out) == 0, "same errnos as natively:\n%s\nnatively:\n%s", r.out, native.out);
 }
 
+// A program that configures, shuts down and reconfigures its own SQLite
+// (progs/ownsqlite.c) sees every call succeed as natively (the recorder's
+// SQLite is another copy), and the recording goes on past its shutdown.
+static void test_own_sqlite(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result native = run(NULL, argv, NULL);
+    struct result r;
+    if (!record("ownsqlite.db", argv, NULL, &r)) return;
+    CHECK(native.status == 0 && strstr(native.out, "config multithread 0\n"), "native run: %s", native.out);
+    CHECK(strcmp(r.out, native.out) == 0, "the same return codes as natively:\n%s\nnatively:\n%s", r.out, native.out);
+    CHECK(qi("SELECT value FROM meta WHERE key = 'sqlite_shared'") == 0, "the recorder's SQLite is its own");
+    CHECK(count_blocks(1, 3333, 1, "lost_after_shutdown", 0) == 1, "the block lost after the program's sqlite3_shutdown");
+    CHECK(qi("SELECT sum(alloc_count) FROM sites") > 100, "the program's SQLite allocations are recorded: %lld",
+          (long long)qi("SELECT sum(alloc_count) FROM sites"));
+}
+
+// Under a 256 MiB limit on its address space (progs/vmlimit.c) a program
+// gets nearly as many MiB as natively: the recorder reserves little. The
+// limit is set before an exec, so the exec'd image is recorded under it.
+static void test_vm_limit(char *prog) {
+    char out[600];
+    db_path(out, sizeof out, "vmlimit.db");
+    char *argv[] = {prog, "256", NULL};
+    struct result native = run(NULL, argv, NULL);
+    struct result r = run(out, argv, NULL);
+    int n0 = -1, n1 = -1;
+    sscanf(native.out, "filled %d", &n0);
+    sscanf(r.out, "filled %d", &n1);
+    CHECK(native.status == 0 && n0 > 128, "native run: status %d, '%s'", native.status, native.out);
+    CHECK(r.status == 0 && n1 >= n0 - 48, "recorded: %d MiB of native %d (status %d, stderr '%s')", n1, n0, r.status, r.err);
+    CHECK(strstr(r.err, "tpprof:") == NULL, "no complaint from tpprof: '%s'", r.err);
+    char edb[700];
+    snprintf(edb, sizeof edb, "%s/vmlimit.exec1.db", tmpdir);
+    if (!open_db(edb)) {
+        CHECK(false, "no database for the image under the limit at %s", edb);
+        return;
+    }
+    expect_complete("the image under the limit");
+    CHECK(count_blocks(1, 2222, 1, "vm_leak", 0) == 1, "its lost block");
+}
+
 // Threads with 16 KiB stacks allocating 7 KiB down them (progs/smallstack.c):
 // the hooks fit in what is left, and the blocks are recorded.
 static void test_small_stacks(char *prog) {
@@ -1178,6 +1219,8 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "vfork") == 0) test_vfork(prog);
     else if (strcmp(what, "busyfork") == 0) test_busy_fork(prog);
     else if (strcmp(what, "errnos") == 0) test_errnos(prog);
+    else if (strcmp(what, "ownsqlite") == 0) test_own_sqlite(prog);
+    else if (strcmp(what, "vmlimit") == 0) test_vm_limit(prog);
     else if (strcmp(what, "smallstack") == 0) test_small_stacks(prog);
     else if (strcmp(what, "mainexit") == 0) test_main_exit(prog, NULL);
     else if (strcmp(what, "mainexit_fork") == 0) test_main_exit(prog, "fork");
