@@ -176,6 +176,19 @@ bool tpprof_fdguard_install(void) {
     return true;
 }
 
+// The program's stderr as it was at the start, on a number of tpprof's own
+// (-1 if it had none): a program that closes descriptor 2 and opens a file
+// of its own there would otherwise get tpprof's one line inside that file.
+static int err_fd = -2;
+
+int tpprof_fd_stderr(void) {
+    if (err_fd == -2) {
+        int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+        err_fd = fd >= 0 ? keep(fd) : -1;
+    }
+    return err_fd;
+}
+
 void tpprof_fdguard_fork_child(void) {
     // The parent's database was abandoned (writer.c): its descriptors are
     // the child's to close. (statm and libunwind's pipe stay: writer.c

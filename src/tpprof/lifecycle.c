@@ -61,7 +61,8 @@ void tpprof_disable(const char *what, const char *why) {
     char line[1024];
     int n = snprintf(line, sizeof line, "tpprof: cannot write %s: %s; recording disabled\n", what, why);
     if (n > (int)sizeof line - 1) n = (int)sizeof line - 1;
-    if (n > 0 && write(2, line, (size_t)n) < 0) { /* nothing more to do */ }
+    int fd = tpprof_fd_stderr();
+    if (n > 0 && fd >= 0 && write(fd, line, (size_t)n) < 0) { /* nothing more to do */ }
 }
 
 // ---------------------------------------------------------------------------
@@ -208,6 +209,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     tpprof_cfg.depth = env_int("TPPROF_DEPTH", 32, 1, TPPROF_MAX_DEPTH);
     tpprof_cfg.interval_ms = env_int("TPPROF_INTERVAL_MS", 10, 1, 60000);
     tpprof_cfg.scan_stop = env_int("TPPROF_SCAN_STOP", 1, 0, 1) != 0;
+    tpprof_fd_stderr(); // stderr as it is now, before the program can move it
 
     Dl_info info;
     if (dladdr((void *)&tpprof_start, &info) && info.dli_fname)

@@ -518,6 +518,9 @@ TPPROF_HIDDEN bool tpprof_fdguard_install(void);
 // database's; -1 on error. Close it with tpprof_fd_close.
 TPPROF_HIDDEN int tpprof_fd_open(const char *path);
 TPPROF_HIDDEN void tpprof_fd_close(int fd);
+// Where tpprof's one line goes: a copy of descriptor 2 taken at the first
+// call (the constructor's), -1 if there was none.
+TPPROF_HIDDEN int tpprof_fd_stderr(void);
 // A forked child: closes the parent's abandoned database descriptors.
 TPPROF_HIDDEN void tpprof_fdguard_fork_child(void);
 TPPROF_HIDDEN extern char tpprof_output_path[4096];

@@ -762,6 +762,27 @@ static void test_own_sqlite(char *prog) {
           (long long)qi("SELECT sum(alloc_count) FROM sites"));
 }
 
+// A program that put a data file of its own on descriptor 2 and then made
+// the recording's writes fail (progs/fullfile.c, RLIMIT_FSIZE standing in
+// for a full disk): tpprof's one line goes to the stderr it started with,
+// the program's file holds only what it wrote, and the database still opens
+// with what was committed.
+static void test_full_file(char *prog) {
+    char out[600], data[600];
+    db_path(out, sizeof out, "fullfile.db");
+    db_path(data, sizeof data, "fullfile.txt");
+    char *argv[] = {prog, data, NULL};
+    struct result r = run(out, argv, NULL);
+    CHECK(r.status == 0 && strcmp(r.out, "fullfile kept 100000\n") == 0, "status %d, stdout '%s'", r.status, r.out);
+    char text[4096];
+    slurp(data, text, sizeof text);
+    CHECK(strcmp(text, "the program's own data\n") == 0, "the program's file holds what it wrote: '%s'", text);
+    const char *line = strstr(r.err, "tpprof: cannot write");
+    CHECK(line && !strstr(line + 1, "tpprof:"), "one line on the first stderr: '%s'", r.err);
+    CHECK(open_db(out) && qi("SELECT count(*) FROM meta WHERE key = 'tool' AND value = 'tpprof'") == 1,
+          "the database opens with what was committed");
+}
+
 // Under a 256 MiB limit on its address space (progs/vmlimit.c) a program
 // gets nearly as many MiB as natively: the recorder reserves little. The
 // limit is set before an exec, so the exec'd image is recorded under it.
@@ -1221,6 +1242,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "errnos") == 0) test_errnos(prog);
     else if (strcmp(what, "ownsqlite") == 0) test_own_sqlite(prog);
     else if (strcmp(what, "vmlimit") == 0) test_vm_limit(prog);
+    else if (strcmp(what, "fullfile") == 0) test_full_file(prog);
     else if (strcmp(what, "smallstack") == 0) test_small_stacks(prog);
     else if (strcmp(what, "mainexit") == 0) test_main_exit(prog, NULL);
     else if (strcmp(what, "mainexit_fork") == 0) test_main_exit(prog, "fork");
