@@ -14,6 +14,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "tpprof_internal.h"
 
@@ -67,12 +70,53 @@ void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi) {
 
 static inline bool is_self(uintptr_t ip) { return ip >= tpprof_self_lo && ip < tpprof_self_hi; }
 
+// The signal stack of this thread (sigaltstack, interposed below: a crash
+// handler's, often 8 KiB), or 0, 0. A new thread has none; a forked child
+// keeps its parent's, as this TLS is copied with it.
+static __thread uintptr_t alt_lo TPPROF_TLS, alt_hi TPPROF_TLS;
+
+TPPROF_EXPORT int sigaltstack(const stack_t *ss, stack_t *old) {
+    int r = (int)syscall(SYS_sigaltstack, ss, old);
+    if (r == 0 && ss) {
+        bool off = (ss->ss_flags & SS_DISABLE) != 0;
+        alt_lo = off ? 0 : (uintptr_t)ss->ss_sp;
+        alt_hi = off ? 0 : (uintptr_t)ss->ss_sp + ss->ss_size;
+    }
+    return r;
+}
+
+// The bounds of the stack that sp is on: the thread's, or its signal stack
+// while a handler runs there. False when neither holds it (a coroutine's
+// stack, or a thread whose bounds are unknown).
+static inline bool stack_bounds(uintptr_t sp, uintptr_t *lo, uintptr_t *hi) {
+    struct tpprof_thread *t = tpprof_self;
+    if (TPPROF_LIKELY(t && t->stack_hi > sp && t->stack_lo <= sp)) {
+        *lo = t->stack_lo;
+        *hi = t->stack_hi;
+        return true;
+    }
+    if (alt_hi > sp && alt_lo <= sp) {
+        *lo = alt_lo;
+        *hi = alt_hi;
+        return true;
+    }
+    return false;
+}
+
+// The highest address a frame-pointer walk from fp may read below: the end
+// of its stack. On a signal stack that is the signal stack's end: a handler
+// interrupting code built without frame pointers saves whatever that code
+// had in the frame-pointer register, and a walk that took it for a frame
+// 8 MiB up read unmapped memory. On a stack of unknown bounds (a
+// coroutine's) the walk still goes up to 8 MiB.
+static inline uintptr_t walk_top(uintptr_t fp) {
+    uintptr_t lo, hi;
+    return stack_bounds(fp, &lo, &hi) ? hi : fp + ((uintptr_t)8 << 20);
+}
+
 __attribute__((noinline)) static int fp_walk(uintptr_t *ips, int max) {
     uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
-    uintptr_t lo = fp, hi = 0;
-    struct tpprof_thread *t = tpprof_self;
-    if (t && t->stack_hi > fp && t->stack_lo <= fp) hi = t->stack_hi;
-    else hi = fp + ((uintptr_t)8 << 20);
+    uintptr_t lo = fp, hi = walk_top(fp);
     int n = 0;
     while (n < max) {
         if (fp < lo || fp > hi - 16 || (fp & 7) != 0) break;
@@ -108,10 +152,9 @@ static int unw_walk(uintptr_t *ips, int max) {
 #define FP_ROOM_BYTES ((uintptr_t)4 << 10)
 
 static uintptr_t stack_room(void) {
-    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-    struct tpprof_thread *t = tpprof_self;
-    if (!t || !t->stack_lo || sp <= t->stack_lo || sp > t->stack_hi) return UINTPTR_MAX;
-    return sp - t->stack_lo;
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0), lo, hi;
+    if (!stack_bounds(sp, &lo, &hi)) return UINTPTR_MAX;
+    return sp - lo;
 }
 
 // ---------------------------------------------------------------------------
@@ -186,11 +229,7 @@ static inline void set_verdict(struct uwstate *s, uintptr_t ip, uint32_t gen, in
 __attribute__((noinline)) static int fp_walk2(uintptr_t *ips, int max, uintptr_t anchor_fp, uintptr_t anchor_ip,
                                               uint64_t acc[2], bool *anchored) {
     uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
-    uintptr_t hi;
-    struct tpprof_thread *t = tpprof_self;
-    if (t && t->stack_hi > fp && t->stack_lo <= fp) hi = t->stack_hi;
-    else hi = fp + ((uintptr_t)8 << 20);
-    uintptr_t top = hi - 16; // highest frame address with room for (next, ret)
+    uintptr_t top = walk_top(fp) - 16; // highest frame address with room for (next, ret)
     *anchored = false;
     if (max <= 0 || fp > top || (fp & 7) != 0) return 0;
     uintptr_t ret;

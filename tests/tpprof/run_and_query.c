@@ -762,6 +762,23 @@ static void test_own_sqlite(char *prog) {
           (long long)qi("SELECT sum(alloc_count) FROM sites"));
 }
 
+// Allocations in a signal handler on an alternate signal stack
+// (progs/altstack.c, `mode` garbage or small): the program runs as natively
+// and the handler's block is recorded, its stack starting in handler_leak.
+static void test_alt_stack(char *prog, const char *mode) {
+    char *argv[] = {prog, (char *)mode, NULL};
+    char name[64], want[64];
+    snprintf(name, sizeof name, "altstack-%s.db", mode);
+    snprintf(want, sizeof want, "altstack %s ok\n", mode);
+    struct result r;
+    if (!record(name, argv, NULL, &r)) return;
+    CHECK(strcmp(r.out, want) == 0, "stdout '%s'", r.out);
+    // Lost, or reachable through the signal stack's dead frames (an mmap'd
+    // block that is itself reachable): the scan is conservative.
+    CHECK(count_blocks(1, 4321, 1, "handler_leak", 0) + count_blocks(2, 4321, 1, "handler_leak", 0) == 1,
+          "the handler's block, its stack from handler_leak");
+}
+
 // A program that put a data file of its own on descriptor 2 and then made
 // the recording's writes fail (progs/fullfile.c, RLIMIT_FSIZE standing in
 // for a full disk): tpprof's one line goes to the stderr it started with,
@@ -1243,6 +1260,8 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "ownsqlite") == 0) test_own_sqlite(prog);
     else if (strcmp(what, "vmlimit") == 0) test_vm_limit(prog);
     else if (strcmp(what, "fullfile") == 0) test_full_file(prog);
+    else if (strcmp(what, "altstack_garbage") == 0) test_alt_stack(prog, "garbage");
+    else if (strcmp(what, "altstack_small") == 0) test_alt_stack(prog, "small");
     else if (strcmp(what, "smallstack") == 0) test_small_stacks(prog);
     else if (strcmp(what, "mainexit") == 0) test_main_exit(prog, NULL);
     else if (strcmp(what, "mainexit_fork") == 0) test_main_exit(prog, "fork");
