@@ -350,7 +350,7 @@ static bool put_sites(void) {
     for (uint32_t i = 0; i < w->nsites && ok; i++) {
         breathe(i);
         struct tpprof_site *s = &w->sites[i]; // after breathe: the array may have moved
-        if (!s->dirty) continue;
+        if (!s->dirty || s->kind == TPPROF_KIND_EARLY) continue;
         bool insert = !s->stored;
         if (!insert) {
             bind_site(upd, s);
@@ -452,6 +452,9 @@ static bool put_block(sqlite3_stmt *st, const struct tpprof_block *b) {
     return ok;
 }
 
+// A block from before the start (writer.c adopt_early): scanned, not written.
+static bool early_block(const struct tpprof_block *b) { return tpprof_w.sites[b->site].kind == TPPROF_KIND_EARLY; }
+
 static int cmp_block_addr(const void *a, const void *b) {
     uint64_t x = (*(const struct tpprof_block *const *)a)->addr, y = (*(const struct tpprof_block *const *)b)->addr;
     return (x > y) - (x < y);
@@ -472,14 +475,14 @@ static bool put_live(void) {
     uint64_t n = w->live.count, k = 0;
     const struct tpprof_block **order = n ? tpprof_mem_map(n * sizeof *order) : NULL;
     if (order) {
-        for (uint64_t i = 0; i < w->live.cap && k < n; i++)
-            if (w->live.slots[i].addr) order[k++] = &w->live.slots[i];
+        for (uint64_t i = 0; i < w->live.cap; i++)
+            if (w->live.slots[i].addr && !early_block(&w->live.slots[i])) order[k++] = &w->live.slots[i];
         qsort(order, k, sizeof *order, cmp_block_addr);
         for (uint64_t i = 0; i < k && ok; i++) ok = put_block(st, order[i]);
         tpprof_mem_unmap(order, n * sizeof *order);
     } else {
         for (uint64_t i = 0; i < w->live.cap && ok; i++)
-            if (w->live.slots[i].addr) ok = put_block(st, &w->live.slots[i]);
+            if (w->live.slots[i].addr && !early_block(&w->live.slots[i])) ok = put_block(st, &w->live.slots[i]);
     }
     for (uint64_t i = 0; i < w->nmaps && ok; i++) ok = put_block(st, &w->maps[i]);
     sqlite3_finalize(st);

@@ -38,6 +38,20 @@ static inline bool want(void) {
     return !tpprof_guard && atomic_load_explicit(&tpprof_active, memory_order_relaxed);
 }
 
+// Before the recorder started (other libraries' constructors): the block is
+// only noted, for the leak scan (early.c).
+static inline bool early_now(void) {
+    return !tpprof_guard && atomic_load_explicit(&tpprof_early, memory_order_relaxed);
+}
+
+// An allocation p of n bytes made by a hook of the heap family: recorded, or
+// noted before the start.
+#define NOTE_ALLOC(p, n, kind)                                                       \
+    do {                                                                             \
+        if (TPPROF_LIKELY(want())) record_alloc(TPPROF_OP_ALLOC, p, n, kind);        \
+        else if (TPPROF_UNLIKELY(early_now())) tpprof_early_alloc(p, n);             \
+    } while (0)
+
 // ---------------------------------------------------------------------------
 // Recording (called with the guard clear; sets it for its duration).
 
@@ -162,23 +176,33 @@ __attribute__((noinline)) static void record_mremap(void *p, size_t len, void *o
 
 TPPROF_EXPORT void *malloc(size_t n) {
     void *p = __libc_malloc(n);
-    if (TPPROF_LIKELY(p != NULL) && want()) record_alloc(TPPROF_OP_ALLOC, p, n, TPPROF_KIND_MALLOC);
+    if (TPPROF_LIKELY(p != NULL)) NOTE_ALLOC(p, n, TPPROF_KIND_MALLOC);
     return p;
 }
 
 TPPROF_EXPORT void free(void *p) {
-    if (p && want()) record_free(TPPROF_OP_FREE, p, 0);
+    if (p) {
+        if (TPPROF_LIKELY(want())) record_free(TPPROF_OP_FREE, p, 0);
+        else if (TPPROF_UNLIKELY(early_now())) tpprof_early_free(p);
+    }
     __libc_free(p);
 }
 
 TPPROF_EXPORT void *calloc(size_t k, size_t n) {
     void *p = __libc_calloc(k, n);
-    if (p && want()) record_alloc(TPPROF_OP_ALLOC, p, k * n, TPPROF_KIND_CALLOC);
+    if (p) NOTE_ALLOC(p, k * n, TPPROF_KIND_CALLOC);
     return p;
 }
 
 static void *realloc_kind(void *old, size_t n, int kind) {
-    if (!want()) return __libc_realloc(old, n);
+    if (!want()) {
+        void *p = __libc_realloc(old, n);
+        if (TPPROF_UNLIKELY(early_now()) && (p || n == 0)) { // moved, resized or freed
+            if (old) tpprof_early_free(old);
+            if (p) tpprof_early_alloc(p, n);
+        }
+        return p;
+    }
     if (!old) {
         void *p = __libc_realloc(NULL, n);
         if (p) record_alloc(TPPROF_OP_ALLOC, p, n, kind);
@@ -209,31 +233,31 @@ TPPROF_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     if (!p) return ENOMEM;
     errno = saved;
     *out = p;
-    if (want()) record_alloc(TPPROF_OP_ALLOC, p, n, TPPROF_KIND_POSIX_MEMALIGN);
+    NOTE_ALLOC(p, n, TPPROF_KIND_POSIX_MEMALIGN);
     return 0;
 }
 
 TPPROF_EXPORT void *aligned_alloc(size_t align, size_t n) {
     void *p = __libc_memalign(align, n);
-    if (p && want()) record_alloc(TPPROF_OP_ALLOC, p, n, TPPROF_KIND_ALIGNED_ALLOC);
+    if (p) NOTE_ALLOC(p, n, TPPROF_KIND_ALIGNED_ALLOC);
     return p;
 }
 
 TPPROF_EXPORT void *memalign(size_t align, size_t n) {
     void *p = __libc_memalign(align, n);
-    if (p && want()) record_alloc(TPPROF_OP_ALLOC, p, n, TPPROF_KIND_MEMALIGN);
+    if (p) NOTE_ALLOC(p, n, TPPROF_KIND_MEMALIGN);
     return p;
 }
 
 TPPROF_EXPORT void *valloc(size_t n) {
     void *p = __libc_valloc(n);
-    if (p && want()) record_alloc(TPPROF_OP_ALLOC, p, n, TPPROF_KIND_VALLOC);
+    if (p) NOTE_ALLOC(p, n, TPPROF_KIND_VALLOC);
     return p;
 }
 
 TPPROF_EXPORT void *pvalloc(size_t n) {
     void *p = __libc_pvalloc(n);
-    if (p && want()) record_alloc(TPPROF_OP_ALLOC, p, n, TPPROF_KIND_PVALLOC);
+    if (p) NOTE_ALLOC(p, n, TPPROF_KIND_PVALLOC);
     return p;
 }
 

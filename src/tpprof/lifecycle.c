@@ -231,12 +231,14 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     tpprof_self_range_init();
     if (!tpprof_stacks_init()) {
         tpprof_disable(tpprof_output_path, "out of memory");
+        tpprof_early_end(NULL);
         tpprof_guard = 0;
         return;
     }
     tpprof_unwind_init();
     tpprof_modules_refresh();
     if (!tpprof_writer_start(tpprof_output_path)) {
+        tpprof_early_end(NULL);
         tpprof_guard = 0;
         return;
     }
@@ -244,7 +246,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     started = true;
     atexit(on_exit_scan);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
-    atomic_store(&tpprof_active, 1);
+    tpprof_writer_go(); // recording on; the blocks of before are adopted
     tpprof_guard = 0;
 }
 

@@ -40,7 +40,7 @@
 // Block kinds (the `kinds` table) and record ops (the `events.op` column).
 
 enum tpprof_kind {
-    TPPROF_KIND_NONE = 0,
+    TPPROF_KIND_EARLY = 0, // the site of the blocks from before the start (writer.c adopt_early): never written
     TPPROF_KIND_MALLOC = 1,
     TPPROF_KIND_CALLOC = 2,
     TPPROF_KIND_REALLOC = 3,
@@ -387,6 +387,15 @@ static inline uint32_t tpprof_recent_sid(uint64_t addr) {
 }
 
 // ---------------------------------------------------------------------------
+// Blocks allocated before the start (early.c): 1 until the constructor is
+// done; meanwhile the hooks note blocks with tpprof_early_alloc/free.
+TPPROF_HIDDEN extern _Atomic int tpprof_early;
+TPPROF_HIDDEN void tpprof_early_alloc(const void *p, size_t n);
+TPPROF_HIDDEN void tpprof_early_free(const void *p);
+// Ends the noting; adopt (if not NULL) gets every block still allocated.
+TPPROF_HIDDEN void tpprof_early_end(void (*adopt)(uint64_t addr, uint64_t size));
+
+// ---------------------------------------------------------------------------
 // Runtime observer (observe.c): 1 once libtensorplay attached our observer
 // (TPPROF_TENSORS=0 declines).
 TPPROF_HIDDEN extern _Atomic int tpprof_obs_attached;
@@ -504,6 +513,9 @@ TPPROF_HIDDEN extern char tpprof_malloc_owner[1024];
 // The writer thread's CPU-time clock (0 until it runs): a producer waiting
 // on a full ring tells a busy writer from a blocked one by it (rings.c).
 TPPROF_HIDDEN extern clockid_t tpprof_writer_clock;
+// Turns recording on, once the writer started: the blocks noted before the
+// start (early.c) become the writer's, for the leak scan only.
+TPPROF_HIDDEN void tpprof_writer_go(void);
 TPPROF_HIDDEN void tpprof_writer_fork_prepare(void);
 TPPROF_HIDDEN void tpprof_writer_fork_parent(void);
 TPPROF_HIDDEN void tpprof_writer_fork_child(const char *path);

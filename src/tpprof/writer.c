@@ -285,6 +285,7 @@ ALWAYS_INLINE void heap_free(struct tpprof_thread *t, uint64_t addr, bool temp_o
     struct tpprof_site *s = &w->sites[b->site];
     bool mine = b->thread == (uint32_t)t->index, backs = b->backs;
     tpprof_live_erase(&w->live, b);
+    if (TPPROF_UNLIKELY(s->kind == TPPROF_KIND_EARLY)) return; // from before the start (adopt_early)
     if (TPPROF_UNLIKELY(backs)) tpprof_obs_block_freed(addr, time);
     site_sub(s, size, true);
     if (t->w_last_alloc == addr) {
@@ -1075,6 +1076,28 @@ void tpprof_writer_exec_failed(void) {
             if (!writer_running) spawn_writer();
         }
     }
+    pthread_mutex_unlock(&wmu);
+}
+
+// Blocks allocated before the start (early.c) are held under a site of
+// kind 0, which no allocation has: the leak scan sees them and looks inside
+// them, but they are not allocations of the recording (not counted in the
+// totals, the timeline or the peak), and neither the site nor the blocks are
+// written (db.c). A free of one only takes it out (heap_free).
+static void adopt_early(uint64_t addr, uint64_t size) {
+    struct tpprof_wstate *w = &tpprof_w;
+    struct tpprof_site *s = site_lookup(0, TPPROF_KIND_EARLY);
+    if (!s) return;
+    bool existed;
+    struct tpprof_block *b = tpprof_live_insert(&w->live, addr, &existed);
+    if (!b || existed) return;
+    *b = (struct tpprof_block){.addr = addr, .size = size, .site = (uint32_t)(s - w->sites)};
+}
+
+void tpprof_writer_go(void) {
+    wmu_lock_other();
+    atomic_store(&tpprof_active, 1);
+    tpprof_early_end(db_open ? adopt_early : NULL);
     pthread_mutex_unlock(&wmu);
 }
 

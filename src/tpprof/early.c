@@ -1,0 +1,85 @@
+// early.c: the heap blocks a process allocated before the recorder started.
+//
+// The program's shared libraries are initialized before the preload's
+// constructor runs (a C++ library's static objects, a library's global
+// lists and caches), and their blocks were unknown to the leak scan, which
+// then did not look inside them: a block allocated later and kept only in
+// such a structure (a node appended to a list whose head a constructor
+// made) was reported lost. So until the constructor is done the hooks note
+// each block here (address and size, no stack; the frees take them out),
+// and the writer adopts what is left as blocks of its own (writer.c): they
+// are scanned like any other, pointers in them count, but they are not
+// recorded as allocations and never reported.
+//
+// Runs inside malloc hooks, before main: a spinlock (threads are rare
+// then), no malloc, a raw mapping.
+#define _GNU_SOURCE
+#include <sched.h>
+
+#include "tpprof_internal.h"
+
+#define EARLY_SLOTS ((uint64_t)1 << 16) // 1 MiB; at most half of them used
+#define TOMBSTONE 1u                    // a freed slot (no block is at address 1)
+
+struct early_block {
+    uint64_t addr, size;
+};
+
+_Atomic int tpprof_early = 1;
+static atomic_flag lock = ATOMIC_FLAG_INIT;
+static struct early_block *table;
+static uint64_t used; // slots ever taken (tombstones included)
+static bool failed;   // no mapping: nothing more is noted
+
+static void take_lock(void) {
+    while (atomic_flag_test_and_set_explicit(&lock, memory_order_acquire)) sched_yield();
+}
+
+static void drop_lock(void) { atomic_flag_clear_explicit(&lock, memory_order_release); }
+
+static inline uint64_t home(uint64_t addr) { return (addr * 0x9E3779B97F4A7C15ULL) >> (64 - 16); }
+
+void tpprof_early_alloc(const void *p, size_t n) {
+    uint64_t addr = (uint64_t)(uintptr_t)p;
+    take_lock();
+    if (atomic_load_explicit(&tpprof_early, memory_order_relaxed) && !table && !failed) {
+        table = tpprof_mem_map(EARLY_SLOTS * sizeof *table);
+        failed = table == NULL;
+    }
+    if (atomic_load_explicit(&tpprof_early, memory_order_relaxed) && table && used < EARLY_SLOTS / 2) {
+        uint64_t j = home(addr);
+        while (table[j].addr > TOMBSTONE && table[j].addr != addr) j = (j + 1) & (EARLY_SLOTS - 1);
+        if (table[j].addr <= TOMBSTONE) {
+            if (table[j].addr == 0) used++;
+            table[j].addr = addr;
+        }
+        table[j].size = n;
+    }
+    drop_lock();
+}
+
+void tpprof_early_free(const void *p) {
+    uint64_t addr = (uint64_t)(uintptr_t)p;
+    take_lock();
+    if (table) {
+        for (uint64_t j = home(addr); table[j].addr; j = (j + 1) & (EARLY_SLOTS - 1))
+            if (table[j].addr == addr) {
+                table[j].addr = TOMBSTONE;
+                break;
+            }
+    }
+    drop_lock();
+}
+
+void tpprof_early_end(void (*adopt)(uint64_t addr, uint64_t size)) {
+    take_lock();
+    atomic_store(&tpprof_early, 0);
+    if (table) {
+        if (adopt)
+            for (uint64_t j = 0; j < EARLY_SLOTS; j++)
+                if (table[j].addr > TOMBSTONE) adopt(table[j].addr, table[j].size);
+        tpprof_mem_unmap(table, EARLY_SLOTS * sizeof *table);
+        table = NULL;
+    }
+    drop_lock();
+}
