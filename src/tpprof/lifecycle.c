@@ -159,6 +159,8 @@ static void output_name(char *out, size_t cap, pid_t pid) {
 // ---------------------------------------------------------------------------
 // Start and end.
 
+static void on_quick_exit(void);
+
 static void on_exit_scan(void) {
     // Spill the callee-saved registers into this frame, then scan the stack
     // from just below them: the program's registers are roots too.
@@ -245,6 +247,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     recorded_pid = getpid();
     started = true;
     atexit(on_exit_scan);
+    at_quick_exit(on_quick_exit);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     tpprof_writer_go(); // recording on; the blocks of before are adopted
     tpprof_guard = 0;
@@ -264,17 +267,32 @@ __attribute__((destructor(101))) static void tpprof_stop(void) {
 // children, daemons): scan for leaks and write everything, as at exit, but
 // without atexit handlers or destructors to wait for, then leave.
 
+// Scans and writes everything, for a process about to leave without exit's
+// handlers (noinline: its frame is where the scan of the stack starts).
+static __attribute__((noinline)) void end_now(void) {
+    if (!in_recorded_process()) return;
+    __builtin_unwind_init(); // the program's registers are roots too
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0) - 256;
+    tpprof_guard = 1;
+    if (atomic_load(&tpprof_active)) tpprof_writer_leak_scan(sp);
+    tpprof_writer_finish(TPPROF_END_EXIT);
+    started = false;
+}
+
 TPPROF_EXPORT void _exit(int status) {
-    if (in_recorded_process()) {
-        __builtin_unwind_init(); // the program's registers are roots too
-        uintptr_t sp = (uintptr_t)__builtin_frame_address(0) - 256;
-        tpprof_guard = 1;
-        if (atomic_load(&tpprof_active)) tpprof_writer_leak_scan(sp);
-        tpprof_writer_finish(TPPROF_END_EXIT);
-        started = false;
-    }
+    end_now();
     syscall(SYS_exit_group, status);
     __builtin_unreachable();
+}
+
+// quick_exit runs the at_quick_exit handlers and then glibc's own _exit,
+// which a call inside the C library does not reach through this one's
+// symbol: the recording ended with its last periodic flush, often empty.
+// Registered at the start, before the program's: it runs last.
+static void on_quick_exit(void) {
+    int saved = tpprof_guard;
+    end_now();
+    tpprof_guard = saved;
 }
 
 TPPROF_EXPORT void _Exit(int status) { _exit(status); }

@@ -606,6 +606,9 @@ static void test_quick(char *prog, const char *how) {
         qs(v, sizeof v, "SELECT coalesce((SELECT value FROM meta WHERE key = 'leak_scan'), '0')");
         CHECK(strcmp(v, "1") == 0, "the leak scan ran before _exit");
     }
+    if (strcmp(how, "quick_exit") == 0)
+        CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 2222 AND reachability IN (1, 2)") == 1,
+              "the at_quick_exit handler's block, recorded and scanned");
 }
 
 // Two threads take turns holding one 2 MiB block (progs/turns.c): the
@@ -1264,7 +1267,8 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "noleak") == 0) test_noleak(prog);
     else if (strcmp(what, "exceptions") == 0) test_exceptions(prog);
     else if (strcmp(what, "unwritable") == 0) test_unwritable(prog);
-    else if (strcmp(what, "_exit") == 0 || strcmp(what, "abort") == 0) test_quick(prog, what);
+    else if (strcmp(what, "_exit") == 0 || strcmp(what, "abort") == 0 || strcmp(what, "quick_exit") == 0)
+        test_quick(prog, what);
     else if (strcmp(what, "kill9") == 0) {
         kill_after_ms = 300;
         kill_when_sql = "SELECT count(*) FROM sites WHERE alloc_bytes >= 3333";
