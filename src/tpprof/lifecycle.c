@@ -396,10 +396,18 @@ static void after_failed_exec(void) {
     tpprof_guard = saved;
 }
 
-typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+// One exec call of any form: the database is finished first (the new image
+// records into its own), the environment carries the settings on, and a
+// failed exec reopens the database and goes on recording.
+struct exec_call {
+    const char *which; // the C library's function
+    int fd, flags;     // fexecve's descriptor; execveat's directory and flags
+    const char *path;
+    char *const *argv;
+};
 
-static int do_exec(const char *name, char *const argv[], char *const envp[], const char *which) {
-    execve_fn real = (execve_fn)dlsym(RTLD_NEXT, which);
+static int exec_with(const struct exec_call *c, char *const envp[]) {
+    void *real = dlsym(RTLD_NEXT, c->which);
     if (!real) {
         errno = ENOSYS;
         return -1;
@@ -407,7 +415,14 @@ static int do_exec(const char *name, char *const argv[], char *const envp[], con
     size_t bytes = 0;
     char **env = fix_env(envp, &bytes);
     before_exec();
-    int rc = real(name, argv, env);
+    int rc;
+    if (strcmp(c->which, "fexecve") == 0)
+        rc = ((int (*)(int, char *const[], char *const[]))real)(c->fd, c->argv, env);
+    else if (strcmp(c->which, "execveat") == 0)
+        rc = ((int (*)(int, const char *, char *const[], char *const[], int))real)(c->fd, c->path, c->argv, env,
+                                                                                  c->flags);
+    else
+        rc = ((int (*)(const char *, char *const[], char *const[]))real)(c->path, c->argv, env);
     int err = errno;
     after_failed_exec();
     if (env != (char **)envp) tpprof_mem_unmap(env, bytes);
@@ -415,8 +430,23 @@ static int do_exec(const char *name, char *const argv[], char *const envp[], con
     return rc;
 }
 
+static int do_exec(const char *name, char *const argv[], char *const envp[], const char *which) {
+    return exec_with(&(struct exec_call){.which = which, .path = name, .argv = argv}, envp);
+}
+
 TPPROF_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     return do_exec(path, argv, envp, "execve");
+}
+
+// fexecve and execveat run the new image without the C library calling
+// execve by name: the first image's recording was left unfinished.
+TPPROF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+    return exec_with(&(struct exec_call){.which = "fexecve", .fd = fd, .argv = argv}, envp);
+}
+
+TPPROF_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
+    return exec_with(&(struct exec_call){.which = "execveat", .fd = dirfd, .path = path, .argv = argv, .flags = flags},
+                     envp);
 }
 
 TPPROF_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {

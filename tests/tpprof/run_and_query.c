@@ -665,10 +665,12 @@ static void test_peak(char *prog, bool full) {
     }
 }
 
-static void test_exec(char *prog) {
+// `how`: NULL (execl), "fexecve" or "execveat": each finishes the first
+// image's database and records the new image into its own.
+static void test_exec(char *prog, const char *how) {
     char out[600];
     db_path(out, sizeof out, "exec.db");
-    char *argv[] = {prog, NULL};
+    char *argv[] = {prog, (char *)how, NULL};
     struct result r = run(out, argv, NULL);
     CHECK(r.status == 0, "exit status %d: %s", r.status, r.err);
     CHECK(strcmp(r.out, "execer: child done\n") == 0, "stdout '%s'", r.out);
@@ -679,6 +681,8 @@ static void test_exec(char *prog) {
     char v[64];
     qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'end_reason'");
     CHECK(strcmp(v, "exec") == 0, "first image ended by exec: '%s'", v);
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 444") == 1, "the first image's live block");
+    CHECK(access(out, F_OK) == 0 && qi("SELECT value FROM meta WHERE key = 'complete'") == 1, "first image complete");
     char edb[700];
     snprintf(edb, sizeof edb, "%s/exec.exec1.db", tmpdir);
     if (!open_db(edb)) {
@@ -1276,7 +1280,8 @@ int main(int argc, char **argv) {
     }
     else if (strcmp(what, "peak") == 0) test_peak(prog, false);
     else if (strcmp(what, "full") == 0) test_peak(prog, true);
-    else if (strcmp(what, "exec") == 0) test_exec(prog);
+    else if (strcmp(what, "exec") == 0) test_exec(prog, NULL);
+    else if (strcmp(what, "fexecve") == 0 || strcmp(what, "execveat") == 0) test_exec(prog, what);
     else if (strcmp(what, "vfork") == 0) test_vfork(prog);
     else if (strcmp(what, "busyfork") == 0) test_busy_fork(prog);
     else if (strcmp(what, "errnos") == 0) test_errnos(prog);
