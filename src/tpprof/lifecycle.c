@@ -11,6 +11,7 @@
 // must record a library before it goes away) and the one-line failure path.
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <spawn.h>
 #include <link.h>
 #include <errno.h>
 #include <pthread.h>
@@ -447,6 +448,38 @@ TPPROF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
 TPPROF_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
     return exec_with(&(struct exec_call){.which = "execveat", .fd = dirfd, .path = path, .argv = argv, .flags = flags},
                      envp);
+}
+
+// posix_spawn with an environment of its own making (a clean one, as
+// subprocess modules build) would start a child nothing records: it gets
+// LD_PRELOAD and the TPPROF_* settings back, as an exec does. (system() and
+// popen() spawn inside the C library, with the program's environment.)
+typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
+                        char *const[], char *const[]);
+
+static int spawn_with(const char *which, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                      const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+    spawn_fn real;
+    *(void **)&real = dlsym(RTLD_NEXT, which);
+    if (!real) return ENOSYS;
+    int saved = tpprof_guard;
+    tpprof_guard = 1;
+    size_t bytes = 0;
+    char **env = fix_env(envp, &bytes);
+    tpprof_guard = saved;
+    int rc = real(pid, path, fa, attr, argv, env);
+    if (env != (char **)envp) tpprof_mem_unmap(env, bytes);
+    return rc;
+}
+
+TPPROF_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                              const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+    return spawn_with("posix_spawn", pid, path, fa, attr, argv, envp);
+}
+
+TPPROF_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                               const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+    return spawn_with("posix_spawnp", pid, file, fa, attr, argv, envp);
 }
 
 TPPROF_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {

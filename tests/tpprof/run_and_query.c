@@ -460,6 +460,27 @@ static void test_thread_churn_memory(char *prog) {
     CHECK(qi("SELECT sum(temp_count) FROM sites WHERE alloc_bytes = 6000 * 64") == 6000, "6000 temporaries");
 }
 
+// A child started with posix_spawn and a clean environment (progs/spawner.c,
+// `how` "spawn" or "spawnp") is recorded into its own database.
+static void test_spawn(char *prog, const char *how) {
+    char out[600];
+    db_path(out, sizeof out, "spawn.db");
+    char *argv[] = {prog, strcmp(how, "spawnp") == 0 ? "spawnp" : "spawn", NULL};
+    struct result r = run(out, argv, NULL);
+    CHECK(r.status == 0, "exit status %d: %s", r.status, r.err);
+    const char *c = strstr(r.out, "child=");
+    int child = c ? atoi(c + 6) : 0;
+    char cdb[700];
+    snprintf(cdb, sizeof cdb, "%s/spawn.%d.db", tmpdir, child);
+    if (!open_db(cdb)) {
+        CHECK(false, "no database for the spawned child at %s", cdb);
+        return;
+    }
+    expect_complete("spawned child");
+    CHECK(count_blocks(1, 321, 1, "spawn_child_leak", 0) + count_blocks(2, 321, 1, "spawn_child_leak", 0) == 1,
+          "the child's leak");
+}
+
 static void test_fork(char *prog) {
     char out[600];
     db_path(out, sizeof out, "fork.db");
@@ -1281,6 +1302,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "peak") == 0) test_peak(prog, false);
     else if (strcmp(what, "full") == 0) test_peak(prog, true);
     else if (strcmp(what, "exec") == 0) test_exec(prog, NULL);
+    else if (strcmp(what, "spawn") == 0 || strcmp(what, "spawnp") == 0) test_spawn(prog, what);
     else if (strcmp(what, "fexecve") == 0 || strcmp(what, "execveat") == 0) test_exec(prog, what);
     else if (strcmp(what, "vfork") == 0) test_vfork(prog);
     else if (strcmp(what, "busyfork") == 0) test_busy_fork(prog);
