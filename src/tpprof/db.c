@@ -484,7 +484,8 @@ static bool put_live(void) {
         for (uint64_t i = 0; i < w->live.cap && ok; i++)
             if (w->live.slots[i].addr && !early_block(&w->live.slots[i])) ok = put_block(st, &w->live.slots[i]);
     }
-    for (uint64_t i = 0; i < w->nmaps && ok; i++) ok = put_block(st, &w->maps[i]);
+    for (uint64_t i = 0; i < w->nmaps && ok; i++)
+        if (!early_block(&w->maps[i])) ok = put_block(st, &w->maps[i]);
     sqlite3_finalize(st);
     return ok;
 }

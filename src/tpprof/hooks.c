@@ -264,24 +264,27 @@ TPPROF_EXPORT void *pvalloc(size_t n) {
 // ---------------------------------------------------------------------------
 // Mappings.
 
-TPPROF_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+static void *map_hook(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
     void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-    if (p != MAP_FAILED && want())
-        record_alloc(TPPROF_OP_MMAP, p, len,
-                     (flags & MAP_ANONYMOUS) ? TPPROF_KIND_MMAP : TPPROF_KIND_MMAP_FILE);
+    if (p == MAP_FAILED) return p;
+    if (want())
+        record_alloc(TPPROF_OP_MMAP, p, len, (flags & MAP_ANONYMOUS) ? TPPROF_KIND_MMAP : TPPROF_KIND_MMAP_FILE);
+    else if (TPPROF_UNLIKELY(early_now()) && (flags & MAP_ANONYMOUS) && (prot & PROT_WRITE))
+        tpprof_early_map(p, len); // a pool a constructor maps: scanned, not recorded
     return p;
 }
 
+TPPROF_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+    return map_hook(addr, len, prot, flags, fd, off);
+}
+
 TPPROF_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
-    void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-    if (p != MAP_FAILED && want())
-        record_alloc(TPPROF_OP_MMAP, p, len,
-                     (flags & MAP_ANONYMOUS) ? TPPROF_KIND_MMAP : TPPROF_KIND_MMAP_FILE);
-    return p;
+    return map_hook(addr, len, prot, flags, fd, off);
 }
 
 TPPROF_EXPORT int munmap(void *addr, size_t len) {
     if (want()) record_free(TPPROF_OP_MUNMAP, addr, len);
+    else if (TPPROF_UNLIKELY(early_now())) tpprof_early_unmap(addr, len);
     return (int)syscall(SYS_munmap, addr, len);
 }
 

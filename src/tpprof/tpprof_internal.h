@@ -392,8 +392,10 @@ static inline uint32_t tpprof_recent_sid(uint64_t addr) {
 TPPROF_HIDDEN extern _Atomic int tpprof_early;
 TPPROF_HIDDEN void tpprof_early_alloc(const void *p, size_t n);
 TPPROF_HIDDEN void tpprof_early_free(const void *p);
-// Ends the noting; adopt (if not NULL) gets every block still allocated.
-TPPROF_HIDDEN void tpprof_early_end(void (*adopt)(uint64_t addr, uint64_t size));
+TPPROF_HIDDEN void tpprof_early_map(const void *p, size_t len); // an anonymous, writable mapping
+TPPROF_HIDDEN void tpprof_early_unmap(const void *p, size_t len);
+// Ends the noting; adopt (if not NULL) gets every block and mapping still there.
+TPPROF_HIDDEN void tpprof_early_end(void (*adopt)(uint64_t addr, uint64_t size, bool mapping));
 
 // ---------------------------------------------------------------------------
 // Runtime observer (observe.c): 1 once libtensorplay attached our observer

@@ -406,7 +406,8 @@ static void map_add(struct tpprof_thread *t, uint64_t addr, uint64_t len, uint32
 static int map_kind_at(uint64_t addr) {
     struct tpprof_wstate *w = &tpprof_w;
     for (uint64_t i = 0; i < w->nmaps; i++)
-        if (addr >= w->maps[i].addr && addr < w->maps[i].addr + w->maps[i].size)
+        if (addr >= w->maps[i].addr && addr < w->maps[i].addr + w->maps[i].size &&
+            w->sites[w->maps[i].site].kind != TPPROF_KIND_EARLY)
             return (int)w->sites[w->maps[i].site].kind;
     return TPPROF_KIND_MMAP;
 }
@@ -1079,15 +1080,20 @@ void tpprof_writer_exec_failed(void) {
     pthread_mutex_unlock(&wmu);
 }
 
-// Blocks allocated before the start (early.c) are held under a site of
-// kind 0, which no allocation has: the leak scan sees them and looks inside
+// Blocks and mappings from before the start (early.c) are held under a site
+// of kind 0, which no allocation has: the leak scan sees them and looks inside
 // them, but they are not allocations of the recording (not counted in the
 // totals, the timeline or the peak), and neither the site nor the blocks are
 // written (db.c). A free of one only takes it out (heap_free).
-static void adopt_early(uint64_t addr, uint64_t size) {
+static void adopt_early(uint64_t addr, uint64_t size, bool mapping) {
     struct tpprof_wstate *w = &tpprof_w;
     struct tpprof_site *s = site_lookup(0, TPPROF_KIND_EARLY);
     if (!s) return;
+    if (mapping) { // unlike map_add: no site_add, no mmap_bytes
+        if (!maps_room()) return;
+        w->maps[w->nmaps++] = (struct tpprof_block){.addr = addr, .size = page_up(size), .site = (uint32_t)(s - w->sites)};
+        return;
+    }
     bool existed;
     struct tpprof_block *b = tpprof_live_insert(&w->live, addr, &existed);
     if (!b || existed) return;
