@@ -322,10 +322,12 @@ static void test_threads(char *prog) {
 // recorded order frees each address before its next allocation, so nothing
 // but the two deliberate leaks is live at the end and every allocation is
 // matched by its free.
-static void test_handoff(char *prog, bool full) {
+// `env`: NULL, or TPPROF_ORDER_START=wrap (the order tickets and epochs
+// wrap around during the run).
+static void test_handoff(char *prog, bool full, const char *env) {
     char *argv[] = {prog, NULL};
     struct result r;
-    if (!record(full ? "handoff_full.db" : "handoff.db", argv, full ? "TPPROF_MODE=full" : NULL, &r)) return;
+    if (!record(full ? "handoff_full.db" : "handoff.db", argv, full ? "TPPROF_MODE=full" : env, &r)) return;
     CHECK(strcmp(r.out, "handoff: 400000 blocks\n") == 0, "stdout '%s'", r.out);
     // Full mode's writer keeps every event: on a machine busy with other
     // work it can fall behind long enough that a thread drops events (by
@@ -1304,11 +1306,12 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "threads") == 0) test_threads(prog);
     else if (strcmp(what, "fork") == 0) test_fork(prog);
     else if (strcmp(what, "churn") == 0) test_churn(prog);
-    else if (strcmp(what, "handoff") == 0) test_handoff(prog, false);
+    else if (strcmp(what, "handoff") == 0) test_handoff(prog, false, NULL);
+    else if (strcmp(what, "handoff_wrap") == 0) test_handoff(prog, false, "TPPROF_ORDER_START=wrap");
     else if (strcmp(what, "turns") == 0) test_turns(prog, false);
     else if (strcmp(what, "turns_full") == 0) test_turns(prog, true);
     else if (strcmp(what, "running") == 0) test_running(prog);
-    else if (strcmp(what, "handoff_full") == 0) test_handoff(prog, true);
+    else if (strcmp(what, "handoff_full") == 0) test_handoff(prog, true, NULL);
     else if (strcmp(what, "churn_many") == 0) test_thread_churn_memory(prog);
     else if (strcmp(what, "unwind_same") == 0) test_unwind_same(prog);
     else if (strcmp(what, "plugin") == 0 && argc > 4) test_plugin(prog, argv[4]);
