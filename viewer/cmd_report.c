@@ -152,11 +152,15 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
         printf(" (pid %" PRId64 ")", s->pid);
     if (s->duration_ns)
         printf(", ran %.3f s", (double)s->duration_ns / 1e9);
-    printf(", %s%s\n",
+    printf(", %s%s",
            s->complete        ? "complete"
            : s->still_running ? "INCOMPLETE (still running: what it has flushed so far)"
                               : "INCOMPLETE (did not end normally)",
            p->mode && strcmp(p->mode, "full") == 0 ? ", full mode" : "");
+    if (s->end_signal)
+        printf(", died of signal %d (%s)%s", s->end_signal, strsignal(s->end_signal),
+               s->leak_scanned ? "" : ": the live set at that moment, not scanned");
+    printf("\n");
     printf("  calls       %s allocations, %s frees, %s temporary\n",
            tpprof_format_count(s->allocations, a), tpprof_format_count(s->frees, b),
            tpprof_format_count(s->temporary_count, c));
@@ -402,6 +406,7 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_kv_string(&j, "mode", p->mode);
     tpprof_json_kv_bool(&j, "complete", s->complete);
     tpprof_json_kv_bool(&j, "still_running", s->still_running);
+    tpprof_json_kv_id(&j, "end_signal", s->end_signal); // null: it did not die of a signal
     tpprof_json_kv_int(&j, "duration_ns", s->duration_ns);
     tpprof_json_kv_string(&j, "tool_version", p->tool_version);
     tpprof_json_kv_string(&j, "malloc_replaced_by", p->malloc_owner);

@@ -400,6 +400,8 @@ tpprof_profile *tpprof_profile_load(const char *path) {
         s->pid = v;
     if (tpprof_db_meta_i64(p->db, "duration_ns", &v))
         s->duration_ns = v;
+    if (tpprof_db_meta_i64(p->db, "end_signal", &v) && v > 0 && v < 128)
+        s->end_signal = (int)v;
     if (!s->complete && p->nleaks == 0 && leaks_from_sites(p) != 0)
         goto fail;
     int64_t started = 0;

@@ -226,6 +226,9 @@ typedef struct tpprof_summary {
     // Not complete, and the recorded process is still running (its pid is
     // alive and started when the recording did): a recording being written.
     bool still_running;
+    // The signal the program died of, when the recorder's handler wrote the
+    // recording on the way (meta.end_signal), or 0.
+    int end_signal;
 } tpprof_summary;
 
 // Live blocks at the end, grouped by (stack, kind, reachability).

@@ -499,6 +499,7 @@ static bool put_meta(void) {
               meta_int("end_unix_ns", (int64_t)end) && meta_int("duration_ns", (int64_t)(end - w->start_unix_ns)) &&
               meta_set("complete", w->complete ? "1" : "0");
     if (ok) ok = w->end_reason ? meta_set("end_reason", w->end_reason) : meta_del("end_reason");
+    if (ok && w->end_signal) ok = meta_int("end_signal", w->end_signal);
     if (ok) ok = meta_set("leak_scan", w->scanned ? "1" : "0");
     if (ok) ok = meta_int("dropped_events", (int64_t)atomic_load(&tpprof_dropped));
     if (ok && atomic_load(&tpprof_obs_attached)) {
@@ -520,7 +521,9 @@ bool tpprof_db_flush(bool final) {
     // Modules that call the C library's allocator directly (modules.c): looked
     // at once more before the modules are written.
     static char bypassing[8192];
-    int nbypass = final ? tpprof_modules_bypassing(bypassing, sizeof bypassing) : 0;
+    // (Not in a process a signal is ending: it walks the loader's lists, which
+    // the thread that got the signal may have been changing.)
+    int nbypass = final && !tpprof_w.end_signal ? tpprof_modules_bypassing(bypassing, sizeof bypassing) : 0;
     bool ok = (!nbypass || meta_set("bypassing_modules", bypassing)) && put_modules() && put_nodes() && put_threads(final) && put_sites() && put_samples() && put_events() &&
               tpprof_obs_db_put(db, final) && put_meta() && (!final || put_live());
     if (ok && final && tpprof_cfg.full) ok = exec_sql("CREATE INDEX IF NOT EXISTS events_by_address ON events(address)");

@@ -15,6 +15,7 @@
 #include <link.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,6 +202,53 @@ static void fork_child(void) {
     tpprof_guard--;
 }
 
+// ---------------------------------------------------------------------------
+// Dying of a signal. A program that crashes (SIGSEGV, SIGBUS, SIGFPE,
+// SIGILL) or aborts (abort(): an assert, an uncaught C++ exception, a
+// std::bad_alloc at the OOM point) would leave a recording cut at its last
+// periodic flush, without the live set. Where the program left such a signal
+// at its default, a handler writes everything first: the live set as it is
+// at that moment (scanned for an abort; not after a fault, where the less
+// a crashing process does the better), meta.end_reason 'signal' and
+// meta.end_signal. Then the program dies of the signal as it would have:
+// the handler was installed with SA_RESETHAND, so a fault re-executes into
+// the default action and a sent signal is raised again. The recorder writes
+// with its own SQLite and libc (sqlite_api.h), so a heap corrupted by the
+// program does not stand in its way. Termination signals (SIGINT, SIGTERM)
+// are left alone: runtimes such as CPython install their own handler only
+// where they find the default.
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+
+static void on_fatal(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    int saved_errno = errno;
+    if (in_recorded_process()) {
+        int saved = tpprof_guard;
+        tpprof_guard = 1;
+        __builtin_unwind_init(); // the program's registers are roots too
+        uintptr_t sp = sig == SIGABRT ? (uintptr_t)__builtin_frame_address(0) - 256 : 0;
+        tpprof_writer_end_signal(sig, sp);
+        started = false;
+        tpprof_guard = saved;
+    }
+    errno = saved_errno;
+    if (si->si_code <= 0) raise(sig); // sent (kill, raise, abort): now to the default action
+    // A fault returns to the faulting instruction, which faults again.
+}
+
+static void catch_fatal_signals(void) {
+    for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(fatal_signals[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+            continue; // the program's, or ignored
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_fatal;
+        sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
+        sigemptyset(&sa.sa_mask);
+        sigaction(fatal_signals[i], &sa, NULL);
+    }
+}
+
 __attribute__((constructor(101))) static void tpprof_start(void) {
     tpprof_guard = 1;
     tpprof_t0_ns = mono_ns();
@@ -259,6 +307,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     at_quick_exit(on_quick_exit);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     tpprof_writer_go(); // recording on; the blocks of before are adopted
+    catch_fatal_signals();
     tpprof_guard = 0;
 }
 

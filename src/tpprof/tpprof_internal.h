@@ -518,6 +518,9 @@ TPPROF_HIDDEN extern clockid_t tpprof_writer_clock;
 // Turns recording on, once the writer started: the blocks noted before the
 // start (early.c) become the writer's, for the leak scan only.
 TPPROF_HIDDEN void tpprof_writer_go(void);
+// A signal is ending the process: writes everything, the live set scanned
+// from sp if sp is not 0 (lifecycle.c's handler).
+TPPROF_HIDDEN void tpprof_writer_end_signal(int sig, uintptr_t sp);
 TPPROF_HIDDEN void tpprof_writer_fork_prepare(void);
 TPPROF_HIDDEN void tpprof_writer_fork_parent(void);
 TPPROF_HIDDEN void tpprof_writer_fork_child(const char *path);

@@ -1062,6 +1062,42 @@ void tpprof_writer_finish(enum tpprof_end how) {
     pthread_mutex_unlock(&wmu);
 }
 
+// A signal is about to end the process (lifecycle.c on_fatal): everything is
+// written, with the live set, scanned when `sp` is given (not after a fault:
+// the less a crashing process does the better). Runs in the signal's
+// handler. The writer mutex is waited for up to 2 s: a thread that took it
+// may be the one that crashed. It is kept: the process is ending, and the
+// writer must not touch the closed database.
+void tpprof_writer_end_signal(int sig, uintptr_t sp) {
+    if (writer_running && pthread_equal(pthread_self(), writer_thread)) return; // the writer itself crashed
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    atomic_fetch_add(&wmu_waiters, 1);
+    int rc = pthread_mutex_timedlock(&wmu, &until);
+    atomic_fetch_sub(&wmu_waiters, 1);
+    if (rc != 0) return;
+    if (db_open) {
+        struct tpprof_wstate *w = &tpprof_w;
+        uint64_t now = tpprof_now_ns();
+        batch_begin(now);
+        drain(true);
+        if (sp) {
+            wipe_stack();
+            tpprof_scan_run(w, sp);
+            w->scanned = true;
+        }
+        sample(now);
+        w->end_reason = "signal";
+        w->end_signal = sig;
+        w->complete = true;
+        bool ok = tpprof_db_flush(true);
+        tpprof_db_close(ok);
+        db_open = false;
+    }
+    atomic_store(&tpprof_active, 0);
+}
+
 // exec returned: the image goes on; reopen the database and keep recording.
 void tpprof_writer_exec_failed(void) {
     wmu_lock_other();

@@ -188,6 +188,7 @@ struct tpprof_wstate {
     uint64_t start_unix_ns;
     const char *end_reason;     // NULL while running
     bool complete, scanned, exec_pending;
+    int end_signal;             // the signal the program died of (end_reason "signal"), or 0
     pid_t parent_pid;
 };
 

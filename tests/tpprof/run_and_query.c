@@ -620,8 +620,9 @@ static void test_quick(char *prog, const char *how) {
     CHECK(strcmp(v, "tpprof") == 0, "meta readable after %s", how);
     qs(v, sizeof v, "SELECT coalesce((SELECT value FROM meta WHERE key = 'complete'), '0')");
     bool is_exit = !is_abort && !is_kill;
-    // _exit is how shells and forked children end: a complete, scanned recording.
-    CHECK(strcmp(v, is_exit ? "1" : "0") == 0, "complete is '%s' after %s", v, how);
+    // _exit is how shells and forked children end: a complete, scanned
+    // recording; so is an abort, written by the recorder's SIGABRT handler.
+    CHECK(strcmp(v, is_kill ? "0" : "1") == 0, "complete is '%s' after %s", v, how);
     CHECK(qi("SELECT count(*) FROM sites WHERE alloc_bytes >= 3333") >= 1, "the flushed allocation is there");
     if (is_exit) {
         CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 3333 AND reachability IN (1, 2)") == 1,
@@ -632,6 +633,37 @@ static void test_quick(char *prog, const char *how) {
     if (strcmp(how, "quick_exit") == 0)
         CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 2222 AND reachability IN (1, 2)") == 1,
               "the at_quick_exit handler's block, recorded and scanned");
+}
+
+// A program that dies of a signal right after allocating (progs/dies.c,
+// `how` segv, abort or raise): it dies of that signal as natively, and the
+// recording holds its last allocation, written on the way (scanned after an
+// abort, not after a fault). "caught": the program's own handler recovers
+// from faults and the recording ends as any exit does.
+static void test_dies(char *prog, const char *how) {
+    char out[600], name[64];
+    snprintf(name, sizeof name, "dies-%s.db", how);
+    db_path(out, sizeof out, name);
+    char *argv[] = {prog, (char *)how, NULL};
+    struct result native = run(NULL, argv, NULL);
+    struct result r = run(out, argv, NULL);
+    bool caught = strcmp(how, "caught") == 0, is_abort = strcmp(how, "abort") == 0;
+    CHECK(r.status == native.status && r.status == (caught ? 0 : is_abort ? 128 + 6 : 128 + 11),
+          "exit status %d, natively %d", r.status, native.status);
+    CHECK(strcmp(r.out, native.out) == 0, "stdout '%s', natively '%s'", r.out, native.out);
+    if (!open_db(out)) {
+        CHECK(false, "no database at %s", out);
+        return;
+    }
+    expect_complete(how);
+    char v[64];
+    qs(v, sizeof v, "SELECT coalesce((SELECT value FROM meta WHERE key = 'end_reason'), '')");
+    CHECK(strcmp(v, caught ? "exit" : "signal") == 0, "end_reason '%s'", v);
+    int64_t sig = qi("SELECT coalesce((SELECT value FROM meta WHERE key = 'end_signal'), 0)");
+    CHECK(sig == (caught ? 0 : is_abort ? 6 : 11), "end_signal %lld", (long long)sig);
+    int scanned = caught || is_abort;
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 6161 AND reachability %s", scanned ? "IN (1, 2)" : "= 0") == 1,
+          "the last block, %s", scanned ? "scanned" : "not scanned");
 }
 
 // Two threads take turns holding one 2 MiB block (progs/turns.c): the
@@ -1340,6 +1372,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "altstack_garbage") == 0) test_alt_stack(prog, "garbage");
     else if (strcmp(what, "altstack_small") == 0) test_alt_stack(prog, "small");
     else if (strcmp(what, "early") == 0) test_early(prog);
+    else if (strncmp(what, "dies_", 5) == 0) test_dies(prog, what + 5);
     else if (strcmp(what, "reserve") == 0) test_reserve(prog);
     else if (strcmp(what, "smallstack") == 0) test_small_stacks(prog);
     else if (strcmp(what, "mainexit") == 0) test_main_exit(prog, NULL);
