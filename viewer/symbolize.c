@@ -203,6 +203,33 @@ static const char *sym_name(elf_file *f, GElf_Addr addr) {
     return sizeless->name;
 }
 
+// Whether the code at addr (an address in the file, bias 0) is the C
+// library's signal return trampoline (__restore_rt, a local symbol that a
+// stripped libc does not name): the return address of a signal handler's
+// frame, which gdb shows as "<signal handler called>".
+static bool is_sigreturn(elf_file *f, GElf_Addr addr) {
+#if defined(__x86_64__)
+    static const unsigned char code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05}; // mov $15,%rax; syscall
+#elif defined(__aarch64__)
+    static const unsigned char code[] = {0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4}; // mov x8,#139; svc #0
+#else
+    static const unsigned char code[] = {0};
+    return false;
+#endif
+    GElf_Addr bias = 0;
+    Elf *elf = f->mod ? dwfl_module_getelf(f->mod, &bias) : NULL;
+    for (Elf_Scn *scn = NULL; elf && (scn = elf_nextscn(elf, scn)) != NULL;) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || !(sh.sh_flags & SHF_EXECINSTR) ||
+            addr < sh.sh_addr || addr + sizeof code > sh.sh_addr + sh.sh_size)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        size_t at = (size_t)(addr - sh.sh_addr);
+        return d && d->d_buf && at + sizeof code <= d->d_size && memcmp((char *)d->d_buf + at, code, sizeof code) == 0;
+    }
+    return false;
+}
+
 // The module's file, on first use; false when its frames stay unsymbolized.
 static bool module_open(module *m) {
     if (m->tried)
@@ -524,7 +551,11 @@ static int emit_frames(module *m, const lookup *l, const scopes *sc, tpprof_symt
             Dwarf_Die cu = l->cu;
             comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &attr));
         }
-        const char *name = sym_name(&opened[m->file], l->addr);
+        // (A handler's return address is the trampoline's first byte, not a
+        // call's next instruction: looked up at addr + 1. First: the nearest
+        // symbol below it would be some other function's.)
+        const char *name = is_sigreturn(&opened[m->file], l->addr + 1) ? "<signal handler called>"
+                                                                        : sym_name(&opened[m->file], l->addr);
         return symtab_push(out, l->ip, 0, name, source_path(file, comp_dir, path, sizeof path), line,
                            m->path);
     }

@@ -63,6 +63,20 @@ static void test_interrupt_stops_the_program_and_tpprof_still_reports(void) {
     harness_result_free(&r);
 }
 
+static void test_a_signal_handlers_frame_names_the_signal(void) {
+    const char *db = harness_path("handler.db");
+    run_result r = run_under_tpprof(db, "handler");
+    CHECK(r.status == 0, "status %d, stderr:\n%s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--leaks", NULL);
+    CHECK(r.status == 0, "report status %d: %s", r.status, r.err);
+    const char *at = strstr(r.out, "      handler_leak (leak_once.c:");
+    const char *mark = at ? strstr(at, "\n      on_usr1 (leak_once.c:") : NULL;
+    const char *sig = mark ? strstr(mark, "\n      <signal handler called> (libc.so") : NULL;
+    CHECK(sig && strstr(sig, "\n      main (leak_once.c:"), "the handler, the signal, then main:\n%s", r.out);
+    harness_result_free(&r);
+}
+
 static void test_report_names_function_file_line_and_exact_bytes(void) {
     const char *db = harness_path("leak.db");
     run_result r = run_under_tpprof(db, NULL);
@@ -337,6 +351,7 @@ int main(int argc, char **argv) {
     if (argc > 4 && !realpath(argv[4], cpp_leak))
         cpp_leak[0] = 0;
     RUN_TEST(test_exit_status_is_the_programs);
+    RUN_TEST(test_a_signal_handlers_frame_names_the_signal);
     RUN_TEST(test_killed_program_gives_128_plus_signal);
     RUN_TEST(test_interrupt_stops_the_program_and_tpprof_still_reports);
     RUN_TEST(test_report_names_function_file_line_and_exact_bytes);

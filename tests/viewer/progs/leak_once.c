@@ -2,12 +2,13 @@
 // suite (test_run.c). It prints where each one is made ("lost FILE:LINE"),
 // so the test can check tpprof's report against the truth.
 //
-//   leak_once [STATUS | kill | interrupt]
+//   leak_once [STATUS | kill | interrupt | handler]
 //     loses 4096 B (malloc) in leak_once, keeps 100 B reachable (calloc) in
 //     keep_some, loses an anonymous 8192 B mapping in map_some, makes 1000
 //     temporary 32 B allocations in churn, then exits with STATUS (default
 //     0), kills itself with SIGTERM (kill), or sends SIGINT to its whole
-//     process group as a terminal's ^C would (interrupt).
+//     process group as a terminal's ^C would (interrupt); `handler` also
+//     loses 555 B in handler_leak, called by a SIGUSR1 handler.
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -51,6 +52,20 @@ __attribute__((noinline)) static void churn(void) {
     }
 }
 
+void *volatile leak_once_sink;
+
+__attribute__((noinline)) static void handler_leak(void) {
+    leak_once_sink = malloc(555);
+    leak_once_sink = NULL;
+}
+
+static volatile int handled;
+
+static void on_usr1(int sig) {
+    handler_leak();
+    handled = sig; // not a tail call: this frame stays on the stack
+}
+
 // Overwrite dead stack slots so that no stale copy of the lost pointer
 // makes it look reachable to a conservative scan.
 __attribute__((noinline)) static void scrub_stack(void) {
@@ -59,6 +74,10 @@ __attribute__((noinline)) static void scrub_stack(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "handler") == 0) {
+        signal(SIGUSR1, on_usr1);
+        raise(SIGUSR1);
+    }
     leak_once();
     keep_some();
     map_some();
@@ -69,5 +88,5 @@ int main(int argc, char **argv) {
         raise(SIGTERM);
     if (argc > 1 && strcmp(argv[1], "interrupt") == 0)
         kill(0, SIGINT);
-    return argc > 1 ? atoi(argv[1]) : 0;
+    return argc > 1 && strcmp(argv[1], "handler") != 0 ? atoi(argv[1]) : 0;
 }
