@@ -67,10 +67,9 @@ static struct tpprof_thread *thread_struct(int index) {
 
 void tpprof_thread_release(struct tpprof_thread *t) {
     tpprof_mem_unmap(t->ring, RING_WORDS * sizeof(uint64_t));
-    tpprof_mem_unmap(t->uw_mem, t->uw_bytes);
     tpprof_mem_unmap(t->cache_mem, t->cache_bytes);
     t->ring = NULL;
-    t->uw_mem = t->cache_mem = NULL;
+    t->cache_mem = NULL;
 }
 
 struct tpprof_thread *tpprof_thread_get(void) {

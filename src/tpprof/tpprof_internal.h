@@ -259,8 +259,8 @@ struct tpprof_thread {
     struct tpprof_thread *next; // all threads ever seen, newest first
     // The thread's unwinder state and stack cache (unwind.c, stacks.c), to
     // be unmapped with its ring once it is gone (tpprof_thread_release).
-    void *uw_mem, *cache_mem;
-    size_t uw_bytes, cache_bytes;
+    void *cache_mem;
+    size_t cache_bytes;
     // Writer-owned from here (its own cache line: written per event).
     _Alignas(64) uint64_t w_head; // consumed so far (head is published from it)
     uint64_t w_tail;            // last tail the writer read
@@ -280,6 +280,9 @@ TPPROF_HIDDEN extern __thread struct tpprof_thread *tpprof_self TPPROF_TLS;
 TPPROF_HIDDEN struct tpprof_thread *tpprof_thread_get(void);
 // Events dropped because a ring stayed full (see rings.c).
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_dropped;
+// Stacks taken by libunwind, not by the verified frame-pointer walk
+// (unwind.c; meta.libunwind_walks).
+TPPROF_HIDDEN extern _Atomic uint64_t tpprof_unwind_slow;
 // tpprof_ring_reserve's slow path (rings.c).
 TPPROF_HIDDEN bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words);
 

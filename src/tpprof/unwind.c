@@ -25,6 +25,7 @@ typedef int (*set_caching_fn)(void *, int);
 typedef void (*flush_fn)(void *, uintptr_t, uintptr_t);
 
 static backtrace_fn unw_bt;
+static void verdicts_init(void);
 static flush_fn unw_flush;
 static void **unw_local_as;
 
@@ -36,6 +37,7 @@ enum { UNW_CACHE_PER_THREAD_ = 2 }; // libunwind's UNW_CACHE_PER_THREAD
 void tpprof_unwind_init(void) {
     void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     if (!h) return; // stacks fall back to the frame-pointer walk
+    verdicts_init();
     unw_bt = (backtrace_fn)dlsym(h, "unw_backtrace");
     unw_flush = (flush_fn)dlsym(h, "_Ux86_64_flush_cache");
     unw_local_as = (void **)dlsym(h, "_ULx86_64_local_addr_space");
@@ -163,52 +165,118 @@ static uintptr_t stack_room(void) {
 // A frame-pointer walk steps from return address ips[k] to ips[k+1] through
 // the saved frame pointer of the function that contains ips[k]; the step is
 // exact iff that function keeps a frame pointer at that instruction, a
-// static property of the address. So each thread learns, by comparing a
+// static property of the address. So the process learns, by comparing a
 // frame-pointer walk with libunwind on the same stack, which return addresses
 // step correctly (OK) and which do not (BAD: code built without frame
 // pointers, signal trampolines). A walk whose every step goes through OK
 // addresses is exactly what libunwind would return; any other falls back to
 // libunwind (and teaches the verdicts). The bottom of a stack (glibc's
-// __libc_start_call_main, start_thread: built without frame pointers) is
-// learnt once per thread as an anchor: the frame address and return address
-// where the walk stops being exact, and libunwind's few frames beyond it,
-// which cannot change while that frame is live. A stack found in the
-// thread's stack cache marked exact for the same walk skips the checks.
-// dlclose bumps a generation: addresses may then hold other code.
+// __libc_start_call_main, start_thread: built without frame pointers) is an
+// anchor: the return address where the walk stops being exact, and
+// libunwind's few frames beyond it, which are the same wherever that return
+// address is seen (it is the one call into the thread's or the program's
+// start routine). A stack found in the thread's stack cache marked exact for
+// the same walk skips the checks. dlclose bumps a generation: addresses may
+// then hold other code.
+//
+// Verdicts and anchors are the process's, not a thread's: they are facts
+// about code. A new thread whose code the process has seen before then
+// never calls libunwind, whose first call on a thread maps and fills a
+// 256 KiB frame cache for it (2,000 threads: 500 MiB resident), and which
+// made a short-lived thread cost 120 us more. Each verdict is one 64-bit
+// word (the address, the generation's low bits and the verdict), read and
+// written whole, so threads need no lock; an anchor is written once, then
+// published. Each thread keeps its own anchor's frame address, the walk's
+// cheap stop.
 
 enum { V_UNKNOWN = 0, V_OK = 1, V_BAD = 2 };
-#define VSLOTS 4096
+#define VBITS 14
+#define VSLOTS (1u << VBITS) // 128 KiB, touched as learnt
+#define V_IP_BITS 48         // user-space addresses fit (x86-64, aarch64)
+#define V_GEN_BITS 14
 #define ANCHOR_TAIL 2
+#define MAX_ANCHORS 32
 
-struct verdict_slot {
+static _Atomic uint64_t *verdicts;
+
+struct anchor {
     uintptr_t ip;
-    uint32_t gen, v;
+    uint32_t gen;
+    int n;
+    uintptr_t tail[ANCHOR_TAIL];
+};
+static struct anchor anchors[MAX_ANCHORS];
+static _Atomic uint32_t anchors_claimed, anchors_ready[MAX_ANCHORS];
+
+struct uwstate { // this thread's anchor, found among the process's
+    uintptr_t anchor_fp;
+    const struct anchor *anchor;
 };
 
-struct uwstate {
-    struct verdict_slot v[VSLOTS];
-    uintptr_t anchor_fp, anchor_ip;
-    uint32_t anchor_gen;
-    int anchor_n;
-    uintptr_t anchor_tail[ANCHOR_TAIL];
-};
+static __thread struct uwstate uw TPPROF_TLS;
 
-static __thread struct uwstate *uw TPPROF_TLS;
+// (NULL if it cannot be mapped: then libunwind takes every stack.)
+static void verdicts_init(void) { verdicts = tpprof_mem_map(VSLOTS * sizeof *verdicts); }
 
-static inline struct verdict_slot *vslot(struct uwstate *s, uintptr_t ip) {
-    return &s->v[(ip * 0x9E3779B97F4A7C15ULL) >> (64 - 12)];
+static inline uint64_t vpack(uintptr_t ip, uint32_t gen, int v) {
+    return (uint64_t)ip | (uint64_t)(gen & ((1u << V_GEN_BITS) - 1)) << V_IP_BITS |
+           (uint64_t)v << (V_IP_BITS + V_GEN_BITS);
 }
 
-static inline int verdict(struct uwstate *s, uintptr_t ip, uint32_t gen) {
-    const struct verdict_slot *e = vslot(s, ip);
-    return e->ip == ip && e->gen == gen ? (int)e->v : V_UNKNOWN;
+// The two slots an address may take.
+static inline _Atomic uint64_t *vslot(uintptr_t ip, int way) {
+    return &verdicts[((ip * 0x9E3779B97F4A7C15ULL) >> (64 - VBITS)) ^ (uint32_t)way];
 }
 
-static inline void set_verdict(struct uwstate *s, uintptr_t ip, uint32_t gen, int v) {
-    struct verdict_slot *e = vslot(s, ip);
+static inline int verdict(uintptr_t ip, uint32_t gen) {
+    if (!verdicts || ip >> V_IP_BITS) return V_UNKNOWN;
+    uint64_t want = vpack(ip, gen, 0), mask = ((uint64_t)1 << (V_IP_BITS + V_GEN_BITS)) - 1;
+    for (int way = 0; way < 2; way++) {
+        uint64_t e = atomic_load_explicit(vslot(ip, way), memory_order_relaxed);
+        if ((e & mask) == want) return (int)(e >> (V_IP_BITS + V_GEN_BITS));
+    }
+    return V_UNKNOWN;
+}
+
+static void set_verdict(uintptr_t ip, uint32_t gen, int v) {
+    if (!verdicts || ip >> V_IP_BITS) return;
+    uint64_t mask = ((uint64_t)1 << (V_IP_BITS + V_GEN_BITS)) - 1, key = vpack(ip, gen, 0);
+    // Its own slot, else a free or stale one of the two, else the first.
+    _Atomic uint64_t *at = vslot(ip, 0);
+    for (int way = 0; way < 2; way++) {
+        uint64_t e = atomic_load_explicit(vslot(ip, way), memory_order_relaxed);
+        if ((e & mask) == key) {
+            at = vslot(ip, way);
+            break;
+        }
+        if (way == 1 && (e == 0 || ((e >> V_IP_BITS) & ((1u << V_GEN_BITS) - 1)) != (gen & ((1u << V_GEN_BITS) - 1))))
+            at = vslot(ip, 1);
+    }
+    atomic_store_explicit(at, vpack(ip, gen, v), memory_order_relaxed);
+}
+
+// The anchor at return address ip, or NULL.
+static const struct anchor *anchor_find(uintptr_t ip, uint32_t gen) {
+    uint32_t n = atomic_load_explicit(&anchors_claimed, memory_order_acquire);
+    if (n > MAX_ANCHORS) n = MAX_ANCHORS;
+    for (uint32_t i = 0; i < n; i++)
+        if (atomic_load_explicit(&anchors_ready[i], memory_order_acquire) && anchors[i].ip == ip && anchors[i].gen == gen)
+            return &anchors[i];
+    return NULL;
+}
+
+static const struct anchor *anchor_add(uintptr_t ip, uint32_t gen, const uintptr_t *tail, int n) {
+    const struct anchor *a = anchor_find(ip, gen);
+    if (a) return a;
+    uint32_t i = atomic_fetch_add(&anchors_claimed, 1);
+    if (i >= MAX_ANCHORS) return NULL; // (another thread may add the same one: both are right)
+    struct anchor *e = &anchors[i];
     e->ip = ip;
     e->gen = gen;
-    e->v = (uint32_t)v;
+    e->n = n;
+    for (int k = 0; k < n; k++) e->tail[k] = tail[k];
+    atomic_store_explicit(&anchors_ready[i], 1, memory_order_release);
+    return e;
 }
 
 // fp_walk2 writes frame k's frame address FPS_AT words after its return
@@ -271,30 +339,33 @@ static void learn(struct uwstate *s, uint32_t gen, const uintptr_t *f, const uin
                   const uintptr_t *l, int nl, int max) {
     int c = 0;
     while (c < nf && c < nl && f[c] == l[c]) c++;
-    for (int i = 0; i + 1 < c; i++) set_verdict(s, f[i], gen, V_OK);
+    for (int i = 0; i + 1 < c; i++) set_verdict(f[i], gen, V_OK);
     if (c == 0 || (c == nl && nf == nl)) return; // nothing wrong (or nothing comparable)
     if (c == nf && nf == max) return;             // the walk was cut by depth, not wrong
     // The step from f[c-1] went astray (wrong frame, or stopped early, or
     // went on past the end).
-    set_verdict(s, f[c - 1], gen, V_BAD);
+    set_verdict(f[c - 1], gen, V_BAD);
     // A bottom anchor: libunwind reached the end, at most 2 frames further
     // (glibc's thread and process start), so the function at f[c-1] is the
     // thread's entry, called once. A longer tail could belong to an outer
     // function that calls this frame's caller from more than one place.
-    if (nl < max && nl - c <= 2) {
-        s->anchor_fp = fps[c - 1];
-        s->anchor_ip = f[c - 1];
-        s->anchor_n = nl - c;
-        for (int i = c; i < nl; i++) s->anchor_tail[i - c] = l[i];
-        s->anchor_gen = gen;
+    if (nl < max && nl - c <= ANCHOR_TAIL) {
+        const struct anchor *a = anchor_add(f[c - 1], gen, &l[c], nl - c);
+        if (a) {
+            s->anchor = a;
+            s->anchor_fp = fps[c - 1];
+        }
     }
 }
 
 // libunwind's walk (nl frames into a buffer on this frame, not the fast
 // path's), teaching the verdicts when the frame-pointer walk f/fps (nf
 // frames) is given.
+_Atomic uint64_t tpprof_unwind_slow;
+
 static __attribute__((noinline)) uint32_t capture_unw(struct uwstate *s, uint32_t gen, const uintptr_t *f,
                                                       const uintptr_t *fps, int nf, int max) {
+    atomic_fetch_add_explicit(&tpprof_unwind_slow, 1, memory_order_relaxed);
     uintptr_t l[max];
     int nl = unw_walk(l, max);
     if (s) learn(s, gen, f, fps, nf, l, nl, max);
@@ -302,28 +373,32 @@ static __attribute__((noinline)) uint32_t capture_unw(struct uwstate *s, uint32_
 }
 
 static uint32_t capture_verified(int max) {
-    struct uwstate *s = uw;
-    if (TPPROF_UNLIKELY(!s)) {
-        s = uw = tpprof_mem_map(sizeof *s);
-        if (s && tpprof_self) { // released with the thread's ring
-            tpprof_self->uw_mem = s;
-            tpprof_self->uw_bytes = sizeof *s;
-        }
-        if (!s) return capture_unw(NULL, 0, NULL, NULL, 0, max);
-    }
+    if (TPPROF_UNLIKELY(!verdicts)) return capture_unw(NULL, 0, NULL, NULL, 0, max);
+    struct uwstate *s = &uw;
     uint32_t gen = atomic_load_explicit(&uw_gen, memory_order_relaxed);
     uintptr_t f[FPS_AT + TPPROF_MAX_DEPTH]; // the return addresses (and the anchor's tail), then fps
     const uintptr_t *fps = f + FPS_AT;
     uint64_t acc[2] = {0, 0};
     bool anchored;
-    bool use_anchor = s->anchor_gen == gen && s->anchor_fp;
-    int nf = fp_walk2(f, max, use_anchor ? s->anchor_fp : 0, use_anchor ? s->anchor_ip : 0, acc, &anchored);
+    const struct anchor *a = s->anchor;
+    bool use_anchor = a && a->gen == gen && s->anchor_fp;
+    int nf = fp_walk2(f, max, use_anchor ? s->anchor_fp : 0, use_anchor ? a->ip : 0, acc, &anchored);
+    if (!anchored && nf > 0 && nf < max) {
+        // Stopped short: at the bottom of a stack whose anchor the process
+        // knows (a new thread's first walks), it is this thread's too.
+        const struct anchor *b = anchor_find(f[nf - 1], gen);
+        if (b) {
+            anchored = true;
+            a = s->anchor = b;
+            s->anchor_fp = fps[nf - 1];
+        }
+    }
     int len = -1, fp_len = 0;
     if (anchored) {
         fp_len = nf;
-        len = fp_len + s->anchor_n < max ? fp_len + s->anchor_n : max;
+        len = fp_len + a->n < max ? fp_len + a->n : max;
         for (int i = fp_len; i < len; i++) {
-            f[i] = s->anchor_tail[i - fp_len];
+            f[i] = a->tail[i - fp_len];
             tpprof_stack_hash_step(acc, f[i]);
         }
     } else if (nf == max) {
@@ -335,7 +410,7 @@ static uint32_t capture_verified(int max) {
         uint32_t id = tpprof_stack_find_fp(h, (uint32_t)fp_len);
         if (id) return id;
         bool ok = true;
-        for (int k = 0; k + 1 < fp_len && ok; k++) ok = verdict(s, f[k], gen) == V_OK;
+        for (int k = 0; k + 1 < fp_len && ok; k++) ok = verdict(f[k], gen) == V_OK;
         if (ok) return tpprof_stack_intern_h(f, len, h, (uint32_t)fp_len);
     }
     if (nf > max) nf = max;

@@ -446,6 +446,11 @@ static void test_churn(char *prog) {
           count_blocks(1, 2000, 1, "churn_leak", 0));
     CHECK(qi("SELECT count(DISTINCT tid) FROM live_blocks WHERE size = 2000") >= 2, "leaks from many threads");
     CHECK(qi("SELECT sum(temp_count) FROM sites WHERE alloc_bytes = %d", 300 * 10 * 48) == 3000, "3000 temporaries");
+    // What one thread learnt of the code is every thread's: the 300 threads
+    // run the same code, so libunwind is not called once a thread (each such
+    // first call mapped and filled a 256 KiB cache for that thread).
+    long long slow = qi("SELECT value FROM meta WHERE key = 'libunwind_walks'");
+    CHECK(slow >= 1 && slow < 50, "libunwind walked %lld stacks for 300 threads of the same code", slow);
 }
 
 // 6000 threads one after another: the recorder releases a thread's ring,
