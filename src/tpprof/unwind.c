@@ -189,15 +189,23 @@ static uintptr_t stack_room(void) {
 // published. Each thread keeps its own anchor's frame address, the walk's
 // cheap stop.
 
-enum { V_UNKNOWN = 0, V_OK = 1, V_BAD = 2 };
+// SKIP: the function holding the address keeps no frame pointer, but it is
+// right above the hook (operator new, a malloc wrapper built without frame
+// pointers): its caller's return address lies a fixed number of words above
+// the slot its own was read from, and the frame pointer is its caller's.
+enum { V_UNKNOWN = 0, V_OK = 1, V_BAD = 2, V_SKIP = 3 };
 #define VBITS 14
 #define VSLOTS (1u << VBITS) // 128 KiB, touched as learnt
 #define V_IP_BITS 48         // user-space addresses fit (x86-64, aarch64)
-#define V_GEN_BITS 14
+#define V_GEN_BITS 8         // the generation's low bits (dlcloses)
+#define V_KEY_MASK (((uint64_t)1 << (V_IP_BITS + V_GEN_BITS)) - 1)
+#define V_OFF_MAX 63         // a SKIP's offset in words (6 bits)
+#define MAX_SKIPS 3          // frameless functions in a row above the hook
 #define ANCHOR_TAIL 2
 #define MAX_ANCHORS 32
 
 static _Atomic uint64_t *verdicts;
+static _Atomic int any_skip; // a SKIP was learnt: walks look for them
 
 struct anchor {
     uintptr_t ip;
@@ -218,9 +226,11 @@ static __thread struct uwstate uw TPPROF_TLS;
 // (NULL if it cannot be mapped: then libunwind takes every stack.)
 static void verdicts_init(void) { verdicts = tpprof_mem_map(VSLOTS * sizeof *verdicts); }
 
-static inline uint64_t vpack(uintptr_t ip, uint32_t gen, int v) {
+// One verdict word: address (48 bits), generation (8), verdict (2), SKIP
+// offset (6).
+static inline uint64_t vpack(uintptr_t ip, uint32_t gen, int v, int off) {
     return (uint64_t)ip | (uint64_t)(gen & ((1u << V_GEN_BITS) - 1)) << V_IP_BITS |
-           (uint64_t)v << (V_IP_BITS + V_GEN_BITS);
+           (uint64_t)v << (V_IP_BITS + V_GEN_BITS) | (uint64_t)off << (V_IP_BITS + V_GEN_BITS + 2);
 }
 
 // The two slots an address may take.
@@ -228,32 +238,41 @@ static inline _Atomic uint64_t *vslot(uintptr_t ip, int way) {
     return &verdicts[((ip * 0x9E3779B97F4A7C15ULL) >> (64 - VBITS)) ^ (uint32_t)way];
 }
 
-static inline int verdict(uintptr_t ip, uint32_t gen) {
-    if (!verdicts || ip >> V_IP_BITS) return V_UNKNOWN;
-    uint64_t want = vpack(ip, gen, 0), mask = ((uint64_t)1 << (V_IP_BITS + V_GEN_BITS)) - 1;
+// The verdict word of ip, or 0.
+static inline uint64_t verdict_word(uintptr_t ip, uint32_t gen) {
+    if (!verdicts || ip >> V_IP_BITS) return 0;
+    uint64_t want = vpack(ip, gen, 0, 0);
     for (int way = 0; way < 2; way++) {
         uint64_t e = atomic_load_explicit(vslot(ip, way), memory_order_relaxed);
-        if ((e & mask) == want) return (int)(e >> (V_IP_BITS + V_GEN_BITS));
+        if ((e & V_KEY_MASK) == want) return e;
     }
-    return V_UNKNOWN;
+    return 0;
 }
 
-static void set_verdict(uintptr_t ip, uint32_t gen, int v) {
+static inline int verdict(uintptr_t ip, uint32_t gen) {
+    return (int)(verdict_word(ip, gen) >> (V_IP_BITS + V_GEN_BITS) & 3);
+}
+
+static inline int skip_words(uint64_t e) { return (int)(e >> (V_IP_BITS + V_GEN_BITS + 2)); }
+
+static void set_verdict_off(uintptr_t ip, uint32_t gen, int v, int off) {
     if (!verdicts || ip >> V_IP_BITS) return;
-    uint64_t mask = ((uint64_t)1 << (V_IP_BITS + V_GEN_BITS)) - 1, key = vpack(ip, gen, 0);
+    uint64_t key = vpack(ip, gen, 0, 0);
     // Its own slot, else a free or stale one of the two, else the first.
     _Atomic uint64_t *at = vslot(ip, 0);
     for (int way = 0; way < 2; way++) {
         uint64_t e = atomic_load_explicit(vslot(ip, way), memory_order_relaxed);
-        if ((e & mask) == key) {
+        if ((e & V_KEY_MASK) == key) {
             at = vslot(ip, way);
             break;
         }
         if (way == 1 && (e == 0 || ((e >> V_IP_BITS) & ((1u << V_GEN_BITS) - 1)) != (gen & ((1u << V_GEN_BITS) - 1))))
             at = vslot(ip, 1);
     }
-    atomic_store_explicit(at, vpack(ip, gen, v), memory_order_relaxed);
+    atomic_store_explicit(at, vpack(ip, gen, v, off), memory_order_relaxed);
 }
+
+static void set_verdict(uintptr_t ip, uint32_t gen, int v) { set_verdict_off(ip, gen, v, 0); }
 
 // The anchor at return address ip, or NULL.
 static const struct anchor *anchor_find(uintptr_t ip, uint32_t gen) {
@@ -295,7 +314,8 @@ static const struct anchor *anchor_add(uintptr_t ip, uint32_t gen, const uintptr
 // inside the stack's bounds is safe to read whatever its alignment; a chain
 // that goes astray inside them is what the verdicts catch.
 __attribute__((noinline)) static int fp_walk2(uintptr_t *ips, int max, uintptr_t anchor_fp, uintptr_t anchor_ip,
-                                              uint64_t acc[2], bool *anchored) {
+                                              uint64_t acc[2], bool *anchored, uint32_t gen, uintptr_t *slots,
+                                              int *nskip) {
     uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
     uintptr_t top = walk_top(fp) - 16; // highest frame address with room for (next, ret)
     *anchored = false;
@@ -313,6 +333,35 @@ __attribute__((noinline)) static int fp_walk2(uintptr_t *ips, int max, uintptr_t
     // hash state stays local: the loop's values then fit in registers.
     uint64_t a = acc[0], b = acc[1];
     uintptr_t *p = ips, *end = ips + max;
+    // Frameless functions right above the hook (SKIP): each one's caller's
+    // return address is read where its verdict says, the frame pointer
+    // stays. slots[k] is where frame k's return address was read.
+    int ns = 0;
+    uintptr_t slot = fp + sizeof(uintptr_t);
+    if (TPPROF_UNLIKELY(atomic_load_explicit(&any_skip, memory_order_relaxed))) {
+        while (ns < MAX_SKIPS && p + 1 < end) {
+            uint64_t e = verdict_word(ret, gen);
+            if ((e >> (V_IP_BITS + V_GEN_BITS) & 3) != V_SKIP) break;
+            uintptr_t at = slot + sizeof(uintptr_t) * (1 + (uintptr_t)skip_words(e));
+            if (at > top + sizeof(uintptr_t)) break; // past the stack: the walk is not exact, libunwind decides
+            slots[ns++] = slot;
+            p[FPS_AT] = fp;
+            *p++ = ret;
+            a = (a ^ ret) * TPPROF_STACK_HASH_KA;
+            b = (b + ret) * TPPROF_STACK_HASH_KB;
+            slot = at;
+            ret = *(const uintptr_t *)at;
+            if (ret < 4096) {
+                slots[ns] = slot;
+                *nskip = ns;
+                acc[0] = a;
+                acc[1] = b;
+                return (int)(p - ips);
+            }
+        }
+    }
+    slots[ns] = slot;
+    *nskip = ns;
     for (;;) {
         p[FPS_AT] = fp;
         *p++ = ret;
@@ -334,12 +383,42 @@ __attribute__((noinline)) static int fp_walk2(uintptr_t *ips, int max, uintptr_t
     return (int)(p - ips);
 }
 
-// f/fps: the frame-pointer walk (nf frames); l: libunwind's (nl frames).
-static void learn(struct uwstate *s, uint32_t gen, const uintptr_t *f, const uintptr_t *fps, int nf,
-                  const uintptr_t *l, int nl, int max) {
-    int c = 0;
+// The frame-pointer walk as fp_walk2 made it: frames, their frame addresses,
+// where the first ones' return addresses were read, and how many of those
+// went through SKIPs.
+struct walk {
+    const uintptr_t *f, *fps, *slots;
+    int nf, nskip;
+};
+
+// Words above the slot at `slot` up to the one holding want (a SKIP's
+// offset), or -1 when it is not within V_OFF_MAX words of it.
+static int find_slot(uintptr_t slot, uintptr_t want) {
+    uintptr_t top = walk_top(slot);
+    for (int j = 0; j <= V_OFF_MAX; j++) {
+        uintptr_t at = slot + sizeof(uintptr_t) * (1 + (uintptr_t)j);
+        if (at + sizeof(uintptr_t) > top) return -1;
+        if (*(const uintptr_t *)at == want) return j;
+    }
+    return -1;
+}
+
+// w: the frame-pointer walk; l: libunwind's (nl frames).
+static void learn(struct uwstate *s, uint32_t gen, const struct walk *w, const uintptr_t *l, int nl, int max) {
+    const uintptr_t *f = w->f, *fps = w->fps;
+    int nf = w->nf, c = 0;
     while (c < nf && c < nl && f[c] == l[c]) c++;
-    for (int i = 0; i + 1 < c; i++) set_verdict(f[i], gen, V_OK);
+    for (int i = w->nskip; i + 1 < c; i++) set_verdict(f[i], gen, V_OK); // (SKIPs stay)
+    // A frameless function at the end of the hook's chain: the walk lost its
+    // caller's return address (the walk's next frame is libunwind's one after).
+    if (c == w->nskip + 1 && c <= MAX_SKIPS && c < nf && c + 1 < nl && f[c] == l[c + 1]) {
+        int off = find_slot(w->slots[c - 1], l[c]);
+        if (off >= 0) {
+            set_verdict_off(f[c - 1], gen, V_SKIP, off);
+            atomic_store(&any_skip, 1);
+            return;
+        }
+    }
     if (c == 0 || (c == nl && nf == nl)) return; // nothing wrong (or nothing comparable)
     if (c == nf && nf == max) return;             // the walk was cut by depth, not wrong
     // The step from f[c-1] went astray (wrong frame, or stopped early, or
@@ -349,7 +428,7 @@ static void learn(struct uwstate *s, uint32_t gen, const uintptr_t *f, const uin
     // (glibc's thread and process start), so the function at f[c-1] is the
     // thread's entry, called once. A longer tail could belong to an outer
     // function that calls this frame's caller from more than one place.
-    if (nl < max && nl - c <= ANCHOR_TAIL) {
+    if (nl < max && nl - c <= ANCHOR_TAIL && c > w->nskip) {
         const struct anchor *a = anchor_add(f[c - 1], gen, &l[c], nl - c);
         if (a) {
             s->anchor = a;
@@ -363,17 +442,17 @@ static void learn(struct uwstate *s, uint32_t gen, const uintptr_t *f, const uin
 // frames) is given.
 _Atomic uint64_t tpprof_unwind_slow;
 
-static __attribute__((noinline)) uint32_t capture_unw(struct uwstate *s, uint32_t gen, const uintptr_t *f,
-                                                      const uintptr_t *fps, int nf, int max) {
+static __attribute__((noinline)) uint32_t capture_unw(struct uwstate *s, uint32_t gen, const struct walk *w,
+                                                      int max) {
     atomic_fetch_add_explicit(&tpprof_unwind_slow, 1, memory_order_relaxed);
     uintptr_t l[max];
     int nl = unw_walk(l, max);
-    if (s) learn(s, gen, f, fps, nf, l, nl, max);
+    if (s) learn(s, gen, w, l, nl, max);
     return tpprof_stack_intern(l, nl);
 }
 
 static uint32_t capture_verified(int max) {
-    if (TPPROF_UNLIKELY(!verdicts)) return capture_unw(NULL, 0, NULL, NULL, 0, max);
+    if (TPPROF_UNLIKELY(!verdicts)) return capture_unw(NULL, 0, NULL, max);
     struct uwstate *s = &uw;
     uint32_t gen = atomic_load_explicit(&uw_gen, memory_order_relaxed);
     uintptr_t f[FPS_AT + TPPROF_MAX_DEPTH]; // the return addresses (and the anchor's tail), then fps
@@ -382,7 +461,10 @@ static uint32_t capture_verified(int max) {
     bool anchored;
     const struct anchor *a = s->anchor;
     bool use_anchor = a && a->gen == gen && s->anchor_fp;
-    int nf = fp_walk2(f, max, use_anchor ? s->anchor_fp : 0, use_anchor ? a->ip : 0, acc, &anchored);
+    uintptr_t slots[MAX_SKIPS + 1];
+    int nskip = 0;
+    int nf = fp_walk2(f, max, use_anchor ? s->anchor_fp : 0, use_anchor ? a->ip : 0, acc, &anchored, gen, slots,
+                      &nskip);
     if (!anchored && nf > 0 && nf < max) {
         // Stopped short: at the bottom of a stack whose anchor the process
         // knows (a new thread's first walks), it is this thread's too.
@@ -410,14 +492,15 @@ static uint32_t capture_verified(int max) {
         uint32_t id = tpprof_stack_find_fp(h, (uint32_t)fp_len);
         if (id) return id;
         bool ok = true;
-        for (int k = 0; k + 1 < fp_len && ok; k++) ok = verdict(f[k], gen) == V_OK;
+        for (int k = 0; k + 1 < fp_len && ok; k++) ok = verdict(f[k], gen) == (k < nskip ? V_SKIP : V_OK);
         if (ok) return tpprof_stack_intern_h(f, len, h, (uint32_t)fp_len);
     }
     if (nf > max) nf = max;
     // Too little stack left for libunwind: the frame-pointer walk, as it is.
     if (TPPROF_UNLIKELY(stack_room() < UNW_ROOM_BYTES)) return tpprof_stack_intern(f, nf);
     // Slow path: libunwind decides, and teaches.
-    return capture_unw(s, gen, f, fps, nf, max);
+    const struct walk w = {f, fps, slots, nf, nskip};
+    return capture_unw(s, gen, &w, max);
 }
 
 static __attribute__((noinline)) uint32_t capture_fp(int max) {
@@ -429,6 +512,6 @@ uint32_t tpprof_capture(int max) {
     if (TPPROF_UNLIKELY(stack_room() < FP_ROOM_BYTES)) return 0; // no stack rather than no program
     if (tpprof_cfg.unwind_fp || !unw_bt || (tpprof_cfg.unwind_unw && stack_room() < UNW_ROOM_BYTES))
         return capture_fp(max);
-    if (tpprof_cfg.unwind_unw) return capture_unw(NULL, 0, NULL, NULL, 0, max);
+    if (tpprof_cfg.unwind_unw) return capture_unw(NULL, 0, NULL, max);
     return capture_verified(max);
 }

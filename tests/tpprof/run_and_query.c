@@ -437,6 +437,20 @@ static void test_unwind_same(char *prog) {
         if (strcmp(x[i], y[i]) != 0 && shown++ < 3) CHECK(false, "site differs:\n  %s\n  %s", x[i], y[i]);
 }
 
+// Through libstdc++'s frameless operator new and string internals
+// (progs/cppnew.cpp): the same stacks as libunwind's, and libunwind called
+// for a handful of those through new (SKIP verdicts learnt once), not for
+// every one.
+static void test_cppnew(char *prog) {
+    test_unwind_same(prog);
+    char a[600];
+    db_path(a, sizeof a, "default.db");
+    if (!open_db(a)) return;
+    long long allocs = qi("SELECT sum(alloc_count) FROM sites"), slow = qi("SELECT value FROM meta WHERE key = 'libunwind_walks'");
+    // (The 2,000 strings' stacks still go through libunwind: see cppnew.cpp.)
+    CHECK(allocs > 100000 && slow >= 1 && slow < 2000 + 100, "libunwind walked %lld of %lld stacks", slow, allocs);
+}
+
 static void test_churn(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
@@ -1377,6 +1391,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "altstack_garbage") == 0) test_alt_stack(prog, "garbage");
     else if (strcmp(what, "altstack_small") == 0) test_alt_stack(prog, "small");
     else if (strcmp(what, "early") == 0) test_early(prog);
+    else if (strcmp(what, "cppnew") == 0) test_cppnew(prog);
     else if (strncmp(what, "dies_", 5) == 0) test_dies(prog, what + 5);
     else if (strcmp(what, "reserve") == 0) test_reserve(prog);
     else if (strcmp(what, "smallstack") == 0) test_small_stacks(prog);
