@@ -162,6 +162,7 @@ static void output_name(char *out, size_t cap, pid_t pid) {
 // Start and end.
 
 static void on_quick_exit(void);
+static void resolve_exec(void);
 
 static void on_exit_scan(void) {
     // Spill the callee-saved registers into this frame, then scan the stack
@@ -306,6 +307,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     atexit(on_exit_scan);
     at_quick_exit(on_quick_exit);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+    resolve_exec();
     tpprof_writer_go(); // recording on; the blocks of before are adopted
     catch_fatal_signals();
     tpprof_guard = 0;
@@ -406,36 +408,60 @@ static bool has_var(char *const envp[], const char *name) {
     return false;
 }
 
-// Returns a copy of envp (in tpprof's own memory) with the missing settings
-// added and TPPROF_PREV_OUTPUT naming this image's database; envp itself if
-// out of memory.
-static char **fix_env(char *const envp[], size_t *bytes) {
-    static const char *const keep[] = {"LD_PRELOAD", "TPPROF_OUTPUT", "TPPROF_MODE", "TPPROF_DEPTH",
-                                       "TPPROF_UNWIND", "TPPROF_INTERVAL_MS", "TPPROF_RECORDED_PID",
-                                       "TPPROF_SCAN_STOP", "TPPROF_TENSORS"};
+static const char *const keep_vars[] = {"LD_PRELOAD", "TPPROF_OUTPUT", "TPPROF_MODE", "TPPROF_DEPTH",
+                                        "TPPROF_UNWIND", "TPPROF_INTERVAL_MS", "TPPROF_RECORDED_PID",
+                                        "TPPROF_SCAN_STOP", "TPPROF_TENSORS"};
+#define NKEEP (sizeof keep_vars / sizeof keep_vars[0])
+#define PREV_OUTPUT "TPPROF_PREV_OUTPUT="
+
+// The value an exec'd environment that lacks `name` gets, or NULL.
+static const char *keep_value(char *const envp[], size_t i) {
+    if (has_var(envp, keep_vars[i])) return NULL;
+    const char *v = strcmp(keep_vars[i], "LD_PRELOAD") == 0 ? self_path : getenv(keep_vars[i]);
+    return v && *v ? v : NULL;
+}
+
+// The bytes fix_env needs for envp: its pointers and the added strings.
+static size_t env_bytes(char *const envp[]) {
+    size_t n = 0, strings = sizeof PREV_OUTPUT + strlen(tpprof_output_path);
+    for (char *const *e = envp; e && *e; e++) n++;
+    for (size_t i = 0; i < NKEEP; i++) {
+        const char *v = keep_value(envp, i);
+        if (v) strings += strlen(keep_vars[i]) + 1 + strlen(v) + 1;
+    }
+    return (n + NKEEP + 2) * sizeof(char *) + strings;
+}
+
+// Writes into mem (env_bytes(envp) bytes) a copy of envp with the missing
+// settings added and TPPROF_PREV_OUTPUT naming this image's database.
+static char **fix_env(char *const envp[], char *mem) {
     size_t n = 0;
     for (char *const *e = envp; e && *e; e++) n++;
-    const size_t nkeep = sizeof keep / sizeof keep[0];
-    *bytes = (n + nkeep + 2) * sizeof(char *) + (nkeep + 1) * 4200;
-    char **out = tpprof_mem_map(*bytes);
-    if (!out) return (char **)envp;
-    char *strings = (char *)(out + n + nkeep + 2);
+    char **out = (char **)mem;
+    char *strings = mem + (n + NKEEP + 2) * sizeof(char *);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(envp[i], "TPPROF_PREV_OUTPUT=", 19) != 0) out[k++] = envp[i];
-    for (size_t i = 0; i < nkeep; i++) {
-        if (has_var(envp, keep[i])) continue;
-        const char *v = getenv(keep[i]);
-        if (strcmp(keep[i], "LD_PRELOAD") == 0) v = self_path;
-        if (!v || !*v) continue;
-        snprintf(strings, 4200, "%s=%s", keep[i], v);
+        if (strncmp(envp[i], PREV_OUTPUT, sizeof PREV_OUTPUT - 1) != 0) out[k++] = envp[i];
+    for (size_t i = 0; i < NKEEP; i++) {
+        const char *v = keep_value(envp, i);
+        if (!v) continue;
         out[k++] = strings;
-        strings += 4200;
+        strings += sprintf(strings, "%s=%s", keep_vars[i], v) + 1;
     }
-    snprintf(strings, 4200, "TPPROF_PREV_OUTPUT=%s", tpprof_output_path);
     out[k++] = strings;
+    sprintf(strings, "%s%s", PREV_OUTPUT, tpprof_output_path);
     out[k] = NULL;
     return out;
+}
+
+// Memory for an exec's new environment or argument list: on this frame's
+// caller's stack when it is small and the stack has room (a vfork child
+// runs on its parent's stack and memory: a mapping it made stayed in the
+// parent, 50 KiB a vfork+exec), else a mapping of tpprof's own.
+#define EXEC_STACK_MAX ((size_t)16 << 10)
+
+static bool exec_on_stack(size_t bytes) {
+    return bytes <= EXEC_STACK_MAX && tpprof_stack_room() > bytes + ((size_t)16 << 10);
 }
 
 static void before_exec(void) {
@@ -454,6 +480,28 @@ static void after_failed_exec(void) {
     tpprof_guard = saved;
 }
 
+// The C library's exec and spawn functions, looked up in the constructor: a
+// vfork child (on its parent's stack, heap and TLS) that asked dlsym then
+// allocated in its parent's heap, and through the hooks into its parent's
+// recording.
+static const char *const real_names[] = {"execve", "execvpe", "fexecve", "execveat", "posix_spawn", "posix_spawnp"};
+#define NREAL (sizeof real_names / sizeof real_names[0])
+static void *real_fns[NREAL];
+
+static void resolve_exec(void) {
+    for (size_t i = 0; i < NREAL; i++)
+        if (!real_fns[i]) real_fns[i] = dlsym(RTLD_NEXT, real_names[i]);
+}
+
+static void *real_fn(const char *which) {
+    for (size_t i = 0; i < NREAL; i++)
+        if (strcmp(real_names[i], which) == 0) {
+            if (!real_fns[i]) real_fns[i] = dlsym(RTLD_NEXT, which);
+            return real_fns[i];
+        }
+    return NULL;
+}
+
 // One exec call of any form: the database is finished first (the new image
 // records into its own), the environment carries the settings on, and a
 // failed exec reopens the database and goes on recording.
@@ -465,13 +513,16 @@ struct exec_call {
 };
 
 static int exec_with(const struct exec_call *c, char *const envp[]) {
-    void *real = dlsym(RTLD_NEXT, c->which);
+    void *real = real_fn(c->which);
     if (!real) {
         errno = ENOSYS;
         return -1;
     }
-    size_t bytes = 0;
-    char **env = fix_env(envp, &bytes);
+    size_t bytes = env_bytes(envp);
+    bool on_stack = exec_on_stack(bytes);
+    char local[on_stack ? bytes : 1];
+    char *mem = on_stack ? local : tpprof_mem_map(bytes);
+    char **env = mem ? fix_env(envp, mem) : (char **)envp;
     before_exec();
     int rc;
     if (strcmp(c->which, "fexecve") == 0)
@@ -483,7 +534,7 @@ static int exec_with(const struct exec_call *c, char *const envp[]) {
         rc = ((int (*)(const char *, char *const[], char *const[]))real)(c->path, c->argv, env);
     int err = errno;
     after_failed_exec();
-    if (env != (char **)envp) tpprof_mem_unmap(env, bytes);
+    if (mem && !on_stack) tpprof_mem_unmap(mem, bytes);
     errno = err;
     return rc;
 }
@@ -517,15 +568,15 @@ typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t 
 static int spawn_with(const char *which, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
                       const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
     spawn_fn real;
-    *(void **)&real = dlsym(RTLD_NEXT, which);
+    *(void **)&real = real_fn(which);
     if (!real) return ENOSYS;
-    int saved = tpprof_guard;
-    tpprof_guard = 1;
-    size_t bytes = 0;
-    char **env = fix_env(envp, &bytes);
-    tpprof_guard = saved;
+    size_t bytes = env_bytes(envp);
+    bool on_stack = exec_on_stack(bytes);
+    char local[on_stack ? bytes : 1];
+    char *mem = on_stack ? local : tpprof_mem_map(bytes);
+    char **env = mem ? fix_env(envp, mem) : (char **)envp;
     int rc = real(pid, path, fa, attr, argv, env);
-    if (env != (char **)envp) tpprof_mem_unmap(env, bytes);
+    if (mem && !on_stack) tpprof_mem_unmap(mem, bytes);
     return rc;
 }
 
@@ -549,31 +600,27 @@ TPPROF_EXPORT int execvp(const char *file, char *const argv[]) { return do_exec(
 
 // execl, execlp, execle: the variadic arguments, collected into tpprof's own
 // memory (the heap may be in any state in a child about to exec).
-static char **collect_args(const char *first, va_list ap, char ***envp_out, size_t *bytes) {
+// execl's arguments as an argv array (and execle's environment), on the
+// stack when small, like exec_with's environment.
+static int exec_list(const char *name, const char *arg, va_list ap, bool with_env, const char *which) {
     va_list c;
     va_copy(c, ap);
     size_t n = 1;
     while (va_arg(c, const char *)) n++;
     va_end(c);
-    *bytes = (n + 1) * sizeof(char *);
-    char **argv = tpprof_mem_map(*bytes);
-    if (!argv) return NULL;
-    argv[0] = (char *)first;
-    for (size_t i = 1; i <= n; i++) argv[i] = va_arg(ap, char *); // the last is the NULL
-    if (envp_out) *envp_out = va_arg(ap, char **);
-    return argv;
-}
-
-static int exec_list(const char *name, const char *arg, va_list ap, bool with_env, const char *which) {
-    char **envp = environ;
-    size_t bytes;
-    char **argv = collect_args(arg, ap, with_env ? &envp : NULL, &bytes);
+    size_t bytes = (n + 1) * sizeof(char *);
+    bool on_stack = exec_on_stack(bytes);
+    char *local[on_stack ? n + 1 : 1];
+    char **argv = on_stack ? local : tpprof_mem_map(bytes);
     if (!argv) {
         errno = ENOMEM;
         return -1;
     }
+    argv[0] = (char *)arg;
+    for (size_t i = 1; i <= n; i++) argv[i] = va_arg(ap, char *); // the last is the NULL
+    char **envp = with_env ? va_arg(ap, char **) : environ;
     int rc = do_exec(name, argv, envp, which);
-    tpprof_mem_unmap(argv, bytes);
+    if (!on_stack) tpprof_mem_unmap(argv, bytes);
     return rc;
 }
 

@@ -283,6 +283,9 @@ TPPROF_HIDDEN extern _Atomic uint64_t tpprof_dropped;
 // Stacks taken by libunwind, not by the verified frame-pointer walk
 // (unwind.c; meta.libunwind_walks).
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_unwind_slow;
+// Bytes of stack left below the caller (UINTPTR_MAX when the bounds are
+// unknown).
+TPPROF_HIDDEN uintptr_t tpprof_stack_room(void);
 // tpprof_ring_reserve's slow path (rings.c).
 TPPROF_HIDDEN bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words);
 

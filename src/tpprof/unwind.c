@@ -159,6 +159,8 @@ static uintptr_t stack_room(void) {
     return sp - lo;
 }
 
+uintptr_t tpprof_stack_room(void) { return stack_room(); }
+
 // ---------------------------------------------------------------------------
 // The verified frame-pointer path (default).
 //
