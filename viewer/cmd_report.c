@@ -410,6 +410,7 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_kv_int(&j, "duration_ns", s->duration_ns);
     tpprof_json_kv_string(&j, "tool_version", p->tool_version);
     tpprof_json_kv_string(&j, "malloc_replaced_by", p->malloc_owner);
+    tpprof_json_kv_string(&j, "malloc_skipped", p->malloc_skipped);
     tpprof_json_kv_int(&j, "dropped_events", s->dropped_events);
     tpprof_json_key(&j, "bypassing_modules");
     tpprof_json_array_begin_inline(&j);

@@ -416,6 +416,7 @@ tpprof_profile *tpprof_profile_load(const char *path) {
     p->exe = tpprof_db_meta(p->db, "exe");
     p->tool_version = tpprof_db_meta(p->db, "tool_version");
     p->malloc_owner = tpprof_db_meta(p->db, "malloc_replaced_by");
+    p->malloc_skipped = tpprof_db_meta(p->db, "malloc_skipped");
     return p;
 fail:
     tpprof_profile_free(p);
@@ -428,6 +429,11 @@ void tpprof_profile_warn_bypassing(const tpprof_profile *p, FILE *out, const cha
                 "%s%s defines its own malloc (a jemalloc or mimalloc linked in?): the allocations made "
                 "through it are not in this recording\n",
                 prefix, p->malloc_owner);
+    if (p->malloc_skipped)
+        fprintf(out,
+                "%s%s was preloaded after tpprof: the program ran on glibc's malloc instead (its "
+                "allocations are all here; its heap's layout and RSS were glibc's)\n",
+                prefix, p->malloc_skipped);
     for (size_t i = 0; i < p->nbypassing; i++)
         fprintf(out,
                 "%s%s called the C library's allocator directly (loaded with RTLD_DEEPBIND?): its own "
@@ -447,6 +453,7 @@ void tpprof_profile_free(tpprof_profile *p) {
     free(p->exe);
     free(p->tool_version);
     free(p->malloc_owner);
+    free(p->malloc_skipped);
     free(p->leaks);
     free(p->sites);
     for (size_t i = 0; i < p->nkinds; i++)

@@ -252,6 +252,7 @@ typedef struct tpprof_profile {
     tpprof_summary summary;
     char *mode, *exe, *tool_version; // owned; may be NULL
     char *malloc_owner;   // meta.malloc_replaced_by: whose malloc the program called; owned, NULL: ours
+    char *malloc_skipped; // meta.malloc_skipped: the preloaded allocator glibc's stood in for; owned, NULL: none
     tpprof_leak *leaks;   // sorted: lost, unscanned, reachable; then bytes desc
     size_t nleaks;
     tpprof_site *sites;   // in table order

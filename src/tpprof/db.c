@@ -198,6 +198,7 @@ bool tpprof_db_open(const char *path) {
         goto bad;
     if (w->parent_pid && !meta_int("parent_pid", w->parent_pid)) goto bad;
     if (tpprof_malloc_owner[0] && !meta_set("malloc_replaced_by", tpprof_malloc_owner)) goto bad;
+    if (tpprof_malloc_skipped[0] && !meta_set("malloc_skipped", tpprof_malloc_skipped)) goto bad;
     if (!meta_set("sqlite_version", sqlite3_libversion()) || !meta_set("sqlite_shared", tpprof_sqlite_shared ? "1" : "0"))
         goto bad;
     if (!exec_sql("COMMIT")) goto bad;

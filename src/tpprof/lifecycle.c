@@ -37,6 +37,7 @@ char tpprof_output_path[4096];
 
 static char self_path[1024];
 char tpprof_malloc_owner[1024];
+char tpprof_malloc_skipped[1024];
 // The process this image records. A vfork child shares tpprof's memory but
 // has another pid: it must not end the parent's recording in _exit or exec.
 static pid_t recorded_pid;
@@ -283,6 +284,18 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
         if (!owner.dli_fname[0] || !realpath(owner.dli_fname, tpprof_malloc_owner)) // the executable: ""
             snprintf(tpprof_malloc_owner, sizeof tpprof_malloc_owner, "%s",
                      owner.dli_fname[0] ? owner.dli_fname : "the program");
+    // An allocator preloaded after this library (LD_PRELOAD=libjemalloc.so
+    // under `tpprof run`, which puts itself first): the hooks call glibc's
+    // allocator, not the next one, so the program runs on glibc's malloc
+    // here. Its requests (sizes, stacks, leaks) are the same; its heap's
+    // shape is not. Said in meta.malloc_skipped.
+    void *next = dlsym(RTLD_NEXT, "malloc");
+    if (next && dladdr(next, &owner) && owner.dli_fname && owner.dli_fname[0]) {
+        const char *slash = strrchr(owner.dli_fname, '/');
+        if (strncmp(slash ? slash + 1 : owner.dli_fname, "libc.so", 7) != 0 &&
+            !realpath(owner.dli_fname, tpprof_malloc_skipped))
+            snprintf(tpprof_malloc_skipped, sizeof tpprof_malloc_skipped, "%s", owner.dli_fname);
+    }
     output_name(tpprof_output_path, sizeof tpprof_output_path, getpid());
     char pidtxt[32];
     snprintf(pidtxt, sizeof pidtxt, "%d", (int)getpid());

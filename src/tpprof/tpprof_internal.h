@@ -518,6 +518,9 @@ TPPROF_HIDDEN extern _Atomic int tpprof_main_exited;
 // The object whose malloc the program calls when it is not this library's
 // (lifecycle.c; "" when it is): meta.malloc_replaced_by.
 TPPROF_HIDDEN extern char tpprof_malloc_owner[1024];
+// The allocator preloaded after this library that the hooks pass over for
+// glibc's (lifecycle.c), or "".
+TPPROF_HIDDEN extern char tpprof_malloc_skipped[1024];
 // The writer thread's CPU-time clock (0 until it runs): a producer waiting
 // on a full ring tells a busy writer from a blocked one by it (rings.c).
 TPPROF_HIDDEN extern clockid_t tpprof_writer_clock;

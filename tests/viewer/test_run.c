@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static char leak_once[4096], fork_leak[4096], cpp_leak[4096];
+static char leak_once[4096], fork_leak[4096], cpp_leak[4096], other_malloc[4096];
 
 // "lost leak_once.c:27" in the program's output -> 27 (0 if absent).
 static int printed_line(const char *out, const char *what) {
@@ -60,6 +60,25 @@ static void test_interrupt_stops_the_program_and_tpprof_still_reports(void) {
     char want[512];
     snprintf(want, sizeof want, "recording: %s", db);
     CHECK(strstr(r.err, want), "tpprof survived the ^C and summarized:\n%s", r.err);
+    harness_result_free(&r);
+}
+
+// LD_PRELOAD=liballoc.so tpprof run ...: tpprof's preload goes first, its
+// hooks call glibc's allocator, and the report says the preloaded one was
+// passed over (meta.malloc_skipped), with every allocation still recorded.
+static void test_an_allocator_preloaded_after_tpprof_is_named(void) {
+    const char *db = harness_path("skipped.db");
+    char env[4096 + 16];
+    snprintf(env, sizeof env, "LD_PRELOAD=%s", other_malloc);
+    char *extra[] = {env, NULL};
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, leak_once, NULL};
+    run_result r = harness_run(argv, extra, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.err, "libother_malloc.so was preloaded after tpprof: the program ran on glibc's malloc"), "%s", r.err);
+    CHECK(strstr(r.err, "1,004 allocations"), "the allocations are recorded:\n%s", r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--format", "json", NULL);
+    CHECK(strstr(r.out, "\"malloc_skipped\": \"") && strstr(r.out, "other_malloc.so\""), "%s", r.out);
     harness_result_free(&r);
 }
 
@@ -344,14 +363,15 @@ static void test_cpp_names_are_demangled(void) {
 
 int main(int argc, char **argv) {
     harness_init(argc, argv);
-    if (argc < 4 || !realpath(argv[2], leak_once) || !realpath(argv[3], fork_leak)) {
-        fprintf(stderr, "usage: %s TPPROF LEAK_ONCE FORK_LEAK\n", argv[0]);
+    if (argc < 5 || !realpath(argv[2], leak_once) || !realpath(argv[3], fork_leak) || !realpath(argv[4], other_malloc)) {
+        fprintf(stderr, "usage: %s TPPROF LEAK_ONCE FORK_LEAK OTHER_MALLOC [CPP_LEAK]\n", argv[0]);
         return 2;
     }
-    if (argc > 4 && !realpath(argv[4], cpp_leak))
+    if (argc > 5 && !realpath(argv[5], cpp_leak))
         cpp_leak[0] = 0;
     RUN_TEST(test_exit_status_is_the_programs);
     RUN_TEST(test_a_signal_handlers_frame_names_the_signal);
+    RUN_TEST(test_an_allocator_preloaded_after_tpprof_is_named);
     RUN_TEST(test_killed_program_gives_128_plus_signal);
     RUN_TEST(test_interrupt_stops_the_program_and_tpprof_still_reports);
     RUN_TEST(test_report_names_function_file_line_and_exact_bytes);
