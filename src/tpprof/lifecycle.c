@@ -533,8 +533,8 @@ static int exec_with(const struct exec_call *c, char *const envp[]) {
     }
     size_t bytes = env_bytes(envp);
     bool on_stack = exec_on_stack(bytes);
-    char local[on_stack ? bytes : 1];
-    char *mem = on_stack ? local : tpprof_mem_map(bytes);
+    char *local[on_stack ? (bytes + sizeof(char *) - 1) / sizeof(char *) : 1]; // (pointer-aligned)
+    char *mem = on_stack ? (char *)local : tpprof_mem_map(bytes);
     char **env = mem ? fix_env(envp, mem) : (char **)envp;
     before_exec();
     int rc;
@@ -585,8 +585,8 @@ static int spawn_with(const char *which, pid_t *pid, const char *path, const pos
     if (!real) return ENOSYS;
     size_t bytes = env_bytes(envp);
     bool on_stack = exec_on_stack(bytes);
-    char local[on_stack ? bytes : 1];
-    char *mem = on_stack ? local : tpprof_mem_map(bytes);
+    char *local[on_stack ? (bytes + sizeof(char *) - 1) / sizeof(char *) : 1]; // (pointer-aligned)
+    char *mem = on_stack ? (char *)local : tpprof_mem_map(bytes);
     char **env = mem ? fix_env(envp, mem) : (char **)envp;
     int rc = real(pid, path, fa, attr, argv, env);
     if (mem && !on_stack) tpprof_mem_unmap(mem, bytes);
@@ -611,10 +611,12 @@ TPPROF_EXPORT int execv(const char *path, char *const argv[]) { return do_exec(p
 
 TPPROF_EXPORT int execvp(const char *file, char *const argv[]) { return do_exec(file, argv, environ, "execvpe"); }
 
-// execl, execlp, execle: the variadic arguments, collected into tpprof's own
-// memory (the heap may be in any state in a child about to exec).
-// execl's arguments as an argv array (and execle's environment), on the
-// stack when small, like exec_with's environment.
+// execl, execlp, execle: the variadic arguments, collected into an argv
+// array (and execle's environment taken), not in the heap (it may be in any
+// state in a child about to exec): on the stack for up to LIST_LOCAL
+// arguments, else in a mapping of tpprof's own (see exec_on_stack).
+#define LIST_LOCAL 64
+
 static int exec_list(const char *name, const char *arg, va_list ap, bool with_env, const char *which) {
     va_list c;
     va_copy(c, ap);
@@ -622,8 +624,8 @@ static int exec_list(const char *name, const char *arg, va_list ap, bool with_en
     while (va_arg(c, const char *)) n++;
     va_end(c);
     size_t bytes = (n + 1) * sizeof(char *);
-    bool on_stack = exec_on_stack(bytes);
-    char *local[on_stack ? n + 1 : 1];
+    char *local[LIST_LOCAL];
+    bool on_stack = n + 1 <= LIST_LOCAL;
     char **argv = on_stack ? local : tpprof_mem_map(bytes);
     if (!argv) {
         errno = ENOMEM;
