@@ -315,9 +315,12 @@ static const struct anchor *anchor_add(uintptr_t ip, uint32_t gen, const uintptr
 // address is only compared when its frame address matches. A frame address
 // inside the stack's bounds is safe to read whatever its alignment; a chain
 // that goes astray inside them is what the verdicts catch.
-__attribute__((noinline)) static int fp_walk2(uintptr_t *ips, int max, uintptr_t anchor_fp, uintptr_t anchor_ip,
-                                              uint64_t acc[2], bool *anchored, uint32_t gen, uintptr_t *slots,
-                                              int *nskip) {
+// (with_skips is a constant: fp_walk2 is the loop alone, as fast as before
+// SKIPs existed; fp_walk2_skips, used once a SKIP was learnt, applies them.)
+static inline __attribute__((always_inline)) int walk_body(uintptr_t *ips, int max, uintptr_t anchor_fp,
+                                                           uintptr_t anchor_ip, uint64_t acc[2], bool *anchored,
+                                                           uint32_t gen, uintptr_t *slots, int *nskip,
+                                                           bool with_skips) {
     uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
     uintptr_t top = walk_top(fp) - 16; // highest frame address with room for (next, ret)
     *anchored = false;
@@ -340,7 +343,7 @@ __attribute__((noinline)) static int fp_walk2(uintptr_t *ips, int max, uintptr_t
     // stays. slots[k] is where frame k's return address was read.
     int ns = 0;
     uintptr_t slot = fp + sizeof(uintptr_t);
-    if (TPPROF_UNLIKELY(atomic_load_explicit(&any_skip, memory_order_relaxed))) {
+    if (with_skips) {
         while (ns < MAX_SKIPS && p + 1 < end) {
             uint64_t e = verdict_word(ret, gen);
             if ((e >> (V_IP_BITS + V_GEN_BITS) & 3) != V_SKIP) break;
@@ -362,8 +365,10 @@ __attribute__((noinline)) static int fp_walk2(uintptr_t *ips, int max, uintptr_t
             }
         }
     }
-    slots[ns] = slot;
-    *nskip = ns;
+    if (with_skips) {
+        slots[ns] = slot;
+        *nskip = ns;
+    }
     for (;;) {
         p[FPS_AT] = fp;
         *p++ = ret;
@@ -383,6 +388,17 @@ __attribute__((noinline)) static int fp_walk2(uintptr_t *ips, int max, uintptr_t
     acc[0] = a;
     acc[1] = b;
     return (int)(p - ips);
+}
+
+__attribute__((noinline)) static int fp_walk2(uintptr_t *ips, int max, uintptr_t anchor_fp, uintptr_t anchor_ip,
+                                              uint64_t acc[2], bool *anchored) {
+    return walk_body(ips, max, anchor_fp, anchor_ip, acc, anchored, 0, NULL, NULL, false);
+}
+
+__attribute__((noinline)) static int fp_walk2_skips(uintptr_t *ips, int max, uintptr_t anchor_fp, uintptr_t anchor_ip,
+                                                    uint64_t acc[2], bool *anchored, uint32_t gen, uintptr_t *slots,
+                                                    int *nskip) {
+    return walk_body(ips, max, anchor_fp, anchor_ip, acc, anchored, gen, slots, nskip, true);
 }
 
 // The frame-pointer walk as fp_walk2 made it: frames, their frame addresses,
@@ -464,9 +480,12 @@ static uint32_t capture_verified(int max) {
     const struct anchor *a = s->anchor;
     bool use_anchor = a && a->gen == gen && s->anchor_fp;
     uintptr_t slots[MAX_SKIPS + 1];
-    int nskip = 0;
-    int nf = fp_walk2(f, max, use_anchor ? s->anchor_fp : 0, use_anchor ? a->ip : 0, acc, &anchored, gen, slots,
-                      &nskip);
+    int nskip = 0, nf;
+    if (TPPROF_UNLIKELY(atomic_load_explicit(&any_skip, memory_order_relaxed)))
+        nf = fp_walk2_skips(f, max, use_anchor ? s->anchor_fp : 0, use_anchor ? a->ip : 0, acc, &anchored, gen, slots,
+                            &nskip);
+    else
+        nf = fp_walk2(f, max, use_anchor ? s->anchor_fp : 0, use_anchor ? a->ip : 0, acc, &anchored);
     if (!anchored && nf > 0 && nf < max) {
         // Stopped short: at the bottom of a stack whose anchor the process
         // knows (a new thread's first walks), it is this thread's too.
@@ -501,6 +520,7 @@ static uint32_t capture_verified(int max) {
     // Too little stack left for libunwind: the frame-pointer walk, as it is.
     if (TPPROF_UNLIKELY(stack_room() < UNW_ROOM_BYTES)) return tpprof_stack_intern(f, nf);
     // Slow path: libunwind decides, and teaches.
+    if (!nskip && nf > 0) slots[0] = fps[0] + sizeof(uintptr_t); // where f[0] was read
     const struct walk w = {f, fps, slots, nf, nskip};
     return capture_unw(s, gen, &w, max);
 }
