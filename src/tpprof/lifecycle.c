@@ -234,6 +234,11 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
         tpprof_guard = saved;
     }
     errno = saved_errno;
+    // The default action next, whoever called this: the kernel (SA_RESETHAND
+    // did it already), or a handler of the program's that chained to this
+    // one and would otherwise return into the fault, and here, for ever.
+    signal(sig, SIG_DFL);
+    errno = saved_errno;
     if (si->si_code <= 0) raise(sig); // sent (kill, raise, abort): now to the default action
     // A fault returns to the faulting instruction, which faults again.
 }
