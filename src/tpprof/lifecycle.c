@@ -206,54 +206,144 @@ static void fork_child(void) {
 
 // ---------------------------------------------------------------------------
 // Dying of a signal. A program that crashes (SIGSEGV, SIGBUS, SIGFPE,
-// SIGILL) or aborts (abort(): an assert, an uncaught C++ exception, a
-// std::bad_alloc at the OOM point) would leave a recording cut at its last
-// periodic flush, without the live set. Where the program left such a signal
-// at its default, a handler writes everything first: the live set as it is
-// at that moment (scanned for an abort; not after a fault, where the less
-// a crashing process does the better), meta.end_reason 'signal' and
-// meta.end_signal. Then the program dies of the signal as it would have:
-// the handler was installed with SA_RESETHAND, so a fault re-executes into
-// the default action and a sent signal is raised again. The recorder writes
-// with its own SQLite and libc (sqlite_api.h), so a heap corrupted by the
-// program does not stand in its way. Termination signals (SIGINT, SIGTERM)
-// are left alone: runtimes such as CPython install their own handler only
-// where they find the default.
-static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+// SIGILL), aborts (abort(): an assert, an uncaught C++ exception, a
+// std::bad_alloc at the OOM point) or is ended by a signal it leaves at its
+// default (^C, kill, a closed pipe, a hangup) would leave a recording cut at
+// its last periodic flush, without the live set. So for those signals a
+// handler of the recorder's stands in for the default: it writes everything
+// first, the live set as it is at that moment (scanned, except after a
+// fault, where the less a crashing process does the better),
+// meta.end_reason 'signal' and meta.end_signal, then makes the default
+// action happen: a fault returns into the faulting instruction, which faults
+// again; any other signal is raised again. The recorder writes with its own
+// SQLite and libc (sqlite_api.h), so a heap corrupted by the program does not
+// stand in its way.
+//
+// The program must not see the difference: sigaction and signal are
+// interposed, so it finds SIG_DFL where the stand-in is (CPython installs its
+// KeyboardInterrupt handler only where it finds the default), a handler it
+// installs replaces the stand-in, and setting SIG_DFL again puts the stand-in
+// back. Raw rt_sigaction system calls see the stand-in.
+static const int covered_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
+                                      SIGHUP,  SIGINT, SIGQUIT, SIGTERM, SIGPIPE};
+static _Atomic int stand_in[_NSIG]; // 1: the recorder's handler is where the program believes SIG_DFL is
+
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+static sigaction_fn real_sigaction_fn;
+
+static int real_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+    if (!real_sigaction_fn) *(void **)&real_sigaction_fn = dlsym(RTLD_NEXT, "sigaction");
+    if (!real_sigaction_fn) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real_sigaction_fn(sig, act, old);
+}
+
+static bool covered(int sig) {
+    for (size_t i = 0; i < sizeof covered_signals / sizeof covered_signals[0]; i++)
+        if (covered_signals[i] == sig) return true;
+    return false;
+}
+
+static bool is_fault_signal(int sig) { return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL; }
 
 static void on_fatal(int sig, siginfo_t *si, void *uc) {
     (void)uc;
     int saved_errno = errno;
+    bool fault = is_fault_signal(sig) && si && si->si_code > 0;
     if (in_recorded_process()) {
         int saved = tpprof_guard;
         tpprof_guard = 1;
         __builtin_unwind_init(); // the program's registers are roots too
-        uintptr_t sp = sig == SIGABRT ? (uintptr_t)__builtin_frame_address(0) - 256 : 0;
+        uintptr_t sp = fault ? 0 : (uintptr_t)__builtin_frame_address(0) - 256;
         tpprof_writer_end_signal(sig, sp);
         started = false;
         tpprof_guard = saved;
     }
-    errno = saved_errno;
     // The default action next, whoever called this: the kernel (SA_RESETHAND
     // did it already), or a handler of the program's that chained to this
     // one and would otherwise return into the fault, and here, for ever.
-    signal(sig, SIG_DFL);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    real_sigaction(sig, &dfl, NULL);
+    stand_in[sig] = 0;
     errno = saved_errno;
-    if (si->si_code <= 0) raise(sig); // sent (kill, raise, abort): now to the default action
+    if (!fault) raise(sig); // sent, or not a fault: to the default action now
     // A fault returns to the faulting instruction, which faults again.
 }
 
+static int install_stand_in(int sig, struct sigaction *old) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fatal;
+    sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    int rc = real_sigaction(sig, &sa, old);
+    if (rc == 0) stand_in[sig] = 1;
+    return rc;
+}
+
 static void catch_fatal_signals(void) {
-    for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++) {
-        struct sigaction old, sa;
-        if (sigaction(fatal_signals[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+    for (size_t i = 0; i < sizeof covered_signals / sizeof covered_signals[0]; i++) {
+        int sig = covered_signals[i];
+        struct sigaction old;
+        if (real_sigaction(sig, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
             continue; // the program's, or ignored
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = on_fatal;
-        sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
-        sigemptyset(&sa.sa_mask);
-        sigaction(fatal_signals[i], &sa, NULL);
+        install_stand_in(sig, NULL);
     }
+}
+
+TPPROF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact) {
+    if (sig <= 0 || sig >= _NSIG || !covered(sig)) return real_sigaction(sig, act, oldact);
+    bool was = stand_in[sig];
+    struct sigaction prev;
+    int rc;
+    if (act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL && started && in_recorded_process()) {
+        rc = install_stand_in(sig, &prev); // the default, as far as the program can tell
+    } else {
+        rc = real_sigaction(sig, act, &prev);
+        if (rc == 0 && act) stand_in[sig] = 0;
+    }
+    if (rc == 0 && oldact) {
+        if (was) { // what the program set, or found: the default
+            memset(oldact, 0, sizeof *oldact);
+            oldact->sa_handler = SIG_DFL;
+        } else {
+            *oldact = prev;
+        }
+    }
+    return rc;
+}
+
+// glibc's signal() calls its own sigaction, past the one above: signal is
+// interposed too, with glibc's semantics (BSD: SA_RESTART, the signal
+// blocked in its handler) for the covered signals.
+typedef void (*sighandler_fn)(int);
+
+TPPROF_EXPORT sighandler_fn signal(int sig, sighandler_fn handler) {
+    if (sig <= 0 || sig >= _NSIG || !covered(sig)) {
+        static sighandler_fn (*real_signal)(int, sighandler_fn);
+        if (!real_signal) *(void **)&real_signal = dlsym(RTLD_NEXT, "signal");
+        if (!real_signal) {
+            errno = ENOSYS;
+            return SIG_ERR;
+        }
+        return real_signal(sig, handler);
+    }
+    if (handler == SIG_ERR) {
+        errno = EINVAL;
+        return SIG_ERR;
+    }
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, sig);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(sig, &sa, &old) != 0) return SIG_ERR;
+    return old.sa_handler;
 }
 
 __attribute__((constructor(101))) static void tpprof_start(void) {

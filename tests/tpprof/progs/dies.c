@@ -5,8 +5,9 @@
 // recovers from three faults (siglongjmp), then it loses the block and
 // returns 0: the recorder must stay out of the way of a handler of the
 // program's. "chained": the program's SIGSEGV handler calls the one it
-// found (the recorder's) and returns, as crash reporters do; the process
-// must still die of the fault, not loop (it exits 9 after 3 calls).
+// found (or, finding SIG_DFL, sets it and raises), as crash reporters do;
+// the process must still die of the fault, not loop (it exits 9 after 3
+// calls).
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <signal.h>
