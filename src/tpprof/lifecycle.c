@@ -304,7 +304,9 @@ TPPROF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
         rc = install_stand_in(sig, &prev); // the default, as far as the program can tell
     } else {
         rc = real_sigaction(sig, act, &prev);
-        if (rc == 0 && act) stand_in[sig] = 0;
+        // (A vfork child shares this memory, not its dispositions: it leaves
+        // the parent's flags alone.)
+        if (rc == 0 && act && in_recorded_process()) stand_in[sig] = 0;
     }
     if (rc == 0 && oldact) {
         if (was) { // what the program set, or found: the default
