@@ -319,20 +319,23 @@ TPPROF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
     return rc;
 }
 
-// glibc's signal() calls its own sigaction, past the one above: signal is
-// interposed too, with glibc's semantics (BSD: SA_RESTART, the signal
-// blocked in its handler) for the covered signals.
+// glibc's signal() and its SysV and BSD forms call its own sigaction, past
+// the one above (a program built as strict ISO C calls __sysv_signal for
+// signal): they are interposed too, with glibc's semantics for the covered
+// signals (BSD: SA_RESTART, the signal blocked in its handler; SysV: the
+// handler reset on entry, the signal not blocked) and glibc's own for the
+// others.
 typedef void (*sighandler_fn)(int);
 
-TPPROF_EXPORT sighandler_fn signal(int sig, sighandler_fn handler) {
+static sighandler_fn set_handler(const char *name, int sig, sighandler_fn handler, bool sysv) {
     if (sig <= 0 || sig >= _NSIG || !covered(sig)) {
-        static sighandler_fn (*real_signal)(int, sighandler_fn);
-        if (!real_signal) *(void **)&real_signal = dlsym(RTLD_NEXT, "signal");
-        if (!real_signal) {
+        sighandler_fn (*real)(int, sighandler_fn);
+        *(void **)&real = dlsym(RTLD_NEXT, name);
+        if (!real) {
             errno = ENOSYS;
             return SIG_ERR;
         }
-        return real_signal(sig, handler);
+        return real(sig, handler);
     }
     if (handler == SIG_ERR) {
         errno = EINVAL;
@@ -342,10 +345,28 @@ TPPROF_EXPORT sighandler_fn signal(int sig, sighandler_fn handler) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, sig);
-    sa.sa_flags = SA_RESTART;
+    if (sysv) {
+        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+    } else {
+        sigaddset(&sa.sa_mask, sig);
+        sa.sa_flags = SA_RESTART;
+    }
     if (sigaction(sig, &sa, &old) != 0) return SIG_ERR;
     return old.sa_handler;
+}
+
+TPPROF_EXPORT sighandler_fn signal(int sig, sighandler_fn handler) { return set_handler("signal", sig, handler, false); }
+
+TPPROF_EXPORT sighandler_fn bsd_signal(int sig, sighandler_fn handler) {
+    return set_handler("bsd_signal", sig, handler, false);
+}
+
+TPPROF_EXPORT sighandler_fn __sysv_signal(int sig, sighandler_fn handler) {
+    return set_handler("__sysv_signal", sig, handler, true);
+}
+
+TPPROF_EXPORT sighandler_fn sysv_signal(int sig, sighandler_fn handler) {
+    return set_handler("sysv_signal", sig, handler, true);
 }
 
 __attribute__((constructor(101))) static void tpprof_start(void) {

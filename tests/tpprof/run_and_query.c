@@ -688,6 +688,17 @@ static void test_dies(char *prog, const char *how) {
           "the last block, %s", scanned ? "scanned" : "not scanned");
 }
 
+// Signal dispositions set and read back by a strict ISO C program
+// (progs/sigquery.c, signal() = __sysv_signal): as natively.
+static void test_sigquery(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result native = run(NULL, argv, NULL);
+    struct result r;
+    if (!record("sigquery.db", argv, NULL, &r)) return;
+    CHECK(native.status == 0 && strstr(native.out, "SIGTERM at start: default"), "native: %s", native.out);
+    CHECK(strcmp(r.out, native.out) == 0, "under the preload:\n%s\nnatively:\n%s", r.out, native.out);
+}
+
 // CPython under the preload (prog: the python3 executable): it installs its
 // KeyboardInterrupt handler only where it finds SIGINT at its default, so the
 // recorder's stand-in must look like the default; a ^C becomes an exception
@@ -1431,6 +1442,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "early") == 0) test_early(prog);
     else if (strcmp(what, "cppnew") == 0) test_cppnew(prog);
     else if (strcmp(what, "python_signals") == 0) test_python_signals(prog);
+    else if (strcmp(what, "sigquery") == 0) test_sigquery(prog);
     else if (strcmp(what, "vfork_many") == 0) test_vfork_many(prog);
     else if (strncmp(what, "dies_", 5) == 0) test_dies(prog, what + 5);
     else if (strcmp(what, "reserve") == 0) test_reserve(prog);
