@@ -208,7 +208,8 @@ static void fork_child(void) {
 // Dying of a signal. A program that crashes (SIGSEGV, SIGBUS, SIGFPE,
 // SIGILL), aborts (abort(): an assert, an uncaught C++ exception, a
 // std::bad_alloc at the OOM point) or is ended by a signal it leaves at its
-// default (^C, kill, a closed pipe, a hangup) would leave a recording cut at
+// default (^C, kill, a closed pipe, a hangup, an alarm() timeout, a CPU-time
+// limit, a seccomp kill) would leave a recording cut at
 // its last periodic flush, without the live set. So for those signals a
 // handler of the recorder's stands in for the default: it writes everything
 // first, the live set as it is at that moment (scanned, except after a
@@ -224,8 +225,9 @@ static void fork_child(void) {
 // KeyboardInterrupt handler only where it finds the default), a handler it
 // installs replaces the stand-in, and setting SIG_DFL again puts the stand-in
 // back. Raw rt_sigaction system calls see the stand-in.
-static const int covered_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
-                                      SIGHUP,  SIGINT, SIGQUIT, SIGTERM, SIGPIPE};
+static const int covered_signals[] = {SIGSEGV, SIGBUS,  SIGFPE,  SIGILL,  SIGABRT, SIGHUP,    SIGINT,
+                                      SIGQUIT, SIGTERM, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2,   SIGXCPU,
+                                      SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS};
 static _Atomic int stand_in[_NSIG]; // 1: the recorder's handler is where the program believes SIG_DFL is
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
