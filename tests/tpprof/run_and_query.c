@@ -667,8 +667,9 @@ static void test_dies(char *prog, const char *how) {
     struct result native = run(NULL, argv, NULL);
     struct result r = run(out, argv, NULL);
     bool caught = strcmp(how, "caught") == 0, is_abort = strcmp(how, "abort") == 0;
-    CHECK(r.status == native.status && r.status == (caught ? 0 : is_abort ? 128 + 6 : 128 + 11),
-          "exit status %d, natively %d", r.status, native.status);
+    int want_sig = caught ? 0 : is_abort ? 6 : strcmp(how, "alarm") == 0 ? 14 : 11;
+    CHECK(r.status == native.status && r.status == (caught ? 0 : 128 + want_sig), "exit status %d, natively %d",
+          r.status, native.status);
     CHECK(strcmp(r.out, native.out) == 0, "stdout '%s', natively '%s'", r.out, native.out);
     if (!open_db(out)) {
         CHECK(false, "no database at %s", out);
@@ -679,7 +680,7 @@ static void test_dies(char *prog, const char *how) {
     qs(v, sizeof v, "SELECT coalesce((SELECT value FROM meta WHERE key = 'end_reason'), '')");
     CHECK(strcmp(v, caught ? "exit" : "signal") == 0, "end_reason '%s'", v);
     int64_t sig = qi("SELECT coalesce((SELECT value FROM meta WHERE key = 'end_signal'), 0)");
-    CHECK(sig == (caught ? 0 : is_abort ? 6 : 11), "end_signal %lld", (long long)sig);
+    CHECK(sig == want_sig, "end_signal %lld", (long long)sig);
     // Scanned unless a fault: a raised SIGSEGV is sent, and the chained
     // handler finds SIG_DFL (the recorder's stand-in is hidden), sets it
     // (the stand-in returns) and raises.

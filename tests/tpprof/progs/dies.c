@@ -7,7 +7,7 @@
 // program's. "chained": the program's SIGSEGV handler calls the one it
 // found (or, finding SIG_DFL, sets it and raises), as crash reporters do;
 // the process must still die of the fault, not loop (it exits 9 after 3
-// calls).
+// calls). "alarm": an alarm() timeout, as C test suites use, ends it.
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <signal.h>
@@ -68,6 +68,10 @@ int main(int argc, char **argv) {
     }
     dies_leak();
     if (strcmp(how, "abort") == 0) abort();
+    if (strcmp(how, "alarm") == 0) {
+        alarm(1);
+        for (;;) pause();
+    }
     if (strcmp(how, "raise") == 0) raise(SIGSEGV);
     *nowhere = 1;
     return 3;
