@@ -476,6 +476,9 @@ static int run_check(int argc, char **argv, check_options *opts) {
                 "tpprof check: note: %s is incomplete (the program did not end normally); what it "
                 "did after the last flush is missing\n",
                 o.path);
+    if (s->end_signal)
+        fprintf(stderr, "tpprof check: note: the program of %s died of signal %d (%s)\n", o.path, s->end_signal,
+                strsignal(s->end_signal));
     if (s->unscanned_count && !s->leak_scanned)
         fprintf(stderr,
                 "tpprof check: note: %s did not end normally; %llu B in %llu blocks were never "

@@ -150,6 +150,30 @@ static void test_unscanned_blocks_of_a_crashed_run_count_as_lost(void) {
     harness_result_free(&r);
 }
 
+// A program that a fault ended: its live set was written unscanned by the
+// preload's stand-in handler (meta.end_signal), so it counts as lost, and
+// check says how the program ended.
+static void test_a_program_that_died_of_a_signal_is_named_so(void) {
+    const char *db = harness_path("signalled.db");
+    fixture_options o = {0};
+    CHECK(fixture_write_edited(db, &o,
+                               "UPDATE live_blocks SET reachability = 0;"
+                               "INSERT OR REPLACE INTO meta VALUES ('leak_scan', '0');"
+                               "INSERT OR REPLACE INTO meta VALUES ('end_reason', 'signal');"
+                               "INSERT OR REPLACE INTO meta VALUES ('end_signal', '11')") == 0,
+          "fixture");
+    run_result r = harness_tpprof("check", db, "--max-lost-bytes", "12288", NULL);
+    CHECK(r.status == 1, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.err, "died of signal 11 (Segmentation fault)"), "%s", r.err);
+    CHECK(strstr(r.err, "never scanned and count as lost"), "%s", r.err);
+    CHECK(!strstr(r.err, "is incomplete"), "complete: %s", r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, NULL);
+    CHECK(strstr(r.out, ", complete, died of signal 11 (Segmentation fault): the live set at that moment, not scanned\n"),
+          "%s", r.out);
+    harness_result_free(&r);
+}
+
 static void test_blocks_allocated_after_the_scan_are_not_lost(void) {
     // A normal exit: the scan ran; a block made later (in an exit handler)
     // is unscanned, counts as leaked, but not as lost.
@@ -245,6 +269,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_junit_file_has_one_testcase_per_gate);
     RUN_TEST(test_junit_to_an_unwritable_path_is_an_error);
     RUN_TEST(test_unscanned_blocks_of_a_crashed_run_count_as_lost);
+    RUN_TEST(test_a_program_that_died_of_a_signal_is_named_so);
     RUN_TEST(test_blocks_allocated_after_the_scan_are_not_lost);
     RUN_TEST(test_clean_recording_passes_the_default_gate);
     RUN_TEST(test_suppressed_stacks_leave_the_leak_gates);
