@@ -276,6 +276,39 @@ static void set_verdict_off(uintptr_t ip, uint32_t gen, int v, int off) {
 
 static void set_verdict(uintptr_t ip, uint32_t gen, int v) { set_verdict_off(ip, gen, v, 0); }
 
+// A SKIP whose function also uses the frame-pointer register for its own
+// data (libstdc++'s string constructors): its caller's frame pointer is
+// where it saved it, a fixed number of words above the slot too. Its
+// verdict is a SKIP with offset SKIPF_MARK; the two offsets are here, one
+// word an address (48 bits), the generation's low 4, the two offsets.
+#define SKIPF_MARK V_OFF_MAX
+#define SKIPF_BITS 10
+static _Atomic uint64_t skipf[1u << SKIPF_BITS];
+
+static inline _Atomic uint64_t *skipf_slot(uintptr_t ip) {
+    return &skipf[(ip * 0x9E3779B97F4A7C15ULL) >> (64 - SKIPF_BITS)];
+}
+
+static inline uint64_t skipf_key(uintptr_t ip, uint32_t gen) {
+    return (uint64_t)ip | (uint64_t)(gen & 15) << V_IP_BITS;
+}
+
+// The offsets of ip's SKIPF (return address, saved frame pointer), or false.
+static inline bool skipf_get(uintptr_t ip, uint32_t gen, int *off_ret, int *off_fp) {
+    uint64_t e = atomic_load_explicit(skipf_slot(ip), memory_order_relaxed);
+    if ((e & (((uint64_t)1 << (V_IP_BITS + 4)) - 1)) != skipf_key(ip, gen)) return false;
+    *off_ret = (int)(e >> (V_IP_BITS + 4) & 63);
+    *off_fp = (int)(e >> (V_IP_BITS + 10) & 63);
+    return true;
+}
+
+static void skipf_set(uintptr_t ip, uint32_t gen, int off_ret, int off_fp) {
+    if (ip >> V_IP_BITS) return;
+    atomic_store_explicit(skipf_slot(ip),
+                          skipf_key(ip, gen) | (uint64_t)off_ret << (V_IP_BITS + 4) | (uint64_t)off_fp << (V_IP_BITS + 10),
+                          memory_order_relaxed);
+}
+
 // The anchor at return address ip, or NULL.
 static const struct anchor *anchor_find(uintptr_t ip, uint32_t gen) {
     uint32_t n = atomic_load_explicit(&anchors_claimed, memory_order_acquire);
@@ -347,8 +380,28 @@ static inline __attribute__((always_inline)) int walk_body(uintptr_t *ips, int m
         while (ns < MAX_SKIPS && p + 1 < end) {
             uint64_t e = verdict_word(ret, gen);
             if ((e >> (V_IP_BITS + V_GEN_BITS) & 3) != V_SKIP) break;
-            uintptr_t at = slot + sizeof(uintptr_t) * (1 + (uintptr_t)skip_words(e));
+            int off = skip_words(e), off_fp = -1;
+            if (off == SKIPF_MARK && !skipf_get(ret, gen, &off, &off_fp)) break;
+            uintptr_t at = slot + sizeof(uintptr_t) * (1 + (uintptr_t)off);
             if (at > top + sizeof(uintptr_t)) break; // past the stack: the walk is not exact, libunwind decides
+            if (off_fp >= 0) { // the caller's frame pointer, saved: the walk goes on from there
+                slots[ns++] = slot;
+                p[FPS_AT] = fp;
+                *p++ = ret;
+                a = (a ^ ret) * TPPROF_STACK_HASH_KA;
+                b = (b + ret) * TPPROF_STACK_HASH_KB;
+                slot = at;
+                ret = *(const uintptr_t *)at;
+                fp = slot - sizeof(uintptr_t) * (uintptr_t)(off - off_fp); // where the frame pointer was saved
+                if (ret < 4096) {
+                    slots[ns] = slot;
+                    *nskip = ns;
+                    acc[0] = a;
+                    acc[1] = b;
+                    return (int)(p - ips);
+                }
+                break;
+            }
             slots[ns++] = slot;
             p[FPS_AT] = fp;
             *p++ = ret;
@@ -431,7 +484,34 @@ static void learn(struct uwstate *s, uint32_t gen, const struct walk *w, const u
     // caller's return address (the walk's next frame is libunwind's one after).
     if (c == w->nskip + 1 && c <= MAX_SKIPS && c < nf && c + 1 < nl && f[c] == l[c + 1]) {
         int off = find_slot(w->slots[c - 1], l[c]);
-        if (off >= 0) {
+        if (off >= 0 && off < SKIPF_MARK) {
+            set_verdict_off(f[c - 1], gen, V_SKIP, off);
+            atomic_store(&any_skip, 1);
+            return;
+        }
+    }
+    // The same, but the walk stopped or went astray there: the function also
+    // used the frame-pointer register. Its caller's return address lies above
+    // the slot, and below it the saved frame pointer of that caller: the word
+    // pointing at a frame whose return address is libunwind's next.
+    if (c == w->nskip + 1 && c <= MAX_SKIPS && c + 1 < nl && (c == nf || f[c] != l[c + 1])) {
+        uintptr_t slot = w->slots[c - 1], top = walk_top(slot);
+        int off = find_slot(slot, l[c]);
+        for (int k = 0; off >= 0 && off < SKIPF_MARK && k < off; k++) {
+            uintptr_t x = *(const uintptr_t *)(slot + sizeof(uintptr_t) * (1 + (uintptr_t)k));
+            uintptr_t ret_at = slot + sizeof(uintptr_t) * (1 + (uintptr_t)off);
+            if (x > ret_at && x + 2 * sizeof(uintptr_t) <= top && (x & 7) == 0 &&
+                ((const uintptr_t *)x)[1] == l[c + 1]) {
+                skipf_set(f[c - 1], gen, off, k);
+                set_verdict_off(f[c - 1], gen, V_SKIP, SKIPF_MARK);
+                atomic_store(&any_skip, 1);
+                return;
+            }
+        }
+        // Not saved here: this function leaves the register alone, and one
+        // of its callers uses it (operator new, called by a string
+        // constructor). A plain SKIP; the caller is learnt the next time.
+        if (off >= 0 && off < SKIPF_MARK) {
             set_verdict_off(f[c - 1], gen, V_SKIP, off);
             atomic_store(&any_skip, 1);
             return;

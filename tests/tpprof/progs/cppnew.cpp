@@ -2,10 +2,10 @@
 // internals are built without frame pointers (Debian's): new at four call
 // sites, three calls deep (about 114,000 calls), and 2,000 std::string
 // buffers made inside the library. The default unwinder must give exactly
-// libunwind's stacks, and take those through new itself: libunwind walked
-// every one (a C++ program allocating flat out ran 9x native). The string
-// constructor also uses the frame-pointer register for its own data, so
-// its stacks still need libunwind.
+// libunwind's stacks, and take them itself: libunwind walked every one (a
+// C++ program allocating flat out ran 9x native). The string constructor
+// also uses the frame-pointer register for its own data (a SKIP with the
+// saved frame pointer).
 #include <cstdio>
 #include <string>
 #include <vector>
