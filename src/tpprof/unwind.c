@@ -384,24 +384,6 @@ static inline __attribute__((always_inline)) int walk_body(uintptr_t *ips, int m
             if (off == SKIPF_MARK && !skipf_get(ret, gen, &off, &off_fp)) break;
             uintptr_t at = slot + sizeof(uintptr_t) * (1 + (uintptr_t)off);
             if (at > top + sizeof(uintptr_t)) break; // past the stack: the walk is not exact, libunwind decides
-            if (off_fp >= 0) { // the caller's frame pointer, saved: the walk goes on from there
-                slots[ns++] = slot;
-                p[FPS_AT] = fp;
-                *p++ = ret;
-                a = (a ^ ret) * TPPROF_STACK_HASH_KA;
-                b = (b + ret) * TPPROF_STACK_HASH_KB;
-                slot = at;
-                ret = *(const uintptr_t *)at;
-                fp = slot - sizeof(uintptr_t) * (uintptr_t)(off - off_fp); // where the frame pointer was saved
-                if (ret < 4096) {
-                    slots[ns] = slot;
-                    *nskip = ns;
-                    acc[0] = a;
-                    acc[1] = b;
-                    return (int)(p - ips);
-                }
-                break;
-            }
             slots[ns++] = slot;
             p[FPS_AT] = fp;
             *p++ = ret;
@@ -409,6 +391,8 @@ static inline __attribute__((always_inline)) int walk_body(uintptr_t *ips, int m
             b = (b + ret) * TPPROF_STACK_HASH_KB;
             slot = at;
             ret = *(const uintptr_t *)at;
+            // A SKIPF: the walk goes on from where the caller's frame pointer was saved.
+            if (off_fp >= 0) fp = slot - sizeof(uintptr_t) * (uintptr_t)(off - off_fp);
             if (ret < 4096) {
                 slots[ns] = slot;
                 *nskip = ns;
@@ -416,6 +400,7 @@ static inline __attribute__((always_inline)) int walk_body(uintptr_t *ips, int m
                 acc[1] = b;
                 return (int)(p - ips);
             }
+            if (off_fp >= 0) break;
         }
     }
     if (with_skips) {
