@@ -163,7 +163,6 @@ static void output_name(char *out, size_t cap, pid_t pid) {
 // Start and end.
 
 static void on_quick_exit(void);
-static void resolve_exec(void);
 
 static void on_exit_scan(void) {
     // Spill the callee-saved registers into this frame, then scan the stack
@@ -204,6 +203,26 @@ static void fork_child(void) {
     tpprof_guard--;
 }
 
+// The C library's exec, spawn and signal functions, looked up in the
+// constructor: a vfork child (on its parent's stack, heap and TLS) that
+// asked dlsym then allocated in its parent's heap, and through the hooks into
+// its parent's recording.
+enum real_id { R_EXECVE, R_EXECVPE, R_FEXECVE, R_EXECVEAT, R_SPAWN, R_SPAWNP, R_SIGACTION, R_SIGNAL, R_BSD_SIGNAL,
+               R_SYSV_SIGNAL_, R_SYSV_SIGNAL, NREAL };
+static const char *const real_names[NREAL] = {"execve",      "execvpe",      "fexecve",    "execveat",
+                                              "posix_spawn", "posix_spawnp", "sigaction",  "signal",
+                                              "bsd_signal",  "__sysv_signal", "sysv_signal"};
+static void *real_fns[NREAL];
+
+static void *real_fn(enum real_id id) {
+    if (!real_fns[id]) real_fns[id] = dlsym(RTLD_NEXT, real_names[id]);
+    return real_fns[id];
+}
+
+static void resolve_exec(void) {
+    for (int i = 0; i < NREAL; i++) real_fn((enum real_id)i);
+}
+
 // ---------------------------------------------------------------------------
 // Dying of a signal. A program that crashes (SIGSEGV, SIGBUS, SIGFPE,
 // SIGILL), aborts (abort(): an assert, an uncaught C++ exception, a
@@ -228,18 +247,15 @@ static void fork_child(void) {
 static const int covered_signals[] = {SIGSEGV, SIGBUS,  SIGFPE,  SIGILL,  SIGABRT, SIGHUP,    SIGINT,
                                       SIGQUIT, SIGTERM, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2,   SIGXCPU,
                                       SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS};
-static _Atomic int stand_in[_NSIG]; // 1: the recorder's handler is where the program believes SIG_DFL is
-
-typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
-static sigaction_fn real_sigaction_fn;
 
 static int real_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
-    if (!real_sigaction_fn) *(void **)&real_sigaction_fn = dlsym(RTLD_NEXT, "sigaction");
-    if (!real_sigaction_fn) {
+    int (*real)(int, const struct sigaction *, struct sigaction *);
+    *(void **)&real = real_fn(R_SIGACTION);
+    if (!real) {
         errno = ENOSYS;
         return -1;
     }
-    return real_sigaction_fn(sig, act, old);
+    return real(sig, act, old);
 }
 
 static bool covered(int sig) {
@@ -270,7 +286,6 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     real_sigaction(sig, &dfl, NULL);
-    stand_in[sig] = 0;
     errno = saved_errno;
     if (!fault) raise(sig); // sent, or not a fault: to the default action now
     // A fault returns to the faulting instruction, which faults again.
@@ -282,9 +297,13 @@ static int install_stand_in(int sig, struct sigaction *old) {
     sa.sa_sigaction = on_fatal;
     sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
-    int rc = real_sigaction(sig, &sa, old);
-    if (rc == 0) stand_in[sig] = 1;
-    return rc;
+    return real_sigaction(sig, &sa, old);
+}
+
+// Whether a disposition is the stand-in (read from the kernel each time: a
+// vfork child has dispositions of its own but shares this memory).
+static bool is_stand_in(const struct sigaction *a) {
+    return (a->sa_flags & SA_SIGINFO) && a->sa_sigaction == on_fatal;
 }
 
 static void catch_fatal_signals(void) {
@@ -299,19 +318,14 @@ static void catch_fatal_signals(void) {
 
 TPPROF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact) {
     if (sig <= 0 || sig >= _NSIG || !covered(sig)) return real_sigaction(sig, act, oldact);
-    bool was = stand_in[sig];
     struct sigaction prev;
     int rc;
-    if (act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL && started && in_recorded_process()) {
+    if (act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL && in_recorded_process())
         rc = install_stand_in(sig, &prev); // the default, as far as the program can tell
-    } else {
+    else
         rc = real_sigaction(sig, act, &prev);
-        // (A vfork child shares this memory, not its dispositions: it leaves
-        // the parent's flags alone.)
-        if (rc == 0 && act && in_recorded_process()) stand_in[sig] = 0;
-    }
     if (rc == 0 && oldact) {
-        if (was) { // what the program set, or found: the default
+        if (is_stand_in(&prev)) { // what the program set, or found: the default
             memset(oldact, 0, sizeof *oldact);
             oldact->sa_handler = SIG_DFL;
         } else {
@@ -329,10 +343,10 @@ TPPROF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
 // others.
 typedef void (*sighandler_fn)(int);
 
-static sighandler_fn set_handler(const char *name, int sig, sighandler_fn handler, bool sysv) {
+static sighandler_fn set_handler(enum real_id fn, int sig, sighandler_fn handler, bool sysv) {
     if (sig <= 0 || sig >= _NSIG || !covered(sig)) {
         sighandler_fn (*real)(int, sighandler_fn);
-        *(void **)&real = dlsym(RTLD_NEXT, name);
+        *(void **)&real = real_fn(fn);
         if (!real) {
             errno = ENOSYS;
             return SIG_ERR;
@@ -357,18 +371,18 @@ static sighandler_fn set_handler(const char *name, int sig, sighandler_fn handle
     return old.sa_handler;
 }
 
-TPPROF_EXPORT sighandler_fn signal(int sig, sighandler_fn handler) { return set_handler("signal", sig, handler, false); }
+TPPROF_EXPORT sighandler_fn signal(int sig, sighandler_fn handler) { return set_handler(R_SIGNAL, sig, handler, false); }
 
 TPPROF_EXPORT sighandler_fn bsd_signal(int sig, sighandler_fn handler) {
-    return set_handler("bsd_signal", sig, handler, false);
+    return set_handler(R_BSD_SIGNAL, sig, handler, false);
 }
 
 TPPROF_EXPORT sighandler_fn __sysv_signal(int sig, sighandler_fn handler) {
-    return set_handler("__sysv_signal", sig, handler, true);
+    return set_handler(R_SYSV_SIGNAL_, sig, handler, true);
 }
 
 TPPROF_EXPORT sighandler_fn sysv_signal(int sig, sighandler_fn handler) {
-    return set_handler("sysv_signal", sig, handler, true);
+    return set_handler(R_SYSV_SIGNAL, sig, handler, true);
 }
 
 __attribute__((constructor(101))) static void tpprof_start(void) {
@@ -613,41 +627,24 @@ static void after_failed_exec(void) {
     tpprof_guard = saved;
 }
 
-// The C library's exec and spawn functions, looked up in the constructor: a
-// vfork child (on its parent's stack, heap and TLS) that asked dlsym then
-// allocated in its parent's heap, and through the hooks into its parent's
-// recording.
-static const char *const real_names[] = {"execve", "execvpe", "fexecve", "execveat", "posix_spawn", "posix_spawnp"};
-#define NREAL (sizeof real_names / sizeof real_names[0])
-static void *real_fns[NREAL];
-
-static void resolve_exec(void) {
-    for (size_t i = 0; i < NREAL; i++)
-        if (!real_fns[i]) real_fns[i] = dlsym(RTLD_NEXT, real_names[i]);
-}
-
-static void *real_fn(const char *which) {
-    for (size_t i = 0; i < NREAL; i++)
-        if (strcmp(real_names[i], which) == 0) {
-            if (!real_fns[i]) real_fns[i] = dlsym(RTLD_NEXT, which);
-            return real_fns[i];
-        }
-    return NULL;
-}
-
-// One exec call of any form: the database is finished first (the new image
-// records into its own), the environment carries the settings on, and a
-// failed exec reopens the database and goes on recording.
+// One exec or spawn call of any form. An exec finishes the database first
+// (the new image records into its own) and reopens it if the exec failed;
+// both carry the settings on in the environment.
 struct exec_call {
-    const char *which; // the C library's function
-    int fd, flags;     // fexecve's descriptor; execveat's directory and flags
+    enum real_id fn;
+    int fd, flags; // fexecve's descriptor; execveat's directory and flags
     const char *path;
     char *const *argv;
+    pid_t *pid; // posix_spawn's
+    const posix_spawn_file_actions_t *fa;
+    const posix_spawnattr_t *attr;
 };
 
 static int exec_with(const struct exec_call *c, char *const envp[]) {
-    void *real = real_fn(c->which);
+    void *real = real_fn(c->fn);
+    bool spawn = c->fn == R_SPAWN || c->fn == R_SPAWNP;
     if (!real) {
+        if (spawn) return ENOSYS;
         errno = ENOSYS;
         return -1;
     }
@@ -656,38 +653,41 @@ static int exec_with(const struct exec_call *c, char *const envp[]) {
     char *local[on_stack ? (bytes + sizeof(char *) - 1) / sizeof(char *) : 1]; // (pointer-aligned)
     char *mem = on_stack ? (char *)local : tpprof_mem_map(bytes);
     char **env = mem ? fix_env(envp, mem) : (char **)envp;
-    before_exec();
+    if (!spawn) before_exec();
     int rc;
-    if (strcmp(c->which, "fexecve") == 0)
+    if (spawn)
+        rc = ((int (*)(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
+                       char *const[], char *const[]))real)(c->pid, c->path, c->fa, c->attr, c->argv, env);
+    else if (c->fn == R_FEXECVE)
         rc = ((int (*)(int, char *const[], char *const[]))real)(c->fd, c->argv, env);
-    else if (strcmp(c->which, "execveat") == 0)
+    else if (c->fn == R_EXECVEAT)
         rc = ((int (*)(int, const char *, char *const[], char *const[], int))real)(c->fd, c->path, c->argv, env,
                                                                                   c->flags);
     else
         rc = ((int (*)(const char *, char *const[], char *const[]))real)(c->path, c->argv, env);
     int err = errno;
-    after_failed_exec();
+    if (!spawn) after_failed_exec();
     if (mem && !on_stack) tpprof_mem_unmap(mem, bytes);
     errno = err;
     return rc;
 }
 
-static int do_exec(const char *name, char *const argv[], char *const envp[], const char *which) {
-    return exec_with(&(struct exec_call){.which = which, .path = name, .argv = argv}, envp);
+static int do_exec(const char *name, char *const argv[], char *const envp[], enum real_id fn) {
+    return exec_with(&(struct exec_call){.fn = fn, .path = name, .argv = argv}, envp);
 }
 
 TPPROF_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
-    return do_exec(path, argv, envp, "execve");
+    return do_exec(path, argv, envp, R_EXECVE);
 }
 
 // fexecve and execveat run the new image without the C library calling
 // execve by name: the first image's recording was left unfinished.
 TPPROF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
-    return exec_with(&(struct exec_call){.which = "fexecve", .fd = fd, .argv = argv}, envp);
+    return exec_with(&(struct exec_call){.fn = R_FEXECVE, .fd = fd, .argv = argv}, envp);
 }
 
 TPPROF_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
-    return exec_with(&(struct exec_call){.which = "execveat", .fd = dirfd, .path = path, .argv = argv, .flags = flags},
+    return exec_with(&(struct exec_call){.fn = R_EXECVEAT, .fd = dirfd, .path = path, .argv = argv, .flags = flags},
                      envp);
 }
 
@@ -695,41 +695,25 @@ TPPROF_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char
 // subprocess modules build) would start a child nothing records: it gets
 // LD_PRELOAD and the TPPROF_* settings back, as an exec does. (system() and
 // popen() spawn inside the C library, with the program's environment.)
-typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
-                        char *const[], char *const[]);
-
-static int spawn_with(const char *which, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
-                      const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
-    spawn_fn real;
-    *(void **)&real = real_fn(which);
-    if (!real) return ENOSYS;
-    size_t bytes = env_bytes(envp);
-    bool on_stack = exec_on_stack(bytes);
-    char *local[on_stack ? (bytes + sizeof(char *) - 1) / sizeof(char *) : 1]; // (pointer-aligned)
-    char *mem = on_stack ? (char *)local : tpprof_mem_map(bytes);
-    char **env = mem ? fix_env(envp, mem) : (char **)envp;
-    int rc = real(pid, path, fa, attr, argv, env);
-    if (mem && !on_stack) tpprof_mem_unmap(mem, bytes);
-    return rc;
-}
-
 TPPROF_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
                               const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
-    return spawn_with("posix_spawn", pid, path, fa, attr, argv, envp);
+    return exec_with(&(struct exec_call){.fn = R_SPAWN, .pid = pid, .path = path, .fa = fa, .attr = attr, .argv = argv},
+                     envp);
 }
 
 TPPROF_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
                                const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
-    return spawn_with("posix_spawnp", pid, file, fa, attr, argv, envp);
+    return exec_with(&(struct exec_call){.fn = R_SPAWNP, .pid = pid, .path = file, .fa = fa, .attr = attr, .argv = argv},
+                     envp);
 }
 
 TPPROF_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
-    return do_exec(file, argv, envp, "execvpe");
+    return do_exec(file, argv, envp, R_EXECVPE);
 }
 
-TPPROF_EXPORT int execv(const char *path, char *const argv[]) { return do_exec(path, argv, environ, "execve"); }
+TPPROF_EXPORT int execv(const char *path, char *const argv[]) { return do_exec(path, argv, environ, R_EXECVE); }
 
-TPPROF_EXPORT int execvp(const char *file, char *const argv[]) { return do_exec(file, argv, environ, "execvpe"); }
+TPPROF_EXPORT int execvp(const char *file, char *const argv[]) { return do_exec(file, argv, environ, R_EXECVPE); }
 
 // execl, execlp, execle: the variadic arguments, collected into an argv
 // array (and execle's environment taken), not in the heap (it may be in any
@@ -737,7 +721,7 @@ TPPROF_EXPORT int execvp(const char *file, char *const argv[]) { return do_exec(
 // arguments, else in a mapping of tpprof's own (see exec_on_stack).
 #define LIST_LOCAL 64
 
-static int exec_list(const char *name, const char *arg, va_list ap, bool with_env, const char *which) {
+static int exec_list(const char *name, const char *arg, va_list ap, bool with_env, enum real_id which) {
     va_list c;
     va_copy(c, ap);
     size_t n = 1;
@@ -762,7 +746,7 @@ static int exec_list(const char *name, const char *arg, va_list ap, bool with_en
 TPPROF_EXPORT int execl(const char *path, const char *arg, ...) {
     va_list ap;
     va_start(ap, arg);
-    int rc = exec_list(path, arg, ap, false, "execve");
+    int rc = exec_list(path, arg, ap, false, R_EXECVE);
     va_end(ap);
     return rc;
 }
@@ -770,7 +754,7 @@ TPPROF_EXPORT int execl(const char *path, const char *arg, ...) {
 TPPROF_EXPORT int execlp(const char *file, const char *arg, ...) {
     va_list ap;
     va_start(ap, arg);
-    int rc = exec_list(file, arg, ap, false, "execvpe");
+    int rc = exec_list(file, arg, ap, false, R_EXECVPE);
     va_end(ap);
     return rc;
 }
@@ -778,7 +762,7 @@ TPPROF_EXPORT int execlp(const char *file, const char *arg, ...) {
 TPPROF_EXPORT int execle(const char *path, const char *arg, ...) {
     va_list ap;
     va_start(ap, arg);
-    int rc = exec_list(path, arg, ap, true, "execve");
+    int rc = exec_list(path, arg, ap, true, R_EXECVE);
     va_end(ap);
     return rc;
 }

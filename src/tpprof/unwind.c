@@ -459,6 +459,20 @@ static int find_slot(uintptr_t slot, uintptr_t want) {
     return -1;
 }
 
+// Words above `slot`, below the return address `off` words up, to the one
+// holding the caller's saved frame pointer: the word pointing at a frame
+// (above that return address, in the stack) whose return address is
+// `next_ret`. -1 if none.
+static int saved_fp_slot(uintptr_t slot, int off, uintptr_t next_ret) {
+    uintptr_t top = walk_top(slot), ret_at = slot + sizeof(uintptr_t) * (1 + (uintptr_t)off);
+    for (int k = 0; k < off; k++) {
+        uintptr_t x = *(const uintptr_t *)(slot + sizeof(uintptr_t) * (1 + (uintptr_t)k));
+        if (x > ret_at && x + 2 * sizeof(uintptr_t) <= top && (x & 7) == 0 && ((const uintptr_t *)x)[1] == next_ret)
+            return k;
+    }
+    return -1;
+}
+
 // w: the frame-pointer walk; l: libunwind's (nl frames).
 static void learn(struct uwstate *s, uint32_t gen, const struct walk *w, const uintptr_t *l, int nl, int max) {
     const uintptr_t *f = w->f, *fps = w->fps;
@@ -466,38 +480,22 @@ static void learn(struct uwstate *s, uint32_t gen, const struct walk *w, const u
     while (c < nf && c < nl && f[c] == l[c]) c++;
     for (int i = w->nskip; i + 1 < c; i++) set_verdict(f[i], gen, V_OK); // (SKIPs stay)
     // A frameless function at the end of the hook's chain: the walk lost its
-    // caller's return address (the walk's next frame is libunwind's one after).
-    if (c == w->nskip + 1 && c <= MAX_SKIPS && c < nf && c + 1 < nl && f[c] == l[c + 1]) {
-        int off = find_slot(w->slots[c - 1], l[c]);
-        if (off >= 0 && off < SKIPF_MARK) {
-            set_verdict_off(f[c - 1], gen, V_SKIP, off);
-            atomic_store(&any_skip, 1);
-            return;
-        }
-    }
-    // The same, but the walk stopped or went astray there: the function also
-    // used the frame-pointer register. Its caller's return address lies above
-    // the slot, and below it the saved frame pointer of that caller: the word
-    // pointing at a frame whose return address is libunwind's next.
-    if (c == w->nskip + 1 && c <= MAX_SKIPS && c + 1 < nl && (c == nf || f[c] != l[c + 1])) {
-        uintptr_t slot = w->slots[c - 1], top = walk_top(slot);
+    // caller's return address, which lies a fixed number of words above the
+    // slot its own was read from. If the walk went on right there (its next
+    // frame is libunwind's one after), the function left the frame-pointer
+    // register alone: a SKIP. If it stopped or went astray, the function may
+    // have used the register for its own data and saved its caller's value
+    // below that return address (a SKIPF); or one of its callers did
+    // (operator new, called by a string constructor): a plain SKIP, and that
+    // caller is learnt the next time.
+    if (c == w->nskip + 1 && c <= MAX_SKIPS && c + 1 < nl) {
+        uintptr_t slot = w->slots[c - 1];
         int off = find_slot(slot, l[c]);
-        for (int k = 0; off >= 0 && off < SKIPF_MARK && k < off; k++) {
-            uintptr_t x = *(const uintptr_t *)(slot + sizeof(uintptr_t) * (1 + (uintptr_t)k));
-            uintptr_t ret_at = slot + sizeof(uintptr_t) * (1 + (uintptr_t)off);
-            if (x > ret_at && x + 2 * sizeof(uintptr_t) <= top && (x & 7) == 0 &&
-                ((const uintptr_t *)x)[1] == l[c + 1]) {
-                skipf_set(f[c - 1], gen, off, k);
-                set_verdict_off(f[c - 1], gen, V_SKIP, SKIPF_MARK);
-                atomic_store(&any_skip, 1);
-                return;
-            }
-        }
-        // Not saved here: this function leaves the register alone, and one
-        // of its callers uses it (operator new, called by a string
-        // constructor). A plain SKIP; the caller is learnt the next time.
         if (off >= 0 && off < SKIPF_MARK) {
-            set_verdict_off(f[c - 1], gen, V_SKIP, off);
+            bool went_on = c < nf && f[c] == l[c + 1];
+            int k = went_on ? -1 : saved_fp_slot(slot, off, l[c + 1]);
+            if (k >= 0) skipf_set(f[c - 1], gen, off, k);
+            set_verdict_off(f[c - 1], gen, V_SKIP, k >= 0 ? SKIPF_MARK : off);
             atomic_store(&any_skip, 1);
             return;
         }
