@@ -68,6 +68,7 @@ static struct tpprof_thread *thread_struct(int index) {
 void tpprof_thread_release(struct tpprof_thread *t) {
     tpprof_mem_unmap(t->ring, RING_WORDS * sizeof(uint64_t));
     tpprof_mem_unmap(t->cache_mem, t->cache_bytes);
+    tpprof_unwind_release(t);
     t->ring = NULL;
     t->cache_mem = NULL;
 }

@@ -261,6 +261,7 @@ struct tpprof_thread {
     // be unmapped with its ring once it is gone (tpprof_thread_release).
     void *cache_mem;
     size_t cache_bytes;
+    void *big_stack; // libunwind's stack where the thread's own is short (unwind.c), 64 KiB
     // Writer-owned from here (its own cache line: written per event).
     _Alignas(64) uint64_t w_head; // consumed so far (head is published from it)
     uint64_t w_tail;            // last tail the writer read
@@ -416,6 +417,8 @@ TPPROF_HIDDEN extern _Atomic int tpprof_obs_attached;
 TPPROF_HIDDEN uint32_t tpprof_capture(int max);
 TPPROF_HIDDEN void tpprof_unwind_init(void);
 TPPROF_HIDDEN void tpprof_unwind_flush(void);
+// Unmaps a gone thread's unwinder stack (tpprof_thread_release).
+TPPROF_HIDDEN void tpprof_unwind_release(struct tpprof_thread *t);
 TPPROF_HIDDEN void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi);
 
 // The depot names each distinct stack with a dense id >= 1 (lock-free).

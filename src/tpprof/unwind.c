@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "tpprof_internal.h"
@@ -25,11 +26,16 @@ typedef int (*set_caching_fn)(void *, int);
 typedef void (*flush_fn)(void *, uintptr_t, uintptr_t);
 
 static backtrace_fn unw_bt;
+typedef int (*getattr_fn)(pthread_t, pthread_attr_t *);
+static getattr_fn real_getattr;
+static __thread int in_getattr TPPROF_TLS;
 static void verdicts_init(void);
+static void big_init(void *h);
 static flush_fn unw_flush;
 static void **unw_local_as;
 
 enum { UNW_CACHE_PER_THREAD_ = 2 }; // libunwind's UNW_CACHE_PER_THREAD
+#define BIG_STACK_BYTES ((size_t)64 << 10) // libunwind's own stack (see unw_walk_big)
 
 // ---------------------------------------------------------------------------
 // Setup (called once from the constructor, guard held).
@@ -38,11 +44,13 @@ void tpprof_unwind_init(void) {
     void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     if (!h) return; // stacks fall back to the frame-pointer walk
     verdicts_init();
+    if (!real_getattr) real_getattr = (getattr_fn)dlsym(RTLD_NEXT, "pthread_getattr_np");
     unw_bt = (backtrace_fn)dlsym(h, "unw_backtrace");
     unw_flush = (flush_fn)dlsym(h, "_Ux86_64_flush_cache");
     unw_local_as = (void **)dlsym(h, "_ULx86_64_local_addr_space");
     set_caching_fn set_caching = (set_caching_fn)dlsym(h, "_ULx86_64_set_caching_policy");
     if (set_caching && unw_local_as) set_caching(*unw_local_as, UNW_CACHE_PER_THREAD_);
+    big_init(h);
 }
 
 static _Atomic uint32_t uw_gen = 1;
@@ -54,10 +62,25 @@ void tpprof_unwind_flush(void) {
     atomic_fetch_add(&uw_gen, 1);
 }
 
-void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi) {
+void tpprof_unwind_release(struct tpprof_thread *t) {
+#if defined(__x86_64__)
+    tpprof_mem_unmap(t->big_stack, BIG_STACK_BYTES);
+#endif
+    t->big_stack = NULL;
+}
+
+// The thread's stack, from the C library's pthread_getattr_np. That holds
+// the thread's own lock while it allocates (its CPU set): a thread whose
+// first allocation is made there would wait for itself forever if its
+// registration asked again (a Rust program's threads, which ask for their
+// stack as they start). So pthread_getattr_np is interposed: inside it the
+// bounds are left unknown (0, 0: walks then bound themselves as on a
+// coroutine's stack), and filled in as it returns.
+
+static void stack_of(getattr_fn getattr, uintptr_t *lo, uintptr_t *hi) {
     pthread_attr_t attr;
     *lo = *hi = 0;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
+    if (!getattr || getattr(pthread_self(), &attr) != 0) return;
     void *addr = NULL;
     size_t size = 0;
     if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
@@ -65,6 +88,35 @@ void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi) {
         *hi = (uintptr_t)addr + size;
     }
     pthread_attr_destroy(&attr);
+}
+
+void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi) {
+    if (!real_getattr) real_getattr = (getattr_fn)dlsym(RTLD_NEXT, "pthread_getattr_np"); // (before the constructor)
+    if (in_getattr) {
+        *lo = *hi = 0;
+        return;
+    }
+    stack_of(real_getattr, lo, hi);
+}
+
+TPPROF_EXPORT int pthread_getattr_np(pthread_t thread, pthread_attr_t *attr) {
+    if (!real_getattr) real_getattr = (getattr_fn)dlsym(RTLD_NEXT, "pthread_getattr_np");
+    if (!real_getattr) return ENOSYS;
+    in_getattr++;
+    int r = real_getattr(thread, attr);
+    in_getattr--;
+    struct tpprof_thread *t = tpprof_self;
+    if (t && !t->stack_hi && !in_getattr) { // registered in there: its bounds now
+        int saved_errno = errno, saved_guard = tpprof_guard;
+        tpprof_guard = 1;
+        uintptr_t lo, hi;
+        stack_of(real_getattr, &lo, &hi);
+        t->stack_lo = lo;
+        t->stack_hi = hi;
+        tpprof_guard = saved_guard;
+        errno = saved_errno;
+    }
+    return r;
 }
 
 // ---------------------------------------------------------------------------
@@ -133,11 +185,9 @@ __attribute__((noinline)) static int fp_walk(uintptr_t *ips, int max) {
 }
 
 // libunwind, tpprof's frames dropped.
-static int unw_walk(uintptr_t *ips, int max) {
+static int unw_walk_here(uintptr_t *ips, int max) {
     void *buf[max + 8];
-    int saved_errno = errno; // libunwind's checks of memory may set it: it is the program's
     int got = unw_bt(buf, max + 8);
-    errno = saved_errno;
     int i = 0;
     while (i < got && is_self((uintptr_t)buf[i])) i++;
     int n = 0;
@@ -160,6 +210,107 @@ static uintptr_t stack_room(void) {
 }
 
 uintptr_t tpprof_stack_room(void) { return stack_room(); }
+
+// ---------------------------------------------------------------------------
+// libunwind on a stack of its own.
+//
+// Where the program's stack has too little room left for libunwind (a
+// thread made with PTHREAD_STACK_MIN, a handler on a small signal stack),
+// the walk runs on a stack of the thread's own, mapped the first time it is
+// needed (64 KiB, unmapped with its ring): libunwind starts from the
+// registers taken here, on the program's stack (unw_getcontext), and reads
+// that stack as usual; only its own frames and parsing go to the other one.
+// Before, such a thread got the frame-pointer walk as it was: code built
+// without frame pointers then showed one frame. x86-64 only (the switch is
+// four instructions of assembly); elsewhere the frame-pointer walk stays.
+#if defined(__x86_64__)
+typedef int (*init_local_fn)(void *cursor, void *ctx);
+typedef int (*step_fn)(void *cursor);
+typedef int (*get_reg_fn)(void *cursor, int reg, uintptr_t *value);
+typedef int (*getcontext_fn)(void *ctx);
+static init_local_fn unw_init_local_p;
+static step_fn unw_step_p;
+static get_reg_fn unw_get_reg_p;
+static getcontext_fn unw_getcontext_p;
+enum { UNW_CURSOR_WORDS_ = 127, UNW_REG_IP_ = 16 }; // libunwind-x86_64.h's UNW_TDEP_CURSOR_LEN, UNW_X86_64_RIP
+
+static void big_init(void *h) {
+    unw_init_local_p = (init_local_fn)dlsym(h, "_ULx86_64_init_local");
+    unw_step_p = (step_fn)dlsym(h, "_ULx86_64_step");
+    unw_get_reg_p = (get_reg_fn)dlsym(h, "_ULx86_64_get_reg");
+    unw_getcontext_p = (getcontext_fn)dlsym(h, "_Ux86_64_getcontext");
+}
+
+struct big_walk {
+    void *ctx;
+    uintptr_t *ips;
+    int max, n;
+};
+
+// Runs on the thread's own stack: libunwind from the registers in b->ctx.
+static void big_walk_run(struct big_walk *b) {
+    uint64_t cursor[UNW_CURSOR_WORDS_];
+    b->n = 0;
+    if (unw_init_local_p(cursor, b->ctx) < 0) return;
+    bool top = true;
+    do {
+        uintptr_t ip = 0;
+        if (unw_get_reg_p(cursor, UNW_REG_IP_, &ip) < 0 || ip == 0) break;
+        if (top && is_self(ip)) continue; // tpprof's frames
+        top = false;
+        b->ips[b->n++] = ip;
+    } while (b->n < b->max && unw_step_p(cursor) > 0);
+}
+
+// Calls big_walk_run(b) with the stack pointer at `sp` (16-byte aligned),
+// then comes back to this stack. Everything the call may change is declared
+// clobbered; rbx keeps this stack's pointer across it.
+__attribute__((noinline)) static void call_on_stack(struct big_walk *b, uintptr_t sp) {
+    void (*fn)(struct big_walk *) = big_walk_run;
+    __asm__ volatile("mov %%rsp, %%rbx\n\t"
+                     "mov %[sp], %%rsp\n\t"
+                     "call *%[fn]\n\t"
+                     "mov %%rbx, %%rsp"
+                     : "+D"(b), [fn] "+r"(fn), [sp] "+r"(sp)
+                     :
+                     : "rbx", "rax", "rcx", "rdx", "rsi", "r8", "r9", "r10", "r11", "memory", "cc", "xmm0", "xmm1",
+                       "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+                       "xmm13", "xmm14", "xmm15");
+}
+
+// libunwind's walk on the thread's own stack; -1 if it cannot be had.
+static int unw_walk_big(uintptr_t *ips, int max) {
+    struct tpprof_thread *t = tpprof_self;
+    if (!unw_init_local_p || !unw_step_p || !unw_get_reg_p || !unw_getcontext_p || !t) return -1;
+    if (!t->big_stack) {
+        t->big_stack = tpprof_mem_map(BIG_STACK_BYTES);
+        if (!t->big_stack) return -1;
+    }
+    // The registers at the bottom of that mapping, the stack above them.
+    _Static_assert(sizeof(ucontext_t) + 1024 < BIG_STACK_BYTES, "room for the walk");
+    void *ctx = t->big_stack;
+    uintptr_t sp = ((uintptr_t)t->big_stack + BIG_STACK_BYTES) & ~(uintptr_t)15;
+    struct big_walk b = {ctx, ips, max, 0};
+    if (unw_getcontext_p(ctx) != 0) return -1;
+    call_on_stack(&b, sp);
+    return b.n;
+}
+#else
+static void big_init(void *h) { (void)h; }
+static int unw_walk_big(uintptr_t *ips, int max) {
+    (void)ips, (void)max;
+    return -1;
+}
+#endif
+
+// libunwind's walk: on the program's stack where it has room, else on the
+// thread's own (-1 where that cannot be had either).
+static int unw_walk(uintptr_t *ips, int max) {
+    int saved_errno = errno; // libunwind's checks of memory may set it: it is the program's
+    int n = stack_room() >= UNW_ROOM_BYTES ? unw_walk_here(ips, max) : unw_walk_big(ips, max);
+    errno = saved_errno;
+    return n;
+}
 
 // ---------------------------------------------------------------------------
 // The verified frame-pointer path (default).
@@ -518,6 +669,11 @@ static void learn(struct uwstate *s, uint32_t gen, const struct walk *w, const u
     }
 }
 
+static __attribute__((noinline)) uint32_t capture_fp(int max) {
+    uintptr_t ips[max];
+    return tpprof_stack_intern(ips, fp_walk(ips, max));
+}
+
 // libunwind's walk (nl frames into a buffer on this frame, not the fast
 // path's), teaching the verdicts when the frame-pointer walk f/fps (nf
 // frames) is given.
@@ -525,9 +681,11 @@ _Atomic uint64_t tpprof_unwind_slow;
 
 static __attribute__((noinline)) uint32_t capture_unw(struct uwstate *s, uint32_t gen, const struct walk *w,
                                                       int max) {
-    atomic_fetch_add_explicit(&tpprof_unwind_slow, 1, memory_order_relaxed);
     uintptr_t l[max];
     int nl = unw_walk(l, max);
+    if (nl < 0) // no room for libunwind: the frame-pointer walk, as it is
+        return w ? tpprof_stack_intern(w->f, w->nf) : capture_fp(max);
+    atomic_fetch_add_explicit(&tpprof_unwind_slow, 1, memory_order_relaxed);
     if (s) learn(s, gen, w, l, nl, max);
     return tpprof_stack_intern(l, nl);
 }
@@ -580,23 +738,16 @@ static uint32_t capture_verified(int max) {
         if (ok) return tpprof_stack_intern_h(f, len, h, (uint32_t)fp_len);
     }
     if (nf > max) nf = max;
-    // Too little stack left for libunwind: the frame-pointer walk, as it is.
-    if (TPPROF_UNLIKELY(stack_room() < UNW_ROOM_BYTES)) return tpprof_stack_intern(f, nf);
     // Slow path: libunwind decides, and teaches.
     if (!nskip && nf > 0) slots[0] = fps[0] + sizeof(uintptr_t); // where f[0] was read
     const struct walk w = {f, fps, slots, nf, nskip};
     return capture_unw(s, gen, &w, max);
 }
 
-static __attribute__((noinline)) uint32_t capture_fp(int max) {
-    uintptr_t ips[max];
-    return tpprof_stack_intern(ips, fp_walk(ips, max));
-}
 
 uint32_t tpprof_capture(int max) {
     if (TPPROF_UNLIKELY(stack_room() < FP_ROOM_BYTES)) return 0; // no stack rather than no program
-    if (tpprof_cfg.unwind_fp || !unw_bt || (tpprof_cfg.unwind_unw && stack_room() < UNW_ROOM_BYTES))
-        return capture_fp(max);
+    if (tpprof_cfg.unwind_fp || !unw_bt) return capture_fp(max);
     if (tpprof_cfg.unwind_unw) return capture_unw(NULL, 0, NULL, max);
     return capture_verified(max);
 }
