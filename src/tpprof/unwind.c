@@ -13,8 +13,10 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -90,10 +92,51 @@ static void stack_of(getattr_fn getattr, uintptr_t *lo, uintptr_t *hi) {
     pthread_attr_destroy(&attr);
 }
 
+// The mapping that holds `sp`, from /proc/self/maps read with raw system
+// calls into a small buffer (no malloc, no stdio): a thread's stack is one
+// mapping (its guard page below is another), the main thread's is [stack].
+// False if it cannot be read.
+static bool mapping_of(uintptr_t sp, uintptr_t *lo, uintptr_t *hi) {
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[512];
+    size_t have = 0;
+    bool found = false, eof = false;
+    while (!found) {
+        char *nl = memchr(buf, '\n', have);
+        if (!nl) {
+            if (eof || have == sizeof buf) break; // (a line longer than the buffer: a path; not expected before the range)
+            long r = syscall(SYS_read, fd, buf + have, sizeof buf - have);
+            if (r <= 0) eof = true;
+            else have += (size_t)r;
+            if (eof && have && have < sizeof buf && !memchr(buf, '\n', have)) buf[have++] = '\n'; // a last line without one
+            continue;
+        }
+        // "lo-hi ...": hex numbers at the start of the line.
+        uintptr_t a = 0, b = 0;
+        const char *c = buf;
+        for (; c < nl && *c != '-'; c++) a = a << 4 | (uintptr_t)(*c <= '9' ? *c - '0' : (*c | 32) - 'a' + 10);
+        for (c++; c < nl && *c != ' '; c++) b = b << 4 | (uintptr_t)(*c <= '9' ? *c - '0' : (*c | 32) - 'a' + 10);
+        if (a <= sp && sp < b) {
+            *lo = a;
+            *hi = b;
+            found = true;
+        }
+        size_t used = (size_t)(nl + 1 - buf);
+        memmove(buf, nl + 1, have - used);
+        have -= used;
+    }
+    syscall(SYS_close, fd);
+    return found;
+}
+
 void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi) {
     if (!real_getattr) real_getattr = (getattr_fn)dlsym(RTLD_NEXT, "pthread_getattr_np"); // (before the constructor)
     if (in_getattr) {
         *lo = *hi = 0;
+        int saved_errno = errno;
+        mapping_of((uintptr_t)__builtin_frame_address(0), lo, hi);
+        errno = saved_errno;
         return;
     }
     stack_of(real_getattr, lo, hi);
@@ -613,9 +656,11 @@ static int find_slot(uintptr_t slot, uintptr_t want) {
 // Words above `slot`, below the return address `off` words up, to the one
 // holding the caller's saved frame pointer: the word pointing at a frame
 // (above that return address, in the stack) whose return address is
-// `next_ret`. -1 if none.
+// `next_ret`. -1 if none, or if the stack's bounds are unknown: each word
+// tried is read as an address.
 static int saved_fp_slot(uintptr_t slot, int off, uintptr_t next_ret) {
-    uintptr_t top = walk_top(slot), ret_at = slot + sizeof(uintptr_t) * (1 + (uintptr_t)off);
+    uintptr_t lo, top, ret_at = slot + sizeof(uintptr_t) * (1 + (uintptr_t)off);
+    if (!stack_bounds(slot, &lo, &top)) return -1;
     for (int k = 0; k < off; k++) {
         uintptr_t x = *(const uintptr_t *)(slot + sizeof(uintptr_t) * (1 + (uintptr_t)k));
         if (x > ret_at && x + 2 * sizeof(uintptr_t) <= top && (x & 7) == 0 && ((const uintptr_t *)x)[1] == next_ret)

@@ -1007,6 +1007,22 @@ static void test_small_stacks(char *prog) {
     CHECK(stack_has(sid, "thread_main2"), "the stack goes down to the thread's start routine");
 }
 
+// Threads whose first allocation is made inside pthread_getattr_np, the
+// main thread's too (progs/getattr.c): the program ends (the library before
+// hung), and the stacks taken there and after are whole.
+static void test_getattr(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record("getattr.db", argv, NULL, &r)) return;
+    CHECK(strcmp(r.out, "getattr ok\n") == 0, "stdout '%s', stderr '%s'", r.out, r.err);
+    int l = count_blocks(1, 333, 1, "leaf", 0) + count_blocks(2, 333, 1, "leaf", 0);
+    int m = count_blocks(1, 333, 1, "middle", 1) + count_blocks(2, 333, 1, "middle", 1);
+    int t = count_blocks(1, 333, 1, "top", 2) + count_blocks(2, 333, 1, "top", 2);
+    CHECK(l == 80 && m == 80 && t == 80, "80 blocks from leaf < middle < top: %d %d %d", l, m, t);
+    CHECK(count_blocks(1, 444, 1, "main_leaf", 0) + count_blocks(2, 444, 1, "main_leaf", 0) == 1, "main's block");
+    CHECK(qi("SELECT count(*) FROM threads") >= 5, "the 5 threads: %lld", (long long)qi("SELECT count(*) FROM threads"));
+}
+
 // main's pthread_exit (progs/mainexit.c): the process still ends, status 0,
 // with its last thread, and the recording is complete.
 // With `mode` "fork" the worker forks a child that must run to its end.
@@ -1460,6 +1476,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "reserve") == 0) test_reserve(prog);
     else if (strcmp(what, "smallstack") == 0 || strcmp(what, "smallstack_nofp") == 0) test_small_stacks(prog);
     else if (strcmp(what, "mainexit") == 0) test_main_exit(prog, NULL);
+    else if (strcmp(what, "getattr") == 0) test_getattr(prog);
     else if (strcmp(what, "mainexit_fork") == 0) test_main_exit(prog, "fork");
     else if (strcmp(what, "exitbusy") == 0) test_exit_busy(prog);
     else if (strcmp(what, "bigset") == 0) test_big_live_set(prog);
