@@ -412,9 +412,14 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     // A program that brings its own malloc (jemalloc or mimalloc linked into
     // the executable) is found before this library: its allocations never
     // reach the hooks. Said in meta.malloc_replaced_by, for the reports.
+    // A program built without -fpie that takes malloc's address (node, in
+    // Debian) has a canonical PLT entry for it, which is what this lookup
+    // finds: its symbol there is undefined, and its calls do come here.
     void *first = dlsym(RTLD_DEFAULT, "malloc");
     Dl_info owner;
-    if (first && dladdr(first, &owner) && owner.dli_fname && owner.dli_fbase != info.dli_fbase)
+    const ElfW(Sym) *first_sym = NULL;
+    if (first && dladdr1(first, &owner, (void **)&first_sym, RTLD_DL_SYMENT) && owner.dli_fname &&
+        owner.dli_fbase != info.dli_fbase && !(first_sym && first_sym->st_shndx == SHN_UNDEF))
         if (!owner.dli_fname[0] || !realpath(owner.dli_fname, tpprof_malloc_owner)) // the executable: ""
             snprintf(tpprof_malloc_owner, sizeof tpprof_malloc_owner, "%s",
                      owner.dli_fname[0] ? owner.dli_fname : "the program");

@@ -1488,6 +1488,16 @@ int main(int argc, char **argv) {
             CHECK(qi("SELECT count(*) FROM meta WHERE key = 'malloc_replaced_by'") == 0, "an ordinary program: no key");
     }
     else if (strcmp(what, "mainexit_alone") == 0) test_main_exit(prog, "alone");
+    else if (strcmp(what, "addrmalloc") == 0) { // (progs/addrmalloc.c)
+        char *argv[] = {prog, NULL};
+        struct result r;
+        if (record("addrmalloc.db", argv, NULL, &r)) {
+            CHECK(strcmp(r.out, "addrmalloc ok\n") == 0, "stdout '%s'", r.out);
+            CHECK(qi("SELECT count(*) FROM meta WHERE key = 'malloc_replaced_by'") == 0,
+                  "malloc's canonical PLT entry is not an allocator of the program's");
+            CHECK(count_blocks(1, 1234, 1, "main", 0) == 1, "the block allocated through the pointer, lost");
+        }
+    }
     else if (strncmp(what, "closer_", 7) == 0) {
         const char *mode = what + 7;
         bool fork = strncmp(mode, "fork_", 5) == 0;
