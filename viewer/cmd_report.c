@@ -177,6 +177,11 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
         printf(", not scanned %s in %s", tpprof_format_size(s->unscanned_bytes, c),
                tpprof_format_count(s->unscanned_count, d));
     printf("\n");
+    if (s->reserved_count)
+        printf("  reserved    %s in %s PROT_NONE mappings (address space, not memory; not counted above), "
+               "%s of it still reserved at exit\n",
+               tpprof_format_size(s->reserved_total_bytes, a), tpprof_format_count(s->reserved_count, b),
+               tpprof_format_size(s->reserved_bytes, c));
     if (s->live_from_sites)
         printf("  NOTE        the program %s, so no live set was written: the leaks are what each\n"
                "              site still had allocated at the last flush, not scanned\n",
@@ -436,6 +441,9 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_kv_uint(&j, "reachable_count", s->reachable_count);
     tpprof_json_kv_uint(&j, "unscanned_bytes", s->unscanned_bytes);
     tpprof_json_kv_uint(&j, "unscanned_count", s->unscanned_count);
+    tpprof_json_kv_uint(&j, "reserved_total_bytes", s->reserved_total_bytes);
+    tpprof_json_kv_uint(&j, "reserved_count", s->reserved_count);
+    tpprof_json_kv_uint(&j, "reserved_bytes", s->reserved_bytes);
     tpprof_json_kv_bool(&j, "live_from_sites", s->live_from_sites);
     tpprof_json_object_end(&j);
 

@@ -246,6 +246,9 @@ static void summarize(const char *path, int execs) {
     if (s->unscanned_count)
         fprintf(stderr, ", not scanned %s", tpprof_format_size(s->unscanned_bytes, a));
     fprintf(stderr, "\n");
+    if (s->reserved_count)
+        fprintf(stderr, "tpprof: reserved %s of address space in PROT_NONE mappings (not memory, not counted above)\n",
+                tpprof_format_size(s->reserved_total_bytes, a));
     if (s->dropped_events)
         fprintf(stderr, "tpprof: warning: %lld events were dropped while recording; some blocks may "
                         "look leaked that were freed\n",

@@ -20,8 +20,15 @@
 
 static const char *builtin_kinds[] = {
     NULL, "malloc", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
-    "memalign", "valloc", "pvalloc", "mmap", "mmap_file",
+    "memalign", "valloc", "pvalloc", "mmap", "mmap_file", "mmap_reserved",
 };
+
+// Whether kind is the recorder's mmap_reserved (by name: ids are the
+// database's).
+static bool kind_reserved(const tpprof_profile *p, int64_t kind) {
+    return kind > 0 && (size_t)kind < p->nkinds && p->kind_names[kind] &&
+           strcmp(p->kind_names[kind], "mmap_reserved") == 0;
+}
 
 static int load_kinds(tpprof_profile *p) {
     int64_t has = 0;
@@ -207,6 +214,12 @@ static int load_leaks(tpprof_profile *p) {
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (kind_reserved(p, sqlite3_column_int64(st, 1))) { // address space, not a leak
+            int64_t bytes = sqlite3_column_int64(st, 3);
+            p->summary.reserved_bytes += bytes > 0 ? (uint64_t)bytes : 0;
+            p->summary.reserved_live_count++;
+            continue;
+        }
         int64_t r = sqlite3_column_int64(st, 2);
         int reach = r == 1 ? TPPROF_REACH_LOST : r == 2 ? TPPROF_REACH_REACHABLE
                                                         : TPPROF_REACH_UNSCANNED;
@@ -299,6 +312,12 @@ static int load_sites(tpprof_profile *p) {
     int rc;
     tpprof_summary *s = &p->summary;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (kind_reserved(p, sqlite3_column_int64(st, 1))) { // address space: no site of memory
+            int64_t n = sqlite3_column_int64(st, 2), bytes = sqlite3_column_int64(st, 3);
+            s->reserved_count += n > 0 ? (uint64_t)n : 0;
+            s->reserved_total_bytes += bytes > 0 ? (uint64_t)bytes : 0;
+            continue;
+        }
         tpprof_site *grown = tpprof_grow(p->sites, p->nsites, &cap, sizeof *grown);
         if (!grown) {
             sqlite3_finalize(st);

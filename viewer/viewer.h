@@ -215,6 +215,11 @@ typedef struct tpprof_summary {
     uint64_t lost_bytes, lost_count;
     uint64_t reachable_bytes, reachable_count;
     uint64_t unscanned_bytes, unscanned_count;
+    // Anonymous PROT_NONE mappings (kind mmap_reserved): address space, no
+    // memory; left out of every other figure. Reserved in total, and still
+    // reserved at exit.
+    uint64_t reserved_total_bytes, reserved_count;
+    uint64_t reserved_bytes, reserved_live_count;
     bool complete;
     bool leak_scanned; // meta.leak_scan = 1: unscanned blocks came after the scan
     int64_t dropped_events; // meta.dropped_events: a dropped free fakes a leak

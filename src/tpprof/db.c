@@ -22,7 +22,7 @@ static char db_path[4096];
 
 static const char *const kind_names[TPPROF_KIND_COUNT] = {
     "", "malloc", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
-    "memalign", "valloc", "pvalloc", "mmap", "mmap_file",
+    "memalign", "valloc", "pvalloc", "mmap", "mmap_file", "mmap_reserved",
 };
 
 static const char schema_sql[] =

@@ -81,7 +81,8 @@ __attribute__((noinline)) static void record_alloc(int op, void *p, size_t size,
         tpprof_recent.sid[i] = sid;
         if (tpprof_ring_reserve(t, 5)) {
             uint64_t *r = tpprof_ring_slot(t, 5);
-            unsigned stripe = op == TPPROF_OP_MMAP ? 0 : tpprof_stripe_of((uint64_t)(uintptr_t)p);
+            unsigned stripe =
+                op == TPPROF_OP_MMAP || op == TPPROF_OP_COMMIT ? 0 : tpprof_stripe_of((uint64_t)(uintptr_t)p);
             // The common case in 3 words (less of the ring to write, and for
             // the writer to read, per allocation).
             bool packed = op == TPPROF_OP_ALLOC && size >> TPPROF_PACKED_SIZE_BITS == 0;
@@ -264,11 +265,21 @@ TPPROF_EXPORT void *pvalloc(size_t n) {
 // ---------------------------------------------------------------------------
 // Mappings.
 
+// An anonymous mapping made PROT_NONE is a reservation of address space
+// (a JVM's heap, V8's and Go's arenas, the CUDA runtime's unified address
+// range: gigabytes that are no memory): kind mmap_reserved, which no total,
+// peak or leak counts. The program commits parts of it by mapping over them
+// (MAP_FIXED: an mmap like any other, which replaces those parts) or by
+// mprotect (interposed below: TPPROF_OP_COMMIT turns the reserved parts of
+// the range into mmap, with mprotect's stack).
 static void *map_hook(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
     void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
     if (p == MAP_FAILED) return p;
     if (want())
-        record_alloc(TPPROF_OP_MMAP, p, len, (flags & MAP_ANONYMOUS) ? TPPROF_KIND_MMAP : TPPROF_KIND_MMAP_FILE);
+        record_alloc(TPPROF_OP_MMAP, p, len,
+                     !(flags & MAP_ANONYMOUS) ? TPPROF_KIND_MMAP_FILE
+                     : prot == PROT_NONE      ? TPPROF_KIND_MMAP_RESERVED
+                                              : TPPROF_KIND_MMAP);
     else if (TPPROF_UNLIKELY(early_now()) && (flags & MAP_ANONYMOUS) && (prot & PROT_WRITE))
         tpprof_early_map(p, len); // a pool a constructor maps: scanned, not recorded
     return p;
@@ -280,6 +291,12 @@ TPPROF_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, of
 
 TPPROF_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
     return map_hook(addr, len, prot, flags, fd, off);
+}
+
+TPPROF_EXPORT int mprotect(void *addr, size_t len, int prot) {
+    int r = (int)syscall(SYS_mprotect, addr, len, prot);
+    if (r == 0 && prot != PROT_NONE && want()) record_alloc(TPPROF_OP_COMMIT, addr, len, TPPROF_KIND_MMAP);
+    return r;
 }
 
 TPPROF_EXPORT int munmap(void *addr, size_t len) {

@@ -52,7 +52,8 @@ enum tpprof_kind {
     TPPROF_KIND_PVALLOC = 9,
     TPPROF_KIND_MMAP = 10,
     TPPROF_KIND_MMAP_FILE = 11,
-    TPPROF_KIND_COUNT = 12,
+    TPPROF_KIND_MMAP_RESERVED = 12, // an anonymous PROT_NONE mapping: address space, no memory (see hooks.c)
+    TPPROF_KIND_COUNT = 13,
 };
 
 // Ops 1-6 are the values of `events.op`; the others exist only in rings.
@@ -68,6 +69,7 @@ enum tpprof_op {
     TPPROF_OP_OBS = 9,          // a runtime observer event (observe.c): kind = tp_obs_kind,
                                 // word 1 = words | refop << 8 | flags << 16 | stack << 32, payload after
     TPPROF_OP_ALLOC_PACKED = 10, // an ALLOC in 3 words: addr, size | stack << TPPROF_PACKED_SIZE_BITS
+    TPPROF_OP_COMMIT = 11,      // addr, len, stack: mprotect made the range accessible (its reserved parts become mmap)
     TPPROF_OP_WRAP = 15,        // ring padding: continue at the ring's start
 };
 
@@ -119,6 +121,7 @@ static inline int tpprof_op_words(int op) {
     case TPPROF_OP_FREE: return 2;
     case TPPROF_OP_REALLOC: return 5;
     case TPPROF_OP_MMAP: return 4;
+    case TPPROF_OP_COMMIT: return 4;
     case TPPROF_OP_MUNMAP: return 3;
     case TPPROF_OP_MREMAP: return 6;
     case TPPROF_OP_REALLOC_FREE: return 2;

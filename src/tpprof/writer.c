@@ -403,6 +403,30 @@ static void map_add(struct tpprof_thread *t, uint64_t addr, uint64_t len, uint32
     check_peak(time);
 }
 
+// mprotect made [addr, addr + len) accessible: its reserved parts become
+// mappings of kind mmap with the stack of that call (memory the program may
+// now touch); the rest of the range (code a JIT flips between writable and
+// executable, say) stays as it was.
+static void map_commit(struct tpprof_thread *t, uint64_t seq, uint64_t addr, uint64_t len, uint32_t sid,
+                       uint64_t time) {
+    struct tpprof_wstate *w = &tpprof_w;
+    uint64_t lo = addr, hi = addr + page_up(len);
+    for (int pass = 0; pass < 4096; pass++) { // one reserved part at a time: map_add reorders the array
+                                              // (bounded: out of memory, a part may stay)
+        uint64_t plo = 0, phi = 0;
+        for (uint64_t i = 0; i < w->nmaps && phi == 0; i++) {
+            const struct tpprof_block *m = &w->maps[i];
+            if (w->sites[m->site].kind != TPPROF_KIND_MMAP_RESERVED || hi <= m->addr || lo >= m->addr + m->size)
+                continue;
+            plo = lo > m->addr ? lo : m->addr;
+            phi = hi < m->addr + m->size ? hi : m->addr + m->size;
+        }
+        if (phi == 0) return;
+        map_add(t, plo, phi - plo, sid, TPPROF_KIND_MMAP, time);
+        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, 7, TPPROF_KIND_MMAP, time, plo, phi - plo, sid, 0);
+    }
+}
+
 static int map_kind_at(uint64_t addr) {
     struct tpprof_wstate *w = &tpprof_w;
     for (uint64_t i = 0; i < w->nmaps; i++)
@@ -466,6 +490,9 @@ ALWAYS_INLINE int apply(struct tpprof_thread *t, const uint64_t *r, uint64_t tim
     case TPPROF_OP_REALLOC:
         heap_alloc(t, r[1], r[2], (uint32_t)r[3], kind, time);
         if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], r[4]);
+        break;
+    case TPPROF_OP_COMMIT:
+        map_commit(t, seq, r[1], r[2], (uint32_t)r[3], time);
         break;
     case TPPROF_OP_MUNMAP:
         w->free_calls++;

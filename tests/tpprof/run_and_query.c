@@ -1023,6 +1023,28 @@ static void test_getattr(char *prog) {
     CHECK(qi("SELECT count(*) FROM threads") >= 5, "the 5 threads: %lld", (long long)qi("SELECT count(*) FROM threads"));
 }
 
+// Address space reserved PROT_NONE, committed in parts (progs/reserved.c):
+// the reservation is kind mmap_reserved (12), which the peak leaves out; the
+// parts committed are mmap (10) with the stacks that committed them; a plain
+// mapping flipped by mprotect keeps its own.
+static void test_reserved(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record("reserved.db", argv, NULL, &r)) return;
+    CHECK(strcmp(r.out, "reserved ok\n") == 0, "stdout '%s'", r.out);
+    const int64_t mib = 1 << 20;
+    int64_t reserved = qi("SELECT coalesce(sum(size), 0) FROM live_blocks WHERE kind = 12");
+    CHECK(reserved == 1024 * mib - 4 * mib - 2 * mib, "reserved at exit: %lld MiB", (long long)(reserved / mib));
+    CHECK(count_blocks(2, 4 * mib, 10, "commit_fixed", 0) == 1, "the 4 MiB mapped over the start, kept");
+    CHECK(count_blocks(1, mib, 10, "commit_protect", 0) == 1, "the 1 MiB left of the 2 made accessible by mprotect");
+    CHECK(count_blocks(2, 64 << 10, 10, "plain_map", 0) == 1, "the plain mapping, still plain_map's");
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE kind = 10 AND size >= %lld", mib) == 2, "no other mapping");
+    int64_t peak = qi("SELECT value FROM meta WHERE key = 'peak_bytes'");
+    CHECK(peak >= 6 * mib && peak < 64 * mib, "the peak counts what was committed, not the 1 GiB: %lld",
+          (long long)peak);
+    CHECK(qi("SELECT count(*) FROM kinds WHERE id = 12 AND name = 'mmap_reserved'") == 1, "kind 12 is named");
+}
+
 // main's pthread_exit (progs/mainexit.c): the process still ends, status 0,
 // with its last thread, and the recording is complete.
 // With `mode` "fork" the worker forks a child that must run to its end.
@@ -1477,6 +1499,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "smallstack") == 0 || strcmp(what, "smallstack_nofp") == 0) test_small_stacks(prog);
     else if (strcmp(what, "mainexit") == 0) test_main_exit(prog, NULL);
     else if (strcmp(what, "getattr") == 0) test_getattr(prog);
+    else if (strcmp(what, "reserved") == 0) test_reserved(prog);
     else if (strcmp(what, "mainexit_fork") == 0) test_main_exit(prog, "fork");
     else if (strcmp(what, "exitbusy") == 0) test_exit_busy(prog);
     else if (strcmp(what, "bigset") == 0) test_big_live_set(prog);

@@ -109,6 +109,39 @@ static void test_own_malloc_is_warned_about(void) {
     harness_result_free(&r);
 }
 
+// Anonymous PROT_NONE mappings (kind mmap_reserved) are address space: the
+// totals, the leaks and the top sites leave them out, a line says how much.
+static void test_reserved_address_space_is_not_memory(void) {
+    const char *db = harness_path("reserved.db");
+    CHECK(fixture_write_edited(db, &(fixture_options){0},
+                               "INSERT INTO kinds VALUES (12, 'mmap_reserved');"
+                               "INSERT INTO sites VALUES (2,12, 3,6442450944, 1,1073741824, 0,0, 2,5368709120);"
+                               "INSERT INTO live_blocks VALUES (1099511627776, 4294967296, 12, 2, 1, 5, 1),"
+                               "  (1103806595072, 1073741824, 12, 2, 1, 6, 2)") == 0,
+          "fixture");
+    run_result r = harness_tpprof("report", db, "--leaks", "--top", "5", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.out, "5,112 allocations, 5,108 frees"), "the reservations are not allocations:\n%s", r.out);
+    CHECK(strstr(r.out, "leaked      12.2 KiB in 4 blocks: lost 12.0 KiB in 2, reachable 200 B in 2"),
+          "nor leaks:\n%s", r.out);
+    CHECK(strstr(r.out, "  reserved    6.00 GiB in 3 PROT_NONE mappings (address space, not memory; not counted "
+                        "above), 5.00 GiB of it still reserved at exit"),
+          "%s", r.out);
+    CHECK(!strstr(r.out, "mmap_reserved"), "no leak or site of theirs:\n%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--format", "json", NULL);
+    CHECK(strstr(r.out, "\"reserved_total_bytes\": 6442450944,") && strstr(r.out, "\"reserved_count\": 3,") &&
+              strstr(r.out, "\"reserved_bytes\": 5368709120,"),
+          "%s", r.out);
+    char want[64];
+    snprintf(want, sizeof want, "\"total_bytes\": %llu,", (unsigned long long)FIX_TOTAL_BYTES);
+    CHECK(strstr(r.out, want) && !strstr(r.out, "mmap_reserved"), "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("check", db, "--max-leaked-bytes", "20000", NULL);
+    CHECK(r.status == 0, "the gate holds: the reservations are not leaks (status %d): %s", r.status, r.err);
+    harness_result_free(&r);
+}
+
 static void test_dropped_events_are_warned_about(void) {
     const char *db = harness_path("dropped.db");
     CHECK(fixture_write_edited(db, &(fixture_options){0},
@@ -408,6 +441,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_own_malloc_is_warned_about);
     RUN_TEST(test_recording_of_a_running_process_says_so);
     RUN_TEST(test_dropped_events_are_warned_about);
+    RUN_TEST(test_reserved_address_space_is_not_memory);
     RUN_TEST(test_json_is_valid_and_has_the_documented_summary);
     RUN_TEST(test_json_leaks_carry_kind_reachability_and_innermost_first_stack);
     RUN_TEST(test_json_expands_inlined_frames_innermost_first);

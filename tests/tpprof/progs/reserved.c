@@ -1,0 +1,52 @@
+// reserved.c: address space reserved PROT_NONE and committed in parts, as a
+// JVM's heap, V8's and Go's arenas and the CUDA runtime's address range are:
+// 1 GiB reserved in reserve() and never unmapped; 4 MiB committed at its
+// start by mapping over them (commit_fixed), 2 MiB at 512 MiB in by
+// mprotect (commit_protect), of which 1 MiB is unmapped again; and a plain
+// mapping of 64 KiB (plain_map) flipped read-only and back, as a JIT flips
+// its code, which changes nothing. Prints "reserved ok".
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define MIB ((size_t)1 << 20)
+
+char *volatile keep_reserve, *volatile keep_plain;
+
+__attribute__((noinline)) static char *reserve(void) {
+    return mmap(NULL, 1024 * MIB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+}
+
+__attribute__((noinline)) static int commit_fixed(char *at) {
+    char *p = mmap(at, 4 * MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (p != at) return -1;
+    memset(p, 1, 4 * MIB);
+    return 0;
+}
+
+__attribute__((noinline)) static int commit_protect(char *at) {
+    if (mprotect(at, 2 * MIB, PROT_READ | PROT_WRITE) != 0) return -1;
+    memset(at, 2, 2 * MIB);
+    return 0;
+}
+
+__attribute__((noinline)) static char *plain_map(void) {
+    char *p = mmap(NULL, 64 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    __asm__ volatile(""); // not a tail call: the mapping's stack starts here
+    return p;
+}
+
+int main(void) {
+    char *r = reserve();
+    if (r == MAP_FAILED) return 2;
+    keep_reserve = r;
+    if (commit_fixed(r) != 0 || commit_protect(r + 512 * MIB) != 0) return 3;
+    if (munmap(r + 513 * MIB, MIB) != 0) return 4;
+    char *q = plain_map();
+    if (q == MAP_FAILED) return 5;
+    keep_plain = q;
+    if (mprotect(q, 64 << 10, PROT_READ) != 0 || mprotect(q, 64 << 10, PROT_READ | PROT_WRITE) != 0) return 6;
+    printf("reserved ok\n");
+    return 0;
+}
