@@ -12,6 +12,7 @@
 #include "viewer.h"
 
 #include <dlfcn.h>
+#include <libiberty/demangle.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -261,30 +262,16 @@ static void module_close(module *m) {
 }
 
 // ---------------------------------------------------------------------------
-// C++ demangling through libstdc++'s __cxa_demangle, found at run time so
-// that a C program does not link libstdc++ for the rare C++ recording.
-
-typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+// C++ and Rust names (Rust's legacy scheme, which looks like C++'s with a
+// hash at the end, and its v0 scheme, _R...) through libiberty's demangler,
+// the one binutils and gdb use: C++ with its signature, Rust without the
+// hash.
 
 static char *demangle(const char *name) {
-    static demangle_fn fn;
-    static bool looked;
-    if (!name || strncmp(name, "_Z", 2) != 0)
+    if (!name || (strncmp(name, "_Z", 2) != 0 && strncmp(name, "_R", 2) != 0))
         return tpprof_strdup(name);
-    if (!looked) {
-        looked = true;
-        void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
-        if (h)
-            *(void **)&fn = dlsym(h, "__cxa_demangle");
-    }
-    if (fn) {
-        int status = -1;
-        char *out = fn(name, NULL, NULL, &status);
-        if (status == 0 && out)
-            return out;
-        free(out);
-    }
-    return tpprof_strdup(name);
+    char *out = cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI | DMGL_AUTO);
+    return out ? out : tpprof_strdup(name);
 }
 
 // ---------------------------------------------------------------------------

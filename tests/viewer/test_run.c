@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static char leak_once[4096], fork_leak[4096], cpp_leak[4096], other_malloc[4096];
+static char leak_once[4096], fork_leak[4096], cpp_leak[4096], other_malloc[4096], rust_names[4096];
 
 // "lost leak_once.c:27" in the program's output -> 27 (0 if absent).
 static int printed_line(const char *out, const char *what) {
@@ -367,13 +367,31 @@ static void test_cpp_names_are_demangled(void) {
     harness_result_free(&r);
 }
 
+// Rust's names, in both of its schemes, read as Rust (progs/rust_names.c).
+static void test_rust_names_are_demangled(void) {
+    const char *db = harness_path("rust.db");
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, rust_names, NULL};
+    run_result r = harness_run(argv, NULL, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--leaks", NULL);
+    CHECK(r.status == 0, "status %d", r.status);
+    const char *lost = strstr(r.out, " 777 B in      1 block   lost       malloc\n");
+    const char *put = lost ? strstr(lost, "mycrate::cache::put") : NULL;
+    const char *insert = put ? strstr(put, "mycrate::cache::Store::insert") : NULL;
+    CHECK(put && insert, "v0 then legacy, demangled:\n%s", r.out);
+    CHECK(!strstr(r.out, "17h0123456789abcdef") && !strstr(r.out, "_RNv"), "no mangled name or hash left:\n%s", r.out);
+    harness_result_free(&r);
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
-    if (argc < 5 || !realpath(argv[2], leak_once) || !realpath(argv[3], fork_leak) || !realpath(argv[4], other_malloc)) {
-        fprintf(stderr, "usage: %s TPPROF LEAK_ONCE FORK_LEAK OTHER_MALLOC [CPP_LEAK]\n", argv[0]);
+    if (argc < 6 || !realpath(argv[2], leak_once) || !realpath(argv[3], fork_leak) || !realpath(argv[4], other_malloc) ||
+        !realpath(argv[5], rust_names)) {
+        fprintf(stderr, "usage: %s TPPROF LEAK_ONCE FORK_LEAK OTHER_MALLOC RUST_NAMES [CPP_LEAK]\n", argv[0]);
         return 2;
     }
-    if (argc > 5 && !realpath(argv[5], cpp_leak))
+    if (argc > 6 && !realpath(argv[6], cpp_leak))
         cpp_leak[0] = 0;
     RUN_TEST(test_exit_status_is_the_programs);
     RUN_TEST(test_a_signal_handlers_frame_names_the_signal);
@@ -392,5 +410,6 @@ int main(int argc, char **argv) {
     RUN_TEST(test_static_program_runs_and_no_recording_is_said);
     RUN_TEST(test_full_mode_and_depth_reach_the_recorder);
     RUN_TEST(test_cpp_names_are_demangled);
+    RUN_TEST(test_rust_names_are_demangled);
     return harness_finish();
 }
