@@ -511,11 +511,13 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
 
     // Blocks the dynamic loader allocated itself (DTVs, dynamic TLS) hang off
     // thread control blocks that glibc caches outside any root: never lost.
+    // (Found by its load address, not by dlsym: a dlsym that succeeds frees
+    // the calling thread's pending dlerror() state, here the program's, and
+    // with the guard set that free went unrecorded: after a failed dlopen,
+    // the error glibc kept for dlerror() showed as two lost blocks.)
     struct { uintptr_t lo, hi; } ld = {0, 0};
-    void *tga = dlsym(RTLD_DEFAULT, "__tls_get_addr");
-    Dl_info di;
-    if (tga && dladdr(tga, &di) && di.dli_fbase) {
-        ld.lo = (uintptr_t)di.dli_fbase;
+    ld.lo = (uintptr_t)getauxval(AT_BASE);
+    if (ld.lo) {
         ld.hi = ld.lo + ((uintptr_t)1 << 21);
         dl_iterate_phdr(range_of, &ld);
     }

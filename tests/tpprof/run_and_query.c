@@ -1500,6 +1500,17 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "mainexit") == 0) test_main_exit(prog, NULL);
     else if (strcmp(what, "getattr") == 0) test_getattr(prog);
     else if (strcmp(what, "reserved") == 0) test_reserved(prog);
+    else if (strcmp(what, "dlerr") == 0) { // (progs/dlerr.c)
+        char *argv[] = {prog, NULL};
+        struct result r;
+        if (record("dlerr.db", argv, NULL, &r)) {
+            CHECK(strcmp(r.out, "libtpprof\ndlerr ok\n") == 0, "stdout '%s'", r.out);
+            CHECK(count_blocks(1, 321, 1, "lose", 0) == 1, "the block lost in lose");
+            CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 1,
+                  "nothing else lost (the dlerror() state glibc keeps is reachable): %lld",
+                  (long long)qi("SELECT count(*) FROM live_blocks WHERE reachability = 1"));
+        }
+    }
     else if (strcmp(what, "mainexit_fork") == 0) test_main_exit(prog, "fork");
     else if (strcmp(what, "exitbusy") == 0) test_exit_busy(prog);
     else if (strcmp(what, "bigset") == 0) test_big_live_set(prog);
