@@ -190,6 +190,10 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
         printf("  WARNING     %lld events were dropped while recording: some blocks may look "
                "leaked that were freed\n",
                (long long)s->dropped_events);
+    if (s->stacks_full)
+        printf("  WARNING     the stack table filled up: %lld allocations were recorded without a stack "
+               "(shown as \"no stack recorded\")\n",
+               (long long)s->stacks_full);
     tpprof_profile_warn_bypassing(p, stdout, "  WARNING     ");
     if (p->symbolized_now)
         printf("  symbols     resolved now%s\n",
@@ -417,6 +421,7 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_kv_string(&j, "malloc_replaced_by", p->malloc_owner);
     tpprof_json_kv_string(&j, "malloc_skipped", p->malloc_skipped);
     tpprof_json_kv_int(&j, "dropped_events", s->dropped_events);
+    tpprof_json_kv_int(&j, "stacks_full", s->stacks_full);
     tpprof_json_key(&j, "bypassing_modules");
     tpprof_json_array_begin_inline(&j);
     for (size_t i = 0; i < p->nbypassing; i++)

@@ -253,6 +253,9 @@ static void summarize(const char *path, int execs) {
         fprintf(stderr, "tpprof: warning: %lld events were dropped while recording; some blocks may "
                         "look leaked that were freed\n",
                 (long long)s->dropped_events);
+    if (s->stacks_full)
+        fprintf(stderr, "tpprof: warning: the stack table filled up: %lld allocations were recorded without a stack\n",
+                (long long)s->stacks_full);
     tpprof_profile_warn_bypassing(p, stderr, "tpprof: warning: ");
     if (!s->complete)
         fprintf(stderr, "tpprof: the recording is incomplete: the program did not end normally, and "

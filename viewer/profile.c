@@ -415,6 +415,8 @@ tpprof_profile *tpprof_profile_load(const char *path) {
     s->leak_scanned = tpprof_db_meta_i64(p->db, "leak_scan", &v) && v == 1;
     if (tpprof_db_meta_i64(p->db, "dropped_events", &v) && v > 0)
         s->dropped_events = v;
+    if (tpprof_db_meta_i64(p->db, "stacks_full", &v) && v > 0)
+        s->stacks_full = v;
     if (tpprof_db_meta_i64(p->db, "pid", &v))
         s->pid = v;
     if (tpprof_db_meta_i64(p->db, "duration_ns", &v))

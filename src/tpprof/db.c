@@ -504,6 +504,7 @@ static bool put_meta(void) {
     if (ok) ok = meta_set("leak_scan", w->scanned ? "1" : "0");
     if (ok) ok = meta_int("dropped_events", (int64_t)atomic_load(&tpprof_dropped));
     if (ok) ok = meta_int("libunwind_walks", (int64_t)atomic_load(&tpprof_unwind_slow));
+    if (ok) ok = meta_int("stacks_full", (int64_t)atomic_load(&tpprof_stacks_full));
     if (ok && atomic_load(&tpprof_obs_attached)) {
         int64_t bytes;
         uint64_t at;

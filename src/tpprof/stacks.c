@@ -12,6 +12,7 @@
 // frames. This file must not call malloc.
 #define _GNU_SOURCE
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -56,11 +57,18 @@ static __thread struct cache_entry *cache TPPROF_TLS;
 
 static struct slot *slots;
 static uint64_t **by_id;               // id -> {n, frames...}
+// The most ids given: MAX_IDS, or fewer for tests (TPPROF_TEST_MAX_STACKS).
+static uint32_t max_ids = MAX_IDS;
+// Stacks not kept because the depot was full (meta.stacks_full): their
+// allocations are recorded without a stack.
+_Atomic uint64_t tpprof_stacks_full;
 static _Atomic uint32_t next_id = 1;
 static _Atomic(char *) arena[ARENA_CHUNKS];
 static _Atomic size_t arena_used;
 
 bool tpprof_stacks_init(void) {
+    const char *cap = getenv("TPPROF_TEST_MAX_STACKS");
+    if (cap && atol(cap) > 0 && atol(cap) < (long)MAX_IDS) max_ids = (uint32_t)atol(cap);
     slots = tpprof_mem_map(SLOTS * sizeof *slots);
     // Lookups land anywhere in 12 MiB: with 4 KiB pages nearly every one is a
     // TLB miss as well as a cache miss.
@@ -101,9 +109,10 @@ static uint64_t *arena_take(size_t bytes) {
 static uint32_t publish(struct slot *s, uint64_t h2, const uintptr_t *ips, int n) {
     atomic_store_explicit(&s->h2, h2, memory_order_relaxed);
     uint32_t id = atomic_fetch_add(&next_id, 1);
-    uint64_t *rec = id > MAX_IDS ? NULL : arena_take(((size_t)n + 1) * sizeof(uint64_t));
+    uint64_t *rec = id > max_ids ? NULL : arena_take(((size_t)n + 1) * sizeof(uint64_t));
     if (!rec) {
         atomic_store_explicit(&s->id, ID_FAILED, memory_order_release);
+        atomic_fetch_add_explicit(&tpprof_stacks_full, 1, memory_order_relaxed);
         return 0;
     }
     rec[0] = (uint64_t)n;
@@ -119,7 +128,10 @@ static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
         struct slot *s = &slots[idx];
         uint64_t cur = atomic_load_explicit(&s->h1, memory_order_acquire);
         if (cur == 0) {
-            if (atomic_load_explicit(&next_id, memory_order_relaxed) > MAX_IDS) return 0;
+            if (atomic_load_explicit(&next_id, memory_order_relaxed) > max_ids) {
+                atomic_fetch_add_explicit(&tpprof_stacks_full, 1, memory_order_relaxed);
+                return 0;
+            }
             if (atomic_compare_exchange_strong(&s->h1, &cur, h1)) return publish(s, h2, ips, n);
         }
         if (cur != h1) continue;
@@ -134,6 +146,7 @@ static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
         if (id == 0 || id == ID_FAILED) continue;
         if (atomic_load_explicit(&s->h2, memory_order_relaxed) == h2) return id;
     }
+    atomic_fetch_add_explicit(&tpprof_stacks_full, 1, memory_order_relaxed); // a probe chain too long: as full
     return 0;
 }
 

@@ -287,6 +287,8 @@ TPPROF_HIDDEN extern _Atomic uint64_t tpprof_dropped;
 // Stacks taken by libunwind, not by the verified frame-pointer walk
 // (unwind.c; meta.libunwind_walks).
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_unwind_slow;
+// Stacks the depot had no room for (stacks.c; meta.stacks_full).
+TPPROF_HIDDEN extern _Atomic uint64_t tpprof_stacks_full;
 // Bytes of stack left below the caller (UINTPTR_MAX when the bounds are
 // unknown).
 TPPROF_HIDDEN uintptr_t tpprof_stack_room(void);

@@ -1500,6 +1500,18 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "mainexit") == 0) test_main_exit(prog, NULL);
     else if (strcmp(what, "getattr") == 0) test_getattr(prog);
     else if (strcmp(what, "reserved") == 0) test_reserved(prog);
+    else if (strcmp(what, "manystacks") == 0) { // (progs/manystacks.c)
+        char *argv[] = {prog, NULL};
+        struct result r;
+        if (record("manystacks.db", argv, "TPPROF_TEST_MAX_STACKS=300", &r)) {
+            CHECK(strcmp(r.out, "manystacks ok\n") == 0, "stdout '%s'", r.out);
+            int64_t full = qi("SELECT value FROM meta WHERE key = 'stacks_full'");
+            int64_t nostack = qi("SELECT coalesce(sum(alloc_count), 0) FROM sites WHERE stack_id = 0");
+            CHECK(nostack >= 1024 - 300 && full >= nostack, "%lld allocations without a stack, stacks_full %lld",
+                  (long long)nostack, (long long)full);
+            CHECK(qi("SELECT sum(alloc_count) FROM sites") >= 1024, "every allocation recorded");
+        }
+    }
     else if (strcmp(what, "dlerr") == 0) { // (progs/dlerr.c)
         char *argv[] = {prog, NULL};
         struct result r;

@@ -142,6 +142,22 @@ static void test_reserved_address_space_is_not_memory(void) {
     harness_result_free(&r);
 }
 
+static void test_a_full_stack_table_is_warned_about(void) {
+    const char *db = harness_path("stacksfull.db");
+    CHECK(fixture_write_edited(db, &(fixture_options){0}, "INSERT INTO meta VALUES ('stacks_full', '725')") == 0,
+          "fixture");
+    run_result r = harness_tpprof("report", db, NULL);
+    CHECK(strstr(r.out, "  WARNING     the stack table filled up: 725 allocations were recorded without a stack"),
+          "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--format", "json", NULL);
+    CHECK(strstr(r.out, "\"stacks_full\": 725,"), "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", app_db, NULL);
+    CHECK(!strstr(r.out, "stack table"), "no warning where none was full:\n%s", r.out);
+    harness_result_free(&r);
+}
+
 static void test_dropped_events_are_warned_about(void) {
     const char *db = harness_path("dropped.db");
     CHECK(fixture_write_edited(db, &(fixture_options){0},
@@ -442,6 +458,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_recording_of_a_running_process_says_so);
     RUN_TEST(test_dropped_events_are_warned_about);
     RUN_TEST(test_reserved_address_space_is_not_memory);
+    RUN_TEST(test_a_full_stack_table_is_warned_about);
     RUN_TEST(test_json_is_valid_and_has_the_documented_summary);
     RUN_TEST(test_json_leaks_carry_kind_reachability_and_innermost_first_stack);
     RUN_TEST(test_json_expands_inlined_frames_innermost_first);
