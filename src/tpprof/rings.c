@@ -142,6 +142,7 @@ static uint64_t writer_cpu_ns(void) {
 // 10 s: a program making a million allocations in a row dropped events
 // while the writer rehashed its table.
 static bool ring_wait(struct tpprof_thread *t, uint64_t words) {
+    if (atomic_load_explicit(&tpprof_writer_napping, memory_order_relaxed)) tpprof_writer_kick();
     uint64_t cap = t->mask + 1;
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
     uint64_t start = 0, first = 0, cpu = 0;

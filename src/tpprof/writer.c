@@ -915,9 +915,22 @@ static void poll_modules(void) {
 // Sleeps up to ns, or until stop_writer wakes it: an exiting program does
 // not wait out the writer's idle back-off (a short-lived process would spend
 // up to 4 ms of its life on it; a shell script runs hundreds).
+_Atomic int tpprof_writer_napping;
+
 static void nap(long ns) {
     struct timespec ts = {0, ns};
+    atomic_store(&tpprof_writer_napping, 1);
     syscall(SYS_futex, &writer_stop, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+    atomic_store(&tpprof_writer_napping, 0);
+}
+
+// Ends the writer's nap early (a ring filling up: tpprof_ring_commit,
+// ring_wait). Any thread, any time: a system call and nothing else.
+void tpprof_writer_kick(void) {
+    int saved_errno = errno;
+    atomic_store_explicit(&tpprof_writer_napping, 0, memory_order_relaxed); // one wake a nap
+    syscall(SYS_futex, &writer_stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    errno = saved_errno;
 }
 
 _Atomic int tpprof_main_exited;
