@@ -349,19 +349,24 @@ static void test_full_mode_and_depth_reach_the_recorder(void) {
     free(deep);
 }
 
-static void test_cpp_names_are_demangled(void) {
-    if (!cpp_leak[0]) {
-        fprintf(stderr, "(no C++ compiler: skipped)\n");
-        return;
-    }
-    const char *db = harness_path("cpp.db");
-    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, cpp_leak,
-                    NULL};
+// `tpprof run -o NAME prog`, then `tpprof report NAME --leaks`.
+static run_result run_then_leaks(const char *name, char *prog) {
+    const char *db = harness_path(name);
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, prog, NULL};
     run_result r = harness_run(argv, NULL, NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--leaks", NULL);
     CHECK(r.status == 0, "status %d", r.status);
+    return r;
+}
+
+static void test_cpp_names_are_demangled(void) {
+    if (!cpp_leak[0]) {
+        fprintf(stderr, "(no C++ compiler: skipped)\n");
+        return;
+    }
+    run_result r = run_then_leaks("cpp.db", cpp_leak);
     const char *lost = strstr(r.out, "640 B in      1 block   lost       malloc\n");
     CHECK(lost && strstr(lost, "ns::Widget::make(int) (cpp_leak.cpp:"), "demangled:\n%s", r.out);
     harness_result_free(&r);
@@ -369,13 +374,7 @@ static void test_cpp_names_are_demangled(void) {
 
 // Rust's names, in both of its schemes, read as Rust (progs/rust_names.c).
 static void test_rust_names_are_demangled(void) {
-    const char *db = harness_path("rust.db");
-    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, rust_names, NULL};
-    run_result r = harness_run(argv, NULL, NULL);
-    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
-    harness_result_free(&r);
-    r = harness_tpprof("report", db, "--leaks", NULL);
-    CHECK(r.status == 0, "status %d", r.status);
+    run_result r = run_then_leaks("rust.db", rust_names);
     const char *lost = strstr(r.out, " 777 B in      1 block   lost       malloc\n");
     const char *put = lost ? strstr(lost, "mycrate::cache::put") : NULL;
     const char *insert = put ? strstr(put, "mycrate::cache::Store::insert") : NULL;
