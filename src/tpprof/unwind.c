@@ -663,7 +663,9 @@ static int saved_fp_slot(uintptr_t slot, int off, uintptr_t next_ret) {
     if (!stack_bounds(slot, &lo, &top)) return -1;
     for (int k = 0; k < off; k++) {
         uintptr_t x = *(const uintptr_t *)(slot + sizeof(uintptr_t) * (1 + (uintptr_t)k));
-        if (x > ret_at && x + 2 * sizeof(uintptr_t) <= top && (x & 7) == 0 && ((const uintptr_t *)x)[1] == next_ret)
+        // (x <= top - 16, not x + 16 <= top: a word near 2^64, which code
+        // built without frame pointers leaves there, wrapped round to pass.)
+        if (x > ret_at && x <= top - 2 * sizeof(uintptr_t) && (x & 7) == 0 && ((const uintptr_t *)x)[1] == next_ret)
             return k;
     }
     return -1;

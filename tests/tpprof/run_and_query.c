@@ -1512,6 +1512,14 @@ int main(int argc, char **argv) {
             CHECK(qi("SELECT sum(alloc_count) FROM sites") >= 1024, "every allocation recorded");
         }
     }
+    else if (strcmp(what, "wrapword") == 0) { // (progs/wrapword.c)
+        char *argv[] = {prog, NULL};
+        struct result r;
+        if (record("wrapword.db", argv, NULL, &r)) {
+            CHECK(strcmp(r.out, "wrapword ok\n") == 0, "stdout '%s', stderr '%s'", r.out, r.err);
+            CHECK(qi("SELECT coalesce(sum(alloc_count), 0) FROM sites WHERE kind = 1") >= 100, "the 100 allocations");
+        }
+    }
     else if (strcmp(what, "dlerr") == 0) { // (progs/dlerr.c)
         char *argv[] = {prog, NULL};
         struct result r;
