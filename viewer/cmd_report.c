@@ -267,8 +267,19 @@ static bool is_exe_module(const tpprof_profile *p, const char *module) {
 static size_t site_caller_index(const tpprof_profile *p, const tpprof_frame *f, size_t n) {
     if (n < 2)
         return n;
-    if (!f[0].module || is_exe_module(p, f[0].module))
+    // Frames of the language's standard library (Rust's alloc:: and core::,
+    // linked into the program; C++'s std:: templates) are passed over: the
+    // caller is the program's own code.
+    if (!f[0].module || is_exe_module(p, f[0].module)) {
+        for (size_t i = 1; i < n; i++)
+            if (!tpprof_frame_is_stdlib(&f[i]))
+                return i;
         return 1;
+    }
+    for (size_t i = 1; i < n; i++)
+        if (f[i].module && is_exe_module(p, f[i].module) && f[i].function &&
+            strcmp(f[i].function, "_start") != 0 && !tpprof_frame_is_stdlib(&f[i]))
+            return i;
     for (size_t i = 1; i < n; i++)
         if (f[i].module && is_exe_module(p, f[i].module) && f[i].function &&
             strcmp(f[i].function, "_start") != 0)

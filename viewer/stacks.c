@@ -190,6 +190,19 @@ bool tpprof_frame_is_runtime(const tpprof_frame *f) {
     return f->function && strncmp(f->function, "tp_", 3) == 0;
 }
 
+bool tpprof_frame_is_stdlib(const tpprof_frame *f) {
+    static const char *const prefixes[] = {"alloc::", "core::", "std::", "<alloc::", "<core::", "<std::",
+                                           "__rust_", "__rdl_", "__gnu_cxx::", "operator new"};
+    const char *fn = f->function;
+    if (!fn)
+        return false;
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        if (strncmp(fn, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    // Rust's "<T as alloc::...::Trait>::method" (a standard trait's impl).
+    return fn[0] == '<' && (strstr(fn, " as alloc::") || strstr(fn, " as core::") || strstr(fn, " as std::"));
+}
+
 size_t tpprof_stacks_first_caller(const tpprof_frame *frames, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (!tpprof_frame_is_runtime(&frames[i]))

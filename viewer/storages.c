@@ -32,12 +32,26 @@ void tpprof_print_stack(const tpprof_stacks *st, int64_t stack_id, const char *i
     char buf[1024];
     if (n == 0)
         printf("%s(no stack recorded)\n", indent);
-    size_t shown = n < max_frames ? n : max_frames;
-    for (size_t i = 0; i < shown; i++)
+    // Below the innermost frame, a run of the standard library's own frames
+    // (Rust's Vec growing through RawVec and the allocator, C++'s
+    // std::vector) is said in one line, so the program's frames show.
+    size_t lib = 1;
+    while (lib < n && tpprof_frame_is_stdlib(&frames[lib]))
+        lib++;
+    size_t folded = lib - 1 >= 2 && lib < n ? lib - 1 : 0;
+    size_t shown = 0, total = n - folded;
+    for (size_t i = 0; i < n && shown < max_frames; i++) {
+        if (i == 1 && folded) {
+            printf("%s(%zu frames of the standard library)\n", indent, folded);
+            i = lib - 1;
+            continue;
+        }
         printf("%s%s%s\n", indent, tpprof_frame_format(&frames[i], buf, sizeof buf),
                i == 0 && skip ? "  (called into the runtime)" : "");
-    if (n > shown)
-        printf("%s... %zu more frame%s\n", indent, n - shown, n - shown == 1 ? "" : "s");
+        shown++;
+    }
+    if (total > shown)
+        printf("%s... %zu more frame%s\n", indent, total - shown, total - shown == 1 ? "" : "s");
 }
 
 void tpprof_json_stack(tpprof_json *j, const tpprof_stacks *st, int64_t stack_id) {

@@ -191,6 +191,11 @@ char *tpprof_stacks_describe(const tpprof_stacks *st, int64_t stack_id, char *bu
 // Frames of the tensor runtime itself (a libtensorplay* module, or a tp_*
 // function): tensor, reference and allocator events are recorded inside it.
 bool tpprof_frame_is_runtime(const tpprof_frame *f);
+// Whether f is a frame of a language's standard library by its (demangled)
+// name: Rust's alloc::, core:: and std:: (statically linked into the
+// program, so they are in its own module), C++'s std:: and __gnu_cxx::
+// templates, operator new.
+bool tpprof_frame_is_stdlib(const tpprof_frame *f);
 // The index of the first frame outside the runtime (0 when all are inside).
 size_t tpprof_stacks_first_caller(const tpprof_frame *frames, size_t n);
 // tpprof_stacks_describe of that first frame outside the runtime.

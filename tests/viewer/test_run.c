@@ -372,14 +372,23 @@ static void test_cpp_names_are_demangled(void) {
     harness_result_free(&r);
 }
 
-// Rust's names, in both of its schemes, read as Rust (progs/rust_names.c).
+// Rust's names, in both of its schemes, read as Rust (progs/rust_names.c);
+// the standard library's frames between the allocation and the program's
+// code are said in one line, and the site's caller is the program's.
 static void test_rust_names_are_demangled(void) {
     run_result r = run_then_leaks("rust.db", rust_names);
     const char *lost = strstr(r.out, " 777 B in      1 block   lost       malloc\n");
-    const char *put = lost ? strstr(lost, "mycrate::cache::put") : NULL;
+    const char *alloc = lost ? strstr(lost, "alloc::alloc::alloc (rust_names.c:") : NULL;
+    const char *folded = alloc ? strstr(alloc, "(2 frames of the standard library)") : NULL;
+    const char *put = folded ? strstr(folded, "mycrate::cache::put") : NULL;
     const char *insert = put ? strstr(put, "mycrate::cache::Store::insert") : NULL;
-    CHECK(put && insert, "v0 then legacy, demangled:\n%s", r.out);
+    CHECK(put && insert, "v0 then legacy, demangled, the library's frames folded:\n%s", r.out);
     CHECK(!strstr(r.out, "17h0123456789abcdef") && !strstr(r.out, "_RNv"), "no mangled name or hash left:\n%s", r.out);
+    CHECK(!strstr(r.out, "raw_vec::grow"), "the folded frames are not listed:\n%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", harness_path("rust.db"), "--top", "3", NULL);
+    CHECK(strstr(r.out, "alloc::alloc::alloc (rust_names.c:") && strstr(r.out, "  < mycrate::cache::put (rust_names.c:"),
+          "the site's caller is the program's own frame:\n%s", r.out);
     harness_result_free(&r);
 }
 
