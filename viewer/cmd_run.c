@@ -263,7 +263,7 @@ static void summarize(const char *path, int execs) {
     if (p->nleaks && p->leaks[0].reachability != TPPROF_REACH_REACHABLE) {
         char frame[512];
         fprintf(stderr, "tpprof: biggest leak: %s in %s\n", tpprof_format_size(p->leaks[0].bytes, a),
-                tpprof_stacks_describe(p->stacks, p->leaks[0].stack_id, frame, sizeof frame));
+                tpprof_stacks_describe_caller(p->stacks, p->leaks[0].stack_id, frame, sizeof frame));
     }
     summarize_tensors(p);
     tpprof_profile_free(p);

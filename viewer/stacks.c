@@ -218,5 +218,11 @@ char *tpprof_stacks_describe_caller(const tpprof_stacks *st, int64_t stack_id, c
         snprintf(buf, size, "(no stack)");
         return buf;
     }
-    return tpprof_frame_format(&frames[tpprof_stacks_first_caller(frames, n)], buf, size);
+    // Past the runtime's frames, and past a standard library's (operator new,
+    // Rust's alloc::): "the biggest leak is in" the program's own code.
+    size_t i = tpprof_stacks_first_caller(frames, n);
+    size_t j = i;
+    while (j < n && tpprof_frame_is_stdlib(&frames[j]))
+        j++;
+    return tpprof_frame_format(&frames[j < n ? j : i], buf, size);
 }

@@ -349,12 +349,14 @@ static void test_full_mode_and_depth_reach_the_recorder(void) {
     free(deep);
 }
 
-// `tpprof run -o NAME prog`, then `tpprof report NAME --leaks`.
-static run_result run_then_leaks(const char *name, char *prog) {
+// `tpprof run -o NAME prog`, whose summary must hold `said`, then `tpprof
+// report NAME --leaks`.
+static run_result run_then_leaks(const char *name, char *prog, const char *said) {
     const char *db = harness_path(name);
     char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, prog, NULL};
     run_result r = harness_run(argv, NULL, NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.err, said), "'%s' in:\n%s", said, r.err);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--leaks", NULL);
     CHECK(r.status == 0, "status %d", r.status);
@@ -366,7 +368,7 @@ static void test_cpp_names_are_demangled(void) {
         fprintf(stderr, "(no C++ compiler: skipped)\n");
         return;
     }
-    run_result r = run_then_leaks("cpp.db", cpp_leak);
+    run_result r = run_then_leaks("cpp.db", cpp_leak, "tpprof: biggest leak: 640 B in ns::Widget::make(int) (cpp_leak.cpp:");
     const char *lost = strstr(r.out, "640 B in      1 block   lost       malloc\n");
     CHECK(lost && strstr(lost, "ns::Widget::make(int) (cpp_leak.cpp:"), "demangled:\n%s", r.out);
     harness_result_free(&r);
@@ -376,7 +378,7 @@ static void test_cpp_names_are_demangled(void) {
 // the standard library's frames between the allocation and the program's
 // code are said in one line, and the site's caller is the program's.
 static void test_rust_names_are_demangled(void) {
-    run_result r = run_then_leaks("rust.db", rust_names);
+    run_result r = run_then_leaks("rust.db", rust_names, "tpprof: biggest leak: 777 B in mycrate::cache::put (rust_names.c:");
     const char *lost = strstr(r.out, " 777 B in      1 block   lost       malloc\n");
     const char *alloc = lost ? strstr(lost, "alloc::alloc::alloc (rust_names.c:") : NULL;
     const char *folded = alloc ? strstr(alloc, "(2 frames of the standard library)") : NULL;
