@@ -5,7 +5,7 @@
 # Usage: bench/tensor_overhead.sh BUILD_DIR [iterations] [runs] [elements]
 # Runs the workload native, under the preload with TPPROF_TENSORS=0 (host
 # only) and with tensors, interleaved (host-only and tensors in turn first),
-# `runs` times each; prints the median
+# `runs` times each; prints the median (and the fastest run)
 # ns per iteration of each, elapsed and CPU (all threads, tpprof's writer
 # included: steadier than elapsed time on a machine shared with other work),
 # the events per iteration (from the recording) and the added cost per
@@ -38,6 +38,10 @@ for i in $(seq "$runs"); do
   if [ $((i % 2)) -eq 1 ]; then host_run; tensors_run; else tensors_run; host_run; fi
 done
 median() { sort -n "$1" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+# The fastest run of each: on these shared machines a run is only ever
+# slowed by the others, so the fastest is the steadiest estimate of what the
+# tool itself costs (bench/tpprof_overhead.py's "x (min)").
+fastest() { sort -n "$1" | head -1; }
 # Median of the per-round ratios tensors/host: the rounds run back to back,
 # so a machine that is slower for a while (these shared 2-core machines
 # swing by 20% between runs) slows both sides of a round alike.
@@ -48,12 +52,14 @@ mallocs=$(sqlite3 "$tmp/tensors.db" "SELECT coalesce(sum(alloc_count), 0) FROM s
 for k in wall main cpu; do
   awk -v k="$k" -v n="$(median "$tmp/native.$k")" -v h="$(median "$tmp/host.$k")" -v t="$(median "$tmp/tensors.$k")" \
       -v p="$(paired "$tmp/host.$k" "$tmp/tensors.$k")" \
+      -v hf="$(fastest "$tmp/host.$k")" -v tf="$(fastest "$tmp/tensors.$k")" \
       -v rc="$rc" -v m="$mallocs" -v it="$iters" 'BEGIN {
     rpi = rc / it
     printf "%s:\n", k == "wall" ? "elapsed" : k == "main" ? "CPU (the program thread)" : "CPU (all threads)"
     printf "  native        %8.1f ns/iteration\n", n
     printf "  host only     %8.1f ns/iteration  (%.2fx native, %.1f mallocs/iteration)\n", h, h / n, m / it
     printf "  with tensors  %8.1f ns/iteration  (%.2fx native, +%.1f%% over host only; paired rounds: +%.1f%%)\n", t, t / n, (t - h) / h * 100, (p - 1) * 100
+    printf "  fastest runs  host only %.1f, with tensors %.1f ns/iteration (+%.1f%%)\n", hf, tf, (tf - hf) / hf * 100
     printf "  refcount changes/iteration %.2f; added cost per refcount change %.1f ns\n", rpi, (t - h) / rpi
   }'
 done
