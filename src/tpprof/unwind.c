@@ -95,36 +95,38 @@ static void stack_of(getattr_fn getattr, uintptr_t *lo, uintptr_t *hi) {
 // The mapping that holds `sp`, from /proc/self/maps read with raw system
 // calls into a small buffer (no malloc, no stdio): a thread's stack is one
 // mapping (its guard page below is another), the main thread's is [stack].
-// False if it cannot be read.
+// Each line is "lo-hi perms ...": only the two numbers are read, a byte at a
+// time, so a line of any length (a long path) is fine. False if it cannot be
+// read.
 static bool mapping_of(uintptr_t sp, uintptr_t *lo, uintptr_t *hi) {
     int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
     char buf[512];
-    size_t have = 0;
-    bool found = false, eof = false;
-    while (!found) {
-        char *nl = memchr(buf, '\n', have);
-        if (!nl) {
-            if (eof || have == sizeof buf) break; // (a line longer than the buffer: a path; not expected before the range)
-            long r = syscall(SYS_read, fd, buf + have, sizeof buf - have);
-            if (r <= 0) eof = true;
-            else have += (size_t)r;
-            if (eof && have && have < sizeof buf && !memchr(buf, '\n', have)) buf[have++] = '\n'; // a last line without one
-            continue;
+    uintptr_t a = 0, b = 0;
+    int field = 0; // 0: lo, 1: hi, 2: the rest of the line
+    bool found = false;
+    long got;
+    while (!found && (got = syscall(SYS_read, fd, buf, sizeof buf)) > 0) {
+        for (long i = 0; i < got && !found; i++) {
+            char c = buf[i];
+            if (c == '\n') {
+                a = b = 0;
+                field = 0;
+            } else if (field == 0 && c == '-') {
+                field = 1;
+            } else if (field == 1 && c == ' ') {
+                field = 2;
+                if (a <= sp && sp < b) {
+                    *lo = a;
+                    *hi = b;
+                    found = true;
+                }
+            } else if (field < 2) {
+                uintptr_t d = (uintptr_t)(c <= '9' ? c - '0' : (c | 32) - 'a' + 10);
+                if (field == 0) a = a << 4 | (d & 15);
+                else b = b << 4 | (d & 15);
+            }
         }
-        // "lo-hi ...": hex numbers at the start of the line.
-        uintptr_t a = 0, b = 0;
-        const char *c = buf;
-        for (; c < nl && *c != '-'; c++) a = a << 4 | (uintptr_t)(*c <= '9' ? *c - '0' : (*c | 32) - 'a' + 10);
-        for (c++; c < nl && *c != ' '; c++) b = b << 4 | (uintptr_t)(*c <= '9' ? *c - '0' : (*c | 32) - 'a' + 10);
-        if (a <= sp && sp < b) {
-            *lo = a;
-            *hi = b;
-            found = true;
-        }
-        size_t used = (size_t)(nl + 1 - buf);
-        memmove(buf, nl + 1, have - used);
-        have -= used;
     }
     syscall(SYS_close, fd);
     return found;
