@@ -208,10 +208,10 @@ static void fork_child(void) {
 // asked dlsym then allocated in its parent's heap, and through the hooks into
 // its parent's recording.
 enum real_id { R_EXECVE, R_EXECVPE, R_FEXECVE, R_EXECVEAT, R_SPAWN, R_SPAWNP, R_SIGACTION, R_SIGNAL, R_BSD_SIGNAL,
-               R_SYSV_SIGNAL_, R_SYSV_SIGNAL, NREAL };
+               R_SYSV_SIGNAL_, R_SYSV_SIGNAL, R_SIGSET, NREAL };
 static const char *const real_names[NREAL] = {"execve",      "execvpe",      "fexecve",    "execveat",
                                               "posix_spawn", "posix_spawnp", "sigaction",  "signal",
-                                              "bsd_signal",  "__sysv_signal", "sysv_signal"};
+                                              "bsd_signal",  "__sysv_signal", "sysv_signal", "sigset"};
 static void *real_fns[NREAL];
 
 static void *real_fn(enum real_id id) {
@@ -383,6 +383,39 @@ TPPROF_EXPORT sighandler_fn __sysv_signal(int sig, sighandler_fn handler) {
 
 TPPROF_EXPORT sighandler_fn sysv_signal(int sig, sighandler_fn handler) {
     return set_handler(R_SYSV_SIGNAL, sig, handler, true);
+}
+
+// SysV's sigset, with glibc's semantics, through the sigaction above for the
+// covered signals: SIG_HOLD blocks the signal; anything else becomes its
+// disposition (no flags) and unblocks it; the result is SIG_HOLD if it was
+// blocked, else the disposition before (SIG_DFL where the stand-in was).
+TPPROF_EXPORT sighandler_fn sigset(int sig, sighandler_fn disp) {
+    if (sig <= 0 || sig >= _NSIG || !covered(sig)) {
+        sighandler_fn (*real)(int, sighandler_fn);
+        *(void **)&real = real_fn(R_SIGSET);
+        if (!real) {
+            errno = ENOSYS;
+            return SIG_ERR;
+        }
+        return real(sig, disp);
+    }
+    if (disp == SIG_ERR) {
+        errno = EINVAL;
+        return SIG_ERR;
+    }
+    sigset_t one, before;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    struct sigaction sa, old;
+    if (disp == SIG_HOLD) {
+        if (sigaction(sig, NULL, &old) != 0 || sigprocmask(SIG_BLOCK, &one, &before) != 0) return SIG_ERR;
+    } else {
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = disp;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sig, &sa, &old) != 0 || sigprocmask(SIG_UNBLOCK, &one, &before) != 0) return SIG_ERR;
+    }
+    return sigismember(&before, sig) ? SIG_HOLD : old.sa_handler;
 }
 
 __attribute__((constructor(101))) static void tpprof_start(void) {

@@ -689,6 +689,28 @@ static void test_dies(char *prog, const char *how) {
           "the last block, %s", scanned ? "scanned" : "not scanned");
 }
 
+// SysV's sigset() on the signals the recorder stands in for
+// (progs/sigsetter.c): what it returns is what it returns natively, and
+// SIG_DFL set through it puts the stand-in back: the SIGTERM at the end is
+// recorded.
+static void test_sigset(char *prog) {
+    char out[600];
+    db_path(out, sizeof out, "sigset.db");
+    char *argv[] = {prog, NULL};
+    struct result native = run(NULL, argv, NULL);
+    struct result r = run(out, argv, NULL);
+    CHECK(r.status == 128 + SIGTERM && native.status == r.status, "status %d, natively %d", r.status, native.status);
+    CHECK(strcmp(r.out, native.out) == 0 && strstr(r.out, "TERM first: SIG_DFL\n"), "stdout '%s', natively '%s'", r.out,
+          native.out);
+    if (!open_db(out)) {
+        CHECK(false, "no database at %s", out);
+        return;
+    }
+    expect_complete("sigset");
+    CHECK(qi("SELECT coalesce((SELECT value FROM meta WHERE key = 'end_signal'), 0)") == SIGTERM, "died of SIGTERM");
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 6161") == 1, "the block, in the live set");
+}
+
 // Signal dispositions set and read back by a strict ISO C program
 // (progs/sigquery.c, signal() = __sysv_signal): as natively.
 static void test_sigquery(char *prog) {
@@ -1493,6 +1515,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "cppnew") == 0) test_cppnew(prog);
     else if (strcmp(what, "python_signals") == 0) test_python_signals(prog);
     else if (strcmp(what, "sigquery") == 0) test_sigquery(prog);
+    else if (strcmp(what, "sigset") == 0) test_sigset(prog);
     else if (strcmp(what, "vfork_many") == 0) test_vfork_many(prog);
     else if (strncmp(what, "dies_", 5) == 0) test_dies(prog, what + 5);
     else if (strcmp(what, "reserve") == 0) test_reserve(prog);
