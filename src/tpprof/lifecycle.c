@@ -343,16 +343,20 @@ TPPROF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
 // others.
 typedef void (*sighandler_fn)(int);
 
-static sighandler_fn set_handler(enum real_id fn, int sig, sighandler_fn handler, bool sysv) {
-    if (sig <= 0 || sig >= _NSIG || !covered(sig)) {
-        sighandler_fn (*real)(int, sighandler_fn);
-        *(void **)&real = real_fn(fn);
-        if (!real) {
-            errno = ENOSYS;
-            return SIG_ERR;
-        }
-        return real(sig, handler);
+// The C library's own function fn (signal, sigset...) for a signal the
+// recorder does not stand in for.
+static sighandler_fn real_handler_fn(enum real_id fn, int sig, sighandler_fn handler) {
+    sighandler_fn (*real)(int, sighandler_fn);
+    *(void **)&real = real_fn(fn);
+    if (!real) {
+        errno = ENOSYS;
+        return SIG_ERR;
     }
+    return real(sig, handler);
+}
+
+static sighandler_fn set_handler(enum real_id fn, int sig, sighandler_fn handler, bool sysv) {
+    if (sig <= 0 || sig >= _NSIG || !covered(sig)) return real_handler_fn(fn, sig, handler);
     if (handler == SIG_ERR) {
         errno = EINVAL;
         return SIG_ERR;
@@ -390,15 +394,7 @@ TPPROF_EXPORT sighandler_fn sysv_signal(int sig, sighandler_fn handler) {
 // disposition (no flags) and unblocks it; the result is SIG_HOLD if it was
 // blocked, else the disposition before (SIG_DFL where the stand-in was).
 TPPROF_EXPORT sighandler_fn sigset(int sig, sighandler_fn disp) {
-    if (sig <= 0 || sig >= _NSIG || !covered(sig)) {
-        sighandler_fn (*real)(int, sighandler_fn);
-        *(void **)&real = real_fn(R_SIGSET);
-        if (!real) {
-            errno = ENOSYS;
-            return SIG_ERR;
-        }
-        return real(sig, disp);
-    }
+    if (sig <= 0 || sig >= _NSIG || !covered(sig)) return real_handler_fn(R_SIGSET, sig, disp);
     if (disp == SIG_ERR) {
         errno = EINVAL;
         return SIG_ERR;

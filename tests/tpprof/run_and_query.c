@@ -574,12 +574,20 @@ static void test_deepbind(char *prog, char *plugin) {
           (long long)qi("SELECT count(*) FROM live_blocks WHERE size = 1000"));
 }
 
+// Runs argv natively into *native, then under the preload into *r,
+// recording into NAME (whose path goes to out).
+static void run_both(const char *name, char *const argv[], struct result *native, struct result *r, char *out,
+                     size_t cap) {
+    db_path(out, cap, name);
+    *native = run(NULL, argv, NULL);
+    *r = run(out, argv, NULL);
+}
+
 static void test_noleak(char *prog) {
     char out[600];
-    db_path(out, sizeof out, "noleak.db");
     char *argv[] = {prog, NULL};
-    struct result native = run(NULL, argv, NULL);
-    struct result r = run(out, argv, NULL);
+    static struct result native, r;
+    run_both("noleak.db", argv, &native, &r, out, sizeof out);
     CHECK(r.status == 0 && native.status == 0, "exit status %d", r.status);
     CHECK(strcmp(r.out, native.out) == 0, "same output: '%s' vs '%s'", r.out, native.out);
     if (!open_db(out)) {
@@ -662,10 +670,9 @@ static void test_quick(char *prog, const char *how) {
 static void test_dies(char *prog, const char *how) {
     char out[600], name[64];
     snprintf(name, sizeof name, "dies-%s.db", how);
-    db_path(out, sizeof out, name);
     char *argv[] = {prog, (char *)how, NULL};
-    struct result native = run(NULL, argv, NULL);
-    struct result r = run(out, argv, NULL);
+    static struct result native, r;
+    run_both(name, argv, &native, &r, out, sizeof out);
     bool caught = strcmp(how, "caught") == 0, is_abort = strcmp(how, "abort") == 0;
     int want_sig = caught ? 0 : is_abort ? 6 : strcmp(how, "alarm") == 0 ? 14 : 11;
     CHECK(r.status == native.status && r.status == (caught ? 0 : 128 + want_sig), "exit status %d, natively %d",
@@ -695,10 +702,9 @@ static void test_dies(char *prog, const char *how) {
 // recorded.
 static void test_sigset(char *prog) {
     char out[600];
-    db_path(out, sizeof out, "sigset.db");
     char *argv[] = {prog, NULL};
-    struct result native = run(NULL, argv, NULL);
-    struct result r = run(out, argv, NULL);
+    static struct result native, r;
+    run_both("sigset.db", argv, &native, &r, out, sizeof out);
     CHECK(r.status == 128 + SIGTERM && native.status == r.status, "status %d, natively %d", r.status, native.status);
     CHECK(strcmp(r.out, native.out) == 0 && strstr(r.out, "TERM first: SIG_DFL\n"), "stdout '%s', natively '%s'", r.out,
           native.out);
