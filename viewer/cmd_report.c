@@ -271,10 +271,8 @@ static size_t site_caller_index(const tpprof_profile *p, const tpprof_frame *f, 
     // linked into the program; C++'s std:: templates) are passed over: the
     // caller is the program's own code.
     if (!f[0].module || is_exe_module(p, f[0].module)) {
-        for (size_t i = 1; i < n; i++)
-            if (!tpprof_frame_is_stdlib(&f[i]))
-                return i;
-        return 1;
+        size_t i = tpprof_frames_past_stdlib(f, n, 1);
+        return i < n ? i : 1;
     }
     for (size_t i = 1; i < n; i++)
         if (f[i].module && is_exe_module(p, f[i].module) && f[i].function &&

@@ -23,11 +23,15 @@ static const char *builtin_kinds[] = {
     "memalign", "valloc", "pvalloc", "mmap", "mmap_file", "mmap_reserved",
 };
 
-// Whether kind is the recorder's mmap_reserved (by name: ids are the
-// database's).
-static bool kind_reserved(const tpprof_profile *p, int64_t kind) {
-    return kind > 0 && (size_t)kind < p->nkinds && p->kind_names[kind] &&
-           strcmp(p->kind_names[kind], "mmap_reserved") == 0;
+// Whether kind is the recorder's mmap_reserved (found by name in
+// load_kinds: ids are the database's).
+static bool kind_reserved(const tpprof_profile *p, int64_t kind) { return kind != 0 && kind == p->reserved_kind; }
+
+static void find_reserved_kind(tpprof_profile *p) {
+    p->reserved_kind = 0;
+    for (size_t i = 1; i < p->nkinds; i++)
+        if (p->kind_names[i] && strcmp(p->kind_names[i], "mmap_reserved") == 0)
+            p->reserved_kind = (int64_t)i;
 }
 
 static int load_kinds(tpprof_profile *p) {
@@ -403,7 +407,10 @@ tpprof_profile *tpprof_profile_load(const char *path) {
     tpprof_symtab_free(&tab);
     if (!p->stacks)
         goto fail;
-    if (load_kinds(p) != 0 || load_leaks(p) != 0 || load_sites(p) != 0)
+    if (load_kinds(p) != 0)
+        goto fail;
+    find_reserved_kind(p);
+    if (load_leaks(p) != 0 || load_sites(p) != 0)
         goto fail;
     tpprof_summary *s = &p->summary;
     int64_t v = 0;

@@ -203,6 +203,12 @@ bool tpprof_frame_is_stdlib(const tpprof_frame *f) {
     return fn[0] == '<' && (strstr(fn, " as alloc::") || strstr(fn, " as core::") || strstr(fn, " as std::"));
 }
 
+size_t tpprof_frames_past_stdlib(const tpprof_frame *frames, size_t n, size_t from) {
+    while (from < n && tpprof_frame_is_stdlib(&frames[from]))
+        from++;
+    return from;
+}
+
 size_t tpprof_stacks_first_caller(const tpprof_frame *frames, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (!tpprof_frame_is_runtime(&frames[i]))
@@ -220,9 +226,6 @@ char *tpprof_stacks_describe_caller(const tpprof_stacks *st, int64_t stack_id, c
     }
     // Past the runtime's frames, and past a standard library's (operator new,
     // Rust's alloc::): "the biggest leak is in" the program's own code.
-    size_t i = tpprof_stacks_first_caller(frames, n);
-    size_t j = i;
-    while (j < n && tpprof_frame_is_stdlib(&frames[j]))
-        j++;
+    size_t i = tpprof_stacks_first_caller(frames, n), j = tpprof_frames_past_stdlib(frames, n, i);
     return tpprof_frame_format(&frames[j < n ? j : i], buf, size);
 }

@@ -35,9 +35,7 @@ void tpprof_print_stack(const tpprof_stacks *st, int64_t stack_id, const char *i
     // Below the innermost frame, a run of the standard library's own frames
     // (Rust's Vec growing through RawVec and the allocator, C++'s
     // std::vector) is said in one line, so the program's frames show.
-    size_t lib = 1;
-    while (lib < n && tpprof_frame_is_stdlib(&frames[lib]))
-        lib++;
+    size_t lib = tpprof_frames_past_stdlib(frames, n, 1);
     size_t folded = lib - 1 >= 2 && lib < n ? lib - 1 : 0;
     size_t shown = 0, total = n - folded;
     for (size_t i = 0; i < n && shown < max_frames; i++) {

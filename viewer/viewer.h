@@ -196,6 +196,8 @@ bool tpprof_frame_is_runtime(const tpprof_frame *f);
 // program, so they are in its own module), C++'s std:: and __gnu_cxx::
 // templates, operator new.
 bool tpprof_frame_is_stdlib(const tpprof_frame *f);
+// The first of frames[from..n) that is not a standard library's (n if none).
+size_t tpprof_frames_past_stdlib(const tpprof_frame *frames, size_t n, size_t from);
 // The index of the first frame outside the runtime (0 when all are inside).
 size_t tpprof_stacks_first_caller(const tpprof_frame *frames, size_t n);
 // tpprof_stacks_describe of that first frame outside the runtime.
@@ -270,6 +272,7 @@ typedef struct tpprof_profile {
     size_t nsites;
     char **kind_names;    // indexed by kind id; NULL where unknown
     size_t nkinds;
+    int64_t reserved_kind; // the id of kind mmap_reserved (0: none)
     bool symbolized_now;  // symbols were computed by this load
     bool symbols_saved;   // ... and written back into the file
     // meta.bypassing_modules: libraries seen calling the C library's
