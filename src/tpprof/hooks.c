@@ -272,15 +272,21 @@ TPPROF_EXPORT void *pvalloc(size_t n) {
 // (MAP_FIXED: an mmap like any other, which replaces those parts) or by
 // mprotect (interposed below: TPPROF_OP_COMMIT turns the reserved parts of
 // the range into mmap, with mprotect's stack).
+// Set once a reservation is recorded: until then an mprotect has nothing to
+// commit, and costs no stack (a JIT flipping its code's protection).
+static _Atomic int reserved_seen;
+
 static void *map_hook(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
     void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
     if (p == MAP_FAILED) return p;
-    if (want())
-        record_alloc(TPPROF_OP_MMAP, p, len,
-                     !(flags & MAP_ANONYMOUS) ? TPPROF_KIND_MMAP_FILE
-                     : prot == PROT_NONE      ? TPPROF_KIND_MMAP_RESERVED
-                                              : TPPROF_KIND_MMAP);
-    else if (TPPROF_UNLIKELY(early_now()) && (flags & MAP_ANONYMOUS) && (prot & PROT_WRITE))
+    if (want()) {
+        int kind = !(flags & MAP_ANONYMOUS) ? TPPROF_KIND_MMAP_FILE
+                   : prot == PROT_NONE      ? TPPROF_KIND_MMAP_RESERVED
+                                            : TPPROF_KIND_MMAP;
+        if (kind == TPPROF_KIND_MMAP_RESERVED && !atomic_load_explicit(&reserved_seen, memory_order_relaxed))
+            atomic_store_explicit(&reserved_seen, 1, memory_order_relaxed);
+        record_alloc(TPPROF_OP_MMAP, p, len, kind);
+    } else if (TPPROF_UNLIKELY(early_now()) && (flags & MAP_ANONYMOUS) && (prot & PROT_WRITE))
         tpprof_early_map(p, len); // a pool a constructor maps: scanned, not recorded
     return p;
 }
@@ -295,7 +301,8 @@ TPPROF_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, 
 
 TPPROF_EXPORT int mprotect(void *addr, size_t len, int prot) {
     int r = (int)syscall(SYS_mprotect, addr, len, prot);
-    if (r == 0 && prot != PROT_NONE && want()) record_alloc(TPPROF_OP_COMMIT, addr, len, TPPROF_KIND_MMAP);
+    if (r == 0 && prot != PROT_NONE && atomic_load_explicit(&reserved_seen, memory_order_relaxed) && want())
+        record_alloc(TPPROF_OP_COMMIT, addr, len, TPPROF_KIND_MMAP);
     return r;
 }
 

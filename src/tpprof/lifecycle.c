@@ -219,7 +219,7 @@ static void *real_fn(enum real_id id) {
     return real_fns[id];
 }
 
-static void resolve_exec(void) {
+static void resolve_real(void) {
     for (int i = 0; i < NREAL; i++) real_fn((enum real_id)i);
 }
 
@@ -488,7 +488,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     atexit(on_exit_scan);
     at_quick_exit(on_quick_exit);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
-    resolve_exec();
+    resolve_real();
     tpprof_writer_go(); // recording on; the blocks of before are adopted
     catch_fatal_signals();
     tpprof_guard = 0;

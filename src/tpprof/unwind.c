@@ -42,11 +42,19 @@ enum { UNW_CACHE_PER_THREAD_ = 2 }; // libunwind's UNW_CACHE_PER_THREAD
 // ---------------------------------------------------------------------------
 // Setup (called once from the constructor, guard held).
 
+// The C library's pthread_getattr_np (looked up in the constructor; before
+// it, by whoever asks first: a dlsym inside a hook later would drop the
+// calling thread's pending dlerror() state, see scan.c).
+static getattr_fn getattr_real(void) {
+    if (!real_getattr) real_getattr = (getattr_fn)dlsym(RTLD_NEXT, "pthread_getattr_np");
+    return real_getattr;
+}
+
 void tpprof_unwind_init(void) {
+    getattr_real();
     void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     if (!h) return; // stacks fall back to the frame-pointer walk
     verdicts_init();
-    if (!real_getattr) real_getattr = (getattr_fn)dlsym(RTLD_NEXT, "pthread_getattr_np");
     unw_bt = (backtrace_fn)dlsym(h, "unw_backtrace");
     unw_flush = (flush_fn)dlsym(h, "_Ux86_64_flush_cache");
     unw_local_as = (void **)dlsym(h, "_ULx86_64_local_addr_space");
@@ -76,8 +84,8 @@ void tpprof_unwind_release(struct tpprof_thread *t) {
 // first allocation is made there would wait for itself forever if its
 // registration asked again (a Rust program's threads, which ask for their
 // stack as they start). So pthread_getattr_np is interposed: inside it the
-// bounds are left unknown (0, 0: walks then bound themselves as on a
-// coroutine's stack), and filled in as it returns.
+// bounds come from /proc/self/maps (mapping_of), or, if that cannot be
+// read, are filled in as it returns.
 
 static void stack_of(getattr_fn getattr, uintptr_t *lo, uintptr_t *hi) {
     pthread_attr_t attr;
@@ -133,7 +141,6 @@ static bool mapping_of(uintptr_t sp, uintptr_t *lo, uintptr_t *hi) {
 }
 
 void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi) {
-    if (!real_getattr) real_getattr = (getattr_fn)dlsym(RTLD_NEXT, "pthread_getattr_np"); // (before the constructor)
     if (in_getattr) {
         *lo = *hi = 0;
         int saved_errno = errno;
@@ -141,12 +148,11 @@ void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi) {
         errno = saved_errno;
         return;
     }
-    stack_of(real_getattr, lo, hi);
+    stack_of(getattr_real(), lo, hi);
 }
 
 TPPROF_EXPORT int pthread_getattr_np(pthread_t thread, pthread_attr_t *attr) {
-    if (!real_getattr) real_getattr = (getattr_fn)dlsym(RTLD_NEXT, "pthread_getattr_np");
-    if (!real_getattr) return ENOSYS;
+    if (!getattr_real()) return ENOSYS;
     in_getattr++;
     int r = real_getattr(thread, attr);
     in_getattr--;
@@ -598,8 +604,6 @@ static inline __attribute__((always_inline)) int walk_body(uintptr_t *ips, int m
             }
             if (off_fp >= 0) break;
         }
-    }
-    if (with_skips) {
         slots[ns] = slot;
         *nskip = ns;
     }
@@ -792,7 +796,6 @@ static uint32_t capture_verified(int max) {
     const struct walk w = {f, fps, slots, nf, nskip};
     return capture_unw(s, gen, &w, max);
 }
-
 
 uint32_t tpprof_capture(int max) {
     if (TPPROF_UNLIKELY(stack_room() < FP_ROOM_BYTES)) return 0; // no stack rather than no program
