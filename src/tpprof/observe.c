@@ -91,14 +91,20 @@ static __thread struct obs_recent recent TPPROF_TLS;
 // holds still count), obs_commit numbers and publishes it. Anything else
 // that emits (flush_retain, hold_freed) goes before obs_slot.
 
+// The order tag is taken here, before the record's words are written: its
+// locked increment waits for the stores before it to drain, and a dozen
+// stores to ring lines the writer last read are each a cache miss.
 static inline uint64_t *obs_slot(struct tpprof_thread *t) {
     if (!tpprof_ring_reserve(t, OBS_MAX_WORDS + 1)) return NULL;
-    return tpprof_ring_slot(t, OBS_MAX_WORDS + 1);
+    uint64_t tag = tpprof_order_tag(0, false);
+    uint64_t *w = tpprof_ring_slot(t, OBS_MAX_WORDS + 1);
+    w[0] = tpprof_hdr(tag, TPPROF_OP_OBS, 0);
+    return w;
 }
 
 static inline void obs_commit(struct tpprof_thread *t, uint64_t *w, int kind, int refop, uint64_t flags, uint32_t sid,
                               int n, bool full) {
-    w[0] = tpprof_hdr(tpprof_order_tag(0, false), TPPROF_OP_OBS, kind);
+    w[0] |= (uint64_t)kind;
     w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
     if (full) w[n++] = tpprof_now_ns();
     tpprof_ring_commit(t, (uint64_t)n);
