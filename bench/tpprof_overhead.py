@@ -6,6 +6,8 @@ Usage: bench/tpprof_overhead.py BUILD_DIR [WORKLOAD_DIR] [--runs N] [--no-valgri
 WORKLOAD_DIR holds the reference workloads alloc_heavy.c and compute_light.c
 (default: ../shared/bench beside the checkout).  They are compiled into a
 temporary folder with the flags the reference figures were measured with.
+The project's bench/many_threads (10 and 1000 threads at once, from
+BUILD_DIR) is run too.
 Runs are paired (native, then each tool, per round) and the median of the
 per-round ratios is reported, with the database size per allocation event.
 The ratio of the fastest runs is printed beside it: on the shared 2-core
@@ -55,10 +57,13 @@ def main():
     cases = [("alloc_heavy 10000 1", [os.path.join(tmp, "alloc_heavy"), "10000", "1"]),
              ("alloc_heavy 10000 2", [os.path.join(tmp, "alloc_heavy"), "10000", "2"]),
              ("compute_light", [os.path.join(tmp, "compute_light")])]
+    many = os.path.join(build, "bench", "many_threads")
+    if os.path.exists(many):  # the project's own: the merge of many rings
+        cases += [("many_threads 10", [many, "10"]), ("many_threads 1000", [many, "1000"])]
     print(f"{'workload':22} {'tool':18} {'median s':>9} {'x native':>9} {'x (min)':>8}  notes")
     for name, cmd in cases:
         tools = {"native": None, "tpprof": "tpprof"}
-        if shutil.which("heaptrack") and name.startswith("alloc_heavy"):
+        if shutil.which("heaptrack") and name.startswith(("alloc_heavy", "many_threads")):
             tools["heaptrack -r"] = "heaptrack"
         times = {t: [] for t in tools}
         notes = {t: "" for t in tools}

@@ -273,6 +273,9 @@ struct tpprof_thread {
     uint64_t w_pf;              // next record to prefetch (writer.c), ahead of w_head
     uint64_t w_last_alloc;      // address of this thread's last allocation
     uint64_t w_first_ns, w_last_ns;
+    uint64_t w_wait_key;        // != 0: its head waits in the merge for this stripe ticket (writer.c)
+    uint32_t w_epoch;           // its head's epoch, as the merge's pass last found it
+    uint8_t w_state;            // and the head's state then (writer.c: HEAD_*)
     bool w_seen, w_dirty;
     char w_name[32];
 };

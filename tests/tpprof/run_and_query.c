@@ -357,6 +357,31 @@ static void test_handoff(char *prog, bool full, const char *env) {
     CHECK(dropped <= 0, "no event dropped (%lld)", dropped);
 }
 
+// 256 threads at once sharing glibc's arenas (so the address stripes), each
+// freeing blocks the others allocated: every block's free is applied before
+// its address is allocated again, whichever rings the two records are in.
+// `env`: NULL, or TPPROF_ORDER_START=wrap.
+static void test_crowd(char *prog, const char *env) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record(env ? "crowd_wrap.db" : "crowd.db", argv, env, &r)) return;
+    CHECK(strcmp(r.out, "crowd: 512000 blocks\n") == 0, "stdout '%s'", r.out);
+    // (crowd_block's one stack; no other site allocates a thousand blocks)
+    CHECK(qi("SELECT sum(alloc_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000") == 512000,
+          "512000 handed blocks (%lld)", (long long)qi("SELECT sum(alloc_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000"));
+    CHECK(qi("SELECT sum(alloc_count) - sum(free_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000") == 0,
+          "every handed block's free is counted at its site (%lld)",
+          (long long)qi("SELECT sum(alloc_count) - sum(free_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000"));
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 256") == 0,
+          "no handed block is left live (%lld)",
+          (long long)qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 256"));
+    int leaks = 0;
+    for (int k = 0; k < 4; k++) leaks += count_blocks(1, 5000 + k, 1, "crowd_leak", 0) + count_blocks(2, 5000 + k, 1, "crowd_leak", 0);
+    CHECK(leaks == 256, "each thread's leak is live at crowd_leak (%d)", leaks);
+    CHECK(qi("SELECT count(*) FROM threads") >= 257, "every thread seen (%lld)", (long long)qi("SELECT count(*) FROM threads"));
+    CHECK(qi("SELECT value FROM meta WHERE key = 'dropped_events'") <= 0, "no event dropped");
+}
+
 // Threads still live at exit: a running one is stopped for the leak scan (a
 // block only its registers point to is reachable, one only a dead frame
 // below its stack pointer points to is lost); a blocked one is read from
@@ -1486,6 +1511,8 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "churn") == 0) test_churn(prog);
     else if (strcmp(what, "handoff") == 0) test_handoff(prog, false, NULL);
     else if (strcmp(what, "handoff_wrap") == 0) test_handoff(prog, false, "TPPROF_ORDER_START=wrap");
+    else if (strcmp(what, "crowd") == 0) test_crowd(prog, NULL);
+    else if (strcmp(what, "crowd_wrap") == 0) test_crowd(prog, "TPPROF_ORDER_START=wrap");
     else if (strcmp(what, "turns") == 0) test_turns(prog, false);
     else if (strcmp(what, "turns_full") == 0) test_turns(prog, true);
     else if (strcmp(what, "running") == 0) test_running(prog);
