@@ -145,13 +145,37 @@ static size_t tensors_holding(const tpprof_tensors *t, int64_t storage, bool at_
     return n;
 }
 
-// "[16, 64] float32, strides [64, 1], offset 0"
-static void text_tensor_line(const tpprof_tensor *x, const char *indent) {
+// "tensor #3 [16, 64] float32, strides [64, 1], offset 0, view of #2,
+// created in f (a.c:9)", then, for a base whose live views hold it (a view
+// holds its base: the base is alive while any of them is, whatever the
+// program did with its own reference), "held by its views #4, #5".
+// (The tensor handles' own counts are not recorded: where a tensor is kept
+// alive past its use, its creation is the lead.)
+static void text_tensor_line(const tpprof_profile *p, const tpprof_tensors *t, const tpprof_tensor *x,
+                             const char *indent) {
+    char at[512];
     printf("%stensor #%lld %s %s, strides %s, offset %lld", indent, (long long)x->id,
            x->sizes ? x->sizes : "?", x->dtype ? x->dtype : "?", x->strides ? x->strides : "?",
            (long long)x->offset);
     if (x->base_id)
         printf(", view of #%lld", (long long)x->base_id);
+    if (x->created_stack > 0)
+        printf(", created in %s",
+               tpprof_stacks_describe_caller(p->stacks, x->created_stack, at, sizeof at));
+    printf("\n");
+    size_t nv = 0, shown = 0, alive = 0;
+    const size_t *views = tpprof_tensors_views_of(t, x->id, &nv);
+    for (size_t i = 0; i < nv; i++)
+        if (tpprof_tensor_alive(&t->tensors[views[i]]))
+            alive++;
+    if (!alive)
+        return;
+    printf("%s  held by its view%s", indent, alive == 1 ? "" : "s");
+    for (size_t i = 0; i < nv && shown < 8; i++)
+        if (tpprof_tensor_alive(&t->tensors[views[i]]))
+            printf("%s #%lld", shown++ ? "," : "", (long long)t->tensors[views[i]].id);
+    if (alive > shown)
+        printf(" and %zu more", alive - shown);
     printf("\n");
 }
 
@@ -166,7 +190,7 @@ static void text_storage(const tpprof_profile *p, const tpprof_tensors *t, const
     const size_t *on = tpprof_tensors_on(t, s->id, &non);
     for (size_t i = 0; i < non; i++)
         if (tpprof_tensor_alive(&t->tensors[on[i]]))
-            text_tensor_line(&t->tensors[on[i]], "      ");
+            text_tensor_line(p, t, &t->tensors[on[i]], "      ");
     int64_t unmatched = unmatched_of(t, s->id, false);
     if (unmatched > 0) {
         printf("      strong count is %lld but tensors hold %lld: %lld reference%s no release "
@@ -300,9 +324,10 @@ void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *
 // ---------------------------------------------------------------------------
 // JSON
 
-static void json_tensor(tpprof_json *j, const tpprof_tensor *x) {
-    tpprof_json_object_begin_inline(j);
+static void json_tensor(tpprof_json *j, const tpprof_profile *p, const tpprof_tensor *x) {
+    tpprof_json_object_begin(j);
     tpprof_json_tensor_fields(j, x);
+    tpprof_json_stack(j, p->stacks, x->created_stack);
     tpprof_json_object_end(j);
 }
 
@@ -391,7 +416,7 @@ void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const 
             const size_t *on = tpprof_tensors_on(t, s->id, &non);
             for (size_t k = 0; k < non; k++)
                 if (tpprof_tensor_alive(&t->tensors[on[k]]))
-                    json_tensor(j, &t->tensors[on[k]]);
+                    json_tensor(j, p, &t->tensors[on[k]]);
             tpprof_json_array_end(j);
             json_refs(j, p, t, "unmatched_retains", s->id, false);
             json_refs(j, p, t, "weak_holders", s->id, true);

@@ -32,10 +32,15 @@ static void test_storages_text_names_the_site_of_each_unmatched_retain(void) {
         CHECK(cache && hold && cache < hold, "most storages first:\n%s", groups);
     }
     // The per-storage diagnosis: the count says 3, two tensors explain 2.
+    // Each live tensor says where it was made, and a base that its live
+    // views hold says so.
     CHECK(strstr(r.out, "storage #3  4.00 KiB  cpu on cpu  strong 3, weak 1; 2 tensors\n"
-                        "      tensor #10 [16, 64] float32, strides [64, 1], offset 0\n"
-                        "      tensor #11 [64] float32, strides [1], offset 64, view of #10\n"
+                        "      tensor #10 [16, 64] float32, strides [64, 1], offset 0, created in make_tensor (tensor.c:9)\n"
+                        "        held by its view #11\n"
+                        "      tensor #11 [64] float32, strides [1], offset 64, view of #10, created in make_tensor (tensor.c:9)\n"
                         "      strong count is 3 but tensors hold 2: 1 reference no release matched"),
+          "%s", r.out);
+    CHECK(strstr(r.out, "      tensor #20 [1024] float32, strides [1], offset 0, view of #19, created in keep_row (views.c:18)\n"),
           "%s", r.out);
     CHECK(!strstr(r.out, "  storage #6  "), "a storage freed before exit is not listed: %s", r.out);
     CHECK(!strstr(r.out, "Leaks:"), "--storages alone shows no leak section: %s", r.out);
@@ -121,10 +126,13 @@ static void test_json_storages_carry_tensors_unmatched_retains_and_weak_holders(
     CHECK(strstr(j, "{\"id\":3,\"nbytes\":4096,\"allocator\":\"cpu\",\"device\":\"cpu\",\"strong\":3,"
                     "\"weak\":1,\"data_released\":false,\"tensors\":["
                     "{\"id\":10,\"offset\":0,\"sizes\":[16,64],\"strides\":[64,1],\"dtype\":\"float32\","
-                    "\"base\":null},"
+                    "\"base\":null,\"stack\":[{\"function\":\"make_tensor\",\"file\":\"/src/app/tensor.c\","
+                    "\"line\":9,\"module\":\"/opt/fake/app\",\"ip\":\"0x401b10\"},{\"function\":\"main\","
+                    "\"file\":\"/src/app/app.c\",\"line\":50,\"module\":\"/opt/fake/app\",\"ip\":\"0x401010\"}]},"
                     "{\"id\":11,\"offset\":64,\"sizes\":[64],\"strides\":[1],\"dtype\":\"float32\","
-                    "\"base\":10}],"
-                    "\"unmatched_retains\":[{\"count\":1,\"op\":\"retain\",\"stack\":[{\"function\":"
+                    "\"base\":10,\"stack\":[{\"function\":\"make_tensor\""),
+          "%s", j);
+    CHECK(strstr(j, "\"ip\":\"0x401010\"}]}],\"unmatched_retains\":[{\"count\":1,\"op\":\"retain\",\"stack\":[{\"function\":"
                     "\"extra_hold\""),
           "%s", j);
     CHECK(strstr(j, "{\"id\":4,\"nbytes\":32768,\"allocator\":\"cpu\",\"device\":\"cpu\",\"strong\":0,"
