@@ -432,6 +432,11 @@ TPPROF_HIDDEN extern _Atomic int tpprof_obs_attached;
 // Captures the calling thread's stack (innermost first, tpprof's frames
 // removed, at most `max` frames) and returns its depot id (0: none).
 TPPROF_HIDDEN uint32_t tpprof_capture(int max);
+// The same, the frame-pointer walk starting at the frame `start` (0: this
+// call's own): an interposed function's frame (hooks.c), whose return
+// address is the program's, so the walk does not step through tpprof's own
+// frames first to find it. tpprof's frames at `start` are still skipped.
+TPPROF_HIDDEN uint32_t tpprof_capture_at(int max, uintptr_t start);
 TPPROF_HIDDEN void tpprof_unwind_init(void);
 TPPROF_HIDDEN void tpprof_unwind_flush(void);
 // Unmaps a gone thread's unwinder stack (tpprof_thread_release).

@@ -552,11 +552,11 @@ static const struct anchor *anchor_add(uintptr_t ip, uint32_t gen, const uintptr
 // that goes astray inside them is what the verdicts catch.
 // (with_skips is a constant: fp_walk2 is the loop alone, as fast as before
 // SKIPs existed; fp_walk2_skips, used once a SKIP was learnt, applies them.)
-static inline __attribute__((always_inline)) int walk_body(uintptr_t *ips, int max, uintptr_t anchor_fp,
-                                                           uintptr_t anchor_ip, uint64_t acc[2], bool *anchored,
-                                                           uint32_t gen, uintptr_t *slots, int *nskip,
+static inline __attribute__((always_inline)) int walk_body(uintptr_t start, uintptr_t *ips, int max,
+                                                           uintptr_t anchor_fp, uintptr_t anchor_ip, uint64_t acc[2],
+                                                           bool *anchored, uint32_t gen, uintptr_t *slots, int *nskip,
                                                            bool with_skips) {
-    uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t fp = start ? start : (uintptr_t)__builtin_frame_address(0);
     uintptr_t top = walk_top(fp) - 16; // highest frame address with room for (next, ret)
     *anchored = false;
     if (max <= 0 || fp > top || (fp & 7) != 0) return 0;
@@ -628,15 +628,15 @@ static inline __attribute__((always_inline)) int walk_body(uintptr_t *ips, int m
     return (int)(p - ips);
 }
 
-__attribute__((noinline)) static int fp_walk2(uintptr_t *ips, int max, uintptr_t anchor_fp, uintptr_t anchor_ip,
-                                              uint64_t acc[2], bool *anchored) {
-    return walk_body(ips, max, anchor_fp, anchor_ip, acc, anchored, 0, NULL, NULL, false);
+__attribute__((noinline)) static int fp_walk2(uintptr_t start, uintptr_t *ips, int max, uintptr_t anchor_fp,
+                                              uintptr_t anchor_ip, uint64_t acc[2], bool *anchored) {
+    return walk_body(start, ips, max, anchor_fp, anchor_ip, acc, anchored, 0, NULL, NULL, false);
 }
 
-__attribute__((noinline)) static int fp_walk2_skips(uintptr_t *ips, int max, uintptr_t anchor_fp, uintptr_t anchor_ip,
-                                                    uint64_t acc[2], bool *anchored, uint32_t gen, uintptr_t *slots,
-                                                    int *nskip) {
-    return walk_body(ips, max, anchor_fp, anchor_ip, acc, anchored, gen, slots, nskip, true);
+__attribute__((noinline)) static int fp_walk2_skips(uintptr_t start, uintptr_t *ips, int max, uintptr_t anchor_fp,
+                                                    uintptr_t anchor_ip, uint64_t acc[2], bool *anchored, uint32_t gen,
+                                                    uintptr_t *slots, int *nskip) {
+    return walk_body(start, ips, max, anchor_fp, anchor_ip, acc, anchored, gen, slots, nskip, true);
 }
 
 // The frame-pointer walk as fp_walk2 made it: frames, their frame addresses,
@@ -743,7 +743,7 @@ static __attribute__((noinline)) uint32_t capture_unw(struct uwstate *s, uint32_
     return tpprof_stack_intern(l, nl);
 }
 
-static uint32_t capture_verified(int max) {
+static uint32_t capture_verified(int max, uintptr_t start) {
     if (TPPROF_UNLIKELY(!verdicts)) return capture_unw(NULL, 0, NULL, max);
     struct uwstate *s = &uw;
     uint32_t gen = atomic_load_explicit(&uw_gen, memory_order_relaxed);
@@ -756,10 +756,10 @@ static uint32_t capture_verified(int max) {
     uintptr_t slots[MAX_SKIPS + 1];
     int nskip = 0, nf;
     if (TPPROF_UNLIKELY(atomic_load_explicit(&any_skip, memory_order_relaxed)))
-        nf = fp_walk2_skips(f, max, use_anchor ? s->anchor_fp : 0, use_anchor ? a->ip : 0, acc, &anchored, gen, slots,
-                            &nskip);
+        nf = fp_walk2_skips(start, f, max, use_anchor ? s->anchor_fp : 0, use_anchor ? a->ip : 0, acc, &anchored, gen,
+                            slots, &nskip);
     else
-        nf = fp_walk2(f, max, use_anchor ? s->anchor_fp : 0, use_anchor ? a->ip : 0, acc, &anchored);
+        nf = fp_walk2(start, f, max, use_anchor ? s->anchor_fp : 0, use_anchor ? a->ip : 0, acc, &anchored);
     if (!anchored && nf > 0 && nf < max) {
         // Stopped short: at the bottom of a stack whose anchor the process
         // knows (a new thread's first walks), it is this thread's too.
@@ -797,9 +797,11 @@ static uint32_t capture_verified(int max) {
     return capture_unw(s, gen, &w, max);
 }
 
-uint32_t tpprof_capture(int max) {
+uint32_t tpprof_capture_at(int max, uintptr_t start) {
     if (TPPROF_UNLIKELY(stack_room() < FP_ROOM_BYTES)) return 0; // no stack rather than no program
     if (tpprof_cfg.unwind_fp || !unw_bt) return capture_fp(max);
     if (tpprof_cfg.unwind_unw) return capture_unw(NULL, 0, NULL, max);
-    return capture_verified(max);
+    return capture_verified(max, start);
 }
+
+uint32_t tpprof_capture(int max) { return tpprof_capture_at(max, 0); }
