@@ -607,22 +607,22 @@ static inline __attribute__((always_inline)) int walk_body(uintptr_t start, uint
         slots[ns] = slot;
         *nskip = ns;
     }
+    // Frame addresses only grow, and nothing past the anchor's frame is
+    // used: a walk that starts below it stops there (one bound for both).
+    uintptr_t lim = anchor_fp >= fp && anchor_fp < top ? anchor_fp : top;
     for (;;) {
         p[FPS_AT] = fp;
         *p++ = ret;
         a = (a ^ ret) * TPPROF_STACK_HASH_KA;
         b = (b + ret) * TPPROF_STACK_HASH_KB;
-        if (TPPROF_UNLIKELY(fp == anchor_fp) && ret == anchor_ip) {
-            *anchored = true;
-            break;
-        }
         if (p >= end) break;
         uintptr_t next = ((const uintptr_t *)fp)[0];
-        if (next <= fp || next > top) break;
+        if (next <= fp || next > lim) break;
         fp = next;
         ret = ((const uintptr_t *)fp)[1];
         if (ret < 4096) break;
     }
+    *anchored = anchor_fp && fp == anchor_fp && ret == anchor_ip;
     acc[0] = a;
     acc[1] = b;
     return (int)(p - ips);
