@@ -320,6 +320,18 @@ static void test_threads(char *prog) {
     CHECK(qi("SELECT sum(free_count) FROM sites WHERE alloc_count >= 80") >= 80, "frees counted at their site");
 }
 
+// `n` blocks of 16..256 B handed between threads (the sites of a thousand
+// allocations or more, which no other site of the program reaches): every
+// one counted, every one's free counted at its site, none left live.
+static void check_handed(long long n) {
+    const char *sites = "FROM sites WHERE kind = 1 AND alloc_count >= 1000";
+    long long allocs = qi("SELECT sum(alloc_count) %s", sites), unfreed = qi("SELECT sum(alloc_count) - sum(free_count) %s", sites),
+              live = qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 256");
+    CHECK(live == 0, "no handed block is left live (%lld)", live);
+    CHECK(unfreed == 0, "every handed block's free is counted at its site (%lld)", unfreed);
+    CHECK(allocs == n, "%lld handed blocks (%lld)", n, allocs);
+}
+
 // Blocks freed by the other thread, their addresses reused by either: the
 // recorded order frees each address before its next allocation, so nothing
 // but the two deliberate leaks is live at the end and every allocation is
@@ -345,15 +357,7 @@ static void test_handoff(char *prog, bool full, const char *env) {
     CHECK(count_blocks(1, 3000, 1, "handoff_leak", 0) + count_blocks(2, 3000, 1, "handoff_leak", 0) == 1 &&
               count_blocks(1, 3001, 1, "handoff_leak", 0) + count_blocks(2, 3001, 1, "handoff_leak", 0) == 1,
           "each thread's leak is live, at handoff_leak");
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 256") == 0,
-          "no handed block is left live (%lld)",
-          (long long)qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 256"));
-    CHECK(qi("SELECT sum(alloc_count) - sum(free_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000") == 0,
-          "every handed block's free is counted at its site (%lld)",
-          (long long)qi("SELECT sum(alloc_count) - sum(free_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000"));
-    CHECK(qi("SELECT sum(alloc_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000") == 400000,
-          "400000 handed blocks (%lld)",
-          (long long)qi("SELECT sum(alloc_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000"));
+    check_handed(400000);
     CHECK(dropped <= 0, "no event dropped (%lld)", dropped);
 }
 
@@ -366,15 +370,7 @@ static void test_crowd(char *prog, const char *env) {
     struct result r;
     if (!record(env ? "crowd_wrap.db" : "crowd.db", argv, env, &r)) return;
     CHECK(strcmp(r.out, "crowd: 512000 blocks\n") == 0, "stdout '%s'", r.out);
-    // (crowd_block's one stack; no other site allocates a thousand blocks)
-    CHECK(qi("SELECT sum(alloc_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000") == 512000,
-          "512000 handed blocks (%lld)", (long long)qi("SELECT sum(alloc_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000"));
-    CHECK(qi("SELECT sum(alloc_count) - sum(free_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000") == 0,
-          "every handed block's free is counted at its site (%lld)",
-          (long long)qi("SELECT sum(alloc_count) - sum(free_count) FROM sites WHERE kind = 1 AND alloc_count >= 1000"));
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 256") == 0,
-          "no handed block is left live (%lld)",
-          (long long)qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 256"));
+    check_handed(512000); // (crowd_block's one stack)
     int leaks = 0;
     for (int k = 0; k < 4; k++) leaks += count_blocks(1, 5000 + k, 1, "crowd_leak", 0) + count_blocks(2, 5000 + k, 1, "crowd_leak", 0);
     CHECK(leaks == 256, "each thread's leak is live at crowd_leak (%d)", leaks);
