@@ -1085,11 +1085,88 @@ static bool only_writer_left(void) {
     return p && strtol(p + 10, NULL, 10) <= 2;
 }
 
+// ---------------------------------------------------------------------------
+// Sharing the writer's time evenly.
+//
+// Where the program keeps every core busy, the writer takes its time from
+// the program thread it shares a core with, and CFS leaves it there: moving
+// it would not even the load. On alloc_heavy's 2 threads on 2 cores one
+// worker then ran 0.1-0.4 s longer than the other, and that tail ran on one
+// core. So while the program's threads have kept the cores busy (their CPU
+// time over the last 16 ms or more within half a core of all of them, twice
+// in a row), the writer moves itself to the next of the cores the process
+// may use every ROTATE_NS; once that stops, it may run anywhere again.
+// (Tried instead: the program's threads draining the rings themselves. It
+// evened the load too, but the live table then moved between cores with
+// each drain, which cost as much as it saved, and a thread could drain for
+// milliseconds inside a malloc made under a lock of its own.)
+#define BUSY_WINDOW_NS 16000000ull
+#define ROTATE_NS 32000000ull
+
+struct rotation {
+    cpu_set_t allowed; // the process's (its main thread's) cores
+    int ncpus, cpu;    // how many; the one the writer is on (-1: free)
+    int streak;
+    bool busy;
+    uint64_t w0_ns, cpu0_ns, moved_ns;
+};
+
+static void rotation_free(struct rotation *r) {
+    if (r->cpu >= 0) sched_setaffinity(0, sizeof r->allowed, &r->allowed);
+    r->cpu = -1;
+}
+
+static void rotation_step(struct rotation *r, uint64_t now, unsigned iteration) {
+    if ((iteration & 255) == 0 && r->cpu < 0) {
+        if (sched_getaffinity(getpid(), sizeof r->allowed, &r->allowed) == 0) r->ncpus = CPU_COUNT(&r->allowed);
+        else r->ncpus = 0;
+    }
+    if (r->ncpus < 2) return rotation_free(r);
+    // The program's threads' CPU time: the process's less the writer's (a
+    // writer that has work for a core of its own does not make the cores
+    // busy: it would then be moved onto the program's).
+    struct timespec ts, mine;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0 || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mine) != 0)
+        return rotation_free(r);
+    uint64_t cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+             own = (uint64_t)mine.tv_sec * 1000000000u + (uint64_t)mine.tv_nsec;
+    cpu = cpu > own ? cpu - own : 0;
+    if (!r->w0_ns || now < r->w0_ns || cpu < r->cpu0_ns) {
+        r->w0_ns = now;
+        r->cpu0_ns = cpu;
+    } else if (now - r->w0_ns >= BUSY_WINDOW_NS) {
+        bool busy = 2 * (cpu - r->cpu0_ns) > (uint64_t)(2 * r->ncpus - 1) * (now - r->w0_ns);
+        r->w0_ns = now;
+        r->cpu0_ns = cpu;
+        r->streak = busy == r->busy ? 0 : r->streak + 1;
+        if (r->streak >= 2) {
+            r->busy = busy;
+            r->streak = 0;
+        }
+    }
+    if (!r->busy) return rotation_free(r);
+    if (r->cpu >= 0 && now - r->moved_ns < ROTATE_NS) return;
+    int next = r->cpu;
+    for (int k = 0; k < CPU_SETSIZE; k++) {
+        next = (next + 1) % CPU_SETSIZE;
+        if (CPU_ISSET(next, &r->allowed)) break;
+    }
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(next, &one);
+    if (sched_setaffinity(0, sizeof one, &one) == 0) {
+        r->cpu = next;
+        r->moved_ns = now;
+    }
+}
+
 static void *writer_main(void *arg) {
     (void)arg;
     tpprof_guard = 1;
     long sleep_ns = 4000000;
-    while (!atomic_load(&writer_stop)) {
+    struct rotation rot = {.cpu = -1};
+    for (unsigned iteration = 0; !atomic_load(&writer_stop); iteration++) {
+        rotation_step(&rot, tpprof_now_ns(), iteration);
         pthread_mutex_lock(&wmu);
         if (!db_open) {
             pthread_mutex_unlock(&wmu);
