@@ -686,7 +686,7 @@ static inline int head_state(struct tpprof_thread *t, uint32_t *epoch) {
 // ready and the oldest).
 // Rings of the merge waiting per stripe (see merge_rings): a record that
 // moves a stripe's expected ticket on wakes the one waiting for it.
-static uint16_t waiting_on[TPPROF_STRIPES];
+static uint32_t waiting_on[TPPROF_STRIPES];
 static void wake_waiter(unsigned stripe);
 
 static void drain_thread(struct tpprof_thread *t, bool bounded, uint32_t bound, bool prefetch, uint64_t *applied) {
@@ -1121,13 +1121,18 @@ static void rotation_step(struct rotation *r, uint64_t now, unsigned iteration) 
         if (sched_getaffinity(getpid(), sizeof r->allowed, &r->allowed) == 0) r->ncpus = CPU_COUNT(&r->allowed);
         else r->ncpus = 0;
     }
-    if (r->ncpus < 2) return rotation_free(r);
+    if (r->ncpus < 2) {
+        rotation_free(r);
+        return;
+    }
     // The program's threads' CPU time: the process's less the writer's (a
     // writer that has work for a core of its own does not make the cores
     // busy: it would then be moved onto the program's).
     struct timespec ts, mine;
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0 || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mine) != 0)
-        return rotation_free(r);
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0 || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mine) != 0) {
+        rotation_free(r);
+        return;
+    }
     uint64_t cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
              own = (uint64_t)mine.tv_sec * 1000000000u + (uint64_t)mine.tv_nsec;
     cpu = cpu > own ? cpu - own : 0;
@@ -1144,7 +1149,10 @@ static void rotation_step(struct rotation *r, uint64_t now, unsigned iteration) 
             r->streak = 0;
         }
     }
-    if (!r->busy) return rotation_free(r);
+    if (!r->busy) {
+        rotation_free(r);
+        return;
+    }
     if (r->cpu >= 0 && now - r->moved_ns < ROTATE_NS) return;
     int next = r->cpu;
     for (int k = 0; k < CPU_SETSIZE; k++) {
