@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <glob.h>
 #include <limits.h>
 #include <signal.h>
@@ -370,6 +371,71 @@ static void forward(int sig) {
 // ---------------------------------------------------------------------------
 // Command
 
+// ---------------------------------------------------------------------------
+// Programs a preload cannot record.
+//
+// A program built with a sanitizer that links its runtime dynamically
+// (gcc's -fsanitize=address, thread, leak; clang's with -shared-libsan)
+// needs that runtime first in the process's library list, and the runtime
+// brings an allocator of its own: with libtpprof.so ahead of it, it stops at
+// once ("ASan runtime does not come first in initial library list").
+
+static const char *const sanitizer_runtimes[][2] = {
+    {"libasan.so", "AddressSanitizer"}, {"libhwasan.so", "HWAddressSanitizer"},
+    {"libtsan.so", "ThreadSanitizer"},  {"liblsan.so", "LeakSanitizer"},
+    {"libmsan.so", "MemorySanitizer"},  {"libclang_rt.asan", "AddressSanitizer"},
+};
+
+// CMD's executable as execvp would find it, into out; false if none.
+static bool find_command(const char *cmd, char *out, size_t size) {
+    if (strchr(cmd, '/'))
+        return fits(snprintf(out, size, "%s", cmd)) && access(out, X_OK) == 0;
+    const char *path = getenv("PATH");
+    for (const char *p = path && *path ? path : "/usr/local/bin:/usr/bin:/bin"; p;) {
+        const char *colon = strchr(p, ':');
+        int len = colon ? (int)(colon - p) : (int)strlen(p);
+        if (fits(snprintf(out, size, "%.*s/%s", len, len ? p : ".", cmd)) && access(out, X_OK) == 0) {
+            struct stat sb;
+            if (stat(out, &sb) == 0 && S_ISREG(sb.st_mode))
+                return true;
+        }
+        p = colon ? colon + 1 : NULL;
+    }
+    return false;
+}
+
+// The sanitizer whose runtime the ELF file at path needs (its DT_NEEDED),
+// with the library's name in lib; NULL if none, or not an ELF file.
+static const char *sanitizer_needed(const char *path, char *lib, size_t size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    const char *found = NULL;
+    Elf *e = elf_version(EV_CURRENT) != EV_NONE ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
+    for (Elf_Scn *scn = NULL; e && !found && (scn = elf_nextscn(e, scn)) != NULL;) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        for (size_t i = 0; d && !found && i < sh.sh_size / sh.sh_entsize; i++) {
+            GElf_Dyn dyn;
+            if (!gelf_getdyn(d, (int)i, &dyn) || dyn.d_tag != DT_NEEDED)
+                continue;
+            const char *name = elf_strptr(e, sh.sh_link, dyn.d_un.d_val);
+            for (size_t k = 0; name && k < sizeof sanitizer_runtimes / sizeof sanitizer_runtimes[0]; k++)
+                if (strncmp(name, sanitizer_runtimes[k][0], strlen(sanitizer_runtimes[k][0])) == 0) {
+                    snprintf(lib, size, "%s", name);
+                    found = sanitizer_runtimes[k][1];
+                    break;
+                }
+        }
+    }
+    if (e)
+        elf_end(e);
+    close(fd);
+    return found;
+}
+
 int tpprof_cmd_run(int argc, char **argv) {
     const char *output = NULL, *depth = NULL;
     bool full = false;
@@ -412,6 +478,17 @@ int tpprof_cmd_run(int argc, char **argv) {
         goto usage_error;
     }
     char **cmd = argv + i;
+
+    char exe[PATH_MAX], lib[256];
+    const char *sanitizer = find_command(cmd[0], exe, sizeof exe) ? sanitizer_needed(exe, lib, sizeof lib) : NULL;
+    if (sanitizer) {
+        fprintf(stderr,
+                "tpprof run: %s is built with %s: its runtime (%s) must be the first library loaded and has "
+                "an allocator of its own, so tpprof cannot be preloaded into it; build it without "
+                "-fsanitize to profile it\n",
+                cmd[0], sanitizer, lib);
+        return TPPROF_EXIT_USAGE;
+    }
 
     char preload[PATH_MAX];
     if (find_preload(preload, sizeof preload) != 0) {
@@ -536,7 +613,7 @@ int tpprof_cmd_run(int argc, char **argv) {
     }
     if (!is_file(db)) {
         fprintf(stderr,
-                "tpprof: no recording at %s (statically linked or setuid program, or it exec'd "
+                "tpprof: no recording at %s (statically linked or setuid program, a sanitizer's runtime, or it exec'd "
                 "before starting?)\n",
                 db);
         return code;

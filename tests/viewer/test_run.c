@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static char leak_once[4096], fork_leak[4096], cpp_leak[4096], other_malloc[4096], rust_names[4096];
 
@@ -312,6 +313,37 @@ static void test_missing_program_is_127_with_one_line(void) {
     harness_result_free(&r);
 }
 
+// A program built with -fsanitize=address (its runtime linked dynamically)
+// stops at once with tpprof ahead of its runtime: `tpprof run` says so in
+// one line and does not start it (exit 2), found through PATH too.
+static void test_sanitizer_built_program_is_refused_in_one_line(void) {
+    const char *asan = getenv("TPPROF_TEST_ASAN_PROG");
+    if (!asan || !*asan) {
+        fprintf(stderr, "note: no -fsanitize=address program was built; the case is not run\n");
+        return;
+    }
+    const char *db = harness_path("asan.db");
+    run_result r = harness_tpprof("run", "-o", db, asan, NULL);
+    CHECK(r.status == 2, "status %d: %s", r.status, r.err);
+    CHECK(harness_lines(r.err) == 1 && strstr(r.err, "is built with AddressSanitizer: its runtime (libasan.so") &&
+              strstr(r.err, "build it without -fsanitize"),
+          "%s", r.err);
+    CHECK(!strstr(r.out, "lost") && access(db, F_OK) != 0, "the program did not run: %s", r.out);
+    harness_result_free(&r);
+    // By name, through PATH.
+    char dir[4096], path[8192];
+    snprintf(dir, sizeof dir, "%s", asan);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    snprintf(path, sizeof path, "PATH=%s:/usr/bin:/bin", dir);
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, (char *)"asan_prog", NULL};
+    char *extra[] = {path, NULL};
+    r = harness_run(argv, extra, NULL);
+    CHECK(r.status == 2 && strstr(r.err, "asan_prog is built with AddressSanitizer"), "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+}
+
 static char *query_text(const char *db, const char *sql) {
     sqlite3 *h = NULL;
     char *value = NULL;
@@ -418,6 +450,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_missing_program_is_127_with_one_line);
     RUN_TEST(test_unwritable_output_directory_is_2_before_the_program_runs);
     RUN_TEST(test_static_program_runs_and_no_recording_is_said);
+    RUN_TEST(test_sanitizer_built_program_is_refused_in_one_line);
     RUN_TEST(test_full_mode_and_depth_reach_the_recorder);
     RUN_TEST(test_cpp_names_are_demangled);
     RUN_TEST(test_rust_names_are_demangled);
