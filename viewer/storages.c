@@ -145,9 +145,9 @@ static size_t tensors_holding(const tpprof_tensors *t, int64_t storage, bool at_
     return n;
 }
 
-// "tensor #3 [16, 64] float32, strides [64, 1], offset 0, view of #2,
-// created in f (a.c:9)", then, for a base whose live views hold it (a view
-// holds its base: the base is alive while any of them is, whatever the
+// "tensor #3 [16, 64] float32, strides [64, 1], offset 0, view of #2",
+// then "created in f (a.c:9)" and, for a base whose live views hold it (a
+// view holds its base: the base is alive while any of them is, whatever the
 // program did with its own reference), "held by its views #4, #5".
 // (The tensor handles' own counts are not recorded: where a tensor is kept
 // alive past its use, its creation is the lead.)
@@ -159,10 +159,10 @@ static void text_tensor_line(const tpprof_profile *p, const tpprof_tensors *t, c
            (long long)x->offset);
     if (x->base_id)
         printf(", view of #%lld", (long long)x->base_id);
-    if (x->created_stack > 0)
-        printf(", created in %s",
-               tpprof_stacks_describe_caller(p->stacks, x->created_stack, at, sizeof at));
     printf("\n");
+    if (x->created_stack > 0)
+        printf("%s  created in %s\n", indent,
+               tpprof_stacks_describe_caller(p->stacks, x->created_stack, at, sizeof at));
     size_t nv = 0, shown = 0, alive = 0;
     const size_t *views = tpprof_tensors_views_of(t, x->id, &nv);
     for (size_t i = 0; i < nv; i++)

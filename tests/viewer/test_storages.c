@@ -35,12 +35,15 @@ static void test_storages_text_names_the_site_of_each_unmatched_retain(void) {
     // Each live tensor says where it was made, and a base that its live
     // views hold says so.
     CHECK(strstr(r.out, "storage #3  4.00 KiB  cpu on cpu  strong 3, weak 1; 2 tensors\n"
-                        "      tensor #10 [16, 64] float32, strides [64, 1], offset 0, created in make_tensor (tensor.c:9)\n"
+                        "      tensor #10 [16, 64] float32, strides [64, 1], offset 0\n"
+                        "        created in make_tensor (tensor.c:9)\n"
                         "        held by its view #11\n"
-                        "      tensor #11 [64] float32, strides [1], offset 64, view of #10, created in make_tensor (tensor.c:9)\n"
+                        "      tensor #11 [64] float32, strides [1], offset 64, view of #10\n"
+                        "        created in make_tensor (tensor.c:9)\n"
                         "      strong count is 3 but tensors hold 2: 1 reference no release matched"),
           "%s", r.out);
-    CHECK(strstr(r.out, "      tensor #20 [1024] float32, strides [1], offset 0, view of #19, created in keep_row (views.c:18)\n"),
+    CHECK(strstr(r.out, "      tensor #20 [1024] float32, strides [1], offset 0, view of #19\n"
+                        "        created in keep_row (views.c:18)\n"),
           "%s", r.out);
     CHECK(!strstr(r.out, "  storage #6  "), "a storage freed before exit is not listed: %s", r.out);
     CHECK(!strstr(r.out, "Leaks:"), "--storages alone shows no leak section: %s", r.out);
