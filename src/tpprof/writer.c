@@ -1104,7 +1104,7 @@ static bool only_writer_left(void) {
 #define ROTATE_NS 32000000ull
 
 struct rotation {
-    cpu_set_t allowed; // the process's (its main thread's) cores
+    cpu_set_t allowed; // the cores the writer may use (read while it is free)
     int ncpus, cpu;    // how many; the one the writer is on (-1: free)
     int streak;
     bool busy;
@@ -1117,8 +1117,11 @@ static void rotation_free(struct rotation *r) {
 }
 
 static void rotation_step(struct rotation *r, uint64_t now, unsigned iteration) {
+    // The writer's own mask while it is free (the process's, inherited from
+    // the constructor's thread): a sandbox's seccomp policy that lets a
+    // thread set its own affinity may not let it read another's.
     if ((iteration & 255) == 0 && r->cpu < 0) {
-        if (sched_getaffinity(getpid(), sizeof r->allowed, &r->allowed) == 0) r->ncpus = CPU_COUNT(&r->allowed);
+        if (sched_getaffinity(0, sizeof r->allowed, &r->allowed) == 0) r->ncpus = CPU_COUNT(&r->allowed);
         else r->ncpus = 0;
     }
     if (r->ncpus < 2) {
