@@ -210,6 +210,35 @@ static void summarize_tensors(const tpprof_profile *p) {
             alive++;
             bytes += (uint64_t)t.storages[i].nbytes;
         }
+    // Storages tensors alive at exit hold, and of those tensors the one on
+    // the biggest storage that no live view holds (a view holds its base: the
+    // view is the lead).
+    uint64_t held = 0;
+    const tpprof_tensor *lead = NULL;
+    int64_t lead_bytes = -1;
+    for (size_t i = 0; i < t.nstorages; i++) {
+        const tpprof_storage *s = &t.storages[i];
+        if (!tpprof_storage_alive(s))
+            continue;
+        size_t non = 0;
+        const size_t *on = tpprof_tensors_on(&t, s->id, &non);
+        bool any = false;
+        for (size_t k = 0; k < non; k++) {
+            const tpprof_tensor *x = &t.tensors[on[k]];
+            if (!tpprof_tensor_alive(x))
+                continue;
+            any = true;
+            size_t nv = 0, live_views = 0;
+            const size_t *views = tpprof_tensors_views_of(&t, x->id, &nv);
+            for (size_t v = 0; v < nv; v++)
+                live_views += tpprof_tensor_alive(&t.tensors[views[v]]);
+            if (!live_views && s->nbytes > lead_bytes) {
+                lead = x;
+                lead_bytes = s->nbytes;
+            }
+        }
+        held += any;
+    }
     size_t ng = 0;
     tpprof_ref_group *g = tpprof_ref_groups(&t, false, &ng);
     char a[32], frame[512];
@@ -219,7 +248,21 @@ static void summarize_tensors(const tpprof_profile *p) {
         fprintf(stderr, "; %llu held by a %s no release matched in %s", (unsigned long long)g[0].storages,
                 tpprof_ref_op_name(g[0].op),
                 tpprof_stacks_describe_caller(p->stacks, g[0].stack_id, frame, sizeof frame));
+    if (held && lead)
+        fprintf(stderr, "; %llu held by tensors alive at exit, such as #%lld %s created in %s",
+                (unsigned long long)held, (long long)lead->id, lead->sizes ? lead->sizes : "?",
+                tpprof_stacks_describe_caller(p->stacks, lead->created_stack, frame, sizeof frame));
+    size_t nw = 0;
+    tpprof_ref_group *weak = tpprof_ref_groups(&t, true, &nw);
+    uint64_t released = 0;
+    for (size_t i = 0; i < t.nstorages; i++)
+        released += tpprof_storage_alive(&t.storages[i]) && !tpprof_storage_data_alive(&t.storages[i]);
+    if (released && nw)
+        fprintf(stderr, "; %llu with data released, held by weak references taken in %s",
+                (unsigned long long)released,
+                tpprof_stacks_describe_caller(p->stacks, weak[0].stack_id, frame, sizeof frame));
     fprintf(stderr, "\n");
+    free(weak);
     free(g);
     tpprof_tensors_free(&t);
 }

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { CACHE_LEAK, WEAK_REFS, SMALL_VIEWS, TRAIN_LOOP, CAT_STORAGE, SEQ_BATCHES, LIFETIMES, NPROGS };
+enum { CACHE_LEAK, WEAK_REFS, SMALL_VIEWS, TRAIN_LOOP, CAT_STORAGE, SEQ_BATCHES, LIFETIMES, HANDLE_LEAK, NPROGS };
 static char progs[NPROGS][4096];
 
 // Run prog (with up to two arguments) under tpprof into db.
@@ -106,8 +106,13 @@ static void test_cache_leak_names_cache_put_for_two_storages(void) {
 
 static void test_weak_refs_lists_structs_held_by_memo_remember(void) {
     const char *db = harness_path("weak_refs.db");
-    record_ok(db, WEAK_REFS, NULL, NULL);
-    run_result r = harness_tpprof("report", db, "--storages", "--format=json", NULL);
+    run_result r = record(db, WEAK_REFS, NULL, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.err, "tpprof: tensors: 5 storages alive at exit (") &&
+              strstr(r.err, "; 5 with data released, held by weak references taken in memo_remember (weak_refs.c:"),
+          "tpprof run's summary: %s", r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--storages", "--format=json", NULL);
     char *j = harness_json_squash(r.out);
     CHECK(harness_count(j, "\"data_released\":true") == 5 && !strstr(j, "\"data_released\":false"),
           "five structs held after their data went:\n%s", r.out);
@@ -117,6 +122,33 @@ static void test_weak_refs_lists_structs_held_by_memo_remember(void) {
     CHECK(strstr(stack, "\"function\":\"memo_remember\""), "%s", stack);
     free(stack);
     CHECK(strstr(j, "\"unmatched_by_stack\":[]"), "no strong reference is left: %s", r.out);
+    free(j);
+    harness_result_free(&r);
+}
+
+// Three rows (views) kept by a history that is never cleared: no storage
+// reference is unmatched, the activations are alive because their views
+// hold them, and the run and the report name the views' creation.
+static void test_handle_leak_names_the_live_views_and_where_they_were_made(void) {
+    const char *db = harness_path("handle_leak.db");
+    run_result r = record(db, HANDLE_LEAK, NULL, NULL);
+    CHECK(r.status == 0 && strstr(r.out, "3 kept"), "status %d: %s %s", r.status, r.out, r.err);
+    CHECK(strstr(r.err, "tpprof: tensors: 3 storages alive at exit (384 KiB); 3 held by tensors alive at exit, "
+                        "such as #") &&
+              strstr(r.err, " [1, 256] created in history_row (handle_leak.c:") && !strstr(r.err, "no release matched"),
+          "tpprof run's summary: %s", r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--storages", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(harness_count(r.out, "created in history_row (handle_leak.c:") == 3 &&
+              harness_count(r.out, "created in main (handle_leak.c:") == 3 && harness_count(r.out, "held by its view #") == 3,
+          "%s", r.out);
+    CHECK(strstr(r.out, "Unmatched references by stack (taken, never released; no tensor holds them): 0 stacks"),
+          "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--storages", "--format", "json", NULL);
+    char *j = harness_json_squash(r.out);
+    CHECK(harness_count(j, "\"function\":\"history_row\"") == 3, "each live view's stack: %s", r.out);
     free(j);
     harness_result_free(&r);
 }
@@ -292,7 +324,7 @@ int main(int argc, char **argv) {
     harness_init(argc, argv);
     if (argc < 2 + NPROGS) {
         fprintf(stderr, "usage: %s TPPROF CACHE_LEAK WEAK_REFS SMALL_VIEWS TRAIN_LOOP CAT_STORAGE "
-                        "SEQ_BATCHES LIFETIMES\n", argv[0]);
+                        "SEQ_BATCHES LIFETIMES HANDLE_LEAK\n", argv[0]);
         return 2;
     }
     for (int i = 0; i < NPROGS; i++)
@@ -310,6 +342,7 @@ int main(int argc, char **argv) {
     }
     RUN_TEST(test_cache_leak_names_cache_put_for_two_storages);
     RUN_TEST(test_weak_refs_lists_structs_held_by_memo_remember);
+    RUN_TEST(test_handle_leak_names_the_live_views_and_where_they_were_made);
     RUN_TEST(test_small_views_pin_big_activations_at_the_peak);
     RUN_TEST(test_train_loop_leaks_no_storage_and_no_byte);
     RUN_TEST(test_cat_output_is_its_own_storage_node);
