@@ -57,7 +57,7 @@ static inline bool early_now(void) {
 
 // Inside record_alloc & co. (noinline, so with a frame of their own): the
 // walk starts at their frame, not at its own, so it does not step through
-// the walk's and the capture's frames first only to skip them (some 30
+// the walk's and the capture's frames first only to skip them (24
 // instructions an allocation of alloc_heavy's 685). Not at the caller's:
 // a hook that tail-calls record_realloc has no frame left by then.
 #define capture() tpprof_capture_at(tpprof_cfg.depth, (uintptr_t)__builtin_frame_address(0))
