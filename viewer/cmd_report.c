@@ -68,6 +68,8 @@ typedef struct report_options {
     bool json;
     bool folded;        // --format folded: flame graph input
     const tpprof_tensors *tensors; // the tensor tables (empty when absent)
+    const tpprof_backing *backings; // the storages live blocks back
+    size_t nbackings;
 } report_options;
 
 // Two recordings matched by --diff (defined with the --diff code below).
@@ -216,6 +218,7 @@ static void text_leaks(const tpprof_profile *p, const report_options *o) {
                tpprof_format_count(l->count, b), l->count == 1 ? " " : "s",
                tpprof_reach_name(l->reachability), tpprof_profile_kind(p, l->kind));
         text_stack(p, l->stack_id, "      ");
+        tpprof_report_leak_storages_text(p, o->tensors, o->backings, o->nbackings, l, "      ");
     }
     if (n < p->nleaks) {
         uint64_t rest = 0;
@@ -473,6 +476,7 @@ static void json_report(const tpprof_profile *p, const report_options *o,
             tpprof_json_kv_string(&j, "reachability",
                                   tpprof_reach_name(l->reachability));
             json_stack(&j, p, l->stack_id);
+            tpprof_report_leak_storages_json(&j, o->backings, o->nbackings, l);
             tpprof_json_object_end(&j);
         }
         tpprof_json_array_end(&j);
@@ -798,12 +802,21 @@ int tpprof_cmd_report(int argc, char **argv) {
     if (!chosen && (o.json || tensors.attached || tensors.nstorages))
         o.sections |= SECTION_TENSORS;
     o.tensors = &tensors;
+    tpprof_backing *backings = NULL;
+    if (tpprof_backings_load(p->db, &tensors, &backings, &o.nbackings) != 0) {
+        fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+        tpprof_tensors_free(&tensors);
+        tpprof_profile_free(p);
+        return TPPROF_EXIT_USAGE;
+    }
+    o.backings = backings;
     diff_context diff = {.now = p};
     if (o.diff) {
         tpprof_profile *old = tpprof_profile_load(o.diff);
         if (!old || tpprof_diff(p, old, 0, &diff.rows, &diff.n) != 0) {
             fprintf(stderr, "tpprof report: --diff: %s\n", tpprof_error());
             tpprof_profile_free(old);
+            free(backings);
             tpprof_tensors_free(&tensors);
             tpprof_profile_free(p);
             return TPPROF_EXIT_USAGE;
@@ -835,6 +848,7 @@ int tpprof_cmd_report(int argc, char **argv) {
     }
     tpprof_diff_free(diff.rows, diff.n);
     tpprof_profile_free(diff.old);
+    free(backings);
     tpprof_tensors_free(&tensors);
     tpprof_profile_free(p);
     return fflush(stdout) == 0 ? TPPROF_EXIT_OK : TPPROF_EXIT_USAGE;

@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "viewer.h"
 
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -432,6 +433,113 @@ void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const 
     tpprof_json_array_begin(j);
     json_pinned(j, p, t, false);
     json_pinned(j, p, t, true);
+    tpprof_json_array_end(j);
+}
+
+// ---------------------------------------------------------------------------
+// Leaks shown as the storages they back
+
+int tpprof_backings_load(tpprof_db *db, const tpprof_tensors *t, tpprof_backing **out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    if ((!t->attached && !t->nstorages) || !tpprof_db_has_table(db, "storages"))
+        return 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db->sql,
+                           "SELECT s.id, b.stack_id, b.kind, b.reachability FROM storages s JOIN live_blocks b"
+                           " ON b.address = s.block_address WHERE s.block_address IS NOT NULL"
+                           " AND s.block_freed_ns IS NULL ORDER BY s.id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return tpprof_db_error(db, "reading the storages' blocks");
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        tpprof_backing *grown = tpprof_grow(*out, *n, &cap, sizeof *grown);
+        if (!grown) {
+            sqlite3_finalize(st);
+            free(*out);
+            *out = NULL;
+            *n = 0;
+            return -1;
+        }
+        *out = grown;
+        int64_t r = sqlite3_column_int64(st, 3);
+        (*out)[(*n)++] = (tpprof_backing){
+            .storage_id = sqlite3_column_int64(st, 0),
+            .stack_id = sqlite3_column_int64(st, 1),
+            .kind = sqlite3_column_int64(st, 2),
+            .reachability = r == 1 ? TPPROF_REACH_LOST : r == 2 ? TPPROF_REACH_REACHABLE : TPPROF_REACH_UNSCANNED,
+        };
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+        return tpprof_db_error(db, "reading the storages' blocks");
+    }
+    return 0;
+}
+
+static bool backs(const tpprof_backing *b, const tpprof_leak *l) {
+    return b->stack_id == l->stack_id && b->kind == l->kind && b->reachability == l->reachability;
+}
+
+#define LEAK_STORAGES_SHOWN 3
+
+void tpprof_report_leak_storages_text(const tpprof_profile *p, const tpprof_tensors *t, const tpprof_backing *b,
+                                      size_t nb, const tpprof_leak *l, const char *indent) {
+    size_t shown = 0, more = 0;
+    char a[32], frame[512];
+    for (size_t i = 0; i < nb; i++) {
+        if (!backs(&b[i], l))
+            continue;
+        const tpprof_storage *s = tpprof_tensors_storage(t, b[i].storage_id);
+        if (!s)
+            continue;
+        if (shown == LEAK_STORAGES_SHOWN) {
+            more++;
+            continue;
+        }
+        shown++;
+        printf("%sbacks storage #%lld (%s, %s): strong %lld", indent, (long long)s->id,
+               tpprof_format_size((uint64_t)s->nbytes, a), s->device ? s->device : "?", (long long)s->strong);
+        size_t non = 0, alive = 0;
+        const size_t *on = tpprof_tensors_on(t, s->id, &non);
+        for (size_t k = 0; k < non; k++) {
+            const tpprof_tensor *x = &t->tensors[on[k]];
+            if (!tpprof_tensor_alive(x))
+                continue;
+            printf("%s #%lld %s", alive++ ? "," : "; tensors", (long long)x->id, x->sizes ? x->sizes : "?");
+            if (x->base_id)
+                printf(" (view of #%lld)", (long long)x->base_id);
+        }
+        if (!alive)
+            printf("; no tensor");
+        int64_t unmatched = unmatched_of(t, s->id, false);
+        if (unmatched > 0) {
+            size_t nr = 0;
+            const tpprof_ref *refs = tpprof_tensors_refs(t, s->id, &nr);
+            for (size_t k = 0; k < nr; k++)
+                if (tpprof_ref_unmatched(&refs[k], false)) {
+                    printf("; %lld reference%s no release matched, the first a %s in %s", (long long)unmatched,
+                           unmatched == 1 ? "" : "s", tpprof_ref_op_name(refs[k].op),
+                           tpprof_stacks_describe_caller(p->stacks, refs[k].stack_id, frame, sizeof frame));
+                    break;
+                }
+        }
+        printf("\n");
+    }
+    if (more)
+        printf("%s... and %zu more storage%s\n", indent, more, more == 1 ? "" : "s");
+}
+
+void tpprof_report_leak_storages_json(tpprof_json *j, const tpprof_backing *b, size_t nb, const tpprof_leak *l) {
+    tpprof_json_key(j, "storages");
+    tpprof_json_array_begin(j);
+    for (size_t i = 0; i < nb; i++)
+        if (backs(&b[i], l))
+            tpprof_json_int(j, b[i].storage_id);
     tpprof_json_array_end(j);
 }
 

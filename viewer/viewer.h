@@ -601,6 +601,22 @@ char *tpprof_format_ns(int64_t ns, char buf[32]);
 // (storages, unmatched_by_stack, weak_by_stack, pinned_views).
 void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *t, size_t cap);
 void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t);
+// The storages whose backing block is still live at exit, each with the
+// block's leak group (stack, kind, reachability: a tpprof_leak's key), so
+// a leak is shown as the storages it backs.
+typedef struct tpprof_backing {
+    int64_t storage_id, stack_id, kind;
+    int reachability;
+} tpprof_backing;
+// Loads them (none when the recording has no tensor tables). 0, or -1 with
+// tpprof_error() set.
+int tpprof_backings_load(tpprof_db *db, const tpprof_tensors *t, tpprof_backing **out, size_t *n);
+// Under a leak's stack: "backs storage #4 (16.0 KiB, cpu): ..." for up to 3
+// of the storages its blocks back.
+void tpprof_report_leak_storages_text(const tpprof_profile *p, const tpprof_tensors *t, const tpprof_backing *b,
+                                      size_t nb, const tpprof_leak *l, const char *indent);
+// The leak's "storages" key: the ids of the storages its blocks back.
+void tpprof_report_leak_storages_json(tpprof_json *j, const tpprof_backing *b, size_t nb, const tpprof_leak *l);
 // The --lifetimes section (with the longest per-storage release delays) and
 // its JSON key (lifetimes); cap bounds the per-storage rows.
 void tpprof_report_lifetimes_text(const tpprof_tensors *t, size_t cap);

@@ -84,6 +84,24 @@ static void test_cache_leak_names_cache_put_for_two_storages(void) {
     CHECK(strstr(r.out, "2 storages (512 KiB), 2 references  retain") && strstr(r.out, "cache_put ("),
           "%s", r.out);
     harness_result_free(&r);
+    // The leaked data blocks are shown as the storages they back, with the
+    // retain that keeps each.
+    r = harness_tpprof("report", db, "--leaks", NULL);
+    CHECK(harness_count(r.out, "backs storage #") == 2 &&
+              harness_count(r.out, "(256 KiB, cpu): strong 1; no tensor; 1 reference no release matched, the first a "
+                                   "retain in cache_put (cache_leak.c:") == 2,
+          "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--leaks", "--format", "json", NULL);
+    j = harness_json_squash(r.out);
+    CHECK(harness_count(j, "\"storages\":[") >= 1 && strstr(j, "\"kind\":\"posix_memalign\""), "%s", r.out);
+    const char *big = strstr(j, "{\"bytes\":524288,");
+    const char *ids = big ? strstr(big, "\"storages\":[") : NULL;
+    const char *list = ids ? ids + strlen("\"storages\":[") : NULL; // "4,7]..."
+    CHECK(list && *list != ']' && strchr(list, ',') && strchr(list, ',') < strchr(list, ']'),
+          "the 512 KiB leak names its two storages: %s", r.out);
+    free(j);
+    harness_result_free(&r);
     r = harness_tpprof("check", db, "--max-leaked-storages", "1", NULL);
     CHECK(r.status == 1 && strstr(r.out, "FAIL leaked storages 2 > 1"), "%d %s %s", r.status, r.out,
           r.err);
@@ -145,6 +163,11 @@ static void test_handle_leak_names_the_live_views_and_where_they_were_made(void)
           "%s", r.out);
     CHECK(strstr(r.out, "Unmatched references by stack (taken, never released; no tensor holds them): 0 stacks"),
           "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", db, "--leaks", NULL);
+    CHECK(harness_count(r.out, "backs storage #") == 3 && harness_count(r.out, "(128 KiB, cpu): strong 2; tensors #") == 3 &&
+              harness_count(r.out, " [1, 256] (view of #") == 3,
+          "the activations' blocks are shown with the tensors that hold them: %s", r.out);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--storages", "--format", "json", NULL);
     char *j = harness_json_squash(r.out);
