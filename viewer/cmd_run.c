@@ -198,12 +198,8 @@ static void free_list(char **list) {
 
 // One line when the program used tensors: storages alive at exit and the
 // site of the most common reference no release matched.
-static void summarize_tensors(const tpprof_profile *p) {
-    tpprof_tensors t;
-    if (tpprof_tensors_load(p->db, &t) != 0 || !t.attached) {
-        tpprof_tensors_free(&t);
-        return;
-    }
+static void summarize_tensors(const tpprof_profile *p, const tpprof_tensors *tt) {
+    const tpprof_tensors t = *tt;
     uint64_t alive = 0, bytes = 0;
     for (size_t i = 0; i < t.nstorages; i++)
         if (tpprof_storage_alive(&t.storages[i])) {
@@ -264,7 +260,6 @@ static void summarize_tensors(const tpprof_profile *p) {
     fprintf(stderr, "\n");
     free(weak);
     free(g);
-    tpprof_tensors_free(&t);
 }
 
 // execs > 0: the recording is of the program the launched one exec'd into.
@@ -304,12 +299,28 @@ static void summarize(const char *path, int execs) {
     if (!s->complete)
         fprintf(stderr, "tpprof: the recording is incomplete: the program did not end normally, and "
                         "what it did after the last flush is missing\n");
+    tpprof_tensors t;
+    bool tensors = tpprof_tensors_load(p->db, &t) == 0 && t.attached;
     if (p->nleaks && p->leaks[0].reachability != TPPROF_REACH_REACHABLE) {
         char frame[512];
-        fprintf(stderr, "tpprof: biggest leak: %s in %s\n", tpprof_format_size(p->leaks[0].bytes, a),
+        fprintf(stderr, "tpprof: biggest leak: %s in %s", tpprof_format_size(p->leaks[0].bytes, a),
                 tpprof_stacks_describe_caller(p->stacks, p->leaks[0].stack_id, frame, sizeof frame));
+        // In a tensor recording: whether those blocks are storages' data.
+        tpprof_backing *bk = NULL;
+        size_t nbk = 0, backed = 0;
+        if (tensors && tpprof_backings_load(p->db, &t, &bk, &nbk) == 0)
+            for (size_t i = 0; i < nbk; i++)
+                backed += bk[i].stack_id == p->leaks[0].stack_id && bk[i].kind == p->leaks[0].kind &&
+                          bk[i].reachability == p->leaks[0].reachability;
+        if (backed)
+            fprintf(stderr, ", the data of %zu storage%s (tpprof report --leaks names %s)", backed,
+                    backed == 1 ? "" : "s", backed == 1 ? "it" : "them");
+        fprintf(stderr, "\n");
+        free(bk);
     }
-    summarize_tensors(p);
+    if (tensors)
+        summarize_tensors(p, &t);
+    tpprof_tensors_free(&t);
     tpprof_profile_free(p);
 }
 

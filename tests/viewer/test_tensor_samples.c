@@ -66,6 +66,9 @@ static void test_cache_leak_names_cache_put_for_two_storages(void) {
     CHECK(strstr(r.err, "tpprof: tensors: 2 storages alive at exit (512 KiB); 2 held by a retain no "
                         "release matched in cache_put ("),
           "tpprof run's summary: %s", r.err);
+    CHECK(strstr(r.err, "tpprof: biggest leak: 512 KiB in main (cache_leak.c:") &&
+              strstr(r.err, "), the data of 2 storages (tpprof report --leaks names them)\n"),
+          "the biggest leak is the two storages' data: %s", r.err);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--storages", "--format", "json", NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
