@@ -224,11 +224,8 @@ static int load_leaks(tpprof_profile *p) {
             p->summary.reserved_live_count++;
             continue;
         }
-        int64_t r = sqlite3_column_int64(st, 2);
-        int reach = r == 1 ? TPPROF_REACH_LOST : r == 2 ? TPPROF_REACH_REACHABLE
-                                                        : TPPROF_REACH_UNSCANNED;
         tpprof_leak *l = leak_group(p, &table, &cap, sqlite3_column_int64(st, 0),
-                                    sqlite3_column_int64(st, 1), reach);
+                                    sqlite3_column_int64(st, 1), tpprof_reach_of(sqlite3_column_int64(st, 2)));
         if (!l) {
             free(table.slots);
             sqlite3_finalize(st);

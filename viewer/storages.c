@@ -463,12 +463,11 @@ int tpprof_backings_load(tpprof_db *db, const tpprof_tensors *t, tpprof_backing 
             return -1;
         }
         *out = grown;
-        int64_t r = sqlite3_column_int64(st, 3);
         (*out)[(*n)++] = (tpprof_backing){
             .storage_id = sqlite3_column_int64(st, 0),
             .stack_id = sqlite3_column_int64(st, 1),
             .kind = sqlite3_column_int64(st, 2),
-            .reachability = r == 1 ? TPPROF_REACH_LOST : r == 2 ? TPPROF_REACH_REACHABLE : TPPROF_REACH_UNSCANNED,
+            .reachability = tpprof_reach_of(sqlite3_column_int64(st, 3)),
         };
     }
     sqlite3_finalize(st);

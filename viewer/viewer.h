@@ -212,6 +212,10 @@ enum {
     TPPROF_REACH_LOST = 1,
     TPPROF_REACH_REACHABLE = 2,
 };
+// live_blocks.reachability as stored (anything but 1 or 2: not scanned).
+static inline int tpprof_reach_of(int64_t stored) {
+    return stored == 1 ? TPPROF_REACH_LOST : stored == 2 ? TPPROF_REACH_REACHABLE : TPPROF_REACH_UNSCANNED;
+}
 
 typedef struct tpprof_summary {
     uint64_t allocations, frees, total_bytes;
