@@ -489,6 +489,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     at_quick_exit(on_quick_exit);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     resolve_real();
+    tpprof_scan_prepare();
     tpprof_writer_go(); // recording on; the blocks of before are adopted
     catch_fatal_signals();
     tpprof_guard = 0;

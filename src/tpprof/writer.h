@@ -239,5 +239,8 @@ TPPROF_HIDDEN void tpprof_obs_fork_child(void);
 // Leak scan (scan.c): sets `reach` of every live block and mapping.
 
 TPPROF_HIDDEN void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp);
+// Finds, once in the constructor, what the scan must know before the end
+// (where libc allocates stdio buffers: see scan.c).
+TPPROF_HIDDEN void tpprof_scan_prepare(void);
 
 #endif

@@ -378,6 +378,17 @@ static void test_crowd(char *prog, const char *env) {
     CHECK(qi("SELECT value FROM meta WHERE key = 'dropped_events'") <= 0, "no event dropped");
 }
 
+// A stdio buffer is bytes: the stale address of a leaked block that the
+// buffer's uncleared chunk still holds does not make the leak reachable.
+static void test_stalebuf(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record("stalebuf.db", argv, "MALLOC_PERTURB_=0", &r)) return;
+    CHECK(strcmp(r.out, "stalebuf\n") == 0, "stdout '%s'", r.out);
+    CHECK(count_blocks(1, 100000, 1, "stale_target", 0) == 1, "the block is lost (reachable: %d)",
+          count_blocks(2, 100000, 1, "stale_target", 0));
+}
+
 // Threads still live at exit: a running one is stopped for the leak scan (a
 // block only its registers point to is reachable, one only a dead frame
 // below its stack pointer points to is lost); a blocked one is read from
@@ -1508,6 +1519,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "handoff") == 0) test_handoff(prog, false, NULL);
     else if (strcmp(what, "handoff_wrap") == 0) test_handoff(prog, false, "TPPROF_ORDER_START=wrap");
     else if (strcmp(what, "crowd") == 0) test_crowd(prog, NULL);
+    else if (strcmp(what, "stalebuf") == 0) test_stalebuf(prog);
     else if (strcmp(what, "crowd_wrap") == 0) test_crowd(prog, "TPPROF_ORDER_START=wrap");
     else if (strcmp(what, "turns") == 0) test_turns(prog, false);
     else if (strcmp(what, "turns_full") == 0) test_turns(prog, true);
