@@ -802,8 +802,8 @@ int tpprof_cmd_report(int argc, char **argv) {
     if (!chosen && (o.json || tensors.attached || tensors.nstorages))
         o.sections |= SECTION_TENSORS;
     o.tensors = &tensors;
-    tpprof_backing *backings = NULL;
-    if (tpprof_backings_load(p->db, &tensors, &backings, &o.nbackings) != 0) {
+    tpprof_backing *backings = NULL; // (only the leaks section shows them)
+    if ((o.sections & SECTION_LEAKS) && tpprof_backings_load(p->db, &tensors, &backings, &o.nbackings) != 0) {
         fprintf(stderr, "tpprof report: %s\n", tpprof_error());
         tpprof_tensors_free(&tensors);
         tpprof_profile_free(p);

@@ -198,37 +198,30 @@ static void free_list(char **list) {
 
 // One line when the program used tensors: storages alive at exit and the
 // site of the most common reference no release matched.
-static void summarize_tensors(const tpprof_profile *p, const tpprof_tensors *tt) {
-    const tpprof_tensors t = *tt;
-    uint64_t alive = 0, bytes = 0;
-    for (size_t i = 0; i < t.nstorages; i++)
-        if (tpprof_storage_alive(&t.storages[i])) {
-            alive++;
-            bytes += (uint64_t)t.storages[i].nbytes;
-        }
-    // Storages tensors alive at exit hold, and of those tensors the one on
-    // the biggest storage that no live view holds (a view holds its base: the
+static void summarize_tensors(const tpprof_profile *p, const tpprof_tensors *t) {
+    // Storages alive at exit (bytes), of which those with data released;
+    // those tensors alive at exit hold, and of those tensors the one on the
+    // biggest storage that no live view holds (a view holds its base: the
     // view is the lead).
-    uint64_t held = 0;
+    uint64_t alive = 0, bytes = 0, released = 0, held = 0;
     const tpprof_tensor *lead = NULL;
     int64_t lead_bytes = -1;
-    for (size_t i = 0; i < t.nstorages; i++) {
-        const tpprof_storage *s = &t.storages[i];
+    for (size_t i = 0; i < t->nstorages; i++) {
+        const tpprof_storage *s = &t->storages[i];
         if (!tpprof_storage_alive(s))
             continue;
+        alive++;
+        bytes += (uint64_t)s->nbytes;
+        released += !tpprof_storage_data_alive(s);
         size_t non = 0;
-        const size_t *on = tpprof_tensors_on(&t, s->id, &non);
+        const size_t *on = tpprof_tensors_on(t, s->id, &non);
         bool any = false;
         for (size_t k = 0; k < non; k++) {
-            const tpprof_tensor *x = &t.tensors[on[k]];
+            const tpprof_tensor *x = &t->tensors[on[k]];
             if (!tpprof_tensor_alive(x))
                 continue;
             any = true;
-            size_t nv = 0, live_views = 0;
-            const size_t *views = tpprof_tensors_views_of(&t, x->id, &nv);
-            for (size_t v = 0; v < nv; v++)
-                live_views += tpprof_tensor_alive(&t.tensors[views[v]]);
-            if (!live_views && s->nbytes > lead_bytes) {
+            if (!tpprof_tensors_live_views(t, x->id) && s->nbytes > lead_bytes) {
                 lead = x;
                 lead_bytes = s->nbytes;
             }
@@ -236,7 +229,7 @@ static void summarize_tensors(const tpprof_profile *p, const tpprof_tensors *tt)
         held += any;
     }
     size_t ng = 0;
-    tpprof_ref_group *g = tpprof_ref_groups(&t, false, &ng);
+    tpprof_ref_group *g = tpprof_ref_groups(t, false, &ng);
     char a[32], frame[512];
     fprintf(stderr, "tpprof: tensors: %llu storage%s alive at exit (%s)",
             (unsigned long long)alive, alive == 1 ? "" : "s", tpprof_format_size(bytes, a));
@@ -249,10 +242,7 @@ static void summarize_tensors(const tpprof_profile *p, const tpprof_tensors *tt)
                 (unsigned long long)held, (long long)lead->id, lead->sizes ? lead->sizes : "?",
                 tpprof_stacks_describe_caller(p->stacks, lead->created_stack, frame, sizeof frame));
     size_t nw = 0;
-    tpprof_ref_group *weak = tpprof_ref_groups(&t, true, &nw);
-    uint64_t released = 0;
-    for (size_t i = 0; i < t.nstorages; i++)
-        released += tpprof_storage_alive(&t.storages[i]) && !tpprof_storage_data_alive(&t.storages[i]);
+    tpprof_ref_group *weak = tpprof_ref_groups(t, true, &nw);
     if (released && nw)
         fprintf(stderr, "; %llu with data released, held by weak references taken in %s",
                 (unsigned long long)released,
@@ -310,8 +300,7 @@ static void summarize(const char *path, int execs) {
         size_t nbk = 0, backed = 0;
         if (tensors && tpprof_backings_load(p->db, &t, &bk, &nbk) == 0)
             for (size_t i = 0; i < nbk; i++)
-                backed += bk[i].stack_id == p->leaks[0].stack_id && bk[i].kind == p->leaks[0].kind &&
-                          bk[i].reachability == p->leaks[0].reachability;
+                backed += tpprof_backing_in(&bk[i], &p->leaks[0]);
         if (backed)
             fprintf(stderr, ", the data of %zu storage%s (tpprof report --leaks names %s)", backed,
                     backed == 1 ? "" : "s", backed == 1 ? "it" : "them");

@@ -164,13 +164,11 @@ static void text_tensor_line(const tpprof_profile *p, const tpprof_tensors *t, c
     if (x->created_stack > 0)
         printf("%s  created in %s\n", indent,
                tpprof_stacks_describe_caller(p->stacks, x->created_stack, at, sizeof at));
-    size_t nv = 0, shown = 0, alive = 0;
-    const size_t *views = tpprof_tensors_views_of(t, x->id, &nv);
-    for (size_t i = 0; i < nv; i++)
-        if (tpprof_tensor_alive(&t->tensors[views[i]]))
-            alive++;
+    size_t alive = tpprof_tensors_live_views(t, x->id);
     if (!alive)
         return;
+    size_t nv = 0, shown = 0;
+    const size_t *views = tpprof_tensors_views_of(t, x->id, &nv);
     printf("%s  held by its view%s", indent, alive == 1 ? "" : "s");
     for (size_t i = 0; i < nv && shown < 8; i++)
         if (tpprof_tensor_alive(&t->tensors[views[i]]))
@@ -480,10 +478,6 @@ int tpprof_backings_load(tpprof_db *db, const tpprof_tensors *t, tpprof_backing 
     return 0;
 }
 
-static bool backs(const tpprof_backing *b, const tpprof_leak *l) {
-    return b->stack_id == l->stack_id && b->kind == l->kind && b->reachability == l->reachability;
-}
-
 #define LEAK_STORAGES_SHOWN 3
 
 void tpprof_report_leak_storages_text(const tpprof_profile *p, const tpprof_tensors *t, const tpprof_backing *b,
@@ -491,7 +485,7 @@ void tpprof_report_leak_storages_text(const tpprof_profile *p, const tpprof_tens
     size_t shown = 0, more = 0;
     char a[32], frame[512];
     for (size_t i = 0; i < nb; i++) {
-        if (!backs(&b[i], l))
+        if (!tpprof_backing_in(&b[i], l))
             continue;
         const tpprof_storage *s = tpprof_tensors_storage(t, b[i].storage_id);
         if (!s)
@@ -537,7 +531,7 @@ void tpprof_report_leak_storages_json(tpprof_json *j, const tpprof_backing *b, s
     tpprof_json_key(j, "storages");
     tpprof_json_array_begin(j);
     for (size_t i = 0; i < nb; i++)
-        if (backs(&b[i], l))
+        if (tpprof_backing_in(&b[i], l))
             tpprof_json_int(j, b[i].storage_id);
     tpprof_json_array_end(j);
 }

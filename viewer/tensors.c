@@ -277,6 +277,14 @@ const size_t *tpprof_tensors_views_of(const tpprof_tensors *t, int64_t base, siz
     return equal_run(t, t->by_base, true, base, n);
 }
 
+size_t tpprof_tensors_live_views(const tpprof_tensors *t, int64_t base) {
+    size_t nv = 0, alive = 0;
+    const size_t *views = tpprof_tensors_views_of(t, base, &nv);
+    for (size_t i = 0; i < nv; i++)
+        alive += tpprof_tensor_alive(&t->tensors[views[i]]);
+    return alive;
+}
+
 const tpprof_ref *tpprof_tensors_refs(const tpprof_tensors *t, int64_t storage_id, size_t *n) {
     size_t lo = 0, hi = t->nrefs;
     while (lo < hi) {

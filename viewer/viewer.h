@@ -419,6 +419,8 @@ const tpprof_tensor *tpprof_tensors_tensor(const tpprof_tensors *t, int64_t id);
 // *n indices into t->tensors (borrowed).
 const size_t *tpprof_tensors_on(const tpprof_tensors *t, int64_t storage_id, size_t *n);
 const size_t *tpprof_tensors_views_of(const tpprof_tensors *t, int64_t base, size_t *n);
+// How many of those views are alive at exit (each holds the base).
+size_t tpprof_tensors_live_views(const tpprof_tensors *t, int64_t base);
 // The storage_refs rows of a storage (borrowed, contiguous).
 const tpprof_ref *tpprof_tensors_refs(const tpprof_tensors *t, int64_t storage_id, size_t *n);
 
@@ -619,6 +621,10 @@ int tpprof_backings_load(tpprof_db *db, const tpprof_tensors *t, tpprof_backing 
 // of the storages its blocks back.
 void tpprof_report_leak_storages_text(const tpprof_profile *p, const tpprof_tensors *t, const tpprof_backing *b,
                                       size_t nb, const tpprof_leak *l, const char *indent);
+// Whether b's block is one of the leak group l's.
+static inline bool tpprof_backing_in(const tpprof_backing *b, const tpprof_leak *l) {
+    return b->stack_id == l->stack_id && b->kind == l->kind && b->reachability == l->reachability;
+}
 // The leak's "storages" key: the ids of the storages its blocks back.
 void tpprof_report_leak_storages_json(tpprof_json *j, const tpprof_backing *b, size_t nb, const tpprof_leak *l);
 // The --lifetimes section (with the longest per-storage release delays) and
