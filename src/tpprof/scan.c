@@ -581,6 +581,12 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
         scan_safe(tp - tls, tp + 2048);
         drain_work();
     }
+    // A reachable stdio buffer is a stream's, open at exit: the C library's
+    // own, which it frees only in __libc_freeres (as valgrind runs it), not
+    // a leak of the program's (reachability 3). Its FILE, if the program
+    // opened the stream and never closed it, is still reported, at fopen.
+    for (uint64_t i = 0; i < nrefs; i++)
+        if (refs[i].opaque && refs[i].b->reach == 2) refs[i].b->reach = 3;
 out:
     resume_others();
     if (pagemap_fd >= 0) tpprof_fd_close(pagemap_fd);

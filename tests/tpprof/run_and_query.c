@@ -392,6 +392,28 @@ static void test_stalebuf(char *prog) {
           count_blocks(2, 100000, 1, "stale_target", 0));
 }
 
+// Streams open at exit: their stdio buffers are the C library's
+// (reachability 3), the unclosed stream's FILE and a buffer the program
+// handed to setvbuf are the program's (reachable); a closed stream leaves
+// nothing.
+static void test_streams(char *prog) {
+    char *argv[] = {prog, ".", NULL};
+    struct result r;
+    if (!record("streams.db", argv, NULL, &r)) return;
+    CHECK(strcmp(r.out, "streams ok\n") == 0, "stdout '%s'", r.out);
+    // stdout's and the kept file's buffers, allocated in _IO_file_doallocate.
+    CHECK(count_blocks(3, -1, 1, "_IO_file_doallocate", 0) == 2, "2 stdio buffers (%d), none reachable (%d)",
+          count_blocks(3, -1, 1, "_IO_file_doallocate", 0), count_blocks(2, -1, 1, "_IO_file_doallocate", 0));
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 3") == 2, "nothing else is a stdio buffer");
+    // The kept stream's FILE, at fopen, called from streams_open.
+    int files = 0;
+    for (int frame = 1; frame < 4; frame++) files += count_blocks(2, -1, 1, "streams_open", frame);
+    CHECK(files == 1, "the unclosed stream's FILE is reachable at streams_open (%d)", files);
+    CHECK(count_blocks(2, 3000, 1, "streams_own", 0) == 1, "the program's own stream buffer is reachable (lost %d)",
+          count_blocks(1, 3000, 1, "streams_own", 0));
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 0, "nothing is lost");
+}
+
 // Threads still live at exit: a running one is stopped for the leak scan (a
 // block only its registers point to is reachable, one only a dead frame
 // below its stack pointer points to is lost); a blocked one is read from
@@ -1523,6 +1545,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "handoff_wrap") == 0) test_handoff(prog, false, "TPPROF_ORDER_START=wrap");
     else if (strcmp(what, "crowd") == 0) test_crowd(prog, NULL);
     else if (strcmp(what, "stalebuf") == 0) test_stalebuf(prog);
+    else if (strcmp(what, "streams") == 0) test_streams(prog);
     else if (strcmp(what, "crowd_wrap") == 0) test_crowd(prog, "TPPROF_ORDER_START=wrap");
     else if (strcmp(what, "turns") == 0) test_turns(prog, false);
     else if (strcmp(what, "turns_full") == 0) test_turns(prog, true);
