@@ -184,9 +184,10 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
                "%s of it still reserved at exit\n",
                tpprof_format_size(s->reserved_total_bytes, a), tpprof_format_count(s->reserved_count, b),
                tpprof_format_size(s->reserved_bytes, c));
-    if (s->stdio_count)
-        printf("  stdio       %s in %s buffers of streams open at exit (the C library's, not leaks)\n",
-               tpprof_format_size(s->stdio_bytes, a), tpprof_format_count(s->stdio_count, b));
+    if (s->libc_count)
+        printf("  libc        %s in %s blocks the C library keeps to the end (its caches, stdio buffers): "
+               "not leaks\n",
+               tpprof_format_size(s->libc_bytes, a), tpprof_format_count(s->libc_count, b));
     if (s->live_from_sites)
         printf("  NOTE        the program %s, so no live set was written: the leaks are what each\n"
                "              site still had allocated at the last flush, not scanned\n",
@@ -464,8 +465,8 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_kv_uint(&j, "reserved_total_bytes", s->reserved_total_bytes);
     tpprof_json_kv_uint(&j, "reserved_count", s->reserved_count);
     tpprof_json_kv_uint(&j, "reserved_bytes", s->reserved_bytes);
-    tpprof_json_kv_uint(&j, "stdio_bytes", s->stdio_bytes);
-    tpprof_json_kv_uint(&j, "stdio_count", s->stdio_count);
+    tpprof_json_kv_uint(&j, "libc_bytes", s->libc_bytes);
+    tpprof_json_kv_uint(&j, "libc_count", s->libc_count);
     tpprof_json_kv_bool(&j, "live_from_sites", s->live_from_sites);
     tpprof_json_object_end(&j);
 

@@ -224,10 +224,10 @@ static int load_leaks(tpprof_profile *p) {
             p->summary.reserved_live_count++;
             continue;
         }
-        if (sqlite3_column_int64(st, 2) == TPPROF_REACH_STORED_STDIO) { // the C library's, not a leak
+        if (sqlite3_column_int64(st, 2) == TPPROF_REACH_STORED_LIBC) { // the C library's, not a leak
             int64_t bytes = sqlite3_column_int64(st, 3);
-            p->summary.stdio_bytes += bytes > 0 ? (uint64_t)bytes : 0;
-            p->summary.stdio_count++;
+            p->summary.libc_bytes += bytes > 0 ? (uint64_t)bytes : 0;
+            p->summary.libc_count++;
             continue;
         }
         tpprof_leak *l = leak_group(p, &table, &cap, sqlite3_column_int64(st, 0),

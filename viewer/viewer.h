@@ -212,8 +212,8 @@ enum {
     TPPROF_REACH_LOST = 1,
     TPPROF_REACH_REACHABLE = 2,
 };
-// live_blocks.reachability 3: a stdio buffer of a stream open at exit (not a leak).
-#define TPPROF_REACH_STORED_STDIO 3
+// live_blocks.reachability 3: a block the C library keeps to the end (not a leak).
+#define TPPROF_REACH_STORED_LIBC 3
 // live_blocks.reachability as stored (anything but 1 or 2: not scanned;
 // load_leaks sets 3 apart before this).
 static inline int tpprof_reach_of(int64_t stored) {
@@ -234,10 +234,10 @@ typedef struct tpprof_summary {
     // reserved at exit.
     uint64_t reserved_total_bytes, reserved_count;
     uint64_t reserved_bytes, reserved_live_count;
-    // stdio buffers of streams still open at exit (reachability 3): the C
-    // library's own, freed only by its __libc_freeres; not leaks, so in no
+    // Blocks the C library keeps to the end (reachability 3: its caches,
+    // stdio buffers), freed only by its __libc_freeres; not leaks, so in no
     // leak figure.
-    uint64_t stdio_bytes, stdio_count;
+    uint64_t libc_bytes, libc_count;
     bool complete;
     bool leak_scanned; // meta.leak_scan = 1: unscanned blocks came after the scan
     int64_t dropped_events; // meta.dropped_events: a dropped free fakes a leak

@@ -38,6 +38,7 @@ struct ref {
     bool heap;
     bool direct; // a small heap block in readable memory: read in place
     bool opaque; // bytes, not pointers: reachable, but not read (see below)
+    bool late;   // first reached from the C library's own data (see "The C library's")
 };
 
 // A stdio buffer (the block glibc's _IO_file_doallocate mallocs for a
@@ -51,14 +52,58 @@ struct ref {
 // thread's pending dlerror state).
 static uintptr_t stdio_lo, stdio_hi;
 
-void tpprof_scan_prepare(void) {
-    void *f = dlsym(RTLD_DEFAULT, "_IO_file_doallocate");
+// [lo, hi) of the code of the C library's function `name` (0, 0 if absent).
+static void code_of(const char *name, uintptr_t *lo, uintptr_t *hi) {
+    void *f = dlsym(RTLD_DEFAULT, name);
     Dl_info info;
     const ElfW(Sym) *sym = NULL;
+    *lo = *hi = 0;
     if (f && dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
-        stdio_lo = (uintptr_t)f;
-        stdio_hi = stdio_lo + sym->st_size;
+        *lo = (uintptr_t)f;
+        *hi = *lo + sym->st_size;
     }
+}
+
+// The C library's own. glibc keeps caches for the life of the process
+// (locale data, NSS modules, time zone, resolver and interface state, the
+// loader's records of what dlopen loaded) and frees them only in
+// __libc_freeres, which valgrind runs at exit, so it never shows them. That
+// cannot be run here (code may still run after the scan and use them), so
+// the scan tells them apart: first from the program's roots (every module's
+// data but libc's and the loader's, thread stacks, registers and TLS, and
+// the FILEs of streams the program opened and never closed, which glibc
+// lists), then from libc's and the loader's data. A block first reached in
+// the second pass and allocated inside libc or the loader is the C
+// library's (reachability 3, not a leak); one the program allocated is the
+// program's, reachable, wherever it is held. "Allocated inside libc" means
+// by libc for itself: the allocating function and its caller are libc's
+// (or the loader's), or the allocating function is one of the getters that
+// keep their result in a buffer of their own (getpwuid and the like). A
+// strdup the program called is the program's, so a stale copy of its
+// address in some cache of libc's (malloc does not clear the chunks it
+// hands out) cannot hide a leak of the program's; it makes it look
+// reachable, as anywhere else. [_IO_list_all]: glibc's list of open
+// streams (NULL elsewhere).
+static FILE **io_list_all;
+
+static const char *const getters[] = {
+    "getpwuid", "getpwnam", "getpwent", "getgrgid", "getgrnam", "getgrent", "getspnam",
+    "gethostbyname", "gethostbyname2", "gethostbyaddr", "gethostent", "getservbyname", "getservbyport",
+    "getprotobyname", "getprotobynumber", "getnetbyname", "getnetbyaddr",
+};
+#define NGETTERS (sizeof getters / sizeof getters[0])
+static uintptr_t getter_code[NGETTERS][2];
+
+void tpprof_scan_prepare(void) {
+    io_list_all = dlsym(RTLD_DEFAULT, "_IO_list_all");
+    code_of("_IO_file_doallocate", &stdio_lo, &stdio_hi);
+    for (size_t i = 0; i < NGETTERS; i++) code_of(getters[i], &getter_code[i][0], &getter_code[i][1]);
+}
+
+static bool in_getter(uintptr_t ip) {
+    for (size_t i = 0; i < NGETTERS; i++)
+        if (ip >= getter_code[i][0] && ip < getter_code[i][1]) return true;
+    return false;
 }
 
 static struct ref *refs;
@@ -132,6 +177,8 @@ static bool exact_only;
 // start of whatever mapping the kernel puts right above that page, and made
 // such a lost mapping look reachable.
 static bool heap_only;
+// Set for the second pass, from the C library's data.
+static bool late_pass;
 
 static void scan_words(const uint64_t *p, size_t n) {
     for (size_t i = 0; i < n; i++) {
@@ -142,6 +189,7 @@ static void scan_words(const uint64_t *p, size_t n) {
         if (exact_only && v != refs[k].lo) continue;
         if (heap_only && !refs[k].heap) continue;
         refs[k].b->reach = 2;
+        refs[k].late = late_pass;
         work[nwork++] = (uint32_t)k;
     }
 }
@@ -226,22 +274,65 @@ static void scan_safe(uintptr_t lo, uintptr_t hi) {
 // ---------------------------------------------------------------------------
 // Roots.
 
+static bool is_libc(const struct dl_phdr_info *info) {
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    const char *slash = strrchr(name, '/');
+    return strncmp(slash ? slash + 1 : name, "libc.so", 7) == 0;
+}
+
+// The data of the modules of one pass: *arg false, all but libc and the
+// loader; true, those two.
 static int module_roots(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
-    (void)arg;
+    bool libc = is_libc(info), loader = info->dlpi_addr == getauxval(AT_BASE);
+    if ((libc || loader) != *(const bool *)arg) return 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W)) continue;
         uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
         if (lo >= tpprof_self_lo && lo < tpprof_self_hi) continue; // tpprof's own globals
-        const char *name = info->dlpi_name ? info->dlpi_name : "";
-        const char *slash = strrchr(name, '/');
-        exact_only = strncmp(slash ? slash + 1 : name, "libc.so", 7) == 0;
-        heap_only = info->dlpi_addr == getauxval(AT_BASE);
+        exact_only = libc;
+        heap_only = loader;
         scan_safe(lo, hi);
         exact_only = heap_only = false;
     }
     return 0;
+}
+
+// libc's code: the span of its PT_LOAD segments (arg: lo, hi).
+static int libc_range(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    if (!is_libc(info)) return 0;
+    uintptr_t *r = arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (!r[0] || lo < r[0]) r[0] = lo;
+        if (lo + ph->p_memsz > r[1]) r[1] = lo + ph->p_memsz;
+    }
+    return 1;
+}
+
+// The FILEs of the streams open now that are heap blocks (fopen's and the
+// like: stdin, stdout and stderr are libc's data): the program opened them.
+// The list is read through safe_copy (a stream half torn down by a thread
+// still running).
+static void open_streams(void) {
+    if (!io_list_all) return;
+    FILE *fp = NULL;
+    if (safe_copy(&fp, (uintptr_t)io_list_all, sizeof fp) != sizeof fp) return;
+    for (int n = 0; fp && n < 100000; n++) {
+        uint64_t v = (uint64_t)(uintptr_t)fp;
+        int64_t k = v >= min_addr && v < max_addr ? find(v) : -1;
+        if (k >= 0 && refs[k].lo == v && refs[k].b->reach != 2) {
+            refs[k].b->reach = 2;
+            work[nwork++] = (uint32_t)k;
+        }
+        FILE *next = NULL;
+        if (safe_copy(&next, (uintptr_t)&fp->_chain, sizeof next) != sizeof next) break;
+        fp = next;
+    }
 }
 
 // Narrows ld.lo's guess to the PT_LOAD range of the object based there.
@@ -520,12 +611,12 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
         bool direct = hi - b->addr < SMALL && b->addr >= 16 && is_readable(b->addr - 16, hi);
         uint32_t leaf = w->sites[b->site].stack;
         uint64_t ip = leaf ? w->nodes[leaf].ip : 0;
-        refs[nrefs++] = (struct ref){b->addr, hi, b, true, direct, ip >= stdio_lo && ip < stdio_hi};
+        refs[nrefs++] = (struct ref){b->addr, hi, b, true, direct, ip >= stdio_lo && ip < stdio_hi, false};
     }
     for (uint64_t i = 0; i < w->nmaps; i++) {
         struct tpprof_block *b = &w->maps[i];
         b->reach = 1;
-        refs[nrefs++] = (struct ref){b->addr, b->addr + b->size, b, false, false, false};
+        refs[nrefs++] = (struct ref){b->addr, b->addr + b->size, b, false, false, false, false};
     }
     if (!nrefs) goto out;
     sort_refs(refs, (int64_t)nrefs);
@@ -534,29 +625,26 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
     for (uint64_t i = 0; i < nrefs; i++)
         if (refs[i].hi > max_addr) max_addr = refs[i].hi;
 
-    // Blocks the dynamic loader allocated itself (DTVs, dynamic TLS) hang off
-    // thread control blocks that glibc caches outside any root: never lost.
-    // (Found by its load address, not by dlsym: a dlsym that succeeds frees
-    // the calling thread's pending dlerror() state, here the program's, and
-    // with the guard set that free went unrecorded: after a failed dlopen,
-    // the error glibc kept for dlerror() showed as two lost blocks.)
-    struct { uintptr_t lo, hi; } ld = {0, 0};
+    // The loader's code, and libc's: who allocated a block (its leaf frame).
+    // (The loader's found by its load address, not by dlsym: a dlsym that
+    // succeeds frees the calling thread's pending dlerror() state, here the
+    // program's, and with the guard set that free went unrecorded: after a
+    // failed dlopen, the error glibc kept for dlerror() showed as two lost
+    // blocks.)
+    struct { uintptr_t lo, hi; } ld = {0, 0}, libc = {0, 0};
     ld.lo = (uintptr_t)getauxval(AT_BASE);
     if (ld.lo) {
         ld.hi = ld.lo + ((uintptr_t)1 << 21);
         dl_iterate_phdr(range_of, &ld);
     }
-    for (uint64_t i = 0; i < nrefs; i++) {
-        uint32_t leaf = w->sites[refs[i].b->site].stack;
-        uint64_t ip = leaf ? w->nodes[leaf].ip : 0;
-        if (refs[i].heap && ip >= ld.lo && ip < ld.hi) {
-            refs[i].b->reach = 2;
-            work[nwork++] = (uint32_t)i;
-        }
-    }
-    dl_iterate_phdr(module_roots, NULL);
-    drain_work();
+    dl_iterate_phdr(libc_range, &libc);
 
+    // First pass: the program's roots.
+    late_pass = false;
+    open_streams();
+    bool libc_pass = false;
+    dl_iterate_phdr(module_roots, &libc_pass);
+    drain_work();
     uintptr_t tls = 2048;
     dl_iterate_phdr(tls_size, &tls);
     struct tpprof_thread *me = tpprof_self;
@@ -581,12 +669,42 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
         scan_safe(tp - tls, tp + 2048);
         drain_work();
     }
-    // A reachable stdio buffer is a stream's, open at exit: the C library's
-    // own, which it frees only in __libc_freeres (as valgrind runs it), not
-    // a leak of the program's (reachability 3). Its FILE, if the program
-    // opened the stream and never closed it, is still reported, at fopen.
-    for (uint64_t i = 0; i < nrefs; i++)
-        if (refs[i].opaque && refs[i].b->reach == 2) refs[i].b->reach = 3;
+
+    // Second pass: the C library's data. Blocks the loader allocated itself
+    // (DTVs, dynamic TLS) hang off thread control blocks that glibc caches
+    // outside any root: never lost.
+    late_pass = true;
+    for (uint64_t i = 0; i < nrefs; i++) {
+        uint32_t leaf = w->sites[refs[i].b->site].stack;
+        uint64_t ip = leaf ? w->nodes[leaf].ip : 0;
+        if (refs[i].heap && ip >= ld.lo && ip < ld.hi && refs[i].b->reach != 2) {
+            refs[i].b->reach = 2;
+            refs[i].late = true;
+            work[nwork++] = (uint32_t)i;
+        }
+    }
+    libc_pass = true;
+    dl_iterate_phdr(module_roots, &libc_pass);
+    drain_work();
+    late_pass = false;
+
+    // The C library's (reachability 3): a reachable stdio buffer (a stream's,
+    // open at exit: its FILE, if the program opened the stream and never
+    // closed it, is still the program's, at fopen), anything reachable the
+    // loader allocated, and what libc allocated that only the second pass
+    // reached.
+#define IN(x, ip) ((ip) >= (x).lo && (ip) < (x).hi)
+    for (uint64_t i = 0; i < nrefs; i++) {
+        struct ref *r = &refs[i];
+        if (r->b->reach != 2 || !r->heap) continue;
+        uint32_t leaf = w->sites[r->b->site].stack;
+        uint64_t ip = leaf ? w->nodes[leaf].ip : 0;
+        uint32_t up = leaf ? w->nodes[leaf].parent : 0;
+        uint64_t caller = up ? w->nodes[up].ip : 0;
+        bool own = (IN(libc, ip) || IN(ld, ip)) && (IN(libc, caller) || IN(ld, caller) || in_getter(ip));
+        if (r->opaque || IN(ld, ip) || (r->late && own)) r->b->reach = 3;
+    }
+#undef IN
 out:
     resume_others();
     if (pagemap_fd >= 0) tpprof_fd_close(pagemap_fd);

@@ -414,6 +414,28 @@ static void test_streams(char *prog) {
     CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 0, "nothing is lost");
 }
 
+// What the C library keeps (NSS, the loader, the time zone) is
+// reachability 3; the program's own blocks are reachable or lost as ever,
+// one held only by the C library (on_exit's argument) included.
+static void test_libcache(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record("libcache.db", argv, NULL, &r)) return;
+    CHECK(strncmp(r.out, "libcache ok", 11) == 0, "stdout '%s'", r.out);
+    CHECK(count_blocks(2, 12, 1, "libcache_keep", 1) == 1, "the kept strdup is reachable (%d)",
+          count_blocks(2, 12, 1, "libcache_keep", 1));
+    CHECK(count_blocks(1, 15, 1, "libcache_drop", 1) == 1, "the dropped strdup is lost (%d)",
+          count_blocks(1, 15, 1, "libcache_drop", 1));
+    CHECK(count_blocks(2, 777, 1, "libcache_arg", 0) == 1, "on_exit's argument is the program's, reachable (3: %d)",
+          count_blocks(3, 777, 1, "libcache_arg", 0));
+    // getpwuid's buffer, at least, is the C library's.
+    CHECK(count_blocks(3, -1, -1, "getpwuid", 0) >= 1, "getpwuid's buffer is the C library's (reachable: %d)",
+          count_blocks(2, -1, -1, "getpwuid", 0));
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 2") == 2, "nothing else is reachable: %lld",
+          (long long)qi("SELECT count(*) FROM live_blocks WHERE reachability = 2"));
+    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 1, "nothing else is lost");
+}
+
 // Threads still live at exit: a running one is stopped for the leak scan (a
 // block only its registers point to is reachable, one only a dead frame
 // below its stack pointer points to is lost); a blocked one is read from
@@ -1546,6 +1568,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "crowd") == 0) test_crowd(prog, NULL);
     else if (strcmp(what, "stalebuf") == 0) test_stalebuf(prog);
     else if (strcmp(what, "streams") == 0) test_streams(prog);
+    else if (strcmp(what, "libcache") == 0) test_libcache(prog);
     else if (strcmp(what, "crowd_wrap") == 0) test_crowd(prog, "TPPROF_ORDER_START=wrap");
     else if (strcmp(what, "turns") == 0) test_turns(prog, false);
     else if (strcmp(what, "turns_full") == 0) test_turns(prog, true);
