@@ -237,10 +237,15 @@ static void summarize_tensors(const tpprof_profile *p, const tpprof_tensors *t) 
         fprintf(stderr, "; %llu held by a %s no release matched in %s", (unsigned long long)g[0].storages,
                 tpprof_ref_op_name(g[0].op),
                 tpprof_stacks_describe_caller(p->stacks, g[0].stack_id, frame, sizeof frame));
-    if (held && lead)
+    if (held && lead) {
         fprintf(stderr, "; %llu held by tensors alive at exit, such as #%lld %s created in %s",
                 (unsigned long long)held, (long long)lead->id, lead->sizes ? lead->sizes : "?",
                 tpprof_stacks_describe_caller(p->stacks, lead->created_stack, frame, sizeof frame));
+        int64_t kept_at = 0;
+        if (tpprof_tensors_unmatched_handles(t, lead->id, &kept_at) > 0)
+            fprintf(stderr, ", kept by a tp_tensor_retain no release matched in %s",
+                    tpprof_stacks_describe_caller(p->stacks, kept_at, frame, sizeof frame));
+    }
     size_t nw = 0;
     tpprof_ref_group *weak = tpprof_ref_groups(t, true, &nw);
     if (released && nw)

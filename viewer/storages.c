@@ -150,8 +150,8 @@ static size_t tensors_holding(const tpprof_tensors *t, int64_t storage, bool at_
 // then "created in f (a.c:9)" and, for a base whose live views hold it (a
 // view holds its base: the base is alive while any of them is, whatever the
 // program did with its own reference), "held by its views #4, #5".
-// (The tensor handles' own counts are not recorded: where a tensor is kept
-// alive past its use, its creation is the lead.)
+// Then each tp_tensor_retain of it no release matched, by stack:
+// "1 handle retain no release matched, in history_push (h.c:27)".
 static void text_tensor_line(const tpprof_profile *p, const tpprof_tensors *t, const tpprof_tensor *x,
                              const char *indent) {
     char at[512];
@@ -164,6 +164,12 @@ static void text_tensor_line(const tpprof_profile *p, const tpprof_tensors *t, c
     if (x->created_stack > 0)
         printf("%s  created in %s\n", indent,
                tpprof_stacks_describe_caller(p->stacks, x->created_stack, at, sizeof at));
+    size_t nh = 0;
+    const tpprof_handle_ref *h = tpprof_tensors_handles(t, x->id, &nh);
+    for (size_t i = 0; i < nh; i++)
+        if (h[i].op == TPPROF_REF_RETAIN && h[i].count > 0)
+            printf("%s  %lld handle retain%s no release matched, in %s\n", indent, (long long)h[i].count,
+                   h[i].count == 1 ? "" : "s", tpprof_stacks_describe_caller(p->stacks, h[i].stack_id, at, sizeof at));
     size_t alive = tpprof_tensors_live_views(t, x->id);
     if (!alive)
         return;
@@ -323,10 +329,23 @@ void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *
 // ---------------------------------------------------------------------------
 // JSON
 
-static void json_tensor(tpprof_json *j, const tpprof_profile *p, const tpprof_tensor *x) {
+static void json_tensor(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t, const tpprof_tensor *x) {
     tpprof_json_object_begin(j);
     tpprof_json_tensor_fields(j, x);
     tpprof_json_stack(j, p->stacks, x->created_stack);
+    tpprof_json_key(j, "handle_retains");
+    tpprof_json_array_begin(j);
+    size_t nh = 0;
+    const tpprof_handle_ref *h = tpprof_tensors_handles(t, x->id, &nh);
+    for (size_t i = 0; i < nh; i++) {
+        if (h[i].op != TPPROF_REF_RETAIN || h[i].count <= 0)
+            continue;
+        tpprof_json_object_begin(j);
+        tpprof_json_kv_int(j, "count", h[i].count);
+        tpprof_json_stack(j, p->stacks, h[i].stack_id);
+        tpprof_json_object_end(j);
+    }
+    tpprof_json_array_end(j);
     tpprof_json_object_end(j);
 }
 
@@ -415,7 +434,7 @@ void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const 
             const size_t *on = tpprof_tensors_on(t, s->id, &non);
             for (size_t k = 0; k < non; k++)
                 if (tpprof_tensor_alive(&t->tensors[on[k]]))
-                    json_tensor(j, p, &t->tensors[on[k]]);
+                    json_tensor(j, p, t, &t->tensors[on[k]]);
             tpprof_json_array_end(j);
             json_refs(j, p, t, "unmatched_retains", s->id, false);
             json_refs(j, p, t, "weak_holders", s->id, true);

@@ -177,6 +177,62 @@ static int load_refs(tpprof_db *db, tpprof_tensors *t) {
     return rc == SQLITE_DONE ? 0 : tpprof_db_error(db, "reading storage_refs");
 }
 
+static int load_handles(tpprof_db *db, tpprof_tensors *t) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db->sql,
+                           "SELECT tensor_id, op, stack_id, count FROM tensor_refs ORDER BY tensor_id, op, stack_id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return tpprof_db_error(db, "reading tensor_refs");
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        tpprof_handle_ref *grown = tpprof_grow(t->handles, t->nhandles, &cap, sizeof *grown);
+        if (!grown) {
+            sqlite3_finalize(st);
+            return -1;
+        }
+        t->handles = grown;
+        t->handles[t->nhandles++] = (tpprof_handle_ref){
+            .tensor_id = sqlite3_column_int64(st, 0),
+            .op = sqlite3_column_int64(st, 1),
+            .stack_id = sqlite3_column_int64(st, 2),
+            .count = sqlite3_column_int64(st, 3),
+        };
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : tpprof_db_error(db, "reading tensor_refs");
+}
+
+const tpprof_handle_ref *tpprof_tensors_handles(const tpprof_tensors *t, int64_t tensor_id, size_t *n) {
+    size_t lo = 0, hi = t->nhandles;
+    while (lo < hi) { // first row of the tensor
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->handles[mid].tensor_id < tensor_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t end = lo;
+    while (end < t->nhandles && t->handles[end].tensor_id == tensor_id)
+        end++;
+    *n = end - lo;
+    return t->handles ? t->handles + lo : NULL;
+}
+
+int64_t tpprof_tensors_unmatched_handles(const tpprof_tensors *t, int64_t tensor_id, int64_t *stack) {
+    size_t n = 0;
+    const tpprof_handle_ref *h = tpprof_tensors_handles(t, tensor_id, &n);
+    int64_t count = 0;
+    *stack = 0;
+    for (size_t i = 0; i < n; i++)
+        if (h[i].op == TPPROF_REF_RETAIN && h[i].count > 0) {
+            if (!count)
+                *stack = h[i].stack_id;
+            count += h[i].count;
+        }
+    return count;
+}
+
 static int load_lifetimes(tpprof_db *db, tpprof_tensors *t) {
     sqlite3_stmt *st = NULL;
     // release_delay_count came later: older recordings measured every delay.
@@ -316,6 +372,7 @@ int tpprof_tensors_load(tpprof_db *db, tpprof_tensors *out) {
         (tpprof_db_has_table(db, "tensors") && load_tensor_rows(db, out)) ||
         (tpprof_db_has_table(db, "storage_refs") && load_refs(db, out)) ||
         (tpprof_db_has_table(db, "storage_lifetimes") && load_lifetimes(db, out)) ||
+        (tpprof_db_has_table(db, "tensor_refs") && load_handles(db, out)) ||
         build_indexes(out)) {
         tpprof_tensors_free(out);
         return -1;
@@ -338,6 +395,7 @@ void tpprof_tensors_free(tpprof_tensors *t) {
     free(t->storages);
     free(t->tensors);
     free(t->refs);
+    free(t->handles);
     free(t->lifetimes);
     free(t->on_storage);
     free(t->by_base);

@@ -389,6 +389,13 @@ typedef struct tpprof_ref {
     int64_t storage_id, op, stack_id, tensor_id, count;
 } tpprof_ref;
 
+// A tensor's handles alive at the end (tensor_refs): op TPPROF_REF_CREATE
+// (the one it was made with) or TPPROF_REF_RETAIN (tp_tensor_retain calls no
+// release matched), by stack.
+typedef struct tpprof_handle_ref {
+    int64_t tensor_id, op, stack_id, count;
+} tpprof_handle_ref;
+
 typedef struct tpprof_lifetime {
     char *allocator;
     int64_t count, live_ns_sum, live_ns_max, delay_ns_sum, delay_ns_max;
@@ -406,6 +413,8 @@ typedef struct tpprof_tensors {
     size_t nrefs;
     tpprof_lifetime *lifetimes; // by allocator
     size_t nlifetimes;
+    tpprof_handle_ref *handles; // by tensor, op, stack
+    size_t nhandles;
     bool attached;            // meta.tensors = 1
     bool full;                // meta.mode = full
     int64_t peak_storage_bytes, peak_storage_time_ns;
@@ -430,6 +439,12 @@ const size_t *tpprof_tensors_views_of(const tpprof_tensors *t, int64_t base, siz
 size_t tpprof_tensors_live_views(const tpprof_tensors *t, int64_t base);
 // The storage_refs rows of a storage (borrowed, contiguous).
 const tpprof_ref *tpprof_tensors_refs(const tpprof_tensors *t, int64_t storage_id, size_t *n);
+
+// The tensor_refs rows of a tensor (borrowed, contiguous).
+const tpprof_handle_ref *tpprof_tensors_handles(const tpprof_tensors *t, int64_t tensor_id, size_t *n);
+// Of those, the retains no release matched: how many, and the stack of the
+// first (0 if none).
+int64_t tpprof_tensors_unmatched_handles(const tpprof_tensors *t, int64_t tensor_id, int64_t *stack);
 
 // Struct alive at the end (freed_ns NULL); data alive (data_released_ns NULL).
 bool tpprof_storage_alive(const tpprof_storage *s);

@@ -87,6 +87,7 @@ typedef enum tp_obs_kind {
     TP_OBS_TENSOR_FREED = 7,      /* .tensor (only ids are meaningful) */
     TP_OBS_VERSION_BUMPED = 8,    /* .version */
     TP_OBS_ALLOCATOR = 9,         /* .allocator (reserved for caching allocators) */
+    TP_OBS_TENSOR_REFCOUNT = 10,  /* .tensor_ref: a tensor handle taken or dropped (appended to version 2) */
 } tp_obs_kind;
 
 typedef enum tp_obs_refop {
@@ -137,6 +138,19 @@ typedef struct tp_obs_tensor {
  * the reference instead (REFCOUNT RELEASE, object = the storage). */
 #define TP_OBS_TENSOR_ADOPTED_REF 1u
 
+/* TENSOR_REFCOUNT: tp_tensor_retain took a handle on a tensor (op
+ * TP_OBS_REFOP_RETAIN), or tp_tensor_release dropped one that was not the
+ * last (TP_OBS_REFOP_RELEASE); count: the tensor's handles after it.  The
+ * handle every tensor starts with is not announced (its TENSOR_CREATED is),
+ * and the release of the last one is its TENSOR_FREED.  The handles the
+ * runtime keeps for itself (a view's on its base, a tensor's on its grad)
+ * send nothing. */
+typedef struct tp_obs_tensor_ref {
+    uint64_t tensor_id;
+    uint32_t op;    /* TP_OBS_REFOP_RETAIN or TP_OBS_REFOP_RELEASE */
+    uint32_t count; /* handles after the change */
+} tp_obs_tensor_ref;
+
 typedef struct tp_obs_version {
     uint64_t tensor_id;
     uint32_t version; /* value after the bump */
@@ -174,6 +188,7 @@ typedef struct tp_obs_event {
         tp_obs_tensor tensor;
         tp_obs_version version;
         tp_obs_allocator_event allocator;
+        tp_obs_tensor_ref tensor_ref;
     } u;
     /* Appended to version 1 (present when struct_size reaches past it; an
      * older runtime's events end before it).  The address of a storage or

@@ -8,8 +8,9 @@
  * after the gap are never released. Every storage reference is taken and
  * dropped by the tensors themselves, so no storage retain is unmatched: the
  * activations stay alive because their rows (views, which hold their base)
- * do. tpprof's run summary and `report --storages` name the live views and
- * where they were made (history_row), and the base each view holds.
+ * do. tpprof's run summary and `report --storages` name the live views,
+ * where they were made (history_row), the base each view holds, and the
+ * handle retain no release matched that keeps each view (history_push).
  *
  * Usage: handle_leak [batches] (default 6; batch 2 is filtered)
  */

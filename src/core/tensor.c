@@ -164,6 +164,19 @@ void tp_tensor_bump_version(tp_tensor *t) {
 // ----------------------------------------------------------------------------
 // construction and lifetime
 
+/* A handle the runtime keeps for itself (a view's on its base, a tensor's
+ * on its grad): not announced. */
+static tp_tensor *tp__tensor_retain_quiet(tp_tensor *t) {
+    if (t) atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+    return t;
+}
+
+static void tp__tensor_free(tp_tensor *t);
+
+static void tp__tensor_release_quiet(tp_tensor *t) {
+    if (t && atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) == 1) tp__tensor_free(t);
+}
+
 tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim,
                            const int64_t *sizes, const int64_t *strides, tp_dtype dtype,
                            tp__version *version, tp_tensor *base, tp__storage_ref ref) {
@@ -223,7 +236,7 @@ tp_tensor *tp__tensor_make(tp_storage *storage, int64_t storage_offset, int ndim
     t->storage = storage;
     if (version) tp__version_retain(version);
     t->version = version ? version : fresh;
-    t->base = tp_tensor_retain(base);
+    t->base = tp__tensor_retain_quiet(base);
     t->requires_grad = false;
     t->grad = NULL;
 
@@ -280,14 +293,34 @@ tp_tensor *tp_tensor_new_from_storage(tp_storage *storage, int64_t storage_offse
                            TP__STORAGE_REF_RETAIN);
 }
 
+static void tp__tensor_ref_event(const tp_tensor *t, uint32_t op, uint32_t count) {
+    TP__OBSERVE({
+        tp__ev_.kind = TP_OBS_TENSOR_REFCOUNT;
+        tp__ev_.u.tensor_ref.tensor_id = t->id;
+        tp__ev_.u.tensor_ref.op = op;
+        tp__ev_.u.tensor_ref.count = count;
+    });
+}
+
 tp_tensor *tp_tensor_retain(tp_tensor *t) {
-    if (t) atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+    if (!t) return t;
+    uint32_t before = atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+    if (__builtin_expect(tp__observer_get() != NULL, 0)) tp__tensor_ref_event(t, TP_OBS_REFOP_RETAIN, before + 1);
     return t;
 }
 
 void tp_tensor_release(tp_tensor *t) {
     if (!t) return;
-    if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
+    uint32_t before = atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel);
+    if (before != 1) {
+        if (__builtin_expect(tp__observer_get() != NULL, 0)) tp__tensor_ref_event(t, TP_OBS_REFOP_RELEASE, before - 1);
+        return;
+    }
+    tp__tensor_free(t);
+}
+
+/* The last handle is gone. */
+static void tp__tensor_free(tp_tensor *t) {
     const tp_observer *o = tp__observer_get();
     uint64_t base_id = t->base ? t->base->id : 0;
     /* An observer taking the fused form hears of it once, at the storage
@@ -303,8 +336,8 @@ void tp_tensor_release(tp_tensor *t) {
             o->on_event(o->user, &ev);
         }
     }
-    tp_tensor_release(t->grad);
-    tp_tensor_release(t->base); /* a root base: no deeper recursion */
+    tp__tensor_release_quiet(t->grad);
+    tp__tensor_release_quiet(t->base); /* a root base: no deeper recursion */
     if (fused) tp__storage_release_tensor(t->storage, o, t->id, base_id);
     else tp_storage_release(t->storage);
     tp__version_release(t->version);
@@ -416,7 +449,7 @@ tp_status tp_tensor_set_grad(tp_tensor *t, tp_tensor *grad) {
                              "assigned grad has data of a different size");
     }
     tp_tensor *old = t->grad;
-    t->grad = tp_tensor_retain(grad);
-    tp_tensor_release(old);
+    t->grad = tp__tensor_retain_quiet(grad);
+    tp__tensor_release_quiet(old);
     return TP_STATUS_OK;
 }

@@ -58,6 +58,8 @@ static const char schema_sql[] =
     " storage_offset INTEGER NOT NULL, sizes TEXT NOT NULL, strides TEXT NOT NULL, dtype TEXT NOT NULL,"
     " itemsize INTEGER NOT NULL, created_ns INTEGER, created_stack INTEGER NOT NULL, freed_ns INTEGER,"
     " version INTEGER NOT NULL, at_peak INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS tensor_refs(tensor_id INTEGER NOT NULL, op INTEGER NOT NULL,"
+    " stack_id INTEGER NOT NULL, count INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS refcount_sites(op INTEGER NOT NULL, stack_id INTEGER NOT NULL, count INTEGER NOT NULL,"
     " PRIMARY KEY (op, stack_id));"
     "CREATE TABLE IF NOT EXISTS storage_lifetimes(allocator TEXT NOT NULL PRIMARY KEY, count INTEGER,"

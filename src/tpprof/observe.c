@@ -374,6 +374,19 @@ static void on_version_bumped(struct tpprof_thread *t, const tp_obs_event *ev) {
     obs_commit(t, w, TP_OBS_VERSION_BUMPED, 0, 0, sid, 4, tpprof_cfg.full);
 }
 
+// A tensor handle taken or dropped (tp_tensor_retain, a release not the
+// last): its own stack, always (the writer's handle ledger names it).
+static void on_tensor_ref(struct tpprof_thread *t, const tp_obs_event *ev) {
+    settle(t);
+    uint32_t sid = tpprof_capture(tpprof_cfg.depth);
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    int op = (int)(ev->u.tensor_ref.op & 0xff);
+    w[2] = ev->u.tensor_ref.tensor_id;
+    w[3] = ev->u.tensor_ref.count;
+    obs_commit(t, w, TP_OBS_TENSOR_REFCOUNT, op, 0, sid, 4, tpprof_cfg.full);
+}
+
 static void on_allocator(struct tpprof_thread *t, const tp_obs_event *ev) {
     settle(t);
     uint32_t sid = event_stack(ev->object, tpprof_cfg.full);
@@ -425,6 +438,7 @@ static void on_event(void *user, const tp_obs_event *ev) {
     case TP_OBS_TENSOR_FREED: tensor_freed(t, ev->u.tensor.tensor_id, ev->u.tensor.storage_id, full); break;
     case TP_OBS_VERSION_BUMPED: on_version_bumped(t, ev); break;
     case TP_OBS_ALLOCATOR: on_allocator(t, ev); break;
+    case TP_OBS_TENSOR_REFCOUNT: on_tensor_ref(t, ev); break;
     default: break; // a kind from a newer runtime: ignored, as the ABI asks
     }
     tpprof_guard = 0;

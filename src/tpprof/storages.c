@@ -58,9 +58,12 @@ struct obs_tensor {
     int64_t offset;
     uint64_t created_ns, created_seq, freed_ns, freed_seq;
     uint32_t created_stack, itemsize, version, next_kept;
+    uint32_t handle_refs; // outstanding tp_tensor_retain handles, newest first (ref pool index, 0 none)
+    uint32_t handles;     // handles after the last TENSOR_REFCOUNT (1 at creation)
     int32_t dtype;
     uint8_t ndim;
     bool freed, used;
+    bool creation_dropped; // the handle it was created with was released (others hold it)
     int64_t sizes[MAX_DIMS], strides[MAX_DIMS]; // the first ndim of each are set
 };
 
@@ -589,6 +592,12 @@ static inline __attribute__((always_inline)) void tensor_freed_at(uint64_t id, u
     x->freed = true;
     x->freed_ns = time;
     x->freed_seq = seq;
+    while (x->handle_refs) { // its handles went with it
+        uint32_t r = x->handle_refs;
+        x->handle_refs = o.refs[r].next;
+        o.refs[r].next = o.free_ref;
+        o.free_ref = r;
+    }
     if (full) return;
     if (alive_at_peak(x->created_seq, true, seq)) {
         x->next_kept = o.kept_tn;
@@ -755,6 +764,9 @@ static inline void on_tensor_created(const struct rec *c, const uint64_t *r, boo
         x->sizes[i] = (int64_t)r[7 + i];
         x->strides[i] = (int64_t)r[7 + nd + i];
     }
+    x->handle_refs = 0;
+    x->handles = 1;
+    x->creation_dropped = false;
     if (!ix_put(&o.tn_ids, x->id, slot + 1)) {
         x->used = false;
         x->next_kept = o.free_tn;
@@ -777,6 +789,69 @@ static void on_tensor_freed(const struct rec *c, const uint64_t *r) {
         th->nfreed++;
     }
     tensor_freed_at(r[2], c->seq, c->time);
+}
+
+// How many outer frames stacks a and b (stack_nodes ids: a trie from the
+// outermost frame) have in common.
+static int common_frames(uint32_t a, uint32_t b) {
+    const struct tpprof_node *nodes = tpprof_w.nodes;
+    int da = 0, db = 0;
+    for (uint32_t n = a; n && da < 4 * TPPROF_MAX_DEPTH; n = nodes[n].parent) da++;
+    for (uint32_t n = b; n && db < 4 * TPPROF_MAX_DEPTH; n = nodes[n].parent) db++;
+    for (; da > db; da--) a = nodes[a].parent;
+    for (; db > da; db--) b = nodes[b].parent;
+    for (; a != b && da > 0; da--) {
+        a = nodes[a].parent;
+        b = nodes[b].parent;
+    }
+    return da;
+}
+
+// A tensor handle taken (tp_tensor_retain) or dropped, not the last (op:
+// RETAIN or RELEASE; r[3] the handles after it), with its own stack. The
+// ledger keeps the retains no release has matched. A release names no
+// handle, so it cancels the outstanding one whose stack shares the most
+// outer frames with its own (the code that took a handle is usually the
+// code that gives it back: a helper's retain and release inside one call
+// share that call's frames), on a tie the handle the tensor was created
+// with, then the newest retain. refcount_sites counts them as ops 6 and 7.
+static void on_tensor_ref(const struct rec *c, const uint64_t *r, uint32_t refop) {
+    bool retain = refop == TP_OBS_REFOP_RETAIN;
+    rc_count(retain ? 6 : 7, c->stack, c->sid);
+    uint32_t k = ix_get(&o.tn_ids, r[2]);
+    if (!k) return;
+    struct obs_tensor *x = &o.tn[k - 1];
+    if (x->freed) return;
+    x->handles = (uint32_t)r[3];
+    if (retain) {
+        uint32_t n = o.free_ref;
+        if (TPPROF_LIKELY(n)) {
+            o.free_ref = o.refs[n].next;
+        } else {
+            if (!grow((void **)&o.refs, &o.caprefs, o.nrefs + 1, sizeof *o.refs, 1024)) return;
+            n = ++o.nrefs;
+        }
+        o.refs[n] = (struct obs_ref){.next = x->handle_refs, .stack = c->stack, .op = TP_OBS_REFOP_RETAIN, .sid = c->sid};
+        x->handle_refs = n;
+        return;
+    }
+    int best = x->creation_dropped ? -1 : common_frames(c->stack, x->created_stack);
+    uint32_t *best_link = NULL;
+    for (uint32_t *link = &x->handle_refs; *link; link = &o.refs[*link].next) {
+        int d = common_frames(c->stack, o.refs[*link].stack);
+        if (d > best) {
+            best = d;
+            best_link = link;
+        }
+    }
+    if (best_link) {
+        uint32_t n = *best_link;
+        *best_link = o.refs[n].next;
+        o.refs[n].next = o.free_ref;
+        o.free_ref = n;
+    } else if (best >= 0) {
+        x->creation_dropped = true;
+    }
 }
 
 static void on_version(const uint64_t *r) {
@@ -832,7 +907,7 @@ static void on_allocator(struct tpprof_thread *t, const uint64_t *r, uint64_t se
 // events rows (full mode): op 10.. as docs/schema-tensors.md lists them.
 static void keep_event(struct tpprof_thread *t, const uint64_t *r, int kind, uint32_t refop, uint64_t seq,
                        uint64_t time, uint32_t sid) {
-    static const int op_of[] = {0, 10, 11, 12, 13, 0, 14, 15, 16};
+    static const int op_of[] = {0, 10, 11, 12, 13, 0, 14, 15, 16, 0, 17};
     uint64_t addr = r[2], size = 0, old = 0;
     int k = 0;
     switch (kind) {
@@ -841,9 +916,10 @@ static void keep_event(struct tpprof_thread *t, const uint64_t *r, int kind, uin
     case TP_OBS_TENSOR_CREATED: size = r[3]; old = r[4]; break;
     case TP_OBS_TENSOR_FREED: size = r[3]; break;
     case TP_OBS_VERSION_BUMPED: size = r[3]; break;
+    case TP_OBS_TENSOR_REFCOUNT: size = r[3]; k = (int)refop; break;
     default: break;
     }
-    if (op_of[kind]) tpprof_writer_keep_event(t, seq, op_of[kind], k, time, addr, size, sid, old);
+    if (kind < (int)(sizeof op_of / sizeof op_of[0]) && op_of[kind]) tpprof_writer_keep_event(t, seq, op_of[kind], k, time, addr, size, sid, old);
 }
 
 // The apply order of the record being applied (tpprof_obs_apply's).
@@ -866,7 +942,8 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
     if (r[1] & TPPROF_OBS_TICKS) time = tpprof_writer_ticks_to_ns(r[(r[1] & 0xff) - 1], time);
     int kind = (int)(r[0] & 15);
     // Its events row needs nothing from the ledger: kept first.
-    if (TPPROF_UNLIKELY(tpprof_cfg.full) && kind >= TP_OBS_STORAGE_CREATED && kind <= TP_OBS_VERSION_BUMPED)
+    if (TPPROF_UNLIKELY(tpprof_cfg.full) &&
+        ((kind >= TP_OBS_STORAGE_CREATED && kind <= TP_OBS_VERSION_BUMPED) || kind == TP_OBS_TENSOR_REFCOUNT))
         keep_event(t, r, kind, (uint32_t)(r[1] >> 8 & 0xff), order, time, (uint32_t)(r[1] >> 32));
     uint32_t slot;
     struct obs_storage *s;
@@ -918,6 +995,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
     case TP_OBS_TENSOR_FREED: on_tensor_freed(&c, r); break;
     case TP_OBS_VERSION_BUMPED: on_version(r); break;
     case TP_OBS_ALLOCATOR: on_allocator(t, r, c.seq, c.time, c.stack); break;
+    case TP_OBS_TENSOR_REFCOUNT: on_tensor_ref(&c, r, (uint32_t)(r[1] >> 8 & 0xff)); break;
     default: break;
     }
 }
@@ -1080,6 +1158,43 @@ static bool put_tensors(sqlite3 *db) {
     return ok;
 }
 
+// tensor_refs: the handles of every tensor alive at the end, by (op,
+// stack): the one it was created with (op 0, its created_stack), unless
+// released, and the retains no release matched (op 1).
+static bool put_tensor_refs(sqlite3 *db) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT INTO tensor_refs(tensor_id, op, stack_id, count) VALUES(?,?,?,?)", -1, &st,
+                           NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint32_t i = 0; i < o.ntn && ok; i++) {
+        const struct obs_tensor *x = &o.tn[i];
+        if (!x->used || x->freed) continue;
+        if (!x->creation_dropped) {
+            sqlite3_bind_int64(st, 1, (sqlite3_int64)x->id);
+            sqlite3_bind_int(st, 2, 0);
+            sqlite3_bind_int64(st, 3, x->created_stack);
+            sqlite3_bind_int(st, 4, 1);
+            ok = step(st);
+        }
+        // Retains by stack: each stack once, at its newest, with its count.
+        for (uint32_t r = x->handle_refs; r && ok; r = o.refs[r].next) {
+            bool seen = false;
+            for (uint32_t q = x->handle_refs; q != r && !seen; q = o.refs[q].next) seen = o.refs[q].stack == o.refs[r].stack;
+            if (seen) continue;
+            int64_t n = 0;
+            for (uint32_t q = r; q; q = o.refs[q].next) n += o.refs[q].stack == o.refs[r].stack;
+            sqlite3_bind_int64(st, 1, (sqlite3_int64)x->id);
+            sqlite3_bind_int(st, 2, TP_OBS_REFOP_RETAIN);
+            sqlite3_bind_int64(st, 3, o.refs[r].stack);
+            sqlite3_bind_int64(st, 4, n);
+            ok = step(st);
+        }
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
 static bool put_aggregates(sqlite3 *db) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO refcount_sites(op, stack_id, count) VALUES(?,?,?)", -1, &st,
@@ -1120,8 +1235,8 @@ bool tpprof_obs_db_put(sqlite3 *db, bool final) {
     if (!put_allocator_events(db)) return false;
     if (!final) return true;
     // The final state replaces whatever an earlier image (a forked parent) wrote.
-    return exec_sql(db, "DELETE FROM storages; DELETE FROM storage_refs; DELETE FROM tensors;") &&
-           put_storages(db) && put_tensors(db) && put_aggregates(db);
+    return exec_sql(db, "DELETE FROM storages; DELETE FROM storage_refs; DELETE FROM tensors; DELETE FROM tensor_refs;") &&
+           put_storages(db) && put_tensors(db) && put_tensor_refs(db) && put_aggregates(db);
 }
 
 void tpprof_obs_peak(int64_t *bytes, uint64_t *time_ns) {

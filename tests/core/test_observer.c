@@ -24,6 +24,7 @@ typedef struct rec {
     tp_obs_tensor tn;
     int64_t sizes[TP_MAX_DIMS], strides[TP_MAX_DIMS];
     tp_obs_version ver;
+    tp_obs_tensor_ref tr;
 } rec;
 
 enum { MAX_RECS = 256 };
@@ -57,6 +58,7 @@ static void on_event(void *user, const tp_obs_event *ev) {
         }
         break;
     case TP_OBS_VERSION_BUMPED: r->ver = ev->u.version; break;
+    case TP_OBS_TENSOR_REFCOUNT: r->tr = ev->u.tensor_ref; break;
     default: break;
     }
 }
@@ -81,7 +83,7 @@ static int direct_calls, struct_calls;
 
 static void on_event_counted(void *user, const tp_obs_event *ev) {
     struct_calls++;
-    CHECK(ev->kind == TP_OBS_VERSION_BUMPED || ev->kind == TP_OBS_ALLOCATOR);
+    CHECK(ev->kind == TP_OBS_VERSION_BUMPED || ev->kind == TP_OBS_ALLOCATOR || ev->kind == TP_OBS_TENSOR_REFCOUNT);
     on_event(user, ev);
 }
 
@@ -419,7 +421,12 @@ static void test_tensor_and_view_events_carry_geometry_and_ids(void) {
     CHECK_EQ(recs[i].tn.tensor_id, aid);
     i++;
     EXPECT_REF(i, sid, TP_OBS_REFOP_RELEASE, 2, 1);
-    /* x is still the base of v: releasing x frees nothing yet. */
+    /* x is still the base of v: releasing x drops the caller's handle, not the last. */
+    CHECK_EQ(recs[i].kind, TP_OBS_TENSOR_REFCOUNT);
+    CHECK_EQ(recs[i].tr.tensor_id, xid);
+    CHECK_EQ(recs[i].tr.op, TP_OBS_REFOP_RELEASE);
+    CHECK_EQ(recs[i].tr.count, 1);
+    i++;
     CHECK_EQ(recs[i].kind, TP_OBS_TENSOR_FREED);
     CHECK_EQ(recs[i].tn.tensor_id, vid);
     i++;
@@ -586,7 +593,7 @@ static void test_direct_forms_carry_the_same_events_in_the_same_order(void) {
     CHECK_EQ(kinds[TP_OBS_STORAGE_DATA_RELEASED], 2);
     CHECK_EQ(kinds[TP_OBS_STORAGE_FREED], 2);
     CHECK_EQ(kinds[TP_OBS_VERSION_BUMPED], 1);
-    CHECK_EQ(struct_calls, kinds[TP_OBS_VERSION_BUMPED]);
+    CHECK_EQ(struct_calls, kinds[TP_OBS_VERSION_BUMPED] + kinds[TP_OBS_TENSOR_REFCOUNT]);
     CHECK_EQ(direct_calls, n - struct_calls);
 }
 
@@ -641,11 +648,13 @@ static void test_fused_release_comes_after_the_base_and_implies_the_data_release
     tp_tensor_release(v);                        /* frees x, then v's reference */
     stop_recording();
     CHECK_EQ(fused_calls, 3);
-    /* v: RETAIN + CREATED; then x's free and release come inside v's:
-     * FREED(x), RELEASE 1, then FREED(v), RELEASE 0, DATA_RELEASED, FREED. */
+    /* v: RETAIN + CREATED; x's handle dropped (not its last: v's is left);
+     * then x's free and release come inside v's: FREED(x), RELEASE 1, then
+     * FREED(v), RELEASE 0, DATA_RELEASED, FREED. */
     int i = 0;
     EXPECT_REF(i, sid, TP_OBS_REFOP_RETAIN, 2, 1);
     EXPECT_KIND(i, TP_OBS_TENSOR_CREATED);
+    EXPECT_KIND(i, TP_OBS_TENSOR_REFCOUNT);
     EXPECT_KIND(i, TP_OBS_TENSOR_FREED);
     CHECK_EQ(recs[i - 1].tn.base_id, 0);
     EXPECT_REF(i, sid, TP_OBS_REFOP_RELEASE, 1, 1);
@@ -709,6 +718,58 @@ static void test_fused_forms_beyond_struct_size_are_not_read(void) {
     CHECK(nrecs > 10);
 }
 
+/* Handles: tp_tensor_retain and a release that is not the last are
+ * announced with the count after them; the runtime's own handles (a view's
+ * on its base, a tensor's on its grad) are not; the last release is the
+ * TENSOR_FREED. */
+static void test_tensor_handles_taken_and_dropped_are_announced(void) {
+    tp_tensor *x = make_tensor(1, SHAPE(8), TP_DTYPE_FLOAT32);
+    tp_tensor *g = make_tensor(1, SHAPE(8), TP_DTYPE_FLOAT32);
+    uint64_t xid = tp_tensor_id(x);
+    start_recording();
+    CHECK(tp_tensor_retain(x) == x);
+    CHECK(tp_tensor_retain(x) == x);
+    tp_tensor_release(x);
+    tp_tensor *v = tp_tensor_narrow(x, 0, 2, 4); /* holds x: not announced */
+    CHECK_EQ(tp_tensor_set_grad(x, g), TP_STATUS_OK); /* x holds g: not announced */
+    CHECK_EQ(tp_tensor_set_grad(x, NULL), TP_STATUS_OK);
+    CHECK(tp_tensor_retain(NULL) == NULL);
+    tp_tensor_release(NULL);
+    stop_recording();
+    int handles = 0, i = 0;
+    for (int k = 0; k < nrecs; k++) handles += recs[k].kind == TP_OBS_TENSOR_REFCOUNT;
+    CHECK_EQ(handles, 3);
+    for (; i < nrecs && recs[i].kind != TP_OBS_TENSOR_REFCOUNT; i++) {}
+    CHECK(i + 2 < nrecs);
+    CHECK_EQ(recs[i].tr.tensor_id, xid);
+    CHECK_EQ(recs[i].tr.op, TP_OBS_REFOP_RETAIN);
+    CHECK_EQ(recs[i].tr.count, 2);
+    CHECK_EQ(recs[i].object, 0);
+    CHECK_EQ(recs[i + 1].tr.op, TP_OBS_REFOP_RETAIN);
+    CHECK_EQ(recs[i + 1].tr.count, 3);
+    CHECK_EQ(recs[i + 2].kind, TP_OBS_TENSOR_REFCOUNT);
+    CHECK_EQ(recs[i + 2].tr.op, TP_OBS_REFOP_RELEASE);
+    CHECK_EQ(recs[i + 2].tr.count, 2);
+    CHECK_EQ(tp_tensor_use_count(x), 3); /* two handles and v's */
+    /* The last handle: its release is the tensor's free, no REFCOUNT. */
+    start_recording();
+    tp_tensor_release(x);
+    tp_tensor_release(x);
+    tp_tensor_release(v);
+    stop_recording();
+    CHECK_EQ(recs[0].kind, TP_OBS_TENSOR_REFCOUNT);
+    CHECK_EQ(recs[0].tr.count, 2);
+    CHECK_EQ(recs[1].kind, TP_OBS_TENSOR_REFCOUNT);
+    CHECK_EQ(recs[1].tr.count, 1);
+    int freed_x = 0;
+    for (int k = 2; k < nrecs; k++) {
+        CHECK(recs[k].kind != TP_OBS_TENSOR_REFCOUNT);
+        freed_x += recs[k].kind == TP_OBS_TENSOR_FREED && recs[k].tn.tensor_id == xid;
+    }
+    CHECK_EQ(freed_x, 1);
+    tp_tensor_release(g);
+}
+
 int main(void) {
     RUN_TEST(test_no_observer_is_attached_without_a_provider);
     RUN_TEST(test_set_rejects_an_observer_of_another_abi);
@@ -727,5 +788,6 @@ int main(void) {
     RUN_TEST(test_fused_release_comes_after_the_base_and_implies_the_data_release);
     RUN_TEST(test_fused_release_with_a_weak_holder_leaves_the_struct_to_it);
     RUN_TEST(test_fused_forms_beyond_struct_size_are_not_read);
+    RUN_TEST(test_tensor_handles_taken_and_dropped_are_announced);
     return CHECK_DONE();
 }

@@ -1286,6 +1286,48 @@ static void test_cache_leak(char *prog) {
           "the cache's 8 retains share one site");
 }
 
+// Tensor handles (tensor_handles.c): the ledger keeps the retains no
+// release matched, pairing a release with the handle whose stack shares the
+// most with its own.
+static void test_tensor_handles(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record_tensors("tensor_handles.db", argv, NULL, &r)) return;
+    CHECK(strcmp(r.out, "tensor_handles ok\n") == 0, "stdout '%s'", r.out);
+    CHECK(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 2, "kept and cached are alive (%lld)",
+          (long long)qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL"));
+    // kept: its creation handle, made in handles_make; the helper's matched.
+    int64_t kept_id = qi("SELECT id FROM tensors WHERE freed_ns IS NULL AND sizes = '[16]'");
+    CHECK(qi("SELECT count(*) FROM tensor_refs WHERE tensor_id = %lld", (long long)kept_id) == 1 &&
+              qi("SELECT count(*) FROM tensor_refs WHERE tensor_id = %lld AND op = 0 AND count = 1", (long long)kept_id) == 1,
+          "kept: only its creation handle is left");
+    CHECK(stack_has(qi("SELECT stack_id FROM tensor_refs WHERE tensor_id = %lld", (long long)kept_id), "handles_make"),
+          "kept's creation handle was made in handles_make");
+    // cached: 2 retains in handles_cache (called from two lines of main: two
+    // stacks); the creation handle released.
+    int64_t cached_id = qi("SELECT id FROM tensors WHERE freed_ns IS NULL AND sizes = '[32]'");
+    CHECK(qi("SELECT count(*) FROM tensor_refs WHERE tensor_id = %lld", (long long)cached_id) == 2 &&
+              qi("SELECT sum(count) FROM tensor_refs WHERE tensor_id = %lld AND op = 1", (long long)cached_id) == 2,
+          "cached: two retains no release matched, and no creation handle");
+    int64_t ids[4];
+    int n = 0;
+    sqlite3_stmt *st;
+    char *sql = sqlite3_mprintf("SELECT stack_id FROM tensor_refs WHERE tensor_id = %lld", (long long)cached_id);
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        while (sqlite3_step(st) == SQLITE_ROW && n < 4) ids[n++] = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_free(sql);
+    for (int i = 0; i < n; i++) CHECK(stack_has(ids[i], "handles_cache"), "cached's retain %d was taken in handles_cache", i);
+    CHECK(qi("SELECT count(*) FROM tensor_refs") == 3, "nothing of gone is left");
+    // refcount_sites: 5 handle retains (1 borrow, 3 cache), 4 releases not the last.
+    CHECK(qi("SELECT sum(count) FROM refcount_sites WHERE op = 6") == 4 &&
+              qi("SELECT sum(count) FROM refcount_sites WHERE op = 7") == 3,
+          "4 handle retains, 3 releases not the last (%lld, %lld)",
+          (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 6"),
+          (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 7"));
+}
+
 // Views made on one thread and freed on another: each free pairs with its
 // view's reference (the runtime sends it as one fused call, on the freeing
 // thread), so only the kept view's reference and the base's are left.
@@ -1569,6 +1611,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "stalebuf") == 0) test_stalebuf(prog);
     else if (strcmp(what, "streams") == 0) test_streams(prog);
     else if (strcmp(what, "libcache") == 0) test_libcache(prog);
+    else if (strcmp(what, "tensor_handles") == 0) test_tensor_handles(prog);
     else if (strcmp(what, "crowd_wrap") == 0) test_crowd(prog, "TPPROF_ORDER_START=wrap");
     else if (strcmp(what, "turns") == 0) test_turns(prog, false);
     else if (strcmp(what, "turns_full") == 0) test_turns(prog, true);

@@ -170,6 +170,7 @@ static void open_db(void) {
                  " created_stack, last_release_ns, data_released_ns, freed_ns, strong, weak, block_address, block_size,"
                  " block_kind, block_freed_ns, at_peak, version_bumps);"
                  "CREATE TABLE storage_refs(storage_id, op, stack_id, tensor_id, count);"
+                 "CREATE TABLE tensor_refs(tensor_id, op, stack_id, count);"
                  "CREATE TABLE tensors(id INTEGER PRIMARY KEY, storage_id, base_id, storage_offset, sizes, strides,"
                  " dtype, itemsize, created_ns, created_stack, freed_ns, version, at_peak);"
                  "CREATE TABLE refcount_sites(op, stack_id, count, PRIMARY KEY (op, stack_id));"

@@ -131,11 +131,11 @@ static void test_json_storages_carry_tensors_unmatched_retains_and_weak_holders(
                     "{\"id\":10,\"offset\":0,\"sizes\":[16,64],\"strides\":[64,1],\"dtype\":\"float32\","
                     "\"base\":null,\"stack\":[{\"function\":\"make_tensor\",\"file\":\"/src/app/tensor.c\","
                     "\"line\":9,\"module\":\"/opt/fake/app\",\"ip\":\"0x401b10\"},{\"function\":\"main\","
-                    "\"file\":\"/src/app/app.c\",\"line\":50,\"module\":\"/opt/fake/app\",\"ip\":\"0x401010\"}]},"
-                    "{\"id\":11,\"offset\":64,\"sizes\":[64],\"strides\":[1],\"dtype\":\"float32\","
+                    "\"file\":\"/src/app/app.c\",\"line\":50,\"module\":\"/opt/fake/app\",\"ip\":\"0x401010\"}],"
+                    "\"handle_retains\":[]},{\"id\":11,\"offset\":64,\"sizes\":[64],\"strides\":[1],\"dtype\":\"float32\","
                     "\"base\":10,\"stack\":[{\"function\":\"make_tensor\""),
           "%s", j);
-    CHECK(strstr(j, "\"ip\":\"0x401010\"}]}],\"unmatched_retains\":[{\"count\":1,\"op\":\"retain\",\"stack\":[{\"function\":"
+    CHECK(strstr(j, "\"ip\":\"0x401010\"}],\"handle_retains\":[]}],\"unmatched_retains\":[{\"count\":1,\"op\":\"retain\",\"stack\":[{\"function\":"
                     "\"extra_hold\""),
           "%s", j);
     CHECK(strstr(j, "{\"id\":4,\"nbytes\":32768,\"allocator\":\"cpu\",\"device\":\"cpu\",\"strong\":0,"

@@ -156,13 +156,22 @@ static void test_handle_leak_names_the_live_views_and_where_they_were_made(void)
     CHECK(r.status == 0 && strstr(r.out, "3 kept"), "status %d: %s %s", r.status, r.out, r.err);
     CHECK(strstr(r.err, "tpprof: tensors: 3 storages alive at exit (384 KiB); 3 held by tensors alive at exit, "
                         "such as #") &&
-              strstr(r.err, " [1, 256] created in history_row (handle_leak.c:") && !strstr(r.err, "no release matched"),
-          "tpprof run's summary: %s", r.err);
+              strstr(r.err, " [1, 256] created in history_row (handle_leak.c:") &&
+              strstr(r.err, ", kept by a tp_tensor_retain no release matched in history_push (handle_leak.c:") &&
+              !strstr(r.err, "held by a retain"),
+          "tpprof run's summary: the view and the handle retain that keeps it (no storage reference is unmatched): %s",
+          r.err);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--storages", NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
     CHECK(harness_count(r.out, "created in history_row (handle_leak.c:") == 3 &&
               harness_count(r.out, "created in main (handle_leak.c:") == 3 && harness_count(r.out, "held by its view #") == 3,
+          "%s", r.out);
+    // Each view's handle that history_push took; the batch-2 row, released
+    // by main and never pushed, is gone; the bases' own handles were
+    // released by main (their views hold them).
+    CHECK(harness_count(r.out, "1 handle retain no release matched, in history_push (handle_leak.c:") == 3 &&
+              harness_count(r.out, "handle retain") == 3,
           "%s", r.out);
     CHECK(strstr(r.out, "Unmatched references by stack (taken, never released; no tensor holds them): 0 stacks"),
           "%s", r.out);
@@ -175,6 +184,10 @@ static void test_handle_leak_names_the_live_views_and_where_they_were_made(void)
     r = harness_tpprof("report", db, "--storages", "--format", "json", NULL);
     char *j = harness_json_squash(r.out);
     CHECK(harness_count(j, "\"function\":\"history_row\"") == 3, "each live view's stack: %s", r.out);
+    // history_push appears only in the stacks of the handles it took.
+    CHECK(harness_count(j, "\"handle_retains\":[{\"count\":1,\"stack\":[{") == 3 &&
+              harness_count(j, "\"function\":\"history_push\"") == 3,
+          "the views' handle retains in JSON: %s", r.out);
     free(j);
     harness_result_free(&r);
 }
