@@ -317,7 +317,9 @@ static void device_text(char *out, size_t cap, int type, int index) {
 // ---------------------------------------------------------------------------
 // References.
 
-static inline uint32_t ref_add(struct obs_storage *s, uint32_t op, uint32_t stack, uint32_t sid) {
+// A reference record at the head of the list *head (a storage's references,
+// a tensor's handles); 0 when out of memory.
+static inline uint32_t ref_push(uint32_t *head, uint32_t op, uint32_t stack, uint32_t sid) {
     uint32_t r = o.free_ref;
     if (TPPROF_LIKELY(r)) {
         o.free_ref = o.refs[r].next;
@@ -325,9 +327,23 @@ static inline uint32_t ref_add(struct obs_storage *s, uint32_t op, uint32_t stac
         if (!grow((void **)&o.refs, &o.caprefs, o.nrefs + 1, sizeof *o.refs, 1024)) return 0;
         r = ++o.nrefs;
     }
-    o.refs[r] = (struct obs_ref){.next = s->refs, .stack = stack, .op = op, .sid = sid};
-    s->refs = r;
+    o.refs[r] = (struct obs_ref){.next = *head, .stack = stack, .op = op, .sid = sid};
+    *head = r;
     return r;
+}
+
+static inline uint32_t ref_add(struct obs_storage *s, uint32_t op, uint32_t stack, uint32_t sid) {
+    return ref_push(&s->refs, op, stack, sid);
+}
+
+// Gives every record of the list *head back to the pool.
+static inline void refs_release(uint32_t *head) {
+    while (*head) {
+        uint32_t r = *head;
+        *head = o.refs[r].next;
+        o.refs[r].next = o.free_ref;
+        o.free_ref = r;
+    }
 }
 
 // Unlinks the newest reference matching (tensor != 0: owned by it; else an
@@ -376,12 +392,7 @@ static inline __attribute__((always_inline)) void block_unlink(struct obs_storag
 static inline __attribute__((always_inline)) void storage_drop(uint32_t slot) {
     struct obs_storage *s = &o.st[slot];
     block_unlink(s, slot);
-    while (s->refs) {
-        uint32_t r = s->refs;
-        s->refs = o.refs[r].next;
-        o.refs[r].next = o.free_ref;
-        o.free_ref = r;
-    }
+    refs_release(&s->refs);
     ix_take(&o.st_ids, s->id);
     s->used = false;
     s->next_kept = o.free_st;
@@ -592,12 +603,7 @@ static inline __attribute__((always_inline)) void tensor_freed_at(uint64_t id, u
     x->freed = true;
     x->freed_ns = time;
     x->freed_seq = seq;
-    while (x->handle_refs) { // its handles went with it
-        uint32_t r = x->handle_refs;
-        x->handle_refs = o.refs[r].next;
-        o.refs[r].next = o.free_ref;
-        o.free_ref = r;
-    }
+    refs_release(&x->handle_refs); // its handles went with it
     if (full) return;
     if (alive_at_peak(x->created_seq, true, seq)) {
         x->next_kept = o.kept_tn;
@@ -824,15 +830,7 @@ static void on_tensor_ref(const struct rec *c, const uint64_t *r, uint32_t refop
     if (x->freed) return;
     x->handles = (uint32_t)r[3];
     if (retain) {
-        uint32_t n = o.free_ref;
-        if (TPPROF_LIKELY(n)) {
-            o.free_ref = o.refs[n].next;
-        } else {
-            if (!grow((void **)&o.refs, &o.caprefs, o.nrefs + 1, sizeof *o.refs, 1024)) return;
-            n = ++o.nrefs;
-        }
-        o.refs[n] = (struct obs_ref){.next = x->handle_refs, .stack = c->stack, .op = TP_OBS_REFOP_RETAIN, .sid = c->sid};
-        x->handle_refs = n;
+        ref_push(&x->handle_refs, TP_OBS_REFOP_RETAIN, c->stack, c->sid);
         return;
     }
     int best = x->creation_dropped ? -1 : common_frames(c->stack, x->created_stack);
