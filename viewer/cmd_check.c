@@ -131,16 +131,25 @@ static int gate_storages(gate *g, const tpprof_profile *p, uint64_t limit) {
         free(groups);
         groups = tpprof_ref_groups(&t, true, &ng);
     }
+    // Else the handle retains that keep tensors (and so their storages), else the biggest.
+    size_t nh = 0;
+    tpprof_handle_group *handles = ng ? NULL : tpprof_handle_groups(&t, &nh);
     if (ng)
         snprintf(detail, sizeof detail, ": %llu storage%s held by a %s no release matched in %s",
                  (unsigned long long)groups[0].storages, groups[0].storages == 1 ? "" : "s",
                  tpprof_ref_op_name(groups[0].op),
                  tpprof_stacks_describe_caller(p->stacks, groups[0].stack_id, frame, sizeof frame));
+    else if (nh)
+        snprintf(detail, sizeof detail,
+                 ": %llu storage%s held by tensors a tp_tensor_retain no release matched keeps, in %s",
+                 (unsigned long long)handles[0].storages, handles[0].storages == 1 ? "" : "s",
+                 tpprof_stacks_describe_caller(p->stacks, handles[0].stack_id, frame, sizeof frame));
     else if (biggest)
         snprintf(detail, sizeof detail, ": the biggest, %lld B, created in %s",
                  (long long)biggest->nbytes,
                  tpprof_stacks_describe_caller(p->stacks, biggest->created_stack, frame, sizeof frame));
     free(groups);
+    free(handles);
     gate_limit(g, "max-leaked-storages", "leaked storages", alive, limit, detail);
     tpprof_tensors_free(&t);
     return 0;

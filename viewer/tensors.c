@@ -233,6 +233,59 @@ int64_t tpprof_tensors_unmatched_handles(const tpprof_tensors *t, int64_t tensor
     return count;
 }
 
+typedef struct {
+    int64_t stack, storage, count;
+} stack_storage;
+
+static int by_stack_storage(const void *a, const void *b) {
+    const stack_storage *x = a, *y = b;
+    if (x->stack != y->stack)
+        return x->stack < y->stack ? -1 : 1;
+    return x->storage < y->storage ? -1 : x->storage > y->storage;
+}
+
+static int by_group_storages(const void *a, const void *b) {
+    const tpprof_handle_group *x = a, *y = b;
+    if (x->storages != y->storages)
+        return x->storages > y->storages ? -1 : 1;
+    return x->stack_id < y->stack_id ? -1 : x->stack_id > y->stack_id;
+}
+
+tpprof_handle_group *tpprof_handle_groups(const tpprof_tensors *t, size_t *n) {
+    *n = 0;
+    stack_storage *v = malloc((t->nhandles + 1) * sizeof *v);
+    tpprof_handle_group *g = malloc((t->nhandles + 1) * sizeof *g);
+    if (!v || !g) {
+        free(v);
+        free(g);
+        return NULL;
+    }
+    size_t nv = 0;
+    for (size_t i = 0; i < t->nhandles; i++) {
+        const tpprof_handle_ref *h = &t->handles[i];
+        const tpprof_tensor *x = tpprof_tensors_tensor(t, h->tensor_id);
+        if (h->op == TPPROF_REF_RETAIN && h->count > 0 && x && tpprof_tensor_alive(x))
+            v[nv++] = (stack_storage){h->stack_id, x->storage_id, h->count};
+    }
+    if (nv)
+        qsort(v, nv, sizeof *v, by_stack_storage);
+    for (size_t i = 0; i < nv; i++) {
+        if (!*n || g[*n - 1].stack_id != v[i].stack)
+            g[(*n)++] = (tpprof_handle_group){.stack_id = v[i].stack};
+        tpprof_handle_group *cur = &g[*n - 1];
+        if (i == 0 || v[i - 1].stack != v[i].stack || v[i - 1].storage != v[i].storage)
+            cur->storages++;
+        cur->handles += (uint64_t)v[i].count;
+    }
+    free(v);
+    if (!*n) {
+        free(g);
+        return NULL;
+    }
+    qsort(g, *n, sizeof *g, by_group_storages);
+    return g;
+}
+
 static int load_lifetimes(tpprof_db *db, tpprof_tensors *t) {
     sqlite3_stmt *st = NULL;
     // release_delay_count came later: older recordings measured every delay.

@@ -446,6 +446,16 @@ const tpprof_handle_ref *tpprof_tensors_handles(const tpprof_tensors *t, int64_t
 // first (0 if none).
 int64_t tpprof_tensors_unmatched_handles(const tpprof_tensors *t, int64_t tensor_id, int64_t *stack);
 
+// Handle retains no release matched of tensors alive at the end, grouped by
+// stack: how many distinct storages those tensors are on, and how many
+// handles; most storages first. New array (caller frees), *n its length;
+// NULL + *n 0 when none.
+typedef struct tpprof_handle_group {
+    int64_t stack_id;
+    uint64_t storages, handles;
+} tpprof_handle_group;
+tpprof_handle_group *tpprof_handle_groups(const tpprof_tensors *t, size_t *n);
+
 // Struct alive at the end (freed_ns NULL); data alive (data_released_ns NULL).
 bool tpprof_storage_alive(const tpprof_storage *s);
 bool tpprof_storage_data_alive(const tpprof_storage *s);

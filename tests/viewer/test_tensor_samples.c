@@ -176,6 +176,11 @@ static void test_handle_leak_names_the_live_views_and_where_they_were_made(void)
     CHECK(strstr(r.out, "Unmatched references by stack (taken, never released; no tensor holds them): 0 stacks"),
           "%s", r.out);
     harness_result_free(&r);
+    r = harness_tpprof("check", db, "--max-leaked-storages", "0", NULL);
+    CHECK(r.status == 1 && strstr(r.out, "FAIL leaked storages 3 > 0: 3 storages held by tensors a tp_tensor_retain no "
+                                         "release matched keeps, in history_push (handle_leak.c:"),
+          "the gate names the handle retain: %d %s", r.status, r.out);
+    harness_result_free(&r);
     r = harness_tpprof("report", db, "--leaks", NULL);
     CHECK(harness_count(r.out, "backs storage #") == 3 && harness_count(r.out, "(128 KiB, cpu): strong 2; tensors #") == 3 &&
               harness_count(r.out, " [1, 256] (view of #") == 3,
