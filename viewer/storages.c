@@ -289,6 +289,24 @@ void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *
     text_groups(p, g, ng, cap);
     free(g);
 
+    size_t nh = 0;
+    tpprof_handle_group *h = tpprof_handle_groups(t, &nh);
+    printf("\nTensor handles by stack (tp_tensor_retain, never released; they keep their tensors alive): %zu "
+           "stack%s\n",
+           nh, nh == 1 ? "" : "s");
+    if (nh == 0)
+        printf("  none: no tensor alive at exit is held by a handle retain no release matched\n");
+    size_t hshown = cap && cap < nh ? cap : nh;
+    for (size_t i = 0; i < hshown; i++) {
+        printf("  %llu storage%s (%s), %llu handle%s\n", (unsigned long long)h[i].storages,
+               h[i].storages == 1 ? "" : "s", tpprof_format_size(h[i].bytes, a),
+               (unsigned long long)h[i].handles, h[i].handles == 1 ? "" : "s");
+        tpprof_print_stack(p->stacks, h[i].stack_id, "      ", MAX_TEXT_FRAMES, true);
+    }
+    if (hshown < nh)
+        printf("  ... %zu more stacks\n", nh - hshown);
+    free(h);
+
     printf("\nData released, struct still held by weak references: %zu storage%s\n", nreleased,
            nreleased == 1 ? "" : "s");
     shown = cap && cap < nreleased ? cap : nreleased;
@@ -446,6 +464,20 @@ void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const 
     tpprof_json_array_end(j);
     json_groups(j, p, t, "unmatched_by_stack", false);
     json_groups(j, p, t, "weak_by_stack", true);
+    tpprof_json_key(j, "handles_by_stack");
+    tpprof_json_array_begin(j);
+    size_t nh = 0;
+    tpprof_handle_group *h = tpprof_handle_groups(t, &nh);
+    for (size_t i = 0; i < nh; i++) {
+        tpprof_json_object_begin(j);
+        tpprof_json_kv_uint(j, "storages", h[i].storages);
+        tpprof_json_kv_uint(j, "count", h[i].handles);
+        tpprof_json_kv_uint(j, "bytes", h[i].bytes);
+        tpprof_json_stack(j, p->stacks, h[i].stack_id);
+        tpprof_json_object_end(j);
+    }
+    free(h);
+    tpprof_json_array_end(j);
     tpprof_json_key(j, "pinned_views");
     tpprof_json_array_begin(j);
     json_pinned(j, p, t, false);

@@ -273,8 +273,11 @@ tpprof_handle_group *tpprof_handle_groups(const tpprof_tensors *t, size_t *n) {
         if (!*n || g[*n - 1].stack_id != v[i].stack)
             g[(*n)++] = (tpprof_handle_group){.stack_id = v[i].stack};
         tpprof_handle_group *cur = &g[*n - 1];
-        if (i == 0 || v[i - 1].stack != v[i].stack || v[i - 1].storage != v[i].storage)
+        if (i == 0 || v[i - 1].stack != v[i].stack || v[i - 1].storage != v[i].storage) {
+            const tpprof_storage *s = tpprof_tensors_storage(t, v[i].storage);
             cur->storages++;
+            cur->bytes += s && s->nbytes > 0 ? (uint64_t)s->nbytes : 0;
+        }
         cur->handles += (uint64_t)v[i].count;
     }
     free(v);

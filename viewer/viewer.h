@@ -452,7 +452,7 @@ int64_t tpprof_tensors_unmatched_handles(const tpprof_tensors *t, int64_t tensor
 // NULL + *n 0 when none.
 typedef struct tpprof_handle_group {
     int64_t stack_id;
-    uint64_t storages, handles;
+    uint64_t storages, handles, bytes; // distinct storages, handles, the storages' nbytes
 } tpprof_handle_group;
 tpprof_handle_group *tpprof_handle_groups(const tpprof_tensors *t, size_t *n);
 

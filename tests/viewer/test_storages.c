@@ -184,7 +184,7 @@ static void test_json_pinned_views_and_lifetimes(void) {
     r = harness_tpprof("report", plain_db, "--format=json", NULL);
     j = harness_json_squash(r.out);
     CHECK(strstr(j, "\"storages\":[],\"unmatched_by_stack\":[],\"weak_by_stack\":[],"
-                    "\"pinned_views\":[],\"lifetimes\":[]"),
+                    "\"handles_by_stack\":[],\"pinned_views\":[],\"lifetimes\":[]"),
           "%s", j);
     free(j);
     harness_result_free(&r);

@@ -173,6 +173,9 @@ static void test_handle_leak_names_the_live_views_and_where_they_were_made(void)
     CHECK(harness_count(r.out, "1 handle retain no release matched, in history_push (handle_leak.c:") == 3 &&
               harness_count(r.out, "handle retain") == 3,
           "%s", r.out);
+    CHECK(strstr(r.out, "Tensor handles by stack (tp_tensor_retain, never released; they keep their tensors alive): 1 "
+                        "stack\n  3 storages (384 KiB), 3 handles\n      history_push (handle_leak.c:"),
+          "the handle retains grouped: %s", r.out);
     CHECK(strstr(r.out, "Unmatched references by stack (taken, never released; no tensor holds them): 0 stacks"),
           "%s", r.out);
     harness_result_free(&r);
@@ -189,10 +192,13 @@ static void test_handle_leak_names_the_live_views_and_where_they_were_made(void)
     r = harness_tpprof("report", db, "--storages", "--format", "json", NULL);
     char *j = harness_json_squash(r.out);
     CHECK(harness_count(j, "\"function\":\"history_row\"") == 3, "each live view's stack: %s", r.out);
-    // history_push appears only in the stacks of the handles it took.
+    // history_push appears only in the stacks of the handles it took (each
+    // view's, and their group's in handles_by_stack).
     CHECK(harness_count(j, "\"handle_retains\":[{\"count\":1,\"stack\":[{") == 3 &&
-              harness_count(j, "\"function\":\"history_push\"") == 3,
+              harness_count(j, "\"function\":\"history_push\"") == 4,
           "the views' handle retains in JSON: %s", r.out);
+    CHECK(strstr(j, "\"handles_by_stack\":[{\"storages\":3,\"count\":3,\"bytes\":393216,\"stack\":["),
+          "grouped in JSON: %s", r.out);
     free(j);
     harness_result_free(&r);
 }
