@@ -797,6 +797,8 @@ static void on_tensor_freed(const struct rec *c, const uint64_t *r) {
     tensor_freed_at(r[2], c->seq, c->time);
 }
 
+#define HANDLE_WINDOW 16
+
 // How many outer frames stacks a and b (stack_nodes ids: a trie from the
 // outermost frame) have in common.
 static int common_frames(uint32_t a, uint32_t b) {
@@ -833,9 +835,12 @@ static void on_tensor_ref(const struct rec *c, const uint64_t *r, uint32_t refop
         ref_push(&x->handle_refs, TP_OBS_REFOP_RETAIN, c->stack, c->sid);
         return;
     }
+    // Only the newest HANDLE_WINDOW handles are weighed: a program that
+    // holds thousands of one tensor's handles costs a few compares a release.
     int best = x->creation_dropped ? -1 : common_frames(c->stack, x->created_stack);
     uint32_t *best_link = NULL;
-    for (uint32_t *link = &x->handle_refs; *link; link = &o.refs[*link].next) {
+    int seen = 0;
+    for (uint32_t *link = &x->handle_refs; *link && seen < HANDLE_WINDOW; link = &o.refs[*link].next, seen++) {
         int d = common_frames(c->stack, o.refs[*link].stack);
         if (d > best) {
             best = d;
@@ -1175,18 +1180,27 @@ static bool put_tensor_refs(sqlite3 *db) {
             sqlite3_bind_int(st, 4, 1);
             ok = step(st);
         }
-        // Retains by stack: each stack once, at its newest, with its count.
-        for (uint32_t r = x->handle_refs; r && ok; r = o.refs[r].next) {
-            bool seen = false;
-            for (uint32_t q = x->handle_refs; q != r && !seen; q = o.refs[q].next) seen = o.refs[q].stack == o.refs[r].stack;
-            if (seen) continue;
-            int64_t n = 0;
-            for (uint32_t q = r; q; q = o.refs[q].next) n += o.refs[q].stack == o.refs[r].stack;
-            sqlite3_bind_int64(st, 1, (sqlite3_int64)x->id);
-            sqlite3_bind_int(st, 2, TP_OBS_REFOP_RETAIN);
-            sqlite3_bind_int64(st, 3, o.refs[r].stack);
-            sqlite3_bind_int64(st, 4, n);
-            ok = step(st);
+        // Retains by stack, counted in a few slots: one pass over however
+        // many handles; should a tensor be held from more stacks than the
+        // slots, a stack may get more than one row (the counts still add up).
+        struct stack_count { uint32_t stack; int64_t n; } by[16];
+        int nby = 0;
+        for (uint32_t r = x->handle_refs; ok; r = o.refs[r].next) {
+            int k = 0;
+            while (r && k < nby && by[k].stack != o.refs[r].stack) k++;
+            if (!r || k == (int)(sizeof by / sizeof by[0])) { // the end, or full: write them out
+                for (int i = 0; i < nby && ok; i++) {
+                    sqlite3_bind_int64(st, 1, (sqlite3_int64)x->id);
+                    sqlite3_bind_int(st, 2, TP_OBS_REFOP_RETAIN);
+                    sqlite3_bind_int64(st, 3, by[i].stack);
+                    sqlite3_bind_int64(st, 4, by[i].n);
+                    ok = step(st);
+                }
+                nby = k = 0;
+                if (!r) break;
+            }
+            if (k == nby) by[nby++] = (struct stack_count){o.refs[r].stack, 0};
+            by[k].n++;
         }
     }
     sqlite3_finalize(st);

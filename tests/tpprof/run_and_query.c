@@ -1294,7 +1294,7 @@ static void test_tensor_handles(char *prog) {
     struct result r;
     if (!record_tensors("tensor_handles.db", argv, NULL, &r)) return;
     CHECK(strcmp(r.out, "tensor_handles ok\n") == 0, "stdout '%s'", r.out);
-    CHECK(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 2, "kept and cached are alive (%lld)",
+    CHECK(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 3, "kept, cached and crowd are alive (%lld)",
           (long long)qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL"));
     // kept: its creation handle, made in handles_make; the helper's matched.
     int64_t kept_id = qi("SELECT id FROM tensors WHERE freed_ns IS NULL AND sizes = '[16]'");
@@ -1319,10 +1319,20 @@ static void test_tensor_handles(char *prog) {
     }
     sqlite3_free(sql);
     for (int i = 0; i < n; i++) CHECK(stack_has(ids[i], "handles_cache"), "cached's retain %d was taken in handles_cache", i);
-    CHECK(qi("SELECT count(*) FROM tensor_refs") == 3, "nothing of gone is left");
-    // refcount_sites: 5 handle retains (1 borrow, 3 cache), 4 releases not the last.
-    CHECK(qi("SELECT sum(count) FROM refcount_sites WHERE op = 6") == 4 &&
-              qi("SELECT sum(count) FROM refcount_sites WHERE op = 7") == 3,
+    // crowd: its creation handle and 10 of handles_hoard's.
+    int64_t crowd_id = qi("SELECT id FROM tensors WHERE freed_ns IS NULL AND sizes = '[128]'");
+    CHECK(qi("SELECT sum(count) FROM tensor_refs WHERE tensor_id = %lld AND op = 1", (long long)crowd_id) == 10 &&
+              qi("SELECT count(*) FROM tensor_refs WHERE tensor_id = %lld AND op = 0", (long long)crowd_id) == 1,
+          "crowd: 10 retains left and its creation handle (%lld)",
+          (long long)qi("SELECT sum(count) FROM tensor_refs WHERE tensor_id = %lld AND op = 1", (long long)crowd_id));
+    CHECK(stack_has(qi("SELECT stack_id FROM tensor_refs WHERE tensor_id = %lld AND op = 1", (long long)crowd_id),
+                    "handles_hoard"),
+          "crowd's were taken in handles_hoard");
+    CHECK(qi("SELECT count(*) FROM tensor_refs") == 5, "nothing of gone is left");
+    // refcount_sites: handle retains (1 borrow, 3 cache, 50,000 hoard) and
+    // releases not the last (1 borrow, 2 creators', 49,990 unhoard).
+    CHECK(qi("SELECT sum(count) FROM refcount_sites WHERE op = 6") == 50004 &&
+              qi("SELECT sum(count) FROM refcount_sites WHERE op = 7") == 49993,
           "4 handle retains, 3 releases not the last (%lld, %lld)",
           (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 6"),
           (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 7"));

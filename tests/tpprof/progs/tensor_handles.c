@@ -10,6 +10,10 @@
 //    are left, the creation handle is not.
 //  - gone: made, retained by handles_cache, released by the creator, then by
 //    handles_uncache, and so freed: nothing is left of it.
+//  - crowd: made and kept; inside one call of handles_cycle, handles_hoard
+//    takes 50,000 handles on it and handles_unhoard gives 49,990 back: 10
+//    retains are left, and the creation handle (the ledger stays fast with
+//    many handles of one tensor).
 // Prints "tensor_handles ok" and exits 0.
 #include <stdio.h>
 
@@ -35,6 +39,22 @@ __attribute__((noinline)) void handles_cache(int slot, tp_tensor *t) {
     __asm__ volatile("" : : : "memory");
 }
 
+tp_tensor *hoard[50000];
+
+__attribute__((noinline)) void handles_hoard(tp_tensor *t, int n) {
+    for (int i = 0; i < n; i++) hoard[i] = tp_tensor_retain(t);
+}
+
+__attribute__((noinline)) void handles_unhoard(int n) {
+    for (int i = 0; i < n; i++) tp_tensor_release(hoard[i]);
+}
+
+__attribute__((noinline)) void handles_cycle(tp_tensor *t) {
+    handles_hoard(t, 50000);
+    handles_unhoard(49990);
+    __asm__ volatile("" : : : "memory"); // not a tail call: this frame is the pair's
+}
+
 __attribute__((noinline)) void handles_uncache(int slot) {
     tp_tensor_release(cache[slot]);
     cache[slot] = NULL;
@@ -51,7 +71,9 @@ int main(void) {
     handles_cache(2, gone);
     tp_tensor_release(gone);
     handles_uncache(2);
-    if (!kept || !cached || n != 16) return 1;
+    tp_tensor *crowd = handles_make(128);
+    handles_cycle(crowd);
+    if (!kept || !cached || !crowd || n != 16) return 1;
     printf("tensor_handles ok\n");
     return 0;
 }
