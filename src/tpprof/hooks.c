@@ -91,7 +91,8 @@ __attribute__((noinline)) static void record_alloc(int op, void *p, size_t size,
             // The common case in 3 words (less of the ring to write, and for
             // the writer to read, per allocation).
             bool packed = op == TPPROF_OP_ALLOC && size >> TPPROF_PACKED_SIZE_BITS == 0;
-            r[0] = tpprof_hdr(tpprof_order_tag(stripe, size >= TPPROF_BIG_BYTES), packed ? TPPROF_OP_ALLOC_PACKED : op,
+            r[0] = tpprof_hdr(tpprof_order_tag(stripe, (size & ~TPPROF_MMAP_FIXED) >= TPPROF_BIG_BYTES),
+                              packed ? TPPROF_OP_ALLOC_PACKED : op,
                               kind);
             r[1] = (uint64_t)(uintptr_t)p;
             int n;
@@ -290,7 +291,7 @@ static void *map_hook(void *addr, size_t len, int prot, int flags, int fd, off_t
                                             : TPPROF_KIND_MMAP;
         if (kind == TPPROF_KIND_MMAP_RESERVED && !atomic_load_explicit(&reserved_seen, memory_order_relaxed))
             atomic_store_explicit(&reserved_seen, 1, memory_order_relaxed);
-        record_alloc(TPPROF_OP_MMAP, p, len, kind);
+        record_alloc(TPPROF_OP_MMAP, p, (len & ~TPPROF_MMAP_FIXED) | (flags & MAP_FIXED ? TPPROF_MMAP_FIXED : 0), kind);
     } else if (TPPROF_UNLIKELY(early_now()) && (flags & MAP_ANONYMOUS) && (prot & PROT_WRITE))
         tpprof_early_map(p, len); // a pool a constructor maps: scanned, not recorded
     return p;

@@ -329,6 +329,9 @@ static inline uint64_t *tpprof_ring_slot(struct tpprof_thread *t, uint64_t n) {
 // whatever it does after, newer. Without this, two threads that take turns
 // holding one big buffer were recorded with a peak of two buffers.
 #define TPPROF_BIG_BYTES ((uint64_t)64 << 10)
+// An MMAP record's length word has this bit set when the program chose the
+// address (MAP_FIXED): the mapping may lie over parts of live ones.
+#define TPPROF_MMAP_FIXED ((uint64_t)1 << 63)
 #define TPPROF_EPOCH_BIG_GAP 5 // the writer's EPOCH_SLACK + 1
 
 // The order part of a record header (tpprof_hdr) for an event of thread t

@@ -344,9 +344,64 @@ static bool maps_room(void) {
     return true;
 }
 
+// maps_at, the index by start address: a munmap of a whole mapping and an
+// mmap the kernel placed (not MAP_FIXED) cost one lookup, not a pass over
+// every mapping (60,000 live mappings took 4.9 s to unmap, 0.4 s natively;
+// a program may hold up to vm.max_map_count, 65,530 by default). Only a
+// partial munmap and a MAP_FIXED or mremap'd mapping pass over them all.
+static bool maps_index_lost; // out of memory once: every lookup passes over them all
+
+static void maps_index(uint64_t i) {
+    if (!tpprof_map_put(&tpprof_w.maps_at, tpprof_w.maps[i].addr, (uint32_t)(i + 1))) maps_index_lost = true;
+}
+
+static void maps_unindex(uint64_t i) {
+    struct tpprof_wstate *w = &tpprof_w;
+    if (tpprof_map_get(&w->maps_at, w->maps[i].addr) == i + 1) tpprof_map_take(&w->maps_at, w->maps[i].addr);
+}
+
+// Takes mapping i out of the array (the last one moves into its place).
+static void maps_remove(uint64_t i) {
+    struct tpprof_wstate *w = &tpprof_w;
+    maps_unindex(i);
+    if (i + 1 < w->nmaps) {
+        w->maps[i] = w->maps[w->nmaps - 1];
+        maps_index(i);
+    }
+    w->nmaps--;
+}
+
+// The mapping starting at addr, or -1 (the index is lost only when out of
+// memory: then the callers pass over all of them).
+static int64_t map_at(uint64_t addr) {
+    struct tpprof_wstate *w = &tpprof_w;
+    uint32_t k = maps_index_lost ? 0 : tpprof_map_get(&w->maps_at, addr);
+    return k && k <= w->nmaps && w->maps[k - 1].addr == addr ? (int64_t)k - 1 : -1;
+}
+
 // Removes [lo, hi) from the live mappings (munmap, or a mapping replaced by a
 // MAP_FIXED one); a mapping cut in the middle becomes two.
+static void maps_cut_all(uint64_t lo, uint64_t hi, uint64_t time);
+
 static void maps_cut(uint64_t lo, uint64_t hi, uint64_t time) {
+    struct tpprof_wstate *w = &tpprof_w;
+    int64_t k = map_at(lo);
+    if (k >= 0 && w->maps[k].addr + w->maps[k].size == hi) { // exactly one whole mapping
+        struct tpprof_block *m = &w->maps[k];
+        if (m->backs) {
+            tpprof_obs_block_freed(m->addr, time);
+            m->backs = 0;
+        }
+        struct tpprof_site *s = &w->sites[m->site];
+        site_sub(s, m->size, true);
+        if (s->kind == TPPROF_KIND_MMAP) w->mmap_bytes -= (int64_t)m->size;
+        maps_remove((uint64_t)k);
+        return;
+    }
+    maps_cut_all(lo, hi, time);
+}
+
+static void maps_cut_all(uint64_t lo, uint64_t hi, uint64_t time) {
     struct tpprof_wstate *w = &tpprof_w;
     for (uint64_t i = 0; i < w->nmaps; i++) {
         struct tpprof_block *m = &w->maps[i];
@@ -362,7 +417,7 @@ static void maps_cut(uint64_t lo, uint64_t hi, uint64_t time) {
         site_sub(s, chi - clo, whole);
         if (s->kind == TPPROF_KIND_MMAP) w->mmap_bytes -= (int64_t)(chi - clo);
         if (whole) {
-            w->maps[i--] = w->maps[--w->nmaps];
+            maps_remove(i--);
             continue;
         }
         if (clo > mlo && chi < mhi) { // hole: keep the left part here, append the right
@@ -373,20 +428,28 @@ static void maps_cut(uint64_t lo, uint64_t hi, uint64_t time) {
             right.size = mhi - chi;
             m->size = clo - mlo;
             w->maps[w->nmaps++] = right;
+            maps_index(w->nmaps - 1);
             s->live_count++; // one mapping became two pieces
         } else if (clo == mlo) {
+            maps_unindex(i);
             m->addr = chi;
             m->size = mhi - chi;
+            maps_index(i);
         } else {
             m->size = clo - mlo;
         }
     }
 }
 
-static void map_add(struct tpprof_thread *t, uint64_t addr, uint64_t len, uint32_t sid, int kind, uint64_t time) {
+// fixed: the program chose the place (MAP_FIXED, mremap), which may lie over
+// parts of live mappings; else the kernel found it free, so only a mapping
+// we still hold live at that very address (its munmap was not seen) can be
+// there.
+static void map_add(struct tpprof_thread *t, uint64_t addr, uint64_t len, uint32_t sid, int kind, uint64_t time,
+                    bool fixed) {
     struct tpprof_wstate *w = &tpprof_w;
     len = page_up(len);
-    maps_cut(addr, addr + len, time);
+    if (fixed || maps_index_lost || map_at(addr) >= 0) maps_cut(addr, addr + len, time);
     struct tpprof_site *s = site_get(sid, kind);
     if (!s) return;
     if (!maps_room()) return;
@@ -397,6 +460,7 @@ static void map_add(struct tpprof_thread *t, uint64_t addr, uint64_t len, uint32
     m->site = (uint32_t)(s - w->sites);
     m->thread = (uint32_t)t->index;
     m->time_ns = time;
+    maps_index(w->nmaps - 1);
     site_add(s, len);
     if (kind == TPPROF_KIND_MMAP) w->mmap_bytes += (int64_t)len;
     w->alloc_calls++;
@@ -422,7 +486,7 @@ static void map_commit(struct tpprof_thread *t, uint64_t seq, uint64_t addr, uin
             phi = hi < m->addr + m->size ? hi : m->addr + m->size;
         }
         if (phi == 0) return;
-        map_add(t, plo, phi - plo, sid, TPPROF_KIND_MMAP, time);
+        map_add(t, plo, phi - plo, sid, TPPROF_KIND_MMAP, time, true);
         if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, 7, TPPROF_KIND_MMAP, time, plo, phi - plo, sid, 0);
     }
 }
@@ -480,10 +544,12 @@ ALWAYS_INLINE int apply(struct tpprof_thread *t, const uint64_t *r, uint64_t tim
         return tpprof_op_words(TPPROF_OP_FREE);
     }
     switch (op) {
-    case TPPROF_OP_MMAP:
-        map_add(t, r[1], r[2], (uint32_t)r[3], kind, time);
-        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, kind, time, r[1], r[2], (uint32_t)r[3], 0);
+    case TPPROF_OP_MMAP: {
+        uint64_t len = r[2] & ~TPPROF_MMAP_FIXED;
+        map_add(t, r[1], len, (uint32_t)r[3], kind, time, (r[2] & TPPROF_MMAP_FIXED) != 0);
+        if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, kind, time, r[1], len, (uint32_t)r[3], 0);
         break;
+    }
     case TPPROF_OP_REALLOC_FREE:
         heap_free(t, r[1], false, time);
         break;
@@ -502,7 +568,7 @@ ALWAYS_INLINE int apply(struct tpprof_thread *t, const uint64_t *r, uint64_t tim
     case TPPROF_OP_MREMAP: {
         int k = map_kind_at(r[4]);
         maps_cut(r[4], r[4] + page_up(r[5]), time);
-        map_add(t, r[1], r[2], (uint32_t)r[3], k, time);
+        map_add(t, r[1], r[2], (uint32_t)r[3], k, time, true);
         if (tpprof_cfg.full) tpprof_writer_keep_event(t, seq, op, k, time, r[1], r[2], (uint32_t)r[3], r[4]);
         break;
     }
@@ -1400,6 +1466,7 @@ static void adopt_early(uint64_t addr, uint64_t size, bool mapping) {
     if (mapping) { // unlike map_add: no site_add, no mmap_bytes
         if (!maps_room()) return;
         w->maps[w->nmaps++] = (struct tpprof_block){.addr = addr, .size = page_up(size), .site = (uint32_t)(s - w->sites)};
+        maps_index(w->nmaps - 1);
         return;
     }
     bool existed;

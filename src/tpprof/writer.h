@@ -152,8 +152,9 @@ struct tpprof_event {
 struct tpprof_wstate {
     // Live set.
     struct tpprof_livetable live;
-    struct tpprof_block *maps;  // live mappings (few): unsorted array
+    struct tpprof_block *maps;  // live mappings: unsorted array
     uint64_t nmaps, capmaps;
+    struct tpprof_map maps_at;  // a live mapping's start address -> its index + 1
 
     // Sites: (stack, kind) -> index.
     struct tpprof_map site_index;
