@@ -1376,25 +1376,25 @@ static void test_tensor_handles(char *prog) {
           (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 7"));
 }
 
-// 100,000 views of one tensor, the oldest 50,000 released first to last
+// 40,000 views of one tensor, the oldest 20,000 released first to last
 // (tensor_views.c): every view's free pairs with its own reference, and the
-// 50,000 left are written one row each.
+// 20,000 left are written one row each.
 static void test_tensor_views(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record_tensors("tensor_views.db", argv, NULL, &r)) return;
     CHECK(strcmp(r.out, "tensor_views ok\n") == 0, "stdout '%s'", r.out);
-    CHECK(qi("SELECT strong FROM storages WHERE freed_ns IS NULL") == 50001, "strong 50,001 (%lld)",
+    CHECK(qi("SELECT strong FROM storages WHERE freed_ns IS NULL") == 20001, "strong 20,001 (%lld)",
           (long long)qi("SELECT strong FROM storages WHERE freed_ns IS NULL"));
-    CHECK(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 50001, "the base and 50,000 views alive");
-    CHECK(qi("SELECT count(*) FROM storage_refs WHERE count = 1 AND tensor_id != 0") == 50001 &&
-              qi("SELECT count(*) FROM storage_refs") == 50001,
+    CHECK(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 20001, "the base and 20,000 views alive");
+    CHECK(qi("SELECT count(*) FROM storage_refs WHERE count = 1 AND tensor_id != 0") == 20001 &&
+              qi("SELECT count(*) FROM storage_refs") == 20001,
           "one row a tensor, none unmatched (%lld rows)", (long long)qi("SELECT count(*) FROM storage_refs"));
-    CHECK(qi("SELECT count(*) FROM storage_refs r JOIN tensors t ON t.id = r.tensor_id WHERE t.freed_ns IS NULL") == 50001,
+    CHECK(qi("SELECT count(*) FROM storage_refs r JOIN tensors t ON t.id = r.tensor_id WHERE t.freed_ns IS NULL") == 20001,
           "each reference's tensor is alive: the released views' references were the ones paired");
-    // Ids come from one counter: the views alive are the newest 50,000.
-    CHECK(qi("SELECT min(id) - max(base_id) FROM tensors WHERE freed_ns IS NULL AND base_id != 0") > 50000 &&
-              qi("SELECT max(id) - min(id) FROM tensors WHERE freed_ns IS NULL AND base_id != 0") == 49999,
+    // Ids come from one counter: the views alive are the newest 20,000.
+    CHECK(qi("SELECT min(id) - max(base_id) FROM tensors WHERE freed_ns IS NULL AND base_id != 0") > 20000 &&
+              qi("SELECT max(id) - min(id) FROM tensors WHERE freed_ns IS NULL AND base_id != 0") == 19999,
           "the views alive are the newest (%lld)",
           (long long)qi("SELECT min(id) - max(base_id) FROM tensors WHERE freed_ns IS NULL AND base_id != 0"));
 }
