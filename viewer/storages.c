@@ -560,6 +560,16 @@ void tpprof_report_leak_storages_text(const tpprof_profile *p, const tpprof_tens
         }
         if (!alive)
             printf("; no tensor");
+        for (size_t k = 0; k < non; k++) { // the first live tensor a handle retain keeps
+            const tpprof_tensor *x = &t->tensors[on[k]];
+            int64_t kept_at = 0, kept = tpprof_tensor_alive(x) ? tpprof_tensors_unmatched_handles(t, x->id, &kept_at) : 0;
+            if (kept > 0) {
+                printf("; #%lld kept by %lld tp_tensor_retain%s no release matched, in %s", (long long)x->id,
+                       (long long)kept, kept == 1 ? "" : "s",
+                       tpprof_stacks_describe_caller(p->stacks, kept_at, frame, sizeof frame));
+                break;
+            }
+        }
         int64_t unmatched = unmatched_of(t, s->id, false);
         if (unmatched > 0) {
             size_t nr = 0;

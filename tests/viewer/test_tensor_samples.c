@@ -186,8 +186,9 @@ static void test_handle_leak_names_the_live_views_and_where_they_were_made(void)
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--leaks", NULL);
     CHECK(harness_count(r.out, "backs storage #") == 3 && harness_count(r.out, "(128 KiB, cpu): strong 2; tensors #") == 3 &&
-              harness_count(r.out, " [1, 256] (view of #") == 3,
-          "the activations' blocks are shown with the tensors that hold them: %s", r.out);
+              harness_count(r.out, " [1, 256] (view of #") == 3 &&
+              harness_count(r.out, " kept by 1 tp_tensor_retain no release matched, in history_push (handle_leak.c:") == 3,
+          "the activations' blocks are shown with the tensors that hold them, and the retain that keeps each: %s", r.out);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--storages", "--format", "json", NULL);
     char *j = harness_json_squash(r.out);
