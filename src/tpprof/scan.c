@@ -52,9 +52,13 @@ struct ref {
 // thread's pending dlerror state).
 static uintptr_t stdio_lo, stdio_hi;
 
+// A lookup failed: the thread's dlerror() state is ours, not the program's.
+static bool lookup_failed;
+
 // [lo, hi) of the code of the C library's function `name` (0, 0 if absent).
 static void code_of(const char *name, uintptr_t *lo, uintptr_t *hi) {
     void *f = dlsym(RTLD_DEFAULT, name);
+    if (!f) lookup_failed = true;
     Dl_info info;
     const ElfW(Sym) *sym = NULL;
     *lo = *hi = 0;
@@ -98,6 +102,8 @@ void tpprof_scan_prepare(void) {
     io_list_all = dlsym(RTLD_DEFAULT, "_IO_list_all");
     code_of("_IO_file_doallocate", &stdio_lo, &stdio_hi);
     for (size_t i = 0; i < NGETTERS; i++) code_of(getters[i], &getter_code[i][0], &getter_code[i][1]);
+    if (!io_list_all) lookup_failed = true;
+    if (lookup_failed) (void)dlerror(); // else the program's first dlerror() would report our lookup
 }
 
 static bool in_getter(uintptr_t ip) {
