@@ -212,7 +212,8 @@ static void text_leaks(const tpprof_profile *p, const report_options *o) {
            tpprof_format_size(p->summary.leaked_bytes, a),
            tpprof_format_count(p->summary.leaked_count, b), p->nleaks);
     if (p->nleaks == 0) {
-        printf("  none: every block was freed\n");
+        printf("  none: every block was freed%s\n",
+               p->summary.libc_count ? " (but what the C library keeps to the end: the libc line above)" : "");
         return;
     }
     size_t n = cap_of(o, p->nleaks);
