@@ -129,6 +129,12 @@ static bool has_unmatched(const tpprof_tensors *t, int64_t storage) {
     return false;
 }
 
+// At exit: a tp_tensor_retain no release matched keeps x alive.
+static bool kept_by_handle(const graph *g, const tpprof_tensor *x) {
+    int64_t stack = 0;
+    return g->at == AT_EXIT && tpprof_tensors_unmatched_handles(g->t, x->id, &stack) > 0;
+}
+
 static const char *moment_name(const graph *g) {
     return g->at == AT_EXIT ? "exit" : g->at == AT_PEAK ? "peak" : "time";
 }
@@ -142,7 +148,7 @@ static void text_tensor(const graph *g, const tpprof_tensor *x, int depth) {
            x->dtype ? x->dtype : "?", x->strides ? x->strides : "?", (long long)x->offset);
     if (x->base_id && !parent_of(g, x))
         printf(", view of #%lld (not alive then)", (long long)x->base_id);
-    printf("\n");
+    printf("%s\n", kept_by_handle(g, x) ? "  (kept by a handle retain)" : "");
     size_t nv = 0;
     const size_t *views = tpprof_tensors_views_of(g->t, x->id, &nv);
     for (size_t i = 0; i < nv; i++)
@@ -222,13 +228,14 @@ static void dot_graph(const graph *g) {
         if (!g->tensor_in[k])
             continue;
         const tpprof_tensor *x = &g->t->tensors[k];
-        printf("  t%lld [shape=ellipse, label=\"tensor #%lld\\n", (long long)x->id, (long long)x->id);
+        printf("  t%lld [shape=ellipse, %slabel=\"tensor #%lld\\n", (long long)x->id,
+               kept_by_handle(g, x) ? "style=filled, fillcolor=\"#f4cccc\", " : "", (long long)x->id);
         dot_escaped(x->sizes ? x->sizes : "?");
         putchar(' ');
         dot_escaped(x->dtype ? x->dtype : "?");
         printf("\\nstrides ");
         dot_escaped(x->strides ? x->strides : "?");
-        printf(" offset %lld\"];\n", (long long)x->offset);
+        printf(" offset %lld%s\"];\n", (long long)x->offset, kept_by_handle(g, x) ? "\\nkept by a handle retain" : "");
         const tpprof_tensor *parent = parent_of(g, x);
         if (parent)
             printf("  t%lld -> t%lld [style=dashed, label=\"view\"];\n", (long long)parent->id,

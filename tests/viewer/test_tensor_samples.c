@@ -179,6 +179,15 @@ static void test_handle_leak_names_the_live_views_and_where_they_were_made(void)
     CHECK(strstr(r.out, "Unmatched references by stack (taken, never released; no tensor holds them): 0 stacks"),
           "%s", r.out);
     harness_result_free(&r);
+    r = harness_tpprof("graph", db, NULL);
+    CHECK(r.status == 0 && harness_count(r.out, "  (kept by a handle retain)") == 3, "the graph marks the kept views: %s",
+          r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("graph", db, "--format", "dot", NULL);
+    CHECK(r.status == 0 && harness_count(r.out, "style=filled, fillcolor=\"#f4cccc\", label=\"tensor #") == 3 &&
+              harness_count(r.out, "\\nkept by a handle retain\"];") == 3,
+          "and so does its DOT: %s", r.out);
+    harness_result_free(&r);
     r = harness_tpprof("check", db, "--max-leaked-storages", "0", NULL);
     CHECK(r.status == 1 && strstr(r.out, "FAIL leaked storages 3 > 0: 3 storages held by tensors a tp_tensor_retain no "
                                          "release matched keeps, in history_push (handle_leak.c:"),
