@@ -59,7 +59,6 @@ struct obs_tensor {
     uint64_t created_ns, created_seq, freed_ns, freed_seq;
     uint32_t created_stack, itemsize, version, next_kept;
     uint32_t handle_refs; // outstanding tp_tensor_retain handles, newest first (ref pool index, 0 none)
-    uint32_t handles;     // handles after the last TENSOR_REFCOUNT (1 at creation)
     int32_t dtype;
     uint8_t ndim;
     bool freed, used;
@@ -803,7 +802,6 @@ static inline void on_tensor_created(const struct rec *c, const uint64_t *r, boo
         x->strides[i] = (int64_t)r[7 + nd + i];
     }
     x->handle_refs = 0;
-    x->handles = 1;
     x->creation_dropped = false;
     if (!ix_put(&o.tn_ids, x->id, slot + 1)) {
         x->used = false;
@@ -862,7 +860,6 @@ static void on_tensor_ref(const struct rec *c, const uint64_t *r, uint32_t refop
     if (!k) return;
     struct obs_tensor *x = &o.tn[k - 1];
     if (x->freed) return;
-    x->handles = (uint32_t)r[3];
     if (retain) {
         ref_push(&x->handle_refs, TP_OBS_REFOP_RETAIN, c->stack, c->sid);
         return;
@@ -1091,6 +1088,47 @@ static bool put_allocator_events(sqlite3 *db) {
     return ok;
 }
 
+// Writes the references of list `head` as rows (put: binds and steps one,
+// false when it fails): a tensor's own as a row of its own (a tensor owns
+// one), the others grouped by (op, stack) in a few slots, in one pass
+// however many there are. A group past the slots may take two rows; the
+// counts still add up. (Comparing each reference with all the others took
+// 25 s for a storage with 100,000 live views.)
+// (owner: the storage or tensor the list is of; holder: the tensor a reference belongs to, 0 none.)
+typedef bool (*ref_row_fn)(sqlite3_stmt *st, uint64_t owner, uint32_t op, uint32_t stack, uint64_t holder, int64_t n);
+
+static bool put_ref_rows(sqlite3_stmt *st, uint64_t owner, uint32_t head, ref_row_fn put) {
+    struct ref_count { uint32_t op, stack; int64_t n; } by[16];
+    int nby = 0;
+    for (uint32_t r = head;; r = o.refs[r].next) {
+        const struct obs_ref *x = r ? &o.refs[r] : NULL;
+        if (x && x->tensor) { // held by a tensor: its own row
+            if (!put(st, owner, x->op, x->stack, x->tensor, 1)) return false;
+            continue;
+        }
+        int k = 0;
+        while (x && k < nby && (by[k].op != x->op || by[k].stack != x->stack)) k++;
+        if (!x || k == (int)(sizeof by / sizeof by[0])) { // the end, or full: write them out
+            for (int i = 0; i < nby; i++)
+                if (!put(st, owner, by[i].op, by[i].stack, 0, by[i].n)) return false;
+            nby = k = 0;
+            if (!x) return true;
+        }
+        if (k == nby) by[nby++] = (struct ref_count){x->op, x->stack, 0};
+        by[k].n++;
+    }
+}
+
+static bool storage_ref_row(sqlite3_stmt *st, uint64_t storage, uint32_t op, uint32_t stack, uint64_t holder,
+                            int64_t n) {
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)storage);
+    sqlite3_bind_int64(st, 2, op);
+    sqlite3_bind_int64(st, 3, stack);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)holder);
+    sqlite3_bind_int64(st, 5, n);
+    return step(st);
+}
+
 static bool put_storages(sqlite3 *db) {
     sqlite3_stmt *st, *rs;
     if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO storages(id, data, nbytes, allocator, device, resizable,"
@@ -1131,41 +1169,7 @@ static bool put_storages(sqlite3 *db) {
         sqlite3_bind_int(st, 18, alive_at_peak(s->created_seq, s->flags & S_RELEASED, s->released_seq));
         sqlite3_bind_int64(st, 19, s->version_bumps);
         ok = step(st);
-        // A tensor's reference is a row of its own (a tensor owns one); the
-        // others grouped by (op, stack) in a few slots, in one pass however
-        // many there are (a group past the slots may take two rows: the
-        // counts still add up).
-        struct ref_count { uint32_t op, stack; int64_t n; } by[16];
-        int nby = 0;
-        for (uint32_t r = s->refs;; r = o.refs[r].next) {
-            const struct obs_ref *x = r ? &o.refs[r] : NULL;
-            if (x && x->tensor) {
-                if (!ok) break;
-                sqlite3_bind_int64(rs, 1, (sqlite3_int64)s->id);
-                sqlite3_bind_int64(rs, 2, x->op);
-                sqlite3_bind_int64(rs, 3, x->stack);
-                sqlite3_bind_int64(rs, 4, (sqlite3_int64)x->tensor);
-                sqlite3_bind_int64(rs, 5, 1);
-                ok = step(rs);
-                continue;
-            }
-            int k = 0;
-            while (x && k < nby && (by[k].op != x->op || by[k].stack != x->stack)) k++;
-            if (!x || k == (int)(sizeof by / sizeof by[0])) { // the end, or full: write them out
-                for (int i = 0; i < nby && ok; i++) {
-                    sqlite3_bind_int64(rs, 1, (sqlite3_int64)s->id);
-                    sqlite3_bind_int64(rs, 2, by[i].op);
-                    sqlite3_bind_int64(rs, 3, by[i].stack);
-                    sqlite3_bind_int64(rs, 4, 0);
-                    sqlite3_bind_int64(rs, 5, by[i].n);
-                    ok = step(rs);
-                }
-                nby = k = 0;
-                if (!x) break;
-            }
-            if (k == nby) by[nby++] = (struct ref_count){x->op, x->stack, 0};
-            by[k].n++;
-        }
+        if (ok) ok = put_ref_rows(rs, s->id, s->refs, storage_ref_row);
     }
     sqlite3_finalize(st);
     sqlite3_finalize(rs);
@@ -1208,6 +1212,15 @@ static bool put_tensors(sqlite3 *db) {
     return ok;
 }
 
+static bool tensor_ref_row(sqlite3_stmt *st, uint64_t tensor, uint32_t op, uint32_t stack, uint64_t holder, int64_t n) {
+    (void)holder; // a handle is held by no tensor: always 0
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)tensor);
+    sqlite3_bind_int(st, 2, (int)op);
+    sqlite3_bind_int64(st, 3, stack);
+    sqlite3_bind_int64(st, 4, n);
+    return step(st);
+}
+
 // tensor_refs: the handles of every tensor alive at the end, by (op,
 // stack): the one it was created with (op 0, its created_stack), unless
 // released, and the retains no release matched (op 1).
@@ -1220,35 +1233,8 @@ static bool put_tensor_refs(sqlite3 *db) {
     for (uint32_t i = 0; i < o.ntn && ok; i++) {
         const struct obs_tensor *x = &o.tn[i];
         if (!x->used || x->freed) continue;
-        if (!x->creation_dropped) {
-            sqlite3_bind_int64(st, 1, (sqlite3_int64)x->id);
-            sqlite3_bind_int(st, 2, 0);
-            sqlite3_bind_int64(st, 3, x->created_stack);
-            sqlite3_bind_int(st, 4, 1);
-            ok = step(st);
-        }
-        // Retains by stack, counted in a few slots: one pass over however
-        // many handles; should a tensor be held from more stacks than the
-        // slots, a stack may get more than one row (the counts still add up).
-        struct stack_count { uint32_t stack; int64_t n; } by[16];
-        int nby = 0;
-        for (uint32_t r = x->handle_refs; ok; r = o.refs[r].next) {
-            int k = 0;
-            while (r && k < nby && by[k].stack != o.refs[r].stack) k++;
-            if (!r || k == (int)(sizeof by / sizeof by[0])) { // the end, or full: write them out
-                for (int i = 0; i < nby && ok; i++) {
-                    sqlite3_bind_int64(st, 1, (sqlite3_int64)x->id);
-                    sqlite3_bind_int(st, 2, TP_OBS_REFOP_RETAIN);
-                    sqlite3_bind_int64(st, 3, by[i].stack);
-                    sqlite3_bind_int64(st, 4, by[i].n);
-                    ok = step(st);
-                }
-                nby = k = 0;
-                if (!r) break;
-            }
-            if (k == nby) by[nby++] = (struct stack_count){o.refs[r].stack, 0};
-            by[k].n++;
-        }
+        if (!x->creation_dropped) ok = tensor_ref_row(st, x->id, 0, x->created_stack, 0, 1);
+        if (ok) ok = put_ref_rows(st, x->id, x->handle_refs, tensor_ref_row);
     }
     sqlite3_finalize(st);
     return ok;
