@@ -469,8 +469,8 @@ static struct tpprof_block *block_of(uint64_t data) {
             b = tpprof_live_find(&w->live, o.segs[i].base);
             if (b && data < b->addr + b->size) return b;
         }
-    uint32_t k = tpprof_map_get(&w->maps_at, data); // a mapping of its own: found by its start
-    if (k && k <= w->nmaps && w->maps[k - 1].addr == data) return &w->maps[k - 1];
+    int64_t k = tpprof_writer_map_at(data); // a mapping of its own: found by its start
+    if (k >= 0) return &w->maps[k];
     for (uint64_t i = 0; i < w->nmaps; i++)
         if (data >= w->maps[i].addr && data < w->maps[i].addr + w->maps[i].size) return &w->maps[i];
     return NULL;

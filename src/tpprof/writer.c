@@ -373,71 +373,70 @@ static void maps_remove(uint64_t i) {
 
 // The mapping starting at addr, or -1 (the index is lost only when out of
 // memory: then the callers pass over all of them).
-static int64_t map_at(uint64_t addr) {
+int64_t tpprof_writer_map_at(uint64_t addr) {
     struct tpprof_wstate *w = &tpprof_w;
     uint32_t k = maps_index_lost ? 0 : tpprof_map_get(&w->maps_at, addr);
     return k && k <= w->nmaps && w->maps[k - 1].addr == addr ? (int64_t)k - 1 : -1;
 }
 
-// Removes [lo, hi) from the live mappings (munmap, or a mapping replaced by a
-// MAP_FIXED one); a mapping cut in the middle becomes two.
-static void maps_cut_all(uint64_t lo, uint64_t hi, uint64_t time);
-
-static void maps_cut(uint64_t lo, uint64_t hi, uint64_t time) {
+// Removes [lo, hi) from mapping i, which it overlaps; a mapping cut in the
+// middle becomes two (the right piece is appended). Returns false when i's
+// place now holds another mapping (i was removed: the last one moved in),
+// or when out of memory.
+static bool map_cut_one(uint64_t i, uint64_t lo, uint64_t hi, uint64_t time, bool *removed) {
     struct tpprof_wstate *w = &tpprof_w;
-    int64_t k = map_at(lo);
-    if (k >= 0 && w->maps[k].addr + w->maps[k].size == hi) { // exactly one whole mapping
-        struct tpprof_block *m = &w->maps[k];
-        if (m->backs) {
-            tpprof_obs_block_freed(m->addr, time);
-            m->backs = 0;
-        }
-        struct tpprof_site *s = &w->sites[m->site];
-        site_sub(s, m->size, true);
-        if (s->kind == TPPROF_KIND_MMAP) w->mmap_bytes -= (int64_t)m->size;
-        maps_remove((uint64_t)k);
-        return;
+    struct tpprof_block *m = &w->maps[i];
+    uint64_t mlo = m->addr, mhi = m->addr + m->size;
+    *removed = false;
+    if (m->backs) { // a storage's mapping, or part of it, is gone
+        tpprof_obs_block_freed(m->addr, time);
+        m->backs = 0;
     }
-    maps_cut_all(lo, hi, time);
+    uint64_t clo = lo > mlo ? lo : mlo, chi = hi < mhi ? hi : mhi;
+    struct tpprof_site *s = &w->sites[m->site];
+    bool whole = clo == mlo && chi == mhi;
+    site_sub(s, chi - clo, whole);
+    if (s->kind == TPPROF_KIND_MMAP) w->mmap_bytes -= (int64_t)(chi - clo);
+    if (whole) {
+        maps_remove(i);
+        *removed = true;
+    } else if (clo > mlo && chi < mhi) { // hole: keep the left part here, append the right
+        if (!maps_room()) return false;
+        m = &w->maps[i];
+        struct tpprof_block right = *m;
+        right.addr = chi;
+        right.size = mhi - chi;
+        m->size = clo - mlo;
+        w->maps[w->nmaps++] = right;
+        maps_index(w->nmaps - 1);
+        s->live_count++; // one mapping became two pieces
+    } else if (clo == mlo) {
+        maps_unindex(i);
+        m->addr = chi;
+        m->size = mhi - chi;
+        maps_index(i);
+    } else {
+        m->size = clo - mlo;
+    }
+    return true;
 }
 
-static void maps_cut_all(uint64_t lo, uint64_t hi, uint64_t time) {
+// Removes [lo, hi) from the live mappings (munmap, or a mapping replaced by a
+// MAP_FIXED one). A range that is exactly one mapping is found by its start;
+// any other passes over them all.
+static void maps_cut(uint64_t lo, uint64_t hi, uint64_t time) {
     struct tpprof_wstate *w = &tpprof_w;
+    bool removed;
+    int64_t k = tpprof_writer_map_at(lo);
+    if (k >= 0 && w->maps[k].addr + w->maps[k].size == hi) {
+        map_cut_one((uint64_t)k, lo, hi, time, &removed);
+        return;
+    }
     for (uint64_t i = 0; i < w->nmaps; i++) {
-        struct tpprof_block *m = &w->maps[i];
-        uint64_t mlo = m->addr, mhi = m->addr + m->size;
-        if (hi <= mlo || lo >= mhi) continue;
-        if (m->backs) { // a storage's mapping, or part of it, is gone
-            tpprof_obs_block_freed(m->addr, time);
-            m->backs = 0;
-        }
-        uint64_t clo = lo > mlo ? lo : mlo, chi = hi < mhi ? hi : mhi;
-        struct tpprof_site *s = &w->sites[m->site];
-        bool whole = clo == mlo && chi == mhi;
-        site_sub(s, chi - clo, whole);
-        if (s->kind == TPPROF_KIND_MMAP) w->mmap_bytes -= (int64_t)(chi - clo);
-        if (whole) {
-            maps_remove(i--);
-            continue;
-        }
-        if (clo > mlo && chi < mhi) { // hole: keep the left part here, append the right
-            if (!maps_room()) return;
-            m = &w->maps[i];
-            struct tpprof_block right = *m;
-            right.addr = chi;
-            right.size = mhi - chi;
-            m->size = clo - mlo;
-            w->maps[w->nmaps++] = right;
-            maps_index(w->nmaps - 1);
-            s->live_count++; // one mapping became two pieces
-        } else if (clo == mlo) {
-            maps_unindex(i);
-            m->addr = chi;
-            m->size = mhi - chi;
-            maps_index(i);
-        } else {
-            m->size = clo - mlo;
-        }
+        const struct tpprof_block *m = &w->maps[i];
+        if (hi <= m->addr || lo >= m->addr + m->size) continue;
+        if (!map_cut_one(i, lo, hi, time, &removed)) return;
+        if (removed) i--; // the mapping moved into i is still to look at
     }
 }
 
@@ -449,7 +448,7 @@ static void map_add(struct tpprof_thread *t, uint64_t addr, uint64_t len, uint32
                     bool fixed) {
     struct tpprof_wstate *w = &tpprof_w;
     len = page_up(len);
-    if (fixed || maps_index_lost || map_at(addr) >= 0) maps_cut(addr, addr + len, time);
+    if (fixed || maps_index_lost || tpprof_writer_map_at(addr) >= 0) maps_cut(addr, addr + len, time);
     struct tpprof_site *s = site_get(sid, kind);
     if (!s) return;
     if (!maps_room()) return;

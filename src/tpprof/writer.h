@@ -229,6 +229,8 @@ struct sqlite3;
 TPPROF_HIDDEN void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time, uint64_t order);
 // A block whose `backs` bit is set was freed (or unmapped) at `time`.
 TPPROF_HIDDEN void tpprof_obs_block_freed(uint64_t addr, uint64_t time);
+// The index in maps of the live mapping starting at addr, or -1 (writer.c).
+TPPROF_HIDDEN int64_t tpprof_writer_map_at(uint64_t addr);
 // Writes allocator_events (every flush) and, when final, the storage,
 // tensor and aggregate tables; false on an SQLite error.
 TPPROF_HIDDEN bool tpprof_obs_db_put(struct sqlite3 *db, bool final);

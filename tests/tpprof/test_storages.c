@@ -27,6 +27,10 @@ void tpprof_writer_keep_event(struct tpprof_thread *t, uint64_t seq, int op, int
     kept_events++;
 }
 uint32_t tpprof_db_tid_of(uint32_t thread_index) { return 1000 + thread_index; }
+int64_t tpprof_writer_map_at(uint64_t addr) { // (no mappings here: writer.c keeps them)
+    (void)addr;
+    return -1;
+}
 // Ticks are ns + 5 here (the real calibration is writer.c's), capped like it.
 uint64_t tpprof_writer_ticks_to_ns(uint64_t ticks, uint64_t batch_ns) {
     return ticks - 5 < batch_ns ? ticks - 5 : batch_ns;
