@@ -38,7 +38,9 @@ struct ref {
     bool heap;
     bool direct; // a small heap block in readable memory: read in place
     bool opaque; // bytes, not pointers: reachable, but not read (see below)
-    bool late;   // first reached from the C library's own data (see "The C library's")
+    bool loader; // the dynamic loader allocated it
+    bool libc;   // libc allocated it for itself (see "The C library's")
+    bool late;   // first reached from the C library's own data
 };
 
 // A stdio buffer (the block glibc's _IO_file_doallocate mallocs for a
@@ -608,29 +610,6 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
     readable_load();
     nrefs = 0;
     nwork = 0;
-    for (uint64_t i = 0; i < w->live.cap; i++) {
-        struct tpprof_block *b = &w->live.slots[i];
-        if (!b->addr) continue;
-        b->reach = 1;
-        uint64_t hi = b->addr + (b->size ? b->size : 1);
-        // Its chunk header too (the size word before it): find reads that.
-        bool direct = hi - b->addr < SMALL && b->addr >= 16 && is_readable(b->addr - 16, hi);
-        uint32_t leaf = w->sites[b->site].stack;
-        uint64_t ip = leaf ? w->nodes[leaf].ip : 0;
-        refs[nrefs++] = (struct ref){b->addr, hi, b, true, direct, ip >= stdio_lo && ip < stdio_hi, false};
-    }
-    for (uint64_t i = 0; i < w->nmaps; i++) {
-        struct tpprof_block *b = &w->maps[i];
-        b->reach = 1;
-        refs[nrefs++] = (struct ref){b->addr, b->addr + b->size, b, false, false, false, false};
-    }
-    if (!nrefs) goto out;
-    sort_refs(refs, (int64_t)nrefs);
-    min_addr = refs[0].lo;
-    max_addr = 0;
-    for (uint64_t i = 0; i < nrefs; i++)
-        if (refs[i].hi > max_addr) max_addr = refs[i].hi;
-
     // The loader's code, and libc's: who allocated a block (its leaf frame).
     // (The loader's found by its load address, not by dlsym: a dlsym that
     // succeeds frees the calling thread's pending dlerror() state, here the
@@ -644,6 +623,34 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
         dl_iterate_phdr(range_of, &ld);
     }
     dl_iterate_phdr(libc_range, &libc);
+#define IN(x, ip) ((ip) >= (x).lo && (ip) < (x).hi)
+    for (uint64_t i = 0; i < w->live.cap; i++) {
+        struct tpprof_block *b = &w->live.slots[i];
+        if (!b->addr) continue;
+        b->reach = 1;
+        uint64_t hi = b->addr + (b->size ? b->size : 1);
+        // Its chunk header too (the size word before it): find reads that.
+        bool direct = hi - b->addr < SMALL && b->addr >= 16 && is_readable(b->addr - 16, hi);
+        // Who allocated it: its leaf frame, and that frame's caller.
+        uint32_t leaf = w->sites[b->site].stack, up = leaf ? w->nodes[leaf].parent : 0;
+        uint64_t ip = leaf ? w->nodes[leaf].ip : 0, caller = up ? w->nodes[up].ip : 0;
+        bool libc_own = (IN(libc, ip) || IN(ld, ip)) && (IN(libc, caller) || IN(ld, caller) || in_getter(ip));
+        refs[nrefs++] = (struct ref){b->addr, hi, b, true, direct, ip >= stdio_lo && ip < stdio_hi, IN(ld, ip),
+                                     libc_own, false};
+    }
+#undef IN
+    for (uint64_t i = 0; i < w->nmaps; i++) {
+        struct tpprof_block *b = &w->maps[i];
+        b->reach = 1;
+        refs[nrefs++] = (struct ref){b->addr, b->addr + b->size, b, false, false, false, false, false, false};
+    }
+    if (!nrefs) goto out;
+    sort_refs(refs, (int64_t)nrefs);
+    min_addr = refs[0].lo;
+    max_addr = 0;
+    for (uint64_t i = 0; i < nrefs; i++)
+        if (refs[i].hi > max_addr) max_addr = refs[i].hi;
+
 
     // First pass: the program's roots.
     late_pass = false;
@@ -681,9 +688,7 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
     // outside any root: never lost.
     late_pass = true;
     for (uint64_t i = 0; i < nrefs; i++) {
-        uint32_t leaf = w->sites[refs[i].b->site].stack;
-        uint64_t ip = leaf ? w->nodes[leaf].ip : 0;
-        if (refs[i].heap && ip >= ld.lo && ip < ld.hi && refs[i].b->reach != 2) {
+        if (refs[i].heap && refs[i].loader && refs[i].b->reach != 2) {
             refs[i].b->reach = 2;
             refs[i].late = true;
             work[nwork++] = (uint32_t)i;
@@ -699,18 +704,10 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
     // closed it, is still the program's, at fopen), anything reachable the
     // loader allocated, and what libc allocated that only the second pass
     // reached.
-#define IN(x, ip) ((ip) >= (x).lo && (ip) < (x).hi)
     for (uint64_t i = 0; i < nrefs; i++) {
         struct ref *r = &refs[i];
-        if (r->b->reach != 2 || !r->heap) continue;
-        uint32_t leaf = w->sites[r->b->site].stack;
-        uint64_t ip = leaf ? w->nodes[leaf].ip : 0;
-        uint32_t up = leaf ? w->nodes[leaf].parent : 0;
-        uint64_t caller = up ? w->nodes[up].ip : 0;
-        bool own = (IN(libc, ip) || IN(ld, ip)) && (IN(libc, caller) || IN(ld, caller) || in_getter(ip));
-        if (r->opaque || IN(ld, ip) || (r->late && own)) r->b->reach = 3;
+        if (r->b->reach == 2 && r->heap && (r->opaque || r->loader || (r->late && r->libc))) r->b->reach = 3;
     }
-#undef IN
 out:
     resume_others();
     if (pagemap_fd >= 0) tpprof_fd_close(pagemap_fd);
