@@ -133,7 +133,7 @@ static int gate_storages(gate *g, const tpprof_profile *p, uint64_t limit) {
     }
     // Else the handle retains that keep tensors (and so their storages), else the biggest.
     size_t nh = 0;
-    tpprof_handle_group *handles = ng ? NULL : tpprof_handle_groups(&t, &nh);
+    tpprof_ref_group *handles = ng ? NULL : tpprof_handle_groups(&t, &nh);
     if (ng)
         snprintf(detail, sizeof detail, ": %llu storage%s held by a %s no release matched in %s",
                  (unsigned long long)groups[0].storages, groups[0].storages == 1 ? "" : "s",

@@ -167,7 +167,7 @@ static void text_tensor_line(const tpprof_profile *p, const tpprof_tensors *t, c
     size_t nh = 0;
     const tpprof_handle_ref *h = tpprof_tensors_handles(t, x->id, &nh);
     for (size_t i = 0; i < nh; i++)
-        if (h[i].op == TPPROF_REF_RETAIN && h[i].count > 0)
+        if (tpprof_handle_unmatched(&h[i]))
             printf("%s  %lld handle retain%s no release matched, in %s\n", indent, (long long)h[i].count,
                    h[i].count == 1 ? "" : "s", tpprof_stacks_describe_caller(p->stacks, h[i].stack_id, at, sizeof at));
     size_t alive = tpprof_tensors_live_views(t, x->id);
@@ -214,14 +214,16 @@ static void text_storage(const tpprof_profile *p, const tpprof_tensors *t, const
     }
 }
 
-static void text_groups(const tpprof_profile *p, const tpprof_ref_group *g, size_t n, size_t cap) {
+// handles: groups of tensor handles (tpprof_handle_groups), counted as
+// handles and with no op; else references, with their op.
+static void text_groups(const tpprof_profile *p, const tpprof_ref_group *g, size_t n, size_t cap, bool handles) {
     char a[32];
     size_t shown = cap && cap < n ? cap : n;
     for (size_t i = 0; i < shown; i++) {
-        printf("  %llu storage%s (%s), %llu reference%s  %s\n", (unsigned long long)g[i].storages,
-               g[i].storages == 1 ? "" : "s", tpprof_format_size(g[i].bytes, a),
-               (unsigned long long)g[i].refs, g[i].refs == 1 ? "" : "s",
-               tpprof_ref_op_name(g[i].op));
+        printf("  %llu storage%s (%s), %llu %s%s%s%s\n", (unsigned long long)g[i].storages,
+               g[i].storages == 1 ? "" : "s", tpprof_format_size(g[i].bytes, a), (unsigned long long)g[i].refs,
+               handles ? "handle" : "reference", g[i].refs == 1 ? "" : "s", handles ? "" : "  ",
+               handles ? "" : tpprof_ref_op_name(g[i].op));
         tpprof_print_stack(p->stacks, g[i].stack_id, "      ", MAX_TEXT_FRAMES, true);
     }
     if (shown < n)
@@ -286,26 +288,17 @@ void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *
            ng, ng == 1 ? "" : "s");
     if (ng == 0)
         printf("  none: every strong reference alive at exit belongs to a tensor\n");
-    text_groups(p, g, ng, cap);
+    text_groups(p, g, ng, cap, false);
     free(g);
 
-    size_t nh = 0;
-    tpprof_handle_group *h = tpprof_handle_groups(t, &nh);
+    g = tpprof_handle_groups(t, &ng);
     printf("\nTensor handles by stack (tp_tensor_retain, never released; they keep their tensors alive): %zu "
            "stack%s\n",
-           nh, nh == 1 ? "" : "s");
-    if (nh == 0)
+           ng, ng == 1 ? "" : "s");
+    if (ng == 0)
         printf("  none: no tensor alive at exit is held by a handle retain no release matched\n");
-    size_t hshown = cap && cap < nh ? cap : nh;
-    for (size_t i = 0; i < hshown; i++) {
-        printf("  %llu storage%s (%s), %llu handle%s\n", (unsigned long long)h[i].storages,
-               h[i].storages == 1 ? "" : "s", tpprof_format_size(h[i].bytes, a),
-               (unsigned long long)h[i].handles, h[i].handles == 1 ? "" : "s");
-        tpprof_print_stack(p->stacks, h[i].stack_id, "      ", MAX_TEXT_FRAMES, true);
-    }
-    if (hshown < nh)
-        printf("  ... %zu more stacks\n", nh - hshown);
-    free(h);
+    text_groups(p, g, ng, cap, true);
+    free(g);
 
     printf("\nData released, struct still held by weak references: %zu storage%s\n", nreleased,
            nreleased == 1 ? "" : "s");
@@ -331,7 +324,7 @@ void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *
     g = tpprof_ref_groups(t, true, &ng);
     if (ng) {
         printf("  weak references by stack (the holders):\n");
-        text_groups(p, g, ng, cap);
+        text_groups(p, g, ng, cap, false);
     }
     free(g);
 
@@ -356,7 +349,7 @@ static void json_tensor(tpprof_json *j, const tpprof_profile *p, const tpprof_te
     size_t nh = 0;
     const tpprof_handle_ref *h = tpprof_tensors_handles(t, x->id, &nh);
     for (size_t i = 0; i < nh; i++) {
-        if (h[i].op != TPPROF_REF_RETAIN || h[i].count <= 0)
+        if (!tpprof_handle_unmatched(&h[i]))
             continue;
         tpprof_json_object_begin(j);
         tpprof_json_kv_int(j, "count", h[i].count);
@@ -386,10 +379,8 @@ static void json_refs(tpprof_json *j, const tpprof_profile *p, const tpprof_tens
     tpprof_json_array_end(j);
 }
 
-static void json_groups(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t,
-                        const char *key, bool weak) {
-    size_t n = 0;
-    tpprof_ref_group *g = tpprof_ref_groups(t, weak, &n);
+// Writes groups g[0..n) under key, and frees them.
+static void json_groups(tpprof_json *j, const tpprof_profile *p, const char *key, tpprof_ref_group *g, size_t n) {
     tpprof_json_key(j, key);
     tpprof_json_array_begin(j);
     for (size_t i = 0; i < n; i++) {
@@ -462,22 +453,13 @@ void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const 
         free(v);
     }
     tpprof_json_array_end(j);
-    json_groups(j, p, t, "unmatched_by_stack", false);
-    json_groups(j, p, t, "weak_by_stack", true);
-    tpprof_json_key(j, "handles_by_stack");
-    tpprof_json_array_begin(j);
-    size_t nh = 0;
-    tpprof_handle_group *h = tpprof_handle_groups(t, &nh);
-    for (size_t i = 0; i < nh; i++) {
-        tpprof_json_object_begin(j);
-        tpprof_json_kv_uint(j, "storages", h[i].storages);
-        tpprof_json_kv_uint(j, "count", h[i].handles);
-        tpprof_json_kv_uint(j, "bytes", h[i].bytes);
-        tpprof_json_stack(j, p->stacks, h[i].stack_id);
-        tpprof_json_object_end(j);
-    }
-    free(h);
-    tpprof_json_array_end(j);
+    size_t n = 0;
+    tpprof_ref_group *g = tpprof_ref_groups(t, false, &n);
+    json_groups(j, p, "unmatched_by_stack", g, n);
+    g = tpprof_ref_groups(t, true, &n);
+    json_groups(j, p, "weak_by_stack", g, n);
+    g = tpprof_handle_groups(t, &n);
+    json_groups(j, p, "handles_by_stack", g, n);
     tpprof_json_key(j, "pinned_views");
     tpprof_json_array_begin(j);
     json_pinned(j, p, t, false);

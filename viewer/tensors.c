@@ -225,68 +225,12 @@ int64_t tpprof_tensors_unmatched_handles(const tpprof_tensors *t, int64_t tensor
     int64_t count = 0;
     *stack = 0;
     for (size_t i = 0; i < n; i++)
-        if (h[i].op == TPPROF_REF_RETAIN && h[i].count > 0) {
+        if (tpprof_handle_unmatched(&h[i])) {
             if (!count)
                 *stack = h[i].stack_id;
             count += h[i].count;
         }
     return count;
-}
-
-typedef struct {
-    int64_t stack, storage, count;
-} stack_storage;
-
-static int by_stack_storage(const void *a, const void *b) {
-    const stack_storage *x = a, *y = b;
-    if (x->stack != y->stack)
-        return x->stack < y->stack ? -1 : 1;
-    return x->storage < y->storage ? -1 : x->storage > y->storage;
-}
-
-static int by_group_storages(const void *a, const void *b) {
-    const tpprof_handle_group *x = a, *y = b;
-    if (x->storages != y->storages)
-        return x->storages > y->storages ? -1 : 1;
-    return x->stack_id < y->stack_id ? -1 : x->stack_id > y->stack_id;
-}
-
-tpprof_handle_group *tpprof_handle_groups(const tpprof_tensors *t, size_t *n) {
-    *n = 0;
-    stack_storage *v = malloc((t->nhandles + 1) * sizeof *v);
-    tpprof_handle_group *g = malloc((t->nhandles + 1) * sizeof *g);
-    if (!v || !g) {
-        free(v);
-        free(g);
-        return NULL;
-    }
-    size_t nv = 0;
-    for (size_t i = 0; i < t->nhandles; i++) {
-        const tpprof_handle_ref *h = &t->handles[i];
-        const tpprof_tensor *x = tpprof_tensors_tensor(t, h->tensor_id);
-        if (h->op == TPPROF_REF_RETAIN && h->count > 0 && x && tpprof_tensor_alive(x))
-            v[nv++] = (stack_storage){h->stack_id, x->storage_id, h->count};
-    }
-    if (nv)
-        qsort(v, nv, sizeof *v, by_stack_storage);
-    for (size_t i = 0; i < nv; i++) {
-        if (!*n || g[*n - 1].stack_id != v[i].stack)
-            g[(*n)++] = (tpprof_handle_group){.stack_id = v[i].stack};
-        tpprof_handle_group *cur = &g[*n - 1];
-        if (i == 0 || v[i - 1].stack != v[i].stack || v[i - 1].storage != v[i].storage) {
-            const tpprof_storage *s = tpprof_tensors_storage(t, v[i].storage);
-            cur->storages++;
-            cur->bytes += s && s->nbytes > 0 ? (uint64_t)s->nbytes : 0;
-        }
-        cur->handles += (uint64_t)v[i].count;
-    }
-    free(v);
-    if (!*n) {
-        free(g);
-        return NULL;
-    }
-    qsort(g, *n, sizeof *g, by_group_storages);
-    return g;
 }
 
 static int load_lifetimes(tpprof_db *db, tpprof_tensors *t) {
@@ -549,8 +493,14 @@ static int by_group_weight(const void *a, const void *b) {
     return (x->op > y->op) - (x->op < y->op);
 }
 
+// One reference, or one tensor's handle retains, to be grouped: its group
+// is (op, stack); storages are counted once a group.
+typedef struct group_item {
+    int64_t op, stack_id, storage_id, count;
+} group_item;
+
 static int by_op_stack_storage(const void *a, const void *b) {
-    const tpprof_ref *x = *(const tpprof_ref *const *)a, *y = *(const tpprof_ref *const *)b;
+    const group_item *x = a, *y = b;
     if (x->op != y->op)
         return x->op < y->op ? -1 : 1;
     if (x->stack_id != y->stack_id)
@@ -558,44 +508,63 @@ static int by_op_stack_storage(const void *a, const void *b) {
     return (x->storage_id > y->storage_id) - (x->storage_id < y->storage_id);
 }
 
-tpprof_ref_group *tpprof_ref_groups(const tpprof_tensors *t, bool weak, size_t *n) {
+// Groups v[0..m) (which it sorts and frees) by (op, stack), most storages
+// first. New array (caller frees), *n its length.
+static tpprof_ref_group *group_items(const tpprof_tensors *t, group_item *v, size_t m, size_t *n) {
     *n = 0;
-    // The unowned references of storages alive at the end, sorted so that
-    // each (op, stack) is one run and a storage's rows are adjacent in it.
-    const tpprof_ref **v = malloc((t->nrefs + 1) * sizeof *v);
-    tpprof_ref_group *g = malloc((t->nrefs + 1) * sizeof *g);
-    if (!v || !g) {
+    tpprof_ref_group *g = v ? malloc((m + 1) * sizeof *g) : NULL;
+    if (!g) {
         free(v);
-        free(g);
         return NULL;
-    }
-    size_t m = 0;
-    for (size_t i = 0; i < t->nrefs; i++) {
-        const tpprof_ref *r = &t->refs[i];
-        if (!tpprof_ref_unmatched(r, weak))
-            continue;
-        const tpprof_storage *s = tpprof_tensors_storage(t, r->storage_id);
-        if (s && tpprof_storage_alive(s))
-            v[m++] = r;
     }
     if (m)
         qsort(v, m, sizeof *v, by_op_stack_storage);
     for (size_t i = 0; i < m; i++) {
-        const tpprof_ref *r = v[i];
-        bool same_group = i > 0 && v[i - 1]->op == r->op && v[i - 1]->stack_id == r->stack_id;
+        const group_item *r = &v[i];
+        bool same_group = i > 0 && v[i - 1].op == r->op && v[i - 1].stack_id == r->stack_id;
         if (!same_group)
             g[(*n)++] = (tpprof_ref_group){.op = r->op, .stack_id = r->stack_id};
         tpprof_ref_group *x = &g[*n - 1];
         x->refs += (uint64_t)r->count;
-        if (!same_group || v[i - 1]->storage_id != r->storage_id) {
+        if (!same_group || v[i - 1].storage_id != r->storage_id) {
+            const tpprof_storage *s = tpprof_tensors_storage(t, r->storage_id);
             x->storages++;
-            x->bytes += (uint64_t)tpprof_tensors_storage(t, r->storage_id)->nbytes;
+            x->bytes += s && s->nbytes > 0 ? (uint64_t)s->nbytes : 0;
         }
     }
     free(v);
     if (*n)
         qsort(g, *n, sizeof *g, by_group_weight);
     return g;
+}
+
+tpprof_ref_group *tpprof_ref_groups(const tpprof_tensors *t, bool weak, size_t *n) {
+    // The unowned references of storages alive at the end.
+    group_item *v = malloc((t->nrefs + 1) * sizeof *v);
+    size_t m = 0;
+    for (size_t i = 0; v && i < t->nrefs; i++) {
+        const tpprof_ref *r = &t->refs[i];
+        if (!tpprof_ref_unmatched(r, weak))
+            continue;
+        const tpprof_storage *s = tpprof_tensors_storage(t, r->storage_id);
+        if (s && tpprof_storage_alive(s))
+            v[m++] = (group_item){r->op, r->stack_id, r->storage_id, r->count};
+    }
+    return group_items(t, v, m, n);
+}
+
+tpprof_ref_group *tpprof_handle_groups(const tpprof_tensors *t, size_t *n) {
+    // The handle retains no release matched of tensors alive at the end,
+    // under the storage each tensor is on.
+    group_item *v = malloc((t->nhandles + 1) * sizeof *v);
+    size_t m = 0;
+    for (size_t i = 0; v && i < t->nhandles; i++) {
+        const tpprof_handle_ref *h = &t->handles[i];
+        const tpprof_tensor *x = tpprof_tensors_tensor(t, h->tensor_id);
+        if (tpprof_handle_unmatched(h) && x && tpprof_tensor_alive(x))
+            v[m++] = (group_item){TPPROF_REF_RETAIN, h->stack_id, x->storage_id, h->count};
+    }
+    return group_items(t, v, m, n);
 }
 
 // ---------------------------------------------------------------------------

@@ -440,21 +440,14 @@ size_t tpprof_tensors_live_views(const tpprof_tensors *t, int64_t base);
 // The storage_refs rows of a storage (borrowed, contiguous).
 const tpprof_ref *tpprof_tensors_refs(const tpprof_tensors *t, int64_t storage_id, size_t *n);
 
+// Is h a tp_tensor_retain no release matched (not the creation handle)?
+static inline bool tpprof_handle_unmatched(const tpprof_handle_ref *h) { return h->op == TPPROF_REF_RETAIN && h->count > 0; }
 // The tensor_refs rows of a tensor (borrowed, contiguous).
 const tpprof_handle_ref *tpprof_tensors_handles(const tpprof_tensors *t, int64_t tensor_id, size_t *n);
 // Of those, the retains no release matched: how many, and the stack of the
 // first (0 if none).
 int64_t tpprof_tensors_unmatched_handles(const tpprof_tensors *t, int64_t tensor_id, int64_t *stack);
 
-// Handle retains no release matched of tensors alive at the end, grouped by
-// stack: how many distinct storages those tensors are on, and how many
-// handles; most storages first. New array (caller frees), *n its length;
-// NULL + *n 0 when none.
-typedef struct tpprof_handle_group {
-    int64_t stack_id;
-    uint64_t storages, handles, bytes; // distinct storages, handles, the storages' nbytes
-} tpprof_handle_group;
-tpprof_handle_group *tpprof_handle_groups(const tpprof_tensors *t, size_t *n);
 
 // Struct alive at the end (freed_ns NULL); data alive (data_released_ns NULL).
 bool tpprof_storage_alive(const tpprof_storage *s);
@@ -485,6 +478,11 @@ typedef struct tpprof_ref_group {
 // (op, stack), weak (true: op weak retain) or strong ones, most storages
 // first. New array (caller frees), *n its length. NULL + *n 0 when none.
 tpprof_ref_group *tpprof_ref_groups(const tpprof_tensors *t, bool weak, size_t *n);
+// Handle retains no release matched of tensors alive at the end, grouped by
+// stack as tpprof_ref_groups groups references (op TPPROF_REF_RETAIN;
+// storages: those the tensors are on; refs: the handles). New array (caller
+// frees), *n its length.
+tpprof_ref_group *tpprof_handle_groups(const tpprof_tensors *t, size_t *n);
 
 // A small view pinning a big storage: the tensor covering the most of its
 // storage still covers under `fraction` of a storage of at least min_bytes.

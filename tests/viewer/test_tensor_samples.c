@@ -207,7 +207,7 @@ static void test_handle_leak_names_the_live_views_and_where_they_were_made(void)
     CHECK(harness_count(j, "\"handle_retains\":[{\"count\":1,\"stack\":[{") == 3 &&
               harness_count(j, "\"function\":\"history_push\"") == 4,
           "the views' handle retains in JSON: %s", r.out);
-    CHECK(strstr(j, "\"handles_by_stack\":[{\"storages\":3,\"count\":3,\"bytes\":393216,\"stack\":["),
+    CHECK(strstr(j, "\"handles_by_stack\":[{\"op\":\"retain\",\"storages\":3,\"count\":3,\"bytes\":393216,\"stack\":["),
           "grouped in JSON: %s", r.out);
     free(j);
     harness_result_free(&r);
