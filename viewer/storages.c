@@ -532,6 +532,8 @@ void tpprof_report_leak_storages_text(const tpprof_profile *p, const tpprof_tens
                tpprof_format_size((uint64_t)s->nbytes, a), s->device ? s->device : "?", (long long)s->strong);
         size_t non = 0, alive = 0;
         const size_t *on = tpprof_tensors_on(t, s->id, &non);
+        const tpprof_tensor *kept = NULL; // the first live tensor a handle retain keeps
+        int64_t nkept = 0, kept_at = 0;
         for (size_t k = 0; k < non; k++) {
             const tpprof_tensor *x = &t->tensors[on[k]];
             if (!tpprof_tensor_alive(x))
@@ -539,19 +541,15 @@ void tpprof_report_leak_storages_text(const tpprof_profile *p, const tpprof_tens
             printf("%s #%lld %s", alive++ ? "," : "; tensors", (long long)x->id, x->sizes ? x->sizes : "?");
             if (x->base_id)
                 printf(" (view of #%lld)", (long long)x->base_id);
+            if (!kept && (nkept = tpprof_tensors_unmatched_handles(t, x->id, &kept_at)) > 0)
+                kept = x;
         }
         if (!alive)
             printf("; no tensor");
-        for (size_t k = 0; k < non; k++) { // the first live tensor a handle retain keeps
-            const tpprof_tensor *x = &t->tensors[on[k]];
-            int64_t kept_at = 0, kept = tpprof_tensor_alive(x) ? tpprof_tensors_unmatched_handles(t, x->id, &kept_at) : 0;
-            if (kept > 0) {
-                printf("; #%lld kept by %lld tp_tensor_retain%s no release matched, in %s", (long long)x->id,
-                       (long long)kept, kept == 1 ? "" : "s",
-                       tpprof_stacks_describe_caller(p->stacks, kept_at, frame, sizeof frame));
-                break;
-            }
-        }
+        if (kept)
+            printf("; #%lld kept by %lld tp_tensor_retain%s no release matched, in %s", (long long)kept->id,
+                   (long long)nkept, nkept == 1 ? "" : "s",
+                   tpprof_stacks_describe_caller(p->stacks, kept_at, frame, sizeof frame));
         int64_t unmatched = unmatched_of(t, s->id, false);
         if (unmatched > 0) {
             size_t nr = 0;
