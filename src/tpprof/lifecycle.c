@@ -198,6 +198,7 @@ static void fork_child(void) {
         snprintf(env, sizeof env, "%d", (int)getpid());
         setenv("TPPROF_RECORDED_PID", env, 1);
         recorded_pid = getpid();
+        tpprof_obs_order_fork_child();
         tpprof_writer_fork_child(path);
     }
     tpprof_guard--;
@@ -490,6 +491,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     resolve_real();
     tpprof_scan_prepare();
+    tpprof_obs_order_init();
     tpprof_writer_go(); // recording on; the blocks of before are adopted
     catch_fatal_signals();
     tpprof_guard = 0;

@@ -6,7 +6,8 @@
 // libtpprof's own constructors ran, so the observer is a static object and
 // the callback records nothing until recording is active (events before the
 // start are simply not seen). Each event is copied, with the calling
-// thread's stack and an order tag (stripe 0's ticket), into that thread's
+// thread's stack and an order tag (the observer stripe's ticket,
+// tpprof_obs_tag), into that thread's
 // ring, in order with the malloc records: the writer (storages.c) ties storages to
 // the blocks that back them and keeps the reference ledger. Same rules as
 // the malloc hooks: no lock, no syscall, no SQLite, no malloc; the only
@@ -91,12 +92,13 @@ static __thread struct obs_recent recent TPPROF_TLS;
 // holds still count), obs_commit numbers and publishes it. Anything else
 // that emits (flush_retain, hold_freed) goes before obs_slot.
 
-// The order tag is taken here, before the record's words are written: its
-// locked increment waits for the stores before it to drain, and a dozen
-// stores to ring lines the writer last read are each a cache miss.
-static inline uint64_t *obs_slot(struct tpprof_thread *t) {
+// The order tag is taken here, before the record's words are written: where
+// it is a locked increment (the stripe contested) it waits for the stores
+// before it to drain, and a dozen stores to ring lines the writer last read
+// are each a cache miss.
+static inline __attribute__((always_inline)) uint64_t *obs_slot(struct tpprof_thread *t) {
     if (!tpprof_ring_reserve(t, OBS_MAX_WORDS + 1)) return NULL;
-    uint64_t tag = tpprof_order_tag(0, false);
+    uint64_t tag = tpprof_obs_tag(t);
     uint64_t *w = tpprof_ring_slot(t, OBS_MAX_WORDS + 1);
     w[0] = tpprof_hdr(tag, TPPROF_OP_OBS, 0);
     return w;

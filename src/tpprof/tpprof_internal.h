@@ -165,8 +165,10 @@ TPPROF_HIDDEN extern _Atomic int tpprof_active;
 // threads: half of the hook's own samples sat behind its lock xadd). So the
 // numbers come from stripes: heap records take theirs from the stripe of
 // their address's 64 MiB window (glibc gives each thread's arena its own
-// 64 MiB heaps, so a thread mostly stays on its own lines); mappings and
-// observer records, which name ranges and ids, share stripe 0. The writer
+// 64 MiB heaps, so a thread mostly stays on its own lines); mappings, which
+// name ranges, share stripe 0, and observer records, which name ids, have
+// the last stripe to themselves (tpprof_obs_tag: taken without a locked
+// instruction while one thread sends them all). The writer
 // applies a stripe's records in its order. Between stripes, the epoch orders:
 // a global count that moves on with every 64th ticket of a stripe (so about
 // every 64 events of each busy thread) and is stamped on each record, so the
@@ -189,8 +191,10 @@ struct tpprof_order_line {
 TPPROF_HIDDEN extern struct tpprof_order_line tpprof_stripes[TPPROF_STRIPES];
 TPPROF_HIDDEN extern struct tpprof_order_line tpprof_epoch;
 
+// The last stripe is the observer records' own (TPPROF_OBS_STRIPE): heap
+// addresses hash onto the others.
 static inline unsigned tpprof_stripe_of(uint64_t addr) {
-    return (unsigned)(((addr >> 26) * 0x9E3779B97F4A7C15ULL) >> 56);
+    return (unsigned)((((addr >> 26) * 0x9E3779B97F4A7C15ULL) >> 56) * (TPPROF_STRIPES - 1) >> 8);
 }
 static inline unsigned tpprof_hdr_stripe(uint64_t h) { return (unsigned)(h >> 8 & 255); }
 static inline uint32_t tpprof_hdr_ticket(uint64_t h) {
@@ -247,7 +251,8 @@ TPPROF_HIDDEN void *tpprof_mem_grow(void *p, size_t old_bytes, size_t new_bytes)
 struct tpprof_thread {
     _Atomic uint64_t tail;      // producer: words published (monotonic)
     uint64_t p_head;            // producer's copy of head, refreshed when the ring looks full
-    char pad0[48];
+    _Atomic int obs_window;     // producer: 1 while it takes an observer ticket (tpprof_obs_tag)
+    char pad0[44];
     _Atomic uint64_t head;      // consumer: words consumed (monotonic), published once per drain
     char pad1[56];
     uint64_t *ring;
@@ -336,13 +341,14 @@ static inline uint64_t *tpprof_ring_slot(struct tpprof_thread *t, uint64_t n) {
 
 // The order part of a record header (tpprof_hdr) for an event of thread t
 // on `stripe`: the stripe's next ticket, then the epoch (read after the
-// ticket: the locked add orders it). The event that takes every
+// ticket: the locked add orders it; tpprof_order_tag_of, for a ticket taken
+// otherwise, reads it as it comes: observer records are never big, and the
+// epoch only orders between stripes). The event that takes every
 // TPPROF_EPOCH_EVENTS-th ticket of a stripe moves the epoch on (a thread
 // mostly takes its own stripe's tickets: each busy thread moves it about
 // every 64 of its events, with no count of its own to keep); a big event
 // moves it around itself.
-static inline uint64_t tpprof_order_tag(unsigned stripe, bool big) {
-    uint64_t ticket = atomic_fetch_add(&tpprof_stripes[stripe].v, 1);
+static inline uint64_t tpprof_order_tag_of(uint64_t ticket, unsigned stripe, bool big) {
     uint64_t epoch;
     if (TPPROF_UNLIKELY(big))
         epoch = atomic_fetch_add(&tpprof_epoch.v, 2 * TPPROF_EPOCH_BIG_GAP) + TPPROF_EPOCH_BIG_GAP;
@@ -352,6 +358,49 @@ static inline uint64_t tpprof_order_tag(unsigned stripe, bool big) {
         atomic_fetch_add_explicit(&tpprof_epoch.v, 1, memory_order_relaxed);
     // epoch's low bits at 36, ticket's at 8: the shifts drop the rest
     return epoch << 36 | ticket << (64 - TPPROF_TICKET_BITS) >> (64 - TPPROF_TICKET_BITS - 8) | stripe;
+}
+static inline uint64_t tpprof_order_tag(unsigned stripe, bool big) {
+    return tpprof_order_tag_of(atomic_fetch_add(&tpprof_stripes[stripe].v, 1), stripe, big);
+}
+
+// Observer records' order tags (obsorder.c). They all come from one stripe
+// so that the events naming one storage or tensor are applied in the order
+// they happened, whichever threads sent them; a tensor op sends half a
+// dozen, and a locked increment each (it waits for the thread's earlier
+// stores to drain) was a quarter of what tensor tracking cost the program.
+// So while one thread sends them all, which is the usual case, that thread
+// owns the stripe (tpprof_obs_owner) and takes its tickets with a plain load
+// and store, inside a window it marks in its thread struct. Another thread
+// that wants one takes the stripe away (obsorder.c): it marks the stripe
+// REVOKING, makes every thread of the process pass a full memory barrier
+// (membarrier(2), so the owner's next look at tpprof_obs_owner sees it, or
+// its window is seen open), waits for any open window to close, and leaves
+// the stripe CONTESTED (locked increments from then on), or owned by itself
+// when the owner has exited. Without membarrier the stripe is CONTESTED from
+// the start.
+#define TPPROF_OBS_STRIPE (TPPROF_STRIPES - 1)
+#define TPPROF_OBS_CONTESTED ((uintptr_t)1)
+#define TPPROF_OBS_REVOKING ((uintptr_t)2)
+TPPROF_HIDDEN extern _Atomic uintptr_t tpprof_obs_owner; // NULL (free), a thread, or the two above
+TPPROF_HIDDEN uint64_t tpprof_obs_tag_slow(struct tpprof_thread *t);
+// At the start (before recording is on) and in a forked child.
+TPPROF_HIDDEN void tpprof_obs_order_init(void);
+TPPROF_HIDDEN void tpprof_obs_order_fork_child(void);
+
+static inline uint64_t tpprof_obs_tag(struct tpprof_thread *t) {
+    atomic_store_explicit(&t->obs_window, 1, memory_order_relaxed);
+    // The compiler keeps the store before the load; the CPU may not, which
+    // is what the revoker's membarrier is for.
+    atomic_signal_fence(memory_order_seq_cst);
+    if (TPPROF_LIKELY(atomic_load_explicit(&tpprof_obs_owner, memory_order_relaxed) == (uintptr_t)t)) {
+        _Atomic uint64_t *v = &tpprof_stripes[TPPROF_OBS_STRIPE].v;
+        uint64_t ticket = atomic_load_explicit(v, memory_order_relaxed);
+        atomic_store_explicit(v, ticket + 1, memory_order_relaxed);
+        atomic_store_explicit(&t->obs_window, 0, memory_order_release);
+        return tpprof_order_tag_of(ticket, TPPROF_OBS_STRIPE, false);
+    }
+    atomic_store_explicit(&t->obs_window, 0, memory_order_release);
+    return tpprof_obs_tag_slow(t);
 }
 
 // The size of the glibc chunk of heap block p (what free will release).

@@ -1421,6 +1421,33 @@ static void test_tensor_threads(char *prog) {
           "2001 retains (the views) and 2000 releases (the freed views; the base lives on as the kept view's base)");
 }
 
+// Main sent the observer events alone, then 4 workers joined it (taking
+// the observer stripe from it, src/tpprof/obsorder.c): every event is
+// applied, each release after its retain.
+static void test_tensor_race(char *prog) {
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record_tensors("tensor_race.db", argv, NULL, &r)) return;
+    CHECK(strcmp(r.out, "tensor_race: done\n") == 0, "stdout '%s'", r.out);
+    CHECK(qi("SELECT value FROM meta WHERE key = 'dropped_events'") == 0, "no event dropped");
+    // Retains: main's 1000 + 3000 views, the workers' 4 x 3000, the kept one.
+    // Releases: those views but the kept one, the workers' 12000 sums and 4
+    // tensors of their own (their creation references).
+    CHECK(qi("SELECT sum(count) FROM refcount_sites WHERE op = 1") == 16001 &&
+              qi("SELECT sum(count) FROM refcount_sites WHERE op = 2") == 28004,
+          "16001 retains and 28004 releases (%lld, %lld)", (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 1"),
+          (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 2"));
+    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 1 &&
+              qi("SELECT strong FROM storages WHERE freed_ns IS NULL") == 2,
+          "the base's storage alone is alive, strong 2");
+    CHECK(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 2, "the base and the kept view are alive");
+    CHECK(qi("SELECT count(*) FROM storage_refs") == 2 && qi("SELECT count(*) FROM storage_refs WHERE tensor_id = 0") == 0,
+          "two references, both a tensor's");
+    int64_t ids[4];
+    int n = ref_stacks("op = 1", ids, 4);
+    CHECK(n == 1 && stack_has(ids[0], "race_keep"), "the kept view's reference was taken in race_keep");
+}
+
 static void test_weak_refs(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
@@ -1797,6 +1824,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "tensor_static") == 0) test_tensor_block(prog, "static.db");
     else if (strcmp(what, "tensors_full") == 0) test_tensors_full(prog);
     else if (strcmp(what, "tensor_threads") == 0) test_tensor_threads(prog);
+    else if (strcmp(what, "tensor_race") == 0) test_tensor_race(prog);
     else {
         fprintf(stderr, "unknown scenario %s\n", what);
         return 2;

@@ -271,7 +271,7 @@ static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
     observer = tp_observer_provide(TP_OBSERVER_ABI_VERSION);
     CHECK(observer != NULL, "the observer attaches");
     if (!observer) return;
-    atomic_store(&tpprof_stripes[0].v, seq); // continues the hand-made records' numbering
+    atomic_store(&tpprof_stripes[TPPROF_OBS_STRIPE].v, seq); // continues the hand-made records' numbering
     ev_created(20, 64, 70);
     CHECK(captures == 1 && records == 1, "storage created (no struct named): one unwind, one record");
     make_tensor(30, 2);
@@ -296,7 +296,7 @@ static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
     free_tensor(32, 4);
     free_tensor(30, 3);
     CHECK(captures == 2 && records == 9, "two frees, two records (%d, %d)", captures, records);
-    seq = atomic_load(&tpprof_stripes[0].v);
+    seq = atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
 
     CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
     CHECK(q("SELECT strong FROM storages WHERE id = 20") == 3, "storage 20: strong 3 (creation + 2 retains)");
@@ -346,7 +346,7 @@ static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
           records - before);
     CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
     CHECK(q("SELECT count(*) FROM storages WHERE id = 140 AND freed_ns IS NULL") == 0, "storage 140 is freed");
-    seq = atomic_load(&tpprof_stripes[0].v);
+    seq = atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
 }
 
 // Events that name the struct their runtime call allocated (tp_obs_event's
