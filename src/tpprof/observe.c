@@ -507,9 +507,67 @@ static void on_storage(void *user, uint32_t kind, const tp_obs_storage *storage,
 // mode keeps every event as its own record with its own stack and time, so
 // it does not ask for them (tp_observer_provide); should a runtime call them
 // anyway, they are split.
-static void on_tensor_retained(void *user, const tp_obs_tensor *tensor, uint32_t strong, uint32_t weak,
-                               uint64_t object) {
-    (void)user;
+//
+// These three are nearly every event of a tensor program, so each has a
+// fast path that makes no call (so it saves no registers, and pays nothing
+// for the cases it does not handle): aggregate mode, no RETAIN held, room
+// in the ring before its end, the observer stripe this thread's
+// (tpprof_obs_tag), and the stacks among the hooks' last allocations. When
+// any of that fails, the general way (*_general) writes the same record.
+
+// The fast path's slot: NULL when the general way must be taken (nothing
+// done yet then). The caller has set the guard.
+static inline __attribute__((always_inline)) uint64_t *obs_slot_fast(struct tpprof_thread *t) {
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    uint64_t pos = tail & t->mask;
+    if (TPPROF_UNLIKELY(tail + 2 * (OBS_MAX_WORDS + 1) - t->p_head > t->mask + 1 ||
+                        pos + OBS_MAX_WORDS + 1 > t->mask + 1))
+        return NULL;
+    atomic_store_explicit(&t->obs_window, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    if (TPPROF_UNLIKELY(atomic_load_explicit(&tpprof_obs_owner, memory_order_relaxed) != (uintptr_t)t)) {
+        atomic_store_explicit(&t->obs_window, 0, memory_order_release);
+        return NULL;
+    }
+    _Atomic uint64_t *v = &tpprof_stripes[TPPROF_OBS_STRIPE].v;
+    uint64_t ticket = atomic_load_explicit(v, memory_order_relaxed);
+    atomic_store_explicit(v, ticket + 1, memory_order_relaxed);
+    atomic_store_explicit(&t->obs_window, 0, memory_order_release);
+    uint64_t *w = &t->ring[pos];
+    w[0] = tpprof_hdr(tpprof_order_tag_of(ticket, TPPROF_OBS_STRIPE, false), TPPROF_OP_OBS, 0);
+    return w;
+}
+
+// Publishes a fast-path record and clears the guard; then wakes the writer
+// if the ring asks for it (tpprof_ring_commit).
+static inline __attribute__((always_inline)) void obs_done_fast(struct tpprof_thread *t, uint64_t *w, int kind,
+                                                                 int refop, uint64_t flags, uint32_t sid, int n) {
+    w[0] |= (uint64_t)kind;
+    w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    __builtin_prefetch(&t->ring[(tail + (uint64_t)n + 64) & t->mask], 1, 3);
+    atomic_store_explicit(&t->tail, tail + (uint64_t)n, memory_order_release);
+    bool kick = (tail ^ (tail + (uint64_t)n)) > t->mask >> 2 &&
+                atomic_load_explicit(&tpprof_writer_napping, memory_order_relaxed);
+    tpprof_guard = 0;
+    if (TPPROF_UNLIKELY(kick)) tpprof_writer_kick();
+}
+
+// Whether a fused callback may take its fast path: recording is on, this is
+// not tpprof's own doing, and the thread has a ring, aggregate mode, nothing
+// held. Sets the guard when it returns a thread (NULL: the guard is as it was
+// and the general way decides).
+static inline __attribute__((always_inline)) struct tpprof_thread *enter_fast(void) {
+    struct tpprof_thread *t = tpprof_self;
+    if (TPPROF_UNLIKELY(!t || tpprof_guard || tpprof_cfg.full || recent.held_sid) ||
+        !atomic_load_explicit(&tpprof_active, memory_order_relaxed))
+        return NULL;
+    tpprof_guard = 1;
+    return t;
+}
+
+__attribute__((noinline)) static void retained_general(const tp_obs_tensor *tensor, uint32_t strong, uint32_t weak,
+                                                       uint64_t object) {
     struct tpprof_thread *t = enter();
     if (!t) return;
     if (TPPROF_LIKELY(!tpprof_cfg.full)) {
@@ -523,9 +581,27 @@ static void on_tensor_retained(void *user, const tp_obs_tensor *tensor, uint32_t
     tpprof_guard = 0;
 }
 
-static void on_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id, uint32_t strong,
-                               uint32_t weak, uint32_t flags) {
-    (void)user, (void)base_id;
+static void on_tensor_retained(void *user, const tp_obs_tensor *tensor, uint32_t strong, uint32_t weak,
+                               uint64_t object) {
+    (void)user;
+    struct tpprof_thread *t = enter_fast();
+    if (TPPROF_LIKELY(t)) {
+        uint32_t sid = object ? tpprof_recent_sid(object) : 0;
+        uint64_t *w = sid ? obs_slot_fast(t) : NULL;
+        if (TPPROF_LIKELY(w)) {
+            int n = 2 + put_tensor(&w[2], tensor);
+            w[n++] = (uint64_t)strong | (uint64_t)weak << 32;
+            uint64_t flags = TPPROF_OBS_WITH_RETAIN | (tensor->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
+            obs_done_fast(t, w, TP_OBS_TENSOR_CREATED, 0, flags, sid, n);
+            return;
+        }
+        tpprof_guard = 0;
+    }
+    retained_general(tensor, strong, weak, object);
+}
+
+__attribute__((noinline)) static void released_general(uint64_t tensor_id, uint64_t storage_id, uint32_t strong,
+                                                       uint32_t weak, uint32_t flags) {
     struct tpprof_thread *t = enter();
     if (!t) return;
     uint64_t gone;
@@ -543,19 +619,65 @@ static void on_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_
     tpprof_guard = 0;
 }
 
-static void on_tensor_new(void *user, const tp_obs_storage *storage, uint64_t storage_object,
-                          const tp_obs_tensor *tensor, uint64_t tensor_object) {
-    (void)user;
+static void on_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id, uint32_t strong,
+                               uint32_t weak, uint32_t flags) {
+    (void)user, (void)base_id;
+    struct tpprof_thread *t = enter_fast();
+    if (TPPROF_LIKELY(t)) {
+        uint64_t *w = obs_slot_fast(t);
+        if (TPPROF_LIKELY(w)) { // refcount_record's record, for a tensor's reference
+            w[2] = storage_id;
+            w[3] = (uint64_t)strong | (uint64_t)weak << 32;
+            w[4] = tensor_id;
+            int n = 5;
+            uint64_t f = tensor_id ? TPPROF_OBS_TENSOR_REF : 0;
+            if (!tensor_id) n = 4;
+            if (strong == 0) {
+                w[n++] = tpprof_ticks(); // the data's deleter runs now
+                f |= TPPROF_OBS_DATA_RELEASED | (weak == 1 ? TPPROF_OBS_FREED : 0) | TPPROF_OBS_TICKS;
+            }
+            obs_done_fast(t, w, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RELEASE, f, 0, n);
+            return;
+        }
+        tpprof_guard = 0;
+    }
+    released_general(tensor_id, storage_id, strong, weak, flags);
+}
+
+__attribute__((noinline)) static void new_general(const tp_obs_storage *storage, uint64_t storage_object,
+                                                  const tp_obs_tensor *tensor, uint64_t tensor_object) {
     struct tpprof_thread *t = enter();
     if (!t) return;
-    bool full = tpprof_cfg.full;
-    if (TPPROF_LIKELY(!full)) {
+    if (TPPROF_LIKELY(!tpprof_cfg.full)) {
         tensor_new(t, storage, storage_object, tensor, tensor_object);
     } else {
         storage_created(t, storage, storage_object, true);
         tensor_created(t, tensor, tensor_object, true);
     }
     tpprof_guard = 0;
+}
+
+static void on_tensor_new(void *user, const tp_obs_storage *storage, uint64_t storage_object,
+                          const tp_obs_tensor *tensor, uint64_t tensor_object) {
+    (void)user;
+    struct tpprof_thread *t = enter_fast();
+    if (TPPROF_LIKELY(t)) {
+        uint32_t sid = storage_object ? tpprof_recent_sid(storage_object) : 0;
+        uint32_t tensor_sid = tensor_object ? tpprof_recent_sid(tensor_object) : 0;
+        uint64_t *w = sid && tensor_sid ? obs_slot_fast(t) : NULL;
+        if (TPPROF_LIKELY(w)) { // tensor_new's record
+            put_storage(&w[2], storage);
+            w[9] = tensor_sid;
+            int n = 10 + put_tensor(&w[10], tensor);
+            w[n++] = tpprof_ticks();
+            uint64_t flags = TPPROF_OBS_WITH_TENSOR | TPPROF_OBS_TICKS |
+                             (tensor->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
+            obs_done_fast(t, w, TP_OBS_STORAGE_CREATED, 0, flags, sid, n);
+            return;
+        }
+        tpprof_guard = 0;
+    }
+    new_general(storage, storage_object, tensor, tensor_object);
 }
 
 // Aggregate mode's observer. Full mode's is the same struct cut short before

@@ -191,10 +191,11 @@ struct tpprof_order_line {
 TPPROF_HIDDEN extern struct tpprof_order_line tpprof_stripes[TPPROF_STRIPES];
 TPPROF_HIDDEN extern struct tpprof_order_line tpprof_epoch;
 
-// The last stripe is the observer records' own (TPPROF_OBS_STRIPE): heap
-// addresses hash onto the others.
+// Heap addresses hash onto the first half of the stripes (as cheap as
+// onto all of them, and a program has far fewer arenas), so none lands on
+// the observer records' own (TPPROF_OBS_STRIPE, the last).
 static inline unsigned tpprof_stripe_of(uint64_t addr) {
-    return (unsigned)((((addr >> 26) * 0x9E3779B97F4A7C15ULL) >> 56) * (TPPROF_STRIPES - 1) >> 8);
+    return (unsigned)(((addr >> 26) * 0x9E3779B97F4A7C15ULL) >> 57);
 }
 static inline unsigned tpprof_hdr_stripe(uint64_t h) { return (unsigned)(h >> 8 & 255); }
 static inline uint32_t tpprof_hdr_ticket(uint64_t h) {
@@ -379,6 +380,7 @@ static inline uint64_t tpprof_order_tag(unsigned stripe, bool big) {
 // when the owner has exited. Without membarrier the stripe is CONTESTED from
 // the start.
 #define TPPROF_OBS_STRIPE (TPPROF_STRIPES - 1)
+_Static_assert(TPPROF_OBS_STRIPE >= 128, "no heap address may hash onto the observer stripe (tpprof_stripe_of)");
 #define TPPROF_OBS_CONTESTED ((uintptr_t)1)
 #define TPPROF_OBS_REVOKING ((uintptr_t)2)
 TPPROF_HIDDEN extern _Atomic uintptr_t tpprof_obs_owner; // NULL (free), a thread, or the two above
