@@ -21,7 +21,7 @@ trap 'rm -rf "$tmp"' EXIT
 # TPPROF_TENSORS=$2.
 count() {
   rm -f "$tmp"/cg.* "$tmp"/t.db*
-  LD_PRELOAD="$lib" TPPROF_TENSORS="$2" TPPROF_OUTPUT="$tmp/t.db" valgrind --tool=callgrind --separate-threads=yes \
+  LD_PRELOAD="$lib" TPPROF_TENSORS="$2" TPPROF_OUTPUT="$tmp/t.db" setarch -R valgrind --tool=callgrind --separate-threads=yes \
     --toggle-collect=main --callgrind-out-file="$tmp/cg.%p" "$prog" "$1" "$elements" >/dev/null 2>&1
   grep -h '^summary\|^totals' "$tmp"/cg.*-01 | head -1 | awk '{print $2}'
 }

@@ -598,16 +598,21 @@ void tpprof_report_lifetimes_text(const tpprof_tensors *t, size_t cap) {
         printf("  (no storage released its data in this recording)\n");
         return;
     }
-    printf("  %-12s  %8s  %10s  %10s  %10s  %10s\n", "allocator", "count", "live mean", "live max",
+    printf("  %-12s  %8s  %8s  %10s  %10s  %10s  %10s\n", "allocator", "count", "timed", "live mean", "live max",
            "delay mean", "delay max");
+    bool sampled = false;
     for (size_t i = 0; i < t->nlifetimes; i++) {
         const tpprof_lifetime *l = &t->lifetimes[i];
-        printf("  %-12s  %8lld  %10s  %10s  %10s  %10s\n", l->allocator ? l->allocator : "?",
-               (long long)l->count, tpprof_format_ns(mean(l->live_ns_sum, l->count), a),
-               tpprof_format_ns(l->live_ns_max, b),
+        sampled |= l->live_count < l->count;
+        printf("  %-12s  %8lld  %8lld  %10s  %10s  %10s  %10s\n", l->allocator ? l->allocator : "?",
+               (long long)l->count, (long long)l->live_count, tpprof_format_ns(mean(l->live_ns_sum, l->live_count), a),
+               l->live_count ? tpprof_format_ns(l->live_ns_max, b) : "-",
                tpprof_format_ns(mean(l->delay_ns_sum, l->delay_count), c),
                tpprof_format_ns(l->delay_ns_max, d));
     }
+    if (sampled)
+        printf("  (live times of the timed storages: all of 64 KiB or more, 1 in 8 of the smaller ones; "
+               "TPPROF_LIFETIMES=all times every one)\n");
     // Per storage, where the recording kept the rows: the longest delays.
     const tpprof_storage **v = malloc((t->nstorages + 1) * sizeof *v);
     size_t n = 0;
@@ -640,7 +645,8 @@ void tpprof_report_lifetimes_json(tpprof_json *j, const tpprof_tensors *t, size_
         tpprof_json_object_begin(j);
         tpprof_json_kv_string(j, "allocator", l->allocator);
         tpprof_json_kv_int(j, "count", l->count);
-        tpprof_json_kv_int(j, "live_ns_mean", mean(l->live_ns_sum, l->count));
+        tpprof_json_kv_int(j, "live_count", l->live_count);
+        tpprof_json_kv_int(j, "live_ns_mean", mean(l->live_ns_sum, l->live_count));
         tpprof_json_kv_int(j, "live_ns_max", l->live_ns_max);
         tpprof_json_kv_int(j, "release_delay_ns_mean",
                            mean(l->delay_ns_sum, l->delay_count));

@@ -235,15 +235,21 @@ int64_t tpprof_tensors_unmatched_handles(const tpprof_tensors *t, int64_t tensor
 
 static int load_lifetimes(tpprof_db *db, tpprof_tensors *t) {
     sqlite3_stmt *st = NULL;
-    // release_delay_count came later: older recordings measured every delay.
+    // release_delay_count and then live_count came later: older recordings
+    // measured every delay and every live time.
     if (sqlite3_prepare_v2(db->sql,
                            "SELECT allocator, count, live_ns_sum, live_ns_max, release_delay_ns_sum, "
-                           "release_delay_ns_max, release_delay_count FROM storage_lifetimes "
+                           "release_delay_ns_max, release_delay_count, live_count FROM storage_lifetimes "
                            "ORDER BY allocator",
                            -1, &st, NULL) != SQLITE_OK &&
         sqlite3_prepare_v2(db->sql,
                            "SELECT allocator, count, live_ns_sum, live_ns_max, release_delay_ns_sum, "
-                           "release_delay_ns_max, count FROM storage_lifetimes ORDER BY allocator",
+                           "release_delay_ns_max, release_delay_count, count FROM storage_lifetimes "
+                           "ORDER BY allocator",
+                           -1, &st, NULL) != SQLITE_OK &&
+        sqlite3_prepare_v2(db->sql,
+                           "SELECT allocator, count, live_ns_sum, live_ns_max, release_delay_ns_sum, "
+                           "release_delay_ns_max, count, count FROM storage_lifetimes ORDER BY allocator",
                            -1, &st, NULL) != SQLITE_OK)
         return tpprof_db_error(db, "reading storage_lifetimes");
     size_t cap = 0;
@@ -263,6 +269,7 @@ static int load_lifetimes(tpprof_db *db, tpprof_tensors *t) {
             .delay_ns_sum = sqlite3_column_int64(st, 4),
             .delay_ns_max = sqlite3_column_int64(st, 5),
             .delay_count = sqlite3_column_int64(st, 6),
+            .live_count = sqlite3_column_int64(st, 7),
         };
     }
     sqlite3_finalize(st);

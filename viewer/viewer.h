@@ -400,6 +400,7 @@ typedef struct tpprof_lifetime {
     char *allocator;
     int64_t count, live_ns_sum, live_ns_max, delay_ns_sum, delay_ns_max;
     int64_t delay_count; // storages whose release delay was measured (<= count)
+    int64_t live_count;  // storages whose live time was measured (<= count: timed ones)
 } tpprof_lifetime;
 
 // The tensor tables of one recording, all in memory (they hold only what

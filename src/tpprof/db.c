@@ -64,7 +64,7 @@ static const char schema_sql[] =
     " PRIMARY KEY (op, stack_id));"
     "CREATE TABLE IF NOT EXISTS storage_lifetimes(allocator TEXT NOT NULL PRIMARY KEY, count INTEGER,"
     " live_ns_sum INTEGER, live_ns_max INTEGER, release_delay_ns_sum INTEGER, release_delay_ns_max INTEGER,"
-    " release_delay_count INTEGER);"
+    " release_delay_count INTEGER, live_count INTEGER);"
     "CREATE TABLE IF NOT EXISTS allocator_events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER,"
     " allocator TEXT NOT NULL, action INTEGER NOT NULL, device TEXT, segment INTEGER, segment_size INTEGER,"
     " block INTEGER, block_size INTEGER, requested INTEGER, stream INTEGER, stack_id INTEGER NOT NULL);"

@@ -426,6 +426,8 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     tpprof_cfg.depth = env_int("TPPROF_DEPTH", 32, 1, TPPROF_MAX_DEPTH);
     tpprof_cfg.interval_ms = env_int("TPPROF_INTERVAL_MS", 10, 1, 60000);
     tpprof_cfg.scan_stop = env_int("TPPROF_SCAN_STOP", 1, 0, 1) != 0;
+    const char *lt = getenv("TPPROF_LIFETIMES");
+    tpprof_cfg.lifetimes_all = lt && strcmp(lt, "all") == 0;
     // A test's: the order tickets and epochs start a few thousand events
     // before they wrap (they do every ~15 s of a busy thread), so a short
     // run crosses the wrap (tests/tpprof handoff_wrap).
@@ -594,7 +596,7 @@ static bool has_var(char *const envp[], const char *name) {
 
 static const char *const keep_vars[] = {"LD_PRELOAD", "TPPROF_OUTPUT", "TPPROF_MODE", "TPPROF_DEPTH",
                                         "TPPROF_UNWIND", "TPPROF_INTERVAL_MS", "TPPROF_RECORDED_PID",
-                                        "TPPROF_SCAN_STOP", "TPPROF_TENSORS"};
+                                        "TPPROF_SCAN_STOP", "TPPROF_TENSORS", "TPPROF_LIFETIMES"};
 #define NKEEP (sizeof keep_vars / sizeof keep_vars[0])
 #define PREV_OUTPUT "TPPROF_PREV_OUTPUT="
 

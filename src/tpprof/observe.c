@@ -64,7 +64,9 @@ _Atomic int tpprof_obs_attached;
 //    one record, nothing held (a runtime without them gets the above).
 //  - A storage's creation and its data release carry tpprof_ticks(), taken
 //    here (TPPROF_OBS_TICKS, the last payload word): the writer's merge time
-//    would round DataPtr lifetimes of microseconds to milliseconds.
+//    would round DataPtr lifetimes of microseconds to milliseconds. Only for
+//    the storages whose lifetimes are timed, though ("Timed lifetimes").
+
 //  - A RELEASE that leaves strong 0 carries the DATA_RELEASED the ABI
 //    promises next (flag TPPROF_OBS_DATA_RELEASED), which is then not sent;
 //    if it leaves weak 1 (no weak holder), also the FREED that comes once the
@@ -81,8 +83,58 @@ struct obs_recent {
     uint64_t data_released;  // sent inside a RELEASE: this storage's DATA_RELEASED
     uint64_t freed_storage;  // sent inside a RELEASE: this storage's FREED (the data's
                              // deleter runs in between and may send events)
+    uint64_t untimed[16];    // storages made here whose lifetime is not timed (by id's low bits)
+    const char *alloc_name[4]; // the allocators of the storages made here lately...
+    uint32_t alloc_made[4];    // ...and how many each made (timed_by_allocator)
+    uint32_t alloc_next;
 };
 static __thread struct obs_recent recent TPPROF_TLS;
+
+// ---------------------------------------------------------------------------
+// Timed lifetimes.
+//
+// A DataPtr lifetime (storage_lifetimes) takes a tick at the storage's
+// creation and another at its data's release. A tick is ~7-20 ns on these
+// virtual machines, and a small tensor op makes and drops a storage: the two
+// were a third of what tensor tracking added to one (bench/tensor_overhead).
+// So every storage of TPPROF_BIG_BYTES or more is timed, and so are the
+// first 64 a thread makes of each allocator (one used for a few storages,
+// a loader's mapped file, say, is timed throughout); of the rest 1 in 8,
+// picked by a hash of the id (not by its low bits: a loop that makes 8
+// storages an iteration would time the same one of them each time).
+// TPPROF_LIFETIMES=all times them all, full mode's records carry exact times
+// anyway. A storage not timed is noted here, so that the release of its
+// data on this thread skips the tick too; released on another thread, or
+// noted over by a later one, it takes one, wasted, never wrong: the writer
+// measures a lifetime only from a timed creation (docs/schema-tensors.md).
+#define TIMED_PER_ALLOCATOR 64
+
+// Whether this thread has made fewer than TIMED_PER_ALLOCATOR storages of
+// allocator `name` (told apart by the pointer: the runtime's allocators
+// keep theirs) among the last 4 allocators it used; counts this one.
+static inline bool timed_by_allocator(const char *name) {
+    for (int i = 0; i < 4; i++)
+        if (recent.alloc_name[i] == name) return recent.alloc_made[i] < TIMED_PER_ALLOCATOR && ++recent.alloc_made[i];
+    uint32_t i = recent.alloc_next++ & 3;
+    recent.alloc_name[i] = name;
+    recent.alloc_made[i] = 1;
+    return true;
+}
+
+static inline bool storage_timed(const tp_obs_storage *s) {
+    return s->nbytes >= TPPROF_BIG_BYTES || timed_by_allocator(s->allocator) ||
+           (s->storage_id * 0x9E3779B97F4A7C15ULL) >> 61 == 0 || tpprof_cfg.lifetimes_all;
+}
+
+static inline void note_untimed(uint64_t id) { recent.untimed[id & 15] = id; }
+
+// Whether the release of storage id's data needs no tick (forgotten then).
+static inline bool release_untimed(uint64_t id) {
+    uint64_t *e = &recent.untimed[id & 15];
+    if (*e != id) return false;
+    *e = 0;
+    return true;
+}
 
 // ---------------------------------------------------------------------------
 // Recording.
@@ -166,9 +218,12 @@ static inline __attribute__((always_inline)) void storage_created(struct tpprof_
     put_storage(&w[2], s);
     int n = 9;
     uint64_t flags = 0;
-    if (!full) { // full mode's records carry exact times anyway
+    if (full) {
+    } else if (storage_timed(s)) { // (full mode's records carry exact times anyway)
         w[n++] = tpprof_ticks();
         flags = TPPROF_OBS_TICKS;
+    } else {
+        note_untimed(s->storage_id);
     }
     obs_commit(t, w, TP_OBS_STORAGE_CREATED, 0, flags, sid, n, full);
 }
@@ -205,7 +260,7 @@ static inline __attribute__((always_inline)) void storage_gone(struct tpprof_thr
     w[2] = id;
     int n = 3;
     uint64_t flags = 0;
-    if (kind == TP_OBS_STORAGE_DATA_RELEASED && !full) {
+    if (kind == TP_OBS_STORAGE_DATA_RELEASED && !full && !release_untimed(id)) {
         w[n++] = tpprof_ticks();
         flags = TPPROF_OBS_TICKS;
     }
@@ -244,9 +299,12 @@ static inline __attribute__((always_inline)) void refcount_record(struct tpprof_
         flags = TPPROF_OBS_TENSOR_REF;
     }
     if (refop == TP_OBS_REFOP_RELEASE && strong == 0 && !full) {
-        w[n++] = tpprof_ticks(); // the data's deleter runs now
+        if (!release_untimed(storage)) {
+            w[n++] = tpprof_ticks(); // the data's deleter runs now
+            flags |= TPPROF_OBS_TICKS;
+        }
         *gone = TPPROF_OBS_DATA_RELEASED | (weak == 1 ? TPPROF_OBS_FREED : 0);
-        flags |= *gone | TPPROF_OBS_TICKS;
+        flags |= *gone;
     }
     obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, refop, flags, sid, n, full);
 }
@@ -315,9 +373,13 @@ static inline __attribute__((always_inline)) void tensor_new(struct tpprof_threa
     put_storage(&w[2], s);
     w[9] = tensor_sid;
     int n = 10 + put_tensor(&w[10], x);
-    w[n++] = tpprof_ticks();
-    uint64_t flags = TPPROF_OBS_WITH_TENSOR | TPPROF_OBS_TICKS |
-                     (x->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
+    uint64_t flags = TPPROF_OBS_WITH_TENSOR | (x->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
+    if (storage_timed(s)) {
+        w[n++] = tpprof_ticks();
+        flags |= TPPROF_OBS_TICKS;
+    } else {
+        note_untimed(s->storage_id);
+    }
     obs_commit(t, w, TP_OBS_STORAGE_CREATED, 0, flags, sid, n, false);
 }
 
@@ -517,8 +579,10 @@ static void on_storage(void *user, uint32_t kind, const tp_obs_storage *storage,
 
 // The fast path's slot: NULL when the general way must be taken (nothing
 // done yet then). The caller has set the guard.
-static inline __attribute__((always_inline)) uint64_t *obs_slot_fast(struct tpprof_thread *t) {
+static inline __attribute__((always_inline)) uint64_t *obs_slot_fast(struct tpprof_thread *t, int kind,
+                                                                     uint64_t *tailp) {
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    *tailp = tail;
     uint64_t pos = tail & t->mask;
     if (TPPROF_UNLIKELY(tail + 2 * (OBS_MAX_WORDS + 1) - t->p_head > t->mask + 1 ||
                         pos + OBS_MAX_WORDS + 1 > t->mask + 1))
@@ -534,17 +598,16 @@ static inline __attribute__((always_inline)) uint64_t *obs_slot_fast(struct tppr
     atomic_store_explicit(v, ticket + 1, memory_order_relaxed);
     atomic_store_explicit(&t->obs_window, 0, memory_order_release);
     uint64_t *w = &t->ring[pos];
-    w[0] = tpprof_hdr(tpprof_order_tag_of(ticket, TPPROF_OBS_STRIPE, false), TPPROF_OP_OBS, 0);
+    w[0] = tpprof_hdr(tpprof_order_tag_of(ticket, TPPROF_OBS_STRIPE, false), TPPROF_OP_OBS, kind);
     return w;
 }
 
 // Publishes a fast-path record and clears the guard; then wakes the writer
 // if the ring asks for it (tpprof_ring_commit).
-static inline __attribute__((always_inline)) void obs_done_fast(struct tpprof_thread *t, uint64_t *w, int kind,
+// (tail: as obs_slot_fast found it; the guard keeps it so.)
+static inline __attribute__((always_inline)) void obs_done_fast(struct tpprof_thread *t, uint64_t *w, uint64_t tail,
                                                                  int refop, uint64_t flags, uint32_t sid, int n) {
-    w[0] |= (uint64_t)kind;
     w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
-    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
     __builtin_prefetch(&t->ring[(tail + (uint64_t)n + 64) & t->mask], 1, 3);
     atomic_store_explicit(&t->tail, tail + (uint64_t)n, memory_order_release);
     bool kick = (tail ^ (tail + (uint64_t)n)) > t->mask >> 2 &&
@@ -587,12 +650,13 @@ static void on_tensor_retained(void *user, const tp_obs_tensor *tensor, uint32_t
     struct tpprof_thread *t = enter_fast();
     if (TPPROF_LIKELY(t)) {
         uint32_t sid = object ? tpprof_recent_sid(object) : 0;
-        uint64_t *w = sid ? obs_slot_fast(t) : NULL;
+        uint64_t tail;
+        uint64_t *w = sid ? obs_slot_fast(t, TP_OBS_TENSOR_CREATED, &tail) : NULL;
         if (TPPROF_LIKELY(w)) {
             int n = 2 + put_tensor(&w[2], tensor);
             w[n++] = (uint64_t)strong | (uint64_t)weak << 32;
             uint64_t flags = TPPROF_OBS_WITH_RETAIN | (tensor->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
-            obs_done_fast(t, w, TP_OBS_TENSOR_CREATED, 0, flags, sid, n);
+            obs_done_fast(t, w, tail, 0, flags, sid, n);
             return;
         }
         tpprof_guard = 0;
@@ -624,7 +688,8 @@ static void on_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_
     (void)user, (void)base_id;
     struct tpprof_thread *t = enter_fast();
     if (TPPROF_LIKELY(t)) {
-        uint64_t *w = obs_slot_fast(t);
+        uint64_t tail;
+        uint64_t *w = obs_slot_fast(t, TP_OBS_STORAGE_REFCOUNT, &tail);
         if (TPPROF_LIKELY(w)) { // refcount_record's record, for a tensor's reference
             w[2] = storage_id;
             w[3] = (uint64_t)strong | (uint64_t)weak << 32;
@@ -633,10 +698,13 @@ static void on_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_
             uint64_t f = tensor_id ? TPPROF_OBS_TENSOR_REF : 0;
             if (!tensor_id) n = 4;
             if (strong == 0) {
-                w[n++] = tpprof_ticks(); // the data's deleter runs now
-                f |= TPPROF_OBS_DATA_RELEASED | (weak == 1 ? TPPROF_OBS_FREED : 0) | TPPROF_OBS_TICKS;
+                if (!release_untimed(storage_id)) {
+                    w[n++] = tpprof_ticks(); // the data's deleter runs now
+                    f |= TPPROF_OBS_TICKS;
+                }
+                f |= TPPROF_OBS_DATA_RELEASED | (weak == 1 ? TPPROF_OBS_FREED : 0);
             }
-            obs_done_fast(t, w, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RELEASE, f, 0, n);
+            obs_done_fast(t, w, tail, TP_OBS_REFOP_RELEASE, f, 0, n);
             return;
         }
         tpprof_guard = 0;
@@ -664,15 +732,21 @@ static void on_tensor_new(void *user, const tp_obs_storage *storage, uint64_t st
     if (TPPROF_LIKELY(t)) {
         uint32_t sid = storage_object ? tpprof_recent_sid(storage_object) : 0;
         uint32_t tensor_sid = tensor_object ? tpprof_recent_sid(tensor_object) : 0;
-        uint64_t *w = sid && tensor_sid ? obs_slot_fast(t) : NULL;
+        uint64_t tail;
+        uint64_t *w = sid && tensor_sid ? obs_slot_fast(t, TP_OBS_STORAGE_CREATED, &tail) : NULL;
         if (TPPROF_LIKELY(w)) { // tensor_new's record
             put_storage(&w[2], storage);
             w[9] = tensor_sid;
             int n = 10 + put_tensor(&w[10], tensor);
-            w[n++] = tpprof_ticks();
-            uint64_t flags = TPPROF_OBS_WITH_TENSOR | TPPROF_OBS_TICKS |
-                             (tensor->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
-            obs_done_fast(t, w, TP_OBS_STORAGE_CREATED, 0, flags, sid, n);
+            uint64_t flags =
+                TPPROF_OBS_WITH_TENSOR | (tensor->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
+            if (storage_timed(storage)) {
+                w[n++] = tpprof_ticks();
+                flags |= TPPROF_OBS_TICKS;
+            } else {
+                note_untimed(storage->storage_id);
+            }
+            obs_done_fast(t, w, tail, 0, flags, sid, n);
             return;
         }
         tpprof_guard = 0;

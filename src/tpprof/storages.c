@@ -32,6 +32,7 @@
 enum {
     S_RESIZABLE = 1, S_RELEASED = 2, S_FREED = 4, S_HAS_BLOCK = 8, S_BLOCK_FREED = 16,
     S_LIFETIME_PENDING = 32, S_LAST_RELEASE = 64, S_HAS_ALLOCATOR = 128,
+    S_TIMED = 256, // its creation's time is exact: its lifetime is measured (observe.c, "Timed lifetimes")
 };
 
 struct obs_storage {
@@ -85,6 +86,7 @@ struct alloc_event {
 struct lifetime {
     int64_t count, live_sum, live_max, delay_sum, delay_max;
     int64_t delay_count; // storages whose release delay was measured
+    int64_t live_count;  // storages whose live time was measured (timed: S_TIMED)
 };
 
 // Key (a record's id, a block's address; never 0) -> slot + 1 of the
@@ -530,6 +532,7 @@ struct rec {
     uint32_t tindex;       // its index
     uint32_t stack, sid;   // the record's stack: stack_nodes id, depot id (0: none)
     uint64_t seq, time;
+    bool exact;            // time is the event's own (its ticks, or full mode), not the merge's
 };
 
 static inline uint32_t new_storage_slot(void) {
@@ -607,7 +610,7 @@ static void on_storage_created(const struct rec *c, const uint64_t *r) {
         .allocator = name_index(&r[6], r[5] >> 33 & 1),
         .dev_type = (int16_t)(r[5] & 0xffff),
         .dev_index = (int16_t)(r[5] >> 16 & 0xffff),
-        .flags = (uint16_t)(r[5] >> 32 & 1 ? S_RESIZABLE : 0),
+        .flags = (uint16_t)((r[5] >> 32 & 1 ? S_RESIZABLE : 0) | (c->exact ? S_TIMED : 0)),
         .used = true,
     };
     if (!ix_put(&o.st_ids, s->id, slot + 1)) {
@@ -702,26 +705,40 @@ on_refcount(const struct rec *c, uint64_t id, uint64_t counts, uint32_t refop, b
     return s;
 }
 
-static inline void on_data_released(struct obs_storage *s, uint64_t seq, uint64_t time) {
+// exact: `time` is the event's own (ticks, or full mode), not the merge's.
+// A storage whose lifetime is not timed (observe.c, "Timed lifetimes") is
+// left out of the live count and sum; it still counts in the maximum when
+// the merge's times (a drain's, a few ms late) make it this long: a small
+// storage kept for seconds is not lost from the report.
+#define COARSE_LIVE_NS ((uint64_t)10000000)
+static inline void on_data_released(struct obs_storage *s, uint64_t seq, uint64_t time, bool exact) {
     if (s->flags & S_RELEASED) return;
     s->flags |= S_RELEASED;
+    // (An untimed creation has the merge's time, which may come after an
+    // exact release's.)
+    if (time < s->created_ns) time = s->created_ns;
     s->data_released_ns = time;
     s->released_batch_ns = o.batch_ns;
     s->released_seq = seq;
     o.storage_bytes -= (int64_t)s->nbytes;
     if (s->nbytes && !o.peak_end) o.peak_end = seq;
     struct lifetime *l = &o.lifetimes[s->allocator];
-    uint64_t live = time - s->created_ns;
     l->count++;
-    l->live_sum += (int64_t)live;
-    if ((int64_t)live > l->live_max) l->live_max = (int64_t)live;
+    uint64_t live = time - s->created_ns;
+    if ((s->flags & S_TIMED) && exact) {
+        l->live_count++;
+        l->live_sum += (int64_t)live;
+        if ((int64_t)live > l->live_max) l->live_max = (int64_t)live;
+    } else if (live >= COARSE_LIVE_NS && (int64_t)live > l->live_max) {
+        l->live_max = (int64_t)live; // untimed, but long enough for the merge's clock
+    }
     if ((s->flags & S_HAS_BLOCK) && !(s->flags & S_BLOCK_FREED)) s->flags |= S_LIFETIME_PENDING;
     else lifetime_add_delay(s, 0);
 }
 
 static inline __attribute__((always_inline)) void on_storage_freed(struct obs_storage *s, uint32_t slot, uint64_t seq,
-                                                                   uint64_t time) {
-    if (!(s->flags & S_RELEASED)) on_data_released(s, seq, time);
+                                                                   uint64_t time, bool exact) {
+    if (!(s->flags & S_RELEASED)) on_data_released(s, seq, time, exact);
     s->flags |= S_FREED;
     s->freed_ns = time;
     s->implicit_weak = 0;
@@ -960,7 +977,8 @@ static inline __attribute__((always_inline)) struct rec rec_of(struct tpprof_thr
                                                               uint64_t time, bool keep_retain) {
     uint32_t sid = (uint32_t)(r[1] >> 32);
     struct rec c = {.th = thread_state((uint32_t)t->index), .tindex = (uint32_t)t->index,
-                    .stack = stack_of(sid), .sid = sid, .seq = cur_order, .time = time};
+                    .stack = stack_of(sid), .sid = sid, .seq = cur_order, .time = time,
+                    .exact = (r[1] & TPPROF_OBS_TICKS) || tpprof_cfg.full};
     if (!keep_retain && c.th) c.th->retain_storage = 0;
     return c;
 }
@@ -982,8 +1000,8 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
         bool tensor_ref = (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 5;
         s = on_refcount(&c, r[2], r[3], (uint32_t)(r[1] >> 8 & 0xff), tensor_ref, tensor_ref ? r[4] : 0, &slot);
         if (!s) return;
-        if (r[1] & TPPROF_OBS_DATA_RELEASED) on_data_released(s, c.seq, c.time); // it carries that too
-        if (r[1] & TPPROF_OBS_FREED) on_storage_freed(s, slot, c.seq, c.time);  // and maybe this
+        if (r[1] & TPPROF_OBS_DATA_RELEASED) on_data_released(s, c.seq, c.time, c.exact); // it carries that too
+        if (r[1] & TPPROF_OBS_FREED) on_storage_freed(s, slot, c.seq, c.time, c.exact);  // and maybe this
         return;
     }
     if (kind == TP_OBS_TENSOR_CREATED) {
@@ -1006,7 +1024,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
         on_storage_created(&c, r);
         if (r[1] & TPPROF_OBS_WITH_TENSOR) { // and the tensor made on it (record + 8 reads as its own)
             uint32_t nd = (uint32_t)(r[14] & 0xff), words = (uint32_t)(r[1] & 0xff);
-            if (nd > MAX_DIMS || words < 16 + 2 * nd) break;
+            if (nd > MAX_DIMS || words < 15 + 2 * nd) break; // (+ 1 with its ticks)
             uint32_t tsid = (uint32_t)r[9];
             struct rec ct = c;
             ct.sid = tsid;
@@ -1015,10 +1033,10 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
         }
         break;
     case TP_OBS_STORAGE_DATA_RELEASED:
-        if ((s = storage_get(r[2], &slot)) != NULL) on_data_released(s, c.seq, c.time);
+        if ((s = storage_get(r[2], &slot)) != NULL) on_data_released(s, c.seq, c.time, c.exact);
         break;
     case TP_OBS_STORAGE_FREED:
-        if ((s = storage_get(r[2], &slot)) != NULL) on_storage_freed(s, slot, c.seq, c.time);
+        if ((s = storage_get(r[2], &slot)) != NULL) on_storage_freed(s, slot, c.seq, c.time, c.exact);
         break;
     case TP_OBS_STORAGE_DATA_SWAPPED: on_data_swapped(&c, r); break;
     case TP_OBS_TENSOR_FREED: on_tensor_freed(&c, r); break;
@@ -1255,8 +1273,8 @@ static bool put_aggregates(sqlite3 *db) {
     sqlite3_finalize(st);
     if (!ok) return false;
     if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO storage_lifetimes(allocator, count, live_ns_sum, live_ns_max,"
-                               " release_delay_ns_sum, release_delay_ns_max, release_delay_count) VALUES(?,?,?,?,?,?,?)", -1, &st,
-                           NULL) != SQLITE_OK)
+                               " release_delay_ns_sum, release_delay_ns_max, release_delay_count, live_count)"
+                               " VALUES(?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
         return false;
     for (uint32_t i = 0; i < MAX_NAMES && ok; i++) {
         const struct lifetime *l = &o.lifetimes[i];
@@ -1268,6 +1286,7 @@ static bool put_aggregates(sqlite3 *db) {
         sqlite3_bind_int64(st, 5, l->delay_sum);
         sqlite3_bind_int64(st, 6, l->delay_max);
         sqlite3_bind_int64(st, 7, l->delay_count);
+        sqlite3_bind_int64(st, 8, l->live_count);
         ok = step(st);
     }
     sqlite3_finalize(st);

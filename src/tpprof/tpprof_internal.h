@@ -152,6 +152,7 @@ struct tpprof_config {
     bool unwind_unw;    // TPPROF_UNWIND=libunwind: libunwind only, no verified FP path
     int interval_ms;    // TPPROF_INTERVAL_MS, timeline period
     bool scan_stop;     // TPPROF_SCAN_STOP (default 1): signal running threads to stop for the exit scan (scan.c)
+    bool lifetimes_all; // TPPROF_LIFETIMES=all: every storage's DataPtr lifetime timed (observe.c)
 };
 
 TPPROF_HIDDEN extern struct tpprof_config tpprof_cfg;

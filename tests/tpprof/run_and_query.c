@@ -1499,6 +1499,21 @@ static void test_train_loop(char *prog) {
           "one retain a step, the view's (%lld)", (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 1"));
     CHECK(qi("SELECT sum(count) FROM refcount_sites WHERE op = 2") == 20 * 8 + 5,
           "one release per tensor (%lld)", (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 2"));
+    // DataPtr lifetimes: every release of data counted (7 a step and the 5
+    // before the loop), the live times of the first 64 of the allocator's
+    // small storages measured, then of about 1 in 8; with
+    // TPPROF_LIFETIMES=all, of every one.
+    char *longer[] = {prog, (char *)"200", NULL};
+    if (!record_tensors("train_loop_200.db", longer, NULL, &r)) return;
+    int64_t count = qi("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'");
+    int64_t timed = qi("SELECT live_count FROM storage_lifetimes WHERE allocator = 'cpu'");
+    CHECK(count == 1405 && timed >= 64 + 1341 / 16 && timed <= 64 + 1341 / 4,
+          "1405 counted (%lld), 64 and then about 1 in 8 timed (%lld)", (long long)count, (long long)timed);
+    if (!record_tensors("train_loop_all.db", longer, "TPPROF_LIFETIMES=all", &r)) return;
+    CHECK(qi("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 1405 &&
+              qi("SELECT live_count FROM storage_lifetimes WHERE allocator = 'cpu'") == 1405,
+          "TPPROF_LIFETIMES=all: all 1405 timed (%lld)",
+          (long long)qi("SELECT live_count FROM storage_lifetimes WHERE allocator = 'cpu'"));
 }
 
 static void test_cat_storage(char *prog) {

@@ -179,7 +179,7 @@ static void open_db(void) {
                  " dtype, itemsize, created_ns, created_stack, freed_ns, version, at_peak);"
                  "CREATE TABLE refcount_sites(op, stack_id, count, PRIMARY KEY (op, stack_id));"
                  "CREATE TABLE storage_lifetimes(allocator PRIMARY KEY, count, live_ns_sum, live_ns_max,"
-                 " release_delay_ns_sum, release_delay_ns_max, release_delay_count);"
+                 " release_delay_ns_sum, release_delay_ns_max, release_delay_count, live_count);"
                  "CREATE TABLE allocator_events(seq INTEGER PRIMARY KEY, time_ns, tid, allocator, action, device,"
                  " segment, segment_size, block, block_size, requested, stream, stack_id);",
                  NULL, NULL, NULL);
@@ -572,6 +572,61 @@ static void test_ticks_time_storage_lifetimes(void) {
 // than the ledger's direct-mapped index holds, so some ids and block
 // addresses share an entry. Each is still found, paired and written, and
 // each storage sees its own block's free.
+// Whether observe.c times storage id's lifetime when it is small (a hash
+// of the id picks 1 in 8: observe.c, "Timed lifetimes").
+static bool small_id_timed(uint64_t id) { return (id * 0x9E3779B97F4A7C15ULL) >> 61 == 0; }
+
+// One storage of allocator `name` made and dropped through observe.c, in the
+// runtime's order; returns whether storage_lifetimes counted it (count up
+// by one) and as timed (*timed: live_count up by one).
+static bool made_and_dropped(uint64_t id, uint64_t nbytes, const char *name, bool *timed) {
+    char sql[2][160];
+    snprintf(sql[0], sizeof sql[0], "SELECT coalesce(sum(count), 0) FROM storage_lifetimes WHERE allocator = '%s'", name);
+    snprintf(sql[1], sizeof sql[1], "SELECT coalesce(sum(live_count), 0) FROM storage_lifetimes WHERE allocator = '%s'",
+             name);
+    int64_t count0 = q(sql[0]), live0 = q(sql[1]);
+    tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED,
+                       .u.storage = {.storage_id = id, .nbytes = nbytes, .allocator = name}};
+    send(&ev, 60);
+    ev_refcount(id, TP_OBS_REFOP_RELEASE, 0, 1, 61);
+    ev_storage(TP_OBS_STORAGE_DATA_RELEASED, id);
+    ev_storage(TP_OBS_STORAGE_FREED, id);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    *timed = q(sql[1]) == live0 + 1;
+    return q(sql[0]) == count0 + 1;
+}
+
+// Every storage of 64 KiB or more has its lifetime timed, and the first 64
+// a thread makes of each allocator; of the rest those whose id hashes into
+// 1 in 8, and with TPPROF_LIFETIMES=all every one. An untimed one is still
+// counted.
+static void test_observe_times_big_storages_and_one_in_eight_small(void) {
+    static const char name[] = "sampled"; // (one pointer: how allocators are told apart)
+    uint64_t id = 300;
+    bool timed, all = true;
+    for (int i = 0; i < 64; i++) {
+        CHECK(made_and_dropped(id++, 4096, name, &timed), "counted");
+        all &= timed;
+    }
+    CHECK(all, "the first 64 storages of an allocator are all timed");
+    while (small_id_timed(id)) id++;
+    CHECK(made_and_dropped(id++, 4096, name, &timed) && !timed, "the 65th, its id not picked: counted, not timed");
+    while (!small_id_timed(id)) id++;
+    CHECK(made_and_dropped(id++, 4096, name, &timed) && timed, "one whose id is picked: timed");
+    while (small_id_timed(id)) id++;
+    CHECK(made_and_dropped(id++, 64 << 10, name, &timed) && timed, "64 KiB, its id not picked: timed all the same");
+    tpprof_cfg.lifetimes_all = true;
+    while (small_id_timed(id)) id++;
+    CHECK(made_and_dropped(id++, 16, name, &timed) && timed, "TPPROF_LIFETIMES=all: one not picked is timed too");
+    tpprof_cfg.lifetimes_all = false;
+    int picked = 0;
+    for (int i = 0; i < 800; i++) {
+        made_and_dropped(id++, 64, name, &timed);
+        picked += timed;
+    }
+    CHECK(picked >= 800 / 16 && picked <= 800 / 4, "of 800 more, about 1 in 8 timed (%d)", picked);
+}
+
 static void test_many_live_records_are_each_found(void) {
     enum { N = 5000 };
     const uint64_t id0 = 1000000, addr0 = 0x40000000;
@@ -753,6 +808,7 @@ int main(void) {
     test_observe_passes_on_an_adopted_reference();
     test_observe_fused_forms_keep_the_same_ledger();
     test_ticks_time_storage_lifetimes();
+    test_observe_times_big_storages_and_one_in_eight_small();
     test_many_live_records_are_each_found();
     sqlite3_close(db);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
