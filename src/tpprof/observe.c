@@ -66,7 +66,6 @@ _Atomic int tpprof_obs_attached;
 //    here (TPPROF_OBS_TICKS, the last payload word): the writer's merge time
 //    would round DataPtr lifetimes of microseconds to milliseconds. Only for
 //    the storages whose lifetimes are timed, though ("Timed lifetimes").
-
 //  - A RELEASE that leaves strong 0 carries the DATA_RELEASED the ABI
 //    promises next (flag TPPROF_OBS_DATA_RELEASED), which is then not sent;
 //    if it leaves weak 1 (no weak holder), also the FREED that comes once the

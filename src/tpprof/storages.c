@@ -707,9 +707,14 @@ on_refcount(const struct rec *c, uint64_t id, uint64_t counts, uint32_t refop, b
 
 // exact: `time` is the event's own (ticks, or full mode), not the merge's.
 // A storage whose lifetime is not timed (observe.c, "Timed lifetimes") is
-// left out of the live count and sum; it still counts in the maximum when
-// the merge's times (a drain's, a few ms late) make it this long: a small
-// storage kept for seconds is not lost from the report.
+// left out of the live count and sum. Released with an exact time (on
+// another thread than made it, or long after), it still counts in the
+// maximum when that time less its creation's merge time is this long: the
+// merge's time comes after the event (by up to a drain's wait and a slow
+// commit's, hundreds of ms), so the difference is at most what the storage
+// lived, and a small storage kept for seconds is not missed. Two merge
+// times would not do: a storage of microseconds made just before a slow
+// drain and dropped just after looks as old as the drain was slow.
 #define COARSE_LIVE_NS ((uint64_t)10000000)
 static inline void on_data_released(struct obs_storage *s, uint64_t seq, uint64_t time, bool exact) {
     if (s->flags & S_RELEASED) return;
@@ -729,8 +734,8 @@ static inline void on_data_released(struct obs_storage *s, uint64_t seq, uint64_
         l->live_count++;
         l->live_sum += (int64_t)live;
         if ((int64_t)live > l->live_max) l->live_max = (int64_t)live;
-    } else if (live >= COARSE_LIVE_NS && (int64_t)live > l->live_max) {
-        l->live_max = (int64_t)live; // untimed, but long enough for the merge's clock
+    } else if (exact && live >= COARSE_LIVE_NS && (int64_t)live > l->live_max) {
+        l->live_max = (int64_t)live; // untimed, but long, and at most what it was
     }
     if ((s->flags & S_HAS_BLOCK) && !(s->flags & S_BLOCK_FREED)) s->flags |= S_LIFETIME_PENDING;
     else lifetime_add_delay(s, 0);
