@@ -138,6 +138,17 @@ static inline bool release_untimed(uint64_t id) {
 // ---------------------------------------------------------------------------
 // Recording.
 //
+// The fused callbacks' fast path (below) checks the ring with one compare:
+// up to t->obs_lim, a record of OBS_MAX_WORDS + 1 has room (by the head the
+// thread last saw) and does not reach the ring's end. Set by the general
+// way's every slot; a wrap or a full ring takes the general way again.
+static inline void obs_limit(struct tpprof_thread *t) {
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed), words = t->mask + 1;
+    uint64_t room = t->p_head + words - 2 * (OBS_MAX_WORDS + 1);       // tail + 2 * 33 - p_head <= words
+    uint64_t lap = (tail & ~t->mask) + words - (OBS_MAX_WORDS + 1);    // (tail & mask) + 33 <= words
+    t->obs_lim = room < lap ? room : lap;
+}
+//
 // A record is written straight into the ring: obs_slot gives room for the
 // longest record (NULL when the ring stays full: the event is lost, the
 // holds still count), obs_commit numbers and publishes it. Anything else
@@ -151,6 +162,7 @@ static inline __attribute__((always_inline)) uint64_t *obs_slot(struct tpprof_th
     if (!tpprof_ring_reserve(t, OBS_MAX_WORDS + 1)) return NULL;
     uint64_t tag = tpprof_obs_tag(t);
     uint64_t *w = tpprof_ring_slot(t, OBS_MAX_WORDS + 1);
+    obs_limit(t);
     w[0] = tpprof_hdr(tag, TPPROF_OP_OBS, 0);
     return w;
 }
@@ -582,10 +594,7 @@ static inline __attribute__((always_inline)) uint64_t *obs_slot_fast(struct tppr
                                                                      uint64_t *tailp) {
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
     *tailp = tail;
-    uint64_t pos = tail & t->mask;
-    if (TPPROF_UNLIKELY(tail + 2 * (OBS_MAX_WORDS + 1) - t->p_head > t->mask + 1 ||
-                        pos + OBS_MAX_WORDS + 1 > t->mask + 1))
-        return NULL;
+    if (TPPROF_UNLIKELY(tail > t->obs_lim)) return NULL; // (obs_limit)
     atomic_store_explicit(&t->obs_window, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst);
     if (TPPROF_UNLIKELY(atomic_load_explicit(&tpprof_obs_owner, memory_order_relaxed) != (uintptr_t)t)) {
@@ -596,7 +605,7 @@ static inline __attribute__((always_inline)) uint64_t *obs_slot_fast(struct tppr
     uint64_t ticket = atomic_load_explicit(v, memory_order_relaxed);
     atomic_store_explicit(v, ticket + 1, memory_order_relaxed);
     atomic_store_explicit(&t->obs_window, 0, memory_order_release);
-    uint64_t *w = &t->ring[pos];
+    uint64_t *w = &t->ring[tail & t->mask];
     w[0] = tpprof_hdr(tpprof_order_tag_of(ticket, TPPROF_OBS_STRIPE, false), TPPROF_OP_OBS, kind);
     return w;
 }

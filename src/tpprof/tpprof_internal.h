@@ -254,7 +254,8 @@ struct tpprof_thread {
     _Atomic uint64_t tail;      // producer: words published (monotonic)
     uint64_t p_head;            // producer's copy of head, refreshed when the ring looks full
     _Atomic int obs_window;     // producer: 1 while it takes an observer ticket (tpprof_obs_tag)
-    char pad0[44];
+    uint64_t obs_lim;           // producer: up to this tail an observer record fits unchecked (observe.c)
+    char pad0[36];
     _Atomic uint64_t head;      // consumer: words consumed (monotonic), published once per drain
     char pad1[56];
     uint64_t *ring;
