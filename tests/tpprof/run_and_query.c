@@ -1424,10 +1424,15 @@ static void test_tensor_threads(char *prog) {
 // Main sent the observer events alone, then 4 workers joined it (taking
 // the observer stripe from it, src/tpprof/obsorder.c): every event is
 // applied, each release after its retain.
-static void test_tensor_race(char *prog) {
+static void test_tensor_race(char *prog, bool wrap) {
     char *argv[] = {prog, NULL};
     struct result r;
-    if (!record_tensors("tensor_race.db", argv, NULL, &r)) return;
+    // wrap: the order tickets start just before they wrap (every ~15 s of a
+    // busy thread), so the plain stores of the stripe's owner and the locked
+    // adds after it cross the wrap.
+    if (!record_tensors(wrap ? "tensor_race_wrap.db" : "tensor_race.db", argv, wrap ? "TPPROF_ORDER_START=wrap" : NULL,
+                        &r))
+        return;
     CHECK(strcmp(r.out, "tensor_race: done\n") == 0, "stdout '%s'", r.out);
     CHECK(qi("SELECT value FROM meta WHERE key = 'dropped_events'") == 0, "no event dropped");
     // Retains: main's 1000 + 3000 views, the workers' 4 x 3000, the kept one.
@@ -1839,7 +1844,8 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "tensor_static") == 0) test_tensor_block(prog, "static.db");
     else if (strcmp(what, "tensors_full") == 0) test_tensors_full(prog);
     else if (strcmp(what, "tensor_threads") == 0) test_tensor_threads(prog);
-    else if (strcmp(what, "tensor_race") == 0) test_tensor_race(prog);
+    else if (strcmp(what, "tensor_race") == 0) test_tensor_race(prog, false);
+    else if (strcmp(what, "tensor_race_wrap") == 0) test_tensor_race(prog, true);
     else {
         fprintf(stderr, "unknown scenario %s\n", what);
         return 2;

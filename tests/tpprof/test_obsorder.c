@@ -126,10 +126,27 @@ static void test_an_exited_owner_hands_the_stripe_on(void) {
     check_each_once(start, 2 * FIRST);
 }
 
+// Where membarrier is refused (a seccomp filter, an old kernel) the stripe
+// is contested from the start: every ticket a locked add, each still once.
+static void test_without_membarrier_every_ticket_is_a_locked_add(void) {
+    reset();
+    atomic_store(&tpprof_obs_owner, TPPROF_OBS_CONTESTED); // what tpprof_obs_order_init leaves then
+    uint32_t start = (uint32_t)atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
+    pthread_t t[THREADS + 1];
+    pthread_barrier_init(&together, NULL, THREADS + 1);
+    pthread_create(&t[0], NULL, first_owner, NULL);
+    for (int w = 1; w <= THREADS; w++) pthread_create(&t[w], NULL, joiner, (void *)(intptr_t)w);
+    for (int w = 0; w <= THREADS; w++) pthread_join(t[w], NULL);
+    pthread_barrier_destroy(&together);
+    check_each_once(start, FIRST + (THREADS + 1) * PER_THREAD);
+    CHECK(atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED, "nobody took the stripe");
+}
+
 int main(void) {
     for (int w = 0; w <= THREADS; w++) tickets[w] = malloc((FIRST + PER_THREAD) * sizeof *tickets[w]);
     test_joining_threads_take_the_stripe_away_and_no_ticket_is_taken_twice();
     test_an_exited_owner_hands_the_stripe_on();
+    test_without_membarrier_every_ticket_is_a_locked_add();
     for (int w = 0; w <= THREADS; w++) free(tickets[w]);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("PASSED: 0 failures\n");
