@@ -140,13 +140,15 @@ static inline bool release_untimed(uint64_t id) {
 //
 // The fused callbacks' fast path (below) checks the ring with one compare:
 // up to t->obs_lim, a record of OBS_MAX_WORDS + 1 has room (by the head the
-// thread last saw) and does not reach the ring's end. Set by the general
-// way's every slot; a wrap or a full ring takes the general way again.
+// thread last saw) and ends before the next quarter of the ring, so it
+// neither wraps nor is the one that may have to wake the writer
+// (tpprof_ring_commit). Set by the general way's every slot, which the
+// first record of each quarter takes.
 static inline void obs_limit(struct tpprof_thread *t) {
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed), words = t->mask + 1;
-    uint64_t room = t->p_head + words - 2 * (OBS_MAX_WORDS + 1);       // tail + 2 * 33 - p_head <= words
-    uint64_t lap = (tail & ~t->mask) + words - (OBS_MAX_WORDS + 1);    // (tail & mask) + 33 <= words
-    t->obs_lim = room < lap ? room : lap;
+    uint64_t room = t->p_head + words - 2 * (OBS_MAX_WORDS + 1); // tail + 2 * 33 - p_head <= words
+    uint64_t quarter = (tail | (words / 4 - 1)) + 1 - (OBS_MAX_WORDS + 2); // ends short of the next quarter
+    t->obs_lim = room < quarter ? room : quarter;
 }
 //
 // A record is written straight into the ring: obs_slot gives room for the
@@ -342,7 +344,7 @@ static inline __attribute__((always_inline)) void refcount(struct tpprof_thread 
 // A tensor's fields at w: id, storage id, base id, offset, ndim | dtype <<
 // 8 | itemsize << 32, then the sizes and the strides. Returns the words.
 static inline int put_tensor(uint64_t *w, const tp_obs_tensor *x) {
-    int nd = x->ndim < 0 ? 0 : x->ndim > OBS_MAX_DIMS ? OBS_MAX_DIMS : x->ndim;
+    int nd = (unsigned)x->ndim <= OBS_MAX_DIMS ? x->ndim : x->ndim < 0 ? 0 : OBS_MAX_DIMS;
     w[0] = x->tensor_id;
     w[1] = x->storage_id;
     w[2] = x->base_id;
@@ -610,18 +612,15 @@ static inline __attribute__((always_inline)) uint64_t *obs_slot_fast(struct tppr
     return w;
 }
 
-// Publishes a fast-path record and clears the guard; then wakes the writer
-// if the ring asks for it (tpprof_ring_commit).
-// (tail: as obs_slot_fast found it; the guard keeps it so.)
+// Publishes a fast-path record (tail: as obs_slot_fast found it, the guard
+// keeps it so) and clears the guard. It starts no quarter of the ring
+// (obs_limit): the writer needs no waking.
 static inline __attribute__((always_inline)) void obs_done_fast(struct tpprof_thread *t, uint64_t *w, uint64_t tail,
                                                                  int refop, uint64_t flags, uint32_t sid, int n) {
     w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
     __builtin_prefetch(&t->ring[(tail + (uint64_t)n + 64) & t->mask], 1, 3);
     atomic_store_explicit(&t->tail, tail + (uint64_t)n, memory_order_release);
-    bool kick = (tail ^ (tail + (uint64_t)n)) > t->mask >> 2 &&
-                atomic_load_explicit(&tpprof_writer_napping, memory_order_relaxed);
     tpprof_guard = 0;
-    if (TPPROF_UNLIKELY(kick)) tpprof_writer_kick();
 }
 
 // Whether a fused callback may take its fast path: recording is on, this is
