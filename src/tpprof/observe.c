@@ -597,16 +597,22 @@ static inline __attribute__((always_inline)) uint64_t *obs_slot_fast(struct tppr
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
     *tailp = tail;
     if (TPPROF_UNLIKELY(tail > t->obs_lim)) return NULL; // (obs_limit)
+    // tpprof_obs_tag, with the stripe's two usual states here and the
+    // others (free, another thread's, being taken) the general way's.
+    _Atomic uint64_t *v = &tpprof_stripes[TPPROF_OBS_STRIPE].v;
+    uint64_t ticket;
     atomic_store_explicit(&t->obs_window, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst);
-    if (TPPROF_UNLIKELY(atomic_load_explicit(&tpprof_obs_owner, memory_order_relaxed) != (uintptr_t)t)) {
+    uintptr_t owner = atomic_load_explicit(&tpprof_obs_owner, memory_order_relaxed);
+    if (TPPROF_LIKELY(owner == (uintptr_t)t)) {
+        ticket = atomic_load_explicit(v, memory_order_relaxed);
+        atomic_store_explicit(v, ticket + 1, memory_order_relaxed);
         atomic_store_explicit(&t->obs_window, 0, memory_order_release);
-        return NULL;
+    } else {
+        atomic_store_explicit(&t->obs_window, 0, memory_order_release);
+        if (owner != TPPROF_OBS_CONTESTED) return NULL;
+        ticket = atomic_fetch_add(v, 1); // (threads sharing the stripe)
     }
-    _Atomic uint64_t *v = &tpprof_stripes[TPPROF_OBS_STRIPE].v;
-    uint64_t ticket = atomic_load_explicit(v, memory_order_relaxed);
-    atomic_store_explicit(v, ticket + 1, memory_order_relaxed);
-    atomic_store_explicit(&t->obs_window, 0, memory_order_release);
     uint64_t *w = &t->ring[tail & t->mask];
     w[0] = tpprof_hdr(tpprof_order_tag_of(ticket, TPPROF_OBS_STRIPE, false), TPPROF_OP_OBS, kind);
     return w;
