@@ -494,6 +494,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     resolve_real();
     tpprof_scan_prepare();
     tpprof_obs_order_init();
+    tpprof_cpu_init();
     tpprof_writer_go(); // recording on; the blocks of before are adopted
     catch_fatal_signals();
     tpprof_guard = 0;

@@ -624,7 +624,7 @@ static inline __attribute__((always_inline)) uint64_t *obs_slot_fast(struct tppr
 static inline __attribute__((always_inline)) void obs_done_fast(struct tpprof_thread *t, uint64_t *w, uint64_t tail,
                                                                  int refop, uint64_t flags, uint32_t sid, int n) {
     w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
-    __builtin_prefetch(&t->ring[(tail + (uint64_t)n + 64) & t->mask], 1, 3);
+    tpprof_prefetch_write(&t->ring[(tail + (uint64_t)n + 64) & t->mask]);
     atomic_store_explicit(&t->tail, tail + (uint64_t)n, memory_order_release);
     tpprof_guard = 0;
 }

@@ -18,11 +18,23 @@
 
 #include <errno.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "tpprof_internal.h"
 
 #define RING_WORDS ((uint64_t)1 << 18) // 2 MiB per thread
 
 _Atomic(struct tpprof_thread *) tpprof_threads;
+bool tpprof_prefetchw;
+
+void tpprof_cpu_init(void) {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    tpprof_prefetchw = __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8)); // PRFCHW
+#endif
+}
 __thread struct tpprof_thread *tpprof_self TPPROF_TLS;
 
 static _Atomic int next_index;

@@ -253,11 +253,14 @@ TPPROF_HIDDEN void *tpprof_mem_grow(void *p, size_t old_bytes, size_t new_bytes)
 struct tpprof_thread {
     _Atomic uint64_t tail;      // producer: words published (monotonic)
     uint64_t p_head;            // producer's copy of head, refreshed when the ring looks full
-    _Atomic int obs_window;     // producer: 1 while it takes an observer ticket (tpprof_obs_tag)
-    uint64_t obs_lim;           // producer: up to this tail an observer record fits unchecked (observe.c)
-    char pad0[36];
+    char pad0[48];
     _Atomic uint64_t head;      // consumer: words consumed (monotonic), published once per drain
     char pad1[56];
+    // The producer's alone (the writer reads the line above for the tail:
+    // a store here would take it back from the writer's core each time).
+    _Atomic int obs_window;     // 1 while it takes an observer ticket (tpprof_obs_tag; read by a revoker)
+    uint64_t obs_lim;           // up to this tail an observer record fits unchecked (observe.c)
+    char pad2[48];
     uint64_t *ring;
     uint64_t mask;              // capacity - 1, in words
     pid_t tid;
@@ -422,9 +425,28 @@ static inline uint64_t tpprof_chunk_bytes(const void *p) { return ((const uint64
 TPPROF_HIDDEN extern _Atomic int tpprof_writer_napping;
 TPPROF_HIDDEN void tpprof_writer_kick(void);
 
+// A prefetch for writing: the line comes exclusive, where a read prefetch
+// (what GCC makes of __builtin_prefetch(p, 1) without -mprfchw) brings it
+// shared with the writer's core, and the store must still take it from
+// there, stalling the hook's next locked add. PREFETCHW where the CPU has
+// it (rings.c looks at the start; tensor tracking, bench/tensor_overhead:
+// about 1 point less, and host recording a few % faster), else the read
+// prefetch.
+TPPROF_HIDDEN extern bool tpprof_prefetchw;
+TPPROF_HIDDEN void tpprof_cpu_init(void);
+static inline void tpprof_prefetch_write(const void *p) {
+#if defined(__x86_64__)
+    if (TPPROF_LIKELY(tpprof_prefetchw)) {
+        __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+        return;
+    }
+#endif
+    __builtin_prefetch(p, 1, 3);
+}
+
 static inline void tpprof_ring_commit(struct tpprof_thread *t, uint64_t n) {
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
-    __builtin_prefetch(&t->ring[(tail + n + 64) & t->mask], 1, 3);
+    tpprof_prefetch_write(&t->ring[(tail + n + 64) & t->mask]);
     atomic_store_explicit(&t->tail, tail + n, memory_order_release);
     if (TPPROF_UNLIKELY((tail ^ (tail + n)) > t->mask >> 2) &&
         atomic_load_explicit(&tpprof_writer_napping, memory_order_relaxed))

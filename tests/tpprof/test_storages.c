@@ -64,6 +64,7 @@ bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words) {
     return false; // obs_drain empties the ring after every event
 }
 _Atomic int tpprof_writer_napping; // (no writer here: never napping)
+bool tpprof_prefetchw;              // (the read prefetch: rings.c is not linked)
 void tpprof_writer_kick(void) {}
 
 // Hands what observe.c put in the ring straight to the writer's apply.
