@@ -611,8 +611,8 @@ void tpprof_report_lifetimes_text(const tpprof_tensors *t, size_t cap) {
                tpprof_format_ns(l->delay_ns_max, d));
     }
     if (sampled)
-        printf("  (live times of the timed storages: all of 64 KiB or more, 1 in 8 of the smaller ones; "
-               "TPPROF_LIFETIMES=all times every one)\n");
+        printf("  (live times of the timed storages: all of 64 KiB or more, each thread's first 64 of each "
+               "allocator, 1 in 8 of the rest; TPPROF_LIFETIMES=all times every one)\n");
     // Per storage, where the recording kept the rows: the longest delays.
     const tpprof_storage **v = malloc((t->nstorages + 1) * sizeof *v);
     size_t n = 0;

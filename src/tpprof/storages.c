@@ -511,8 +511,12 @@ static __attribute__((noinline)) void block_freed(uint64_t addr, uint64_t time, 
         s->flags |= S_BLOCK_FREED;
         s->block_freed_ns = time;
         // Against the release's merge time: the block's free has no exact time.
-        if (s->flags & S_LIFETIME_PENDING)
-            lifetime_add_delay(s, time > s->released_batch_ns ? time - s->released_batch_ns : 0);
+        uint64_t delay = time > s->released_batch_ns ? time - s->released_batch_ns : 0;
+        // After an exactly timed release, the free is put that delay after
+        // it: its merge time less the exact release would count the
+        // merge's lag (ms) as a delay in the storage's row.
+        if (s->flags & S_RELEASED) s->block_freed_ns = s->data_released_ns + delay;
+        if (s->flags & S_LIFETIME_PENDING) lifetime_add_delay(s, delay);
     }
     ix_take(&o.by_block, addr);
 }

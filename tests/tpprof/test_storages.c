@@ -628,6 +628,34 @@ static void test_observe_times_big_storages_and_one_in_eight_small(void) {
     CHECK(picked >= 800 / 16 && picked <= 800 / 4, "of 800 more, about 1 in 8 timed (%d)", picked);
 }
 
+// A storage whose data release is timed (its ticks) and whose block is
+// freed later: the row puts the block's free the merge-measured delay after
+// the exact release, not at the merge's time (whose lag, ms, read as a
+// delay there).
+static void test_block_free_after_a_timed_release_is_its_delay_after_it(void) {
+    const uint64_t addr = 0x50000000;
+    bool existed;
+    struct tpprof_block *b = tpprof_live_insert(&tpprof_w.live, addr, &existed);
+    b->size = 64;
+    b->site = 0;
+    now_ns = 9000000;
+    uint64_t c[10] = {0, 0, 170, addr, 64, (uint64_t)1 << 33, 0, 0, 0, 8000005}; // made at 8 ms (ticks - 5)
+    memcpy(&c[6], "lagged", 7);
+    put_flags(&th0, TP_OBS_STORAGE_CREATED, 0, TPPROF_OBS_TICKS, 90, c, 10);
+    uint64_t release_merge = now_ns;
+    uint64_t r[5] = {0, 0, 170, (uint64_t)1 << 32, 8500005}; // strong 0, weak 1; released at 8.5 ms
+    put_flags(&th0, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RELEASE, TPPROF_OBS_DATA_RELEASED | TPPROF_OBS_TICKS, 91, r,
+              5);
+    struct tpprof_block out;
+    if (tpprof_live_remove(&tpprof_w.live, addr, &out) && out.backs) tpprof_obs_block_freed(addr, release_merge + 2000);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT data_released_ns FROM storages WHERE id = 170") == 8500000, "released at its ticks' time");
+    CHECK(q("SELECT block_freed_ns - data_released_ns FROM storages WHERE id = 170") == 2000,
+          "its block freed 2 us after (%lld)", q("SELECT block_freed_ns - data_released_ns FROM storages WHERE id = 170"));
+    CHECK(q("SELECT release_delay_ns_max FROM storage_lifetimes WHERE allocator = 'lagged'") == 2000,
+          "the table's delay: the same");
+}
+
 static void test_many_live_records_are_each_found(void) {
     enum { N = 5000 };
     const uint64_t id0 = 1000000, addr0 = 0x40000000;
@@ -645,10 +673,11 @@ static void test_many_live_records_are_each_found(void) {
         simple(&th0, TP_OBS_STORAGE_DATA_RELEASED, id0 + 2 * i);
         simple(&th0, TP_OBS_STORAGE_FREED, id0 + 2 * i);
     }
+    const uint64_t freed_at = now_ns + 777777; // (the merge's times only move on)
     for (uint64_t i = 0; i < N; i++) { // then every block
         struct tpprof_block out;
         if (tpprof_live_remove(&tpprof_w.live, addr0 + i * 64, &out) && out.backs)
-            tpprof_obs_block_freed(addr0 + i * 64, 777777);
+            tpprof_obs_block_freed(addr0 + i * 64, freed_at);
     }
     CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
     // The frees came after the storage peak these made: the freed ones were alive at it, so kept.
@@ -658,10 +687,12 @@ static void test_many_live_records_are_each_found(void) {
     CHECK(q("SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND freed_ns IS NOT NULL AND "
             "strong = 0") == N / 2,
           "half of them freed");
-    CHECK(q("SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND block_freed_ns = 777777 AND "
-            "block_address = 1073741824 + (id - 1000000) * 32") == N,
-          "each saw its own block's free (%lld)",
-          q("SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND block_freed_ns = 777777"));
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND block_freed_ns = %llu AND "
+             "block_address = 1073741824 + (id - 1000000) * 32",
+             (unsigned long long)freed_at);
+    CHECK(q(sql) == N, "each saw its own block's free (%lld)", q(sql));
     CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id >= 1000000 AND storage_id < 1010000") == N / 2 &&
               q("SELECT count(*) FROM storage_refs WHERE storage_id >= 1000000 AND storage_id < 1010000 AND op = 0 "
                 "AND stack_id = 301 AND tensor_id = storage_id + 1 AND count = 1") == N / 2,
@@ -810,6 +841,7 @@ int main(void) {
     test_observe_fused_forms_keep_the_same_ledger();
     test_ticks_time_storage_lifetimes();
     test_observe_times_big_storages_and_one_in_eight_small();
+    test_block_free_after_a_timed_release_is_its_delay_after_it();
     test_many_live_records_are_each_found();
     sqlite3_close(db);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
