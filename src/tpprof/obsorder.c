@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include <linux/membarrier.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -32,6 +33,26 @@
 _Alignas(128) _Atomic uintptr_t tpprof_obs_owner = TPPROF_OBS_CONTESTED;
 
 static long membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
+
+// Every thread of the process passes a full barrier before this returns.
+// Should membarrier fail after its registration (a seccomp filter the
+// program installed later, say), a page's protection is changed instead:
+// the kernel then shoots its TLB entry down on every CPU the process runs
+// on, an interrupt each, which is a barrier there (what runtimes without
+// membarrier do to flush other threads' store buffers). Raw syscalls: the
+// exported mprotect is tpprof's own hook.
+static void process_barrier(void) {
+    if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
+    static void *page;
+    if (!page) page = tpprof_mem_map(4096);
+    if (!page) { // (no memory: the best left is to let the owner run)
+        for (int i = 0; i < 100; i++) sched_yield();
+        return;
+    }
+    syscall(SYS_mprotect, page, 4096, PROT_READ | PROT_WRITE);
+    *(volatile char *)page = 1; // the entry is in this CPU's TLB, and so has to be shot down
+    syscall(SYS_mprotect, page, 4096, PROT_NONE);
+}
 
 void tpprof_obs_order_init(void) {
     long cmds = membarrier(MEMBARRIER_CMD_QUERY);
@@ -65,9 +86,7 @@ uint64_t tpprof_obs_tag_slow(struct tpprof_thread *t) {
         uintptr_t next = (uintptr_t)t;
         struct tpprof_thread *prev = (struct tpprof_thread *)o;
         if (prev) {
-            // After registration this fails only for want of memory: try
-            // again, there is no safe way on without it.
-            while (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) sched_yield();
+            process_barrier();
             while (atomic_load_explicit(&prev->obs_window, memory_order_acquire)) sched_yield();
             // A live owner may send more: both then take locked increments.
             // One that has exited hands it on (should a destructor of its

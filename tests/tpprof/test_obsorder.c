@@ -7,10 +7,18 @@
 // hands the stripe on to the next thread. No preload: runs under ASan+UBSan
 // too.
 #define _GNU_SOURCE
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/membarrier.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "tpprof_internal.h"
 
@@ -142,11 +150,46 @@ static void test_without_membarrier_every_ticket_is_a_locked_add(void) {
     CHECK(atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED, "nobody took the stripe");
 }
 
+// A seccomp filter the program installs after the start can refuse
+// membarrier (here: EPERM for it, everything else allowed; it stays for
+// the rest of the process, so this test runs last). Taking the stripe away
+// then makes do with the page-protection barrier: each ticket still once.
+static bool refuse_membarrier(void) {
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_membarrier, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
+static void test_membarrier_refused_after_the_start_still_takes_each_ticket_once(void) {
+    reset(); // (registered while it was allowed)
+    if (atomic_load(&tpprof_obs_owner) != 0) return; // (no membarrier at all here: the test above covers it)
+    if (!refuse_membarrier()) {
+        fprintf(stderr, "note: could not install a seccomp filter: the page-protection barrier is not tested\n");
+        return;
+    }
+    CHECK(syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0, "membarrier is refused now");
+    uint32_t start = (uint32_t)atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
+    pthread_t t[THREADS + 1];
+    pthread_barrier_init(&together, NULL, THREADS + 1);
+    pthread_create(&t[0], NULL, first_owner, NULL);
+    for (int w = 1; w <= THREADS; w++) pthread_create(&t[w], NULL, joiner, (void *)(intptr_t)w);
+    for (int w = 0; w <= THREADS; w++) pthread_join(t[w], NULL);
+    pthread_barrier_destroy(&together);
+    check_each_once(start, FIRST + (THREADS + 1) * PER_THREAD);
+    CHECK(atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED, "the stripe was taken away all the same");
+}
+
 int main(void) {
     for (int w = 0; w <= THREADS; w++) tickets[w] = malloc((FIRST + PER_THREAD) * sizeof *tickets[w]);
     test_joining_threads_take_the_stripe_away_and_no_ticket_is_taken_twice();
     test_an_exited_owner_hands_the_stripe_on();
     test_without_membarrier_every_ticket_is_a_locked_add();
+    test_membarrier_refused_after_the_start_still_takes_each_ticket_once(); // last: the filter stays
     for (int w = 0; w <= THREADS; w++) free(tickets[w]);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("PASSED: 0 failures\n");
