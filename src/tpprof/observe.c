@@ -586,9 +586,10 @@ static void on_storage(void *user, uint32_t kind, const tp_obs_storage *storage,
 // These three are nearly every event of a tensor program, so each has a
 // fast path that makes no call (so it saves no registers, and pays nothing
 // for the cases it does not handle): aggregate mode, no RETAIN held, room
-// in the ring before its end, the observer stripe this thread's
-// (tpprof_obs_tag), and the stacks among the hooks' last allocations. When
-// any of that fails, the general way (*_general) writes the same record.
+// in the ring before its next quarter (obs_limit), the observer stripe this
+// thread's or shared by all (tpprof_obs_tag), and the stacks among the
+// hooks' last allocations. When any of that fails, the general way
+// (*_general) writes the same record.
 
 // The fast path's slot: NULL when the general way must be taken (nothing
 // done yet then). The caller has set the guard.
