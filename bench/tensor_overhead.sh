@@ -82,3 +82,15 @@ sort -n "$tmp/blocks" | awk -v runs="$runs" '{v[NR]=$1} END {
   printf "  with tensors  +%.1f%% over host only (median of the runs; they range +%.1f%% .. +%.1f%%)\n",
     (v[int((NR+1)/2)] - 1) * 100, (v[1] - 1) * 100, (v[NR] - 1) * 100
 }'
+# The same with the program and tpprof's writer on one CPU: what the
+# tracking costs the program's own thread, without the other core's share
+# (the ring lines the writer read, taken back for each record).
+if command -v taskset >/dev/null; then
+  for i in $(seq "$runs"); do
+    LD_PRELOAD="$lib" TPPROF_OUTPUT="$tmp/blocks.db" taskset -c 0 "$prog" $((iters * 10)) "$elements" 10000 |
+      sed 's/.*paired_ratio=//' >> "$tmp/pinned"
+  done
+  sort -n "$tmp/pinned" | awk '{v[NR]=$1} END {
+    printf "  pinned to one CPU  +%.1f%% (median; +%.1f%% .. +%.1f%%)\n", (v[int((NR+1)/2)] - 1) * 100, (v[1] - 1) * 100, (v[NR] - 1) * 100
+  }'
+fi
