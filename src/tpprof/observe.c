@@ -297,28 +297,38 @@ static inline uint64_t take_freed(uint64_t storage) {
 // (no stack: it counts under the reference's). In aggregate mode a release
 // to strong 0 carries the DATA_RELEASED the ABI promises next, and with weak
 // 1 (no weak holder) the FREED after it; *gone says which (TPPROF_OBS_*).
+// A REFCOUNT record's words from w[2] on and its flags (*flags); returns
+// its length. (The general way and on_tensor_released's fast path.)
+static inline __attribute__((always_inline)) int refcount_words(uint64_t *w, uint64_t storage, int refop,
+                                                                uint32_t strong, uint32_t weak, uint64_t tensor,
+                                                                bool full, uint64_t *flags) {
+    w[2] = storage;
+    w[3] = (uint64_t)strong | (uint64_t)weak << 32;
+    int n = 4;
+    *flags = 0;
+    if (tensor) {
+        w[n++] = tensor;
+        *flags = TPPROF_OBS_TENSOR_REF;
+    }
+    if (refop == TP_OBS_REFOP_RELEASE && strong == 0 && !full) {
+        if (!release_untimed(storage)) {
+            w[n++] = tpprof_ticks(); // the data's deleter runs now
+            *flags |= TPPROF_OBS_TICKS;
+        }
+        *flags |= TPPROF_OBS_DATA_RELEASED | (weak == 1 ? TPPROF_OBS_FREED : 0);
+    }
+    return n;
+}
+
 static inline __attribute__((always_inline)) void refcount_record(struct tpprof_thread *t, uint64_t storage, int refop,
                                                                   uint32_t strong, uint32_t weak, uint64_t tensor,
                                                                   uint32_t sid, bool full, uint64_t *gone) {
     *gone = 0;
     uint64_t *w = obs_slot(t);
     if (!w) return;
-    w[2] = storage;
-    w[3] = (uint64_t)strong | (uint64_t)weak << 32;
-    int n = 4;
-    uint64_t flags = 0;
-    if (tensor) {
-        w[n++] = tensor;
-        flags = TPPROF_OBS_TENSOR_REF;
-    }
-    if (refop == TP_OBS_REFOP_RELEASE && strong == 0 && !full) {
-        if (!release_untimed(storage)) {
-            w[n++] = tpprof_ticks(); // the data's deleter runs now
-            flags |= TPPROF_OBS_TICKS;
-        }
-        *gone = TPPROF_OBS_DATA_RELEASED | (weak == 1 ? TPPROF_OBS_FREED : 0);
-        flags |= *gone;
-    }
+    uint64_t flags;
+    int n = refcount_words(w, storage, refop, strong, weak, tensor, full, &flags);
+    *gone = flags & (TPPROF_OBS_DATA_RELEASED | TPPROF_OBS_FREED);
     obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, refop, flags, sid, n, full);
 }
 
@@ -360,14 +370,22 @@ static inline int put_tensor(uint64_t *w, const tp_obs_tensor *x) {
 
 // A TENSOR_CREATED record; flags TPPROF_OBS_WITH_RETAIN: it carries its
 // storage reference's RETAIN, with these counts.
+// A TENSOR_CREATED record's words from w[2] on; returns its length and
+// adds to *flags. (The general way and on_tensor_retained's fast path.)
+static inline __attribute__((always_inline)) int tensor_words(uint64_t *w, const tp_obs_tensor *x, uint64_t counts,
+                                                              uint64_t *flags) {
+    if (x->flags & TP_OBS_TENSOR_ADOPTED_REF) *flags |= TPPROF_OBS_ADOPTED;
+    int n = 2 + put_tensor(&w[2], x);
+    if (*flags & TPPROF_OBS_WITH_RETAIN) w[n++] = counts;
+    return n;
+}
+
 static inline __attribute__((always_inline)) void tensor_record(struct tpprof_thread *t, const tp_obs_tensor *x,
                                                                 uint32_t sid, uint64_t flags, uint64_t counts,
                                                                 bool full) {
-    if (x->flags & TP_OBS_TENSOR_ADOPTED_REF) flags |= TPPROF_OBS_ADOPTED;
     uint64_t *w = obs_slot(t);
     if (!w) return;
-    int n = 2 + put_tensor(&w[2], x);
-    if (flags & TPPROF_OBS_WITH_RETAIN) w[n++] = counts;
+    int n = tensor_words(w, x, counts, &flags);
     obs_commit(t, w, TP_OBS_TENSOR_CREATED, 0, flags, sid, n, full);
 }
 
@@ -375,6 +393,24 @@ static inline __attribute__((always_inline)) void tensor_record(struct tpprof_th
 // mode, as one STORAGE_CREATED record flagged TPPROF_OBS_WITH_TENSOR: the
 // storage's words, then the tensor's stack, then its TENSOR_CREATED's words
 // from word 10 on (so record + 8 reads as that record), then the ticks.
+// Its words from w[2] on and its flags; returns its length. (The general
+// way and on_tensor_new's fast path.)
+static inline __attribute__((always_inline)) int tensor_new_words(uint64_t *w, const tp_obs_storage *s,
+                                                                  const tp_obs_tensor *x, uint32_t tensor_sid,
+                                                                  uint64_t *flags) {
+    put_storage(&w[2], s);
+    w[9] = tensor_sid;
+    int n = 10 + put_tensor(&w[10], x);
+    *flags = TPPROF_OBS_WITH_TENSOR | (x->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
+    if (storage_timed(s)) {
+        w[n++] = tpprof_ticks();
+        *flags |= TPPROF_OBS_TICKS;
+    } else {
+        note_untimed(s->storage_id);
+    }
+    return n;
+}
+
 static inline __attribute__((always_inline)) void tensor_new(struct tpprof_thread *t, const tp_obs_storage *s,
                                                              uint64_t storage_object, const tp_obs_tensor *x,
                                                              uint64_t tensor_object) {
@@ -383,16 +419,8 @@ static inline __attribute__((always_inline)) void tensor_new(struct tpprof_threa
     uint32_t tensor_sid = event_stack(tensor_object, false);
     uint64_t *w = obs_slot(t);
     if (!w) return;
-    put_storage(&w[2], s);
-    w[9] = tensor_sid;
-    int n = 10 + put_tensor(&w[10], x);
-    uint64_t flags = TPPROF_OBS_WITH_TENSOR | (x->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
-    if (storage_timed(s)) {
-        w[n++] = tpprof_ticks();
-        flags |= TPPROF_OBS_TICKS;
-    } else {
-        note_untimed(s->storage_id);
-    }
+    uint64_t flags;
+    int n = tensor_new_words(w, s, x, tensor_sid, &flags);
     obs_commit(t, w, TP_OBS_STORAGE_CREATED, 0, flags, sid, n, false);
 }
 
@@ -598,22 +626,8 @@ static inline __attribute__((always_inline)) uint64_t *obs_slot_fast(struct tppr
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
     *tailp = tail;
     if (TPPROF_UNLIKELY(tail > t->obs_lim)) return NULL; // (obs_limit)
-    // tpprof_obs_tag, with the stripe's two usual states here and the
-    // others (free, another thread's, being taken) the general way's.
-    _Atomic uint64_t *v = &tpprof_stripes[TPPROF_OBS_STRIPE].v;
     uint64_t ticket;
-    atomic_store_explicit(&t->obs_window, 1, memory_order_relaxed);
-    atomic_signal_fence(memory_order_seq_cst);
-    uintptr_t owner = atomic_load_explicit(&tpprof_obs_owner, memory_order_relaxed);
-    if (TPPROF_LIKELY(owner == (uintptr_t)t)) {
-        ticket = atomic_load_explicit(v, memory_order_relaxed);
-        atomic_store_explicit(v, ticket + 1, memory_order_relaxed);
-        atomic_store_explicit(&t->obs_window, 0, memory_order_release);
-    } else {
-        atomic_store_explicit(&t->obs_window, 0, memory_order_release);
-        if (owner != TPPROF_OBS_CONTESTED) return NULL;
-        ticket = atomic_fetch_add(v, 1); // (threads sharing the stripe)
-    }
+    if (TPPROF_UNLIKELY(!tpprof_obs_ticket(t, &ticket))) return NULL; // (the stripe's other states)
     uint64_t *w = &t->ring[tail & t->mask];
     w[0] = tpprof_hdr(tpprof_order_tag_of(ticket, TPPROF_OBS_STRIPE, false), TPPROF_OP_OBS, kind);
     return w;
@@ -667,9 +681,8 @@ static void on_tensor_retained(void *user, const tp_obs_tensor *tensor, uint32_t
         uint64_t tail;
         uint64_t *w = sid ? obs_slot_fast(t, TP_OBS_TENSOR_CREATED, &tail) : NULL;
         if (TPPROF_LIKELY(w)) {
-            int n = 2 + put_tensor(&w[2], tensor);
-            w[n++] = (uint64_t)strong | (uint64_t)weak << 32;
-            uint64_t flags = TPPROF_OBS_WITH_RETAIN | (tensor->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
+            uint64_t flags = TPPROF_OBS_WITH_RETAIN;
+            int n = tensor_words(w, tensor, (uint64_t)strong | (uint64_t)weak << 32, &flags);
             obs_done_fast(t, w, tail, 0, flags, sid, n);
             return;
         }
@@ -705,19 +718,8 @@ static void on_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_
         uint64_t tail;
         uint64_t *w = obs_slot_fast(t, TP_OBS_STORAGE_REFCOUNT, &tail);
         if (TPPROF_LIKELY(w)) { // refcount_record's record, for a tensor's reference
-            w[2] = storage_id;
-            w[3] = (uint64_t)strong | (uint64_t)weak << 32;
-            w[4] = tensor_id;
-            int n = 5;
-            uint64_t f = tensor_id ? TPPROF_OBS_TENSOR_REF : 0;
-            if (!tensor_id) n = 4;
-            if (strong == 0) {
-                if (!release_untimed(storage_id)) {
-                    w[n++] = tpprof_ticks(); // the data's deleter runs now
-                    f |= TPPROF_OBS_TICKS;
-                }
-                f |= TPPROF_OBS_DATA_RELEASED | (weak == 1 ? TPPROF_OBS_FREED : 0);
-            }
+            uint64_t f;
+            int n = refcount_words(w, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, tensor_id, false, &f);
             obs_done_fast(t, w, tail, TP_OBS_REFOP_RELEASE, f, 0, n);
             return;
         }
@@ -748,18 +750,9 @@ static void on_tensor_new(void *user, const tp_obs_storage *storage, uint64_t st
         uint32_t tensor_sid = tensor_object ? tpprof_recent_sid(tensor_object) : 0;
         uint64_t tail;
         uint64_t *w = sid && tensor_sid ? obs_slot_fast(t, TP_OBS_STORAGE_CREATED, &tail) : NULL;
-        if (TPPROF_LIKELY(w)) { // tensor_new's record
-            put_storage(&w[2], storage);
-            w[9] = tensor_sid;
-            int n = 10 + put_tensor(&w[10], tensor);
-            uint64_t flags =
-                TPPROF_OBS_WITH_TENSOR | (tensor->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
-            if (storage_timed(storage)) {
-                w[n++] = tpprof_ticks();
-                flags |= TPPROF_OBS_TICKS;
-            } else {
-                note_untimed(storage->storage_id);
-            }
+        if (TPPROF_LIKELY(w)) {
+            uint64_t flags;
+            int n = tensor_new_words(w, storage, tensor, tensor_sid, &flags);
             obs_done_fast(t, w, tail, 0, flags, sid, n);
             return;
         }

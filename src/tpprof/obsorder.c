@@ -76,8 +76,7 @@ void tpprof_obs_order_fork_child(void) {
 uint64_t tpprof_obs_tag_slow(struct tpprof_thread *t) {
     for (;;) {
         uintptr_t o = atomic_load_explicit(&tpprof_obs_owner, memory_order_acquire);
-        if (o == TPPROF_OBS_CONTESTED) return tpprof_order_tag(TPPROF_OBS_STRIPE, false);
-        if (o == (uintptr_t)t) return tpprof_obs_tag(t); // just given it
+        if (o == TPPROF_OBS_CONTESTED || o == (uintptr_t)t) return tpprof_obs_tag(t); // (just given it: t)
         if (o == TPPROF_OBS_REVOKING) { // another thread is taking it away
             sched_yield();
             continue;

@@ -394,19 +394,31 @@ TPPROF_HIDDEN uint64_t tpprof_obs_tag_slow(struct tpprof_thread *t);
 TPPROF_HIDDEN void tpprof_obs_order_init(void);
 TPPROF_HIDDEN void tpprof_obs_order_fork_child(void);
 
-static inline uint64_t tpprof_obs_tag(struct tpprof_thread *t) {
+// The observer stripe's next ticket in its two usual states, owned by t
+// (plain stores) or contested (a locked add); false, nothing taken, in the
+// others (free, another thread's, being taken away: tpprof_obs_tag_slow's).
+static inline bool tpprof_obs_ticket(struct tpprof_thread *t, uint64_t *ticket) {
+    _Atomic uint64_t *v = &tpprof_stripes[TPPROF_OBS_STRIPE].v;
     atomic_store_explicit(&t->obs_window, 1, memory_order_relaxed);
     // The compiler keeps the store before the load; the CPU may not, which
     // is what the revoker's membarrier is for.
     atomic_signal_fence(memory_order_seq_cst);
-    if (TPPROF_LIKELY(atomic_load_explicit(&tpprof_obs_owner, memory_order_relaxed) == (uintptr_t)t)) {
-        _Atomic uint64_t *v = &tpprof_stripes[TPPROF_OBS_STRIPE].v;
-        uint64_t ticket = atomic_load_explicit(v, memory_order_relaxed);
-        atomic_store_explicit(v, ticket + 1, memory_order_relaxed);
+    uintptr_t owner = atomic_load_explicit(&tpprof_obs_owner, memory_order_relaxed);
+    if (TPPROF_LIKELY(owner == (uintptr_t)t)) {
+        *ticket = atomic_load_explicit(v, memory_order_relaxed);
+        atomic_store_explicit(v, *ticket + 1, memory_order_relaxed);
         atomic_store_explicit(&t->obs_window, 0, memory_order_release);
-        return tpprof_order_tag_of(ticket, TPPROF_OBS_STRIPE, false);
+        return true;
     }
     atomic_store_explicit(&t->obs_window, 0, memory_order_release);
+    if (owner != TPPROF_OBS_CONTESTED) return false;
+    *ticket = atomic_fetch_add(v, 1);
+    return true;
+}
+
+static inline uint64_t tpprof_obs_tag(struct tpprof_thread *t) {
+    uint64_t ticket;
+    if (TPPROF_LIKELY(tpprof_obs_ticket(t, &ticket))) return tpprof_order_tag_of(ticket, TPPROF_OBS_STRIPE, false);
     return tpprof_obs_tag_slow(t);
 }
 
