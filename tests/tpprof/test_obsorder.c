@@ -69,6 +69,17 @@ static void *first_owner(void *arg) {
     return NULL;
 }
 
+// The first owner takes FIRST tickets alone, then THREADS joiners and it
+// take PER_THREAD each, all at once.
+static void owner_then_joiners(void) {
+    pthread_t t[THREADS + 1];
+    pthread_barrier_init(&together, NULL, THREADS + 1);
+    pthread_create(&t[0], NULL, first_owner, NULL);
+    for (int w = 1; w <= THREADS; w++) pthread_create(&t[w], NULL, joiner, (void *)(intptr_t)w);
+    for (int w = 0; w <= THREADS; w++) pthread_join(t[w], NULL);
+    pthread_barrier_destroy(&together);
+}
+
 // Every ticket from `start` on, `total` of them, handed out exactly once.
 static void check_each_once(uint32_t start, int total) {
     char *seen = calloc((size_t)total, 1);
@@ -97,12 +108,7 @@ static void test_joining_threads_take_the_stripe_away_and_no_ticket_is_taken_twi
     bool biased = atomic_load(&tpprof_obs_owner) == 0;
     if (!biased) fprintf(stderr, "note: no membarrier here: the stripe is contested from the start\n");
     uint32_t start = (uint32_t)atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
-    pthread_t t[THREADS + 1];
-    pthread_barrier_init(&together, NULL, THREADS + 1);
-    pthread_create(&t[0], NULL, first_owner, NULL);
-    for (int w = 1; w <= THREADS; w++) pthread_create(&t[w], NULL, joiner, (void *)(intptr_t)w);
-    for (int w = 0; w <= THREADS; w++) pthread_join(t[w], NULL);
-    pthread_barrier_destroy(&together);
+    owner_then_joiners();
     check_each_once(start, FIRST + (THREADS + 1) * PER_THREAD);
     CHECK(atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED, "with live threads sharing it the stripe is contested");
     // Each thread's own tickets rise: its events keep their order.
@@ -121,7 +127,10 @@ static void *alone(void *arg) {
 
 static void test_an_exited_owner_hands_the_stripe_on(void) {
     reset();
-    if (atomic_load(&tpprof_obs_owner) != 0) return; // (contested from the start: nothing to hand on)
+    if (atomic_load(&tpprof_obs_owner) != 0) { // (contested from the start: nothing to hand on)
+        fprintf(stderr, "note: no membarrier here: the hand-on is not tested\n");
+        return;
+    }
     uint32_t start = (uint32_t)atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
     pthread_t t;
     pthread_create(&t, NULL, alone, (void *)(intptr_t)0);
@@ -140,12 +149,7 @@ static void test_without_membarrier_every_ticket_is_a_locked_add(void) {
     reset();
     atomic_store(&tpprof_obs_owner, TPPROF_OBS_CONTESTED); // what tpprof_obs_order_init leaves then
     uint32_t start = (uint32_t)atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
-    pthread_t t[THREADS + 1];
-    pthread_barrier_init(&together, NULL, THREADS + 1);
-    pthread_create(&t[0], NULL, first_owner, NULL);
-    for (int w = 1; w <= THREADS; w++) pthread_create(&t[w], NULL, joiner, (void *)(intptr_t)w);
-    for (int w = 0; w <= THREADS; w++) pthread_join(t[w], NULL);
-    pthread_barrier_destroy(&together);
+    owner_then_joiners();
     check_each_once(start, FIRST + (THREADS + 1) * PER_THREAD);
     CHECK(atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED, "nobody took the stripe");
 }
@@ -167,19 +171,17 @@ static bool refuse_membarrier(void) {
 
 static void test_membarrier_refused_after_the_start_still_takes_each_ticket_once(void) {
     reset(); // (registered while it was allowed)
-    if (atomic_load(&tpprof_obs_owner) != 0) return; // (no membarrier at all here: the test above covers it)
+    if (atomic_load(&tpprof_obs_owner) != 0) { // (no membarrier at all here: the test above covers it)
+        fprintf(stderr, "note: no membarrier here: its refusal after the start is not tested\n");
+        return;
+    }
     if (!refuse_membarrier()) {
         fprintf(stderr, "note: could not install a seccomp filter: the page-protection barrier is not tested\n");
         return;
     }
     CHECK(syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0, "membarrier is refused now");
     uint32_t start = (uint32_t)atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
-    pthread_t t[THREADS + 1];
-    pthread_barrier_init(&together, NULL, THREADS + 1);
-    pthread_create(&t[0], NULL, first_owner, NULL);
-    for (int w = 1; w <= THREADS; w++) pthread_create(&t[w], NULL, joiner, (void *)(intptr_t)w);
-    for (int w = 0; w <= THREADS; w++) pthread_join(t[w], NULL);
-    pthread_barrier_destroy(&together);
+    owner_then_joiners();
     check_each_once(start, FIRST + (THREADS + 1) * PER_THREAD);
     CHECK(atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED, "the stripe was taken away all the same");
 }

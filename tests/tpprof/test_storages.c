@@ -656,6 +656,36 @@ static void test_block_free_after_a_timed_release_is_its_delay_after_it(void) {
           "the table's delay: the same");
 }
 
+// An untimed storage (its creation at the merge's time) counts in the
+// live maximum only when its data release is timed and that puts it at
+// 10 ms or more: a lower bound of what it lived. Two merge times do not
+// count, however far apart (a slow drain between them is no lifetime).
+static void untimed_made_and_dropped(uint64_t id, uint64_t made_merge, uint64_t dropped_merge, uint64_t dropped_at) {
+    now_ns = made_merge;
+    uint64_t c[9] = {0, 0, id, 0, 64, (uint64_t)1 << 33};
+    memcpy(&c[6], "coarse", 7);
+    put(&th0, TP_OBS_STORAGE_CREATED, 0, 92, c, 9);
+    now_ns = dropped_merge;
+    uint64_t r[5] = {0, 0, id, (uint64_t)1 << 32, dropped_at + 5}; // strong 0, weak 1 (ticks: ns + 5)
+    uint64_t gone = TPPROF_OBS_DATA_RELEASED | TPPROF_OBS_FREED;
+    if (dropped_at) put_flags(&th0, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RELEASE, gone | TPPROF_OBS_TICKS, 93, r, 5);
+    else put_flags(&th0, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RELEASE, gone, 93, r, 4);
+}
+
+static void test_untimed_storages_count_in_the_maximum_only_from_an_exact_release(void) {
+    untimed_made_and_dropped(180, 20000000, 60000000, 45000000); // 25 ms by its exact release
+    untimed_made_and_dropped(181, 70000000, 80000000, 75000000); // 5 ms: too short to count
+    untimed_made_and_dropped(182, 90000000, 400000000, 0);       // 310 ms, but between two merges
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'coarse'") == 3 &&
+              q("SELECT live_count FROM storage_lifetimes WHERE allocator = 'coarse'") == 0 &&
+              q("SELECT live_ns_sum FROM storage_lifetimes WHERE allocator = 'coarse'") == 0,
+          "three released, none timed");
+    CHECK(q("SELECT live_ns_max FROM storage_lifetimes WHERE allocator = 'coarse'") == 25000000,
+          "the maximum: the one released exactly 25 ms after its creation's merge (%lld)",
+          q("SELECT live_ns_max FROM storage_lifetimes WHERE allocator = 'coarse'"));
+}
+
 static void test_many_live_records_are_each_found(void) {
     enum { N = 5000 };
     const uint64_t id0 = 1000000, addr0 = 0x40000000;
@@ -842,6 +872,7 @@ int main(void) {
     test_ticks_time_storage_lifetimes();
     test_observe_times_big_storages_and_one_in_eight_small();
     test_block_free_after_a_timed_release_is_its_delay_after_it();
+    test_untimed_storages_count_in_the_maximum_only_from_an_exact_release();
     test_many_live_records_are_each_found();
     sqlite3_close(db);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);

@@ -251,6 +251,26 @@ static void test_train_loop_leaks_no_storage_and_no_byte(void) {
     CHECK(db_int(db, "SELECT COUNT(*) FROM storages") > 0, "the peak rows are there");
     free(j);
     harness_result_free(&r);
+    // 200 steps: past the allocator's first 64, its small storages' lifetimes
+    // are a sample, and the report says how many were timed and how.
+    const char *longer = harness_path("train_loop_200.db");
+    record_ok(longer, TRAIN_LOOP, "200", NULL);
+    int64_t timed = db_int(longer, "SELECT live_count FROM storage_lifetimes WHERE allocator = 'cpu'");
+    r = harness_tpprof("report", longer, "--lifetimes", NULL);
+    char line[64];
+    snprintf(line, sizeof line, "  cpu               1405  %8lld ", (long long)timed);
+    CHECK(timed > 64 && timed < 1405 && strstr(r.out, line), "1405 released, %lld timed:\n%s", (long long)timed,
+          r.out);
+    CHECK(strstr(r.out, "(live times of the timed storages: all of 64 KiB or more, each thread's first 64 of each "
+                        "allocator, 1 in 8 of the rest; TPPROF_LIFETIMES=all times every one)"),
+          "the sampling is said:\n%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", longer, "--lifetimes", "--format", "json", NULL);
+    j = harness_json_squash(r.out);
+    snprintf(line, sizeof line, "\"count\":1405,\"live_count\":%lld,", (long long)timed);
+    CHECK(strstr(j, line), "JSON live_count %lld:\n%s", (long long)timed, r.out);
+    free(j);
+    harness_result_free(&r);
 }
 
 static void test_cat_output_is_its_own_storage_node(void) {
@@ -367,7 +387,7 @@ static void test_deferred_and_mmap_lifetimes_show_in_the_report(void) {
     const char *dmean = d ? strstr(d, "\"release_delay_ns_mean\":") : NULL;
     long long delay_mean = dmean ? atoll(dmean + strlen("\"release_delay_ns_mean\":")) : 0;
     CHECK(delay_mean >= 20000000LL, "mean release delay of the deferred blocks: %lld", delay_mean);
-    const char *m = strstr(j, "{\"allocator\":\"mmap\",\"count\":2,");
+    const char *m = strstr(j, "{\"allocator\":\"mmap\",\"count\":2,\"live_count\":2,"); // (an allocator's first 64: timed)
     CHECK(m, "two storages of the mapped file, named mmap:\n%s", r.out);
     const char *mlive = m ? strstr(m, "\"live_ns_max\":") : NULL;
     long long live_max = mlive ? atoll(mlive + strlen("\"live_ns_max\":")) : 0;
