@@ -236,21 +236,19 @@ int64_t tpprof_tensors_unmatched_handles(const tpprof_tensors *t, int64_t tensor
 static int load_lifetimes(tpprof_db *db, tpprof_tensors *t) {
     sqlite3_stmt *st = NULL;
     // release_delay_count and then live_count came later: older recordings
-    // measured every delay and every live time.
-    if (sqlite3_prepare_v2(db->sql,
-                           "SELECT allocator, count, live_ns_sum, live_ns_max, release_delay_ns_sum, "
-                           "release_delay_ns_max, release_delay_count, live_count FROM storage_lifetimes "
-                           "ORDER BY allocator",
-                           -1, &st, NULL) != SQLITE_OK &&
-        sqlite3_prepare_v2(db->sql,
-                           "SELECT allocator, count, live_ns_sum, live_ns_max, release_delay_ns_sum, "
-                           "release_delay_ns_max, release_delay_count, count FROM storage_lifetimes "
-                           "ORDER BY allocator",
-                           -1, &st, NULL) != SQLITE_OK &&
-        sqlite3_prepare_v2(db->sql,
-                           "SELECT allocator, count, live_ns_sum, live_ns_max, release_delay_ns_sum, "
-                           "release_delay_ns_max, count, count FROM storage_lifetimes ORDER BY allocator",
-                           -1, &st, NULL) != SQLITE_OK)
+    // measured every delay and every live time (their count stands in).
+    static const char *const measured[] = {"release_delay_count, live_count", "release_delay_count, count",
+                                           "count, count"};
+    int prepared = SQLITE_ERROR;
+    for (size_t i = 0; i < sizeof measured / sizeof measured[0] && prepared != SQLITE_OK; i++) {
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "SELECT allocator, count, live_ns_sum, live_ns_max, release_delay_ns_sum, release_delay_ns_max, "
+                 "%s FROM storage_lifetimes ORDER BY allocator",
+                 measured[i]);
+        prepared = sqlite3_prepare_v2(db->sql, sql, -1, &st, NULL);
+    }
+    if (prepared != SQLITE_OK)
         return tpprof_db_error(db, "reading storage_lifetimes");
     size_t cap = 0;
     int rc;

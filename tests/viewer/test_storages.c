@@ -245,6 +245,35 @@ static void test_check_gates_combine_with_the_leak_gates(void) {
     harness_result_free(&r);
 }
 
+// Each generation of storage_lifetimes reads: the fixture's oldest (no
+// release_delay_count, no live_count: every delay and live time measured),
+// the last stop's (release_delay_count), and today's (live_count too).
+static void test_lifetimes_of_each_schema_generation_read(void) {
+    static const struct {
+        const char *name, *sql, *expect;
+    } gens[] = {
+        {"lifetimes_v1.db", "SELECT 1", "\"count\":3,\"live_count\":3,\"live_ns_mean\":1000,"},
+        {"lifetimes_v2.db", "ALTER TABLE storage_lifetimes ADD COLUMN release_delay_count INTEGER; "
+                            "UPDATE storage_lifetimes SET release_delay_count = 1",
+         "\"count\":3,\"live_count\":3,\"live_ns_mean\":1000,"},
+        {"lifetimes_v3.db", "ALTER TABLE storage_lifetimes ADD COLUMN release_delay_count INTEGER; "
+                            "ALTER TABLE storage_lifetimes ADD COLUMN live_count INTEGER; "
+                            "UPDATE storage_lifetimes SET release_delay_count = 1, live_count = 2",
+         "\"count\":3,\"live_count\":2,\"live_ns_mean\":1500,"},
+    };
+    for (size_t i = 0; i < sizeof gens / sizeof gens[0]; i++) {
+        const char *db = harness_path(gens[i].name);
+        CHECK(fixture_write_edited(db, &(fixture_options){.tensors = true}, gens[i].sql) == 0, "fixture");
+        run_result r = harness_tpprof("report", db, "--lifetimes", "--format", "json", NULL);
+        char *j = harness_json_squash(r.out);
+        CHECK(r.status == 0 && strstr(j, gens[i].expect), "%s: %s\n%s", gens[i].name, gens[i].expect, r.out);
+        if (i > 0)
+            CHECK(strstr(j, "\"release_delay_count\":1,"), "%s: release_delay_count read\n%s", gens[i].name, r.out);
+        free(j);
+        harness_result_free(&r);
+    }
+}
+
 static void test_a_damaged_tensor_table_is_one_clear_error(void) {
     const char *db = harness_path("damaged.db");
     CHECK(fixture_write_edited(db, &(fixture_options){.tensors = true},
@@ -278,6 +307,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_check_max_leaked_storages_counts_structs_alive_at_exit);
     RUN_TEST(test_check_max_inactive_split_bytes_replays_to_exit);
     RUN_TEST(test_check_gates_combine_with_the_leak_gates);
+    RUN_TEST(test_lifetimes_of_each_schema_generation_read);
     RUN_TEST(test_a_damaged_tensor_table_is_one_clear_error);
     free((void *)tensor_db);
     free((void *)plain_db);
