@@ -23,20 +23,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures;
+#include "check.h"
+
 static const char *lib;
 static char tmpdir[] = "/tmp/tpprof-test-XXXXXX";
 static sqlite3 *db;
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            failures++;                                                       \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fputc('\n', stderr);                                              \
-        }                                                                     \
-    } while (0)
 
 // ---------------------------------------------------------------------------
 // Running a program.

@@ -21,22 +21,12 @@
 #include <unistd.h>
 
 #include "tpprof_internal.h"
+#include "check.h"
 
 // What obsorder.c needs from the rest of the recorder.
 struct tpprof_order_line tpprof_stripes[TPPROF_STRIPES];
 struct tpprof_order_line tpprof_epoch;
 __thread struct tpprof_thread *tpprof_self;
-
-static int failures;
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            failures++;                                                     \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-        }                                                                   \
-    } while (0)
 
 #define THREADS 4
 #define PER_THREAD 200000

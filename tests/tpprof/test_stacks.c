@@ -7,14 +7,11 @@
 #include <string.h>
 
 #include "tpprof_internal.h"
+#include "check.h"
 
 // stacks.c registers its per-thread cache with the thread's ring struct,
 // which these threads do not have.
 __thread struct tpprof_thread *tpprof_self;
-
-static int failures;
-#define CHECK(c, ...) do { if (!(c)) { failures++; fprintf(stderr, "FAIL line %d: ", __LINE__); \
-    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
 
 enum { STACKS = 4000, THREADS = 4, DEPTH = 24 };
 static uintptr_t frames[STACKS][DEPTH];

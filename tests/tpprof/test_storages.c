@@ -12,6 +12,7 @@
 
 #include "tensorplay/observer.h"
 #include "writer.h"
+#include "check.h"
 
 // ---------------------------------------------------------------------------
 // What storages.c needs from the rest of the writer.
@@ -83,17 +84,6 @@ static void obs_drain(void) {
     }
     t->p_head = t->w_head;
 }
-
-static int failures;
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            failures++;                                                     \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-        }                                                                   \
-    } while (0)
 
 // ---------------------------------------------------------------------------
 // Records, laid out as observe.c writes them.
