@@ -230,6 +230,16 @@ static void text_groups(const tpprof_profile *p, const tpprof_ref_group *g, size
         printf("  ... %zu more stacks\n", n - shown);
 }
 
+// A section of groups: its title with the number of stacks, `none` when
+// there are none, then the groups (freed here).
+static void text_group_section(const tpprof_profile *p, const char *title, const char *none, tpprof_ref_group *g,
+                               size_t ng, size_t cap, bool handles) {
+    printf("\n%s: %zu stack%s\n", title, ng, ng == 1 ? "" : "s");
+    if (ng == 0) printf("  none: %s\n", none);
+    text_groups(p, g, ng, cap, handles);
+    free(g);
+}
+
 static void text_pinned(const tpprof_profile *p, const tpprof_tensors *t, bool at_peak, size_t cap) {
     size_t n = 0;
     tpprof_pinned *v = tpprof_pinned_views(t, at_peak, &n);
@@ -283,22 +293,11 @@ void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *
 
     size_t ng = 0;
     tpprof_ref_group *g = tpprof_ref_groups(t, false, &ng);
-    printf("\nUnmatched references by stack (taken, never released; no tensor holds them): %zu "
-           "stack%s\n",
-           ng, ng == 1 ? "" : "s");
-    if (ng == 0)
-        printf("  none: every strong reference alive at exit belongs to a tensor\n");
-    text_groups(p, g, ng, cap, false);
-    free(g);
-
+    text_group_section(p, "Unmatched references by stack (taken, never released; no tensor holds them)",
+                       "every strong reference alive at exit belongs to a tensor", g, ng, cap, false);
     g = tpprof_handle_groups(t, &ng);
-    printf("\nTensor handles by stack (tp_tensor_retain, never released; they keep their tensors alive): %zu "
-           "stack%s\n",
-           ng, ng == 1 ? "" : "s");
-    if (ng == 0)
-        printf("  none: no tensor alive at exit is held by a handle retain no release matched\n");
-    text_groups(p, g, ng, cap, true);
-    free(g);
+    text_group_section(p, "Tensor handles by stack (tp_tensor_retain, never released; they keep their tensors alive)",
+                       "no tensor alive at exit is held by a handle retain no release matched", g, ng, cap, true);
 
     printf("\nData released, struct still held by weak references: %zu storage%s\n", nreleased,
            nreleased == 1 ? "" : "s");
