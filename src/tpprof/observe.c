@@ -83,6 +83,7 @@ struct obs_recent {
     uint64_t freed_storage;  // sent inside a RELEASE: this storage's FREED (the data's
                              // deleter runs in between and may send events)
     uint64_t untimed[16];    // storages made here whose lifetime is not timed (by id's low bits)
+    const char *last_name;     // the allocator name the last STORAGE_CREATED record with one carried
     const char *alloc_name[4]; // the allocators of the storages made here lately...
     uint32_t alloc_made[4];    // ...and how many each made (timed_by_allocator)
     uint32_t alloc_next;
@@ -212,15 +213,27 @@ static inline void put_name(uint64_t *w, const char *name) {
 // One handler a kind. Each gets the thread's ring (never NULL) and an event
 // of the full current size.
 
-// A storage's fields (7 words at w): id, data, nbytes, device and flags,
-// the allocator's name.
-static inline void put_storage(uint64_t *w, const tp_obs_storage *s) {
+// A storage's fields at w: id, data, nbytes, device and flags, then the
+// allocator's name (3 words), unless it has none or it is the one this
+// thread's last record with a name carried (*flags gets
+// TPPROF_OBS_SAME_NAME): the writer keeps that per ring, and nearly every
+// storage comes from the allocator of the one before. Allocator names are
+// static (tensorplay/allocator.h), so the pointer tells them apart. The
+// record must be sent: the writer follows what it says. Returns the words.
+static inline __attribute__((always_inline)) int put_storage(uint64_t *w, const tp_obs_storage *s, uint64_t *flags) {
     w[0] = s->storage_id;
     w[1] = s->data;
     w[2] = s->nbytes;
     w[3] = (uint64_t)(uint16_t)s->device_type | (uint64_t)(uint16_t)s->device_index << 16 |
            (uint64_t)(s->resizable != 0) << 32 | (uint64_t)(s->allocator != NULL) << 33;
+    if (!s->allocator) return 4;
+    if (TPPROF_LIKELY(s->allocator == recent.last_name)) {
+        *flags |= TPPROF_OBS_SAME_NAME;
+        return 4;
+    }
+    recent.last_name = s->allocator;
     put_name(&w[4], s->allocator);
+    return 7;
 }
 
 static inline __attribute__((always_inline)) void storage_created(struct tpprof_thread *t, const tp_obs_storage *s, uint64_t object, bool full) {
@@ -228,13 +241,12 @@ static inline __attribute__((always_inline)) void storage_created(struct tpprof_
     uint32_t sid = event_stack(object, full);
     uint64_t *w = obs_slot(t);
     if (!w) return;
-    put_storage(&w[2], s);
-    int n = 9;
     uint64_t flags = 0;
+    int n = 2 + put_storage(&w[2], s, &flags);
     if (full) {
     } else if (storage_timed(s)) { // (full mode's records carry exact times anyway)
         w[n++] = tpprof_ticks();
-        flags = TPPROF_OBS_TICKS;
+        flags |= TPPROF_OBS_TICKS;
     } else {
         note_untimed(s->storage_id);
     }
@@ -391,17 +403,18 @@ static inline __attribute__((always_inline)) void tensor_record(struct tpprof_th
 
 // A new storage and the tensor adopting it (on_tensor_new), in aggregate
 // mode, as one STORAGE_CREATED record flagged TPPROF_OBS_WITH_TENSOR: the
-// storage's words, then the tensor's stack, then its TENSOR_CREATED's words
-// from word 10 on (so record + 8 reads as that record), then the ticks.
+// storage's words (put_storage: 4 or 7 from word 2), then the tensor's
+// stack, then its TENSOR_CREATED's words from word 2 on (so the record less
+// the 3 or 6 words before the stack reads as that record), then the ticks.
 // Its words from w[2] on and its flags; returns its length. (The general
 // way and on_tensor_new's fast path.)
 static inline __attribute__((always_inline)) int tensor_new_words(uint64_t *w, const tp_obs_storage *s,
                                                                   const tp_obs_tensor *x, uint32_t tensor_sid,
                                                                   uint64_t *flags) {
-    put_storage(&w[2], s);
-    w[9] = tensor_sid;
-    int n = 10 + put_tensor(&w[10], x);
     *flags = TPPROF_OBS_WITH_TENSOR | (x->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
+    int b = 2 + put_storage(&w[2], s, flags);
+    w[b] = tensor_sid;
+    int n = b + 1 + put_tensor(&w[b + 1], x);
     if (storage_timed(s)) {
         w[n++] = tpprof_ticks();
         *flags |= TPPROF_OBS_TICKS;

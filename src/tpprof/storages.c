@@ -598,7 +598,8 @@ static inline void rc_count(uint32_t op, uint32_t stack, uint32_t sid) {
     rc_count_slow(op, stack, sid);
 }
 
-static void on_storage_created(const struct rec *c, const uint64_t *r) {
+// r: the record, its storage's words from r[2]; `name`: its allocator's index.
+static void on_storage_created(const struct rec *c, const uint64_t *r, uint16_t name) {
     uint32_t slot = new_storage_slot();
     if (slot == UINT32_MAX) return;
     struct obs_storage *s = &o.st[slot];
@@ -611,7 +612,7 @@ static void on_storage_created(const struct rec *c, const uint64_t *r) {
         .created_stack = c->stack,
         .strong = 1,
         .weak = 1,
-        .allocator = name_index(&r[6], r[5] >> 33 & 1),
+        .allocator = name,
         .dev_type = (int16_t)(r[5] & 0xffff),
         .dev_index = (int16_t)(r[5] >> 16 & 0xffff),
         .flags = (uint16_t)((r[5] >> 32 & 1 ? S_RESIZABLE : 0) | (c->exact ? S_TIMED : 0)),
@@ -1029,18 +1030,26 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
     }
     struct rec c = rec_of(t, r, time, false);
     switch (kind) {
-    case TP_OBS_STORAGE_CREATED:
-        on_storage_created(&c, r);
-        if (r[1] & TPPROF_OBS_WITH_TENSOR) { // and the tensor made on it (record + 8 reads as its own)
-            uint32_t nd = (uint32_t)(r[14] & 0xff), words = (uint32_t)(r[1] & 0xff);
-            if (nd > MAX_DIMS || words < 15 + 2 * nd) break; // (+ 1 with its ticks)
-            uint32_t tsid = (uint32_t)r[9];
+    case TP_OBS_STORAGE_CREATED: {
+        // Its allocator's name: none, its 3 words, or the one this ring's
+        // last record with a name carried (TPPROF_OBS_SAME_NAME).
+        bool has_name = r[5] >> 33 & 1, named = has_name && !(r[1] & TPPROF_OBS_SAME_NAME);
+        uint32_t b = named ? 9 : 6, words = (uint32_t)(r[1] & 0xff); // b: the word after the storage's
+        if (words < b) break;
+        uint16_t name = named ? name_index(&r[6], true) : has_name ? t->w_obs_name : 0;
+        if (named) t->w_obs_name = name;
+        on_storage_created(&c, r, name);
+        if (r[1] & TPPROF_OBS_WITH_TENSOR) { // and the tensor made on it (record + b - 1 reads as its own)
+            uint32_t nd = (uint32_t)(r[b + 5] & 0xff);
+            if (nd > MAX_DIMS || words < b + 6 + 2 * nd) break; // (+ 1 with its ticks)
+            uint32_t tsid = (uint32_t)r[b];
             struct rec ct = c;
             ct.sid = tsid;
             ct.stack = stack_of(tsid);
-            on_tensor_created(&ct, r + 8, (r[1] & TPPROF_OBS_ADOPTED) != 0);
+            on_tensor_created(&ct, r + b - 1, (r[1] & TPPROF_OBS_ADOPTED) != 0);
         }
         break;
+    }
     case TP_OBS_STORAGE_DATA_RELEASED:
         if ((s = storage_get(r[2], &slot)) != NULL) on_data_released(s, c.seq, c.time, c.exact);
         break;

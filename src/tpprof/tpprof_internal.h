@@ -108,10 +108,15 @@ static inline uint32_t tpprof_alloc_sid(const uint64_t *r, int op) {
 #define TPPROF_OBS_ADOPTED ((uint64_t)1 << 21)
 // WITH_TENSOR: a STORAGE_CREATED that also carries the TENSOR_CREATED of the
 // tensor made on it in the same runtime call (it adopts the storage's
-// reference, so ADOPTED is set too): word 9 the tensor's stack, from word
-// 10 the tensor's words as a TENSOR_CREATED has them from word 2, the
-// ticks last (observe.c tensor_new).
+// reference, so ADOPTED is set too): after the storage's words the tensor's
+// stack, then the tensor's words as a TENSOR_CREATED has them from word 2,
+// the ticks last (observe.c tensor_new).
 #define TPPROF_OBS_WITH_TENSOR ((uint64_t)1 << 22)
+// SAME_NAME: a STORAGE_CREATED whose allocator is the one named by this
+// thread's last STORAGE_CREATED that carried a name (the same name pointer:
+// allocator names are static, tensorplay/allocator.h), so it carries none:
+// its storage's words are 4, not 7 (observe.c put_storage).
+#define TPPROF_OBS_SAME_NAME ((uint64_t)1 << 23)
 
 // Words per record, excluding the optional trailing timestamp of full mode.
 static inline int tpprof_op_words(int op) {
@@ -289,6 +294,7 @@ struct tpprof_thread {
     uint8_t w_state;            // and the head's state then (writer.c: HEAD_*)
     bool w_seen, w_dirty;
     char w_name[32];
+    uint16_t w_obs_name;        // allocator name of its last STORAGE_CREATED that carried one (storages.c)
 };
 
 TPPROF_HIDDEN extern _Atomic(struct tpprof_thread *) tpprof_threads;

@@ -53,6 +53,7 @@ static uint64_t obs_ring[1024];
 static struct tpprof_thread obs_thread = {.index = 2, .ring = obs_ring, .mask = 1023};
 static uint32_t site;        // the stack id the next capture returns
 static int captures, records;
+static uint64_t record_words; // of the records obs_drain applied
 
 struct tpprof_thread *tpprof_thread_get(void) { return &obs_thread; }
 uint32_t tpprof_capture(int max) {
@@ -79,6 +80,7 @@ static void obs_drain(void) {
             continue;
         }
         records++;
+        record_words += (uint64_t)tpprof_rec_words(r);
         tpprof_obs_apply(t, r, 1000000 + tpprof_hdr_ticket(r[0]), tpprof_hdr_ticket(r[0]));
         t->w_head += (uint64_t)tpprof_rec_words(r);
     }
@@ -533,6 +535,64 @@ static void test_observe_fused_forms_keep_the_same_ledger(void) {
           "storage 240 is gone with no reference left, and its tensors");
 }
 
+// A storage's allocator name travels once per run of storages from it on a
+// thread (TPPROF_OBS_SAME_NAME after that): new storages of "cpu", "cpu",
+// "arena", none (borrowed), "arena", "cpu", some with a tensor (the fused
+// form), some alone, each named right; and two rings taking turns each
+// keep their own last name.
+static void test_allocator_names_travel_once_per_run(void) {
+    static const char cpu[] = "cpu", arena[] = "arena"; // (allocators are told apart by the pointer)
+    static const int64_t sizes[1] = {4}, strides[1] = {1};
+    const char *names[] = {cpu, cpu, arena, NULL, arena, cpu, cpu};
+    int n = (int)(sizeof names / sizeof names[0]);
+    bool with_tensor[] = {true, true, false, true, true, false, true};
+    bool travels[] = {true, false, true, false, false, true, false}; // (none leaves the last name as it was)
+    for (int i = 0; i < n; i++) {
+        uint64_t id = 900 + 2 * (uint64_t)i, w0 = record_words;
+        tp_obs_storage st = {.storage_id = id, .nbytes = 8, .allocator = names[i]};
+        if (with_tensor[i]) {
+            remember_alloc(0xd000 + id * 0x100, 130); // the storage struct
+            remember_alloc(0xd080 + id * 0x100, 131); // the tensor struct
+            tp_obs_tensor x = {.tensor_id = id + 1, .storage_id = id, .ndim = 1, .sizes = sizes, .strides = strides,
+                               .itemsize = 4, .flags = TP_OBS_TENSOR_ADOPTED_REF};
+            observer->on_tensor_new(observer->user, &st, 0xd000 + id * 0x100, &x, 0xd080 + id * 0x100);
+            obs_drain();
+        } else {
+            tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED, .u.storage = st};
+            send(&ev, 132);
+        }
+        // Words: 2 + 4 of the storage, 3 of its name where it travels, 1 + 7
+        // of its tensor, and a tick (the first 64 of an allocator are timed).
+        uint64_t words = 6 + (travels[i] ? 3 : 0) + (with_tensor[i] ? 8 : 0) + 1;
+        CHECK(record_words - w0 == words, "storage %d (%s): %llu words, %llu expected", i,
+              names[i] ? names[i] : "none", (unsigned long long)(record_words - w0), (unsigned long long)words);
+    }
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    for (int i = 0; i < n; i++) {
+        char sql[160];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM storages WHERE id = %d AND allocator IS %s%s%s", 900 + 2 * i,
+                 names[i] ? "'" : "", names[i] ? names[i] : "NULL", names[i] ? "'" : "");
+        CHECK(q(sql) == 1, "storage %d is %s's", 900 + 2 * i, names[i] ? names[i] : "no allocator");
+    }
+    CHECK(q("SELECT count(*) FROM tensors WHERE id = 901 AND sizes = '[4]'") == 1 &&
+              q("SELECT count(*) FROM tensors WHERE id = 913 AND sizes = '[4]'") == 1,
+          "the tensors after a name, and after none, read right");
+    // Two rings taking turns, as the writer gets them.
+    uint64_t w[9] = {0, 0, 950, 0, 8, (uint64_t)1 << 33};
+    memcpy(&w[6], "left", 5);
+    put(&th0, TP_OBS_STORAGE_CREATED, 0, 140, w, 9);
+    uint64_t v[9] = {0, 0, 951, 0, 8, (uint64_t)1 << 33};
+    memcpy(&v[6], "right", 6);
+    put(&th1, TP_OBS_STORAGE_CREATED, 0, 141, v, 9);
+    uint64_t same0[6] = {0, 0, 952, 0, 8, (uint64_t)1 << 33}, same1[6] = {0, 0, 953, 0, 8, (uint64_t)1 << 33};
+    put_flags(&th1, TP_OBS_STORAGE_CREATED, 0, TPPROF_OBS_SAME_NAME, 142, same1, 6);
+    put_flags(&th0, TP_OBS_STORAGE_CREATED, 0, TPPROF_OBS_SAME_NAME, 143, same0, 6);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count(*) FROM storages WHERE id IN (950, 952) AND allocator = 'left'") == 2 &&
+              q("SELECT count(*) FROM storages WHERE id IN (951, 953) AND allocator = 'right'") == 2,
+          "each ring's storages without a name are its last name's");
+}
+
 // Aggregate mode: a storage's creation and data release carry ticks taken
 // in the event (TPPROF_OBS_TICKS, the last payload word), so its lifetime is
 // not rounded to the merge times the records came in.
@@ -859,6 +919,7 @@ int main(void) {
     test_adopted_creation_reference_belongs_to_its_tensor();
     test_observe_passes_on_an_adopted_reference();
     test_observe_fused_forms_keep_the_same_ledger();
+    test_allocator_names_travel_once_per_run();
     test_ticks_time_storage_lifetimes();
     test_observe_times_big_storages_and_one_in_eight_small();
     test_block_free_after_a_timed_release_is_its_delay_after_it();
