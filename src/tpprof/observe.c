@@ -363,21 +363,27 @@ static inline __attribute__((always_inline)) void refcount(struct tpprof_thread 
     if (gone & TPPROF_OBS_FREED) recent.freed_storage = storage;
 }
 
-// A tensor's fields at w: id, storage id, base id, offset, ndim | dtype <<
-// 8 | itemsize << 32, then the sizes and the strides. Returns the words.
-static inline int put_tensor(uint64_t *w, const tp_obs_tensor *x) {
+// A tensor's shape at w: ndim | dtype << 8 | itemsize << 32, then the
+// sizes and the strides. Returns the words.
+static inline __attribute__((always_inline)) int put_shape(uint64_t *w, const tp_obs_tensor *x) {
     int nd = (unsigned)x->ndim <= OBS_MAX_DIMS ? x->ndim : x->ndim < 0 ? 0 : OBS_MAX_DIMS;
-    w[0] = x->tensor_id;
-    w[1] = x->storage_id;
-    w[2] = x->base_id;
-    w[3] = (uint64_t)x->storage_offset;
-    w[4] = (uint64_t)nd | (uint64_t)(uint32_t)x->dtype << 8 | (uint64_t)x->itemsize << 32;
-    uint64_t *sizes = &w[5], *strides = &w[5 + nd];
+    w[0] = (uint64_t)nd | (uint64_t)(uint32_t)x->dtype << 8 | (uint64_t)x->itemsize << 32;
+    uint64_t *sizes = &w[1], *strides = &w[1 + nd];
     for (int i = 0; i < nd; i++) {
         sizes[i] = x->sizes ? (uint64_t)x->sizes[i] : 0;
         strides[i] = x->strides ? (uint64_t)x->strides[i] : 0;
     }
-    return 5 + 2 * nd;
+    return 1 + 2 * nd;
+}
+
+// A tensor's fields at w: id, storage id, base id, offset, then its shape.
+// Returns the words.
+static inline __attribute__((always_inline)) int put_tensor(uint64_t *w, const tp_obs_tensor *x) {
+    w[0] = x->tensor_id;
+    w[1] = x->storage_id;
+    w[2] = x->base_id;
+    w[3] = (uint64_t)x->storage_offset;
+    return 4 + put_shape(&w[4], x);
 }
 
 // A TENSOR_CREATED record; flags TPPROF_OBS_WITH_RETAIN: it carries its
@@ -405,16 +411,26 @@ static inline __attribute__((always_inline)) void tensor_record(struct tpprof_th
 // mode, as one STORAGE_CREATED record flagged TPPROF_OBS_WITH_TENSOR: the
 // storage's words (put_storage: 4 or 7 from word 2), then the tensor's
 // stack, then its TENSOR_CREATED's words from word 2 on (so the record less
-// the 3 or 6 words before the stack reads as that record), then the ticks.
-// Its words from w[2] on and its flags; returns its length. (The general
-// way and on_tensor_new's fast path.)
+// the 3 or 6 words before the stack reads as that record), then the ticks;
+// or packed (TPPROF_OBS_PACKED: 3 words fewer) where the tensor is a plain
+// one on that storage. Its words from w[2] on and its flags; returns its length.
+// (The general way and on_tensor_new's fast path.)
 static inline __attribute__((always_inline)) int tensor_new_words(uint64_t *w, const tp_obs_storage *s,
                                                                   const tp_obs_tensor *x, uint32_t tensor_sid,
                                                                   uint64_t *flags) {
     *flags = TPPROF_OBS_WITH_TENSOR | (x->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
-    int b = 2 + put_storage(&w[2], s, flags);
-    w[b] = tensor_sid;
-    int n = b + 1 + put_tensor(&w[b + 1], x);
+    int b = 2 + put_storage(&w[2], s, flags), n;
+    uint64_t d = x->tensor_id - s->storage_id;
+    if (TPPROF_LIKELY(x->storage_id == s->storage_id && (x->base_id | (uint64_t)x->storage_offset | d >> 32) == 0)) {
+        // Packed: its stack and its id (a delta above the storage's) in one
+        // word, then its shape; on its storage, no base, offset 0.
+        w[b] = tensor_sid | d << 32;
+        n = b + 1 + put_shape(&w[b + 1], x);
+        *flags |= TPPROF_OBS_PACKED;
+    } else {
+        w[b] = tensor_sid;
+        n = b + 1 + put_tensor(&w[b + 1], x);
+    }
     if (storage_timed(s)) {
         w[n++] = tpprof_ticks();
         *flags |= TPPROF_OBS_TICKS;

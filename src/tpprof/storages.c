@@ -1039,15 +1039,29 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
         uint16_t name = named ? name_index(&r[6], true) : has_name ? t->w_obs_name : 0;
         if (named) t->w_obs_name = name;
         on_storage_created(&c, r, name);
-        if (r[1] & TPPROF_OBS_WITH_TENSOR) { // and the tensor made on it (record + b - 1 reads as its own)
+        if (!(r[1] & TPPROF_OBS_WITH_TENSOR)) break;
+        // And the tensor made on it: record + b - 1 reads as its own, or,
+        // packed (TPPROF_OBS_PACKED), word b its stack and its id's delta
+        // above the storage's, then its shape (no base, offset 0).
+        const uint64_t *x = r + b - 1;
+        uint64_t u[7 + 2 * MAX_DIMS];
+        if (r[1] & TPPROF_OBS_PACKED) {
+            uint32_t nd = (uint32_t)(r[b + 1] & 0xff);
+            if (nd > MAX_DIMS || words < b + 2 + 2 * nd) break; // (+ 1 with its ticks)
+            u[2] = r[2] + (r[b] >> 32);
+            u[3] = r[2];
+            u[4] = u[5] = 0;
+            memcpy(&u[6], &r[b + 1], (1 + 2 * nd) * sizeof u[0]);
+            x = u;
+        } else {
             uint32_t nd = (uint32_t)(r[b + 5] & 0xff);
             if (nd > MAX_DIMS || words < b + 6 + 2 * nd) break; // (+ 1 with its ticks)
-            uint32_t tsid = (uint32_t)r[b];
-            struct rec ct = c;
-            ct.sid = tsid;
-            ct.stack = stack_of(tsid);
-            on_tensor_created(&ct, r + b - 1, (r[1] & TPPROF_OBS_ADOPTED) != 0);
         }
+        uint32_t tsid = (uint32_t)r[b];
+        struct rec ct = c;
+        ct.sid = tsid;
+        ct.stack = stack_of(tsid);
+        on_tensor_created(&ct, x, (r[1] & TPPROF_OBS_ADOPTED) != 0);
         break;
     }
     case TP_OBS_STORAGE_DATA_RELEASED:

@@ -561,9 +561,10 @@ static void test_allocator_names_travel_once_per_run(void) {
             tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED, .u.storage = st};
             send(&ev, 132);
         }
-        // Words: 2 + 4 of the storage, 3 of its name where it travels, 1 + 7
-        // of its tensor, and a tick (the first 64 of an allocator are timed).
-        uint64_t words = 6 + (travels[i] ? 3 : 0) + (with_tensor[i] ? 8 : 0) + 1;
+        // Words: 2 + 4 of the storage, 3 of its name where it travels, 4
+        // of its tensor (packed: its stack and id, its shape), and a tick
+        // (the first 64 of an allocator are timed).
+        uint64_t words = 6 + (travels[i] ? 3 : 0) + (with_tensor[i] ? 4 : 0) + 1;
         CHECK(record_words - w0 == words, "storage %d (%s): %llu words, %llu expected", i,
               names[i] ? names[i] : "none", (unsigned long long)(record_words - w0), (unsigned long long)words);
     }
@@ -577,6 +578,23 @@ static void test_allocator_names_travel_once_per_run(void) {
     CHECK(q("SELECT count(*) FROM tensors WHERE id = 901 AND sizes = '[4]'") == 1 &&
               q("SELECT count(*) FROM tensors WHERE id = 913 AND sizes = '[4]'") == 1,
           "the tensors after a name, and after none, read right");
+    // A tensor that is not plain on its new storage (an offset) takes the
+    // full layout: 8 words, not 4.
+    static const int64_t sizes2[2] = {2, 3}, strides2[2] = {3, 1};
+    remember_alloc(0xe000, 133);
+    remember_alloc(0xe100, 134);
+    tp_obs_storage st = {.storage_id = 920, .nbytes = 64, .allocator = cpu};
+    tp_obs_tensor x = {.tensor_id = 921, .storage_id = 920, .storage_offset = 5, .ndim = 2, .sizes = sizes2,
+                       .strides = strides2, .itemsize = 4, .flags = TP_OBS_TENSOR_ADOPTED_REF};
+    uint64_t w0 = record_words;
+    observer->on_tensor_new(observer->user, &st, 0xe000, &x, 0xe100);
+    obs_drain();
+    CHECK(record_words - w0 == 6 + 1 + 9 + 1, "an offset tensor on a new storage: %llu words",
+          (unsigned long long)(record_words - w0));
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count(*) FROM tensors WHERE id = 921 AND storage_id = 920 AND storage_offset = 5 AND sizes = "
+            "'[2, 3]' AND strides = '[3, 1]' AND created_stack = 134") == 1,
+          "its tensor reads right");
     // Two rings taking turns, as the writer gets them.
     uint64_t w[9] = {0, 0, 950, 0, 8, (uint64_t)1 << 33};
     memcpy(&w[6], "left", 5);
