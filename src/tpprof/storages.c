@@ -984,8 +984,7 @@ static uint64_t cur_order;
 // The record's common fields. Any record but a RETAIN ends a RETAIN's
 // wait for its TENSOR_CREATED (`keep_retain`: the caller decides).
 static inline __attribute__((always_inline)) struct rec rec_of(struct tpprof_thread *t, const uint64_t *r,
-                                                              uint64_t time, bool keep_retain) {
-    uint32_t sid = (uint32_t)(r[1] >> 32);
+                                                              uint64_t time, bool keep_retain, uint32_t sid) {
     struct rec c = {.th = thread_state((uint32_t)t->index), .tindex = (uint32_t)t->index,
                     .stack = stack_of(sid), .sid = sid, .seq = cur_order, .time = time,
                     .exact = (r[1] & TPPROF_OBS_TICKS) || tpprof_cfg.full};
@@ -1006,16 +1005,24 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
     struct obs_storage *s;
     // The two kinds of nearly every record first: a compare costs less than a switch's jump.
     if (kind == TP_OBS_STORAGE_REFCOUNT) {
-        struct rec c = rec_of(t, r, time, true);
-        bool tensor_ref = (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 5;
-        s = on_refcount(&c, r[2], r[3], (uint32_t)(r[1] >> 8 & 0xff), tensor_ref, tensor_ref ? r[4] : 0, &slot);
+        uint64_t storage = r[2], tensor = 0;
+        bool packed = r[1] & TPPROF_OBS_PACKED, tensor_ref = (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 5;
+        if (tensor_ref) tensor = r[4];
+        if (packed) { // a tensor's release: the tensor in word 2, its storage as a delta below it in word 1's stack half
+            tensor_ref = (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 4;
+            tensor = r[2];
+            storage = tensor - (r[1] >> 32);
+        }
+        struct rec c = rec_of(t, r, time, true, packed ? 0 : (uint32_t)(r[1] >> 32));
+        if (packed && !tensor_ref) return;
+        s = on_refcount(&c, storage, r[3], (uint32_t)(r[1] >> 8 & 0xff), tensor_ref, tensor, &slot);
         if (!s) return;
         if (r[1] & TPPROF_OBS_DATA_RELEASED) on_data_released(s, c.seq, c.time, c.exact); // it carries that too
         if (r[1] & TPPROF_OBS_FREED) on_storage_freed(s, slot, c.seq, c.time, c.exact);  // and maybe this
         return;
     }
     if (kind == TP_OBS_TENSOR_CREATED) {
-        struct rec c = rec_of(t, r, time, true);
+        struct rec c = rec_of(t, r, time, true, (uint32_t)(r[1] >> 32));
         if (r[1] & TPPROF_OBS_WITH_RETAIN) { // the RETAIN it carries comes first
             uint32_t nd = (uint32_t)(r[6] & 0xff), words = (uint32_t)(r[1] & 0xff);
             if (nd > MAX_DIMS || words < 8 + 2 * nd) {
@@ -1028,7 +1035,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
         if (c.th) c.th->retain_storage = 0;
         return;
     }
-    struct rec c = rec_of(t, r, time, false);
+    struct rec c = rec_of(t, r, time, false, (uint32_t)(r[1] >> 32));
     switch (kind) {
     case TP_OBS_STORAGE_CREATED: {
         // Its allocator's name: none, its 3 words, or the one this ring's

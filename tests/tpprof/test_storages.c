@@ -611,6 +611,32 @@ static void test_allocator_names_travel_once_per_run(void) {
           "each ring's storages without a name are its last name's");
 }
 
+// A tensor whose id is not above its storage's (the runtime's one counter
+// makes that unusual, never wrong): its creation and release take the full
+// layouts (no delta to pack), and read the same.
+static void test_a_tensor_older_than_its_storage_reads_the_same(void) {
+    static const int64_t sizes[1] = {8}, strides[1] = {1};
+    remember_alloc(0xf000, 150);
+    remember_alloc(0xf100, 151);
+    tp_obs_storage st = {.storage_id = 970, .nbytes = 32, .allocator = "cpu"};
+    tp_obs_tensor x = {.tensor_id = 960, .storage_id = 970, .ndim = 1, .sizes = sizes, .strides = strides,
+                       .itemsize = 4, .flags = TP_OBS_TENSOR_ADOPTED_REF};
+    uint64_t w0 = record_words;
+    observer->on_tensor_new(observer->user, &st, 0xf000, &x, 0xf100);
+    obs_drain();
+    uint64_t made = record_words - w0;
+    w0 = record_words;
+    observer->on_tensor_released(observer->user, 960, 970, 0, 0, 1, TP_OBS_RELEASED_DATA | TP_OBS_RELEASED_FREED);
+    obs_drain();
+    uint64_t released = record_words - w0;
+    CHECK(made >= 6 + 1 + 7 && released == 5 + 1, "full layouts: %llu words made, %llu released",
+          (unsigned long long)made, (unsigned long long)released);
+    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 151") == 1 &&
+              q("SELECT count(*) FROM storages WHERE id = 970") == 0 && q("SELECT count(*) FROM tensors WHERE id = 960") == 0,
+          "its release counts under its reference's stack, and both are gone");
+}
+
 // Aggregate mode: a storage's creation and data release carry ticks taken
 // in the event (TPPROF_OBS_TICKS, the last payload word), so its lifetime is
 // not rounded to the merge times the records came in.
@@ -938,6 +964,7 @@ int main(void) {
     test_observe_passes_on_an_adopted_reference();
     test_observe_fused_forms_keep_the_same_ledger();
     test_allocator_names_travel_once_per_run();
+    test_a_tensor_older_than_its_storage_reads_the_same();
     test_ticks_time_storage_lifetimes();
     test_observe_times_big_storages_and_one_in_eight_small();
     test_block_free_after_a_timed_release_is_its_delay_after_it();
