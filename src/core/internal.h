@@ -112,8 +112,12 @@ void tp__storage_announce(tp_storage *s);
 void tp__storage_describe(const tp_storage *s, uint64_t old_data, tp_obs_storage *out);
 /* The retain of a tensor being made for an observer that takes
  * on_tensor_retained: no event of its own (that call reports it); the
- * counts after it into *strong, *weak.  s not NULL. */
-void tp__storage_retain_quiet(tp_storage *s, uint32_t *strong, uint32_t *weak);
+ * counts after it into *strong, *weak.  s not NULL.  Inline: it is on
+ * every view's way while an observer is attached. */
+static inline void tp__storage_retain_quiet(tp_storage *s, uint32_t *strong, uint32_t *weak) {
+    *strong = atomic_fetch_add_explicit(&s->strong, 1, memory_order_relaxed) + 1;
+    *weak = atomic_load_explicit(&s->weak, memory_order_relaxed);
+}
 /* Releases the storage reference of tensor tensor_id (root base base_id)
  * through o's on_tensor_released (o attached and providing it): the one
  * call stands for the tensor's TENSOR_FREED, the RELEASE and, when the

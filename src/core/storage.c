@@ -158,11 +158,6 @@ void tp__storage_retain_for(tp_storage *s, const void *object) {
                          atomic_load_explicit(&s->weak, memory_order_relaxed), object);
 }
 
-void tp__storage_retain_quiet(tp_storage *s, uint32_t *strong, uint32_t *weak) {
-    *strong = atomic_fetch_add_explicit(&s->strong, 1, memory_order_relaxed) + 1;
-    *weak = atomic_load_explicit(&s->weak, memory_order_relaxed);
-}
-
 void tp_storage_retain(tp_storage *s) { tp__storage_retain_for(s, NULL); }
 
 void tp_storage_release(tp_storage *s) { tp__storage_release_for(s, NULL); }
