@@ -418,8 +418,7 @@ TPPROF_EXPORT sighandler_fn sigset(int sig, sighandler_fn disp) {
 __attribute__((constructor(101))) static void tpprof_start(void) {
     tpprof_guard = 1;
     tpprof_t0_ns = mono_ns();
-    const char *mode = getenv("TPPROF_MODE");
-    tpprof_cfg.full = mode && strcmp(mode, "full") == 0;
+    tpprof_cfg.full = tpprof_mode_full();
     const char *uw = getenv("TPPROF_UNWIND");
     tpprof_cfg.unwind_fp = uw && strcmp(uw, "fp") == 0;
     tpprof_cfg.unwind_unw = uw && strcmp(uw, "libunwind") == 0;

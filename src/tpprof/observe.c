@@ -697,12 +697,13 @@ static inline __attribute__((always_inline)) void obs_done_fast(struct tpprof_th
 }
 
 // Whether a fused callback may take its fast path: recording is on, this is
-// not tpprof's own doing, and the thread has a ring, aggregate mode, nothing
-// held. Sets the guard when it returns a thread (NULL: the guard is as it was
-// and the general way decides).
+// not tpprof's own doing, and the thread has a ring, nothing held. (Full
+// mode's observer sends its fused forms straight to the general way:
+// observer_full.) Sets the guard when it returns a thread (NULL: the guard
+// is as it was and the general way decides).
 static inline __attribute__((always_inline)) struct tpprof_thread *enter_fast(void) {
     struct tpprof_thread *t = tpprof_self;
-    if (TPPROF_UNLIKELY(!t || tpprof_guard || tpprof_cfg.full || recent.held_sid) ||
+    if (TPPROF_UNLIKELY(!t || tpprof_guard || recent.held_sid) ||
         !atomic_load_explicit(&tpprof_active, memory_order_relaxed))
         return NULL;
     tpprof_guard = 1;
@@ -831,6 +832,41 @@ static const tp_observer observer = {
     .on_tensor_new = on_tensor_new,
 };
 
+// Full mode or not, decided once from TPPROF_MODE by whichever asks first:
+// the runtime's constructor asking for an observer (tp_observer_provide,
+// possibly before tpprof's constructor) or tpprof's (tpprof_start). So the
+// observer handed out and the mode the writer reads records in agree: the
+// aggregate observer's fused callbacks write aggregate mode's records
+// without asking.
+bool tpprof_mode_full(void) {
+    static _Atomic int decided; // 0 not yet, 1 aggregate, 2 full
+    int m = atomic_load(&decided);
+    if (!m) {
+        const char *mode = getenv("TPPROF_MODE");
+        int want = mode && strcmp(mode, "full") == 0 ? 2 : 1;
+        if (atomic_compare_exchange_strong(&decided, &m, want)) m = want; // (else m: the first one's)
+    }
+    return m == 2;
+}
+
+// Full mode's fused forms, should a runtime call them past struct_size:
+// the general way, which splits them.
+static void full_tensor_retained(void *user, const tp_obs_tensor *tensor, uint32_t strong, uint32_t weak,
+                                 uint64_t object) {
+    (void)user;
+    retained_general(tensor, strong, weak, object);
+}
+static void full_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id,
+                                 uint32_t strong, uint32_t weak, uint32_t flags) {
+    (void)user, (void)base_id;
+    released_general(tensor_id, storage_id, strong, weak, flags);
+}
+static void full_tensor_new(void *user, const tp_obs_storage *storage, uint64_t storage_object,
+                            const tp_obs_tensor *tensor, uint64_t tensor_object) {
+    (void)user;
+    new_general(storage, storage_object, tensor, tensor_object);
+}
+
 static tp_observer observer_full;
 
 // ---------------------------------------------------------------------------
@@ -844,10 +880,11 @@ const tp_observer *tp_observer_provide(uint32_t runtime_abi) {
     const char *v = getenv("TPPROF_TENSORS");
     if (v && strcmp(v, "0") == 0) return NULL;
     atomic_store(&tpprof_obs_attached, 1);
-    // The constructor that sets tpprof_cfg may not have run yet.
-    const char *mode = getenv("TPPROF_MODE");
-    if (!mode || strcmp(mode, "full") != 0) return &observer;
+    if (!tpprof_mode_full()) return &observer;
     observer_full = observer;
     observer_full.struct_size = (uint32_t)offsetof(tp_observer, on_tensor_retained);
+    observer_full.on_tensor_retained = full_tensor_retained;
+    observer_full.on_tensor_released = full_tensor_released;
+    observer_full.on_tensor_new = full_tensor_new;
     return &observer_full;
 }

@@ -170,6 +170,8 @@ struct tpprof_config {
 };
 
 TPPROF_HIDDEN extern struct tpprof_config tpprof_cfg;
+// Whether TPPROF_MODE asks for full mode, decided once (observe.c): tpprof_cfg.full.
+TPPROF_HIDDEN bool tpprof_mode_full(void);
 // 1 while hooks record; 0 before init, after the end, or when recording failed.
 TPPROF_HIDDEN extern _Atomic int tpprof_active;
 // Event order across threads. What must be exact is the order of the events
