@@ -102,7 +102,9 @@ typedef struct tp_obs_storage {
     uint64_t storage_id;
     uint64_t data;      /* data pointer (new one for DATA_SWAPPED) */
     uint64_t nbytes;
-    const char *allocator; /* allocator name, NULL for borrowed memory */
+    const char *allocator; /* allocator name, NULL for borrowed memory; static
+                            * (tp_allocator.name), so an observer may tell
+                            * allocators apart by the pointer */
     int16_t device_type;
     int16_t device_index;
     uint32_t resizable;
