@@ -220,7 +220,8 @@ static inline void put_name(uint64_t *w, const char *name) {
 // storage comes from the allocator of the one before. Allocator names are
 // static (tensorplay/allocator.h), so the pointer tells them apart. The
 // record must be sent: the writer follows what it says. Returns the words.
-static inline __attribute__((always_inline)) int put_storage(uint64_t *w, const tp_obs_storage *s, uint64_t *flags) {
+static inline __attribute__((always_inline)) int put_storage(uint64_t *w, const tp_obs_storage *s,
+                                                             uint64_t *flags) {
     w[0] = s->storage_id;
     w[1] = s->data;
     w[2] = s->nbytes;
@@ -310,11 +311,11 @@ static inline uint64_t take_freed(uint64_t storage) {
 // to strong 0 carries the DATA_RELEASED the ABI promises next, and with weak
 // 1 (no weak holder) the FREED after it; *gone says which (TPPROF_OBS_*).
 // A REFCOUNT record's words from w[2] on and its flags (*flags); returns
-// its length. (The general way and on_tensor_released's fast path.)
-// A tensor's release has no stack of its own, so where the storage's id is
+// its length. (The general way and on_tensor_released's fast path.) A
+// tensor's release has no stack of its own, so where the storage's id is
 // less than 2^32 below the tensor's (made after it, from the runtime's one
-// counter) the record is packed: the tensor in word 2, the storage as that
-// delta in word 1's stack half (*sid).
+// counter) the record is packed (TPPROF_OBS_PACKED): the tensor in word 2,
+// the storage as that delta in word 1's stack half (*sid).
 static inline __attribute__((always_inline)) int refcount_words(uint64_t *w, uint64_t storage, int refop,
                                                                 uint32_t strong, uint32_t weak, uint64_t tensor,
                                                                 bool full, uint64_t *flags, uint32_t *sid) {
@@ -426,15 +427,16 @@ static inline __attribute__((always_inline)) void tensor_record(struct tpprof_th
 // stack, then its TENSOR_CREATED's words from word 2 on (so the record less
 // the 3 or 6 words before the stack reads as that record), then the ticks;
 // or packed (TPPROF_OBS_PACKED: 3 words fewer) where the tensor is a plain
-// one on that storage. Its words from w[2] on and its flags; returns its length.
-// (The general way and on_tensor_new's fast path.)
+// one on that storage. Its words from w[2] on and its flags; returns its
+// length. (The general way and on_tensor_new's fast path.)
 static inline __attribute__((always_inline)) int tensor_new_words(uint64_t *w, const tp_obs_storage *s,
                                                                   const tp_obs_tensor *x, uint32_t tensor_sid,
                                                                   uint64_t *flags) {
     *flags = TPPROF_OBS_WITH_TENSOR | (x->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
     int b = 2 + put_storage(&w[2], s, flags), n;
     uint64_t d = x->tensor_id - s->storage_id;
-    if (TPPROF_LIKELY(x->storage_id == s->storage_id && (x->base_id | (uint64_t)x->storage_offset | d >> 32) == 0)) {
+    if (TPPROF_LIKELY(x->storage_id == s->storage_id &&
+                      (x->base_id | (uint64_t)x->storage_offset | d >> 32) == 0)) {
         // Packed: its stack and its id (a delta above the storage's) in one
         // word, then its shape; on its storage, no base, offset 0.
         w[b] = tensor_sid | d << 32;
@@ -725,8 +727,8 @@ __attribute__((noinline)) static void retained_general(const tp_obs_tensor *tens
     tpprof_guard = 0;
 }
 
-TPPROF_NO_FRAME static void on_tensor_retained(void *user, const tp_obs_tensor *tensor, uint32_t strong, uint32_t weak,
-                               uint64_t object) {
+TPPROF_NO_FRAME static void on_tensor_retained(void *user, const tp_obs_tensor *tensor, uint32_t strong,
+                                               uint32_t weak, uint64_t object) {
     (void)user;
     struct tpprof_thread *t = enter_fast();
     if (TPPROF_LIKELY(t)) {
@@ -763,8 +765,8 @@ __attribute__((noinline)) static void released_general(uint64_t tensor_id, uint6
     tpprof_guard = 0;
 }
 
-TPPROF_NO_FRAME static void on_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id, uint32_t strong,
-                               uint32_t weak, uint32_t flags) {
+TPPROF_NO_FRAME static void on_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id,
+                                               uint32_t strong, uint32_t weak, uint32_t flags) {
     (void)user, (void)base_id;
     struct tpprof_thread *t = enter_fast();
     if (TPPROF_LIKELY(t)) {

@@ -1008,7 +1008,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
         uint64_t storage = r[2], tensor = 0;
         bool packed = r[1] & TPPROF_OBS_PACKED, tensor_ref = (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 5;
         if (tensor_ref) tensor = r[4];
-        if (packed) { // a tensor's release: the tensor in word 2, its storage as a delta below it in word 1's stack half
+        if (packed) { // a tensor's release: the tensor in word 2, its storage a delta below it in word 1's top half
             tensor_ref = (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 4;
             tensor = r[2];
             storage = tensor - (r[1] >> 32);
@@ -1055,6 +1055,8 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
         if (r[1] & TPPROF_OBS_PACKED) {
             uint32_t nd = (uint32_t)(r[b + 1] & 0xff);
             if (nd > MAX_DIMS || words < b + 2 + 2 * nd) break; // (+ 1 with its ticks)
+            u[0] = r[0];
+            u[1] = r[1];
             u[2] = r[2] + (r[b] >> 32);
             u[3] = r[2];
             u[4] = u[5] = 0;

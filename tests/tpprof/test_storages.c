@@ -633,7 +633,8 @@ static void test_a_tensor_older_than_its_storage_reads_the_same(void) {
           (unsigned long long)made, (unsigned long long)released);
     CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
     CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 151") == 1 &&
-              q("SELECT count(*) FROM storages WHERE id = 970") == 0 && q("SELECT count(*) FROM tensors WHERE id = 960") == 0,
+              q("SELECT count(*) FROM storages WHERE id = 970") == 0 &&
+              q("SELECT count(*) FROM tensors WHERE id = 960") == 0,
           "its release counts under its reference's stack, and both are gone");
 }
 
