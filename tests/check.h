@@ -23,6 +23,17 @@ static int check_failures;
         }                                                                            \
     } while (0)
 
+/* CHECK that also says why, printf-style: CHECK_MSG(n == 3, "%d rows", n). */
+#define CHECK_MSG(cond, ...)                                                             \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);     \
+            fprintf(stderr, __VA_ARGS__);                                                \
+            fputc('\n', stderr);                                                         \
+            check_failures++;                                                            \
+        }                                                                                \
+    } while (0)
+
 #define CHECK_EQ_U64(a, b)                                                                  \
     do {                                                                                    \
         uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                                    \

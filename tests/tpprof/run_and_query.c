@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "../check.h"
 
 static const char *lib;
 static char tmpdir[] = "/tmp/tpprof-test-XXXXXX";
@@ -234,10 +234,10 @@ static void db_path(char *out, size_t cap, const char *name) { snprintf(out, cap
 static void expect_complete(const char *what) {
     char v[64];
     qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'complete'");
-    CHECK(strcmp(v, "1") == 0, "%s: meta.complete is '%s'", what, v);
+    CHECK_MSG(strcmp(v, "1") == 0, "%s: meta.complete is '%s'", what, v);
     qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'tool'");
-    CHECK(strcmp(v, "tpprof") == 0, "%s: meta.tool is '%s'", what, v);
-    CHECK(qi("SELECT value FROM meta WHERE key = 'schema_version'") == 1, "%s: schema_version", what);
+    CHECK_MSG(strcmp(v, "tpprof") == 0, "%s: meta.tool is '%s'", what, v);
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'schema_version'") == 1, "%s: schema_version", what);
 }
 
 // ---------------------------------------------------------------------------
@@ -248,9 +248,9 @@ static bool record(const char *name, char *const argv[], const char *env, struct
     char out[600];
     db_path(out, sizeof out, name);
     *r = run(out, argv, env);
-    CHECK(r->status == 0, "%s exit status %d: %s", name, r->status, r->err);
+    CHECK_MSG(r->status == 0, "%s exit status %d: %s", name, r->status, r->err);
     if (!open_db(out)) {
-        CHECK(false, "no database for %s", name);
+        CHECK_MSG(false, "no database for %s", name);
         return false;
     }
     expect_complete(name);
@@ -262,39 +262,39 @@ static void test_leaks(char *prog) {
     db_path(out, sizeof out, "leaks.db");
     char *argv[] = {prog, NULL};
     struct result r = run(out, argv, NULL);
-    CHECK(r.status == 0, "exit status %d, stderr: %s", r.status, r.err);
-    CHECK(strcmp(r.out, "leaks: done\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(r.status == 0, "exit status %d, stderr: %s", r.status, r.err);
+    CHECK_MSG(strcmp(r.out, "leaks: done\n") == 0, "stdout '%s'", r.out);
     if (!open_db(out)) {
-        CHECK(false, "no database at %s", out);
+        CHECK_MSG(false, "no database at %s", out);
         return;
     }
     expect_complete("leaks");
     // Lost: exact counts and sizes, the innermost frame in the leaking function.
-    CHECK(count_blocks(1, 100, 1, "leak_direct", 0) == 3, "3 x 100 B malloc lost in leak_direct");
-    CHECK(count_blocks(1, 240, 2, "leak_calloc", 0) == 1, "240 B calloc lost in leak_calloc");
-    CHECK(count_blocks(1, 320, 5, "leak_aligned", 0) == 1, "320 B posix_memalign lost");
-    CHECK(count_blocks(1, 256, 6, "leak_aligned", 0) == 1, "256 B aligned_alloc lost");
-    CHECK(count_blocks(1, 19, 1, "leak_strdup", 1) == 1, "19 B strdup lost, caller frame in leak_strdup");
-    CHECK(count_blocks(1, 7000, 3, "leak_realloc_chain", 0) == 1, "7000 B realloc lost");
-    CHECK(count_blocks(1, 12288, 10, "leak_mmap", 0) == 1, "3-page mmap lost");
+    CHECK_MSG(count_blocks(1, 100, 1, "leak_direct", 0) == 3, "3 x 100 B malloc lost in leak_direct");
+    CHECK_MSG(count_blocks(1, 240, 2, "leak_calloc", 0) == 1, "240 B calloc lost in leak_calloc");
+    CHECK_MSG(count_blocks(1, 320, 5, "leak_aligned", 0) == 1, "320 B posix_memalign lost");
+    CHECK_MSG(count_blocks(1, 256, 6, "leak_aligned", 0) == 1, "256 B aligned_alloc lost");
+    CHECK_MSG(count_blocks(1, 19, 1, "leak_strdup", 1) == 1, "19 B strdup lost, caller frame in leak_strdup");
+    CHECK_MSG(count_blocks(1, 7000, 3, "leak_realloc_chain", 0) == 1, "7000 B realloc lost");
+    CHECK_MSG(count_blocks(1, 12288, 10, "leak_mmap", 0) == 1, "3-page mmap lost");
     int64_t lost = qi("SELECT count(*) FROM live_blocks WHERE reachability = 1");
-    CHECK(lost == 9, "exactly 9 lost blocks, got %lld", (long long)lost);
-    CHECK(qi("SELECT sum(size) FROM live_blocks WHERE reachability = 1") == 300 + 240 + 320 + 256 + 19 + 7000 + 12288,
+    CHECK_MSG(lost == 9, "exactly 9 lost blocks, got %lld", (long long)lost);
+    CHECK_MSG(qi("SELECT sum(size) FROM live_blocks WHERE reachability = 1") == 300 + 240 + 320 + 256 + 19 + 7000 + 12288,
           "lost bytes");
     // Reachable from globals, directly or through another block.
-    CHECK(count_blocks(2, 4321, 2, "keep_global", 0) == 1, "4321 B reachable from a global");
-    CHECK(count_blocks(2, 555, 2, "keep_chain", 0) == 1, "555 B reachable through a block");
-    CHECK(count_blocks(2, 4096, 10, "keep_pieces", 0) == 1 && count_blocks(2, 8192, 10, "keep_pieces", 0) == 1,
+    CHECK_MSG(count_blocks(2, 4321, 2, "keep_global", 0) == 1, "4321 B reachable from a global");
+    CHECK_MSG(count_blocks(2, 555, 2, "keep_chain", 0) == 1, "555 B reachable through a block");
+    CHECK_MSG(count_blocks(2, 4096, 10, "keep_pieces", 0) == 1 && count_blocks(2, 8192, 10, "keep_pieces", 0) == 1,
           "a partly unmapped mapping is two reachable pieces");
     // The realloc chain: its intermediate blocks were freed, not leaked.
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size IN (10, 1000, 5000)") == 0, "realloc chain intermediates");
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 50 AND 99") == 0, "no_leak blocks");
-    CHECK(qi("SELECT sum(alloc_count) FROM sites WHERE kind = 3") >= 3, "realloc sites counted");
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE kind IN (10, 11) AND size = 20480") == 0, "mremap'ed then unmapped");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE size IN (10, 1000, 5000)") == 0, "realloc chain intermediates");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 50 AND 99") == 0, "no_leak blocks");
+    CHECK_MSG(qi("SELECT sum(alloc_count) FROM sites WHERE kind = 3") >= 3, "realloc sites counted");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE kind IN (10, 11) AND size = 20480") == 0, "mremap'ed then unmapped");
     // The stack trie is consistent: every parent exists.
-    CHECK(qi("SELECT count(*) FROM stack_nodes n WHERE parent != 0 AND NOT EXISTS"
+    CHECK_MSG(qi("SELECT count(*) FROM stack_nodes n WHERE parent != 0 AND NOT EXISTS"
              " (SELECT 1 FROM stack_nodes p WHERE p.id = n.parent)") == 0, "trie parents exist");
-    CHECK(qi("SELECT count(*) FROM modules WHERE build_id IS NOT NULL") > 0, "modules have build ids");
+    CHECK_MSG(qi("SELECT count(*) FROM modules WHERE build_id IS NOT NULL") > 0, "modules have build ids");
 }
 
 static void test_threads(char *prog) {
@@ -302,13 +302,13 @@ static void test_threads(char *prog) {
     struct result r;
     if (!record("threads.db", argv, NULL, &r)) return;
     for (int i = 0; i < 4; i++)
-        CHECK(count_blocks(1, 1000 + i, 1, "thread_leak", 0) == i + 1, "thread %d leaks %d blocks of %d B", i, i + 1,
+        CHECK_MSG(count_blocks(1, 1000 + i, 1, "thread_leak", 0) == i + 1, "thread %d leaks %d blocks of %d B", i, i + 1,
               1000 + i);
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 10, "exactly 10 lost");
-    CHECK(qi("SELECT count(DISTINCT tid) FROM live_blocks WHERE reachability = 1") == 4, "lost blocks from 4 threads");
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 64 AND 83") == 0, "cross-thread frees seen");
-    CHECK(qi("SELECT count(*) FROM threads") >= 5, "threads table");
-    CHECK(qi("SELECT sum(free_count) FROM sites WHERE alloc_count >= 80") >= 80, "frees counted at their site");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 10, "exactly 10 lost");
+    CHECK_MSG(qi("SELECT count(DISTINCT tid) FROM live_blocks WHERE reachability = 1") == 4, "lost blocks from 4 threads");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 64 AND 83") == 0, "cross-thread frees seen");
+    CHECK_MSG(qi("SELECT count(*) FROM threads") >= 5, "threads table");
+    CHECK_MSG(qi("SELECT sum(free_count) FROM sites WHERE alloc_count >= 80") >= 80, "frees counted at their site");
 }
 
 // `n` blocks of 16..256 B handed between threads (the sites of a thousand
@@ -318,9 +318,9 @@ static void check_handed(long long n) {
     const char *sites = "FROM sites WHERE kind = 1 AND alloc_count >= 1000";
     long long allocs = qi("SELECT sum(alloc_count) %s", sites), unfreed = qi("SELECT sum(alloc_count) - sum(free_count) %s", sites),
               live = qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 256");
-    CHECK(live == 0, "no handed block is left live (%lld)", live);
-    CHECK(unfreed == 0, "every handed block's free is counted at its site (%lld)", unfreed);
-    CHECK(allocs == n, "%lld handed blocks (%lld)", n, allocs);
+    CHECK_MSG(live == 0, "no handed block is left live (%lld)", live);
+    CHECK_MSG(unfreed == 0, "every handed block's free is counted at its site (%lld)", unfreed);
+    CHECK_MSG(allocs == n, "%lld handed blocks (%lld)", n, allocs);
 }
 
 // Blocks freed by the other thread, their addresses reused by either: the
@@ -333,7 +333,7 @@ static void test_handoff(char *prog, bool full, const char *env) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record(full ? "handoff_full.db" : "handoff.db", argv, full ? "TPPROF_MODE=full" : env, &r)) return;
-    CHECK(strcmp(r.out, "handoff: 400000 blocks\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(strcmp(r.out, "handoff: 400000 blocks\n") == 0, "stdout '%s'", r.out);
     // Full mode's writer keeps every event: on a machine busy with other
     // work it can fall behind long enough that a thread drops events (by
     // design: meta.dropped_events), and then the counts below cannot hold.
@@ -345,11 +345,11 @@ static void test_handoff(char *prog, bool full, const char *env) {
         return;
     }
     // (Lost or reachable: a stale copy of a pointer can outlive a thread.)
-    CHECK(count_blocks(1, 3000, 1, "handoff_leak", 0) + count_blocks(2, 3000, 1, "handoff_leak", 0) == 1 &&
+    CHECK_MSG(count_blocks(1, 3000, 1, "handoff_leak", 0) + count_blocks(2, 3000, 1, "handoff_leak", 0) == 1 &&
               count_blocks(1, 3001, 1, "handoff_leak", 0) + count_blocks(2, 3001, 1, "handoff_leak", 0) == 1,
           "each thread's leak is live, at handoff_leak");
     check_handed(400000);
-    CHECK(dropped <= 0, "no event dropped (%lld)", dropped);
+    CHECK_MSG(dropped <= 0, "no event dropped (%lld)", dropped);
 }
 
 // 256 threads at once sharing glibc's arenas (so the address stripes), each
@@ -360,13 +360,13 @@ static void test_crowd(char *prog, const char *env) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record(env ? "crowd_wrap.db" : "crowd.db", argv, env, &r)) return;
-    CHECK(strcmp(r.out, "crowd: 512000 blocks\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(strcmp(r.out, "crowd: 512000 blocks\n") == 0, "stdout '%s'", r.out);
     check_handed(512000); // (crowd_block's one stack)
     int leaks = 0;
     for (int k = 0; k < 4; k++) leaks += count_blocks(1, 5000 + k, 1, "crowd_leak", 0) + count_blocks(2, 5000 + k, 1, "crowd_leak", 0);
-    CHECK(leaks == 256, "each thread's leak is live at crowd_leak (%d)", leaks);
-    CHECK(qi("SELECT count(*) FROM threads") >= 257, "every thread seen (%lld)", (long long)qi("SELECT count(*) FROM threads"));
-    CHECK(qi("SELECT value FROM meta WHERE key = 'dropped_events'") <= 0, "no event dropped");
+    CHECK_MSG(leaks == 256, "each thread's leak is live at crowd_leak (%d)", leaks);
+    CHECK_MSG(qi("SELECT count(*) FROM threads") >= 257, "every thread seen (%lld)", (long long)qi("SELECT count(*) FROM threads"));
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'dropped_events'") <= 0, "no event dropped");
 }
 
 // A stdio buffer is bytes: the stale address of a leaked block that the
@@ -376,10 +376,10 @@ static void test_stalebuf(char *prog) {
     struct result r;
     if (!record("stalebuf.db", argv, "MALLOC_PERTURB_=0", &r)) return;
     long long at = 0;
-    CHECK(sscanf(r.out, "stalebuf %lld", &at) == 1, "stdout '%s'", r.out);
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE address = %lld AND size = 4096", at) == 1,
+    CHECK_MSG(sscanf(r.out, "stalebuf %lld", &at) == 1, "stdout '%s'", r.out);
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE address = %lld AND size = 4096", at) == 1,
           "stdout's buffer took the freed chunk at %lld (else the case shows nothing)", at);
-    CHECK(count_blocks(1, 100000, 1, "stale_target", 0) == 1, "the block is lost (reachable: %d)",
+    CHECK_MSG(count_blocks(1, 100000, 1, "stale_target", 0) == 1, "the block is lost (reachable: %d)",
           count_blocks(2, 100000, 1, "stale_target", 0));
 }
 
@@ -391,18 +391,18 @@ static void test_streams(char *prog) {
     char *argv[] = {prog, ".", NULL};
     struct result r;
     if (!record("streams.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "streams ok\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(strcmp(r.out, "streams ok\n") == 0, "stdout '%s'", r.out);
     // stdout's and the kept file's buffers, allocated in _IO_file_doallocate.
-    CHECK(count_blocks(3, -1, 1, "_IO_file_doallocate", 0) == 2, "2 stdio buffers (%d), none reachable (%d)",
+    CHECK_MSG(count_blocks(3, -1, 1, "_IO_file_doallocate", 0) == 2, "2 stdio buffers (%d), none reachable (%d)",
           count_blocks(3, -1, 1, "_IO_file_doallocate", 0), count_blocks(2, -1, 1, "_IO_file_doallocate", 0));
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 3") == 2, "nothing else is a stdio buffer");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE reachability = 3") == 2, "nothing else is a stdio buffer");
     // The kept stream's FILE, at fopen, called from streams_open.
     int files = 0;
     for (int frame = 1; frame < 4; frame++) files += count_blocks(2, -1, 1, "streams_open", frame);
-    CHECK(files == 1, "the unclosed stream's FILE is reachable at streams_open (%d)", files);
-    CHECK(count_blocks(2, 3000, 1, "streams_own", 0) == 1, "the program's own stream buffer is reachable (lost %d)",
+    CHECK_MSG(files == 1, "the unclosed stream's FILE is reachable at streams_open (%d)", files);
+    CHECK_MSG(count_blocks(2, 3000, 1, "streams_own", 0) == 1, "the program's own stream buffer is reachable (lost %d)",
           count_blocks(1, 3000, 1, "streams_own", 0));
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 0, "nothing is lost");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 0, "nothing is lost");
 }
 
 // What the C library keeps (NSS, the loader, the time zone) is
@@ -412,19 +412,19 @@ static void test_libcache(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record("libcache.db", argv, NULL, &r)) return;
-    CHECK(strncmp(r.out, "libcache ok", 11) == 0, "stdout '%s'", r.out);
-    CHECK(count_blocks(2, 12, 1, "libcache_keep", 1) == 1, "the kept strdup is reachable (%d)",
+    CHECK_MSG(strncmp(r.out, "libcache ok", 11) == 0, "stdout '%s'", r.out);
+    CHECK_MSG(count_blocks(2, 12, 1, "libcache_keep", 1) == 1, "the kept strdup is reachable (%d)",
           count_blocks(2, 12, 1, "libcache_keep", 1));
-    CHECK(count_blocks(1, 15, 1, "libcache_drop", 1) == 1, "the dropped strdup is lost (%d)",
+    CHECK_MSG(count_blocks(1, 15, 1, "libcache_drop", 1) == 1, "the dropped strdup is lost (%d)",
           count_blocks(1, 15, 1, "libcache_drop", 1));
-    CHECK(count_blocks(2, 777, 1, "libcache_arg", 0) == 1, "on_exit's argument is the program's, reachable (3: %d)",
+    CHECK_MSG(count_blocks(2, 777, 1, "libcache_arg", 0) == 1, "on_exit's argument is the program's, reachable (3: %d)",
           count_blocks(3, 777, 1, "libcache_arg", 0));
     // getpwuid's buffer, at least, is the C library's.
-    CHECK(count_blocks(3, -1, -1, "getpwuid", 0) >= 1, "getpwuid's buffer is the C library's (reachable: %d)",
+    CHECK_MSG(count_blocks(3, -1, -1, "getpwuid", 0) >= 1, "getpwuid's buffer is the C library's (reachable: %d)",
           count_blocks(2, -1, -1, "getpwuid", 0));
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 2") == 2, "nothing else is reachable: %lld",
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE reachability = 2") == 2, "nothing else is reachable: %lld",
           (long long)qi("SELECT count(*) FROM live_blocks WHERE reachability = 2"));
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 1, "nothing else is lost");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 1, "nothing else is lost");
 }
 
 // Mappings (maps.c): 30,000 made and all but 10 unmapped oldest first; a
@@ -451,17 +451,17 @@ static void test_maps(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record("maps.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "maps ok\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(strcmp(r.out, "maps ok\n") == 0, "stdout '%s'", r.out);
     int n = 0;
     int64_t b = mapped_by("maps_many", 1, &n);
-    CHECK(b == 10 * 4096 && n == 10, "maps_many: 10 pages in 10 mappings (%lld B in %d)", (long long)b, n);
+    CHECK_MSG(b == 10 * 4096 && n == 10, "maps_many: 10 pages in 10 mappings (%lld B in %d)", (long long)b, n);
     b = mapped_by("maps_big", 1, &n);
-    CHECK(b == 12 * 4096 && n == 2, "maps_big: 12 pages in 2 pieces (%lld B in %d)", (long long)b, n);
+    CHECK_MSG(b == 12 * 4096 && n == 2, "maps_big: 12 pages in 2 pieces (%lld B in %d)", (long long)b, n);
     b = mapped_by("maps_fixed", 0, &n);
-    CHECK(b == 4 * 4096 && n == 1, "maps_fixed: 4 pages (%lld B in %d)", (long long)b, n);
+    CHECK_MSG(b == 4 * 4096 && n == 1, "maps_fixed: 4 pages (%lld B in %d)", (long long)b, n);
     b = mapped_by("maps_hole", 1, &n);
-    CHECK(b == 6 * 4096 && n == 2, "maps_hole: 6 pages in 2 pieces (%lld B in %d)", (long long)b, n);
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE kind = 10") == 15, "15 mappings live (%lld)",
+    CHECK_MSG(b == 6 * 4096 && n == 2, "maps_hole: 6 pages in 2 pieces (%lld B in %d)", (long long)b, n);
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE kind = 10") == 15, "15 mappings live (%lld)",
           (long long)qi("SELECT count(*) FROM live_blocks WHERE kind = 10"));
 }
 
@@ -473,20 +473,20 @@ static void test_running(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record("running.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "running: ready\n") == 0, "stdout '%s'", r.out);
-    CHECK(count_blocks(2, 5555, 1, "running_in_register", 0) == 1, "the block in a register is reachable (lost: %d)",
+    CHECK_MSG(strcmp(r.out, "running: ready\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(count_blocks(2, 5555, 1, "running_in_register", 0) == 1, "the block in a register is reachable (lost: %d)",
           count_blocks(1, 5555, 1, "running_in_register", 0));
-    CHECK(count_blocks(1, 6666, 1, "running_below_sp", 0) == 1, "the block in a dead frame is lost (reachable: %d)",
+    CHECK_MSG(count_blocks(1, 6666, 1, "running_below_sp", 0) == 1, "the block in a dead frame is lost (reachable: %d)",
           count_blocks(2, 6666, 1, "running_below_sp", 0));
     // The sleeping thread: read from its stack pointer, not woken.
-    CHECK(count_blocks(1, 7777, 1, "running_blocked_below_sp", 0) == 1,
+    CHECK_MSG(count_blocks(1, 7777, 1, "running_blocked_below_sp", 0) == 1,
           "the sleeper's dead-frame block is lost (reachable: %d)", count_blocks(2, 7777, 1, "running_blocked_below_sp", 0));
-    CHECK(strstr(r.err, "interrupted") == NULL, "the sleeper was not woken: stderr '%s'", r.err);
+    CHECK_MSG(strstr(r.err, "interrupted") == NULL, "the sleeper was not woken: stderr '%s'", r.err);
     // TPPROF_SCAN_STOP=0: the spinning thread is not stopped, its whole
     // stack is read, dead frames too; the sleeper is read as before.
     if (!record("running_nostop.db", argv, "TPPROF_SCAN_STOP=0", &r)) return;
-    CHECK(count_blocks(2, 6666, 1, "running_below_sp", 0) == 1, "not stopped: the dead frame's block is reachable");
-    CHECK(count_blocks(1, 7777, 1, "running_blocked_below_sp", 0) == 1, "the sleeper's is still lost");
+    CHECK_MSG(count_blocks(2, 6666, 1, "running_below_sp", 0) == 1, "not stopped: the dead frame's block is reachable");
+    CHECK_MSG(count_blocks(1, 7777, 1, "running_blocked_below_sp", 0) == 1, "the sleeper's is still lost");
 }
 
 // Every site as "module+offset/.../kind=K count=N", sorted: comparable across
@@ -529,22 +529,22 @@ static void test_unwind_same(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r1 = run(a, argv, NULL);
     struct result r2 = run(b, argv, "TPPROF_UNWIND=libunwind");
-    CHECK(r1.status == 0 && r2.status == 0, "exit status %d %d", r1.status, r2.status);
+    CHECK_MSG(r1.status == 0 && r2.status == 0, "exit status %d %d", r1.status, r2.status);
     char **x, **y;
     if (!open_db(a)) {
-        CHECK(false, "no database");
+        CHECK_MSG(false, "no database");
         return;
     }
     int nx = site_lines(&x);
     if (!open_db(b)) {
-        CHECK(false, "no database");
+        CHECK_MSG(false, "no database");
         return;
     }
     int ny = site_lines(&y);
-    CHECK(nx == ny && nx > 5, "%d sites vs %d", nx, ny);
+    CHECK_MSG(nx == ny && nx > 5, "%d sites vs %d", nx, ny);
     int shown = 0;
     for (int i = 0; i < nx && i < ny; i++)
-        if (strcmp(x[i], y[i]) != 0 && shown++ < 3) CHECK(false, "site differs:\n  %s\n  %s", x[i], y[i]);
+        if (strcmp(x[i], y[i]) != 0 && shown++ < 3) CHECK_MSG(false, "site differs:\n  %s\n  %s", x[i], y[i]);
 }
 
 // Through libstdc++'s frameless operator new and string internals
@@ -556,23 +556,23 @@ static void test_cppnew(char *prog) {
     db_path(a, sizeof a, "default.db");
     if (!open_db(a)) return;
     long long allocs = qi("SELECT sum(alloc_count) FROM sites"), slow = qi("SELECT value FROM meta WHERE key = 'libunwind_walks'");
-    CHECK(allocs > 100000 && slow >= 1 && slow < 100, "libunwind walked %lld of %lld stacks", slow, allocs);
+    CHECK_MSG(allocs > 100000 && slow >= 1 && slow < 100, "libunwind walked %lld of %lld stacks", slow, allocs);
 }
 
 static void test_churn(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record("churn.db", argv, NULL, &r)) return;
-    CHECK(qi("SELECT count(*) FROM threads") == 301, "301 threads, got %lld", (long long)qi("SELECT count(*) FROM threads"));
-    CHECK(count_blocks(1, 2000, 1, "churn_leak", 0) == 300, "300 leaks of 2000 B, got %d",
+    CHECK_MSG(qi("SELECT count(*) FROM threads") == 301, "301 threads, got %lld", (long long)qi("SELECT count(*) FROM threads"));
+    CHECK_MSG(count_blocks(1, 2000, 1, "churn_leak", 0) == 300, "300 leaks of 2000 B, got %d",
           count_blocks(1, 2000, 1, "churn_leak", 0));
-    CHECK(qi("SELECT count(DISTINCT tid) FROM live_blocks WHERE size = 2000") >= 2, "leaks from many threads");
-    CHECK(qi("SELECT sum(temp_count) FROM sites WHERE alloc_bytes = %d", 300 * 10 * 48) == 3000, "3000 temporaries");
+    CHECK_MSG(qi("SELECT count(DISTINCT tid) FROM live_blocks WHERE size = 2000") >= 2, "leaks from many threads");
+    CHECK_MSG(qi("SELECT sum(temp_count) FROM sites WHERE alloc_bytes = %d", 300 * 10 * 48) == 3000, "3000 temporaries");
     // What one thread learnt of the code is every thread's: the 300 threads
     // run the same code, so libunwind is not called once a thread (each such
     // first call mapped and filled a 256 KiB cache for that thread).
     long long slow = qi("SELECT value FROM meta WHERE key = 'libunwind_walks'");
-    CHECK(slow >= 1 && slow < 50, "libunwind walked %lld stacks for 300 threads of the same code", slow);
+    CHECK_MSG(slow >= 1 && slow < 50, "libunwind walked %lld stacks for 300 threads of the same code", slow);
 }
 
 // 6000 threads one after another: the recorder releases a thread's ring,
@@ -584,9 +584,9 @@ static void test_thread_churn_memory(char *prog) {
     if (!record("churn_many.db", argv, NULL, &r)) return;
     const char *k = strstr(r.out, "rss_kb=");
     long rss = k ? atol(k + 7) : -1;
-    CHECK(rss > 0 && rss < 80000, "resident memory after 6000 threads: %ld kB (under 80 MB expected)", rss);
-    CHECK(qi("SELECT count(*) FROM threads") == 6001, "6001 threads, got %lld", (long long)qi("SELECT count(*) FROM threads"));
-    CHECK(qi("SELECT sum(temp_count) FROM sites WHERE alloc_bytes = 6000 * 64") == 6000, "6000 temporaries");
+    CHECK_MSG(rss > 0 && rss < 80000, "resident memory after 6000 threads: %ld kB (under 80 MB expected)", rss);
+    CHECK_MSG(qi("SELECT count(*) FROM threads") == 6001, "6001 threads, got %lld", (long long)qi("SELECT count(*) FROM threads"));
+    CHECK_MSG(qi("SELECT sum(temp_count) FROM sites WHERE alloc_bytes = 6000 * 64") == 6000, "6000 temporaries");
 }
 
 // A child started with posix_spawn and a clean environment (progs/spawner.c,
@@ -596,17 +596,17 @@ static void test_spawn(char *prog, const char *how) {
     db_path(out, sizeof out, "spawn.db");
     char *argv[] = {prog, strcmp(how, "spawnp") == 0 ? "spawnp" : "spawn", NULL};
     struct result r = run(out, argv, NULL);
-    CHECK(r.status == 0, "exit status %d: %s", r.status, r.err);
+    CHECK_MSG(r.status == 0, "exit status %d: %s", r.status, r.err);
     const char *c = strstr(r.out, "child=");
     int child = c ? atoi(c + 6) : 0;
     char cdb[700];
     snprintf(cdb, sizeof cdb, "%s/spawn.%d.db", tmpdir, child);
     if (!open_db(cdb)) {
-        CHECK(false, "no database for the spawned child at %s", cdb);
+        CHECK_MSG(false, "no database for the spawned child at %s", cdb);
         return;
     }
     expect_complete("spawned child");
-    CHECK(count_blocks(1, 321, 1, "spawn_child_leak", 0) + count_blocks(2, 321, 1, "spawn_child_leak", 0) == 1,
+    CHECK_MSG(count_blocks(1, 321, 1, "spawn_child_leak", 0) + count_blocks(2, 321, 1, "spawn_child_leak", 0) == 1,
           "the child's leak");
 }
 
@@ -615,32 +615,32 @@ static void test_fork(char *prog) {
     db_path(out, sizeof out, "fork.db");
     char *argv[] = {prog, NULL};
     struct result r = run(out, argv, NULL);
-    CHECK(r.status == 0, "exit status %d", r.status);
+    CHECK_MSG(r.status == 0, "exit status %d", r.status);
     int child = 0;
     const char *c = strstr(r.out, "child=");
     if (c) child = atoi(c + 6);
-    CHECK(child > 0, "child pid printed: %s", r.out);
+    CHECK_MSG(child > 0, "child pid printed: %s", r.out);
     if (!open_db(out)) {
-        CHECK(false, "no parent database");
+        CHECK_MSG(false, "no parent database");
         return;
     }
     expect_complete("parent");
     int64_t parent_pid = qi("SELECT value FROM meta WHERE key = 'pid'");
-    CHECK(count_blocks(1, 555, 1, "parent_leak", 0) == 1, "parent leak in parent db");
-    CHECK(count_blocks(1, 777, -1, NULL, 0) == 0, "child leak not in parent db");
-    CHECK(count_blocks(1, 111, 1, "pre_fork_leak", 0) == 1, "pre-fork leak in parent db");
+    CHECK_MSG(count_blocks(1, 555, 1, "parent_leak", 0) == 1, "parent leak in parent db");
+    CHECK_MSG(count_blocks(1, 777, -1, NULL, 0) == 0, "child leak not in parent db");
+    CHECK_MSG(count_blocks(1, 111, 1, "pre_fork_leak", 0) == 1, "pre-fork leak in parent db");
     char cdb[700];
     snprintf(cdb, sizeof cdb, "%s/fork.%d.db", tmpdir, child);
     if (!open_db(cdb)) {
-        CHECK(false, "no child database at %s", cdb);
+        CHECK_MSG(false, "no child database at %s", cdb);
         return;
     }
     expect_complete("child");
-    CHECK(qi("SELECT value FROM meta WHERE key = 'parent_pid'") == parent_pid, "child meta.parent_pid");
-    CHECK(qi("SELECT value FROM meta WHERE key = 'pid'") == child, "child meta.pid");
-    CHECK(count_blocks(1, 777, 1, "child_leak", 0) == 1, "child leak in child db");
-    CHECK(count_blocks(1, 555, -1, NULL, 0) == 0, "parent's later leak not in child db");
-    CHECK(count_blocks(1, 111, 1, "pre_fork_leak", 0) == 1, "inherited leak in child db");
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'parent_pid'") == parent_pid, "child meta.parent_pid");
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'pid'") == child, "child meta.pid");
+    CHECK_MSG(count_blocks(1, 777, 1, "child_leak", 0) == 1, "child leak in child db");
+    CHECK_MSG(count_blocks(1, 555, -1, NULL, 0) == 0, "parent's later leak not in child db");
+    CHECK_MSG(count_blocks(1, 111, 1, "pre_fork_leak", 0) == 1, "inherited leak in child db");
 }
 
 static void test_plugin(char *prog, char *plugin) {
@@ -648,16 +648,16 @@ static void test_plugin(char *prog, char *plugin) {
     struct result r;
     if (!record("plugin.db", argv, NULL, &r)) return;
     int64_t id = qi("SELECT stack_id FROM live_blocks WHERE size = 4242 AND reachability = 1");
-    CHECK(id > 0, "the plugin's 4242 B leak is lost");
+    CHECK_MSG(id > 0, "the plugin's 4242 B leak is lost");
     int64_t ips[64];
     int n = stack_ips(id, ips, 64);
     int64_t unloaded = 0;
-    CHECK(n > 1 && ip_in(ips[0], "plugin_leak", &unloaded), "innermost frame resolves to plugin_leak");
-    CHECK(unloaded > 0, "its module row has unloaded_ns set (%lld)", (long long)unloaded);
-    CHECK(n > 1 && ip_in(ips[1], "main", NULL), "caller frame resolves to host's main");
+    CHECK_MSG(n > 1 && ip_in(ips[0], "plugin_leak", &unloaded), "innermost frame resolves to plugin_leak");
+    CHECK_MSG(unloaded > 0, "its module row has unloaded_ns set (%lld)", (long long)unloaded);
+    CHECK_MSG(n > 1 && ip_in(ips[1], "main", NULL), "caller frame resolves to host's main");
     char v[64] = "";
     qs(v, sizeof v, "SELECT count(*) FROM meta WHERE key = 'bypassing_modules'");
-    CHECK(strcmp(v, "0") == 0, "a plugin loaded normally goes through the hooks (%s)", v);
+    CHECK_MSG(strcmp(v, "0") == 0, "a plugin loaded normally goes through the hooks (%s)", v);
 }
 
 // RTLD_DEEPBIND binds the plugin's malloc and free to libc's: tpprof cannot
@@ -668,15 +668,15 @@ static void test_deepbind(char *prog, char *plugin) {
     if (!record("deepbind.db", argv, NULL, &r)) return;
     char v[1024] = "";
     qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'bypassing_modules'");
-    CHECK(strstr(v, "libtpprof_plugin.so\"") != NULL && v[0] == '[', "the plugin is named: '%s'", v);
-    CHECK(strstr(v, "libc.so") == NULL && strstr(v, "tpprof_prog_host\"") == NULL, "only the plugin: '%s'", v);
+    CHECK_MSG(strstr(v, "libtpprof_plugin.so\"") != NULL && v[0] == '[', "the plugin is named: '%s'", v);
+    CHECK_MSG(strstr(v, "libc.so") == NULL && strstr(v, "tpprof_prog_host\"") == NULL, "only the plugin: '%s'", v);
     // The plugin's frees are not seen, so its 8192 blocks stay live in the
     // recording (but for any address the program's later allocations took
     // again) after glibc gave their memory back; a dangling pointer into
     // one of them did not make the leak scan read that memory (the program
     // ran to its end and the recording is complete: record() checked).
-    CHECK(strcmp(r.out, "host: done\n") == 0, "stdout '%s'", r.out);
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 1000") >= 8000 &&
+    CHECK_MSG(strcmp(r.out, "host: done\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE size = 1000") >= 8000 &&
               qi("SELECT count(*) FROM live_blocks WHERE size = 1000 AND reachability = 0") == 0,
           "the unseen frees' blocks are live and classified (%lld)",
           (long long)qi("SELECT count(*) FROM live_blocks WHERE size = 1000"));
@@ -696,16 +696,16 @@ static void test_noleak(char *prog) {
     char *argv[] = {prog, NULL};
     static struct result native, r;
     run_both("noleak.db", argv, &native, &r, out, sizeof out);
-    CHECK(r.status == 0 && native.status == 0, "exit status %d", r.status);
-    CHECK(strcmp(r.out, native.out) == 0, "same output: '%s' vs '%s'", r.out, native.out);
+    CHECK_MSG(r.status == 0 && native.status == 0, "exit status %d", r.status);
+    CHECK_MSG(strcmp(r.out, native.out) == 0, "same output: '%s' vs '%s'", r.out, native.out);
     if (!open_db(out)) {
-        CHECK(false, "no database");
+        CHECK_MSG(false, "no database");
         return;
     }
     expect_complete("noleak");
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 0, "no lost block (%lld)",
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 0, "no lost block (%lld)",
           (long long)qi("SELECT count(*) FROM live_blocks WHERE reachability = 1"));
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 0") == 0, "every live block scanned");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE reachability = 0") == 0, "every live block scanned");
 }
 
 static void test_exceptions(char *prog) {
@@ -714,31 +714,31 @@ static void test_exceptions(char *prog) {
     char *argv[] = {prog, NULL};
     struct result native = run(NULL, argv, NULL);
     struct result r = run(out, argv, NULL);
-    CHECK(native.status == 0, "native exit status %d", native.status);
-    CHECK(r.status == native.status, "exit status %d vs native %d", r.status, native.status);
-    CHECK(strcmp(r.out, native.out) == 0, "same output: '%s' vs '%s'", r.out, native.out);
-    CHECK(r.err[0] == 0, "nothing on stderr: %s", r.err);
+    CHECK_MSG(native.status == 0, "native exit status %d", native.status);
+    CHECK_MSG(r.status == native.status, "exit status %d vs native %d", r.status, native.status);
+    CHECK_MSG(strcmp(r.out, native.out) == 0, "same output: '%s' vs '%s'", r.out, native.out);
+    CHECK_MSG(r.err[0] == 0, "nothing on stderr: %s", r.err);
     if (!open_db(out)) {
-        CHECK(false, "no database");
+        CHECK_MSG(false, "no database");
         return;
     }
     expect_complete("exceptions");
-    CHECK(qi("SELECT sum(alloc_count) FROM sites") >= 20000, "exception allocations recorded");
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 0, "no lost block");
+    CHECK_MSG(qi("SELECT sum(alloc_count) FROM sites") >= 20000, "exception allocations recorded");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 0, "no lost block");
 }
 
 static void test_unwritable(char *prog) {
     char *argv[] = {prog, NULL};
     struct result native = run(NULL, argv, NULL);
     struct result r = run("/nonexistent-tpprof-dir/x.db", argv, NULL);
-    CHECK(r.status == native.status, "exit status %d vs %d", r.status, native.status);
-    CHECK(strcmp(r.out, native.out) == 0, "same stdout");
+    CHECK_MSG(r.status == native.status, "exit status %d vs %d", r.status, native.status);
+    CHECK_MSG(strcmp(r.out, native.out) == 0, "same stdout");
     const char *want = "tpprof: cannot write /nonexistent-tpprof-dir/x.db: ";
-    CHECK(strncmp(r.err, want, strlen(want)) == 0, "stderr starts with the message: '%s'", r.err);
+    CHECK_MSG(strncmp(r.err, want, strlen(want)) == 0, "stderr starts with the message: '%s'", r.err);
     int lines = 0;
     for (const char *p = r.err; *p; p++) lines += *p == '\n';
-    CHECK(lines == 1, "exactly one stderr line, got %d: '%s'", lines, r.err);
-    CHECK(strstr(r.err, "; recording disabled\n") != NULL, "says recording is disabled");
+    CHECK_MSG(lines == 1, "exactly one stderr line, got %d: '%s'", lines, r.err);
+    CHECK_MSG(strstr(r.err, "; recording disabled\n") != NULL, "says recording is disabled");
 }
 
 static void test_quick(char *prog, const char *how) {
@@ -747,26 +747,26 @@ static void test_quick(char *prog, const char *how) {
     char *argv[] = {prog, (char *)how, NULL};
     struct result r = run(out, argv, NULL);
     bool is_abort = strcmp(how, "abort") == 0, is_kill = strcmp(how, "hang") == 0;
-    CHECK(r.status == (is_abort ? 128 + 6 : is_kill ? 128 + 9 : 7), "exit status %d", r.status);
-    CHECK(open_db(out), "database opens after %s", how);
+    CHECK_MSG(r.status == (is_abort ? 128 + 6 : is_kill ? 128 + 9 : 7), "exit status %d", r.status);
+    CHECK_MSG(open_db(out), "database opens after %s", how);
     if (!db) return;
     char v[64];
     qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'tool'");
-    CHECK(strcmp(v, "tpprof") == 0, "meta readable after %s", how);
+    CHECK_MSG(strcmp(v, "tpprof") == 0, "meta readable after %s", how);
     qs(v, sizeof v, "SELECT coalesce((SELECT value FROM meta WHERE key = 'complete'), '0')");
     bool is_exit = !is_abort && !is_kill;
     // _exit is how shells and forked children end: a complete, scanned
     // recording; so is an abort, written by the recorder's SIGABRT handler.
-    CHECK(strcmp(v, is_kill ? "0" : "1") == 0, "complete is '%s' after %s", v, how);
-    CHECK(qi("SELECT count(*) FROM sites WHERE alloc_bytes >= 3333") >= 1, "the flushed allocation is there");
+    CHECK_MSG(strcmp(v, is_kill ? "0" : "1") == 0, "complete is '%s' after %s", v, how);
+    CHECK_MSG(qi("SELECT count(*) FROM sites WHERE alloc_bytes >= 3333") >= 1, "the flushed allocation is there");
     if (is_exit) {
-        CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 3333 AND reachability IN (1, 2)") == 1,
+        CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE size = 3333 AND reachability IN (1, 2)") == 1,
               "_exit writes the live set, scanned");
         qs(v, sizeof v, "SELECT coalesce((SELECT value FROM meta WHERE key = 'leak_scan'), '0')");
-        CHECK(strcmp(v, "1") == 0, "the leak scan ran before _exit");
+        CHECK_MSG(strcmp(v, "1") == 0, "the leak scan ran before _exit");
     }
     if (strcmp(how, "quick_exit") == 0)
-        CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 2222 AND reachability IN (1, 2)") == 1,
+        CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE size = 2222 AND reachability IN (1, 2)") == 1,
               "the at_quick_exit handler's block, recorded and scanned");
 }
 
@@ -783,24 +783,24 @@ static void test_dies(char *prog, const char *how) {
     run_both(name, argv, &native, &r, out, sizeof out);
     bool caught = strcmp(how, "caught") == 0, is_abort = strcmp(how, "abort") == 0;
     int want_sig = caught ? 0 : is_abort ? 6 : strcmp(how, "alarm") == 0 ? 14 : 11;
-    CHECK(r.status == native.status && r.status == (caught ? 0 : 128 + want_sig), "exit status %d, natively %d",
+    CHECK_MSG(r.status == native.status && r.status == (caught ? 0 : 128 + want_sig), "exit status %d, natively %d",
           r.status, native.status);
-    CHECK(strcmp(r.out, native.out) == 0, "stdout '%s', natively '%s'", r.out, native.out);
+    CHECK_MSG(strcmp(r.out, native.out) == 0, "stdout '%s', natively '%s'", r.out, native.out);
     if (!open_db(out)) {
-        CHECK(false, "no database at %s", out);
+        CHECK_MSG(false, "no database at %s", out);
         return;
     }
     expect_complete(how);
     char v[64];
     qs(v, sizeof v, "SELECT coalesce((SELECT value FROM meta WHERE key = 'end_reason'), '')");
-    CHECK(strcmp(v, caught ? "exit" : "signal") == 0, "end_reason '%s'", v);
+    CHECK_MSG(strcmp(v, caught ? "exit" : "signal") == 0, "end_reason '%s'", v);
     int64_t sig = qi("SELECT coalesce((SELECT value FROM meta WHERE key = 'end_signal'), 0)");
-    CHECK(sig == want_sig, "end_signal %lld", (long long)sig);
+    CHECK_MSG(sig == want_sig, "end_signal %lld", (long long)sig);
     // Scanned unless a fault: a raised SIGSEGV is sent, and the chained
     // handler finds SIG_DFL (the recorder's stand-in is hidden), sets it
     // (the stand-in returns) and raises.
     int scanned = strcmp(how, "segv") != 0;
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 6161 AND reachability %s", scanned ? "IN (1, 2)" : "= 0") == 1,
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE size = 6161 AND reachability %s", scanned ? "IN (1, 2)" : "= 0") == 1,
           "the last block, %s", scanned ? "scanned" : "not scanned");
 }
 
@@ -813,16 +813,16 @@ static void test_sigset(char *prog) {
     char *argv[] = {prog, NULL};
     static struct result native, r;
     run_both("sigset.db", argv, &native, &r, out, sizeof out);
-    CHECK(r.status == 128 + SIGTERM && native.status == r.status, "status %d, natively %d", r.status, native.status);
-    CHECK(strcmp(r.out, native.out) == 0 && strstr(r.out, "TERM first: SIG_DFL\n"), "stdout '%s', natively '%s'", r.out,
+    CHECK_MSG(r.status == 128 + SIGTERM && native.status == r.status, "status %d, natively %d", r.status, native.status);
+    CHECK_MSG(strcmp(r.out, native.out) == 0 && strstr(r.out, "TERM first: SIG_DFL\n"), "stdout '%s', natively '%s'", r.out,
           native.out);
     if (!open_db(out)) {
-        CHECK(false, "no database at %s", out);
+        CHECK_MSG(false, "no database at %s", out);
         return;
     }
     expect_complete("sigset");
-    CHECK(qi("SELECT coalesce((SELECT value FROM meta WHERE key = 'end_signal'), 0)") == SIGTERM, "died of SIGTERM");
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 6161") == 1, "the block, in the live set");
+    CHECK_MSG(qi("SELECT coalesce((SELECT value FROM meta WHERE key = 'end_signal'), 0)") == SIGTERM, "died of SIGTERM");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE size = 6161") == 1, "the block, in the live set");
 }
 
 // Signal dispositions set and read back by a strict ISO C program
@@ -832,8 +832,8 @@ static void test_sigquery(char *prog) {
     struct result native = run(NULL, argv, NULL);
     struct result r;
     if (!record("sigquery.db", argv, NULL, &r)) return;
-    CHECK(native.status == 0 && strstr(native.out, "SIGTERM at start: default"), "native: %s", native.out);
-    CHECK(strcmp(r.out, native.out) == 0, "under the preload:\n%s\nnatively:\n%s", r.out, native.out);
+    CHECK_MSG(native.status == 0 && strstr(native.out, "SIGTERM at start: default"), "native: %s", native.out);
+    CHECK_MSG(strcmp(r.out, native.out) == 0, "under the preload:\n%s\nnatively:\n%s", r.out, native.out);
 }
 
 // CPython under the preload (prog: the python3 executable): it installs its
@@ -853,8 +853,8 @@ static void test_python_signals(char *prog) {
     struct result native = run(NULL, argv, NULL);
     struct result r;
     if (!record("python.db", argv, NULL, &r)) return;
-    CHECK(native.status == 0 && strstr(native.out, "KeyboardInterrupt"), "native: %d '%s'", native.status, native.out);
-    CHECK(strcmp(r.out, native.out) == 0, "stdout '%s', natively '%s'", r.out, native.out);
+    CHECK_MSG(native.status == 0 && strstr(native.out, "KeyboardInterrupt"), "native: %d '%s'", native.status, native.out);
+    CHECK_MSG(strcmp(r.out, native.out) == 0, "stdout '%s', natively '%s'", r.out, native.out);
 }
 
 // Two threads take turns holding one 2 MiB block (progs/turns.c): the
@@ -864,13 +864,13 @@ static void test_turns(char *prog, bool full) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record(full ? "turns_full.db" : "turns.db", argv, full ? "TPPROF_MODE=full" : NULL, &r)) return;
-    CHECK(strcmp(r.out, "turns: 1000\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(strcmp(r.out, "turns: 1000\n") == 0, "stdout '%s'", r.out);
     int64_t peak = qi("SELECT value FROM meta WHERE key = 'peak_bytes'");
-    CHECK(peak >= 2 << 20 && peak < (2 << 20) + (64 << 10), "peak %lld: one 2 MiB block at a time", (long long)peak);
-    CHECK(qi("SELECT count(*) FROM sites WHERE alloc_bytes >= %d", 2 << 20) == 1 &&
+    CHECK_MSG(peak >= 2 << 20 && peak < (2 << 20) + (64 << 10), "peak %lld: one 2 MiB block at a time", (long long)peak);
+    CHECK_MSG(qi("SELECT count(*) FROM sites WHERE alloc_bytes >= %d", 2 << 20) == 1 &&
               qi("SELECT alloc_count FROM sites WHERE alloc_bytes >= %d", 2 << 20) == 1000,
           "one site, 1000 big blocks");
-    CHECK(qi("SELECT peak_bytes FROM sites WHERE alloc_bytes >= %d", 2 << 20) == 2 << 20,
+    CHECK_MSG(qi("SELECT peak_bytes FROM sites WHERE alloc_bytes >= %d", 2 << 20) == 2 << 20,
           "one big block live at the peak");
 }
 
@@ -879,35 +879,35 @@ static void test_peak(char *prog, bool full) {
     db_path(out, sizeof out, full ? "peak-full.db" : "peak.db");
     char *argv[] = {prog, NULL};
     struct result r = run(out, argv, full ? "TPPROF_MODE=full" : NULL);
-    CHECK(r.status == 0, "exit status %d", r.status);
+    CHECK_MSG(r.status == 0, "exit status %d", r.status);
     if (!open_db(out)) {
-        CHECK(false, "no database");
+        CHECK_MSG(false, "no database");
         return;
     }
     expect_complete("peak");
     int64_t peak = qi("SELECT value FROM meta WHERE key = 'peak_bytes'");
-    CHECK(peak >= 3 << 20 && peak < (3 << 20) + (64 << 10), "peak %lld ~ 3 MiB", (long long)peak);
-    CHECK(qi("SELECT sum(peak_bytes) FROM sites") == peak, "site peaks add up to the peak");
-    CHECK(qi("SELECT peak_bytes FROM sites WHERE alloc_bytes = %d", 1 << 20) == 1 << 20, "A live at the peak");
-    CHECK(qi("SELECT peak_bytes FROM sites WHERE alloc_bytes = %d", 2 << 20) == 2 << 20, "B live at the peak");
-    CHECK(qi("SELECT peak_bytes FROM sites WHERE alloc_bytes = %d", 512 << 10) == 0, "C not live at the peak");
-    CHECK(qi("SELECT temp_count FROM sites WHERE alloc_bytes = 6400") == 100, "100 temporaries in temp_loop");
+    CHECK_MSG(peak >= 3 << 20 && peak < (3 << 20) + (64 << 10), "peak %lld ~ 3 MiB", (long long)peak);
+    CHECK_MSG(qi("SELECT sum(peak_bytes) FROM sites") == peak, "site peaks add up to the peak");
+    CHECK_MSG(qi("SELECT peak_bytes FROM sites WHERE alloc_bytes = %d", 1 << 20) == 1 << 20, "A live at the peak");
+    CHECK_MSG(qi("SELECT peak_bytes FROM sites WHERE alloc_bytes = %d", 2 << 20) == 2 << 20, "B live at the peak");
+    CHECK_MSG(qi("SELECT peak_bytes FROM sites WHERE alloc_bytes = %d", 512 << 10) == 0, "C not live at the peak");
+    CHECK_MSG(qi("SELECT temp_count FROM sites WHERE alloc_bytes = 6400") == 100, "100 temporaries in temp_loop");
     // nontemp_loop: p is followed by another allocation before its free (not a
     // temporary); q is freed with no allocation in between (a temporary).
-    CHECK(qi("SELECT min(temp_count) FROM sites WHERE alloc_bytes = 9600") == 0, "p in nontemp_loop: not temporaries");
-    CHECK(qi("SELECT max(temp_count) FROM sites WHERE alloc_bytes = 9600") == 100, "q in nontemp_loop: temporaries");
-    CHECK(qi("SELECT count(*) FROM timeline") >= 1, "timeline sampled");
-    CHECK(qi("SELECT max(alloc_calls) FROM timeline") >= 303, "timeline counts calls");
+    CHECK_MSG(qi("SELECT min(temp_count) FROM sites WHERE alloc_bytes = 9600") == 0, "p in nontemp_loop: not temporaries");
+    CHECK_MSG(qi("SELECT max(temp_count) FROM sites WHERE alloc_bytes = 9600") == 100, "q in nontemp_loop: temporaries");
+    CHECK_MSG(qi("SELECT count(*) FROM timeline") >= 1, "timeline sampled");
+    CHECK_MSG(qi("SELECT max(alloc_calls) FROM timeline") >= 303, "timeline counts calls");
     if (full) {
-        CHECK(qi("SELECT count(*) FROM events WHERE op = 1 AND size = %d", 2 << 20) == 1, "full: the 2 MiB alloc");
+        CHECK_MSG(qi("SELECT count(*) FROM events WHERE op = 1 AND size = %d", 2 << 20) == 1, "full: the 2 MiB alloc");
         int64_t a = qi("SELECT seq FROM events WHERE op = 1 AND size = %d", 1 << 20);
         int64_t b = qi("SELECT seq FROM events WHERE op = 1 AND size = %d", 2 << 20);
         int64_t fa = qi("SELECT min(e.seq) FROM events e WHERE e.op = 2 AND e.address ="
                         " (SELECT address FROM events WHERE op = 1 AND size = %d)", 1 << 20);
-        CHECK(a < b && b < fa, "full: events in order (%lld %lld %lld)", (long long)a, (long long)b, (long long)fa);
-        CHECK(qi("SELECT count(*) FROM events WHERE op = 2") >= 303, "full: frees");
+        CHECK_MSG(a < b && b < fa, "full: events in order (%lld %lld %lld)", (long long)a, (long long)b, (long long)fa);
+        CHECK_MSG(qi("SELECT count(*) FROM events WHERE op = 2") >= 303, "full: frees");
     } else {
-        CHECK(qi("SELECT count(*) FROM events") == 0, "aggregate mode keeps no events");
+        CHECK_MSG(qi("SELECT count(*) FROM events") == 0, "aggregate mode keeps no events");
     }
 }
 
@@ -918,27 +918,27 @@ static void test_exec(char *prog, const char *how) {
     db_path(out, sizeof out, "exec.db");
     char *argv[] = {prog, (char *)how, NULL};
     struct result r = run(out, argv, NULL);
-    CHECK(r.status == 0, "exit status %d: %s", r.status, r.err);
-    CHECK(strcmp(r.out, "execer: child done\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(r.status == 0, "exit status %d: %s", r.status, r.err);
+    CHECK_MSG(strcmp(r.out, "execer: child done\n") == 0, "stdout '%s'", r.out);
     if (!open_db(out)) {
-        CHECK(false, "no database for the first image");
+        CHECK_MSG(false, "no database for the first image");
         return;
     }
     char v[64];
     qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'end_reason'");
-    CHECK(strcmp(v, "exec") == 0, "first image ended by exec: '%s'", v);
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 444") == 1, "the first image's live block");
-    CHECK(access(out, F_OK) == 0 && qi("SELECT value FROM meta WHERE key = 'complete'") == 1, "first image complete");
+    CHECK_MSG(strcmp(v, "exec") == 0, "first image ended by exec: '%s'", v);
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE size = 444") == 1, "the first image's live block");
+    CHECK_MSG(access(out, F_OK) == 0 && qi("SELECT value FROM meta WHERE key = 'complete'") == 1, "first image complete");
     char edb[700];
     snprintf(edb, sizeof edb, "%s/exec.exec1.db", tmpdir);
     if (!open_db(edb)) {
-        CHECK(false, "no database for the exec'd image at %s", edb);
+        CHECK_MSG(false, "no database for the exec'd image at %s", edb);
         return;
     }
     expect_complete("exec'd image");
     // Recorded and scanned; lost or reachable depends on whether a stale copy
     // of the pointer survives in exit's stack frames (conservative scan).
-    CHECK(count_blocks(1, 999, 1, "exec_child_leak", 0) + count_blocks(2, 999, 1, "exec_child_leak", 0) == 1,
+    CHECK_MSG(count_blocks(1, 999, 1, "exec_child_leak", 0) + count_blocks(2, 999, 1, "exec_child_leak", 0) == 1,
           "the new image's leak");
 }
 
@@ -952,23 +952,23 @@ static void test_closer(char *prog, const char *mode, bool fork) {
     struct result r;
     if (!record(name, argv, NULL, &r)) return;
     const char *ok = strstr(r.out, "closer ok\n");
-    CHECK(ok && !strstr(r.err, "tpprof:"), "%s: stdout '%s', stderr '%s'", name, r.out, r.err);
-    CHECK(count_blocks(1, 4321, 1, "lose_after_closing", 0) + count_blocks(2, 4321, 1, "lose_after_closing", 0) == 1,
+    CHECK_MSG(ok && !strstr(r.err, "tpprof:"), "%s: stdout '%s', stderr '%s'", name, r.out, r.err);
+    CHECK_MSG(count_blocks(1, 4321, 1, "lose_after_closing", 0) + count_blocks(2, 4321, 1, "lose_after_closing", 0) == 1,
           "%s: the block lost after the descriptors were closed", name);
-    CHECK(qi("SELECT sum(alloc_count) FROM sites") > 20000, "%s: the allocations after it", name);
+    CHECK_MSG(qi("SELECT sum(alloc_count) FROM sites") > 20000, "%s: the allocations after it", name);
     if (!fork) return;
     const char *c = strstr(r.out, "child=");
     int child = c ? atoi(c + 6) : 0;
     char cdb[700];
     snprintf(cdb, sizeof cdb, "%s/closer-%s-fork.%d.db", tmpdir, mode, child);
     if (!open_db(cdb)) {
-        CHECK(false, "no child database at %s", cdb);
+        CHECK_MSG(false, "no child database at %s", cdb);
         return;
     }
     expect_complete("closer's child");
-    CHECK(count_blocks(1, 4321, 1, "lose_after_closing", 0) + count_blocks(2, 4321, 1, "lose_after_closing", 0) == 1,
+    CHECK_MSG(count_blocks(1, 4321, 1, "lose_after_closing", 0) + count_blocks(2, 4321, 1, "lose_after_closing", 0) == 1,
           "%s: the child's block lost after closing", name);
-    CHECK(qi("SELECT sum(alloc_count) FROM sites") > 20000, "%s: the child's allocations", name);
+    CHECK_MSG(qi("SELECT sum(alloc_count) FROM sites") > 20000, "%s: the child's allocations", name);
 }
 
 // A program that forks while three threads allocate flat out: the merge
@@ -978,15 +978,15 @@ static void test_busy_fork(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record("busyfork.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "busyfork ok\n") == 0, "stdout '%s', stderr '%s'", r.out, r.err);
+    CHECK_MSG(strcmp(r.out, "busyfork ok\n") == 0, "stdout '%s', stderr '%s'", r.out, r.err);
     int64_t gap = qi("SELECT max(b.time_ns - a.time_ns) FROM timeline a JOIN timeline b ON b.time_ns = "
                      "(SELECT min(time_ns) FROM timeline c WHERE c.time_ns > a.time_ns)");
     int64_t rows = qi("SELECT count(*) FROM timeline");
     // The timeline's period is 10 ms; a merge that never let go left gaps
     // of seconds (the whole run took 16 s, 0.05 s natively).
-    CHECK(rows >= 3 && gap < 500000000, "timeline kept its pace: %lld rows, longest gap %lld ns", (long long)rows,
+    CHECK_MSG(rows >= 3 && gap < 500000000, "timeline kept its pace: %lld rows, longest gap %lld ns", (long long)rows,
           (long long)gap);
-    CHECK(qi("SELECT value FROM meta WHERE key = 'duration_ns'") < 10000000000LL, "the run took under 10 s");
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'duration_ns'") < 10000000000LL, "the run took under 10 s");
 }
 
 // errno after each allocation call (progs/errnos.c) is what it is natively.
@@ -995,8 +995,8 @@ static void test_errnos(char *prog) {
     struct result native = run(NULL, argv, NULL);
     struct result r;
     if (!record("errnos.db", argv, NULL, &r)) return;
-    CHECK(native.status == 0 && strstr(native.out, "thread2 free(NULL): errno kept"), "native run: %s", native.out);
-    CHECK(strcmp(r.out, native.out) == 0, "same errnos as natively:\n%s\nnatively:\n%s", r.out, native.out);
+    CHECK_MSG(native.status == 0 && strstr(native.out, "thread2 free(NULL): errno kept"), "native run: %s", native.out);
+    CHECK_MSG(strcmp(r.out, native.out) == 0, "same errnos as natively:\n%s\nnatively:\n%s", r.out, native.out);
 }
 
 // A program that configures, shuts down and reconfigures its own SQLite
@@ -1007,13 +1007,13 @@ static void test_own_sqlite(char *prog) {
     struct result native = run(NULL, argv, NULL);
     struct result r;
     if (!record("ownsqlite.db", argv, NULL, &r)) return;
-    CHECK(native.status == 0 && strstr(native.out, "config multithread 0\n"), "native run: %s", native.out);
-    CHECK(strcmp(r.out, native.out) == 0, "the same return codes as natively:\n%s\nnatively:\n%s", r.out, native.out);
-    CHECK(qi("SELECT value FROM meta WHERE key = 'sqlite_shared'") == 0, "the recorder's SQLite is its own");
+    CHECK_MSG(native.status == 0 && strstr(native.out, "config multithread 0\n"), "native run: %s", native.out);
+    CHECK_MSG(strcmp(r.out, native.out) == 0, "the same return codes as natively:\n%s\nnatively:\n%s", r.out, native.out);
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'sqlite_shared'") == 0, "the recorder's SQLite is its own");
     // Lost, or reachable from a stale copy in exit's stack frames (the scan is conservative).
-    CHECK(count_blocks(1, 3333, 1, "lost_after_shutdown", 0) + count_blocks(2, 3333, 1, "lost_after_shutdown", 0) == 1,
+    CHECK_MSG(count_blocks(1, 3333, 1, "lost_after_shutdown", 0) + count_blocks(2, 3333, 1, "lost_after_shutdown", 0) == 1,
           "the block lost after the program's sqlite3_shutdown");
-    CHECK(qi("SELECT sum(alloc_count) FROM sites") > 100, "the program's SQLite allocations are recorded: %lld",
+    CHECK_MSG(qi("SELECT sum(alloc_count) FROM sites") > 100, "the program's SQLite allocations are recorded: %lld",
           (long long)qi("SELECT sum(alloc_count) FROM sites"));
 }
 
@@ -1027,10 +1027,10 @@ static void test_alt_stack(char *prog, const char *mode) {
     snprintf(want, sizeof want, "altstack %s ok\n", mode);
     struct result r;
     if (!record(name, argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, want) == 0, "stdout '%s'", r.out);
+    CHECK_MSG(strcmp(r.out, want) == 0, "stdout '%s'", r.out);
     // Lost, or reachable through the signal stack's dead frames (an mmap'd
     // block that is itself reachable): the scan is conservative.
-    CHECK(count_blocks(1, 4321, 1, "handler_leak", 0) + count_blocks(2, 4321, 1, "handler_leak", 0) == 1,
+    CHECK_MSG(count_blocks(1, 4321, 1, "handler_leak", 0) + count_blocks(2, 4321, 1, "handler_leak", 0) == 1,
           "the handler's block, its stack from handler_leak");
 }
 
@@ -1042,16 +1042,16 @@ static void test_early(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record("early.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "early done\n") == 0, "stdout '%s'", r.out);
-    CHECK(count_blocks(2, 48, 2, "early_push", 0) == 5, "the 5 nodes reachable through the early head (lost: %d)",
+    CHECK_MSG(strcmp(r.out, "early done\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(count_blocks(2, 48, 2, "early_push", 0) == 5, "the 5 nodes reachable through the early head (lost: %d)",
           count_blocks(1, 48, 2, "early_push", 0));
-    CHECK(count_blocks(2, 56, 1, "early_pool_keep", 0) == 3, "the 3 blocks kept in the early pool reachable (lost: %d)",
+    CHECK_MSG(count_blocks(2, 56, 1, "early_pool_keep", 0) == 3, "the 3 blocks kept in the early pool reachable (lost: %d)",
           count_blocks(1, 56, 1, "early_pool_keep", 0));
-    CHECK(count_blocks(1, 77, 1, "lose_one", 0) + count_blocks(2, 77, 1, "lose_one", 0) == 1, "the block of 77 bytes");
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size IN (64, 96) OR size >= 1048576") == 0,
+    CHECK_MSG(count_blocks(1, 77, 1, "lose_one", 0) + count_blocks(2, 77, 1, "lose_one", 0) == 1, "the block of 77 bytes");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE size IN (64, 96) OR size >= 1048576") == 0,
           "the blocks and the mapping of before are not reported");
-    CHECK(qi("SELECT count(*) FROM sites WHERE kind = 0 OR stack_id = 0") == 0, "nor counted as allocations");
-    CHECK(qi("SELECT sum(alloc_count) FROM sites WHERE kind = 2") == 5, "5 callocs recorded: %lld",
+    CHECK_MSG(qi("SELECT count(*) FROM sites WHERE kind = 0 OR stack_id = 0") == 0, "nor counted as allocations");
+    CHECK_MSG(qi("SELECT sum(alloc_count) FROM sites WHERE kind = 2") == 5, "5 callocs recorded: %lld",
           (long long)qi("SELECT sum(alloc_count) FROM sites WHERE kind = 2"));
 }
 
@@ -1067,12 +1067,12 @@ static void test_reserve(char *prog) {
         skipped = true;
         return;
     }
-    CHECK(strcmp(r.out, "reserve ok\n") == 0, "stdout '%s'", r.out);
-    CHECK(count_blocks(2, 4040, 1, "reserve_keep", 0) == 1, "the block kept 40 GiB into the reservation is reachable");
-    CHECK(count_blocks(1, 5050, 1, "reserve_lose", 0) + count_blocks(2, 5050, 1, "reserve_lose", 0) == 1,
+    CHECK_MSG(strcmp(r.out, "reserve ok\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(count_blocks(2, 4040, 1, "reserve_keep", 0) == 1, "the block kept 40 GiB into the reservation is reachable");
+    CHECK_MSG(count_blocks(1, 5050, 1, "reserve_lose", 0) + count_blocks(2, 5050, 1, "reserve_lose", 0) == 1,
           "the other block");
     long long ns = qi("SELECT value FROM meta WHERE key = 'duration_ns'");
-    CHECK(ns < 3000000000LL, "the run, its exit scan included, under 3 s: %lld ns", ns);
+    CHECK_MSG(ns < 3000000000LL, "the run, its exit scan included, under 3 s: %lld ns", ns);
 }
 
 // A program that put a data file of its own on descriptor 2 and then made
@@ -1086,13 +1086,13 @@ static void test_full_file(char *prog) {
     db_path(data, sizeof data, "fullfile.txt");
     char *argv[] = {prog, data, NULL};
     struct result r = run(out, argv, NULL);
-    CHECK(r.status == 0 && strcmp(r.out, "fullfile kept 100000\n") == 0, "status %d, stdout '%s'", r.status, r.out);
+    CHECK_MSG(r.status == 0 && strcmp(r.out, "fullfile kept 100000\n") == 0, "status %d, stdout '%s'", r.status, r.out);
     char text[4096];
     slurp(data, text, sizeof text);
-    CHECK(strcmp(text, "the program's own data\n") == 0, "the program's file holds what it wrote: '%s'", text);
+    CHECK_MSG(strcmp(text, "the program's own data\n") == 0, "the program's file holds what it wrote: '%s'", text);
     const char *line = strstr(r.err, "tpprof: cannot write");
-    CHECK(line && !strstr(line + 1, "tpprof:"), "one line on the first stderr: '%s'", r.err);
-    CHECK(open_db(out) && qi("SELECT count(*) FROM meta WHERE key = 'tool' AND value = 'tpprof'") == 1,
+    CHECK_MSG(line && !strstr(line + 1, "tpprof:"), "one line on the first stderr: '%s'", r.err);
+    CHECK_MSG(open_db(out) && qi("SELECT count(*) FROM meta WHERE key = 'tool' AND value = 'tpprof'") == 1,
           "the database opens with what was committed");
 }
 
@@ -1108,17 +1108,17 @@ static void test_vm_limit(char *prog) {
     int n0 = -1, n1 = -1;
     sscanf(native.out, "filled %d", &n0);
     sscanf(r.out, "filled %d", &n1);
-    CHECK(native.status == 0 && n0 > 128, "native run: status %d, '%s'", native.status, native.out);
-    CHECK(r.status == 0 && n1 >= n0 - 48, "recorded: %d MiB of native %d (status %d, stderr '%s')", n1, n0, r.status, r.err);
-    CHECK(strstr(r.err, "tpprof:") == NULL, "no complaint from tpprof: '%s'", r.err);
+    CHECK_MSG(native.status == 0 && n0 > 128, "native run: status %d, '%s'", native.status, native.out);
+    CHECK_MSG(r.status == 0 && n1 >= n0 - 48, "recorded: %d MiB of native %d (status %d, stderr '%s')", n1, n0, r.status, r.err);
+    CHECK_MSG(strstr(r.err, "tpprof:") == NULL, "no complaint from tpprof: '%s'", r.err);
     char edb[700];
     snprintf(edb, sizeof edb, "%s/vmlimit.exec1.db", tmpdir);
     if (!open_db(edb)) {
-        CHECK(false, "no database for the image under the limit at %s", edb);
+        CHECK_MSG(false, "no database for the image under the limit at %s", edb);
         return;
     }
     expect_complete("the image under the limit");
-    CHECK(count_blocks(1, 2222, 1, "vm_leak", 0) == 1, "its lost block");
+    CHECK_MSG(count_blocks(1, 2222, 1, "vm_leak", 0) == 1, "its lost block");
 }
 
 // Threads with 16 KiB stacks allocating 7 KiB down them (progs/smallstack.c):
@@ -1127,9 +1127,9 @@ static void test_small_stacks(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record("smallstack.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "smallstack ok\n") == 0, "stdout '%s', stderr '%s'", r.out, r.err);
-    CHECK(qi("SELECT sum(alloc_count) FROM sites") >= 8 * 201, "every allocation recorded");
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size = 777") == 8, "the 8 blocks lost");
+    CHECK_MSG(strcmp(r.out, "smallstack ok\n") == 0, "stdout '%s', stderr '%s'", r.out, r.err);
+    CHECK_MSG(qi("SELECT sum(alloc_count) FROM sites") >= 8 * 201, "every allocation recorded");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE size = 777") == 8, "the 8 blocks lost");
     // With 8 KiB left: libunwind's stack, from its own stack (built without
     // frame pointers, the frame-pointer walk has mid3 alone). The first
     // allocation of those threads is made inside pthread_getattr_np, which
@@ -1138,9 +1138,9 @@ static void test_small_stacks(char *prog) {
     int m3 = count_blocks(1, 555, 1, "mid3", 0) + count_blocks(2, 555, 1, "mid3", 0);
     int m2 = count_blocks(1, 555, 1, "mid2", 1) + count_blocks(2, 555, 1, "mid2", 1);
     int m1 = count_blocks(1, 555, 1, "mid1", 2) + count_blocks(2, 555, 1, "mid1", 2);
-    CHECK(m3 == 80 && m2 == 80 && m1 == 80, "80 blocks from mid3 < mid2 < mid1: %d %d %d", m3, m2, m1);
+    CHECK_MSG(m3 == 80 && m2 == 80 && m1 == 80, "80 blocks from mid3 < mid2 < mid1: %d %d %d", m3, m2, m1);
     int64_t sid = qi("SELECT stack_id FROM live_blocks WHERE size = 555 LIMIT 1");
-    CHECK(stack_has(sid, "thread_main2"), "the stack goes down to the thread's start routine");
+    CHECK_MSG(stack_has(sid, "thread_main2"), "the stack goes down to the thread's start routine");
 }
 
 // Threads whose first allocation is made inside pthread_getattr_np, the
@@ -1150,13 +1150,13 @@ static void test_getattr(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record("getattr.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "getattr ok\n") == 0, "stdout '%s', stderr '%s'", r.out, r.err);
+    CHECK_MSG(strcmp(r.out, "getattr ok\n") == 0, "stdout '%s', stderr '%s'", r.out, r.err);
     int l = count_blocks(1, 333, 1, "leaf", 0) + count_blocks(2, 333, 1, "leaf", 0);
     int m = count_blocks(1, 333, 1, "middle", 1) + count_blocks(2, 333, 1, "middle", 1);
     int t = count_blocks(1, 333, 1, "top", 2) + count_blocks(2, 333, 1, "top", 2);
-    CHECK(l == 80 && m == 80 && t == 80, "80 blocks from leaf < middle < top: %d %d %d", l, m, t);
-    CHECK(count_blocks(1, 444, 1, "main_leaf", 0) + count_blocks(2, 444, 1, "main_leaf", 0) == 1, "main's block");
-    CHECK(qi("SELECT count(*) FROM threads") >= 5, "the 5 threads: %lld", (long long)qi("SELECT count(*) FROM threads"));
+    CHECK_MSG(l == 80 && m == 80 && t == 80, "80 blocks from leaf < middle < top: %d %d %d", l, m, t);
+    CHECK_MSG(count_blocks(1, 444, 1, "main_leaf", 0) + count_blocks(2, 444, 1, "main_leaf", 0) == 1, "main's block");
+    CHECK_MSG(qi("SELECT count(*) FROM threads") >= 5, "the 5 threads: %lld", (long long)qi("SELECT count(*) FROM threads"));
 }
 
 // Address space reserved PROT_NONE, committed in parts (progs/reserved.c):
@@ -1167,18 +1167,18 @@ static void test_reserved(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record("reserved.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "reserved ok\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(strcmp(r.out, "reserved ok\n") == 0, "stdout '%s'", r.out);
     const int64_t mib = 1 << 20;
     int64_t reserved = qi("SELECT coalesce(sum(size), 0) FROM live_blocks WHERE kind = 12");
-    CHECK(reserved == 1024 * mib - 4 * mib - 2 * mib, "reserved at exit: %lld MiB", (long long)(reserved / mib));
-    CHECK(count_blocks(2, 4 * mib, 10, "commit_fixed", 0) == 1, "the 4 MiB mapped over the start, kept");
-    CHECK(count_blocks(1, mib, 10, "commit_protect", 0) == 1, "the 1 MiB left of the 2 made accessible by mprotect");
-    CHECK(count_blocks(2, 64 << 10, 10, "plain_map", 0) == 1, "the plain mapping, still plain_map's");
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE kind = 10 AND size >= %lld", mib) == 2, "no other mapping");
+    CHECK_MSG(reserved == 1024 * mib - 4 * mib - 2 * mib, "reserved at exit: %lld MiB", (long long)(reserved / mib));
+    CHECK_MSG(count_blocks(2, 4 * mib, 10, "commit_fixed", 0) == 1, "the 4 MiB mapped over the start, kept");
+    CHECK_MSG(count_blocks(1, mib, 10, "commit_protect", 0) == 1, "the 1 MiB left of the 2 made accessible by mprotect");
+    CHECK_MSG(count_blocks(2, 64 << 10, 10, "plain_map", 0) == 1, "the plain mapping, still plain_map's");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE kind = 10 AND size >= %lld", mib) == 2, "no other mapping");
     int64_t peak = qi("SELECT value FROM meta WHERE key = 'peak_bytes'");
-    CHECK(peak >= 6 * mib && peak < 64 * mib, "the peak counts what was committed, not the 1 GiB: %lld",
+    CHECK_MSG(peak >= 6 * mib && peak < 64 * mib, "the peak counts what was committed, not the 1 GiB: %lld",
           (long long)peak);
-    CHECK(qi("SELECT count(*) FROM kinds WHERE id = 12 AND name = 'mmap_reserved'") == 1, "kind 12 is named");
+    CHECK_MSG(qi("SELECT count(*) FROM kinds WHERE id = 12 AND name = 'mmap_reserved'") == 1, "kind 12 is named");
 }
 
 // main's pthread_exit (progs/mainexit.c): the process still ends, status 0,
@@ -1192,13 +1192,13 @@ static void test_main_exit(char *prog, const char *mode) {
     if (!record(name, argv, NULL, &r)) return;
     char v[64];
     qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'end_reason'");
-    CHECK(strcmp(v, "exit") == 0, "ended by exit: '%s'", v);
+    CHECK_MSG(strcmp(v, "exit") == 0, "ended by exit: '%s'", v);
     if (mode && strcmp(mode, "alone") == 0) return;
     const char *want = mode ? "mainexit: child done\nmainexit: worker done\n" : "mainexit: worker done\n";
-    CHECK(strcmp(r.out, want) == 0, "stdout '%s'", r.out);
-    CHECK(count_blocks(1, 5555, 1, "worker_leak", 0) + count_blocks(2, 5555, 1, "worker_leak", 0) == 1,
+    CHECK_MSG(strcmp(r.out, want) == 0, "stdout '%s'", r.out);
+    CHECK_MSG(count_blocks(1, 5555, 1, "worker_leak", 0) + count_blocks(2, 5555, 1, "worker_leak", 0) == 1,
           "the worker's block, recorded after main was gone");
-    CHECK(qi("SELECT sum(alloc_count) FROM sites") > 10000, "the worker's allocations");
+    CHECK_MSG(qi("SELECT sum(alloc_count) FROM sites") > 10000, "the worker's allocations");
 }
 
 // exit while three threads allocate flat out, sharing one arena
@@ -1208,9 +1208,9 @@ static void test_exit_busy(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record("exitbusy.db", argv, "MALLOC_ARENA_MAX=1", &r)) return;
-    CHECK(strcmp(r.out, "exitbusy: exiting\n") == 0, "stdout '%s'", r.out);
-    CHECK(count_blocks(1, 4444, 1, "exit_leak", 0) + count_blocks(2, 4444, 1, "exit_leak", 0) == 1, "main's lost block");
-    CHECK(qi("SELECT value FROM meta WHERE key = 'duration_ns'") < 5000000000LL, "the run (with its exit) under 5 s: %lld ns",
+    CHECK_MSG(strcmp(r.out, "exitbusy: exiting\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(count_blocks(1, 4444, 1, "exit_leak", 0) + count_blocks(2, 4444, 1, "exit_leak", 0) == 1, "main's lost block");
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'duration_ns'") < 5000000000LL, "the run (with its exit) under 5 s: %lld ns",
           (long long)qi("SELECT value FROM meta WHERE key = 'duration_ns'"));
 }
 
@@ -1220,9 +1220,9 @@ static void test_big_live_set(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record("bigset.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "bigset 1000000\n") == 0, "stdout '%s'", r.out);
-    CHECK(qi("SELECT value FROM meta WHERE key = 'dropped_events'") == 0, "no event dropped");
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 72 AND reachability = 2") == 1000000,
+    CHECK_MSG(strcmp(r.out, "bigset 1000000\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'dropped_events'") == 0, "no event dropped");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 72 AND reachability = 2") == 1000000,
           "the million blocks, reachable: %lld", (long long)qi("SELECT count(*) FROM live_blocks WHERE size BETWEEN 16 AND 72"));
 }
 
@@ -1232,10 +1232,10 @@ static void test_own_malloc(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record("ownmalloc.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "ownmalloc done\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(strcmp(r.out, "ownmalloc done\n") == 0, "stdout '%s'", r.out);
     char v[600];
     qs(v, sizeof v, "SELECT coalesce((SELECT value FROM meta WHERE key = 'malloc_replaced_by'), '')");
-    CHECK(strcmp(v, prog) == 0, "meta.malloc_replaced_by '%s', want '%s'", v, prog);
+    CHECK_MSG(strcmp(v, prog) == 0, "meta.malloc_replaced_by '%s', want '%s'", v, prog);
 }
 
 // 200 vfork+execl (progs/vforker.c many): the children's exec wrappers map
@@ -1249,18 +1249,18 @@ static void test_vfork_many(char *prog) {
     sscanf(r.out, "grew %ld", &grew);
     // (The recorder's own tables and SQLite's cache grow with the run: a few
     // hundred KiB.)
-    CHECK(strncmp(r.out, "grew ", 5) == 0 && grew < 2048, "the parent's mappings grew %ld KiB over 200 vfork+exec", grew);
+    CHECK_MSG(strncmp(r.out, "grew ", 5) == 0 && grew < 2048, "the parent's mappings grew %ld KiB over 200 vfork+exec", grew);
 }
 
 static void test_vfork(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record("vfork.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "child 3\nchild 3\nchild 3\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(strcmp(r.out, "child 3\nchild 3\nchild 3\n") == 0, "stdout '%s'", r.out);
     char v[64];
     qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'end_reason'");
-    CHECK(strcmp(v, "exit") == 0, "parent ended by exit, not by its children: '%s'", v);
-    CHECK(count_blocks(1, 456, 1, "vfork_leak", 0) + count_blocks(2, 456, 1, "vfork_leak", 0) == 1,
+    CHECK_MSG(strcmp(v, "exit") == 0, "parent ended by exit, not by its children: '%s'", v);
+    CHECK_MSG(count_blocks(1, 456, 1, "vfork_leak", 0) + count_blocks(2, 456, 1, "vfork_leak", 0) == 1,
           "recording went on after the vfork children");
 }
 
@@ -1270,7 +1270,7 @@ static void test_vfork(char *prog) {
 // record, and the recorder attached to the runtime.
 static bool record_tensors(const char *name, char *const argv[], const char *env, struct result *r) {
     if (!record(name, argv, env, r)) return false;
-    CHECK(qi("SELECT value FROM meta WHERE key = 'tensors'") == 1, "%s: meta.tensors = 1", name);
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'tensors'") == 1, "%s: meta.tensors = 1", name);
     return true;
 }
 
@@ -1300,18 +1300,18 @@ static void test_cache_leak(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record_tensors("cache_leak.db", argv, NULL, &r)) return;
-    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 2, "two storages alive at exit (%lld)",
+    CHECK_MSG(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 2, "two storages alive at exit (%lld)",
           (long long)qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL"));
-    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL AND nbytes = 262144 AND strong = 1 AND "
+    CHECK_MSG(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL AND nbytes = 262144 AND strong = 1 AND "
              "data_released_ns IS NULL") == 2, "both 256 KiB, one strong reference, data alive");
-    CHECK(qi("SELECT count(*) FROM storage_refs") == 2, "one outstanding reference each (%lld rows)",
+    CHECK_MSG(qi("SELECT count(*) FROM storage_refs") == 2, "one outstanding reference each (%lld rows)",
           (long long)qi("SELECT count(*) FROM storage_refs"));
-    CHECK(qi("SELECT count(*) FROM storage_refs r JOIN storages s ON s.id = r.storage_id WHERE r.op = 1 AND "
+    CHECK_MSG(qi("SELECT count(*) FROM storage_refs r JOIN storages s ON s.id = r.storage_id WHERE r.op = 1 AND "
              "r.tensor_id = 0 AND r.count = 1 AND s.freed_ns IS NULL") == 2, "each an unmatched retain");
     int64_t ids[8];
     int n = ref_stacks("op = 1 AND tensor_id = 0", ids, 8);
-    for (int i = 0; i < n; i++) CHECK(stack_has(ids[i], "cache_put"), "retain %d was taken in cache_put", i);
-    CHECK(qi("SELECT count(*) FROM refcount_sites WHERE op = 1 AND count = 8") >= 1,
+    for (int i = 0; i < n; i++) CHECK_MSG(stack_has(ids[i], "cache_put"), "retain %d was taken in cache_put", i);
+    CHECK_MSG(qi("SELECT count(*) FROM refcount_sites WHERE op = 1 AND count = 8") >= 1,
           "the cache's 8 retains share one site");
 }
 
@@ -1322,20 +1322,20 @@ static void test_tensor_handles(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record_tensors("tensor_handles.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "tensor_handles ok\n") == 0, "stdout '%s'", r.out);
-    CHECK(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 3, "kept, cached and crowd are alive (%lld)",
+    CHECK_MSG(strcmp(r.out, "tensor_handles ok\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 3, "kept, cached and crowd are alive (%lld)",
           (long long)qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL"));
     // kept: its creation handle, made in handles_make; the helper's matched.
     int64_t kept_id = qi("SELECT id FROM tensors WHERE freed_ns IS NULL AND sizes = '[16]'");
-    CHECK(qi("SELECT count(*) FROM tensor_refs WHERE tensor_id = %lld", (long long)kept_id) == 1 &&
+    CHECK_MSG(qi("SELECT count(*) FROM tensor_refs WHERE tensor_id = %lld", (long long)kept_id) == 1 &&
               qi("SELECT count(*) FROM tensor_refs WHERE tensor_id = %lld AND op = 0 AND count = 1", (long long)kept_id) == 1,
           "kept: only its creation handle is left");
-    CHECK(stack_has(qi("SELECT stack_id FROM tensor_refs WHERE tensor_id = %lld", (long long)kept_id), "handles_make"),
+    CHECK_MSG(stack_has(qi("SELECT stack_id FROM tensor_refs WHERE tensor_id = %lld", (long long)kept_id), "handles_make"),
           "kept's creation handle was made in handles_make");
     // cached: 2 retains in handles_cache (called from two lines of main: two
     // stacks); the creation handle released.
     int64_t cached_id = qi("SELECT id FROM tensors WHERE freed_ns IS NULL AND sizes = '[32]'");
-    CHECK(qi("SELECT count(*) FROM tensor_refs WHERE tensor_id = %lld", (long long)cached_id) == 2 &&
+    CHECK_MSG(qi("SELECT count(*) FROM tensor_refs WHERE tensor_id = %lld", (long long)cached_id) == 2 &&
               qi("SELECT sum(count) FROM tensor_refs WHERE tensor_id = %lld AND op = 1", (long long)cached_id) == 2,
           "cached: two retains no release matched, and no creation handle");
     int64_t ids[4];
@@ -1347,20 +1347,20 @@ static void test_tensor_handles(char *prog) {
         sqlite3_finalize(st);
     }
     sqlite3_free(sql);
-    for (int i = 0; i < n; i++) CHECK(stack_has(ids[i], "handles_cache"), "cached's retain %d was taken in handles_cache", i);
+    for (int i = 0; i < n; i++) CHECK_MSG(stack_has(ids[i], "handles_cache"), "cached's retain %d was taken in handles_cache", i);
     // crowd: its creation handle and 10 of handles_hoard's.
     int64_t crowd_id = qi("SELECT id FROM tensors WHERE freed_ns IS NULL AND sizes = '[128]'");
-    CHECK(qi("SELECT sum(count) FROM tensor_refs WHERE tensor_id = %lld AND op = 1", (long long)crowd_id) == 10 &&
+    CHECK_MSG(qi("SELECT sum(count) FROM tensor_refs WHERE tensor_id = %lld AND op = 1", (long long)crowd_id) == 10 &&
               qi("SELECT count(*) FROM tensor_refs WHERE tensor_id = %lld AND op = 0", (long long)crowd_id) == 1,
           "crowd: 10 retains left and its creation handle (%lld)",
           (long long)qi("SELECT sum(count) FROM tensor_refs WHERE tensor_id = %lld AND op = 1", (long long)crowd_id));
-    CHECK(stack_has(qi("SELECT stack_id FROM tensor_refs WHERE tensor_id = %lld AND op = 1", (long long)crowd_id),
+    CHECK_MSG(stack_has(qi("SELECT stack_id FROM tensor_refs WHERE tensor_id = %lld AND op = 1", (long long)crowd_id),
                     "handles_hoard"),
           "crowd's were taken in handles_hoard");
-    CHECK(qi("SELECT count(*) FROM tensor_refs") == 5, "nothing of gone is left");
+    CHECK_MSG(qi("SELECT count(*) FROM tensor_refs") == 5, "nothing of gone is left");
     // refcount_sites: handle retains (1 borrow, 3 cache, 50,000 hoard) and
     // releases not the last (1 borrow, 2 creators', 49,990 unhoard).
-    CHECK(qi("SELECT sum(count) FROM refcount_sites WHERE op = 6") == 50004 &&
+    CHECK_MSG(qi("SELECT sum(count) FROM refcount_sites WHERE op = 6") == 50004 &&
               qi("SELECT sum(count) FROM refcount_sites WHERE op = 7") == 49993,
           "4 handle retains, 3 releases not the last (%lld, %lld)",
           (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 6"),
@@ -1374,17 +1374,17 @@ static void test_tensor_views(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record_tensors("tensor_views.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "tensor_views ok\n") == 0, "stdout '%s'", r.out);
-    CHECK(qi("SELECT strong FROM storages WHERE freed_ns IS NULL") == 20001, "strong 20,001 (%lld)",
+    CHECK_MSG(strcmp(r.out, "tensor_views ok\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(qi("SELECT strong FROM storages WHERE freed_ns IS NULL") == 20001, "strong 20,001 (%lld)",
           (long long)qi("SELECT strong FROM storages WHERE freed_ns IS NULL"));
-    CHECK(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 20001, "the base and 20,000 views alive");
-    CHECK(qi("SELECT count(*) FROM storage_refs WHERE count = 1 AND tensor_id != 0") == 20001 &&
+    CHECK_MSG(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 20001, "the base and 20,000 views alive");
+    CHECK_MSG(qi("SELECT count(*) FROM storage_refs WHERE count = 1 AND tensor_id != 0") == 20001 &&
               qi("SELECT count(*) FROM storage_refs") == 20001,
           "one row a tensor, none unmatched (%lld rows)", (long long)qi("SELECT count(*) FROM storage_refs"));
-    CHECK(qi("SELECT count(*) FROM storage_refs r JOIN tensors t ON t.id = r.tensor_id WHERE t.freed_ns IS NULL") == 20001,
+    CHECK_MSG(qi("SELECT count(*) FROM storage_refs r JOIN tensors t ON t.id = r.tensor_id WHERE t.freed_ns IS NULL") == 20001,
           "each reference's tensor is alive: the released views' references were the ones paired");
     // Ids come from one counter: the views alive are the newest 20,000.
-    CHECK(qi("SELECT min(id) - max(base_id) FROM tensors WHERE freed_ns IS NULL AND base_id != 0") > 20000 &&
+    CHECK_MSG(qi("SELECT min(id) - max(base_id) FROM tensors WHERE freed_ns IS NULL AND base_id != 0") > 20000 &&
               qi("SELECT max(id) - min(id) FROM tensors WHERE freed_ns IS NULL AND base_id != 0") == 19999,
           "the views alive are the newest (%lld)",
           (long long)qi("SELECT min(id) - max(base_id) FROM tensors WHERE freed_ns IS NULL AND base_id != 0"));
@@ -1397,17 +1397,17 @@ static void test_tensor_threads(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record_tensors("tensor_threads.db", argv, NULL, &r)) return;
-    CHECK(strcmp(r.out, "tensor_threads: done\n") == 0, "stdout '%s'", r.out);
-    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 1 &&
+    CHECK_MSG(strcmp(r.out, "tensor_threads: done\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 1 &&
               qi("SELECT strong FROM storages WHERE freed_ns IS NULL") == 2,
           "one storage alive, strong 2 (%lld)", (long long)qi("SELECT strong FROM storages WHERE freed_ns IS NULL"));
-    CHECK(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 2, "the base and the kept view are alive");
-    CHECK(qi("SELECT count(*) FROM storage_refs WHERE tensor_id = 0") == 0, "no unmatched reference");
-    CHECK(qi("SELECT count(*) FROM storage_refs") == 2, "two references: the base's and the kept view's");
+    CHECK_MSG(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 2, "the base and the kept view are alive");
+    CHECK_MSG(qi("SELECT count(*) FROM storage_refs WHERE tensor_id = 0") == 0, "no unmatched reference");
+    CHECK_MSG(qi("SELECT count(*) FROM storage_refs") == 2, "two references: the base's and the kept view's");
     int64_t ids[4];
     int n = ref_stacks("op = 1", ids, 4);
-    CHECK(n == 1 && stack_has(ids[0], "threads_keep"), "the kept view's reference was taken in threads_keep");
-    CHECK(qi("SELECT sum(count) FROM refcount_sites WHERE op = 1") == 2001 &&
+    CHECK_MSG(n == 1 && stack_has(ids[0], "threads_keep"), "the kept view's reference was taken in threads_keep");
+    CHECK_MSG(qi("SELECT sum(count) FROM refcount_sites WHERE op = 1") == 2001 &&
               qi("SELECT sum(count) FROM refcount_sites WHERE op = 2") == 2000,
           "2001 retains (the views) and 2000 releases (the freed views; the base lives on as the kept view's base)");
 }
@@ -1424,40 +1424,40 @@ static void test_tensor_race(char *prog, bool wrap) {
     if (!record_tensors(wrap ? "tensor_race_wrap.db" : "tensor_race.db", argv, wrap ? "TPPROF_ORDER_START=wrap" : NULL,
                         &r))
         return;
-    CHECK(strcmp(r.out, "tensor_race: done\n") == 0, "stdout '%s'", r.out);
-    CHECK(qi("SELECT value FROM meta WHERE key = 'dropped_events'") == 0, "no event dropped");
+    CHECK_MSG(strcmp(r.out, "tensor_race: done\n") == 0, "stdout '%s'", r.out);
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'dropped_events'") == 0, "no event dropped");
     // Retains: main's 1000 + 3000 views, the workers' 4 x 3000, the kept one.
     // Releases: those views but the kept one, the workers' 12000 sums and 4
     // tensors of their own (their creation references).
-    CHECK(qi("SELECT sum(count) FROM refcount_sites WHERE op = 1") == 16001 &&
+    CHECK_MSG(qi("SELECT sum(count) FROM refcount_sites WHERE op = 1") == 16001 &&
               qi("SELECT sum(count) FROM refcount_sites WHERE op = 2") == 28004,
           "16001 retains and 28004 releases (%lld, %lld)", (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 1"),
           (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 2"));
-    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 1 &&
+    CHECK_MSG(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 1 &&
               qi("SELECT strong FROM storages WHERE freed_ns IS NULL") == 2,
           "the base's storage alone is alive, strong 2");
-    CHECK(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 2, "the base and the kept view are alive");
-    CHECK(qi("SELECT count(*) FROM storage_refs") == 2 && qi("SELECT count(*) FROM storage_refs WHERE tensor_id = 0") == 0,
+    CHECK_MSG(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 2, "the base and the kept view are alive");
+    CHECK_MSG(qi("SELECT count(*) FROM storage_refs") == 2 && qi("SELECT count(*) FROM storage_refs WHERE tensor_id = 0") == 0,
           "two references, both a tensor's");
     int64_t ids[4];
     int n = ref_stacks("op = 1", ids, 4);
-    CHECK(n == 1 && stack_has(ids[0], "race_keep"), "the kept view's reference was taken in race_keep");
+    CHECK_MSG(n == 1 && stack_has(ids[0], "race_keep"), "the kept view's reference was taken in race_keep");
 }
 
 static void test_weak_refs(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record_tensors("weak_refs.db", argv, NULL, &r)) return;
-    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 5, "five structs alive");
-    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL AND data_released_ns IS NOT NULL AND strong = 0 "
+    CHECK_MSG(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 5, "five structs alive");
+    CHECK_MSG(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL AND data_released_ns IS NOT NULL AND strong = 0 "
              "AND weak = 1 AND last_release_ns IS NOT NULL") == 5, "data released, strong 0, weak 1 each");
-    CHECK(qi("SELECT count(*) FROM storage_refs") == 5 &&
+    CHECK_MSG(qi("SELECT count(*) FROM storage_refs") == 5 &&
               qi("SELECT count(*) FROM storage_refs WHERE op = 3 AND tensor_id = 0 AND count = 1") == 5,
           "one weak retain each, nothing else");
     int64_t ids[8];
     int n = ref_stacks("op = 3", ids, 8);
-    CHECK(n == 5, "5 weak retains");
-    for (int i = 0; i < n; i++) CHECK(stack_has(ids[i], "memo_remember"), "weak retain %d in memo_remember", i);
+    CHECK_MSG(n == 5, "5 weak retains");
+    for (int i = 0; i < n; i++) CHECK_MSG(stack_has(ids[i], "memo_remember"), "weak retain %d in memo_remember", i);
 }
 
 static void test_small_views(char *prog) {
@@ -1466,34 +1466,34 @@ static void test_small_views(char *prog) {
     if (!record_tensors("small_views.db", argv, NULL, &r)) return;
     // At the peak (step 5's relu): the 5 activations pinned by the rows kept
     // at steps 0-4, plus step 5's input and activation.
-    CHECK(qi("SELECT count(*) FROM storages WHERE at_peak AND nbytes = 4194304") == 7, "7 x 4 MiB at the peak (%lld)",
+    CHECK_MSG(qi("SELECT count(*) FROM storages WHERE at_peak AND nbytes = 4194304") == 7, "7 x 4 MiB at the peak (%lld)",
           (long long)qi("SELECT count(*) FROM storages WHERE at_peak AND nbytes = 4194304"));
-    CHECK(qi("SELECT value FROM meta WHERE key = 'peak_storage_bytes'") >= 7 * 4194304 &&
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'peak_storage_bytes'") >= 7 * 4194304 &&
               qi("SELECT value FROM meta WHERE key = 'peak_storage_bytes'") < 7 * 4194304 + 65536,
           "peak_storage_bytes");
     const char *pinned = "SELECT count(*) FROM storages s WHERE s.at_peak AND s.nbytes = 4194304 AND "
                          "(SELECT count(*) FROM tensors t WHERE t.storage_id = s.id AND t.at_peak AND "
                          "t.sizes = '[1024]' AND t.strides = '[1]' AND t.dtype = 'float32' AND t.base_id != 0) = 1";
-    CHECK(qi("%s", pinned) == 5, "5 of them pinned by one 1024-element view each (%lld)", (long long)qi("%s", pinned));
-    CHECK(qi("SELECT count(*) FROM tensors t WHERE t.at_peak AND t.sizes = '[1024]' AND "
+    CHECK_MSG(qi("%s", pinned) == 5, "5 of them pinned by one 1024-element view each (%lld)", (long long)qi("%s", pinned));
+    CHECK_MSG(qi("SELECT count(*) FROM tensors t WHERE t.at_peak AND t.sizes = '[1024]' AND "
              "t.base_id IN (SELECT id FROM tensors WHERE sizes = '[1024, 1024]' AND storage_id = t.storage_id)") == 5,
           "each view's base is the activation on the same storage");
-    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 0, "nothing alive at exit");
+    CHECK_MSG(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 0, "nothing alive at exit");
 }
 
 static void test_train_loop(char *prog) {
     char *argv[] = {prog, (char *)"20", NULL};
     struct result r;
     if (!record_tensors("train_loop.db", argv, NULL, &r)) return;
-    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 0, "no storage alive at exit");
-    CHECK(qi("SELECT count(*) FROM storage_refs") == 0, "no outstanding reference");
-    CHECK(qi("SELECT count(*) FROM storages") > 0, "the peak's storages are kept");
+    CHECK_MSG(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 0, "no storage alive at exit");
+    CHECK_MSG(qi("SELECT count(*) FROM storage_refs") == 0, "no outstanding reference");
+    CHECK_MSG(qi("SELECT count(*) FROM storages") > 0, "the peak's storages are kept");
     // Each step makes 7 tensors on new storages (they adopt the creation
     // reference: no retain) and one view (x.t(): a retain); 8 tensors
     // released a step, and the 5 made before the loop at the end.
-    CHECK(qi("SELECT sum(count) FROM refcount_sites WHERE op = 1") == 20,
+    CHECK_MSG(qi("SELECT sum(count) FROM refcount_sites WHERE op = 1") == 20,
           "one retain a step, the view's (%lld)", (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 1"));
-    CHECK(qi("SELECT sum(count) FROM refcount_sites WHERE op = 2") == 20 * 8 + 5,
+    CHECK_MSG(qi("SELECT sum(count) FROM refcount_sites WHERE op = 2") == 20 * 8 + 5,
           "one release per tensor (%lld)", (long long)qi("SELECT sum(count) FROM refcount_sites WHERE op = 2"));
     // DataPtr lifetimes: every release of data counted (7 a step and the 5
     // before the loop), the live times of the first 64 of the allocator's
@@ -1503,10 +1503,10 @@ static void test_train_loop(char *prog) {
     if (!record_tensors("train_loop_200.db", longer, NULL, &r)) return;
     int64_t count = qi("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'");
     int64_t timed = qi("SELECT live_count FROM storage_lifetimes WHERE allocator = 'cpu'");
-    CHECK(count == 1405 && timed >= 64 + 1341 / 16 && timed <= 64 + 1341 / 4,
+    CHECK_MSG(count == 1405 && timed >= 64 + 1341 / 16 && timed <= 64 + 1341 / 4,
           "1405 counted (%lld), 64 and then about 1 in 8 timed (%lld)", (long long)count, (long long)timed);
     if (!record_tensors("train_loop_all.db", longer, "TPPROF_LIFETIMES=all", &r)) return;
-    CHECK(qi("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 1405 &&
+    CHECK_MSG(qi("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 1405 &&
               qi("SELECT live_count FROM storage_lifetimes WHERE allocator = 'cpu'") == 1405,
           "TPPROF_LIFETIMES=all: all 1405 timed (%lld)",
           (long long)qi("SELECT live_count FROM storage_lifetimes WHERE allocator = 'cpu'"));
@@ -1517,12 +1517,12 @@ static void test_cat_storage(char *prog) {
     struct result r;
     if (!record_tensors("cat_storage.db", argv, NULL, &r)) return;
     int64_t joined = qi("SELECT storage_id FROM tensors WHERE sizes = '[13]'");
-    CHECK(joined > 0, "the cat result is recorded");
-    CHECK(qi("SELECT count(*) FROM tensors WHERE sizes != '[13]'") == 3, "and the three inputs");
-    CHECK(qi("SELECT count(*) FROM tensors WHERE sizes != '[13]' AND storage_id = %lld", (long long)joined) == 0,
+    CHECK_MSG(joined > 0, "the cat result is recorded");
+    CHECK_MSG(qi("SELECT count(*) FROM tensors WHERE sizes != '[13]'") == 3, "and the three inputs");
+    CHECK_MSG(qi("SELECT count(*) FROM tensors WHERE sizes != '[13]' AND storage_id = %lld", (long long)joined) == 0,
           "the cat result's storage is none of the inputs'");
-    CHECK(qi("SELECT nbytes FROM storages WHERE id = %lld", (long long)joined) == 52, "13 floats");
-    CHECK(qi("SELECT count(DISTINCT storage_id) FROM tensors WHERE sizes != '[13]'") == 2,
+    CHECK_MSG(qi("SELECT nbytes FROM storages WHERE id = %lld", (long long)joined) == 52, "13 floats");
+    CHECK_MSG(qi("SELECT count(DISTINCT storage_id) FROM tensors WHERE sizes != '[13]'") == 2,
           "the view shares its base's storage");
 }
 
@@ -1600,7 +1600,7 @@ static void test_seq_batches(char *prog, bool fixed) {
     const char *k = strstr(r.out, "kept ");
     const char *line = strstr(r.out, "stats: ");
     if (k) kept = atoll(k + 5);
-    CHECK(line && kept > 0 &&
+    CHECK_MSG(line && kept > 0 &&
               sscanf(line, "stats: allocated_bytes=%lld reserved_bytes=%lld inactive_split_bytes=%lld "
                            "inactive_split=%lld segments=%lld peak_reserved_bytes=%lld peak_allocated_bytes=%lld",
                      &want[0], &want[1], &want[2], &want[3], &want[4], &want[5], &want[6]) == 7,
@@ -1612,21 +1612,21 @@ static void test_seq_batches(char *prog, bool fixed) {
     int64_t at = qi("SELECT seq FROM allocator_events WHERE action = 4 ORDER BY seq DESC LIMIT 1 OFFSET %lld",
                     kept - 1);
     struct replay p = replay_allocator(at);
-    CHECK(p.allocated == want[0] && p.reserved == want[1] && p.inactive_split_bytes == want[2] &&
+    CHECK_MSG(p.allocated == want[0] && p.reserved == want[1] && p.inactive_split_bytes == want[2] &&
               p.inactive_split == want[3] && p.segments == want[4],
           "replay: allocated_bytes=%lld reserved_bytes=%lld inactive_split_bytes=%lld inactive_split=%lld "
           "segments=%lld; printed %s",
           (long long)p.allocated, (long long)p.reserved, (long long)p.inactive_split_bytes,
           (long long)p.inactive_split, (long long)p.segments, line);
     struct replay all = replay_allocator(0);
-    CHECK(all.peak_reserved == want[5] && all.peak_allocated == want[6], "peaks %lld %lld",
+    CHECK_MSG(all.peak_reserved == want[5] && all.peak_allocated == want[6], "peaks %lld %lld",
           (long long)all.peak_reserved, (long long)all.peak_allocated);
-    CHECK(all.allocated == 0 && all.segments == 0 && all.reserved == 0, "everything given back at the end");
-    if (fixed) CHECK(want[2] == 0, "--fixed strands nothing");
-    else CHECK(want[2] > 0, "variable lengths strand free split blocks");
-    CHECK(qi("SELECT count(*) FROM allocator_events WHERE allocator = 'caching' AND device = 'cpu' AND stack_id > 0") ==
+    CHECK_MSG(all.allocated == 0 && all.segments == 0 && all.reserved == 0, "everything given back at the end");
+    if (fixed) CHECK_MSG(want[2] == 0, "--fixed strands nothing");
+    else CHECK_MSG(want[2] > 0, "variable lengths strand free split blocks");
+    CHECK_MSG(qi("SELECT count(*) FROM allocator_events WHERE allocator = 'caching' AND device = 'cpu' AND stack_id > 0") ==
               qi("SELECT count(*) FROM allocator_events"), "every event names its allocator, device and stack");
-    CHECK(qi("SELECT count(*) FROM storages WHERE allocator = 'caching' AND block_address IS NOT NULL AND "
+    CHECK_MSG(qi("SELECT count(*) FROM storages WHERE allocator = 'caching' AND block_address IS NOT NULL AND "
              "block_kind = 5 AND data >= block_address AND data < block_address + block_size") ==
               qi("SELECT count(*) FROM storages WHERE allocator = 'caching'"),
           "a caching storage's block is the segment's host allocation");
@@ -1639,43 +1639,43 @@ static void test_tensor_block(char *prog, const char *name) {
     struct result r;
     if (!record_tensors(name, argv, NULL, &r)) return;
     unsigned long long data = 0, nbytes = 0;
-    CHECK(sscanf(r.out, "data=%llu nbytes=%llu", &data, &nbytes) == 2, "output: %s", r.out);
-    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 1, "one storage alive");
-    CHECK(qi("SELECT data FROM storages WHERE freed_ns IS NULL") == (int64_t)data, "its data pointer");
-    CHECK(qi("SELECT block_address FROM storages WHERE freed_ns IS NULL") == (int64_t)data, "block at the data");
-    CHECK(qi("SELECT block_kind FROM storages WHERE freed_ns IS NULL") == 5, "a posix_memalign block");
-    CHECK(qi("SELECT block_size FROM storages WHERE freed_ns IS NULL") == (int64_t)nbytes, "of nbytes");
-    CHECK(qi("SELECT count(*) FROM live_blocks WHERE address = %lld AND kind = 5 AND size = %lld", (long long)data,
+    CHECK_MSG(sscanf(r.out, "data=%llu nbytes=%llu", &data, &nbytes) == 2, "output: %s", r.out);
+    CHECK_MSG(qi("SELECT count(*) FROM storages WHERE freed_ns IS NULL") == 1, "one storage alive");
+    CHECK_MSG(qi("SELECT data FROM storages WHERE freed_ns IS NULL") == (int64_t)data, "its data pointer");
+    CHECK_MSG(qi("SELECT block_address FROM storages WHERE freed_ns IS NULL") == (int64_t)data, "block at the data");
+    CHECK_MSG(qi("SELECT block_kind FROM storages WHERE freed_ns IS NULL") == 5, "a posix_memalign block");
+    CHECK_MSG(qi("SELECT block_size FROM storages WHERE freed_ns IS NULL") == (int64_t)nbytes, "of nbytes");
+    CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE address = %lld AND kind = 5 AND size = %lld", (long long)data,
              (long long)nbytes) == 1, "the same block is a live block");
     // The kept tensor adopted its storage's creation reference: it is the
     // holder, at its own creation stack, which names the leaking function.
     int64_t kept = qi("SELECT id FROM tensors WHERE freed_ns IS NULL");
-    CHECK(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 1 && kept > 0, "one tensor alive");
-    CHECK(qi("SELECT count(*) FROM storage_refs WHERE tensor_id = %lld AND op = 0 AND count = 1", (long long)kept) == 1 &&
+    CHECK_MSG(qi("SELECT count(*) FROM tensors WHERE freed_ns IS NULL") == 1 && kept > 0, "one tensor alive");
+    CHECK_MSG(qi("SELECT count(*) FROM storage_refs WHERE tensor_id = %lld AND op = 0 AND count = 1", (long long)kept) == 1 &&
               qi("SELECT count(*) FROM storage_refs") == 1,
           "the only outstanding reference is the live tensor's, the adopted creation reference");
     int64_t ref_stack = 0;
-    CHECK(ref_stacks("op = 0", &ref_stack, 1) == 1 &&
+    CHECK_MSG(ref_stacks("op = 0", &ref_stack, 1) == 1 &&
               ref_stack == qi("SELECT created_stack FROM tensors WHERE id = %lld", (long long)kept),
           "taken at the tensor's creation stack");
-    CHECK(stack_has(ref_stack, "leak_tensor"), "which is in leak_tensor");
-    CHECK(stack_has(qi("SELECT created_stack FROM storages WHERE freed_ns IS NULL"), "leak_tensor"),
+    CHECK_MSG(stack_has(ref_stack, "leak_tensor"), "which is in leak_tensor");
+    CHECK_MSG(stack_has(qi("SELECT created_stack FROM storages WHERE freed_ns IS NULL"), "leak_tensor"),
           "so is the storage's");
-    CHECK(qi("SELECT coalesce(sum(count), 0) FROM refcount_sites WHERE op = 1") == 0 &&
+    CHECK_MSG(qi("SELECT coalesce(sum(count), 0) FROM refcount_sites WHERE op = 1") == 0 &&
               qi("SELECT sum(count) FROM refcount_sites WHERE op = 2") == 1,
           "no retain at all; one release, the freed tensor's");
-    CHECK(qi("SELECT count(*) FROM storages WHERE freed_ns IS NOT NULL AND block_freed_ns IS NOT NULL AND "
+    CHECK_MSG(qi("SELECT count(*) FROM storages WHERE freed_ns IS NOT NULL AND block_freed_ns IS NOT NULL AND "
              "block_kind = 5") == 1, "the freed storage's block was freed");
-    CHECK(qi("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 1, "one lifetime measured");
+    CHECK_MSG(qi("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 1, "one lifetime measured");
     // Without the preload the program runs the same.
     struct result native = run(NULL, argv, NULL);
-    CHECK(native.status == 0 && strncmp(native.out, "data=", 5) == 0, "runs without the preload: %s", native.out);
+    CHECK_MSG(native.status == 0 && strncmp(native.out, "data=", 5) == 0, "runs without the preload: %s", native.out);
     // TPPROF_TENSORS=0 declines: host recording only.
     char out[600];
     db_path(out, sizeof out, "declined.db");
     struct result d = run(out, argv, "TPPROF_TENSORS=0");
-    CHECK(d.status == 0 && open_db(out), "declined run");
-    CHECK(qi("SELECT count(*) FROM meta WHERE key = 'tensors'") == 0 && qi("SELECT count(*) FROM storages") == 0,
+    CHECK_MSG(d.status == 0 && open_db(out), "declined run");
+    CHECK_MSG(qi("SELECT count(*) FROM meta WHERE key = 'tensors'") == 0 && qi("SELECT count(*) FROM storages") == 0,
           "no tensor rows when declined");
 }
 
@@ -1683,13 +1683,13 @@ static void test_tensors_full(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
     if (!record_tensors("full_tensors.db", argv, "TPPROF_MODE=full", &r)) return;
-    CHECK(qi("SELECT count(*) FROM storages") == 8, "full mode keeps all 8 storages");
-    CHECK(qi("SELECT count(*) FROM events WHERE op = 10") == 8, "8 storage-created events");
-    CHECK(qi("SELECT count(*) FROM events WHERE op = 11 AND kind = 1") ==
+    CHECK_MSG(qi("SELECT count(*) FROM storages") == 8, "full mode keeps all 8 storages");
+    CHECK_MSG(qi("SELECT count(*) FROM events WHERE op = 10") == 8, "8 storage-created events");
+    CHECK_MSG(qi("SELECT count(*) FROM events WHERE op = 11 AND kind = 1") ==
               qi("SELECT sum(count) FROM refcount_sites WHERE op = 1"), "every retain is an event");
-    CHECK(qi("SELECT count(*) FROM events WHERE op = 13") == 6, "6 storages freed");
+    CHECK_MSG(qi("SELECT count(*) FROM events WHERE op = 13") == 6, "6 storages freed");
     // Each storage's data block was allocated before it was created.
-    CHECK(qi("SELECT count(*) FROM storages s WHERE (SELECT max(seq) FROM events e WHERE e.op = 1 AND "
+    CHECK_MSG(qi("SELECT count(*) FROM storages s WHERE (SELECT max(seq) FROM events e WHERE e.op = 1 AND "
              "e.address = s.block_address AND e.seq < (SELECT seq FROM events c WHERE c.op = 10 AND c.address = s.id)) "
              "IS NOT NULL") == 8, "creation follows the block's allocation in sequence");
 }
@@ -1771,29 +1771,29 @@ int main(int argc, char **argv) {
         char *argv[] = {prog, NULL};
         struct result r;
         if (record("manystacks.db", argv, "TPPROF_TEST_MAX_STACKS=300", &r)) {
-            CHECK(strcmp(r.out, "manystacks ok\n") == 0, "stdout '%s'", r.out);
+            CHECK_MSG(strcmp(r.out, "manystacks ok\n") == 0, "stdout '%s'", r.out);
             int64_t full = qi("SELECT value FROM meta WHERE key = 'stacks_full'");
             int64_t nostack = qi("SELECT coalesce(sum(alloc_count), 0) FROM sites WHERE stack_id = 0");
-            CHECK(nostack >= 1024 - 300 && full >= nostack, "%lld allocations without a stack, stacks_full %lld",
+            CHECK_MSG(nostack >= 1024 - 300 && full >= nostack, "%lld allocations without a stack, stacks_full %lld",
                   (long long)nostack, (long long)full);
-            CHECK(qi("SELECT sum(alloc_count) FROM sites") >= 1024, "every allocation recorded");
+            CHECK_MSG(qi("SELECT sum(alloc_count) FROM sites") >= 1024, "every allocation recorded");
         }
     }
     else if (strcmp(what, "wrapword") == 0) { // (progs/wrapword.c)
         char *argv[] = {prog, NULL};
         struct result r;
         if (record("wrapword.db", argv, NULL, &r)) {
-            CHECK(strcmp(r.out, "wrapword ok\n") == 0, "stdout '%s', stderr '%s'", r.out, r.err);
-            CHECK(qi("SELECT coalesce(sum(alloc_count), 0) FROM sites WHERE kind = 1") >= 100, "the 100 allocations");
+            CHECK_MSG(strcmp(r.out, "wrapword ok\n") == 0, "stdout '%s', stderr '%s'", r.out, r.err);
+            CHECK_MSG(qi("SELECT coalesce(sum(alloc_count), 0) FROM sites WHERE kind = 1") >= 100, "the 100 allocations");
         }
     }
     else if (strcmp(what, "dlerr") == 0) { // (progs/dlerr.c)
         char *argv[] = {prog, NULL};
         struct result r;
         if (record("dlerr.db", argv, NULL, &r)) {
-            CHECK(strcmp(r.out, "libtpprof\ndlerr ok\n") == 0, "stdout '%s'", r.out);
-            CHECK(count_blocks(1, 321, 1, "lose", 0) == 1, "the block lost in lose");
-            CHECK(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 1,
+            CHECK_MSG(strcmp(r.out, "libtpprof\ndlerr ok\n") == 0, "stdout '%s'", r.out);
+            CHECK_MSG(count_blocks(1, 321, 1, "lose", 0) == 1, "the block lost in lose");
+            CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE reachability = 1") == 1,
                   "nothing else lost (the dlerror() state glibc keeps is reachable): %lld",
                   (long long)qi("SELECT count(*) FROM live_blocks WHERE reachability = 1"));
         }
@@ -1806,17 +1806,17 @@ int main(int argc, char **argv) {
         char *argv[] = {prog, NULL};
         struct result r;
         if (record("ours.db", argv, NULL, &r))
-            CHECK(qi("SELECT count(*) FROM meta WHERE key = 'malloc_replaced_by'") == 0, "an ordinary program: no key");
+            CHECK_MSG(qi("SELECT count(*) FROM meta WHERE key = 'malloc_replaced_by'") == 0, "an ordinary program: no key");
     }
     else if (strcmp(what, "mainexit_alone") == 0) test_main_exit(prog, "alone");
     else if (strcmp(what, "addrmalloc") == 0) { // (progs/addrmalloc.c)
         char *argv[] = {prog, NULL};
         struct result r;
         if (record("addrmalloc.db", argv, NULL, &r)) {
-            CHECK(strcmp(r.out, "addrmalloc ok\n") == 0, "stdout '%s'", r.out);
-            CHECK(qi("SELECT count(*) FROM meta WHERE key = 'malloc_replaced_by'") == 0,
+            CHECK_MSG(strcmp(r.out, "addrmalloc ok\n") == 0, "stdout '%s'", r.out);
+            CHECK_MSG(qi("SELECT count(*) FROM meta WHERE key = 'malloc_replaced_by'") == 0,
                   "malloc's canonical PLT entry is not an allocator of the program's");
-            CHECK(count_blocks(1, 1234, 1, "main", 0) == 1, "the block allocated through the pointer, lost");
+            CHECK_MSG(count_blocks(1, 1234, 1, "main", 0) == 1, "the block allocated through the pointer, lost");
         }
     }
     else if (strncmp(what, "closer_", 7) == 0) {
@@ -1842,12 +1842,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (db) sqlite3_close(db);
-    if (failures == 0) {
+    if (check_failures == 0) {
         char cmd[700];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
         if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
     } else {
-        fprintf(stderr, "%d check(s) failed; files kept in %s\n", failures, tmpdir);
+        fprintf(stderr, "%d check(s) failed; files kept in %s\n", check_failures, tmpdir);
     }
-    return failures ? 1 : skipped ? 77 : 0; // 77: meson's skip
+    return check_failures ? 1 : skipped ? 77 : 0; // 77: meson's skip
 }

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "tpprof_internal.h"
-#include "check.h"
+#include "../check.h"
 
 // What obsorder.c needs from the rest of the recorder.
 struct tpprof_order_line tpprof_stripes[TPPROF_STRIPES];
@@ -80,9 +80,9 @@ static void check_each_once(uint32_t start, int total) {
             if (k >= (uint32_t)total) outside++;
             else if (seen[k]++) dup++;
         }
-    CHECK(dup == 0 && outside == 0, "%d tickets handed out twice, %d outside the range", dup, outside);
+    CHECK_MSG(dup == 0 && outside == 0, "%d tickets handed out twice, %d outside the range", dup, outside);
     uint64_t next = atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
-    CHECK((((uint32_t)next - start) & TPPROF_TICKET_MASK) == (uint32_t)total, "the stripe moved on by %u, not %d",
+    CHECK_MSG((((uint32_t)next - start) & TPPROF_TICKET_MASK) == (uint32_t)total, "the stripe moved on by %u, not %d",
           ((uint32_t)next - start) & TPPROF_TICKET_MASK, total);
     free(seen);
 }
@@ -100,12 +100,12 @@ static void test_joining_threads_take_the_stripe_away_and_no_ticket_is_taken_twi
     uint32_t start = (uint32_t)atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
     owner_then_joiners();
     check_each_once(start, FIRST + (THREADS + 1) * PER_THREAD);
-    CHECK(atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED, "with live threads sharing it the stripe is contested");
+    CHECK_MSG(atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED, "with live threads sharing it the stripe is contested");
     // Each thread's own tickets rise: its events keep their order.
     int unordered = 0;
     for (int w = 0; w <= THREADS; w++)
         for (int i = 1; i < taken[w]; i++) unordered += tpprof_ticket_diff(tickets[w][i], tickets[w][i - 1]) <= 0;
-    CHECK(unordered == 0, "%d tickets below the thread's previous one", unordered);
+    CHECK_MSG(unordered == 0, "%d tickets below the thread's previous one", unordered);
 }
 
 static void *alone(void *arg) {
@@ -125,11 +125,11 @@ static void test_an_exited_owner_hands_the_stripe_on(void) {
     pthread_t t;
     pthread_create(&t, NULL, alone, (void *)(intptr_t)0);
     pthread_join(t, NULL);
-    CHECK(atomic_load(&tpprof_obs_owner) == (uintptr_t)&threads[0], "the only sender owns the stripe");
+    CHECK_MSG(atomic_load(&tpprof_obs_owner) == (uintptr_t)&threads[0], "the only sender owns the stripe");
     atomic_store(&threads[0].exited, 1); // (rings.c's exit destructor)
     pthread_create(&t, NULL, alone, (void *)(intptr_t)1);
     pthread_join(t, NULL);
-    CHECK(atomic_load(&tpprof_obs_owner) == (uintptr_t)&threads[1], "the next sender owns it after the first exited");
+    CHECK_MSG(atomic_load(&tpprof_obs_owner) == (uintptr_t)&threads[1], "the next sender owns it after the first exited");
     check_each_once(start, 2 * FIRST);
 }
 
@@ -141,7 +141,7 @@ static void test_without_membarrier_every_ticket_is_a_locked_add(void) {
     uint32_t start = (uint32_t)atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
     owner_then_joiners();
     check_each_once(start, FIRST + (THREADS + 1) * PER_THREAD);
-    CHECK(atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED, "nobody took the stripe");
+    CHECK_MSG(atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED, "nobody took the stripe");
 }
 
 // A seccomp filter the program installs after the start can refuse
@@ -169,11 +169,11 @@ static void test_membarrier_refused_after_the_start_still_takes_each_ticket_once
         fprintf(stderr, "note: could not install a seccomp filter: the page-protection barrier is not tested\n");
         return;
     }
-    CHECK(syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0, "membarrier is refused now");
+    CHECK_MSG(syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0, "membarrier is refused now");
     uint32_t start = (uint32_t)atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
     owner_then_joiners();
     check_each_once(start, FIRST + (THREADS + 1) * PER_THREAD);
-    CHECK(atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED, "the stripe was taken away all the same");
+    CHECK_MSG(atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED, "the stripe was taken away all the same");
 }
 
 int main(void) {
@@ -183,7 +183,5 @@ int main(void) {
     test_without_membarrier_every_ticket_is_a_locked_add();
     test_membarrier_refused_after_the_start_still_takes_each_ticket_once(); // last: the filter stays
     for (int w = 0; w <= THREADS; w++) free(tickets[w]);
-    if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
-    else printf("PASSED: 0 failures\n");
-    return failures ? 1 : 0;
+    return CHECK_DONE();
 }

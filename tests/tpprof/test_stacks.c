@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "tpprof_internal.h"
-#include "check.h"
+#include "../check.h"
 
 // stacks.c registers its per-thread cache with the thread's ring struct,
 // which these threads do not have.
@@ -45,18 +45,18 @@ static void test_same_frames_same_id_across_threads(void) {
     for (int t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, intern_all, (void *)(intptr_t)t);
     for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
     for (int k = 0; k < STACKS; k++) {
-        CHECK(ids[0][k] != 0, "stack %d got an id", k);
-        for (int t = 1; t < THREADS; t++) CHECK(ids[t][k] == ids[0][k], "stack %d: thread %d disagrees", k, t);
+        CHECK_MSG(ids[0][k] != 0, "stack %d got an id", k);
+        for (int t = 1; t < THREADS; t++) CHECK_MSG(ids[t][k] == ids[0][k], "stack %d: thread %d disagrees", k, t);
     }
 }
 
 static void test_different_frames_different_ids(void) {
     uint32_t n = tpprof_stack_count();
-    CHECK(n == STACKS + 1, "%u ids for %d stacks (ids start at 1)", n, STACKS);
+    CHECK_MSG(n == STACKS + 1, "%u ids for %d stacks (ids start at 1)", n, STACKS);
     char *seen = calloc(n + 1, 1);
     for (int k = 0; k < STACKS; k++) {
         uint32_t id = ids[0][k];
-        CHECK(id < n + 1 && !seen[id], "id %u given twice", id);
+        CHECK_MSG(id < n + 1 && !seen[id], "id %u given twice", id);
         if (id < n + 1) seen[id] = 1;
     }
     free(seen);
@@ -66,10 +66,10 @@ static void test_id_gives_its_frames_back(void) {
     for (int k = 0; k < STACKS; k++) {
         int got;
         const uintptr_t *f = tpprof_stack_frames(ids[0][k], &got);
-        CHECK(got == depth[k] && f && memcmp(f, frames[k], sizeof(uintptr_t) * (size_t)got) == 0, "frames of %d", k);
+        CHECK_MSG(got == depth[k] && f && memcmp(f, frames[k], sizeof(uintptr_t) * (size_t)got) == 0, "frames of %d", k);
     }
     int got;
-    CHECK(tpprof_stack_frames(0, &got) == NULL && got == 0, "id 0 has no frames");
+    CHECK_MSG(tpprof_stack_frames(0, &got) == NULL && got == 0, "id 0 has no frames");
 }
 
 int main(void) {
@@ -78,6 +78,5 @@ int main(void) {
     test_same_frames_same_id_across_threads();
     test_different_frames_different_ids();
     test_id_gives_its_frames_back();
-    if (failures) fprintf(stderr, "%d failures\n", failures);
-    return failures ? 1 : 0;
+    return CHECK_DONE();
 }

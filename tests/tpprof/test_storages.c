@@ -12,7 +12,7 @@
 
 #include "tensorplay/observer.h"
 #include "writer.h"
-#include "check.h"
+#include "../check.h"
 
 // ---------------------------------------------------------------------------
 // What storages.c needs from the rest of the writer.
@@ -262,18 +262,18 @@ static void free_tensor(uint64_t id, uint32_t strong) {
 
 static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
     observer = tp_observer_provide(TP_OBSERVER_ABI_VERSION);
-    CHECK(observer != NULL, "the observer attaches");
+    CHECK_MSG(observer != NULL, "the observer attaches");
     if (!observer) return;
     atomic_store(&tpprof_stripes[TPPROF_OBS_STRIPE].v, seq); // continues the hand-made records' numbering
     ev_created(20, 64, 70);
-    CHECK(captures == 1 && records == 1, "storage created (no struct named): one unwind, one record");
+    CHECK_MSG(captures == 1 && records == 1, "storage created (no struct named): one unwind, one record");
     make_tensor(30, 2);
-    CHECK(captures == 1 && records == 2, "a tensor and its retain: no unwind, one record (%d, %d)", captures,
+    CHECK_MSG(captures == 1 && records == 2, "a tensor and its retain: no unwind, one record (%d, %d)", captures,
           records);
     make_tensor(31, 3);
-    CHECK(captures == 1 && records == 3, "second tensor: likewise (%d, %d)", captures, records);
+    CHECK_MSG(captures == 1 && records == 3, "second tensor: likewise (%d, %d)", captures, records);
     free_tensor(31, 2); // one record, no unwind
-    CHECK(captures == 1 && records == 4, "a free: no unwind, one record (%d, %d)", captures, records);
+    CHECK_MSG(captures == 1 && records == 4, "a free: no unwind, one record (%d, %d)", captures, records);
     // A tensor's retain not followed by its tensor (another event comes
     // first) is sent on its own, before that event; a retain that names no
     // struct (the program's own) is unwound.
@@ -281,27 +281,27 @@ static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
     tp_obs_event held = {.kind = TP_OBS_STORAGE_REFCOUNT, .object = 0x9000,
                          .u.refcount = {.storage_id = 20, .op = TP_OBS_REFOP_RETAIN, .strong = 3, .weak = 1}};
     send(&held, 99);
-    CHECK(captures == 1 && records == 4, "the retain is held");
+    CHECK_MSG(captures == 1 && records == 4, "the retain is held");
     ev_refcount(20, TP_OBS_REFOP_RETAIN, 4, 1, 75);
-    CHECK(captures == 2 && records == 6, "both retains sent (%d, %d)", captures, records);
+    CHECK_MSG(captures == 2 && records == 6, "both retains sent (%d, %d)", captures, records);
     make_tensor(32, 5);
-    CHECK(captures == 2 && records == 7, "the next tensor: one record (%d, %d)", captures, records);
+    CHECK_MSG(captures == 2 && records == 7, "the next tensor: one record (%d, %d)", captures, records);
     free_tensor(32, 4);
     free_tensor(30, 3);
-    CHECK(captures == 2 && records == 9, "two frees, two records (%d, %d)", captures, records);
+    CHECK_MSG(captures == 2 && records == 9, "two frees, two records (%d, %d)", captures, records);
     seq = atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
 
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT strong FROM storages WHERE id = 20") == 3, "storage 20: strong 3 (creation + 2 retains)");
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 20") == 3 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT strong FROM storages WHERE id = 20") == 3, "storage 20: strong 3 (creation + 2 retains)");
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id = 20") == 3 &&
               q("SELECT count FROM storage_refs WHERE storage_id = 20 AND op = 1 AND stack_id = 71 AND "
                 "tensor_id = 0") == 1 &&
               q("SELECT count FROM storage_refs WHERE storage_id = 20 AND op = 1 AND stack_id = 75 AND "
                 "tensor_id = 0") == 1 &&
               q("SELECT count FROM storage_refs WHERE storage_id = 20 AND op = 0 AND stack_id = 70") == 1,
           "left: the creation reference and the two unowned retains (sites 71 and 75)");
-    CHECK(q("SELECT count(*) FROM tensors WHERE storage_id = 20") == 0, "the three tensors are freed");
-    CHECK(q("SELECT count FROM refcount_sites WHERE op = 1 AND stack_id = 71") == 4 &&
+    CHECK_MSG(q("SELECT count(*) FROM tensors WHERE storage_id = 20") == 0, "the three tensors are freed");
+    CHECK_MSG(q("SELECT count FROM refcount_sites WHERE op = 1 AND stack_id = 71") == 4 &&
               q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 71") == 3 &&
               q("SELECT count(*) FROM refcount_sites WHERE stack_id IN (0, 72, 73, 74)") == 0,
           "4 retains at site 71, the 3 tensors' releases under it, nothing under the skipped stacks");
@@ -315,11 +315,11 @@ static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
     ev_refcount(20, TP_OBS_REFOP_RELEASE, 0, 1, 76);
     ev_storage(TP_OBS_STORAGE_DATA_RELEASED, 20);
     ev_storage(TP_OBS_STORAGE_FREED, 20);
-    CHECK(records == before + 1, "release to 0, data released, freed: one record (%d)", records - before);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 5, "its lifetime is counted");
-    CHECK(q("SELECT count(*) FROM storages WHERE id = 20 AND freed_ns IS NULL") == 0, "storage 20 is freed");
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 20") == 0, "no reference left");
+    CHECK_MSG(records == before + 1, "release to 0, data released, freed: one record (%d)", records - before);
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 5, "its lifetime is counted");
+    CHECK_MSG(q("SELECT count(*) FROM storages WHERE id = 20 AND freed_ns IS NULL") == 0, "storage 20 is freed");
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id = 20") == 0, "no reference left");
 
     // With a weak holder the struct outlives the data: its FREED comes
     // later, on its own.
@@ -328,17 +328,17 @@ static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
     before = records;
     ev_refcount(140, TP_OBS_REFOP_RELEASE, 0, 2, 82);
     ev_storage(TP_OBS_STORAGE_DATA_RELEASED, 140);
-    CHECK(records == before + 1, "release to 0 with a weak holder: one record (%d)", records - before);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT data_released_ns IS NOT NULL AND last_release_ns IS NOT NULL AND freed_ns IS NULL AND strong = 0 "
+    CHECK_MSG(records == before + 1, "release to 0 with a weak holder: one record (%d)", records - before);
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT data_released_ns IS NOT NULL AND last_release_ns IS NOT NULL AND freed_ns IS NULL AND strong = 0 "
             "FROM storages WHERE id = 140") == 1, "storage 140's data is released, its struct not yet");
     ev_refcount(140, TP_OBS_REFOP_WEAK_RELEASE, 0, 1, 82); // the strong group's own weak reference
     ev_refcount(140, TP_OBS_REFOP_WEAK_RELEASE, 0, 0, 83); // the holder lets go
     ev_storage(TP_OBS_STORAGE_FREED, 140);
-    CHECK(records == before + 4, "the weak releases and the struct's free are records of their own (%d)",
+    CHECK_MSG(records == before + 4, "the weak releases and the struct's free are records of their own (%d)",
           records - before);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count(*) FROM storages WHERE id = 140 AND freed_ns IS NULL") == 0, "storage 140 is freed");
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count(*) FROM storages WHERE id = 140 AND freed_ns IS NULL") == 0, "storage 140 is freed");
     seq = atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
 }
 
@@ -351,26 +351,26 @@ static void test_observe_takes_the_creating_calls_allocation_stack(void) {
     tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED, .object = 0x5000,
                        .u.storage = {.storage_id = 120, .nbytes = 8, .allocator = "cpu"}};
     send(&ev, 99);
-    CHECK(captures == c0 && records == r0 + 1, "storage created: no unwind (%d), one record (%d)", captures - c0,
+    CHECK_MSG(captures == c0 && records == r0 + 1, "storage created: no unwind (%d), one record (%d)", captures - c0,
           records - r0);
     remember_alloc(0x6000, 91); // the tensor struct, then its version counter
     remember_alloc(0x6100, 92);
     ev = (tp_obs_event){.kind = TP_OBS_STORAGE_REFCOUNT, .object = 0x6000,
                         .u.refcount = {.storage_id = 120, .op = TP_OBS_REFOP_RETAIN, .strong = 2, .weak = 1}};
     send(&ev, 99);
-    CHECK(records == r0 + 1, "the tensor's retain is held");
+    CHECK_MSG(records == r0 + 1, "the tensor's retain is held");
     static const int64_t sizes[1] = {2}, strides[1] = {1};
     ev = (tp_obs_event){.kind = TP_OBS_TENSOR_CREATED, .object = 0x6000,
                         .u.tensor = {.tensor_id = 121, .storage_id = 120, .ndim = 1, .sizes = sizes,
                                      .strides = strides, .itemsize = 4}};
     send(&ev, 99);
-    CHECK(captures == c0 && records == r0 + 2, "tensor and retain: no unwind (%d), one record (%d)",
+    CHECK_MSG(captures == c0 && records == r0 + 2, "tensor and retain: no unwind (%d), one record (%d)",
           captures - c0, records - r0);
     // A struct this thread did not just allocate: unwound as before.
     ev = (tp_obs_event){.kind = TP_OBS_STORAGE_CREATED, .object = 0x7000,
                         .u.storage = {.storage_id = 122, .nbytes = 8, .allocator = "cpu"}};
     send(&ev, 98);
-    CHECK(captures == c0 + 1, "unknown struct: one unwind");
+    CHECK_MSG(captures == c0 + 1, "unknown struct: one unwind");
     // An event shorter than this ABI's is not one we can read: ignored.
     int r1 = records;
     ev = (tp_obs_event){.kind = TP_OBS_STORAGE_CREATED, .object = 0x5000,
@@ -379,14 +379,14 @@ static void test_observe_takes_the_creating_calls_allocation_stack(void) {
     site = 97;
     observer->on_event(observer->user, &ev);
     obs_drain();
-    CHECK(captures == c0 + 1 && records == r1, "short event: no unwind, no record");
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT created_stack FROM storages WHERE id = 120") == 90, "storage 120 made at the struct's stack");
-    CHECK(q("SELECT count FROM storage_refs WHERE storage_id = 120 AND op = 1 AND stack_id = 91 AND tensor_id = 121") ==
+    CHECK_MSG(captures == c0 + 1 && records == r1, "short event: no unwind, no record");
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT created_stack FROM storages WHERE id = 120") == 90, "storage 120 made at the struct's stack");
+    CHECK_MSG(q("SELECT count FROM storage_refs WHERE storage_id = 120 AND op = 1 AND stack_id = 91 AND tensor_id = 121") ==
               1,
           "tensor 121's reference taken at the tensor struct's stack");
-    CHECK(q("SELECT created_stack FROM storages WHERE id = 122") == 98, "the other at its unwound stack");
-    CHECK(q("SELECT count(*) FROM storages WHERE id = 123") == 0, "the short event left nothing");
+    CHECK_MSG(q("SELECT created_stack FROM storages WHERE id = 122") == 98, "the other at its unwound stack");
+    CHECK_MSG(q("SELECT count(*) FROM storages WHERE id = 123") == 0, "the short event left nothing");
 }
 
 // A tensor that adopted its storage's creation reference (observer ABI 2):
@@ -396,24 +396,24 @@ static void test_observe_takes_the_creating_calls_allocation_stack(void) {
 static void test_adopted_creation_reference_belongs_to_its_tensor(void) {
     created(&th0, 200, 0, 64, 100);
     tensor_adopted(&th0, 201, 200, 101);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 200") == 1 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id = 200") == 1 &&
               q("SELECT count(*) FROM storage_refs WHERE storage_id = 200 AND op = 0 AND stack_id = 101 AND "
                 "tensor_id = 201 AND count = 1") == 1,
           "storage 200's one reference: the creation reference, tensor 201's, at its stack");
-    CHECK(q("SELECT strong FROM storages WHERE id = 200") == 1, "strong 1: nothing was retained");
-    CHECK(q("SELECT created_stack FROM tensors WHERE id = 201") == 101 &&
+    CHECK_MSG(q("SELECT strong FROM storages WHERE id = 200") == 1, "strong 1: nothing was retained");
+    CHECK_MSG(q("SELECT created_stack FROM tensors WHERE id = 201") == 101 &&
               q("SELECT created_stack FROM storages WHERE id = 200") == 100,
           "the tensor and the storage keep their own stacks");
-    CHECK(q("SELECT count(*) FROM refcount_sites WHERE stack_id IN (100, 101)") == 0, "no refcount change yet");
+    CHECK_MSG(q("SELECT count(*) FROM refcount_sites WHERE stack_id IN (100, 101)") == 0, "no refcount change yet");
     tensor_release(&th0, 200, 201, 0, 1);
     simple(&th0, TP_OBS_STORAGE_DATA_RELEASED, 200);
     simple(&th0, TP_OBS_STORAGE_FREED, 200);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 101") == 1 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 101") == 1 &&
               q("SELECT count(*) FROM refcount_sites WHERE stack_id IN (0, 100)") == 0,
           "its one release counts under the tensor's stack");
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 200") == 0 &&
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id = 200") == 0 &&
               q("SELECT count(*) FROM storages WHERE id = 200 AND freed_ns IS NULL") == 0,
           "storage 200 is gone with no reference left");
 
@@ -426,13 +426,13 @@ static void test_adopted_creation_reference_belongs_to_its_tensor(void) {
     // A tensor whose stack is unknown keeps the storage's creation stack.
     created(&th1, 220, 0, 64, 106);
     tensor_adopted(&th1, 221, 220, 0);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 210") == 1 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id = 210") == 1 &&
               q("SELECT tensor_id FROM storage_refs WHERE storage_id = 210 AND op = 0 AND stack_id = 103") == 211,
           "tensor 211, never freed, holds storage 210 at its own stack");
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id IN (210, 220) AND tensor_id = 0") == 0,
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id IN (210, 220) AND tensor_id = 0") == 0,
           "no unmatched reference on either");
-    CHECK(q("SELECT tensor_id FROM storage_refs WHERE storage_id = 220 AND op = 0 AND stack_id = 106") == 221,
+    CHECK_MSG(q("SELECT tensor_id FROM storage_refs WHERE storage_id = 220 AND op = 0 AND stack_id = 106") == 221,
           "tensor 221's reference at the storage's creation stack");
 }
 
@@ -451,25 +451,25 @@ static void test_observe_passes_on_an_adopted_reference(void) {
                         .u.tensor = {.tensor_id = 231, .storage_id = 230, .ndim = 1, .sizes = sizes,
                                      .strides = strides, .itemsize = 4, .flags = TP_OBS_TENSOR_ADOPTED_REF}};
     send(&ev, 99);
-    CHECK(captures == c0 && records == r0 + 2, "storage and adopting tensor: no unwind (%d), two records (%d)",
+    CHECK_MSG(captures == c0 && records == r0 + 2, "storage and adopting tensor: no unwind (%d), two records (%d)",
           captures - c0, records - r0);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 230") == 1 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id = 230") == 1 &&
               q("SELECT tensor_id FROM storage_refs WHERE storage_id = 230 AND op = 0 AND stack_id = 111") == 231,
           "the creation reference is tensor 231's, at the tensor struct's stack");
-    CHECK(q("SELECT created_stack FROM tensors WHERE id = 231") == 111, "tensor 231 made at its struct's stack");
+    CHECK_MSG(q("SELECT created_stack FROM tensors WHERE id = 231") == 111, "tensor 231 made at its struct's stack");
     // tp_tensor_release's order: TENSOR_FREED, the release to 0, data, struct.
     ev_tensor(TP_OBS_TENSOR_FREED, 231, 230, 112);
     ev_refcount(230, TP_OBS_REFOP_RELEASE, 0, 1, 113);
     ev_storage(TP_OBS_STORAGE_DATA_RELEASED, 230);
     ev_storage(TP_OBS_STORAGE_FREED, 230);
-    CHECK(captures == c0 && records == r0 + 3, "the free: one record, no unwind (%d, %d)", captures - c0,
+    CHECK_MSG(captures == c0 && records == r0 + 3, "the free: one record, no unwind (%d, %d)", captures - c0,
           records - r0);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 111") == 1 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 111") == 1 &&
               q("SELECT count(*) FROM refcount_sites WHERE stack_id IN (110, 112, 113)") == 0,
           "the release counts under the tensor's stack");
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 230") == 0 &&
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id = 230") == 0 &&
               q("SELECT count(*) FROM storages WHERE id = 230 AND freed_ns IS NULL") == 0,
           "storage 230 is gone with no reference left");
 }
@@ -480,7 +480,7 @@ static void test_observe_passes_on_an_adopted_reference(void) {
 // (test_observe_passes_on_an_adopted_reference, above, sends those).
 static void test_observe_fused_forms_keep_the_same_ledger(void) {
     if (!observer || !observer->on_tensor_new || !observer->on_tensor_retained || !observer->on_tensor_released) {
-        CHECK(false, "the observer takes the fused forms");
+        CHECK_MSG(false, "the observer takes the fused forms");
         return;
     }
     int c0 = captures, r0 = records;
@@ -492,7 +492,7 @@ static void test_observe_fused_forms_keep_the_same_ledger(void) {
                        .itemsize = 4, .dtype = 0, .flags = TP_OBS_TENSOR_ADOPTED_REF};
     observer->on_tensor_new(observer->user, &st, 0xa000, &x, 0xb000);
     obs_drain();
-    CHECK(captures == c0 && records == r0 + 1, "a new storage and its tensor: no unwind (%d), one record (%d)",
+    CHECK_MSG(captures == c0 && records == r0 + 1, "a new storage and its tensor: no unwind (%d), one record (%d)",
           captures - c0, records - r0);
     // A view of it: its retain and its creation, one call.
     remember_alloc(0xc000, 122);
@@ -500,21 +500,21 @@ static void test_observe_fused_forms_keep_the_same_ledger(void) {
                        .sizes = sizes + 1, .strides = strides + 1, .itemsize = 4};
     observer->on_tensor_retained(observer->user, &v, 2, 1, 0xc000);
     obs_drain();
-    CHECK(captures == c0 && records == r0 + 2, "a view: no unwind (%d), one record (%d)", captures - c0,
+    CHECK_MSG(captures == c0 && records == r0 + 2, "a view: no unwind (%d), one record (%d)", captures - c0,
           records - r0);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT created_stack FROM storages WHERE id = 240") == 120 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT created_stack FROM storages WHERE id = 240") == 120 &&
               q("SELECT resizable FROM storages WHERE id = 240") == 1 &&
               q("SELECT nbytes FROM storages WHERE id = 240") == 24,
           "storage 240 made at its struct's stack, with its fields");
-    CHECK(q("SELECT created_stack FROM tensors WHERE id = 241") == 120 + 1 &&
+    CHECK_MSG(q("SELECT created_stack FROM tensors WHERE id = 241") == 120 + 1 &&
               q("SELECT count(*) FROM tensors WHERE id = 241 AND sizes = '[2, 3]' AND strides = '[3, 1]'") == 1,
           "tensor 241 at its struct's stack, with its geometry");
-    CHECK(q("SELECT tensor_id FROM storage_refs WHERE storage_id = 240 AND op = 0 AND stack_id = 121") == 241 &&
+    CHECK_MSG(q("SELECT tensor_id FROM storage_refs WHERE storage_id = 240 AND op = 0 AND stack_id = 121") == 241 &&
               q("SELECT tensor_id FROM storage_refs WHERE storage_id = 240 AND op = 1 AND stack_id = 122") == 242 &&
               q("SELECT count(*) FROM storage_refs WHERE storage_id = 240") == 2,
           "the creation reference is tensor 241's, the view's retain the view's");
-    CHECK(q("SELECT strong FROM storages WHERE id = 240") == 2 &&
+    CHECK_MSG(q("SELECT strong FROM storages WHERE id = 240") == 2 &&
               q("SELECT base_id FROM tensors WHERE id = 242") == 241 &&
               q("SELECT storage_offset FROM tensors WHERE id = 242") == 3,
           "strong 2; the view's base and offset");
@@ -523,13 +523,13 @@ static void test_observe_fused_forms_keep_the_same_ledger(void) {
     observer->on_tensor_released(observer->user, 242, 240, 241, 1, 1, 0);
     observer->on_tensor_released(observer->user, 241, 240, 0, 0, 1, TP_OBS_RELEASED_DATA | TP_OBS_RELEASED_FREED);
     obs_drain();
-    CHECK(captures == c0 && records == r0 + 4, "two frees: no unwind (%d), two records (%d)", captures - c0,
+    CHECK_MSG(captures == c0 && records == r0 + 4, "two frees: no unwind (%d), two records (%d)", captures - c0,
           records - r0);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 122") == 1 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 122") == 1 &&
               q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 121") == 1,
           "each release counts under its tensor's reference's stack");
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 240") == 0 &&
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id = 240") == 0 &&
               q("SELECT count(*) FROM storages WHERE id = 240 AND freed_ns IS NULL") == 0 &&
               q("SELECT count(*) FROM tensors WHERE id IN (241, 242)") == 0,
           "storage 240 is gone with no reference left, and its tensors");
@@ -565,17 +565,17 @@ static void test_allocator_names_travel_once_per_run(void) {
         // of its tensor (packed: its stack and id, its shape), and a tick
         // (the first 64 of an allocator are timed).
         uint64_t words = 6 + (travels[i] ? 3 : 0) + (with_tensor[i] ? 4 : 0) + 1;
-        CHECK(record_words - w0 == words, "storage %d (%s): %llu words, %llu expected", i,
+        CHECK_MSG(record_words - w0 == words, "storage %d (%s): %llu words, %llu expected", i,
               names[i] ? names[i] : "none", (unsigned long long)(record_words - w0), (unsigned long long)words);
     }
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
     for (int i = 0; i < n; i++) {
         char sql[160];
         snprintf(sql, sizeof sql, "SELECT count(*) FROM storages WHERE id = %d AND allocator IS %s%s%s", 900 + 2 * i,
                  names[i] ? "'" : "", names[i] ? names[i] : "NULL", names[i] ? "'" : "");
-        CHECK(q(sql) == 1, "storage %d is %s's", 900 + 2 * i, names[i] ? names[i] : "no allocator");
+        CHECK_MSG(q(sql) == 1, "storage %d is %s's", 900 + 2 * i, names[i] ? names[i] : "no allocator");
     }
-    CHECK(q("SELECT count(*) FROM tensors WHERE id = 901 AND sizes = '[4]'") == 1 &&
+    CHECK_MSG(q("SELECT count(*) FROM tensors WHERE id = 901 AND sizes = '[4]'") == 1 &&
               q("SELECT count(*) FROM tensors WHERE id = 913 AND sizes = '[4]'") == 1,
           "the tensors after a name, and after none, read right");
     // A tensor that is not plain on its new storage (an offset) takes the
@@ -589,10 +589,10 @@ static void test_allocator_names_travel_once_per_run(void) {
     uint64_t w0 = record_words;
     observer->on_tensor_new(observer->user, &st, 0xe000, &x, 0xe100);
     obs_drain();
-    CHECK(record_words - w0 == 6 + 1 + 9 + 1, "an offset tensor on a new storage: %llu words",
+    CHECK_MSG(record_words - w0 == 6 + 1 + 9 + 1, "an offset tensor on a new storage: %llu words",
           (unsigned long long)(record_words - w0));
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count(*) FROM tensors WHERE id = 921 AND storage_id = 920 AND storage_offset = 5 AND sizes = "
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count(*) FROM tensors WHERE id = 921 AND storage_id = 920 AND storage_offset = 5 AND sizes = "
             "'[2, 3]' AND strides = '[3, 1]' AND created_stack = 134") == 1,
           "its tensor reads right");
     // Two rings taking turns, as the writer gets them.
@@ -605,8 +605,8 @@ static void test_allocator_names_travel_once_per_run(void) {
     uint64_t same0[6] = {0, 0, 952, 0, 8, (uint64_t)1 << 33}, same1[6] = {0, 0, 953, 0, 8, (uint64_t)1 << 33};
     put_flags(&th1, TP_OBS_STORAGE_CREATED, 0, TPPROF_OBS_SAME_NAME, 142, same1, 6);
     put_flags(&th0, TP_OBS_STORAGE_CREATED, 0, TPPROF_OBS_SAME_NAME, 143, same0, 6);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count(*) FROM storages WHERE id IN (950, 952) AND allocator = 'left'") == 2 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count(*) FROM storages WHERE id IN (950, 952) AND allocator = 'left'") == 2 &&
               q("SELECT count(*) FROM storages WHERE id IN (951, 953) AND allocator = 'right'") == 2,
           "each ring's storages without a name are its last name's");
 }
@@ -629,10 +629,10 @@ static void test_a_tensor_older_than_its_storage_reads_the_same(void) {
     observer->on_tensor_released(observer->user, 960, 970, 0, 0, 1, TP_OBS_RELEASED_DATA | TP_OBS_RELEASED_FREED);
     obs_drain();
     uint64_t released = record_words - w0;
-    CHECK(made >= 6 + 1 + 7 && released == 5 + 1, "full layouts: %llu words made, %llu released",
+    CHECK_MSG(made >= 6 + 1 + 7 && released == 5 + 1, "full layouts: %llu words made, %llu released",
           (unsigned long long)made, (unsigned long long)released);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 151") == 1 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 151") == 1 &&
               q("SELECT count(*) FROM storages WHERE id = 970") == 0 &&
               q("SELECT count(*) FROM tensors WHERE id = 960") == 0,
           "its release counts under its reference's stack, and both are gone");
@@ -649,8 +649,8 @@ static void test_ticks_time_storage_lifetimes(void) {
     uint64_t r[5] = {0, 0, 150, (uint64_t)1 << 32, 1205}; // strong 0, weak 1
     put_flags(&th0, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RELEASE,
               TPPROF_OBS_DATA_RELEASED | TPPROF_OBS_FREED | TPPROF_OBS_TICKS, 91, r, 5);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'ticked'") == 1 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count FROM storage_lifetimes WHERE allocator = 'ticked'") == 1 &&
               q("SELECT live_ns_sum FROM storage_lifetimes WHERE allocator = 'ticked'") == 700 &&
               q("SELECT live_ns_max FROM storage_lifetimes WHERE allocator = 'ticked'") == 700,
           "lifetime from the ticks: 1200 - 500 ns (%lld)",
@@ -660,8 +660,8 @@ static void test_ticks_time_storage_lifetimes(void) {
     memcpy(&c2[6], "ticked", 7);
     uint64_t batch = now_ns;
     put_flags(&th0, TP_OBS_STORAGE_CREATED, 0, TPPROF_OBS_TICKS, 90, c2, 10);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT created_ns FROM storages WHERE id = 151") == (long long)batch, "capped at the merge time");
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT created_ns FROM storages WHERE id = 151") == (long long)batch, "capped at the merge time");
 }
 
 // Thousands of storages and tensors alive at once, on as many blocks: more
@@ -687,7 +687,7 @@ static bool made_and_dropped(uint64_t id, uint64_t nbytes, const char *name, boo
     ev_refcount(id, TP_OBS_REFOP_RELEASE, 0, 1, 61);
     ev_storage(TP_OBS_STORAGE_DATA_RELEASED, id);
     ev_storage(TP_OBS_STORAGE_FREED, id);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
     *timed = q(sql[1]) == live0 + 1;
     return q(sql[0]) == count0 + 1;
 }
@@ -701,26 +701,26 @@ static void test_observe_times_big_storages_and_one_in_eight_small(void) {
     uint64_t id = 300;
     bool timed, all = true;
     for (int i = 0; i < 64; i++) {
-        CHECK(made_and_dropped(id++, 4096, name, &timed), "counted");
+        CHECK_MSG(made_and_dropped(id++, 4096, name, &timed), "counted");
         all &= timed;
     }
-    CHECK(all, "the first 64 storages of an allocator are all timed");
+    CHECK_MSG(all, "the first 64 storages of an allocator are all timed");
     while (small_id_timed(id)) id++;
-    CHECK(made_and_dropped(id++, 4096, name, &timed) && !timed, "the 65th, its id not picked: counted, not timed");
+    CHECK_MSG(made_and_dropped(id++, 4096, name, &timed) && !timed, "the 65th, its id not picked: counted, not timed");
     while (!small_id_timed(id)) id++;
-    CHECK(made_and_dropped(id++, 4096, name, &timed) && timed, "one whose id is picked: timed");
+    CHECK_MSG(made_and_dropped(id++, 4096, name, &timed) && timed, "one whose id is picked: timed");
     while (small_id_timed(id)) id++;
-    CHECK(made_and_dropped(id++, 64 << 10, name, &timed) && timed, "64 KiB, its id not picked: timed all the same");
+    CHECK_MSG(made_and_dropped(id++, 64 << 10, name, &timed) && timed, "64 KiB, its id not picked: timed all the same");
     tpprof_cfg.lifetimes_all = true;
     while (small_id_timed(id)) id++;
-    CHECK(made_and_dropped(id++, 16, name, &timed) && timed, "TPPROF_LIFETIMES=all: one not picked is timed too");
+    CHECK_MSG(made_and_dropped(id++, 16, name, &timed) && timed, "TPPROF_LIFETIMES=all: one not picked is timed too");
     tpprof_cfg.lifetimes_all = false;
     int picked = 0;
     for (int i = 0; i < 800; i++) {
         made_and_dropped(id++, 64, name, &timed);
         picked += timed;
     }
-    CHECK(picked >= 800 / 16 && picked <= 800 / 4, "of 800 more, about 1 in 8 timed (%d)", picked);
+    CHECK_MSG(picked >= 800 / 16 && picked <= 800 / 4, "of 800 more, about 1 in 8 timed (%d)", picked);
 }
 
 // A storage whose data release is timed (its ticks) and whose block is
@@ -743,11 +743,11 @@ static void test_block_free_after_a_timed_release_is_its_delay_after_it(void) {
               5);
     struct tpprof_block out;
     if (tpprof_live_remove(&tpprof_w.live, addr, &out) && out.backs) tpprof_obs_block_freed(addr, release_merge + 2000);
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT data_released_ns FROM storages WHERE id = 170") == 8500000, "released at its ticks' time");
-    CHECK(q("SELECT block_freed_ns - data_released_ns FROM storages WHERE id = 170") == 2000,
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT data_released_ns FROM storages WHERE id = 170") == 8500000, "released at its ticks' time");
+    CHECK_MSG(q("SELECT block_freed_ns - data_released_ns FROM storages WHERE id = 170") == 2000,
           "its block freed 2 us after (%lld)", q("SELECT block_freed_ns - data_released_ns FROM storages WHERE id = 170"));
-    CHECK(q("SELECT release_delay_ns_max FROM storage_lifetimes WHERE allocator = 'lagged'") == 2000,
+    CHECK_MSG(q("SELECT release_delay_ns_max FROM storage_lifetimes WHERE allocator = 'lagged'") == 2000,
           "the table's delay: the same");
 }
 
@@ -771,12 +771,12 @@ static void test_untimed_storages_count_in_the_maximum_only_from_an_exact_releas
     untimed_made_and_dropped(180, 20000000, 60000000, 45000000); // 25 ms by its exact release
     untimed_made_and_dropped(181, 70000000, 80000000, 75000000); // 5 ms: too short to count
     untimed_made_and_dropped(182, 90000000, 400000000, 0);       // 310 ms, but between two merges
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'coarse'") == 3 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count FROM storage_lifetimes WHERE allocator = 'coarse'") == 3 &&
               q("SELECT live_count FROM storage_lifetimes WHERE allocator = 'coarse'") == 0 &&
               q("SELECT live_ns_sum FROM storage_lifetimes WHERE allocator = 'coarse'") == 0,
           "three released, none timed");
-    CHECK(q("SELECT live_ns_max FROM storage_lifetimes WHERE allocator = 'coarse'") == 25000000,
+    CHECK_MSG(q("SELECT live_ns_max FROM storage_lifetimes WHERE allocator = 'coarse'") == 25000000,
           "the maximum: the one released exactly 25 ms after its creation's merge (%lld)",
           q("SELECT live_ns_max FROM storage_lifetimes WHERE allocator = 'coarse'"));
 }
@@ -804,12 +804,12 @@ static void test_many_live_records_are_each_found(void) {
         if (tpprof_live_remove(&tpprof_w.live, addr0 + i * 64, &out) && out.backs)
             tpprof_obs_block_freed(addr0 + i * 64, freed_at);
     }
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
     // The frees came after the storage peak these made: the freed ones were alive at it, so kept.
-    CHECK(q("SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND at_peak = 1") == N,
+    CHECK_MSG(q("SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND at_peak = 1") == N,
           "all %d storages written (%lld)", N,
           q("SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND at_peak = 1"));
-    CHECK(q("SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND freed_ns IS NOT NULL AND "
+    CHECK_MSG(q("SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND freed_ns IS NOT NULL AND "
             "strong = 0") == N / 2,
           "half of them freed");
     char sql[256];
@@ -817,18 +817,18 @@ static void test_many_live_records_are_each_found(void) {
              "SELECT count(*) FROM storages WHERE id >= 1000000 AND id < 1010000 AND block_freed_ns = %llu AND "
              "block_address = 1073741824 + (id - 1000000) * 32",
              (unsigned long long)freed_at);
-    CHECK(q(sql) == N, "each saw its own block's free (%lld)", q(sql));
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id >= 1000000 AND storage_id < 1010000") == N / 2 &&
+    CHECK_MSG(q(sql) == N, "each saw its own block's free (%lld)", q(sql));
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id >= 1000000 AND storage_id < 1010000") == N / 2 &&
               q("SELECT count(*) FROM storage_refs WHERE storage_id >= 1000000 AND storage_id < 1010000 AND op = 0 "
                 "AND stack_id = 301 AND tensor_id = storage_id + 1 AND count = 1") == N / 2,
           "each live storage's one reference is its tensor's");
-    CHECK(q("SELECT count(*) FROM tensors WHERE id >= 1000000 AND id < 1010000") == N &&
+    CHECK_MSG(q("SELECT count(*) FROM tensors WHERE id >= 1000000 AND id < 1010000") == N &&
               q("SELECT count(*) FROM tensors WHERE id >= 1000000 AND id < 1010000 AND freed_ns IS NULL AND "
                 "storage_id = id - 1") == N / 2,
           "every tensor written, half of them alive");
-    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 301") == N / 2,
+    CHECK_MSG(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 301") == N / 2,
           "the freed tensors' releases, under their stack");
-    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == count0 + N / 2,
+    CHECK_MSG(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == count0 + N / 2,
           "their data releases counted");
 }
 
@@ -897,68 +897,68 @@ int main(void) {
     tensor(&th0, 11, 8, 0, 4, 63);
     tensor_release(&th1, 8, 9, 2, 1);
     tensor_release(&th0, 8, 11, 1, 1);
-    CHECK(tpprof_obs_db_put(db, true), "written mid-way: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 8") == 1 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written mid-way: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id = 8") == 1 &&
               q("SELECT tensor_id FROM storage_refs WHERE storage_id = 8 AND op = 1 AND stack_id = 61") == 10,
           "only tensor 10's reference is left on storage 8");
-    CHECK(q("SELECT count(*) FROM tensors WHERE id IN (9, 11)") == 0 && q("SELECT count(*) FROM tensors WHERE id = 10") == 1,
+    CHECK_MSG(q("SELECT count(*) FROM tensors WHERE id IN (9, 11)") == 0 && q("SELECT count(*) FROM tensors WHERE id = 10") == 1,
           "tensors 9 and 11 are freed, 10 is alive");
     tensor_with_retain(&th1, 12, 8, 2, 1, 64); // a third tensor, its retain inside
-    CHECK(tpprof_obs_db_put(db, true), "written mid-way: %s", sqlite3_errmsg(db));
-    CHECK(q("SELECT strong FROM storages WHERE id = 8") == 2 &&
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written mid-way: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT strong FROM storages WHERE id = 8") == 2 &&
               q("SELECT tensor_id FROM storage_refs WHERE storage_id = 8 AND op = 1 AND stack_id = 64") == 12,
           "the carried retain counts and is tensor 12's reference");
-    CHECK(q("SELECT created_stack FROM tensors WHERE id = 12") == 64, "tensor 12 has the retain's stack");
+    CHECK_MSG(q("SELECT created_stack FROM tensors WHERE id = 12") == 64, "tensor 12 has the retain's stack");
     tensor_release(&th1, 8, 12, 1, 1);
     tensor_release(&th1, 8, 10, 0, 1);
     simple(&th1, TP_OBS_STORAGE_DATA_RELEASED, 8);
     simple(&th1, TP_OBS_STORAGE_FREED, 8);
 
-    CHECK(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(tpprof_obs_db_put(db, true), "written: %s", sqlite3_errmsg(db));
 
     // Storage 1: only the other thread's cache retain is outstanding.
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 1") == 1, "one reference left on storage 1");
-    CHECK(q("SELECT stack_id FROM storage_refs WHERE storage_id = 1 AND op = 1 AND tensor_id = 0") == 16,
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id = 1") == 1, "one reference left on storage 1");
+    CHECK_MSG(q("SELECT stack_id FROM storage_refs WHERE storage_id = 1 AND op = 1 AND tensor_id = 0") == 16,
           "the unmatched retain is the cache's (stack 16)");
-    CHECK(q("SELECT strong FROM storages WHERE id = 1") == 1, "strong 1");
-    CHECK(q("SELECT block_address FROM storages WHERE id = 1") == 0x10000 &&
+    CHECK_MSG(q("SELECT strong FROM storages WHERE id = 1") == 1, "strong 1");
+    CHECK_MSG(q("SELECT block_address FROM storages WHERE id = 1") == 0x10000 &&
               q("SELECT block_size FROM storages WHERE id = 1") == 4096 &&
               q("SELECT block_kind FROM storages WHERE id = 1") == TPPROF_KIND_POSIX_MEMALIGN,
           "storage 1's block");
-    CHECK(q("SELECT block_freed_ns FROM storages WHERE id = 1") == 9999, "its free is seen");
-    CHECK(q("SELECT count(*) FROM tensors") == 0, "tensors freed before the peak are dropped");
+    CHECK_MSG(q("SELECT block_freed_ns FROM storages WHERE id = 1") == 9999, "its free is seen");
+    CHECK_MSG(q("SELECT count(*) FROM tensors") == 0, "tensors freed before the peak are dropped");
     // Storage 4: data released, the weak retain outstanding.
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 4") == 1 &&
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id = 4") == 1 &&
               q("SELECT stack_id FROM storage_refs WHERE storage_id = 4 AND op = 3") == 21,
           "the weak retain of stack 21 is what holds storage 4");
-    CHECK(q("SELECT data_released_ns IS NOT NULL AND last_release_ns IS NOT NULL AND freed_ns IS NULL AND strong = 0 "
+    CHECK_MSG(q("SELECT data_released_ns IS NOT NULL AND last_release_ns IS NOT NULL AND freed_ns IS NULL AND strong = 0 "
             "AND weak = 1 FROM storages WHERE id = 4") == 1, "storage 4's state");
     // Storage 5: creation and lock outstanding, the weak retain released.
-    CHECK(q("SELECT count(*) FROM storage_refs WHERE storage_id = 5") == 2 &&
+    CHECK_MSG(q("SELECT count(*) FROM storage_refs WHERE storage_id = 5") == 2 &&
               q("SELECT count(*) FROM storage_refs WHERE storage_id = 5 AND op IN (0, 5)") == 2,
           "storage 5 keeps its creation reference and the lock");
     // Peak bookkeeping.
-    CHECK(q("SELECT count(*) FROM storages WHERE id = 6") == 0, "storage 6 was dropped");
-    CHECK(q("SELECT at_peak FROM storages WHERE id = 7") == 1, "storage 7 made the peak");
-    CHECK(q("SELECT at_peak FROM storages WHERE id = 1") == 1, "storage 1 was alive at the peak");
+    CHECK_MSG(q("SELECT count(*) FROM storages WHERE id = 6") == 0, "storage 6 was dropped");
+    CHECK_MSG(q("SELECT at_peak FROM storages WHERE id = 7") == 1, "storage 7 made the peak");
+    CHECK_MSG(q("SELECT at_peak FROM storages WHERE id = 1") == 1, "storage 1 was alive at the peak");
     int64_t bytes;
     uint64_t at;
     tpprof_obs_peak(&bytes, &at);
-    CHECK(bytes == 4096 + 32 + 100000, "peak bytes %lld (storage 4's data was gone)", (long long)bytes);
+    CHECK_MSG(bytes == 4096 + 32 + 100000, "peak bytes %lld (storage 4's data was gone)", (long long)bytes);
     // Aggregates.
-    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 17") == 2, "two releases at stack 17");
-    CHECK(q("SELECT sum(count) FROM refcount_sites") == 23, "every refcount change counted");
-    CHECK(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 4, "four data releases");
+    CHECK_MSG(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 17") == 2, "two releases at stack 17");
+    CHECK_MSG(q("SELECT sum(count) FROM refcount_sites") == 23, "every refcount change counted");
+    CHECK_MSG(q("SELECT count FROM storage_lifetimes WHERE allocator = 'cpu'") == 4, "four data releases");
     // Storage 8: stackless tensor releases count under the tensor's retain site.
-    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 61") == 2 &&
+    CHECK_MSG(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 61") == 2 &&
               q("SELECT count FROM refcount_sites WHERE op = 1 AND stack_id = 61") == 2 &&
               q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 63") == 1 &&
               q("SELECT count FROM refcount_sites WHERE op = 1 AND stack_id = 64") == 1 &&
               q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 64") == 1,
           "the tensors' releases count under their retains' stacks 61, 63 and 64");
-    CHECK(q("SELECT count(*) FROM refcount_sites WHERE stack_id = 0") == 0, "no change without a stack");
-    CHECK(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 62") == 1, "the creator's own release");
-    CHECK(kept_events == 0, "aggregate mode keeps no events");
+    CHECK_MSG(q("SELECT count(*) FROM refcount_sites WHERE stack_id = 0") == 0, "no change without a stack");
+    CHECK_MSG(q("SELECT count FROM refcount_sites WHERE op = 2 AND stack_id = 62") == 1, "the creator's own release");
+    CHECK_MSG(kept_events == 0, "aggregate mode keeps no events");
     test_observe_folds_tensor_events_and_skips_known_stacks();
     test_observe_takes_the_creating_calls_allocation_stack();
     test_adopted_creation_reference_belongs_to_its_tensor();
@@ -972,6 +972,5 @@ int main(void) {
     test_untimed_storages_count_in_the_maximum_only_from_an_exact_release();
     test_many_live_records_are_each_found();
     sqlite3_close(db);
-    if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
-    return failures ? 1 : 0;
+    return CHECK_DONE();
 }

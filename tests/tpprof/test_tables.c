@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "writer.h"
-#include "check.h"
+#include "../check.h"
 
 static uint64_t rng = 88172645463325252ULL;
 static uint64_t next(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
@@ -29,27 +29,27 @@ static void test_live_set_survives_growth_and_deletions(void) {
     }
     uint64_t count = 0;
     for (int i = 0; i < N; i++) count += live[i];
-    CHECK(lt.count == count, "count %llu vs %llu", (unsigned long long)lt.count, (unsigned long long)count);
+    CHECK_MSG(lt.count == count, "count %llu vs %llu", (unsigned long long)lt.count, (unsigned long long)count);
     // Remove two thirds, in an order unrelated to insertion.
     for (int k = 0; k < N; k++) {
         int i = (int)((uint64_t)k * 7919 % N);
         if (!live[i] || i % 3 == 0) continue;
         struct tpprof_block out;
-        CHECK(tpprof_live_remove(&lt, addr[i], &out) && out.size == (uint64_t)i, "remove %d", i);
+        CHECK_MSG(tpprof_live_remove(&lt, addr[i], &out) && out.size == (uint64_t)i, "remove %d", i);
         live[i] = 0;
     }
     for (int i = 0; i < N; i++) {
         struct tpprof_block *b = tpprof_live_find(&lt, addr[i]);
-        if (live[i]) CHECK(b && b->size == (uint64_t)i, "find %d after deletions", i);
-        else CHECK(!b, "removed %d still found", i);
+        if (live[i]) CHECK_MSG(b && b->size == (uint64_t)i, "find %d after deletions", i);
+        else CHECK_MSG(!b, "removed %d still found", i);
     }
     struct tpprof_block out;
-    CHECK(!tpprof_live_remove(&lt, 12345, &out), "removing an unknown address fails");
+    CHECK_MSG(!tpprof_live_remove(&lt, 12345, &out), "removing an unknown address fails");
     for (int i = 0; i < N; i++) {
         if (!live[i]) continue;
         bool existed;
         struct tpprof_block *b = tpprof_live_insert(&lt, addr[i], &existed);
-        CHECK(b && existed && b->size == (uint64_t)i, "inserting a live address returns the block");
+        CHECK_MSG(b && existed && b->size == (uint64_t)i, "inserting a live address returns the block");
         break;
     }
     free(addr);
@@ -58,16 +58,15 @@ static void test_live_set_survives_growth_and_deletions(void) {
 
 static void test_map_returns_what_was_put(void) {
     struct tpprof_map m = {0};
-    for (uint64_t k = 1; k <= 50000; k++) CHECK(tpprof_map_put(&m, k * 0x9E3779B97F4A7C15ULL | 1, (uint32_t)k), "put");
+    for (uint64_t k = 1; k <= 50000; k++) CHECK_MSG(tpprof_map_put(&m, k * 0x9E3779B97F4A7C15ULL | 1, (uint32_t)k), "put");
     for (uint64_t k = 1; k <= 50000; k++)
-        CHECK(tpprof_map_get(&m, k * 0x9E3779B97F4A7C15ULL | 1) == (uint32_t)k, "get %llu", (unsigned long long)k);
-    CHECK(tpprof_map_get(&m, 2) == 0, "absent key");
-    CHECK(tpprof_map_put(&m, 3, 7) && tpprof_map_put(&m, 3, 9) && tpprof_map_get(&m, 3) == 9, "overwrite");
+        CHECK_MSG(tpprof_map_get(&m, k * 0x9E3779B97F4A7C15ULL | 1) == (uint32_t)k, "get %llu", (unsigned long long)k);
+    CHECK_MSG(tpprof_map_get(&m, 2) == 0, "absent key");
+    CHECK_MSG(tpprof_map_put(&m, 3, 7) && tpprof_map_put(&m, 3, 9) && tpprof_map_get(&m, 3) == 9, "overwrite");
 }
 
 int main(void) {
     test_live_set_survives_growth_and_deletions();
     test_map_returns_what_was_put();
-    if (failures) fprintf(stderr, "%d failures\n", failures);
-    return failures ? 1 : 0;
+    return CHECK_DONE();
 }
