@@ -656,8 +656,7 @@ static void on_storage(void *user, uint32_t kind, const tp_obs_storage *storage,
 // anyway, they are split.
 //
 // These three are nearly every event of a tensor program, so each has a
-// fast path that makes no call (so it saves no registers, and pays nothing
-// for the cases it does not handle): aggregate mode, no RETAIN held, room
+// fast path that makes no call: aggregate mode's observer, no RETAIN held, room
 // in the ring before its next quarter (obs_limit), the observer stripe this
 // thread's or shared by all (tpprof_obs_tag), and the stacks among the
 // hooks' last allocations. When any of that fails, the general way
@@ -712,8 +711,12 @@ static inline __attribute__((always_inline)) struct tpprof_thread *enter_fast(vo
     return t;
 }
 
-__attribute__((noinline)) static void retained_general(const tp_obs_tensor *tensor, uint32_t strong, uint32_t weak,
-                                                       uint64_t object) {
+// The general ways take the callbacks' own arguments: the fast path's
+// fallback is then a jump with every register where it came, and full
+// mode's observer names them directly (observer_full).
+__attribute__((noinline)) static void retained_general(void *user, const tp_obs_tensor *tensor, uint32_t strong,
+                                                       uint32_t weak, uint64_t object) {
+    (void)user;
     struct tpprof_thread *t = enter();
     if (!t) return;
     if (TPPROF_LIKELY(!tpprof_cfg.full)) {
@@ -743,11 +746,13 @@ TPPROF_NO_FRAME static void on_tensor_retained(void *user, const tp_obs_tensor *
         }
         tpprof_guard = 0;
     }
-    retained_general(tensor, strong, weak, object);
+    retained_general(user, tensor, strong, weak, object);
 }
 
-__attribute__((noinline)) static void released_general(uint64_t tensor_id, uint64_t storage_id, uint32_t strong,
-                                                       uint32_t weak, uint32_t flags) {
+__attribute__((noinline)) static void released_general(void *user, uint64_t tensor_id, uint64_t storage_id,
+                                                       uint64_t base_id, uint32_t strong, uint32_t weak,
+                                                       uint32_t flags) {
+    (void)user, (void)base_id;
     struct tpprof_thread *t = enter();
     if (!t) return;
     uint64_t gone;
@@ -767,7 +772,6 @@ __attribute__((noinline)) static void released_general(uint64_t tensor_id, uint6
 
 TPPROF_NO_FRAME static void on_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id,
                                                uint32_t strong, uint32_t weak, uint32_t flags) {
-    (void)user, (void)base_id;
     struct tpprof_thread *t = enter_fast();
     if (TPPROF_LIKELY(t)) {
         uint64_t tail;
@@ -781,11 +785,13 @@ TPPROF_NO_FRAME static void on_tensor_released(void *user, uint64_t tensor_id, u
         }
         tpprof_guard = 0;
     }
-    released_general(tensor_id, storage_id, strong, weak, flags);
+    released_general(user, tensor_id, storage_id, base_id, strong, weak, flags);
 }
 
-__attribute__((noinline)) static void new_general(const tp_obs_storage *storage, uint64_t storage_object,
-                                                  const tp_obs_tensor *tensor, uint64_t tensor_object) {
+__attribute__((noinline)) static void new_general(void *user, const tp_obs_storage *storage,
+                                                  uint64_t storage_object, const tp_obs_tensor *tensor,
+                                                  uint64_t tensor_object) {
+    (void)user;
     struct tpprof_thread *t = enter();
     if (!t) return;
     if (TPPROF_LIKELY(!tpprof_cfg.full)) {
@@ -798,8 +804,7 @@ __attribute__((noinline)) static void new_general(const tp_obs_storage *storage,
 }
 
 TPPROF_NO_FRAME static void on_tensor_new(void *user, const tp_obs_storage *storage, uint64_t storage_object,
-                          const tp_obs_tensor *tensor, uint64_t tensor_object) {
-    (void)user;
+                                          const tp_obs_tensor *tensor, uint64_t tensor_object) {
     struct tpprof_thread *t = enter_fast();
     if (TPPROF_LIKELY(t)) {
         uint32_t sid = storage_object ? tpprof_recent_sid(storage_object) : 0;
@@ -814,12 +819,12 @@ TPPROF_NO_FRAME static void on_tensor_new(void *user, const tp_obs_storage *stor
         }
         tpprof_guard = 0;
     }
-    new_general(storage, storage_object, tensor, tensor_object);
+    new_general(user, storage, storage_object, tensor, tensor_object);
 }
 
 // Aggregate mode's observer. Full mode's is the same struct cut short before
 // the fused forms (tp_observer_provide): the runtime reads no member past
-// struct_size.
+// struct_size, and should one call them anyway they take the general way.
 static const tp_observer observer = {
     .abi_version = TP_OBSERVER_ABI_VERSION,
     .struct_size = sizeof observer,
@@ -851,24 +856,6 @@ bool tpprof_mode_full(void) {
     return m == 2;
 }
 
-// Full mode's fused forms, should a runtime call them past struct_size:
-// the general way, which splits them.
-static void full_tensor_retained(void *user, const tp_obs_tensor *tensor, uint32_t strong, uint32_t weak,
-                                 uint64_t object) {
-    (void)user;
-    retained_general(tensor, strong, weak, object);
-}
-static void full_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id,
-                                 uint32_t strong, uint32_t weak, uint32_t flags) {
-    (void)user, (void)base_id;
-    released_general(tensor_id, storage_id, strong, weak, flags);
-}
-static void full_tensor_new(void *user, const tp_obs_storage *storage, uint64_t storage_object,
-                            const tp_obs_tensor *tensor, uint64_t tensor_object) {
-    (void)user;
-    new_general(storage, storage_object, tensor, tensor_object);
-}
-
 static tp_observer observer_full;
 
 // ---------------------------------------------------------------------------
@@ -885,8 +872,8 @@ const tp_observer *tp_observer_provide(uint32_t runtime_abi) {
     if (!tpprof_mode_full()) return &observer;
     observer_full = observer;
     observer_full.struct_size = (uint32_t)offsetof(tp_observer, on_tensor_retained);
-    observer_full.on_tensor_retained = full_tensor_retained;
-    observer_full.on_tensor_released = full_tensor_released;
-    observer_full.on_tensor_new = full_tensor_new;
+    observer_full.on_tensor_retained = retained_general; // (should a runtime call them past struct_size)
+    observer_full.on_tensor_released = released_general;
+    observer_full.on_tensor_new = new_general;
     return &observer_full;
 }
