@@ -380,9 +380,9 @@ int64_t tpprof_writer_map_at(uint64_t addr) {
 }
 
 // Removes [lo, hi) from mapping i, which it overlaps; a mapping cut in the
-// middle becomes two (the right piece is appended). Returns false when i's
-// place now holds another mapping (i was removed: the last one moved in),
-// or when out of memory.
+// middle becomes two (the right piece is appended). *removed: i went whole,
+// and its place now holds another mapping (the last one moved in). Returns
+// false when out of memory.
 static bool map_cut_one(uint64_t i, uint64_t lo, uint64_t hi, uint64_t time, bool *removed) {
     struct tpprof_wstate *w = &tpprof_w;
     struct tpprof_block *m = &w->maps[i];
