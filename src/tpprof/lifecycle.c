@@ -164,11 +164,40 @@ static void output_name(char *out, size_t cap, pid_t pid) {
 
 static void on_quick_exit(void);
 
+// Where the leak scan starts reading this thread's stack: the stack pointer
+// of the function that calls this (inlined into it), after its prologue has
+// spilled the callee-saved registers (__builtin_unwind_init), so the
+// program's registers are read and nothing below them is. Not the frame
+// address less a margin: below the stack pointer lie the dead frames of the
+// recorder's own calls (the hooks, the drain that ran just before the scan),
+// and their copies of the program's pointers made lost blocks reachable
+// (dlerr's lost block, a forked child's).
+static inline __attribute__((always_inline)) uintptr_t scan_start(void) {
+    uintptr_t sp;
+#if defined(__x86_64__)
+    __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
+#elif defined(__aarch64__)
+    __asm__ volatile("mov %0, sp" : "=r"(sp));
+#else
+    sp = (uintptr_t)__builtin_frame_address(0) - 256; // a margin: may read some dead frames
+#endif
+    return sp;
+}
+
+
 static void on_exit_scan(void) {
-    // Spill the callee-saved registers into this frame, then scan the stack
-    // from just below them: the program's registers are roots too.
+    // The program's stack is read from where it called exit, as memcheck
+    // and LeakSanitizer read it: not exit's own frames, nor the handlers' it
+    // runs (this one is registered before the loader's, so it runs inside
+    // _dl_fini, whose frame holds an array the size of the loaded modules,
+    // uninitialized: a lost block's address left there by an earlier call
+    // made it reachable: dlerr, a forked child's leak). exit does not
+    // return, so its caller keeps nothing in registers for after it. Where
+    // that frame is not found: from here, this frame's spilled registers
+    // included.
     __builtin_unwind_init();
-    uintptr_t sp = (uintptr_t)__builtin_frame_address(0) - 256;
+    uintptr_t sp = scan_start(), caller = tpprof_unwind_exit_caller_sp();
+    if (caller > sp) sp = caller;
     int saved = tpprof_guard;
     tpprof_guard = 1;
     if (atomic_load(&tpprof_active)) tpprof_writer_leak_scan(sp);
@@ -275,7 +304,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
         int saved = tpprof_guard;
         tpprof_guard = 1;
         __builtin_unwind_init(); // the program's registers are roots too
-        uintptr_t sp = fault ? 0 : (uintptr_t)__builtin_frame_address(0) - 256;
+        uintptr_t sp = fault ? 0 : scan_start();
         tpprof_writer_end_signal(sig, sp);
         started = false;
         tpprof_guard = saved;
@@ -518,7 +547,7 @@ __attribute__((destructor(101))) static void tpprof_stop(void) {
 static __attribute__((noinline)) void end_now(void) {
     if (!in_recorded_process()) return;
     __builtin_unwind_init(); // the program's registers are roots too
-    uintptr_t sp = (uintptr_t)__builtin_frame_address(0) - 256;
+    uintptr_t sp = scan_start();
     tpprof_guard = 1;
     if (atomic_load(&tpprof_active)) tpprof_writer_leak_scan(sp);
     tpprof_writer_finish(TPPROF_END_EXIT);

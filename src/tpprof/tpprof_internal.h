@@ -548,6 +548,9 @@ TPPROF_HIDDEN void tpprof_unwind_flush(void);
 // Unmaps a gone thread's unwinder stack (tpprof_thread_release).
 TPPROF_HIDDEN void tpprof_unwind_release(struct tpprof_thread *t);
 TPPROF_HIDDEN void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi);
+// The stack pointer of the frame that called the C library's exit, on the
+// calling thread's stack (0: not found; x86-64 with libunwind only).
+TPPROF_HIDDEN uintptr_t tpprof_unwind_exit_caller_sp(void);
 
 // The depot names each distinct stack with a dense id >= 1 (lock-free).
 // Returns 0 when out of memory.

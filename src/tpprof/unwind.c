@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -50,8 +51,18 @@ static getattr_fn getattr_real(void) {
     return real_getattr;
 }
 
+// [exit_lo, exit_hi): the C library's exit (tpprof_unwind_exit_caller_sp).
+static uintptr_t exit_lo, exit_hi;
+
 void tpprof_unwind_init(void) {
     getattr_real();
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    void *f = dlsym(RTLD_NEXT, "exit");
+    if (f && dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
+        exit_lo = (uintptr_t)f;
+        exit_hi = exit_lo + sym->st_size;
+    }
     void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     if (!h) return; // stacks fall back to the frame-pointer walk
     verdicts_init();
@@ -346,12 +357,36 @@ static int unw_walk_big(uintptr_t *ips, int max) {
     call_on_stack(&b, sp);
     return b.n;
 }
+
+// The stack pointer of exit's caller, found by libunwind from here (exit's
+// handlers run below exit: __run_exit_handlers, and where the handler was
+// registered before the loader's, _dl_fini and __cxa_finalize). 0: no frame
+// of exit's on this stack, or no libunwind.
+uintptr_t tpprof_unwind_exit_caller_sp(void) {
+    if (!unw_init_local_p || !unw_step_p || !unw_get_reg_p || !unw_getcontext_p || !exit_lo) return 0;
+    enum { UNW_REG_SP_ = 7 }; // UNW_X86_64_RSP
+    ucontext_t ctx;
+    uint64_t cursor[UNW_CURSOR_WORDS_];
+    if (unw_getcontext_p(&ctx) != 0 || unw_init_local_p(cursor, &ctx) < 0) return 0;
+    for (int depth = 0; depth < 256; depth++) {
+        uintptr_t ip = 0;
+        if (unw_get_reg_p(cursor, UNW_REG_IP_, &ip) < 0 || ip == 0) return 0;
+        // A return address (exit calls its handlers last: its return
+        // address is one past its end, exit_hi itself).
+        bool in_exit = ip - 1 >= exit_lo && ip - 1 < exit_hi;
+        if (unw_step_p(cursor) <= 0) return 0;
+        uintptr_t sp = 0;
+        if (in_exit) return unw_get_reg_p(cursor, UNW_REG_SP_, &sp) < 0 ? 0 : sp;
+    }
+    return 0;
+}
 #else
 static void big_init(void *h) { (void)h; }
 static int unw_walk_big(uintptr_t *ips, int max) {
     (void)ips, (void)max;
     return -1;
 }
+uintptr_t tpprof_unwind_exit_caller_sp(void) { return 0; }
 #endif
 
 // libunwind's walk: on the program's stack where it has room, else on the
