@@ -216,7 +216,11 @@ static bool use_pipe;
 static ssize_t safe_copy(void *buf, uintptr_t p, size_t n) {
     if (!use_pipe) {
         struct iovec local = {buf, n}, remote = {(void *)p, n};
-        ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+        // This thread's id, not the process's: after main's pthread_exit
+        // the process id names a thread that has no memory any more, and
+        // every read failed (ESRCH): nothing was read, and a block held
+        // only from the C library's data (stdout's buffer) read lost.
+        ssize_t got = process_vm_readv((pid_t)syscall(SYS_gettid), &local, 1, &remote, 1, 0);
         if (got >= 0 || (errno != EPERM && errno != ENOSYS)) return got;
         use_pipe = true;
     }
@@ -249,11 +253,23 @@ static void scan_range(uintptr_t lo, uintptr_t hi) {
 #define SPARSE_MIN ((uintptr_t)1 << 20) // ranges at least this big are looked up first
 #define PM_WINDOW 512                    // pages per pagemap read
 
+// The calling thread's /proc file `name` (maps, pagemap): thread-self, not
+// self, which after main's pthread_exit names a thread whose memory is gone
+// (its maps read empty: nothing was readable in place).
+static int open_own(const char *name) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/thread-self/%s", name);
+    int fd = tpprof_fd_open(path);
+    if (fd >= 0) return fd;
+    snprintf(path, sizeof path, "/proc/self/%s", name); // before Linux 3.17
+    return tpprof_fd_open(path);
+}
+
 static int pagemap_fd = -2; // -2: not opened yet (per scan)
 
 static void scan_safe(uintptr_t lo, uintptr_t hi) {
     if (hi <= lo || hi - lo < SPARSE_MIN) return scan_range(lo, hi);
-    if (pagemap_fd == -2) pagemap_fd = tpprof_fd_open("/proc/self/pagemap");
+    if (pagemap_fd == -2) pagemap_fd = open_own("pagemap");
     if (pagemap_fd < 0) return scan_range(lo, hi);
     uintptr_t ps = (uintptr_t)getauxval(AT_PAGESZ);
     if (!ps) ps = 4096;
@@ -416,7 +432,7 @@ static void readable_line(const char *p, const char *end) {
 
 static void readable_load(void) {
     nreadable = 0;
-    int fd = tpprof_fd_open("/proc/self/maps");
+    int fd = open_own("maps");
     if (fd < 0) return;
     static char buf[1 << 16];
     size_t have = 0;

@@ -118,7 +118,9 @@ static void stack_of(getattr_fn getattr, uintptr_t *lo, uintptr_t *hi) {
 // time, so a line of any length (a long path) is fine. False if it cannot be
 // read.
 static bool mapping_of(uintptr_t sp, uintptr_t *lo, uintptr_t *hi) {
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    // thread-self: after main's pthread_exit, self's maps read empty.
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
     char buf[512];
     uintptr_t a = 0, b = 0;
