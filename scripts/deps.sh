@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(meson ninja-build pkg-config gcc g++ libc6-dev python3
-      libunwind-dev libsqlite3-dev libopenblas-dev libdw-dev libiberty-dev sqlite3 valgrind)
+      libunwind-dev libsqlite3-dev libopenblas-dev libdw-dev libiberty-dev sqlite3 valgrind clang binutils)
 
 missing=()
 for p in "${pkgs[@]}"; do

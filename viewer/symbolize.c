@@ -46,6 +46,11 @@ typedef struct elf_file {
     elf_sym *syms;
     size_t nsyms;
     bool syms_read;
+    // Its compile units by address range, built on first need, for files
+    // libdw cannot search by address itself (see unit_by_ranges).
+    struct unit_range *units;
+    size_t nunits;
+    bool units_read;
 } elf_file;
 
 static elf_file *opened;
@@ -123,6 +128,7 @@ void tpprof_symbolize_release(void) {
             dwfl_end(opened[i].dwfl);
         free(opened[i].path);
         free(opened[i].syms);
+        free(opened[i].units);
     }
     free(opened);
     opened = NULL;
@@ -254,6 +260,74 @@ static bool module_open(module *m) {
     m->file = (size_t)(f - opened);
     m->usable = true;
     return true;
+}
+
+// ---------------------------------------------------------------------------
+// Compile units by address, without .debug_aranges.
+//
+// libdw 0.188 (Debian 12) finds the unit holding an address only through
+// .debug_aranges, which clang does not emit (nor gcc for some units): every
+// frame of a clang -g build then had its function from the symbol table
+// but no file:line. Here each unit's own ranges (DW_AT_low_pc/high_pc or
+// DW_AT_ranges, DWARF 4 and 5) are listed once per file and searched. A
+// split unit (-gsplit-dwarf) is found through its skeleton: lines come from
+// the skeleton's line table, scopes from the split unit in the .dwo.
+
+typedef struct unit_range {
+    Dwarf_Addr lo, hi;
+    Dwarf_Die unit;  // the unit (a skeleton, for split DWARF): its line table
+    Dwarf_Die scope; // where its functions are: the split unit, or the unit
+} unit_range;
+
+static int cmp_unit(const void *a, const void *b) {
+    const unit_range *x = a, *y = b;
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+static void units_read(elf_file *f) {
+    f->units_read = true;
+    Dwarf_Addr bias = 0;
+    Dwarf *dw = dwfl_module_getdwarf(f->mod, &bias);
+    if (!dw)
+        return;
+    size_t cap = 0;
+    Dwarf_CU *cu = NULL;
+    Dwarf_Die unit, split;
+    uint8_t type = 0;
+    while (dwarf_get_units(dw, cu, &cu, NULL, &type, &unit, &split) == 0) {
+        bool is_split = type == DW_UT_skeleton && dwarf_tag(&split) == DW_TAG_compile_unit;
+        Dwarf_Addr base, lo, hi;
+        for (ptrdiff_t off = 0; (off = dwarf_ranges(&unit, off, &base, &lo, &hi)) > 0;) {
+            if (hi <= lo)
+                continue;
+            unit_range *grown = tpprof_grow(f->units, f->nunits, &cap, sizeof *grown);
+            if (!grown)
+                return; // what was listed is still searched
+            f->units = grown;
+            f->units[f->nunits++] = (unit_range){lo, hi, unit, is_split ? split : unit};
+        }
+    }
+    if (f->nunits)
+        qsort(f->units, f->nunits, sizeof *f->units, cmp_unit);
+}
+
+// The unit holding pc (an address of the debug info), or NULL.
+static const unit_range *unit_by_ranges(elf_file *f, Dwarf_Addr pc) {
+    if (!f->units_read)
+        units_read(f);
+    size_t a = 0, b = f->nunits; // first range starting above pc
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (f->units[mid].lo <= pc)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    // Ranges of different units do not overlap; a unit's own may nest.
+    for (size_t i = a, steps = 0; i-- > 0 && steps < 16; steps++)
+        if (pc < f->units[i].hi)
+            return &f->units[i];
+    return NULL;
 }
 
 static void module_close(module *m) {
@@ -587,9 +661,31 @@ static int symbolize_module(module *m, const int64_t *ips, size_t n, tpprof_symt
         Dwarf_Die *cu = dwfl_module_addrdie(m->mod, addr, &bias);
         if (cu) {
             l->cu = *cu;
-            l->cu_off = dwarf_dieoffset(cu);
+            // A skeleton (split DWARF): its functions are in the split unit.
+            uint8_t type = 0;
+            Dwarf_Die split;
+            if (dwarf_cu_info(cu->cu, NULL, &type, NULL, &split, NULL, NULL, NULL) == 0 &&
+                type == DW_UT_skeleton && dwarf_tag(&split) == DW_TAG_compile_unit)
+                l->cu = split;
+            l->cu_off = dwarf_dieoffset(&l->cu);
             l->has_cu = true;
             l->pc = addr - bias;
+        } else if (dwfl_module_getdwarf(m->mod, &bias)) {
+            const unit_range *u = unit_by_ranges(&opened[m->file], addr - bias);
+            if (u) {
+                l->cu = u->scope;
+                l->cu_off = dwarf_dieoffset(&l->cu);
+                l->has_cu = true;
+                l->pc = addr - bias;
+                if (!l->file) {
+                    Dwarf_Die unit = u->unit;
+                    Dwarf_Line *dl = dwarf_getsrc_die(&unit, l->pc);
+                    if (dl) {
+                        l->file = dwarf_linesrc(dl, NULL, NULL);
+                        dwarf_lineno(dl, &l->line);
+                    }
+                }
+            }
         }
         order[i] = l;
     }
