@@ -296,11 +296,28 @@ static bool covered(int sig) {
 
 static bool is_fault_signal(int sig) { return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL; }
 
+// The thread writing the recording for a signal (0: none). The stand-in
+// stays installed while it writes (no SA_RESETHAND): a second signal, as
+// `timeout` sends (to the process group, and `tpprof run` forwards it) or
+// any storm of them, must not take the default action half-way through the
+// write. Another thread it reaches waits here for the writer to end the
+// process; the writing thread itself (SA_NODEFER) goes back to its write.
+static _Atomic pid_t ending_tid;
+
 static void on_fatal(int sig, siginfo_t *si, void *uc) {
     (void)uc;
     int saved_errno = errno;
     bool fault = is_fault_signal(sig) && si && si->si_code > 0;
-    if (in_recorded_process()) {
+    pid_t me = (pid_t)syscall(SYS_gettid), writer = 0;
+    if (in_recorded_process() && !atomic_compare_exchange_strong(&ending_tid, &writer, me)) {
+        if (writer != me)
+            for (;;) pause(); // the writing thread ends the process
+        if (!fault) {         // a second signal while this thread writes
+            errno = saved_errno;
+            return;
+        }
+        // A fault inside the write: to the default action (below).
+    } else if (in_recorded_process()) {
         int saved = tpprof_guard;
         tpprof_guard = 1;
         __builtin_unwind_init(); // the program's registers are roots too
@@ -309,9 +326,9 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
         started = false;
         tpprof_guard = saved;
     }
-    // The default action next, whoever called this: the kernel (SA_RESETHAND
-    // did it already), or a handler of the program's that chained to this
-    // one and would otherwise return into the fault, and here, for ever.
+    // The default action next, whoever called this: the kernel, or a
+    // handler of the program's that chained to this one and would otherwise
+    // return into the fault, and here, for ever.
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -325,7 +342,7 @@ static int install_stand_in(int sig, struct sigaction *old) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_fatal;
-    sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER; // not SA_RESETHAND: see ending_tid
     sigemptyset(&sa.sa_mask);
     return real_sigaction(sig, &sa, old);
 }
