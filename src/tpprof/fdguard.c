@@ -17,14 +17,23 @@
 //   reopens it (on other numbers), as a failed exec does (writer.c);
 // - tpprof's other files (/proc reads) and libunwind's pipe (pipe2 with
 //   tpprof_guard set) are kept the same way.
+// - a raw close system call cannot be seen: so every write SQLite makes to
+//   the database's files (write, pwrite, ftruncate, fcntl locks, mmap of the
+//   -shm file) first checks that the descriptor still holds the file it
+//   opened (device and inode, fstat). If not, recording stops with one line
+//   and nothing is written: never into a file of the program's that got
+//   the number; SQLite's close of that number is skipped too.
 // Calls made by tpprof itself (tpprof_guard set) pass straight through.
-// Not covered: raw syscalls, and posix_spawn's file actions, which run in
-// the new process just before its exec (the descriptors are close-on-exec).
+// Not covered: posix_spawn's file actions, which run in the new process
+// just before its exec (the descriptors are close-on-exec).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include "sqlite_api.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -37,6 +46,11 @@
 // fd + 1 of each descriptor tpprof holds (0: free slot), and of those the
 // database's (SQLite's), which a forked child abandons.
 static _Atomic int own[MAX_OWN], own_db[MAX_OWN];
+// The file each of own_db's descriptors was opened on (same slot).
+static struct {
+    dev_t dev;
+    ino_t ino;
+} own_db_file[MAX_OWN];
 
 static int (*real_close)(int);
 static int (*real_dup2)(int, int);
@@ -133,14 +147,87 @@ static int keep(int fd) {
     return fd;
 }
 
+// Adds fd to own_db with the file it holds now.
+static void db_add(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return;
+    for (int i = 0; i < MAX_OWN; i++) {
+        if (atomic_load(&own_db[i])) continue;
+        own_db_file[i].dev = st.st_dev;
+        own_db_file[i].ino = st.st_ino;
+        int expect = 0;
+        if (atomic_compare_exchange_strong(&own_db[i], &expect, fd + 1)) return;
+    }
+}
+
+// False when fd is one of the database's descriptors and no longer holds
+// the file SQLite opened (the program closed it with a raw system call,
+// and perhaps opened a file of its own on the number): recording stops,
+// with one line, the first time.
+static bool db_still_ours(int fd) {
+    for (int i = 0; fd >= 0 && i < MAX_OWN; i++) {
+        if (atomic_load_explicit(&own_db[i], memory_order_relaxed) != fd + 1) continue;
+        struct stat st;
+        if (fstat(fd, &st) == 0 && st.st_dev == own_db_file[i].dev && st.st_ino == own_db_file[i].ino)
+            return true;
+        char why[160];
+        snprintf(why, sizeof why,
+                 "the program closed its descriptor %d behind the C library's back (a raw close system "
+                 "call)%s; nothing more is written",
+                 fd, fstat(fd, &st) == 0 ? " and opened a file of its own on it" : "");
+        tpprof_disable("the recording", why);
+        return false;
+    }
+    return true;
+}
+
 static int vfs_open(const char *path, int flags, int mode) {
     int fd = ((int (*)(const char *, int, int))sqlite_open)(path, flags, mode);
     // The program's own use of this SQLite library (the same shared one)
     // goes through here too: only tpprof's calls are moved and kept.
     if (fd < 0 || !tpprof_guard) return fd;
     fd = keep(fd);
-    if (fd >= 0) set_add(own_db, fd);
+    if (fd >= 0) db_add(fd);
     return fd;
+}
+
+// SQLite's calls that change a file, each after db_still_ours.
+static sqlite3_syscall_ptr sqlite_write, sqlite_pwrite, sqlite_pwrite64, sqlite_ftruncate, sqlite_fcntl,
+    sqlite_mmap;
+
+static ssize_t vfs_write(int fd, const void *buf, size_t n) {
+    if (!db_still_ours(fd)) return errno = EIO, -1;
+    return ((ssize_t(*)(int, const void *, size_t))sqlite_write)(fd, buf, n);
+}
+
+static ssize_t vfs_pwrite(int fd, const void *buf, size_t n, off_t at) {
+    if (!db_still_ours(fd)) return errno = EIO, -1;
+    return ((ssize_t(*)(int, const void *, size_t, off_t))sqlite_pwrite)(fd, buf, n, at);
+}
+
+static ssize_t vfs_pwrite64(int fd, const void *buf, size_t n, off_t at) {
+    if (!db_still_ours(fd)) return errno = EIO, -1;
+    return ((ssize_t(*)(int, const void *, size_t, off_t))sqlite_pwrite64)(fd, buf, n, at);
+}
+
+static int vfs_ftruncate(int fd, off_t size) {
+    if (!db_still_ours(fd)) return errno = EIO, -1;
+    return ((int (*)(int, off_t))sqlite_ftruncate)(fd, size);
+}
+
+// SQLite's fcntl calls pass one pointer (a struct flock) or nothing.
+static int vfs_fcntl(int fd, int cmd, ...) {
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    if (!db_still_ours(fd)) return errno = EIO, -1;
+    return ((int (*)(int, int, ...))sqlite_fcntl)(fd, cmd, arg);
+}
+
+static void *vfs_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+    if (!db_still_ours(fd)) return errno = EIO, MAP_FAILED;
+    return ((void *(*)(void *, size_t, int, int, int, off_t))sqlite_mmap)(addr, len, prot, flags, fd, off);
 }
 
 int tpprof_fd_open(const char *path) {
@@ -155,8 +242,9 @@ void tpprof_fd_close(int fd) {
 }
 
 static int vfs_close(int fd) {
+    bool ours = db_still_ours(fd);
     own_remove(fd);
-    return do_close(fd);
+    return ours ? do_close(fd) : 0; // another file's now: the program's to close
 }
 
 bool tpprof_fdguard_install(void) {
@@ -172,6 +260,23 @@ bool tpprof_fdguard_install(void) {
         vfs->xSetSystemCall(vfs, "open", sqlite_open);
         return false;
     }
+    // The calls that change a file: each SQLite build has some of them
+    // (pwrite or pwrite64 or write, mmap only with WAL or mmap I/O).
+    static const struct {
+        const char *name;
+        sqlite3_syscall_ptr *real, wrapper;
+    } writes[] = {
+        {"write", &sqlite_write, (sqlite3_syscall_ptr)vfs_write},
+        {"pwrite", &sqlite_pwrite, (sqlite3_syscall_ptr)vfs_pwrite},
+        {"pwrite64", &sqlite_pwrite64, (sqlite3_syscall_ptr)vfs_pwrite64},
+        {"ftruncate", &sqlite_ftruncate, (sqlite3_syscall_ptr)vfs_ftruncate},
+        {"fcntl", &sqlite_fcntl, (sqlite3_syscall_ptr)vfs_fcntl},
+        {"mmap", &sqlite_mmap, (sqlite3_syscall_ptr)vfs_mmap},
+    };
+    for (size_t i = 0; i < sizeof writes / sizeof writes[0]; i++) {
+        *writes[i].real = vfs->xGetSystemCall(vfs, writes[i].name);
+        if (*writes[i].real) vfs->xSetSystemCall(vfs, writes[i].name, writes[i].wrapper);
+    }
     done = true;
     return true;
 }
@@ -179,14 +284,28 @@ bool tpprof_fdguard_install(void) {
 // The program's stderr as it was at the start, on a number of tpprof's own
 // (-1 if it had none): a program that closes descriptor 2 and opens a file
 // of its own there would otherwise get tpprof's one line inside that file.
+// Its file (device, inode) is remembered: a program that closed that copy
+// with a raw system call may hold another file on the number, and the line
+// then goes to descriptor 2 if that is still the same stderr, or nowhere.
 static int err_fd = -2;
+static struct stat err_file;
+
+static bool holds(int fd, const struct stat *file) {
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == file->st_dev && st.st_ino == file->st_ino;
+}
 
 int tpprof_fd_stderr(void) {
     if (err_fd == -2) {
         int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
         err_fd = fd >= 0 ? keep(fd) : -1;
+        if (err_fd >= 0 && fstat(err_fd, &err_file) != 0) {
+            tpprof_fd_close(err_fd);
+            err_fd = -1;
+        }
     }
-    return err_fd;
+    if (holds(err_fd, &err_file)) return err_fd;
+    return err_fd >= 0 && holds(2, &err_file) ? 2 : -1;
 }
 
 void tpprof_fdguard_fork_child(void) {
