@@ -507,6 +507,8 @@ static bool put_meta(void) {
     if (ok) ok = meta_int("dropped_events", (int64_t)atomic_load(&tpprof_dropped));
     if (ok) ok = meta_int("libunwind_walks", (int64_t)atomic_load(&tpprof_unwind_slow));
     if (ok) ok = meta_int("stacks_full", (int64_t)atomic_load(&tpprof_stacks_full));
+    if (ok) ok = meta_int("events_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_events));
+    if (ok) ok = meta_int("threads_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_threads));
     if (ok && atomic_load(&tpprof_obs_attached)) {
         int64_t bytes;
         uint64_t at;

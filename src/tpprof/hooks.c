@@ -50,7 +50,16 @@ static inline bool early_now(void) {
     do {                                                                             \
         if (TPPROF_LIKELY(want())) record_alloc(TPPROF_OP_ALLOC, p, n, kind);        \
         else if (TPPROF_UNLIKELY(early_now())) tpprof_early_alloc(p, n);             \
+        else missed();                                                               \
     } while (0)
+
+// A heap call that is not recorded because a signal handler made it while
+// its thread was inside a hook (the guard says so): counted. (Not mmap and
+// munmap: the unwinder maps its own memory inside the hooks.)
+static inline void missed(void) {
+    if (TPPROF_UNLIKELY(tpprof_guard == TPPROF_GUARD_HOOK) && atomic_load_explicit(&tpprof_active, memory_order_relaxed))
+        atomic_fetch_add_explicit(&tpprof_unrecorded_events, 1, memory_order_relaxed);
+}
 
 // ---------------------------------------------------------------------------
 // Recording (called with the guard clear; sets it for its duration).
@@ -74,10 +83,15 @@ static inline struct tpprof_thread *self(void) {
     return TPPROF_LIKELY(t != NULL) ? t : tpprof_thread_get();
 }
 
+// The thread has no ring (rings.c counts the thread): its event is counted.
+static void unrecorded(int events) {
+    atomic_fetch_add_explicit(&tpprof_unrecorded_events, (uint64_t)events, memory_order_relaxed);
+}
+
 // The two hottest records are written straight into the ring (no staging
 // copy): a slot for the longest form, the words, then the commit.
 __attribute__((noinline)) static void record_alloc(int op, void *p, size_t size, int kind) {
-    tpprof_guard = 1;
+    tpprof_guard = TPPROF_GUARD_HOOK;
     struct tpprof_thread *t = self();
     if (t) {
         uint32_t sid = capture();
@@ -107,12 +121,14 @@ __attribute__((noinline)) static void record_alloc(int op, void *p, size_t size,
             if (tpprof_cfg.full) r[n++] = tpprof_now_ns();
             tpprof_ring_commit(t, (uint64_t)n);
         }
+    } else {
+        unrecorded(1);
     }
     tpprof_guard = 0;
 }
 
 __attribute__((noinline)) static void record_free(int op, void *p, size_t len) {
-    tpprof_guard = 1;
+    tpprof_guard = TPPROF_GUARD_HOOK;
     struct tpprof_thread *t = self();
     if (t && tpprof_ring_reserve(t, 4)) {
         uint64_t *r = tpprof_ring_slot(t, 4);
@@ -125,6 +141,8 @@ __attribute__((noinline)) static void record_free(int op, void *p, size_t len) {
         if (munmap) r[n++] = len;
         if (tpprof_cfg.full) r[n++] = tpprof_now_ns();
         tpprof_ring_commit(t, (uint64_t)n);
+    } else if (!t) {
+        unrecorded(1);
     }
     tpprof_guard = 0;
 }
@@ -132,11 +150,12 @@ __attribute__((noinline)) static void record_free(int op, void *p, size_t len) {
 // realloc: the old block is released inside the call and the new one
 // obtained there, so the record pair takes one number before and one after.
 __attribute__((noinline)) static void *record_realloc(void *old, size_t n, int kind) {
-    tpprof_guard = 1;
+    tpprof_guard = TPPROF_GUARD_HOOK;
     struct tpprof_thread *t = self();
     void *p;
     if (!t || !tpprof_ring_reserve(t, 10)) {
         p = __libc_realloc(old, n);
+        if (!t) unrecorded(p ? 2 : 0);
     } else {
         uint32_t sid = capture();
         uint64_t s1 = tpprof_order_tag(tpprof_stripe_of((uint64_t)(uintptr_t)old),
@@ -164,7 +183,7 @@ __attribute__((noinline)) static void *record_realloc(void *old, size_t n, int k
 }
 
 __attribute__((noinline)) static void record_mremap(void *p, size_t len, void *old, size_t old_len) {
-    tpprof_guard = 1;
+    tpprof_guard = TPPROF_GUARD_HOOK;
     struct tpprof_thread *t = self();
     if (t) {
         uint32_t sid = capture();
@@ -174,6 +193,8 @@ __attribute__((noinline)) static void record_mremap(void *p, size_t len, void *o
                              sid, (uint64_t)(uintptr_t)old, old_len};
             emit(t, w, 6);
         }
+    } else {
+        unrecorded(1);
     }
     tpprof_guard = 0;
 }
@@ -191,6 +212,7 @@ TPPROF_EXPORT void free(void *p) {
     if (p) {
         if (TPPROF_LIKELY(want())) record_free(TPPROF_OP_FREE, p, 0);
         else if (TPPROF_UNLIKELY(early_now())) tpprof_early_free(p);
+        else missed();
     }
     __libc_free(p);
 }
@@ -207,6 +229,8 @@ static void *realloc_kind(void *old, size_t n, int kind) {
         if (TPPROF_UNLIKELY(early_now()) && (p || n == 0)) { // moved, resized or freed
             if (old) tpprof_early_free(old);
             if (p) tpprof_early_alloc(p, n);
+        } else if (p || n == 0) {
+            missed();
         }
         return p;
     }

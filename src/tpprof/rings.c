@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <errno.h>
+#include <stdlib.h>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -85,16 +86,50 @@ void tpprof_thread_release(struct tpprof_thread *t) {
     t->cache_mem = NULL;
 }
 
+_Atomic uint64_t tpprof_unrecorded_events, tpprof_unrecorded_threads;
+
+// A thread that could get no ring (no address space left: RLIMIT_AS, or
+// more threads than TPPROF_TEST_MAX_RINGS) is counted once, and asks again
+// every RING_RETRY events (a mapping that fails costs a system call).
+#define RING_RETRY 256
+static __thread uint32_t ring_refused TPPROF_TLS; // refusals so far, this thread
+static _Atomic int rings_given;
+static int max_rings = -1; // TPPROF_TEST_MAX_RINGS, read at the first ring
+
+static struct tpprof_thread *thread_new(void);
+
 struct tpprof_thread *tpprof_thread_get(void) {
     struct tpprof_thread *t = tpprof_self;
     if (TPPROF_LIKELY(t != NULL)) return t;
+    if (ring_refused && ring_refused++ % RING_RETRY) return NULL;
+    // What the C library allocates for it (pthread_getattr_np reads the
+    // maps file through stdio) is tpprof's, not a signal handler's call
+    // that a hook missed (hooks.c): the plain guard.
+    int saved = tpprof_guard;
+    tpprof_guard = 1;
+    t = thread_new();
+    tpprof_guard = saved;
+    return t;
+}
+
+static struct tpprof_thread *thread_new(void) {
+    struct tpprof_thread *t;
     // The program's errno is not ours to change (pthread_getattr_np reads
     // /proc/self/maps for the main thread; a failed call may set it).
     int saved_errno = errno;
-    int index = atomic_fetch_add(&next_index, 1);
-    t = thread_struct(index);
-    if (t) t->ring = tpprof_mem_map(RING_WORDS * sizeof(uint64_t));
+    if (max_rings < 0) {
+        const char *cap = getenv("TPPROF_TEST_MAX_RINGS");
+        max_rings = cap && atoi(cap) > 0 ? atoi(cap) : 0;
+    }
+    int index = -1;
+    t = NULL;
+    if (!max_rings || atomic_fetch_add(&rings_given, 1) < max_rings) {
+        index = atomic_fetch_add(&next_index, 1);
+        t = thread_struct(index);
+        if (t) t->ring = tpprof_mem_map(RING_WORDS * sizeof(uint64_t));
+    }
     if (!t || !t->ring) { // (the slot stays unused)
+        if (!ring_refused++) atomic_fetch_add(&tpprof_unrecorded_threads, 1);
         errno = saved_errno;
         return NULL;
     }
@@ -110,6 +145,7 @@ struct tpprof_thread *tpprof_thread_get(void) {
         t->next = old;
     } while (!atomic_compare_exchange_weak(&tpprof_threads, &old, t));
     tpprof_self = t;
+    tpprof_unwind_thread_warm();
     errno = saved_errno;
     return t;
 }

@@ -314,6 +314,13 @@ TPPROF_HIDDEN extern __thread struct tpprof_thread *tpprof_self TPPROF_TLS;
 TPPROF_HIDDEN struct tpprof_thread *tpprof_thread_get(void);
 // Events dropped because a ring stayed full (see rings.c).
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_dropped;
+// The program's allocations and frees that were not recorded
+// (meta.events_unrecorded): those of a thread that could get no ring
+// (meta.threads_unrecorded counts the threads: rings.c), and those a signal
+// handler made while its thread was inside a hook, whose own record was
+// half written (hooks.c: tpprof_guard is TPPROF_GUARD_HOOK there).
+TPPROF_HIDDEN extern _Atomic uint64_t tpprof_unrecorded_events, tpprof_unrecorded_threads;
+#define TPPROF_GUARD_HOOK 2
 // Stacks taken by libunwind, not by the verified frame-pointer walk
 // (unwind.c; meta.libunwind_walks).
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_unwind_slow;
@@ -551,6 +558,8 @@ TPPROF_HIDDEN void tpprof_unwind_thread_bounds(uintptr_t *lo, uintptr_t *hi);
 // The stack pointer of the frame that called the C library's exit, on the
 // calling thread's stack (0: not found; x86-64 with libunwind only).
 TPPROF_HIDDEN uintptr_t tpprof_unwind_exit_caller_sp(void);
+// libunwind's per-thread state made now (rings.c, as a thread gets its ring).
+TPPROF_HIDDEN void tpprof_unwind_thread_warm(void);
 
 // The depot names each distinct stack with a dense id >= 1 (lock-free).
 // Returns 0 when out of memory.

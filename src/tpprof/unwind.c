@@ -400,6 +400,15 @@ static int unw_walk(uintptr_t *ips, int max) {
     return n;
 }
 
+// libunwind's first walk on a thread allocates the thread's slot of its
+// dynamic TLS (the loader mallocs it): done here, as the thread gets its
+// ring (the plain guard set), not in its first hook, where it would read as
+// a signal handler's call the hook missed (hooks.c).
+void tpprof_unwind_thread_warm(void) {
+    uintptr_t ip[1];
+    if (unw_bt && !tpprof_cfg.unwind_fp) (void)unw_walk(ip, 1);
+}
+
 // ---------------------------------------------------------------------------
 // The verified frame-pointer path (default).
 //

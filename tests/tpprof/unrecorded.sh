@@ -1,0 +1,52 @@
+#!/bin/bash
+# What the recorder could not record is counted, never silently lost:
+# - sigalloc: a 50 us timer's handler mallocs and frees 777 B while main
+#   allocates as fast as it can. Every handler call is either recorded (its
+#   777 B allocation in the events of a full recording) or counted in
+#   meta.events_unrecorded (2 events: the handler ran while main was inside
+#   a hook): recorded + unrecorded / 2 = calls, exactly (+1: main's own
+#   777 B block before the timer).
+# - threads with TPPROF_TEST_MAX_RINGS=2 (as if no address space were left
+#   for more rings): main and one of its 4 threads get rings; the other 3
+#   are counted in meta.threads_unrecorded and their allocations in
+#   meta.events_unrecorded.
+# - a program with neither counts nothing.
+# usage: unrecorded.sh LIBTPPROF SIGALLOC THREADS LEAKS
+set -u
+lib=$(realpath "$1") sigalloc=$(realpath "$2") threads=$(realpath "$3") leaks=$(realpath "$4") || exit 1
+dir=$(mktemp -d) || exit 1
+trap 'rm -rf "$dir"' EXIT
+bad=0
+q() { sqlite3 "$dir/r.db" "$1" 2>&1; }
+meta() { q "SELECT coalesce((SELECT value FROM meta WHERE key = '$1'), 'absent')"; }
+for i in 1 2 3; do
+    rm -f "$dir"/r.db*
+    out=$(TPPROF_MODE=full LD_PRELOAD=$lib TPPROF_OUTPUT="$dir/r.db" "$sigalloc")
+    calls=${out#sigalloc }
+    rec=$(q "SELECT count(*) FROM events WHERE op = 1 AND size = 777")
+    un=$(meta events_unrecorded)
+    if [ "$un" = absent ] || [ $((rec - 1 + un / 2)) -ne "$calls" ] || [ $((un % 2)) -ne 0 ]; then
+        echo "FAIL: sigalloc $i: $calls handler calls, $rec recorded (1 of them main's), events_unrecorded $un"
+        bad=$((bad + 1))
+    else
+        echo "ok: sigalloc $i: $calls handler calls = $((rec - 1)) recorded + $((un / 2)) counted unrecorded"
+    fi
+done
+rm -f "$dir"/r.db*
+TPPROF_TEST_MAX_RINGS=2 LD_PRELOAD=$lib TPPROF_OUTPUT="$dir/r.db" "$threads" >/dev/null
+th=$(meta threads_unrecorded) ev=$(meta events_unrecorded)
+if [ "$th" != 3 ] || ! [ "$ev" -ge 6 ] 2>/dev/null; then
+    echo "FAIL: threads with 2 rings: threads_unrecorded $th (want 3), events_unrecorded $ev (want >= 6)"
+    bad=$((bad + 1))
+else
+    echo "ok: threads with 2 rings: threads_unrecorded $th, events_unrecorded $ev"
+fi
+rm -f "$dir"/r.db*
+LD_PRELOAD=$lib TPPROF_OUTPUT="$dir/r.db" "$leaks" >/dev/null
+if [ "$(meta threads_unrecorded) $(meta events_unrecorded)" != "0 0" ]; then
+    echo "FAIL: leaks: threads_unrecorded $(meta threads_unrecorded), events_unrecorded $(meta events_unrecorded) (want 0 0)"
+    bad=$((bad + 1))
+else
+    echo "ok: leaks: nothing unrecorded"
+fi
+[ $bad -eq 0 ]
