@@ -13,4 +13,5 @@
 #include "tensorplay/caching_allocator.h"
 #include "tensorplay/deferred_allocator.h"
 #include "tensorplay/safetensors.h"
+#include "tensorplay/autograd.h"
 #endif
