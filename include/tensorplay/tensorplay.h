@@ -14,4 +14,6 @@
 #include "tensorplay/deferred_allocator.h"
 #include "tensorplay/safetensors.h"
 #include "tensorplay/autograd.h"
+#include "tensorplay/nn.h"
+#include "tensorplay/optim.h"
 #endif

@@ -26,8 +26,11 @@ static tp_tensor *finish(tp__node *n, int i, tp_tensor *grad2) {
     if (!grad2) return NULL;
     const tp__edge *e = &n->next[i];
     tp_tensor *r;
-    if (e->ndim == 1) {
-        r = tp_tensor_reshape(grad2, 1, e->sizes); /* (1, k) or (k, 1): same numel */
+    if (e->ndim == 1) { /* summed over any batch dims to (1, k) or (k, 1), then (k) */
+        int64_t m2[2] = {i == 0 ? 1 : e->sizes[0], i == 0 ? e->sizes[0] : 1};
+        tp_tensor *s = tp__sum_to(grad2, 2, m2);
+        r = s ? tp_tensor_reshape(s, 1, e->sizes) : NULL;
+        tp_tensor_release(s);
     } else {
         r = tp__sum_to(grad2, e->ndim, e->sizes);
     }
