@@ -68,6 +68,11 @@ struct tp__node {
     tp__edge next[]; /* one per input */
 };
 
+/* For bench/train_step's bookkeeping figure only: when set, tp_backward
+ * walks the graph, counts dependencies and frees saved tensors exactly as
+ * usual but runs no formula (no gradient flows past the output). */
+extern bool tp__backward_noop;
+
 /* Is anything recording on this thread right now? (grad mode) */
 bool tp__grad_enabled(void);
 

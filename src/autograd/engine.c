@@ -20,6 +20,9 @@
 
 static _Atomic uint64_t tp__epoch;
 
+/* bench/train_step only (autograd_internal.h): walk without formulas. */
+bool tp__backward_noop;
+
 // ----------------------------------------------------------------------------
 // a growable array of node pointers
 
@@ -185,11 +188,10 @@ static tp_status run(tp__node *root, tp_tensor *g, bool retain_graph) {
             goto done;
         }
         memset(outs, 0, (size_t)n->n_next * sizeof *outs);
-        if (grad) {
-            st = n->backward(n, grad, outs);
-            tp_tensor_release(grad);
-        }
-        if (!retain_graph && st == TP_STATUS_OK && grad && n->n_saved) tp__node_release_saved(n);
+        bool noop = tp__backward_noop;
+        if (grad && !noop) st = n->backward(n, grad, outs);
+        tp_tensor_release(grad);
+        if (!retain_graph && st == TP_STATUS_OK && (grad || noop) && n->n_saved) tp__node_release_saved(n);
         for (int i = 0; i < n->n_next; i++) {
             tp__edge *e = &n->next[i];
             tp_tensor *gi = outs[i];
