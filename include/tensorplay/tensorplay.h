@@ -16,4 +16,5 @@
 #include "tensorplay/autograd.h"
 #include "tensorplay/nn.h"
 #include "tensorplay/optim.h"
+#include "tensorplay/dlpack.h"
 #endif
