@@ -139,6 +139,12 @@ tp_tensor *tp_ag_log_softmax(tp_tensor *t, int dim);
  * outside [0, C) fails with "Target 12 is out of bounds.". */
 tp_tensor *tp_ag_cross_entropy(tp_tensor *logits, const tp_tensor *target);
 
+/* 2-D convolution, x (N, C, H, W) with weight (O, C, kh, kw) and bias (O)
+ * or NULL, as torch.nn.functional.conv2d with groups 1 and dilation 1:
+ * im2col and one batched gemm; float32/float64. -> (N, O, OH, OW). */
+tp_tensor *tp_ag_conv2d(tp_tensor *x, tp_tensor *weight, tp_tensor *bias, int64_t stride_h,
+                        int64_t stride_w, int64_t pad_h, int64_t pad_w);
+
 #ifdef __cplusplus
 }
 #endif

@@ -122,6 +122,49 @@ typedef struct tp_nn_dropout {
  * struct state gives the same mask. */
 tp_tensor *tp_nn_dropout_forward(tp_nn_dropout *m, tp_tensor *x, bool training);
 
+typedef struct tp_nn_conv2d_options {
+    int64_t in_channels, out_channels, kernel_size; /* square kernels */
+    int64_t stride;  /* 0 = 1 */
+    int64_t padding; /* zeros on each side */
+    bool no_bias;
+    tp_dtype dtype;  /* float32 (0) or float64 */
+    uint64_t seed;
+} tp_nn_conv2d_options;
+
+typedef struct tp_nn_conv2d {
+    tp_tensor *weight; /* (out, in, k, k) */
+    tp_tensor *bias;   /* (out) or NULL */
+    int64_t stride, padding;
+} tp_nn_conv2d;
+
+/* Weight and bias U(-1/sqrt(in*k*k), 1/sqrt(in*k*k)), PyTorch's default. */
+tp_status tp_nn_conv2d_init(tp_nn_conv2d *m, tp_nn_conv2d_options options);
+/* x (N, in, H, W) -> (N, out, OH, OW); see tp_ag_conv2d. */
+tp_tensor *tp_nn_conv2d_forward(const tp_nn_conv2d *m, tp_tensor *x);
+tp_status tp_nn_conv2d_parameters(const tp_nn_conv2d *m, tp_param_list *list);
+void tp_nn_conv2d_free(tp_nn_conv2d *m);
+
+typedef struct tp_nn_lstm_cell_options {
+    int64_t input_size, hidden_size;
+    tp_dtype dtype;
+    uint64_t seed;
+} tp_nn_lstm_cell_options;
+
+typedef struct tp_nn_lstm_cell {
+    tp_tensor *weight_ih, *weight_hh; /* (4H, in), (4H, H): gates i, f, g, o */
+    tp_tensor *bias_ih, *bias_hh;     /* (4H) */
+    int64_t hidden_size;
+} tp_nn_lstm_cell;
+
+/* Every parameter U(-1/sqrt(H), 1/sqrt(H)), PyTorch's default. */
+tp_status tp_nn_lstm_cell_init(tp_nn_lstm_cell *m, tp_nn_lstm_cell_options options);
+/* One step, as torch.nn.LSTMCell: x (B, in), h and c (B, H) -> *h_out and
+ * *c_out (B, H), NEW references (both NULL on failure). */
+tp_status tp_nn_lstm_cell_forward(const tp_nn_lstm_cell *m, tp_tensor *x, tp_tensor *h, tp_tensor *c,
+                                  tp_tensor **h_out, tp_tensor **c_out);
+tp_status tp_nn_lstm_cell_parameters(const tp_nn_lstm_cell *m, tp_param_list *list);
+void tp_nn_lstm_cell_free(tp_nn_lstm_cell *m);
+
 // ---- functional -------------------------------------------------------------
 
 tp_tensor *tp_nn_relu(tp_tensor *x);

@@ -1,7 +1,8 @@
 /*
  * tests/autograd/test_gradcheck.c - every backward formula
- * (src/autograd/functions/) against central finite differences in
- * float64, as torch.autograd.gradcheck does.
+ * (src/autograd/functions/), and the composite layers (LayerNorm's
+ * formula, the LSTM cell), against central finite differences in float64,
+ * as torch.autograd.gradcheck does.
  *
  * gradcheck(f, inputs): out = f(inputs); a fixed random w of out's shape;
  * the analytic gradient of sum(w * out) comes from tp_backward(out, w); the
@@ -397,7 +398,112 @@ static void test_composite_layer_norm(void) {
     release_all(3, in);
 }
 
+// ----------------------------------------------------------------------------
+// conv2d
+
+typedef struct conv_case {
+    int64_t stride, pad;
+    bool bias;
+} conv_case;
+
+static tp_tensor *f_conv(tp_tensor **in, const void *ctx) {
+    const conv_case *c = ctx;
+    return tp_ag_conv2d(in[0], in[1], c->bias ? in[2] : NULL, c->stride, c->stride, c->pad, c->pad);
+}
+
+static void test_conv2d(void) {
+    conv_case cases[] = {{1, 0, true}, {2, 1, true}, {1, 1, false}, {2, 0, false}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tp_tensor *in[3] = {input(4, SHAPE(2, 2, 5, 4), false), input(4, SHAPE(3, 2, 3, 2), false),
+                            input(1, SHAPE(3), false)};
+        CHECK_MSG(gradcheck_impl("conv2d", f_conv, 3, in, &cases[k]), "conv2d case %zu", k);
+        release_all(3, in);
+    }
+    /* a 1x1 kernel is a matmul over channels: check the value too */
+    tp_tensor *x = input(4, SHAPE(1, 2, 1, 1), false), *w = input(4, SHAPE(1, 2, 1, 1), false);
+    tp_tensor *y = tp_ag_conv2d(x, w, NULL, 1, 1, 0, 0);
+    const double *xd = tp_tensor_data(x), *wd = tp_tensor_data(w);
+    CHECK(y && fabs(((const double *)tp_tensor_data(y))[0] - (xd[0] * wd[0] + xd[1] * wd[1])) < 1e-12);
+    CHECK_STR(tp_tensor_grad_fn_name(y), "ConvolutionBackward0");
+    tp_tensor_release(y);
+    tp_tensor *big = input(4, SHAPE(1, 2, 4, 4), false);
+    CHECK(tp_ag_conv2d(x, big, NULL, 1, 1, 0, 0) == NULL);
+    CHECK_CONTAINS(tp_last_error(), "Kernel size can't be greater than actual input size");
+    tp_tensor_release(big);
+    tp_tensor_release(w);
+    tp_tensor_release(x);
+}
+
+// ----------------------------------------------------------------------------
+// LSTM cell (nn.h), through everything above
+
+static tp_nn_lstm_cell lstm;
+
+static tp_tensor *f_lstm(tp_tensor **in, const void *ctx) {
+    tp_tensor *h = NULL, *c = NULL;
+    tp_nn_lstm_cell_forward(&lstm, in[0], in[1], in[2], &h, &c);
+    /* both outputs: h' + 2 c' */
+    tp_tensor *c2 = c ? tp_ag_binary_scalar(TP_BINARY_OP_MUL, c, 2) : NULL;
+    tp_tensor *r = c2 ? tp_ag_add(h, c2) : NULL;
+    (void)ctx;
+    tp_tensor_release(c2);
+    tp_tensor_release(h);
+    tp_tensor_release(c);
+    return r;
+}
+
+static tp_tensor *f_lstm_weights(tp_tensor **in, const void *ctx) {
+    (void)ctx;
+    tp_tensor *keep[4] = {lstm.weight_ih, lstm.weight_hh, lstm.bias_ih, lstm.bias_hh};
+    lstm.weight_ih = in[3];
+    lstm.weight_hh = in[4];
+    lstm.bias_ih = in[5];
+    lstm.bias_hh = in[6];
+    tp_tensor *r = f_lstm(in, NULL);
+    lstm.weight_ih = keep[0];
+    lstm.weight_hh = keep[1];
+    lstm.bias_ih = keep[2];
+    lstm.bias_hh = keep[3];
+    return r;
+}
+
+static void test_lstm_cell(void) {
+    CHECK_EQ(tp_nn_lstm_cell_init(&lstm, (tp_nn_lstm_cell_options){.input_size = 3, .hidden_size = 2,
+                                                                   .dtype = TP_DTYPE_FLOAT64, .seed = 4}),
+             TP_STATUS_OK);
+    tp_tensor *in[7] = {input(2, SHAPE(2, 3), false), input(2, SHAPE(2, 2), false), input(2, SHAPE(2, 2), false),
+                        input(2, SHAPE(8, 3), false), input(2, SHAPE(8, 2), false), input(1, SHAPE(8), false),
+                        input(1, SHAPE(8), false)};
+    GRADCHECK(f_lstm, 3, in, NULL);
+    GRADCHECK(f_lstm_weights, 7, in, NULL);
+    /* the value of one unit against the formula written out */
+    tp_tensor *h = NULL, *c = NULL;
+    CHECK_EQ(tp_nn_lstm_cell_forward(&lstm, in[0], in[1], in[2], &h, &c), TP_STATUS_OK);
+    const double *x = tp_tensor_data(in[0]), *h0 = tp_tensor_data(in[1]), *c0 = tp_tensor_data(in[2]);
+    const double *wi = tp_tensor_data(lstm.weight_ih), *wh = tp_tensor_data(lstm.weight_hh);
+    const double *bi = tp_tensor_data(lstm.bias_ih), *bh = tp_tensor_data(lstm.bias_hh);
+    double gate[4];
+    for (int gi = 0; gi < 4; gi++) { /* batch row 0, unit 1 */
+        int row = gi * 2 + 1;
+        double v = bi[row] + bh[row];
+        for (int j = 0; j < 3; j++) v += x[j] * wi[row * 3 + j];
+        for (int j = 0; j < 2; j++) v += h0[j] * wh[row * 2 + j];
+        gate[gi] = v;
+    }
+    double sg_i = 1 / (1 + exp(-gate[0])), sg_f = 1 / (1 + exp(-gate[1])), tg = tanh(gate[2]),
+           sg_o = 1 / (1 + exp(-gate[3]));
+    double c1 = sg_f * c0[1] + sg_i * tg, h1 = sg_o * tanh(c1);
+    CHECK(fabs(((const double *)tp_tensor_data(c))[1] - c1) < 1e-12);
+    CHECK(fabs(((const double *)tp_tensor_data(h))[1] - h1) < 1e-12);
+    tp_tensor_release(h);
+    tp_tensor_release(c);
+    release_all(7, in);
+    tp_nn_lstm_cell_free(&lstm);
+}
+
 int main(void) {
+    RUN_TEST(test_conv2d);
+    RUN_TEST(test_lstm_cell);
     RUN_TEST(test_binary_ops_with_broadcasting);
     RUN_TEST(test_scalar_ops);
     RUN_TEST(test_unary_ops);
