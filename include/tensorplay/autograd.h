@@ -107,6 +107,19 @@ tp_status tp_ag_binary_scalar_(tp_binary_op op, tp_tensor *a, double b);
 tp_tensor *tp_ag_sum(tp_tensor *t, int ndims, const int *dims, bool keepdim);
 tp_tensor *tp_ag_mean(tp_tensor *t, int ndims, const int *dims, bool keepdim);
 
+/* amax / amin over dims: the gradient is shared evenly among the elements
+ * equal to the result (PyTorch's rule for ties). */
+tp_tensor *tp_ag_max(tp_tensor *t, int ndims, const int *dims, bool keepdim);
+tp_tensor *tp_ag_min(tp_tensor *t, int ndims, const int *dims, bool keepdim);
+/* cond (bool, no gradient) ? a : b, broadcasting. */
+tp_tensor *tp_ag_where(const tp_tensor *cond, tp_tensor *a, tp_tensor *b);
+/* Copies: the gradient passes through (converted back to t's dtype).
+ * contiguous/to_dtype return t itself, with no node, when nothing changes;
+ * to an integral dtype the result does not require grad. */
+tp_tensor *tp_ag_clone(tp_tensor *t);
+tp_tensor *tp_ag_contiguous(tp_tensor *t);
+tp_tensor *tp_ag_to_dtype(tp_tensor *t, tp_dtype dtype);
+
 tp_tensor *tp_ag_matmul(tp_tensor *a, tp_tensor *b);
 tp_tensor *tp_ag_bmm(tp_tensor *a, tp_tensor *b);
 /* x (..., in) @ weight (out, in)^T + bias (out) (bias may be NULL), as

@@ -501,7 +501,91 @@ static void test_lstm_cell(void) {
     tp_nn_lstm_cell_free(&lstm);
 }
 
+// ----------------------------------------------------------------------------
+// where, max/min, copies
+
+static tp_tensor *f_where(tp_tensor **in, const void *ctx) {
+    tp_tensor *cond = tp_binary_scalar(TP_BINARY_OP_GT, ctx, 0); /* fixed: from a constant */
+    tp_tensor *r = tp_ag_where(cond, in[0], in[1]);
+    tp_tensor_release(cond);
+    return r;
+}
+
+static void test_where(void) {
+    tp_tensor *c = tp_randn(2, SHAPE(3, 4), TP_DTYPE_FLOAT64, 1234);
+    tp_tensor *in[2] = {input(2, SHAPE(3, 4), false), input(1, SHAPE(4), false)};
+    GRADCHECK(f_where, 2, in, c);
+    release_all(2, in);
+    tp_tensor_release(c);
+}
+
+typedef struct ext_case {
+    bool max, keepdim;
+    int ndims;
+    int dims[2];
+} ext_case;
+
+static tp_tensor *f_extreme(tp_tensor **in, const void *ctx) {
+    const ext_case *c = ctx;
+    return c->max ? tp_ag_max(in[0], c->ndims, c->dims, c->keepdim) : tp_ag_min(in[0], c->ndims, c->dims, c->keepdim);
+}
+
+static void test_max_and_min(void) {
+    ext_case cases[] = {{true, false, 1, {1}}, {false, true, 1, {0}}, {true, false, 0, {0}}, {false, false, 2, {0, 2}}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tp_tensor *x = input(3, SHAPE(2, 3, 4), false);
+        CHECK_MSG(gradcheck_impl("max/min", f_extreme, 1, &x, &cases[k]), "max/min case %zu", k);
+        tp_tensor_release(x);
+    }
+    /* ties share the gradient evenly, as PyTorch's amax */
+    tp_tensor *t = tp_full(1, SHAPE(4), 2.0, TP_DTYPE_FLOAT64);
+    ((double *)tp_tensor_data(t))[3] = 1.0;
+    tp_tensor_set_requires_grad(t, true);
+    tp_tensor *m = tp_ag_max(t, 0, NULL, false);
+    CHECK_EQ(tp_backward(m, NULL, false), TP_STATUS_OK);
+    const double *g = tp_tensor_data(tp_tensor_grad(t));
+    CHECK(fabs(g[0] - 1.0 / 3) < 1e-15 && fabs(g[2] - 1.0 / 3) < 1e-15 && g[3] == 0.0);
+    tp_tensor_release(m);
+    tp_tensor_release(t);
+}
+
+static tp_tensor *f_copies(tp_tensor **in, const void *ctx) {
+    (void)ctx;
+    tp_tensor *tr = tp_ag_t(in[0]);
+    tp_tensor *c = tp_ag_contiguous(tr);
+    tp_tensor *f = tp_ag_to_dtype(c, TP_DTYPE_FLOAT32);
+    tp_tensor *sq = tp_ag_mul(f, f);
+    tp_tensor *d = tp_ag_to_dtype(sq, TP_DTYPE_FLOAT64);
+    tp_tensor *r = tp_ag_clone(d);
+    tp_tensor *ts[] = {tr, c, f, sq, d};
+    release_all(5, ts);
+    return r;
+}
+
+static void test_copies_pass_the_gradient(void) {
+    tp_tensor *x = input(2, SHAPE(2, 3), true);
+    tp_tensor *out = f_copies(&x, NULL);
+    CHECK_STR(tp_tensor_grad_fn_name(out), "CloneBackward0");
+    tp_tensor *w = tp_ones(2, SHAPE(3, 2), TP_DTYPE_FLOAT64);
+    CHECK_EQ(tp_backward(out, w, false), TP_STATUS_OK);
+    const double *xd = tp_tensor_data(x), *g = tp_tensor_data(tp_tensor_grad(x));
+    CHECK_EQ(tp_tensor_dtype(tp_tensor_grad(x)), TP_DTYPE_FLOAT64);
+    for (int i = 0; i < 6; i++) CHECK(fabs(g[i] - 2 * (float)xd[i]) < 1e-5); /* through float32 */
+    tp_tensor *i64 = tp_ag_to_dtype(x, TP_DTYPE_INT64);
+    CHECK(!tp_tensor_requires_grad(i64));
+    tp_tensor *same = tp_ag_contiguous(x);
+    CHECK(same == x);
+    tp_tensor_release(same);
+    tp_tensor_release(i64);
+    tp_tensor_release(w);
+    tp_tensor_release(out);
+    tp_tensor_release(x);
+}
+
 int main(void) {
+    RUN_TEST(test_where);
+    RUN_TEST(test_max_and_min);
+    RUN_TEST(test_copies_pass_the_gradient);
     RUN_TEST(test_conv2d);
     RUN_TEST(test_lstm_cell);
     RUN_TEST(test_binary_ops_with_broadcasting);
