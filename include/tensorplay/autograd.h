@@ -36,9 +36,12 @@
  *     tensor was made by a node).
  *   - Views made here (tp_ag_view ... tp_ag_expand) share storage and
  *     version counter with their input and record a node; the views in
- *     tensor.h record nothing.
- *   - One backward at a time per graph (node scratch lives in the nodes);
- *     no create_graph (backward formulas do not record).
+ *     tensor.h record nothing: such a view of a tensor that requires grad
+ *     copies the flag but has no grad_fn, so to autograd it is a leaf of
+ *     its own (its gradient goes to its own .grad, not to its base's).
+ *   - One backward at a time per graph (node scratch lives in the nodes),
+ *     and no two threads accumulating into the same leaf at once (.grad
+ *     is not locked); no create_graph (backward formulas do not record).
  */
 #ifndef TENSORPLAY_AUTOGRAD_H
 #define TENSORPLAY_AUTOGRAD_H
