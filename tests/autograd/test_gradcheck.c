@@ -582,7 +582,87 @@ static void test_copies_pass_the_gradient(void) {
     tp_tensor_release(x);
 }
 
+// ----------------------------------------------------------------------------
+// the float32 loops of the fused kernels agree with their float64 twins
+// (the finite differences above run in float64 only)
+
+/* grads of sum(w * f(inputs)) for float64 inputs and their float32 copies */
+static bool float32_matches(const char *name, fn_t f, int n, tp_tensor **in64, const void *ctx) {
+    tp_tensor *in32[4];
+    for (int i = 0; i < n; i++) {
+        in32[i] = tp_to_dtype(in64[i], TP_DTYPE_FLOAT32);
+        tp_tensor_set_requires_grad(in32[i], true);
+        tp_tensor_set_grad(in64[i], NULL);
+    }
+    tp_tensor *o64 = f(in64, ctx), *o32 = f(in32, ctx);
+    bool ok = o64 && o32 && tp_tensor_dtype(o32) == TP_DTYPE_FLOAT32;
+    tp_tensor *w = ok ? tp_randn(tp_tensor_dim(o64), tp_tensor_sizes(o64), TP_DTYPE_FLOAT64, 11) : NULL;
+    ok = ok && tp_backward(o64, w, false) == TP_STATUS_OK && tp_backward(o32, w, false) == TP_STATUS_OK;
+    for (int i = 0; ok && i < n; i++) {
+        tp_tensor *g64 = tp_tensor_grad(in64[i]), *g32 = tp_tensor_grad(in32[i]);
+        tp_tensor *c = g32 ? tp_to_dtype(g32, TP_DTYPE_FLOAT64) : NULL;
+        tp_tensor *cc = c ? tp_contiguous(c) : NULL, *gc = g64 ? tp_contiguous(g64) : NULL;
+        for (int64_t j = 0; cc && gc && j < tp_tensor_numel(gc); j++) {
+            double a = ((const double *)tp_tensor_data(gc))[j], b = ((const double *)tp_tensor_data(cc))[j];
+            if (!(fabs(a - b) <= 1e-4 + 1e-4 * fabs(a))) {
+                fprintf(stderr, "  %s: input %d element %lld: float64 %.8g, float32 %.8g\n", name, i,
+                        (long long)j, a, b);
+                ok = false;
+                break;
+            }
+        }
+        ok = ok && cc && gc;
+        tp_tensor_release(c);
+        tp_tensor_release(cc);
+        tp_tensor_release(gc);
+    }
+    tp_tensor_release(w);
+    tp_tensor_release(o64);
+    tp_tensor_release(o32);
+    for (int i = 0; i < n; i++) tp_tensor_release(in32[i]);
+    return ok;
+}
+
+static tp_tensor *f_ce_float(tp_tensor **in, const void *ctx) {
+    (void)ctx;
+    tp_tensor *t = tp_arange(0, 4, 1, TP_DTYPE_INT64);
+    tp_tensor *r = tp_ag_cross_entropy(in[0], t);
+    tp_tensor_release(t);
+    return r;
+}
+
+static void test_float32_kernels_agree_with_float64(void) {
+    for (int op = 0; op < TP_UNARY_OP_COUNT; op++) {
+        tp_tensor *x = input(2, SHAPE(3, 4), op == TP_UNARY_OP_LOG || op == TP_UNARY_OP_SQRT);
+        tp_unary_op u = (tp_unary_op)op;
+        CHECK_MSG(float32_matches("unary", f_unary, 1, &x, &u), "unary op %d", op);
+        tp_tensor_release(x);
+    }
+    tp_tensor *x = input(2, SHAPE(4, 6), false);
+    CHECK(float32_matches("gelu", f_gelu, 1, &x, NULL));
+    for (int c = 0; c < 4; c++) {
+        tp_tensor *y = input(3, SHAPE(2, 3, 4), false);
+        CHECK_MSG(float32_matches("softmax", f_softmax, 1, &y, &c), "softmax case %d", c);
+        tp_tensor_release(y);
+    }
+    CHECK(float32_matches("cross_entropy", f_ce_float, 1, &x, NULL));
+    tp_tensor_release(x);
+    tp_tensor *lin[3] = {input(2, SHAPE(5, 4), false), input(2, SHAPE(3, 4), false), input(1, SHAPE(3), false)};
+    CHECK(float32_matches("linear", f_linear, 3, lin, (void *)1));
+    release_all(3, lin);
+    conv_case cc = {2, 1, true};
+    tp_tensor *conv[3] = {input(4, SHAPE(2, 2, 5, 4), false), input(4, SHAPE(3, 2, 3, 2), false),
+                          input(1, SHAPE(3), false)};
+    CHECK(float32_matches("conv2d", f_conv, 3, conv, &cc));
+    release_all(3, conv);
+    tp_tensor *idx[1] = {input(2, SHAPE(3, 3), false)};
+    int d0 = 0;
+    CHECK(float32_matches("index_select", f_index_select, 1, idx, &d0));
+    release_all(1, idx);
+}
+
 int main(void) {
+    RUN_TEST(test_float32_kernels_agree_with_float64);
     RUN_TEST(test_where);
     RUN_TEST(test_max_and_min);
     RUN_TEST(test_copies_pass_the_gradient);
