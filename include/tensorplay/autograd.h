@@ -87,7 +87,8 @@ const char *tp_tensor_grad_fn_name(const tp_tensor *t);
 // ---- differentiable ops (same semantics as their ops.h counterparts) -------
 
 /* ADD, SUB, MUL, DIV, POW (broadcasting; gradients summed back to each
- * input's shape).  Comparisons are refused: they are not differentiable. */
+ * input's shape).  Comparisons are computed and never recorded: a bool
+ * result has no gradient. */
 tp_tensor *tp_ag_binary(tp_binary_op op, tp_tensor *a, tp_tensor *b);
 tp_tensor *tp_ag_binary_scalar(tp_binary_op op, tp_tensor *a, double b);
 tp_tensor *tp_ag_unary(tp_unary_op op, tp_tensor *a);

@@ -68,6 +68,17 @@ static void test_inputs_without_requires_grad_record_nothing(void) {
     tp_tensor_release(a);
 }
 
+static void test_comparisons_compute_without_recording(void) {
+    tp_tensor *x = leaf(1, SHAPE(3), 0, TP_DTYPE_FLOAT32);
+    tp_tensor *c = tp_ag_binary_scalar(TP_BINARY_OP_GT, x, 0.5);
+    tp_tensor *d = tp_ag_binary(TP_BINARY_OP_EQ, x, x);
+    CHECK(c && d && tp_tensor_dtype(c) == TP_DTYPE_BOOL && !tp_tensor_requires_grad(c));
+    CHECK(!tp_tensor_requires_grad(d) && tp_tensor_grad_fn_name(d) == NULL);
+    tp_tensor_release(d);
+    tp_tensor_release(c);
+    tp_tensor_release(x);
+}
+
 static void test_gradients_accumulate_across_backward_calls_and_paths(void) {
     tp_tensor *x = leaf(1, SHAPE(2), 1, TP_DTYPE_FLOAT64);
     for (int k = 0; k < 2; k++) {
@@ -358,6 +369,7 @@ static void test_graph_holds_leaves_until_freed(void) {
 int main(void) {
     RUN_TEST(test_leaf_and_grad_fn);
     RUN_TEST(test_inputs_without_requires_grad_record_nothing);
+    RUN_TEST(test_comparisons_compute_without_recording);
     RUN_TEST(test_gradients_accumulate_across_backward_calls_and_paths);
     RUN_TEST(test_diamond_runs_each_node_once_with_summed_gradient);
     RUN_TEST(test_long_chain_does_not_recurse);

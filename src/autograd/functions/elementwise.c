@@ -141,11 +141,8 @@ static const char *binary_node_name(tp_binary_op op) {
 }
 
 tp_tensor *tp_ag_binary(tp_binary_op op, tp_tensor *a, tp_tensor *b) {
+    /* comparisons: computed, never recorded (a bool result has no gradient) */
     const char *name = (unsigned)op < TP_BINARY_OP_COUNT ? binary_node_name(op) : NULL;
-    if (!name && tp__needs_node(2, (tp_tensor *[]){a, b})) {
-        tp__error(TP_STATUS_INVALID_ARGUMENT, "binary op %d is not differentiable", (int)op);
-        return NULL;
-    }
     tp_tensor *out = tp_binary(op, a, b);
     binary_ctx c = {op, a, b};
     return name ? tp__record(out, name, binary_backward, 2, (tp_tensor *[]){a, b}, binary_fill, &c) : out;
@@ -208,10 +205,6 @@ static const char *scalar_node_name(tp_binary_op op) {
 
 tp_tensor *tp_ag_binary_scalar(tp_binary_op op, tp_tensor *a, double b) {
     const char *name = (unsigned)op < TP_BINARY_OP_COUNT ? scalar_node_name(op) : NULL;
-    if (!name && tp__needs_node(1, &a)) {
-        tp__error(TP_STATUS_INVALID_ARGUMENT, "binary op %d is not differentiable", (int)op);
-        return NULL;
-    }
     tp_tensor *out = tp_binary_scalar(op, a, b);
     scalar_ctx c = {op, b, a};
     return name ? tp__record(out, name, scalar_backward, 1, &a, scalar_fill, &c) : out;
