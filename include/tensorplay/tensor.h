@@ -116,7 +116,7 @@ tp_tensor *tp_tensor_as_strided(tp_tensor *t, int ndim, const int64_t *sizes,
  * requires_grad false. */
 tp_tensor *tp_tensor_detach(tp_tensor *t);
 
-/* ---- autograd slots (autograd itself comes later) ------------------------ */
+/* ---- autograd slots (the graph and backward: autograd.h) ---------------- */
 
 bool tp_tensor_requires_grad(const tp_tensor *t);
 /* Only floating dtypes may require grad. */

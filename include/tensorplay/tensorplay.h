@@ -13,4 +13,8 @@
 #include "tensorplay/caching_allocator.h"
 #include "tensorplay/deferred_allocator.h"
 #include "tensorplay/safetensors.h"
+#include "tensorplay/autograd.h"
+#include "tensorplay/nn.h"
+#include "tensorplay/optim.h"
+#include "tensorplay/dlpack.h"
 #endif

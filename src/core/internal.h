@@ -93,7 +93,14 @@ struct tp_tensor {
     tp_tensor *base;         /* root base of a view (strong reference), else NULL */
     bool requires_grad;
     tp_tensor *grad;         /* strong reference or NULL */
+    /* src/autograd: the node that made this tensor (strong reference), NULL
+     * for leaves and tensors outside any graph.  Released with the tensor. */
+    struct tp__node *grad_fn;
 };
+
+/* Drops a strong reference to an autograd node (src/autograd/node.c);
+ * frees a whole chain iteratively, never by recursion.  NULL ok. */
+void tp__node_release(struct tp__node *node);
 
 /* tp_storage_retain for the reference of a tensor being created: the event
  * names the tensor struct (tp_obs_event.object), allocated by this call. */

@@ -337,6 +337,7 @@ static void tp__tensor_free(tp_tensor *t) {
         }
     }
     tp__tensor_release_quiet(t->grad);
+    tp__node_release(t->grad_fn);
     tp__tensor_release_quiet(t->base); /* a root base: no deeper recursion */
     if (fused) tp__storage_release_tensor(t->storage, o, t->id, base_id);
     else tp_storage_release(t->storage);

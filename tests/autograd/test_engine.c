@@ -1,0 +1,390 @@
+/*
+ * tests/autograd/test_engine.c - the autograd engine and graph rules
+ * (src/autograd/node.c, engine.c): leaves and grad_fn, accumulation,
+ * dependency order without recursion, saved tensors freed or retained,
+ * PyTorch's error texts, no_grad and detach.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "tensorplay/tensorplay.h"
+#include "../check.h"
+
+#define SHAPE(...) ((int64_t[]){__VA_ARGS__})
+
+static tp_tensor *leaf(int ndim, const int64_t *sizes, double start, tp_dtype dtype) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= sizes[i];
+    tp_tensor *a = tp_arange(start, start + (double)n, 1, dtype);
+    tp_tensor *t = tp_tensor_reshape(a, ndim, sizes);
+    tp_tensor *c = tp_clone(t); /* not a view */
+    tp_tensor_release(a);
+    tp_tensor_release(t);
+    tp_tensor_set_requires_grad(c, true);
+    return c;
+}
+
+static double at(const tp_tensor *t, int64_t i) {
+    double v = NAN;
+    int64_t idx[TP_MAX_DIMS] = {0};
+    int64_t rem = i;
+    for (int d = tp_tensor_dim(t) - 1; d >= 0; d--) {
+        idx[d] = rem % tp_tensor_sizes(t)[d];
+        rem /= tp_tensor_sizes(t)[d];
+    }
+    tp_tensor_get(t, idx, &v);
+    return v;
+}
+
+// ----------------------------------------------------------------------------
+
+static void test_leaf_and_grad_fn(void) {
+    tp_tensor *x = leaf(1, SHAPE(3), 1, TP_DTYPE_FLOAT32);
+    CHECK(tp_tensor_is_leaf(x));
+    CHECK(tp_tensor_grad_fn_name(x) == NULL);
+    tp_tensor *y = tp_ag_mul(x, x);
+    CHECK(!tp_tensor_is_leaf(y));
+    CHECK(tp_tensor_requires_grad(y));
+    CHECK_STR(tp_tensor_grad_fn_name(y), "MulBackward0");
+    tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
+    CHECK_STR(tp_tensor_grad_fn_name(s), "SumBackward1");
+    CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_OK);
+    tp_tensor *g = tp_tensor_grad(x);
+    CHECK(g != NULL);
+    for (int i = 0; i < 3; i++) CHECK(at(g, i) == 2.0 * (i + 1)); /* d(x^2)/dx = 2x */
+    CHECK(tp_tensor_grad(y) == NULL); /* non-leaves keep no .grad */
+    tp_tensor_release(s);
+    tp_tensor_release(y);
+    tp_tensor_release(x);
+}
+
+static void test_inputs_without_requires_grad_record_nothing(void) {
+    tp_tensor *a = tp_ones(1, SHAPE(2), TP_DTYPE_FLOAT32);
+    tp_tensor *b = tp_ag_unary(TP_UNARY_OP_EXP, a);
+    CHECK(b && !tp_tensor_requires_grad(b) && tp_tensor_grad_fn_name(b) == NULL);
+    CHECK_EQ(tp_backward(b, NULL, false), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(), "element 0 of tensors does not require grad and does not have a grad_fn");
+    tp_tensor_release(b);
+    tp_tensor_release(a);
+}
+
+static void test_comparisons_compute_without_recording(void) {
+    tp_tensor *x = leaf(1, SHAPE(3), 0, TP_DTYPE_FLOAT32);
+    tp_tensor *c = tp_ag_binary_scalar(TP_BINARY_OP_GT, x, 0.5);
+    tp_tensor *d = tp_ag_binary(TP_BINARY_OP_EQ, x, x);
+    CHECK(c && d && tp_tensor_dtype(c) == TP_DTYPE_BOOL && !tp_tensor_requires_grad(c));
+    CHECK(!tp_tensor_requires_grad(d) && tp_tensor_grad_fn_name(d) == NULL);
+    tp_tensor_release(d);
+    tp_tensor_release(c);
+    tp_tensor_release(x);
+}
+
+static void test_gradients_accumulate_across_backward_calls_and_paths(void) {
+    tp_tensor *x = leaf(1, SHAPE(2), 1, TP_DTYPE_FLOAT64);
+    for (int k = 0; k < 2; k++) {
+        /* x used twice: y = x + x*3, dy/dx = 4 */
+        tp_tensor *m = tp_ag_binary_scalar(TP_BINARY_OP_MUL, x, 3);
+        tp_tensor *y = tp_ag_add(x, m);
+        tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
+        CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_OK);
+        tp_tensor_release(s);
+        tp_tensor_release(y);
+        tp_tensor_release(m);
+    }
+    CHECK(at(tp_tensor_grad(x), 0) == 8.0 && at(tp_tensor_grad(x), 1) == 8.0);
+    tp_tensor_release(x);
+}
+
+static void test_diamond_runs_each_node_once_with_summed_gradient(void) {
+    /* a = exp(x); b = a*2; c = a*3; d = b + c: dd/dx = 5 exp(x) */
+    tp_tensor *x = leaf(1, SHAPE(1), 0, TP_DTYPE_FLOAT64);
+    tp_tensor *a = tp_ag_unary(TP_UNARY_OP_EXP, x);
+    tp_tensor *b = tp_ag_binary_scalar(TP_BINARY_OP_MUL, a, 2);
+    tp_tensor *c = tp_ag_binary_scalar(TP_BINARY_OP_MUL, a, 3);
+    tp_tensor *d = tp_ag_add(b, c);
+    CHECK_EQ(tp_backward(d, NULL, false), TP_STATUS_OK); /* exp's saved output used once */
+    CHECK(fabs(at(tp_tensor_grad(x), 0) - 5.0) < 1e-12);
+    tp_tensor *ts[] = {d, c, b, a, x};
+    for (int i = 0; i < 5; i++) tp_tensor_release(ts[i]);
+}
+
+static void test_long_chain_does_not_recurse(void) {
+    /* 100,000 nodes: backward and the graph's release both iterate. */
+    tp_tensor *x = leaf(1, SHAPE(1), 1, TP_DTYPE_FLOAT64);
+    tp_tensor *y = tp_tensor_retain(x);
+    for (int i = 0; i < 100000; i++) {
+        tp_tensor *z = tp_ag_binary_scalar(TP_BINARY_OP_ADD, y, 1e-5);
+        tp_tensor_release(y);
+        y = z;
+    }
+    CHECK(fabs(at(y, 0) - 2.0) < 1e-9);
+    CHECK_EQ(tp_backward(y, NULL, false), TP_STATUS_OK);
+    CHECK(at(tp_tensor_grad(x), 0) == 1.0);
+    tp_tensor_release(y); /* frees 100,000 nodes */
+    /* a chain of nodes that save tensors too */
+    y = tp_tensor_retain(x);
+    for (int i = 0; i < 100000; i++) {
+        tp_tensor *z = tp_ag_mul(y, y);
+        tp_tensor *w = tp_ag_unary(TP_UNARY_OP_SQRT, z);
+        tp_tensor_release(z);
+        tp_tensor_release(y);
+        y = w;
+        if (i == 50000) break; /* 100,002 nodes */
+    }
+    CHECK_EQ(tp_backward(y, NULL, false), TP_STATUS_OK);
+    CHECK(fabs(at(tp_tensor_grad(x), 0) - 2.0) < 1e-6); /* 1 from the first chain + 1 */
+    tp_tensor_release(y);
+    tp_tensor_release(x);
+}
+
+static void test_saved_tensors_are_freed_by_backward(void) {
+    tp_tensor *x = leaf(1, SHAPE(4), 0, TP_DTYPE_FLOAT32);
+    tp_tensor *y = tp_ag_unary(TP_UNARY_OP_EXP, x); /* saves its output */
+    tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
+    CHECK_EQ(tp_storage_use_count(tp_tensor_storage(y)), 2); /* y + the saved alias */
+    CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_OK);
+    CHECK_EQ(tp_storage_use_count(tp_tensor_storage(y)), 1);
+    /* a second backward needs the freed tensor */
+    CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(),
+              "Trying to backward through the graph a second time (or directly access saved "
+              "tensors after they have already been freed). Saved intermediate values of the graph "
+              "are freed when you call .backward() or autograd.grad(). Specify retain_graph=True "
+              "if you need to backward through the graph a second time or if you need to access "
+              "saved tensors after calling backward.");
+    tp_tensor_release(s);
+    tp_tensor_release(y);
+    tp_tensor_release(x);
+}
+
+static void test_retain_graph_keeps_saved_tensors(void) {
+    tp_tensor *x = leaf(1, SHAPE(2), 1, TP_DTYPE_FLOAT64);
+    tp_tensor *y = tp_ag_mul(x, x);
+    tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
+    CHECK_EQ(tp_backward(s, NULL, true), TP_STATUS_OK);
+    CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_OK);
+    CHECK(at(tp_tensor_grad(x), 1) == 8.0); /* 2 * (2x) at x = 2 */
+    CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_INVALID_ARGUMENT);
+    tp_tensor_release(s);
+    tp_tensor_release(y);
+    tp_tensor_release(x);
+}
+
+static void test_graph_without_saved_tensors_can_run_twice(void) {
+    /* as in PyTorch: (x * 2).sum().backward() twice is fine */
+    tp_tensor *x = leaf(1, SHAPE(2), 1, TP_DTYPE_FLOAT32);
+    tp_tensor *y = tp_ag_binary_scalar(TP_BINARY_OP_MUL, x, 2);
+    tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
+    CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_OK);
+    CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_OK);
+    CHECK(at(tp_tensor_grad(x), 0) == 4.0);
+    tp_tensor_release(s);
+    tp_tensor_release(y);
+    tp_tensor_release(x);
+}
+
+static void test_saved_tensor_modified_in_place_fails_with_pytorch_text(void) {
+    tp_tensor *x = leaf(1, SHAPE(3), 0, TP_DTYPE_FLOAT32);
+    tp_tensor *y = tp_ag_unary(TP_UNARY_OP_SIGMOID, x);
+    tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
+    CHECK_EQ(tp_add_(y, y), TP_STATUS_OK); /* raw in-place: version 0 -> 1 */
+    CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(),
+              "one of the variables needed for gradient computation has been modified by an "
+              "inplace operation: [tensorplay.FloatTensor [3]], which is output 0 of "
+              "SigmoidBackward0, is at version 1; expected version 0 instead. Hint: enable "
+              "anomaly detection to find the operation that failed to compute its gradient, with "
+              "torch.autograd.set_detect_anomaly(True).");
+    tp_tensor_release(s);
+    tp_tensor_release(y);
+    /* a saved leaf: no "which is output" clause; under no_grad the leaf
+     * may be changed, and the version still bumps */
+    tp_tensor *z = tp_ag_mul(x, x);
+    bool prev = tp_grad_set_enabled(false);
+    CHECK_EQ(tp_ag_binary_scalar_(TP_BINARY_OP_ADD, x, 1), TP_STATUS_OK);
+    tp_grad_set_enabled(prev);
+    CHECK_EQ(tp_tensor_version(x), 1);
+    tp_tensor *zs = tp_ag_sum(z, 0, NULL, false);
+    CHECK_EQ(tp_backward(zs, NULL, false), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(),
+              "one of the variables needed for gradient computation has been modified by an "
+              "inplace operation: [tensorplay.FloatTensor [3]] is at version 1; expected version "
+              "0 instead. Hint: enable anomaly detection to find the operation that failed to "
+              "compute its gradient, with torch.autograd.set_detect_anomaly(True).");
+    tp_tensor_release(zs);
+    tp_tensor_release(z);
+    tp_tensor_release(x);
+}
+
+static void test_in_place_on_leaf_requiring_grad_is_refused(void) {
+    tp_tensor *x = leaf(1, SHAPE(3), 0, TP_DTYPE_FLOAT32);
+    CHECK_EQ(tp_ag_binary_scalar_(TP_BINARY_OP_MUL, x, 2), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(), "a leaf Variable that requires grad is being used in an in-place operation.");
+    CHECK_EQ(tp_tensor_version(x), 0);
+    CHECK(at(x, 1) == 1.0);
+    tp_tensor *v = tp_ag_slice(x, 0, 1, 3, 1);
+    CHECK_EQ(tp_ag_binary_(TP_BINARY_OP_ADD, v, v), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(),
+              "a view of a leaf Variable that requires grad is being used in an in-place operation.");
+    tp_tensor_release(v);
+    tp_tensor_release(x);
+}
+
+static void test_in_place_on_non_leaf_is_recorded(void) {
+    tp_tensor *x = leaf(1, SHAPE(2), 1, TP_DTYPE_FLOAT64);
+    tp_tensor *y = tp_ag_binary_scalar(TP_BINARY_OP_MUL, x, 3); /* 3x */
+    CHECK_EQ(tp_ag_binary_scalar_(TP_BINARY_OP_MUL, y, 2), TP_STATUS_OK); /* 6x */
+    CHECK_EQ(tp_ag_binary_(TP_BINARY_OP_ADD, y, x), TP_STATUS_OK);       /* 7x */
+    CHECK_STR(tp_tensor_grad_fn_name(y), "AddBackward0");
+    CHECK_EQ(tp_tensor_version(y), 2);
+    tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
+    CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_OK);
+    CHECK(at(tp_tensor_grad(x), 0) == 7.0);
+    tp_tensor_release(s);
+    tp_tensor_release(y);
+    tp_tensor_release(x);
+}
+
+static void test_no_grad_records_nothing_but_versions_bump(void) {
+    tp_tensor *x = leaf(1, SHAPE(2), 1, TP_DTYPE_FLOAT32);
+    CHECK(tp_grad_is_enabled());
+    bool prev = tp_grad_set_enabled(false);
+    CHECK(prev);
+    CHECK(!tp_grad_is_enabled());
+    tp_tensor *y = tp_ag_mul(x, x);
+    CHECK(!tp_tensor_requires_grad(y) && tp_tensor_grad_fn_name(y) == NULL);
+    tp_tensor *v = tp_ag_slice(x, 0, 0, 1, 1); /* a no_grad view does not require grad */
+    CHECK(!tp_tensor_requires_grad(v));
+    CHECK_EQ(tp_ag_binary_scalar_(TP_BINARY_OP_SUB, x, 1), TP_STATUS_OK);
+    CHECK_EQ(tp_tensor_version(x), 1);
+    CHECK_EQ(tp_tensor_version(v), 1); /* shared with the view */
+    tp_grad_set_enabled(prev);
+    CHECK(tp_grad_is_enabled());
+    tp_tensor_release(v);
+    tp_tensor_release(y);
+    tp_tensor_release(x);
+}
+
+static void *other_thread(void *arg) {
+    (void)arg;
+    return (void *)(intptr_t)tp_grad_is_enabled();
+}
+
+#include <pthread.h>
+static void test_grad_mode_is_thread_local(void) {
+    bool prev = tp_grad_set_enabled(false);
+    pthread_t th;
+    void *r = NULL;
+    pthread_create(&th, NULL, other_thread, NULL);
+    pthread_join(th, &r);
+    CHECK(r == (void *)1); /* the other thread still records */
+    tp_grad_set_enabled(prev);
+}
+
+static void test_detach_shares_storage_and_version_counter(void) {
+    tp_tensor *x = leaf(1, SHAPE(3), 0, TP_DTYPE_FLOAT32);
+    tp_tensor *y = tp_ag_unary(TP_UNARY_OP_EXP, x);
+    tp_tensor *d = tp_tensor_detach(y);
+    CHECK(tp_tensor_storage(d) == tp_tensor_storage(y));
+    CHECK(!tp_tensor_requires_grad(d) && tp_tensor_is_leaf(d));
+    CHECK_EQ(tp_fill_(d, 0), TP_STATUS_OK);
+    CHECK_EQ(tp_tensor_version(y), 1);
+    tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
+    CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_INVALID_ARGUMENT); /* exp's output changed */
+    CHECK_CONTAINS(tp_last_error(), "which is output 0 of ExpBackward0, is at version 1");
+    tp_tensor_release(s);
+    tp_tensor_release(d);
+    tp_tensor_release(y);
+    tp_tensor_release(x);
+}
+
+static void test_views_of_tensors_requiring_grad(void) {
+    /* y = x[1:, 1:] of a 3x4 leaf; grad is 1 there and 0 elsewhere */
+    tp_tensor *x = leaf(2, SHAPE(3, 4), 0, TP_DTYPE_FLOAT32);
+    tp_tensor *a = tp_ag_slice(x, 0, 1, 3, 1);
+    tp_tensor *v = tp_ag_slice(a, 1, 1, 4, 1);
+    CHECK(tp_tensor_is_view(v) && tp_tensor_base(v) == x);
+    CHECK_STR(tp_tensor_grad_fn_name(v), "SliceBackward0");
+    CHECK(tp_tensor_requires_grad(v));
+    tp_tensor *s = tp_ag_sum(v, 0, NULL, false);
+    CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_OK);
+    double expect[12] = {0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 1, 1};
+    for (int i = 0; i < 12; i++) CHECK(at(tp_tensor_grad(x), i) == expect[i]);
+    tp_tensor_release(s);
+    tp_tensor_release(v);
+    tp_tensor_release(a);
+    tp_tensor_release(x);
+}
+
+static void test_bad_backward_arguments(void) {
+    tp_tensor *x = leaf(1, SHAPE(3), 0, TP_DTYPE_FLOAT32);
+    tp_tensor *y = tp_ag_binary_scalar(TP_BINARY_OP_MUL, x, 2);
+    CHECK_EQ(tp_backward(y, NULL, false), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(), "grad can be implicitly created only for scalar outputs");
+    tp_tensor *g2 = tp_ones(1, SHAPE(2), TP_DTYPE_FLOAT32);
+    CHECK_EQ(tp_backward(y, g2, false), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(),
+              "Mismatch in shape: grad_output[0] has a shape of tensorplay.Size([2]) and "
+              "output[0] has a shape of tensorplay.Size([3]).");
+    CHECK_EQ(tp_backward(NULL, NULL, false), TP_STATUS_INVALID_ARGUMENT);
+    /* a correct gradient argument, in another dtype, is converted */
+    tp_tensor *g3 = tp_full(1, SHAPE(3), 0.5, TP_DTYPE_FLOAT64);
+    CHECK_EQ(tp_backward(y, g3, false), TP_STATUS_OK);
+    CHECK(at(tp_tensor_grad(x), 2) == 1.0);
+    CHECK_EQ(tp_tensor_dtype(tp_tensor_grad(x)), TP_DTYPE_FLOAT32);
+    CHECK(x != NULL && tp_tensor_grad(x) != NULL);
+    tp_tensor_release(g3);
+    tp_tensor_release(g2);
+    tp_tensor_release(y);
+    /* backward on a leaf accumulates into itself */
+    tp_tensor *l = leaf(0, NULL, 5, TP_DTYPE_FLOAT32);
+    CHECK_EQ(tp_backward(l, NULL, false), TP_STATUS_OK);
+    CHECK(at(tp_tensor_grad(l), 0) == 1.0);
+    tp_tensor_release(l);
+    tp_tensor_release(x);
+}
+
+static void test_grad_output_is_copied_not_adopted(void) {
+    tp_tensor *x = leaf(1, SHAPE(2), 0, TP_DTYPE_FLOAT32);
+    tp_tensor *y = tp_ag_binary_scalar(TP_BINARY_OP_ADD, x, 1);
+    tp_tensor *g = tp_ones(1, SHAPE(2), TP_DTYPE_FLOAT32);
+    CHECK_EQ(tp_backward(y, g, false), TP_STATUS_OK);
+    CHECK(tp_tensor_storage(tp_tensor_grad(x)) != tp_tensor_storage(g));
+    CHECK_EQ(tp_backward(y, g, false), TP_STATUS_OK); /* adds into x.grad, not into g */
+    CHECK(at(g, 0) == 1.0 && at(tp_tensor_grad(x), 0) == 2.0);
+    tp_tensor_release(g);
+    tp_tensor_release(y);
+    tp_tensor_release(x);
+}
+
+static void test_graph_holds_leaves_until_freed(void) {
+    tp_tensor *w = leaf(1, SHAPE(2), 0, TP_DTYPE_FLOAT32);
+    tp_tensor *y = tp_ag_mul(w, w);
+    CHECK_EQ(tp_tensor_use_count(w), 3); /* ours + one per edge of the node */
+    tp_tensor_release(y);
+    CHECK_EQ(tp_tensor_use_count(w), 1);
+    tp_tensor_release(w);
+}
+
+int main(void) {
+    RUN_TEST(test_leaf_and_grad_fn);
+    RUN_TEST(test_inputs_without_requires_grad_record_nothing);
+    RUN_TEST(test_comparisons_compute_without_recording);
+    RUN_TEST(test_gradients_accumulate_across_backward_calls_and_paths);
+    RUN_TEST(test_diamond_runs_each_node_once_with_summed_gradient);
+    RUN_TEST(test_long_chain_does_not_recurse);
+    RUN_TEST(test_saved_tensors_are_freed_by_backward);
+    RUN_TEST(test_retain_graph_keeps_saved_tensors);
+    RUN_TEST(test_graph_without_saved_tensors_can_run_twice);
+    RUN_TEST(test_saved_tensor_modified_in_place_fails_with_pytorch_text);
+    RUN_TEST(test_in_place_on_leaf_requiring_grad_is_refused);
+    RUN_TEST(test_in_place_on_non_leaf_is_recorded);
+    RUN_TEST(test_no_grad_records_nothing_but_versions_bump);
+    RUN_TEST(test_grad_mode_is_thread_local);
+    RUN_TEST(test_detach_shares_storage_and_version_counter);
+    RUN_TEST(test_views_of_tensors_requiring_grad);
+    RUN_TEST(test_bad_backward_arguments);
+    RUN_TEST(test_grad_output_is_copied_not_adopted);
+    RUN_TEST(test_graph_holds_leaves_until_freed);
+    return CHECK_DONE();
+}
