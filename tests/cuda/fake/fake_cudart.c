@@ -268,6 +268,7 @@ EXPORT cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) {
     remember(*p, n, current_device, 2);
     END(cudaSuccess);
 }
+EXPORT cudaError_t cudaMallocHost(void **p, size_t n) { return cudaHostAlloc(p, n, 0); }
 EXPORT cudaError_t cudaFreeHost(void *p) {
     BEGIN("cudaFreeHost");
     falloc *a = forget(p, 2);
@@ -352,6 +353,8 @@ EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
     *e = (cudaEvent_t)f;
     END(cudaSuccess);
 }
+EXPORT cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+EXPORT cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
 EXPORT cudaError_t cudaEventDestroy(cudaEvent_t e) {
     BEGIN("cudaEventDestroy");
     fevent *f = (fevent *)e;
