@@ -128,6 +128,14 @@ typedef struct tp_caching_event_ops {
     void (*synchronize)(void *user, void *event);
     void (*destroy)(void *user, void *event);
     void *user;
+    /* Optional (NULL = none): told when memory becomes usable or stops
+     * being so, with the allocator's mutex held; for annotations such as
+     * NVTX's memory API.  action: TP_OBS_ALLOC_SEGMENT_RESERVE / _RELEASE
+     * (block = segment), TP_OBS_ALLOC_BLOCK_ALLOC (handed out) and
+     * TP_OBS_ALLOC_BLOCK_FREE (back in its pool: after its stream events,
+     * unlike the observer's BLOCK_FREE, which comes when it is freed). */
+    void (*annotate)(void *user, uint32_t action, uint64_t segment, uint64_t segment_size,
+                     uint64_t block, uint64_t block_size);
 } tp_caching_event_ops;
 
 /* As tp_caching_allocator_new, with stream events (ops copied; NULL = none,

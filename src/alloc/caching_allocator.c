@@ -118,6 +118,9 @@ static void emit_locked(const ca_segment *seg, tp_obs_alloc_action action, uintp
     });
 }
 
+static void annotate_locked(const tp_caching_allocator *ca, const ca_segment *seg,
+                            tp_obs_alloc_action action, uintptr_t block, size_t size);
+
 // ----------------------------------------------------------------------------
 // pools
 
@@ -225,6 +228,7 @@ static void segment_release_locked(tp_caching_allocator *ca, ca_segment *seg) {
     pool_remove(pool_of(ca, seg), b);
     pool_of(ca, seg)->blocks--;
     emit_locked(seg, TP_OBS_ALLOC_SEGMENT_RELEASE, seg->base, seg->size, 0);
+    annotate_locked(ca, seg, TP_OBS_ALLOC_SEGMENT_RELEASE, seg->base, seg->size);
     stat_add(&ca->stats.segment, -1);
     stat_add(&ca->stats.reserved_bytes, -(int64_t)seg->size);
     if (seg->prev_seg) seg->prev_seg->next_seg = seg->next_seg;
@@ -291,6 +295,7 @@ static ca_block *segment_new_locked(tp_caching_allocator *ca, size_t seg_size, u
     stat_add(&ca->stats.segment, 1);
     stat_add(&ca->stats.reserved_bytes, (int64_t)seg_size);
     emit_locked(seg, TP_OBS_ALLOC_SEGMENT_RESERVE, seg->base, seg_size, 0);
+    annotate_locked(ca, seg, TP_OBS_ALLOC_SEGMENT_RESERVE, seg->base, seg_size);
     return b;
 }
 
@@ -346,6 +351,12 @@ static ca_block *alloc_segment_with_retries_locked(tp_caching_allocator *ca, siz
               (long long)ca->stats.allocated_bytes.current,
               ca->raw->name ? ca->raw->name : "?", raw_msg);
     return NULL;
+}
+
+static void annotate_locked(const tp_caching_allocator *ca, const ca_segment *seg,
+                            tp_obs_alloc_action action, uintptr_t block, size_t size) {
+    if (ca->events.annotate)
+        ca->events.annotate(ca->events.user, (uint32_t)action, seg->base, seg->size, block, size);
 }
 
 static void block_free(void *ctx);
@@ -409,6 +420,7 @@ tp_status tp_caching_allocator_allocate(tp_caching_allocator *ca, size_t nbytes,
     stat_add(&ca->stats.active_bytes, (int64_t)b->size);
     stat_add(&ca->stats.requested_bytes, (int64_t)nbytes);
     emit_locked(seg, TP_OBS_ALLOC_BLOCK_ALLOC, b->ptr, b->size, nbytes);
+    annotate_locked(ca, seg, TP_OBS_ALLOC_BLOCK_ALLOC, b->ptr, b->size);
     out->ptr = (void *)b->ptr;
     out->ctx = b;
     out->deleter = block_free;
@@ -448,6 +460,7 @@ static void destroy_now(tp_caching_allocator *ca);
  * neighbours (PyTorch's free_block). */
 static void free_block_locked(tp_caching_allocator *ca, ca_block *b) {
     ca_segment *seg = b->segment;
+    annotate_locked(ca, seg, TP_OBS_ALLOC_BLOCK_FREE, b->ptr, b->size);
     stat_add(&ca->stats.active, -1);
     stat_add(&ca->stats.active_bytes, -(int64_t)b->size);
     b->allocated = false;

@@ -29,4 +29,9 @@ tp_status tp__cuda_launch(const char *name, int64_t n, void **args);
 /* The same with an explicit grid and block size. */
 tp_status tp__cuda_launch_grid(const char *name, unsigned grid, unsigned block, void **args);
 
+/* tp_caching_event_ops.annotate for the CUDA caching allocators: NVTX
+ * memory-API heaps and regions (nvtx.c). */
+void tp__cuda_nvtx_annotate(void *user, uint32_t action, uint64_t segment, uint64_t segment_size,
+                            uint64_t block, uint64_t block_size);
+
 #endif

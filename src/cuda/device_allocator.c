@@ -74,6 +74,7 @@ tp_caching_allocator *tp_cuda_caching_allocator_of(tp_device device) {
         tp_caching_event_ops ops = {
             .record = event_record, .query = event_query, .synchronize = event_synchronize,
             .destroy = event_destroy, .user = (void *)(intptr_t)index,
+            .annotate = tp__cuda_nvtx_annotate,
         };
         ca = tp_caching_allocator_new_with_events(tp_cuda_raw_allocator(), NULL, &ops);
         if (ca) atomic_store(&caching[index], ca);
