@@ -2,6 +2,8 @@
 # Installs (from Debian's packages) whatever the build and the tests need and
 # is not installed yet.  Safe to run again: it does nothing when all is there.
 set -euo pipefail
+# The CUDA toolkit (nvcc, cudart, cuBLAS; CUDA >= 12) is optional and not a
+# Debian package here: -Dcuda=auto builds the CUDA device when it is found.
 
 pkgs=(meson ninja-build pkg-config gcc g++ libc6-dev python3
       libunwind-dev libsqlite3-dev libopenblas-dev libdw-dev libiberty-dev sqlite3

@@ -79,7 +79,8 @@ struct tp_allocator {
 tp_allocator *tp_allocator_cpu(void);
 
 /* Replaces the allocator for a device type (NULL restores the built-in one;
- * for CUDA there is none yet).  Returns TP_STATUS_INVALID_ARGUMENT for a bad
+ * for CUDA that is the backend TP_ALLOC_CONF chooses, or none in a build
+ * without CUDA).  Returns TP_STATUS_INVALID_ARGUMENT for a bad
  * device type.  Storages keep the allocator they were created with. */
 tp_status tp_allocator_set(tp_device_type type, tp_allocator *allocator);
 

@@ -30,9 +30,13 @@
  *     max_split_size or more; a request of max_split_size or more (oversize)
  *     takes a cached block only if it is smaller than request + 20 MiB;
  *   - freed blocks merge with free neighbours of the same segment;
- *   - when the raw allocator fails, cached oversize segments and then all
- *     wholly free segments are released and the request retried once each;
- *     then it fails with TP_STATUS_OUT_OF_MEMORY.
+ *   - when the raw allocator fails, cached oversize segments and then
+ *     (after waiting for pending stream events) all wholly free segments
+ *     are released and the request retried once each; then it fails with
+ *     TP_STATUS_OUT_OF_MEMORY;
+ *   - with event ops (tp_caching_allocator_new_with_events), a block used
+ *     on other streams (record_stream) is reused only after events on those
+ *     streams, recorded at its free, have completed.
  *
  * Configuration comes from a string in the spirit of PYTORCH_CUDA_ALLOC_CONF,
  * "max_split_size_mb:128,roundup_power2_divisions:4", normally read from the
@@ -69,9 +73,16 @@ extern "C" {
 
 #define TP_CACHING_UNLIMITED UINT64_MAX
 
+typedef enum tp_caching_backend {
+    TP_CACHING_BACKEND_NATIVE = 0,            /* this allocator (default) */
+    TP_CACHING_BACKEND_CUDA_MALLOC_ASYNC = 1, /* CUDA's stream-ordered pool instead */
+} tp_caching_backend;
+
 typedef struct tp_caching_allocator_config {
     uint64_t max_split_size;           /* bytes; TP_CACHING_UNLIMITED = no limit (default) */
     uint32_t roundup_power2_divisions; /* 0 = plain 512-byte rounding (default) */
+    uint32_t backend; /* tp_caching_backend: which allocator a CUDA device uses; the
+                         caching allocator itself ignores it */
 } tp_caching_allocator_config;
 
 /* The defaults: unlimited max_split_size, no power-of-two rounding.  Start
@@ -80,7 +91,7 @@ void tp_caching_allocator_config_default(tp_caching_allocator_config *out);
 
 /* Parses "key:value,key:value" (spaces around tokens allowed, "" = defaults)
  * into *out.  Keys: max_split_size_mb (> 20), roundup_power2_divisions (0 or a
- * power of two up to 64).  On failure returns TP_STATUS_INVALID_ARGUMENT with
+ * power of two up to 64), backend (native or cudaMallocAsync).  On failure returns TP_STATUS_INVALID_ARGUMENT with
  * a message starting "TP_ALLOC_CONF: " (e.g. "TP_ALLOC_CONF: max_split_size_mb
  * too small, must be > 20") and leaves *out unchanged. */
 tp_status tp_caching_allocator_config_parse(const char *text, tp_caching_allocator_config *out);
@@ -99,6 +110,54 @@ typedef struct tp_caching_allocator tp_caching_allocator;
  * set on a bad configuration or when out of memory. */
 tp_caching_allocator *tp_caching_allocator_new(tp_allocator *raw,
                                                const tp_caching_allocator_config *config);
+
+/* How the allocator learns when a stream has passed a point (PyTorch's
+ * record_stream events).  All four are required; user is passed back.  The
+ * CUDA device fills them with cudaEvent*; tests with a double whose events
+ * complete when the test says so.
+ *   record:  a new event marking the work queued on `stream` so far, or
+ *            NULL if none could be made (the block is then freed at once,
+ *            as if the stream were idle: the caller's synchronize must
+ *            have made that true, see tp_caching_allocator_record_stream);
+ *   query:   1 = the event has completed, 0 = not yet, -1 = error (treated
+ *            as completed: a broken event must not pin memory forever);
+ *   synchronize: waits for it; destroy: frees it. */
+typedef struct tp_caching_event_ops {
+    void *(*record)(void *user, uint64_t stream);
+    int (*query)(void *user, void *event);
+    void (*synchronize)(void *user, void *event);
+    void (*destroy)(void *user, void *event);
+    void *user;
+    /* Optional (NULL = none): told when memory becomes usable or stops
+     * being so, with the allocator's mutex held; for annotations such as
+     * NVTX's memory API.  action: TP_OBS_ALLOC_SEGMENT_RESERVE / _RELEASE
+     * (block = segment), TP_OBS_ALLOC_BLOCK_ALLOC (handed out) and
+     * TP_OBS_ALLOC_BLOCK_FREE (back in its pool: after its stream events,
+     * unlike the observer's BLOCK_FREE, which comes when it is freed). */
+    void (*annotate)(void *user, uint32_t action, uint64_t segment, uint64_t segment_size,
+                     uint64_t block, uint64_t block_size);
+} tp_caching_event_ops;
+
+/* As tp_caching_allocator_new, with stream events (ops copied; NULL = none,
+ * and then record_stream is refused). */
+tp_caching_allocator *tp_caching_allocator_new_with_events(tp_allocator *raw,
+                                                           const tp_caching_allocator_config *config,
+                                                           const tp_caching_event_ops *ops);
+
+/* Marks the block behind dp (a DataPtr this allocator handed out and not
+ * yet freed) as used on `stream` as well as on its own.  When it is freed,
+ * an event is recorded on each such stream and the block stays out of the
+ * pools (counted active, no longer allocated; its snapshot state is
+ * awaiting_free) until all those events have completed: checked at the
+ * start of every allocation, and waited for by empty_cache and before the
+ * out-of-memory flush.  Its own stream, or one already recorded, changes
+ * nothing.  TP_STATUS_INVALID_ARGUMENT if dp is not a live block of ca or
+ * ca has no event ops. */
+tp_status tp_caching_allocator_record_stream(tp_caching_allocator *ca, const tp_data_ptr *dp,
+                                             uint64_t stream);
+
+/* Blocks freed but waiting for stream events (PyTorch's "active_awaiting_free"). */
+size_t tp_caching_allocator_pending_frees(tp_caching_allocator *ca);
 
 /* Releases every cached segment.  If blocks are still allocated, the
  * allocator lives on until the last one is freed and then releases the rest
@@ -121,7 +180,8 @@ tp_allocator *tp_caching_allocator_as_allocator(tp_caching_allocator *ca);
 tp_status tp_caching_allocator_allocate(tp_caching_allocator *ca, size_t nbytes, uint64_t stream,
                                         tp_data_ptr *out);
 
-/* Returns every wholly free cached segment to the raw allocator. */
+/* Waits for the events of blocks awaiting free (with event ops), then
+ * returns every wholly free cached segment to the raw allocator. */
 void tp_caching_allocator_empty_cache(tp_caching_allocator *ca);
 
 /* The size a request of nbytes is rounded to under ca's configuration. */
@@ -140,8 +200,8 @@ typedef struct tp_caching_stat {
 typedef struct tp_caching_allocator_stats {
     tp_caching_stat allocation;     /* allocated blocks (count) */
     tp_caching_stat segment;        /* segments held from the raw allocator (count) */
-    tp_caching_stat active;         /* blocks in use (count); equal to allocation
-                                       here: no stream events delay a free */
+    tp_caching_stat active;         /* blocks in use (count): allocated ones plus
+                                       freed ones waiting for stream events */
     tp_caching_stat inactive_split; /* free blocks in partly used segments (count) */
     tp_caching_stat allocated_bytes;      /* rounded sizes of allocated blocks */
     tp_caching_stat reserved_bytes;       /* sizes of segments */
@@ -165,6 +225,7 @@ typedef struct tp_caching_block_info {
     uint64_t size;           /* rounded size */
     uint64_t requested_size; /* 0 for a free block */
     bool allocated;
+    bool awaiting_free;      /* freed, waiting for events on streams that used it */
 } tp_caching_block_info;
 
 typedef struct tp_caching_segment_info {

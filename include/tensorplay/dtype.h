@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include "tensorplay/error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,7 +52,7 @@ uint16_t tp_float_to_bfloat16(float f);
 
 typedef enum tp_device_type {
     TP_DEVICE_TYPE_CPU = 0,
-    TP_DEVICE_TYPE_CUDA = 1, /* reserved: no CUDA backend yet */
+    TP_DEVICE_TYPE_CUDA = 1, /* needs a build with CUDA (meson -Dcuda) */
     TP_DEVICE_TYPE_COUNT
 } tp_device_type;
 
@@ -61,8 +62,21 @@ typedef struct tp_device {
 } tp_device;
 
 static inline tp_device tp_device_cpu(void) { tp_device d = {TP_DEVICE_TYPE_CPU, 0}; return d; }
+static inline tp_device tp_device_cuda(int index) {
+    tp_device d = {TP_DEVICE_TYPE_CUDA, (int16_t)index};
+    return d;
+}
+static inline bool tp_device_equal(tp_device a, tp_device b) {
+    return a.type == b.type && a.index == b.index;
+}
 /* "cpu", "cuda:0"; written into buf (at least 16 bytes), returns buf. */
 const char *tp_device_str(tp_device device, char *buf, size_t buflen);
+/* Parses "cpu", "cpu:0", "cuda" (index -1: the current device) or "cuda:N"
+ * (0 <= N < 32768) into *out, as torch.device does.  Whether the device
+ * exists is not checked here.  Anything else gives TP_STATUS_INVALID_ARGUMENT
+ * ("Expected one of cpu, cuda device type at start of device string: gpu")
+ * and leaves *out unchanged. */
+tp_status tp_device_parse(const char *text, tp_device *out);
 
 #ifdef __cplusplus
 }

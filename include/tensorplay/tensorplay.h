@@ -9,6 +9,7 @@
 #include "tensorplay/storage.h"
 #include "tensorplay/tensor.h"
 #include "tensorplay/ops.h"
+#include "tensorplay/device.h"
 #include "tensorplay/observer.h"
 #include "tensorplay/caching_allocator.h"
 #include "tensorplay/deferred_allocator.h"

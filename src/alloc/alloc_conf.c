@@ -77,9 +77,21 @@ static tp_status apply_pair(span key, span value, tp_caching_allocator_config *c
         cfg->roundup_power2_divisions = (uint32_t)v;
         return TP_STATUS_OK;
     }
+    if (span_eq(key, "backend")) {
+        /* Read by the CUDA device to pick its allocator; the caching
+         * allocator itself ignores it (PyTorch: cudaMallocAsync ignores the
+         * other keys). */
+        if (span_eq(value, "native")) cfg->backend = TP_CACHING_BACKEND_NATIVE;
+        else if (span_eq(value, "cudaMallocAsync")) cfg->backend = TP_CACHING_BACKEND_CUDA_MALLOC_ASYNC;
+        else
+            return tp__error(TP_STATUS_INVALID_ARGUMENT,
+                             "TP_ALLOC_CONF: backend: '%.*s' is not native or cudaMallocAsync",
+                             (int)value.n, value.p);
+        return TP_STATUS_OK;
+    }
     return tp__error(TP_STATUS_INVALID_ARGUMENT,
                      "TP_ALLOC_CONF: unknown key '%.*s' (known: max_split_size_mb, "
-                     "roundup_power2_divisions)", (int)key.n, key.p);
+                     "roundup_power2_divisions, backend)", (int)key.n, key.p);
 }
 
 // ----------------------------------------------------------------------------
@@ -88,6 +100,7 @@ static tp_status apply_pair(span key, span value, tp_caching_allocator_config *c
 void tp_caching_allocator_config_default(tp_caching_allocator_config *out) {
     out->max_split_size = TP_CACHING_UNLIMITED;
     out->roundup_power2_divisions = 0;
+    out->backend = TP_CACHING_BACKEND_NATIVE;
 }
 
 tp_status tp_caching_allocator_config_parse(const char *text, tp_caching_allocator_config *out) {

@@ -8,8 +8,10 @@
  * Observer events are sent with the mutex held, so an observer sees the
  * events of one allocator in the order they happened.
  *
- * What this file leaves out: per-stream events (record_stream), garbage
- * collection thresholds, expandable segments and per-pool stat breakdowns.
+ * Stream events (record_stream) come through tp_caching_event_ops: a block
+ * freed while other streams used it waits on a list of (block, event) pairs
+ * until its events complete.  What this file leaves out: garbage collection
+ * thresholds, expandable segments and per-pool stat breakdowns.
  * It never touches memory it hands out; the raw allocator owns the bytes.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -41,7 +43,11 @@ typedef struct ca_block {
     size_t size;      /* rounded, a part of the segment */
     size_t requested; /* 0 while free */
     uint64_t stream;
-    bool allocated;
+    bool allocated;   /* out of the pools: handed out, or awaiting its events */
+    bool awaiting;    /* freed, waiting for event_count events */
+    uint32_t event_count;
+    uint32_t nuses, capuses;
+    uint64_t *uses;   /* other streams it was used on (record_stream) */
     struct ca_block *prev, *next; /* address-order neighbours in the segment */
     ca_segment *segment;
 } ca_block;
@@ -76,6 +82,9 @@ struct tp_caching_allocator {
     ca_block *spare_blocks; /* recycled block records, linked through next */
     tp_caching_allocator_stats stats;
     size_t live_blocks;
+    tp_caching_event_ops events; /* record == NULL: no stream events */
+    struct ca_pending { ca_block *block; void *event; } *pending;
+    size_t npending, cappending;
     bool destroyed; /* destroy() ran; the last free finishes the job */
 };
 
@@ -108,6 +117,9 @@ static void emit_locked(const ca_segment *seg, tp_obs_alloc_action action, uintp
         e->stream = seg->stream;
     });
 }
+
+static void annotate_locked(const tp_caching_allocator *ca, const ca_segment *seg,
+                            tp_obs_alloc_action action, uintptr_t block, size_t size);
 
 // ----------------------------------------------------------------------------
 // pools
@@ -174,6 +186,8 @@ static ca_block *block_record_new_locked(tp_caching_allocator *ca) {
 }
 
 static void block_record_free_locked(tp_caching_allocator *ca, ca_block *b) {
+    free(b->uses);
+    b->uses = NULL;
     b->next = ca->spare_blocks;
     ca->spare_blocks = b;
 }
@@ -214,6 +228,7 @@ static void segment_release_locked(tp_caching_allocator *ca, ca_segment *seg) {
     pool_remove(pool_of(ca, seg), b);
     pool_of(ca, seg)->blocks--;
     emit_locked(seg, TP_OBS_ALLOC_SEGMENT_RELEASE, seg->base, seg->size, 0);
+    annotate_locked(ca, seg, TP_OBS_ALLOC_SEGMENT_RELEASE, seg->base, seg->size);
     stat_add(&ca->stats.segment, -1);
     stat_add(&ca->stats.reserved_bytes, -(int64_t)seg->size);
     if (seg->prev_seg) seg->prev_seg->next_seg = seg->next_seg;
@@ -280,6 +295,7 @@ static ca_block *segment_new_locked(tp_caching_allocator *ca, size_t seg_size, u
     stat_add(&ca->stats.segment, 1);
     stat_add(&ca->stats.reserved_bytes, (int64_t)seg_size);
     emit_locked(seg, TP_OBS_ALLOC_SEGMENT_RESERVE, seg->base, seg_size, 0);
+    annotate_locked(ca, seg, TP_OBS_ALLOC_SEGMENT_RESERVE, seg->base, seg_size);
     return b;
 }
 
@@ -304,6 +320,9 @@ static ca_block *take_free_block_locked(tp_caching_allocator *ca, ca_pool *p, ui
     return b;
 }
 
+static void process_events_locked(tp_caching_allocator *ca);
+static void synchronize_events_locked(tp_caching_allocator *ca);
+
 static ca_block *alloc_segment_with_retries_locked(tp_caching_allocator *ca, size_t size,
                                                    size_t nbytes, uint64_t stream, bool small) {
     size_t seg_size = segment_size_for(size);
@@ -317,6 +336,7 @@ static ca_block *alloc_segment_with_retries_locked(tp_caching_allocator *ca, siz
         b = segment_new_locked(ca, seg_size, stream, small, raw_msg, sizeof raw_msg);
         if (b) return b;
     }
+    if (ca->npending > 0) synchronize_events_locked(ca);
     if (release_free_segments_locked(ca, 0) > 0) {
         b = segment_new_locked(ca, seg_size, stream, small, raw_msg, sizeof raw_msg);
         if (b) return b;
@@ -331,6 +351,12 @@ static ca_block *alloc_segment_with_retries_locked(tp_caching_allocator *ca, siz
               (long long)ca->stats.allocated_bytes.current,
               ca->raw->name ? ca->raw->name : "?", raw_msg);
     return NULL;
+}
+
+static void annotate_locked(const tp_caching_allocator *ca, const ca_segment *seg,
+                            tp_obs_alloc_action action, uintptr_t block, size_t size) {
+    if (ca->events.annotate)
+        ca->events.annotate(ca->events.user, (uint32_t)action, seg->base, seg->size, block, size);
 }
 
 static void block_free(void *ctx);
@@ -354,6 +380,7 @@ tp_status tp_caching_allocator_allocate(tp_caching_allocator *ca, size_t nbytes,
     bool small = size <= SMALL_SIZE;
 
     pthread_mutex_lock(&ca->mu);
+    if (ca->npending > 0) process_events_locked(ca);
     ca_pool *pool = small ? &ca->small : &ca->large;
     ca_block *b = take_free_block_locked(ca, pool, stream, size);
     if (!b) b = alloc_segment_with_retries_locked(ca, size, nbytes, stream, small);
@@ -393,6 +420,7 @@ tp_status tp_caching_allocator_allocate(tp_caching_allocator *ca, size_t nbytes,
     stat_add(&ca->stats.active_bytes, (int64_t)b->size);
     stat_add(&ca->stats.requested_bytes, (int64_t)nbytes);
     emit_locked(seg, TP_OBS_ALLOC_BLOCK_ALLOC, b->ptr, b->size, nbytes);
+    annotate_locked(ca, seg, TP_OBS_ALLOC_BLOCK_ALLOC, b->ptr, b->size);
     out->ptr = (void *)b->ptr;
     out->ctx = b;
     out->deleter = block_free;
@@ -428,19 +456,16 @@ static void merge_locked(tp_caching_allocator *ca, ca_block *b, ca_block *other)
 
 static void destroy_now(tp_caching_allocator *ca);
 
-static void block_free(void *ctx) {
-    ca_block *b = ctx;
+/* The block goes back to its pool: no longer active, merged with free
+ * neighbours (PyTorch's free_block). */
+static void free_block_locked(tp_caching_allocator *ca, ca_block *b) {
     ca_segment *seg = b->segment;
-    tp_caching_allocator *ca = seg->owner;
-    pthread_mutex_lock(&ca->mu);
-    emit_locked(seg, TP_OBS_ALLOC_BLOCK_FREE, b->ptr, b->size, b->requested);
-    stat_add(&ca->stats.allocation, -1);
+    annotate_locked(ca, seg, TP_OBS_ALLOC_BLOCK_FREE, b->ptr, b->size);
     stat_add(&ca->stats.active, -1);
-    stat_add(&ca->stats.allocated_bytes, -(int64_t)b->size);
     stat_add(&ca->stats.active_bytes, -(int64_t)b->size);
-    stat_add(&ca->stats.requested_bytes, -(int64_t)b->requested);
     b->allocated = false;
-    b->requested = 0;
+    b->awaiting = false;
+    b->nuses = 0;
     ca->live_blocks--;
     if (b->prev && !b->prev->allocated) merge_locked(ca, b, b->prev);
     if (b->next && !b->next->allocated) merge_locked(ca, b, b->next);
@@ -449,6 +474,69 @@ static void block_free(void *ctx) {
         stat_add(&ca->stats.inactive_split, 1);
         stat_add(&ca->stats.inactive_split_bytes, (int64_t)b->size);
     }
+}
+
+/* One pending event done: its block is freed with its last event. */
+static void pending_done_locked(tp_caching_allocator *ca, size_t i) {
+    ca_block *b = ca->pending[i].block;
+    ca->events.destroy(ca->events.user, ca->pending[i].event);
+    ca->pending[i] = ca->pending[--ca->npending];
+    if (--b->event_count == 0) free_block_locked(ca, b);
+}
+
+/* Frees the blocks whose events have all completed (PyTorch's
+ * process_events); never waits. */
+static void process_events_locked(tp_caching_allocator *ca) {
+    for (size_t i = 0; i < ca->npending;) {
+        if (ca->events.query(ca->events.user, ca->pending[i].event) != 0)
+            pending_done_locked(ca, i); /* the last entry moved into i */
+        else
+            i++;
+    }
+}
+
+/* Waits for every pending event and frees their blocks (PyTorch's
+ * synchronize_and_free_events). */
+static void synchronize_events_locked(tp_caching_allocator *ca) {
+    while (ca->npending > 0) {
+        ca->events.synchronize(ca->events.user, ca->pending[ca->npending - 1].event);
+        pending_done_locked(ca, ca->npending - 1);
+    }
+}
+
+/* Records an event on each stream that used b; false if none was made. */
+static bool insert_events_locked(tp_caching_allocator *ca, ca_block *b) {
+    for (uint32_t i = 0; i < b->nuses; i++) {
+        if (ca->npending == ca->cappending) {
+            size_t cap = ca->cappending ? 2 * ca->cappending : 16;
+            struct ca_pending *v = realloc(ca->pending, cap * sizeof *v);
+            if (!v) continue; /* no room to wait: less safety, never a leak */
+            ca->pending = v, ca->cappending = cap;
+        }
+        void *ev = ca->events.record(ca->events.user, b->uses[i]);
+        if (!ev) continue;
+        ca->pending[ca->npending++] = (struct ca_pending){b, ev};
+        b->event_count++;
+    }
+    b->nuses = 0;
+    return b->event_count > 0;
+}
+
+static void block_free(void *ctx) {
+    ca_block *b = ctx;
+    ca_segment *seg = b->segment;
+    tp_caching_allocator *ca = seg->owner;
+    pthread_mutex_lock(&ca->mu);
+    emit_locked(seg, TP_OBS_ALLOC_BLOCK_FREE, b->ptr, b->size, b->requested);
+    stat_add(&ca->stats.allocation, -1);
+    stat_add(&ca->stats.allocated_bytes, -(int64_t)b->size);
+    stat_add(&ca->stats.requested_bytes, -(int64_t)b->requested);
+    b->requested = 0;
+    /* Once destroyed nothing would process the events: free at once (the
+     * owner's destroy already waited for the device's work). */
+    if (b->nuses > 0 && ca->events.record && !ca->destroyed && insert_events_locked(ca, b))
+        b->awaiting = true;
+    else free_block_locked(ca, b);
     bool finish = false;
     if (ca->destroyed) {
         release_free_segments_locked(ca, 0);
@@ -456,6 +544,46 @@ static void block_free(void *ctx) {
     }
     pthread_mutex_unlock(&ca->mu);
     if (finish) destroy_now(ca);
+}
+
+// ----------------------------------------------------------------------------
+// record_stream
+
+tp_status tp_caching_allocator_record_stream(tp_caching_allocator *ca, const tp_data_ptr *dp,
+                                             uint64_t stream) {
+    if (!ca || !dp) return tp__error(TP_STATUS_INVALID_ARGUMENT, "record_stream: NULL argument");
+    if (!ca->events.record)
+        return tp__error(TP_STATUS_INVALID_ARGUMENT,
+                         "record_stream: this caching allocator has no stream events");
+    if (dp->deleter != block_free || !dp->ctx || ((ca_block *)dp->ctx)->segment->owner != ca)
+        return tp__error(TP_STATUS_INVALID_ARGUMENT,
+                         "record_stream: the memory is not a block of this caching allocator");
+    ca_block *b = dp->ctx;
+    pthread_mutex_lock(&ca->mu);
+    tp_status st = TP_STATUS_OK;
+    bool known = b->stream == stream;
+    for (uint32_t i = 0; i < b->nuses && !known; i++) known = b->uses[i] == stream;
+    if (!known) {
+        if (b->nuses == b->capuses) {
+            uint32_t cap = b->capuses ? 2 * b->capuses : 2;
+            uint64_t *v = realloc(b->uses, cap * sizeof *v);
+            if (!v) st = tp__error(TP_STATUS_OUT_OF_MEMORY, "record_stream: no memory");
+            else b->uses = v, b->capuses = cap;
+        }
+        if (st == TP_STATUS_OK) b->uses[b->nuses++] = stream;
+    }
+    pthread_mutex_unlock(&ca->mu);
+    return st;
+}
+
+size_t tp_caching_allocator_pending_frees(tp_caching_allocator *ca) {
+    if (!ca) return 0;
+    pthread_mutex_lock(&ca->mu);
+    size_t n = 0;
+    for (ca_segment *s = ca->segments; s; s = s->next_seg)
+        for (ca_block *b = s->head; b; b = b->next) n += b->awaiting;
+    pthread_mutex_unlock(&ca->mu);
+    return n;
 }
 
 // ----------------------------------------------------------------------------
@@ -480,6 +608,16 @@ static void vt_get_stats(tp_allocator *self, tp_allocator_stats *out) {
 
 tp_caching_allocator *tp_caching_allocator_new(tp_allocator *raw,
                                                const tp_caching_allocator_config *config) {
+    return tp_caching_allocator_new_with_events(raw, config, NULL);
+}
+
+tp_caching_allocator *tp_caching_allocator_new_with_events(tp_allocator *raw,
+                                                           const tp_caching_allocator_config *config,
+                                                           const tp_caching_event_ops *ops) {
+    if (ops && (!ops->record || !ops->query || !ops->synchronize || !ops->destroy)) {
+        tp__error(TP_STATUS_INVALID_ARGUMENT, "caching allocator: event ops need all four functions");
+        return NULL;
+    }
     if (!raw || !raw->allocate) {
         tp__error(TP_STATUS_INVALID_ARGUMENT, "caching allocator: the raw allocator is NULL");
         return NULL;
@@ -516,6 +654,7 @@ tp_caching_allocator *tp_caching_allocator_new(tp_allocator *raw,
     };
     ca->raw = raw;
     ca->cfg = cfg;
+    if (ops) ca->events = *ops;
     pthread_mutex_init(&ca->mu, NULL);
     return ca;
 }
@@ -528,6 +667,7 @@ static void destroy_now(tp_caching_allocator *ca) {
     }
     free(ca->small.v);
     free(ca->large.v);
+    free(ca->pending);
     pthread_mutex_destroy(&ca->mu);
     free(ca);
 }
@@ -536,6 +676,7 @@ void tp_caching_allocator_destroy(tp_caching_allocator *ca) {
     if (!ca) return;
     pthread_mutex_lock(&ca->mu);
     ca->destroyed = true;
+    if (ca->npending > 0) synchronize_events_locked(ca);
     release_free_segments_locked(ca, 0);
     bool finish = ca->live_blocks == 0;
     pthread_mutex_unlock(&ca->mu);
@@ -549,6 +690,7 @@ tp_allocator *tp_caching_allocator_as_allocator(tp_caching_allocator *ca) {
 void tp_caching_allocator_empty_cache(tp_caching_allocator *ca) {
     if (!ca) return;
     pthread_mutex_lock(&ca->mu);
+    if (ca->npending > 0) synchronize_events_locked(ca);
     release_free_segments_locked(ca, 0);
     pthread_mutex_unlock(&ca->mu);
 }
@@ -614,9 +756,10 @@ tp_caching_snapshot *tp_caching_allocator_snapshot(tp_caching_allocator *ca) {
         for (ca_block *b = s->head; b; b = b->next, k++) {
             si->blocks[k] = (tp_caching_block_info){
                 .address = b->ptr, .size = b->size,
-                .requested_size = b->requested, .allocated = b->allocated,
+                .requested_size = b->requested, .allocated = b->allocated && !b->awaiting,
+                .awaiting_free = b->awaiting,
             };
-            if (b->allocated) si->allocated_size += b->size;
+            if (b->allocated && !b->awaiting) si->allocated_size += b->size;
         }
     }
     pthread_mutex_unlock(&ca->mu);

@@ -199,12 +199,22 @@ tp_allocator *tp_allocator_cpu(void) { return &tp__cpu_allocator; }
 // ----------------------------------------------------------------------------
 // registry: one allocator per device type, replaceable at run time
 
+#ifdef TP_HAVE_CUDA
+/* src/cuda: dispatches to the caching or cudaMallocAsync backend. */
+extern tp_allocator tp__cuda_default_allocator;
+#define TP__CUDA_BUILTIN (&tp__cuda_default_allocator)
+#else
+#define TP__CUDA_BUILTIN NULL
+#endif
+
 static tp_allocator *_Atomic tp__registry[TP_DEVICE_TYPE_COUNT] = {
     [TP_DEVICE_TYPE_CPU] = &tp__cpu_allocator,
+    [TP_DEVICE_TYPE_CUDA] = TP__CUDA_BUILTIN,
 };
 
 static tp_allocator *tp__builtin_allocator(tp_device_type type) {
-    return type == TP_DEVICE_TYPE_CPU ? &tp__cpu_allocator : NULL;
+    return type == TP_DEVICE_TYPE_CPU ? &tp__cpu_allocator
+           : type == TP_DEVICE_TYPE_CUDA ? TP__CUDA_BUILTIN : NULL;
 }
 
 tp_status tp_allocator_set(tp_device_type type, tp_allocator *allocator) {

@@ -152,3 +152,37 @@ const char *tp_device_str(tp_device device, char *buf, size_t buflen) {
     }
     return buf;
 }
+
+tp_status tp_device_parse(const char *text, tp_device *out) {
+    if (!text || !out) return tp__error(TP_STATUS_INVALID_ARGUMENT, "device_parse: NULL argument");
+    tp_device d;
+    const char *rest;
+    if (strncmp(text, "cpu", 3) == 0) {
+        d = tp_device_cpu();
+        rest = text + 3;
+    } else if (strncmp(text, "cuda", 4) == 0) {
+        d = tp_device_cuda(-1);
+        rest = text + 4;
+    } else {
+        return tp__error(TP_STATUS_INVALID_ARGUMENT,
+                         "Expected one of cpu, cuda device type at start of device string: %s", text);
+    }
+    if (*rest == ':') {
+        const char *p = rest + 1;
+        long v = 0;
+        if (*p < '0' || *p > '9') goto bad;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            v = v * 10 + (*p - '0');
+            if (v > 32767) goto bad;
+        }
+        if (*p != '\0' || (p - rest > 2 && rest[1] == '0')) goto bad; /* no junk, no leading 0 */
+        if (d.type == TP_DEVICE_TYPE_CPU && v != 0) goto bad;
+        d.index = (int16_t)v;
+    } else if (*rest != '\0') {
+        goto bad;
+    }
+    *out = d;
+    return TP_STATUS_OK;
+bad:
+    return tp__error(TP_STATUS_INVALID_ARGUMENT, "Invalid device string: '%s'", text);
+}

@@ -47,7 +47,8 @@ tp_status tp_fill_(tp_tensor *t, double value) {
     tp__view v = tp__view_of(t);
     if (tp__view_has_internal_overlap(&v))
         return tp__error(TP_STATUS_INVALID_ARGUMENT, "%s", overlap_message);
-    tp__fill_view(&v, value);
+    if (tp__is_cpu(t->device)) tp__fill_view(&v, value);
+    else if (tp__dev_fill(t->device, &v, value)) return tp_last_status();
     tp_tensor_bump_version(t);
     return TP_STATUS_OK;
 }
@@ -62,6 +63,14 @@ static char *shape_str(int ndim, const int64_t *sizes, char *buf, size_t len) {
 
 tp_status tp_copy_(tp_tensor *dst, const tp_tensor *src) {
     if (!dst || !src) return tp__error(TP_STATUS_INVALID_ARGUMENT, "copy_(): tensor is NULL");
+    if (!tp_device_equal(dst->device, src->device)) {
+        /* PyTorch's copy_ crosses devices: bring src over, then copy there. */
+        tp_tensor *moved = tp_tensor_to((tp_tensor *)src, dst->device);
+        if (!moved) return tp_last_status();
+        tp_status st = tp_copy_(dst, moved);
+        tp_tensor_release(moved);
+        return st;
+    }
     int nb;
     int64_t bshape[TP_MAX_DIMS];
     tp_status st = tp__broadcast_shape(dst->ndim, dst->sizes, src->ndim, src->sizes, &nb, bshape);
@@ -75,7 +84,16 @@ tp_status tp_copy_(tp_tensor *dst, const tp_tensor *src) {
     tp__view dv = tp__view_of(dst), sv = tp__view_of(src);
     if (tp__view_has_internal_overlap(&dv))
         return tp__error(TP_STATUS_INVALID_ARGUMENT, "%s", overlap_message);
-    if (tp__views_may_overlap(&dv, &sv)) {
+    if (!tp__is_cpu(dst->device)) {
+        tp_tensor *tmp = NULL;
+        if (tp__views_may_overlap(&dv, &sv)) {
+            if (!(tmp = tp_clone(src))) return tp_last_status();
+            sv = tp__view_of(tmp);
+        }
+        st = tp__dev_copy(dst->device, &dv, &sv);
+        tp_tensor_release(tmp);
+        if (st) return st;
+    } else if (tp__views_may_overlap(&dv, &sv)) {
         /* Read everything before writing anything: copy src aside first. */
         tp_tensor *tmp = tp__copy_to_new(&sv, src->dtype);
         if (!tmp) return tp_last_status();
@@ -100,13 +118,23 @@ tp_tensor *tp__copy_to_new(const tp__view *src, tp_dtype dtype) {
     return t;
 }
 
+/* tp__copy_to_new on t's own device. */
+static tp_tensor *copy_to_new_on(const tp_tensor *t, tp_dtype dtype) {
+    tp__view v = tp__view_of(t);
+    if (tp__is_cpu(t->device)) return tp__copy_to_new(&v, dtype);
+    tp_tensor *out = tp__empty_device(t->device, t->ndim, t->sizes, dtype);
+    if (!out) return NULL;
+    tp__view dv = tp__view_of(out);
+    if (tp__dev_copy(t->device, &dv, &v)) tp_tensor_release(out), out = NULL;
+    return out;
+}
+
 tp_tensor *tp_clone(const tp_tensor *t) {
     if (!t) {
         tp__error(TP_STATUS_INVALID_ARGUMENT, "clone(): tensor is NULL");
         return NULL;
     }
-    tp__view v = tp__view_of(t);
-    return tp__copy_to_new(&v, t->dtype);
+    return copy_to_new_on(t, t->dtype);
 }
 
 tp_tensor *tp_contiguous(tp_tensor *t) {
@@ -128,8 +156,7 @@ tp_tensor *tp_to_dtype(tp_tensor *t, tp_dtype dtype) {
         return NULL;
     }
     if (t->dtype == dtype) return tp_tensor_retain(t);
-    tp__view v = tp__view_of(t);
-    return tp__copy_to_new(&v, dtype);
+    return copy_to_new_on(t, dtype);
 }
 
 // ----------------------------------------------------------------------------
@@ -149,6 +176,14 @@ tp_status tp_tensor_get(const tp_tensor *t, const int64_t *index, double *out) {
         off += i * t->strides[d];
     }
     const char *p = (const char *)tp_tensor_data(t) + off * tp__itemsize(t->dtype);
+    if (!tp__is_cpu(t->device)) {
+        char elem[8];
+        tp_status st = tp__dev_read(t->device, elem, p, (size_t)tp__itemsize(t->dtype));
+        if (st) return st;
+        p = elem;
+        *out = tp__get_f64(p, t->dtype);
+        return TP_STATUS_OK;
+    }
     *out = tp__get_f64(p, t->dtype);
     return TP_STATUS_OK;
 }
@@ -159,6 +194,7 @@ tp_status tp_tensor_item(const tp_tensor *t, double *out) {
         return tp__error(TP_STATUS_INVALID_ARGUMENT,
                          "a Tensor with %lld elements cannot be converted to Scalar",
                          (long long)t->numel);
+    if (!tp__is_cpu(t->device)) return tp_tensor_get(t, (const int64_t[TP_MAX_DIMS]){0}, out);
     *out = tp__get_f64(tp_tensor_data(t), t->dtype);
     return TP_STATUS_OK;
 }

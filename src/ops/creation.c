@@ -19,6 +19,10 @@
 // empty and constant fills
 
 tp_tensor *tp_empty(int ndim, const int64_t *sizes, tp_dtype dtype) {
+    return tp__empty_with(NULL, ndim, sizes, dtype);
+}
+
+tp_tensor *tp__empty_with(tp_allocator *allocator, int ndim, const int64_t *sizes, tp_dtype dtype) {
     if (!tp_dtype_is_valid(dtype)) {
         tp__error(TP_STATUS_INVALID_ARGUMENT, "empty(): invalid dtype %d", (int)dtype);
         return NULL;
@@ -35,7 +39,7 @@ tp_tensor *tp_empty(int ndim, const int64_t *sizes, tp_dtype dtype) {
                   (long long)numel, isz);
         return NULL;
     }
-    tp_storage *st = tp__storage_new_for_tensor((size_t)numel * isz, NULL, true);
+    tp_storage *st = tp__storage_new_for_tensor((size_t)numel * isz, allocator, true);
     if (!st) return NULL;
     /* The tensor takes st's creation reference, also if it fails. */
     return tp__tensor_make(st, 0, ndim, sizes, NULL, dtype, NULL, NULL, TP__STORAGE_REF_ADOPT);

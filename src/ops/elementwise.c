@@ -248,6 +248,8 @@ static tp_status check_operand(const char *name, const tp_tensor *t) {
 tp_tensor *tp_binary(tp_binary_op op, const tp_tensor *a, const tp_tensor *b) {
     const char *name = binary_name(op);
     if (check_operand(name, a) || check_operand(name, b)) return NULL;
+    tp_device dev;
+    if (tp__same_device(2, (const tp_tensor *[]){a, b}, &dev)) return NULL;
     tp_dtype out_dtype, compute;
     if (binary_dtypes(op, tp__result_dtype(a, b), a->dtype == TP_DTYPE_BOOL && b->dtype == TP_DTYPE_BOOL,
                       &out_dtype, &compute) != TP_STATUS_OK)
@@ -255,10 +257,11 @@ tp_tensor *tp_binary(tp_binary_op op, const tp_tensor *a, const tp_tensor *b) {
     int n;
     int64_t shape[TP_MAX_DIMS];
     if (tp__broadcast_shape(a->ndim, a->sizes, b->ndim, b->sizes, &n, shape) != TP_STATUS_OK) return NULL;
-    tp_tensor *out = tp_empty(n, shape, out_dtype);
+    tp_tensor *out = tp__empty_device(dev, n, shape, out_dtype);
     if (!out) return NULL;
     tp__view ov = tp__view_of(out), av = tp__view_of(a), bv = tp__view_of(b);
-    binary_run(op, &ov, &av, &bv, compute);
+    if (tp__is_cpu(dev)) binary_run(op, &ov, &av, &bv, compute);
+    else if (tp__dev_binary(dev, op, &ov, &av, &bv, compute)) tp_tensor_release(out), out = NULL;
     return out;
 }
 
@@ -298,6 +301,8 @@ tp_status tp_binary_(tp_binary_op op, tp_tensor *a, const tp_tensor *b) {
     const char *name = binary_name(op);
     tp_status st;
     if ((st = check_operand(name, a)) || (st = check_operand(name, b))) return st;
+    tp_device dev;
+    if ((st = tp__same_device(2, (const tp_tensor *[]){a, b}, &dev))) return st;
     tp_dtype out_dtype, compute;
     st = binary_dtypes(op, tp__result_dtype(a, b),
                        a->dtype == TP_DTYPE_BOOL && b->dtype == TP_DTYPE_BOOL, &out_dtype, &compute);
@@ -309,11 +314,12 @@ tp_status tp_binary_(tp_binary_op op, tp_tensor *a, const tp_tensor *b) {
     tp__view av = tp__view_of(a), bv = tp__view_of(b);
     tp_tensor *tmp = NULL;
     if (tp__views_may_overlap(&av, &bv) && !same_elements(&av, &bv)) {
-        tmp = tp__copy_to_new(&bv, b->dtype);
+        tmp = tp_clone(b);
         if (!tmp) return tp_last_status();
         bv = tp__view_of(tmp);
     }
-    binary_run(op, &av, &av, &bv, compute);
+    if (tp__is_cpu(dev)) binary_run(op, &av, &av, &bv, compute);
+    else if ((st = tp__dev_binary(dev, op, &av, &av, &bv, compute))) return tp_tensor_release(tmp), st;
     tp_tensor_release(tmp);
     tp_tensor_bump_version(a);
     return TP_STATUS_OK;
@@ -357,11 +363,13 @@ tp_tensor *tp_binary_scalar(tp_binary_op op, const tp_tensor *a, double b) {
     tp_dtype out_dtype, compute;
     bool integral;
     if (scalar_dtypes(op, a->dtype, b, &out_dtype, &compute, &integral)) return NULL;
-    tp_tensor *out = tp_empty(a->ndim, a->sizes, out_dtype);
+    tp_tensor *out = tp__empty_device(a->device, a->ndim, a->sizes, out_dtype);
     if (!out) return NULL;
     double slot;
     tp__view ov = tp__view_of(out), av = tp__view_of(a), bv = scalar_view(b, integral, &slot);
-    binary_run(op, &ov, &av, &bv, compute);
+    if (tp__is_cpu(a->device)) binary_run(op, &ov, &av, &bv, compute);
+    else if (tp__dev_binary_scalar(a->device, op, &ov, &av, b, integral, compute))
+        tp_tensor_release(out), out = NULL;
     return out;
 }
 
@@ -374,7 +382,8 @@ tp_status tp_binary_scalar_(tp_binary_op op, tp_tensor *a, double b) {
     if ((st = check_inplace(a, out_dtype, a->ndim, a->sizes))) return st;
     double slot;
     tp__view av = tp__view_of(a), bv = scalar_view(b, integral, &slot);
-    binary_run(op, &av, &av, &bv, compute);
+    if (tp__is_cpu(a->device)) binary_run(op, &av, &av, &bv, compute);
+    else if ((st = tp__dev_binary_scalar(a->device, op, &av, &av, b, integral, compute))) return st;
     tp_tensor_bump_version(a);
     return TP_STATUS_OK;
 }
@@ -487,10 +496,11 @@ tp_tensor *tp_unary(tp_unary_op op, const tp_tensor *a) {
     if (check_operand(unary_name(op), a)) return NULL;
     tp_dtype out_dtype;
     if (unary_dtype(op, a->dtype, &out_dtype)) return NULL;
-    tp_tensor *out = tp_empty(a->ndim, a->sizes, out_dtype);
+    tp_tensor *out = tp__empty_device(a->device, a->ndim, a->sizes, out_dtype);
     if (!out) return NULL;
     tp__view ov = tp__view_of(out), av = tp__view_of(a);
-    unary_run(op, &ov, &av, out_dtype);
+    if (tp__is_cpu(a->device)) unary_run(op, &ov, &av, out_dtype);
+    else if (tp__dev_unary(a->device, op, &ov, &av, out_dtype)) tp_tensor_release(out), out = NULL;
     return out;
 }
 
@@ -501,7 +511,8 @@ tp_status tp_unary_(tp_unary_op op, tp_tensor *a) {
     if ((st = unary_dtype(op, a->dtype, &out_dtype))) return st;
     if ((st = check_inplace(a, out_dtype, a->ndim, a->sizes))) return st;
     tp__view av = tp__view_of(a);
-    unary_run(op, &av, &av, out_dtype);
+    if (tp__is_cpu(a->device)) unary_run(op, &av, &av, out_dtype);
+    else if ((st = tp__dev_unary(a->device, op, &av, &av, out_dtype))) return st;
     tp_tensor_bump_version(a);
     return TP_STATUS_OK;
 }
@@ -540,6 +551,9 @@ static void where_loop(char **ptrs, const int64_t *strides, int64_t n, void *vct
 
 tp_tensor *tp_where(const tp_tensor *cond, const tp_tensor *a, const tp_tensor *b) {
     if (check_operand("where", cond) || check_operand("where", a) || check_operand("where", b)) return NULL;
+    tp_device dev;
+    if (tp__same_device(3, (const tp_tensor *[]){cond, a, b}, &dev) || tp__cpu_only("where", a))
+        return NULL;
     if (cond->dtype != TP_DTYPE_BOOL) {
         tp__error(TP_STATUS_INVALID_ARGUMENT,
                   "where expected condition to be a boolean tensor, but got a tensor with dtype %s",

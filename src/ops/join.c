@@ -35,7 +35,9 @@ tp_tensor *tp_cat(int n, tp_tensor *const *tensors, int dim) {
         dtype = i == 0 ? tensors[i]->dtype : tp_dtype_promote(dtype, tensors[i]->dtype);
         if (!ref && !skippable(tensors[i])) ref = tensors[i];
     }
-    if (!ref) return tp_empty(1, (int64_t[]){0}, dtype);
+    tp_device dev;
+    if (tp__same_device(n, (const tp_tensor *const *)tensors, &dev)) return NULL;
+    if (!ref) return tp__empty_device(dev, 1, (int64_t[]){0}, dtype);
     int d = tp__wrap_dim(dim, ref->ndim);
     if (d < 0) return NULL;
 
@@ -61,7 +63,7 @@ tp_tensor *tp_cat(int n, tp_tensor *const *tensors, int dim) {
         sizes[d] += t->sizes[d];
     }
 
-    tp_tensor *out = tp_empty(ref->ndim, sizes, dtype);
+    tp_tensor *out = tp__empty_device(dev, ref->ndim, sizes, dtype);
     if (!out) return NULL;
     tp__view ov = tp__view_of(out);
     int64_t isz = tp__itemsize(dtype);
@@ -71,7 +73,11 @@ tp_tensor *tp_cat(int n, tp_tensor *const *tensors, int dim) {
         tp__view slice = ov, src = tp__view_of(tensors[i]);
         slice.sizes[d] = tensors[i]->sizes[d];
         slice.data += at * ov.strides[d] * isz;
-        tp__copy_views(&slice, &src);
+        if (!tp__is_cpu(dev)) {
+            if (tp__dev_copy(dev, &slice, &src)) return tp_tensor_release(out), NULL;
+        } else {
+            tp__copy_views(&slice, &src);
+        }
         at += tensors[i]->sizes[d];
     }
     return out;
@@ -85,6 +91,8 @@ tp_tensor *tp_stack(int n, tp_tensor *const *tensors, int dim) {
         tp__error(TP_STATUS_INVALID_ARGUMENT, "stack expects a non-empty TensorList");
         return NULL;
     }
+    for (int i = 0; i < n; i++)
+        if (tp__cpu_only("stack", tensors[i])) return NULL;
     for (int i = 0; i < n; i++)
         if (!tensors[i]) {
             tp__error(TP_STATUS_INVALID_ARGUMENT, "stack(): tensor number %d in the list is NULL", i);
@@ -138,6 +146,7 @@ tp_tensor *tp_index_select(const tp_tensor *t, int dim, const tp_tensor *index) 
         tp__error(TP_STATUS_INVALID_ARGUMENT, "index_select(): tensor is NULL");
         return NULL;
     }
+    if (tp__cpu_only("index_select", t) || tp__cpu_only("index_select", index)) return NULL;
     if (index->ndim > 1) {
         tp__error(TP_STATUS_INVALID_ARGUMENT, "index_select(): Index is supposed to be a vector");
         return NULL;

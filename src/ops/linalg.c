@@ -218,6 +218,15 @@ static tp_tensor *matmul_impl(const char *name, const tp_tensor *a, const tp_ten
         return NULL;
     }
 
+    tp_device dev;
+    if (tp__same_device(2, (const tp_tensor *[]){a, b}, &dev)) return NULL;
+    if (!tp__is_cpu(dev)) {
+        tp_tensor *out = tp__empty_device(dev, on, osz, dtype);
+        if (out && tp__dev_matmul(dev, out, a, b, nb, bshape, n, k, m))
+            tp_tensor_release(out), out = NULL;
+        return out;
+    }
+
     if (dtype == TP_DTYPE_FLOAT16 || dtype == TP_DTYPE_BFLOAT16) {
         /* compute in float32, round once at the end */
         tp__view av = tp__view_of(a), bv = tp__view_of(b);

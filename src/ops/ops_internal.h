@@ -160,4 +160,45 @@ tp_status tp__blas_load(void);
 /* openblas_set_num_threads, if it is loaded (else applied when it is). */
 void tp__blas_set_num_threads(int n);
 
+// ----------------------------------------------------------------------------
+// devices (device.c; the CUDA side is src/cuda/ops.c, stubs without CUDA)
+//
+// An op first finds the one device its tensors share, allocates its output
+// there, and hands its already-checked views to the device's kernels when
+// that device is not the CPU.  Views of device tensors hold device
+// addresses: nothing on the CPU may read through them.
+
+static inline bool tp__is_cpu(tp_device d) { return d.type == TP_DEVICE_TYPE_CPU; }
+/* The device all n tensors (non-NULL) live on; else "expected all tensors
+ * to be on the same device, but found cpu and cuda:0". */
+tp_status tp__same_device(int n, const tp_tensor *const *ts, tp_device *out);
+/* Refuses a non-CPU tensor for an op without device kernels. */
+tp_status tp__cpu_only(const char *op, const tp_tensor *t);
+/* tp_empty on device d (the CPU: tp_empty itself). */
+tp_tensor *tp__empty_device(tp_device d, int ndim, const int64_t *sizes, tp_dtype dtype);
+/* tp_empty from a given allocator (NULL = the CPU's registered one). */
+tp_tensor *tp__empty_with(tp_allocator *allocator, int ndim, const int64_t *sizes, tp_dtype dtype);
+
+/* Device kernels on views of device d (shapes and dtypes already checked,
+ * as for their CPU counterparts).  Each returns a status with the error set. */
+tp_status tp__dev_copy(tp_device d, const tp__view *dst, const tp__view *src);
+tp_status tp__dev_fill(tp_device d, const tp__view *v, double value);
+tp_status tp__dev_binary(tp_device d, tp_binary_op op, const tp__view *out, const tp__view *a,
+                         const tp__view *b, tp_dtype compute);
+/* b is a host scalar (integral: held as int64, else as double). */
+tp_status tp__dev_binary_scalar(tp_device d, tp_binary_op op, const tp__view *out,
+                                const tp__view *a, double b, bool integral, tp_dtype compute);
+tp_status tp__dev_unary(tp_device d, tp_unary_op op, const tp__view *out, const tp__view *in,
+                        tp_dtype compute);
+/* kind: 0 sum, 1 mean, 2 max, 3 min, 4 argmax; reduced[dim] marks the dims
+ * folded; out has in's rank (reduced dims of size 1, keepdim layout). */
+tp_status tp__dev_reduce(tp_device d, int kind, char *out, tp_dtype out_dtype, const tp__view *in,
+                         const bool *reduced);
+/* out (contiguous; batch dims bshape[nb], then n unless a is 1-D, then m
+ * unless b is 1-D) = a @ b with torch.matmul's broadcasting; a, b floating. */
+tp_status tp__dev_matmul(tp_device d, tp_tensor *out, const tp_tensor *a, const tp_tensor *b, int nb,
+                         const int64_t *bshape, int64_t n, int64_t k, int64_t m);
+/* Reads nbytes at device address src into host memory dst. */
+tp_status tp__dev_read(tp_device d, void *dst, const void *src, size_t nbytes);
+
 #endif

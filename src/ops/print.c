@@ -243,6 +243,12 @@ char *tp_tensor_to_string(const tp_tensor *t) {
         tp__error(TP_STATUS_INVALID_ARGUMENT, "to_string(): tensor is NULL");
         return NULL;
     }
+    if (!tp__is_cpu(t->device)) { /* the values, read back to the host */
+        tp_tensor *host = tp_tensor_to((tp_tensor *)t, tp_device_cpu());
+        char *text = host ? tp_tensor_to_string(host) : NULL;
+        tp_tensor_release(host);
+        return text;
+    }
     printer p = {.v = tp__view_of(t), .fp = tp_dtype_is_floating(t->dtype), .summarize = t->numel > THRESHOLD};
     sbuf s = {0};
     const int indent = 7; /* strlen("tensor(") */

@@ -383,9 +383,14 @@ static tp_tensor *reduce(red_kind kind, const tp_tensor *t, int ndims, const int
         return NULL;
     }
 
-    tp_tensor *out = tp_empty(n_out, out_sizes, out_dtype);
+    tp_tensor *out = tp__empty_device(t->device, n_out, out_sizes, out_dtype);
     if (!out) return NULL;
     if (nout == 0) return out;
+    if (!tp__is_cpu(t->device)) {
+        if (tp__dev_reduce(t->device, (int)kind, tp_tensor_data(out), out_dtype, &in, reduced))
+            tp_tensor_release(out), out = NULL;
+        return out;
+    }
 
     red_job j = {.kind = kind, .dtype = t->dtype, .fp = tp_dtype_is_floating(t->dtype), .R = R,
                  .nout = nout, .nsplit = 1, .out = tp_tensor_data(out), .out_dtype = out_dtype};

@@ -67,10 +67,10 @@ static void test_bad_settings_are_refused_with_clear_messages(void) {
     expect_refused("max_split_size_mb:20", "TP_ALLOC_CONF: max_split_size_mb too small, must be > 20");
     expect_refused("max_split_size_mb:0", "TP_ALLOC_CONF: max_split_size_mb too small, must be > 20");
     expect_refused("foo:1", "TP_ALLOC_CONF: unknown key 'foo' (known: max_split_size_mb, "
-                            "roundup_power2_divisions)");
+                            "roundup_power2_divisions, backend)");
     expect_refused("expandable_segments:True",
                    "TP_ALLOC_CONF: unknown key 'expandable_segments' (known: max_split_size_mb, "
-                   "roundup_power2_divisions)");
+                   "roundup_power2_divisions, backend)");
     expect_refused("max_split_size_mb", "TP_ALLOC_CONF: expected key:value, got 'max_split_size_mb'");
     expect_refused("max_split_size_mb:64,", "TP_ALLOC_CONF: expected key:value, got ''");
     expect_refused("max_split_size_mb:abc",

@@ -132,6 +132,31 @@ static void test_device_names(void) {
     CHECK_STR(tp_device_str((tp_device){TP_DEVICE_TYPE_CUDA, 1}, small, sizeof small), "cud");
 }
 
+static void test_device_strings_parse_like_torch_device(void) {
+    tp_device d = {7, 7};
+    CHECK_EQ(tp_device_parse("cuda:0", &d), TP_STATUS_OK);
+    CHECK(d.type == TP_DEVICE_TYPE_CUDA && d.index == 0);
+    CHECK_EQ(tp_device_parse("cuda:12", &d), TP_STATUS_OK);
+    CHECK_EQ(d.index, 12);
+    CHECK_EQ(tp_device_parse("cuda", &d), TP_STATUS_OK);
+    CHECK_EQ(d.index, -1);
+    CHECK_EQ(tp_device_parse("cpu", &d), TP_STATUS_OK);
+    CHECK(d.type == TP_DEVICE_TYPE_CPU && d.index == 0);
+    CHECK_EQ(tp_device_parse("cpu:0", &d), TP_STATUS_OK);
+    tp_device before = d;
+    CHECK_EQ(tp_device_parse("tpu", &d), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(), "Expected one of cpu, cuda device type at start of device string: tpu");
+    CHECK_EQ(tp_device_parse("cuda:1:2", &d), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_STR(tp_last_error(), "Invalid device string: 'cuda:1:2'");
+    CHECK_EQ(tp_device_parse("cpu:1", &d), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_EQ(tp_device_parse("cuda:99999", &d), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_EQ(tp_device_parse(NULL, &d), TP_STATUS_INVALID_ARGUMENT);
+    CHECK(d.type == before.type && d.index == before.index); /* unchanged on failure */
+    char buf[16];
+    CHECK_EQ(tp_device_parse(tp_device_str(tp_device_cuda(3), buf, sizeof buf), &d), TP_STATUS_OK);
+    CHECK(tp_device_equal(d, tp_device_cuda(3)));
+}
+
 int main(void) {
     RUN_TEST(test_itemsize_and_name_of_every_dtype);
     RUN_TEST(test_invalid_dtype_is_reported_not_crashed);
@@ -140,5 +165,6 @@ int main(void) {
     RUN_TEST(test_float_to_half_rounds_to_nearest_even);
     RUN_TEST(test_bfloat16_rounds_to_nearest_even_and_keeps_nan);
     RUN_TEST(test_device_names);
+    RUN_TEST(test_device_strings_parse_like_torch_device);
     return CHECK_DONE();
 }
