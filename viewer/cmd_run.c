@@ -16,6 +16,7 @@
 #include <glob.h>
 #include <limits.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -187,6 +188,28 @@ static void last_image(const char *db, const struct timespec *since, char *out, 
     }
 }
 
+// Is path (a relative of db: <stem>.<tag><suffix>) the recording of an
+// image that replaced its process, its tag's last piece "exec<N>"? Only the
+// tag is looked at: ".exec" elsewhere in the path (a directory x.exec_dir,
+// an output app.exec_test.db) says nothing.
+static bool made_by_exec(const char *db, const char *path) {
+    size_t len, plen = strlen(path);
+    const char *suffix = db_suffix(db, &len);
+    size_t tail = strlen(suffix);
+    if (plen <= len + 1 + tail || strncmp(path, db, len) != 0 || path[len] != '.')
+        return false;
+    const char *tag = path + len + 1, *end = path + plen - tail;
+    const char *piece = end;
+    while (piece > tag && piece[-1] != '.')
+        piece--;
+    if (end - piece < 5 || strncmp(piece, "exec", 4) != 0)
+        return false;
+    for (const char *c = piece + 4; c < end; c++)
+        if (*c < '0' || *c > '9')
+            return false;
+    return true;
+}
+
 static void free_list(char **list) {
     for (size_t i = 0; list && list[i]; i++)
         free(list[i]);
@@ -257,15 +280,8 @@ static void summarize_tensors(const tpprof_profile *p, const tpprof_tensors *t) 
     free(g);
 }
 
-// execs > 0: the recording is of the program the launched one exec'd into.
-static void summarize(const char *path, int execs) {
-    if (tpprof_symbolize_file(path) != 0)
-        fprintf(stderr, "tpprof: warning: could not symbolize %s: %s\n", path, tpprof_error());
-    tpprof_profile *p = tpprof_profile_load(path);
-    if (!p) {
-        fprintf(stderr, "tpprof: cannot read the recording: %s\n", tpprof_error());
-        return;
-    }
+// The summary's first lines: what ran, the totals, what the recording misses.
+static void summarize_totals(const tpprof_profile *p, const char *path, int execs, const tpprof_program_end *end) {
     const tpprof_summary *s = &p->summary;
     char a[32], b[32], c[32], d[32];
     if (execs > 0)
@@ -283,35 +299,58 @@ static void summarize(const char *path, int execs) {
     if (s->reserved_count)
         fprintf(stderr, "tpprof: reserved %s of address space in PROT_NONE mappings (not memory, not counted above)\n",
                 tpprof_format_size(s->reserved_total_bytes, a));
-    if (s->dropped_events)
-        fprintf(stderr, "tpprof: warning: %lld events were dropped while recording; some blocks may "
-                        "look leaked that were freed\n",
-                (long long)s->dropped_events);
-    if (s->stacks_full)
-        fprintf(stderr, "tpprof: warning: the stack table filled up: %lld allocations were recorded without a stack\n",
-                (long long)s->stacks_full);
-    tpprof_profile_warn_bypassing(p, stderr, "tpprof: warning: ");
-    if (!s->complete)
-        fprintf(stderr, "tpprof: the recording is incomplete: the program did not end normally, and "
-                        "what it did after the last flush is missing\n");
+    tpprof_profile_warn_skipped(p, stderr, "tpprof: note: ");
+    // In report's and check's words (gaps.c); `end` (the process's, so
+    // that of its last image: this one) tells tpprof's own failure from the
+    // program's.
+    tpprof_gaps gaps;
+    tpprof_profile_gaps(p, path, end, &gaps);
+    for (size_t i = 0; i < gaps.n; i++)
+        fprintf(stderr, "tpprof: warning: missing: %s\n", gaps.reason[i]);
+}
+
+// The biggest leak that is not reachable, and whether its blocks are
+// storages' data.
+static void summarize_biggest_leak(const tpprof_profile *p, tpprof_tensors *t, bool tensors) {
+    if (!p->nleaks || p->leaks[0].reachability == TPPROF_REACH_REACHABLE)
+        return;
+    char a[32], frame[512];
+    fprintf(stderr, "tpprof: biggest leak: %s in %s", tpprof_format_size(p->leaks[0].bytes, a),
+            tpprof_stacks_describe_caller(p->stacks, p->leaks[0].stack_id, frame, sizeof frame));
+    tpprof_backing *bk = NULL;
+    size_t nbk = 0, backed = 0;
+    if (tensors && tpprof_backings_load(p->db, t, &bk, &nbk) == 0)
+        for (size_t i = 0; i < nbk; i++)
+            backed += tpprof_backing_in(&bk[i], &p->leaks[0]);
+    if (backed)
+        fprintf(stderr, ", the data of %zu storage%s (tpprof report --leaks names %s)", backed,
+                backed == 1 ? "" : "s", backed == 1 ? "it" : "them");
+    fprintf(stderr, "\n");
+    free(bk);
+}
+
+// execs > 0: the recording is of the program the launched one exec'd into.
+// end: how the launched process ended.
+static void summarize(const char *path, int execs, const tpprof_program_end *end) {
+    bool symbolized = tpprof_symbolize_file(path) == 0;
+    char symbolize_error[1024];
+    snprintf(symbolize_error, sizeof symbolize_error, "%s", tpprof_error());
+    tpprof_profile *p = tpprof_profile_load(path);
+    if (!p) { // one line, whatever failed first
+        char why[1024];
+        if (tpprof_recording_unwritten(path, why, sizeof why))
+            fprintf(stderr, "tpprof: %s\n", why);
+        else
+            fprintf(stderr, "tpprof: cannot read the recording: %s\n", tpprof_error());
+        return;
+    }
+    char full[128];
+    if (!symbolized && !tpprof_fs_full(path, full, sizeof full)) // else the symbols are only not saved
+        fprintf(stderr, "tpprof: warning: could not symbolize %s: %s\n", path, symbolize_error);
+    summarize_totals(p, path, execs, end);
     tpprof_tensors t;
     bool tensors = tpprof_tensors_load(p->db, &t) == 0 && t.attached;
-    if (p->nleaks && p->leaks[0].reachability != TPPROF_REACH_REACHABLE) {
-        char frame[512];
-        fprintf(stderr, "tpprof: biggest leak: %s in %s", tpprof_format_size(p->leaks[0].bytes, a),
-                tpprof_stacks_describe_caller(p->stacks, p->leaks[0].stack_id, frame, sizeof frame));
-        // In a tensor recording: whether those blocks are storages' data.
-        tpprof_backing *bk = NULL;
-        size_t nbk = 0, backed = 0;
-        if (tensors && tpprof_backings_load(p->db, &t, &bk, &nbk) == 0)
-            for (size_t i = 0; i < nbk; i++)
-                backed += tpprof_backing_in(&bk[i], &p->leaks[0]);
-        if (backed)
-            fprintf(stderr, ", the data of %zu storage%s (tpprof report --leaks names %s)", backed,
-                    backed == 1 ? "" : "s", backed == 1 ? "it" : "them");
-        fprintf(stderr, "\n");
-        free(bk);
-    }
+    summarize_biggest_leak(p, &t, tensors);
     if (tensors)
         summarize_tensors(p, &t);
     tpprof_tensors_free(&t);
@@ -323,8 +362,9 @@ typedef struct other {
     char *path;
     int64_t pid;
     uint64_t allocations, lost_bytes;
-    bool readable;
-    char *error; // why not, when not readable
+    bool readable, after_exec; // after_exec: an image another became by exec
+    char *error;   // why not, when not readable
+    char *missing; // the first thing it misses (gaps.c), or NULL
 } other;
 
 // Unreadable first (something went wrong there), then most bytes lost, then
@@ -367,10 +407,18 @@ static void list_others(const char *db, const char *shown, const struct timespec
     for (size_t i = 0; i < n; i++) {
         tpprof_profile *p = NULL;
         if (!v[i].path || tpprof_symbolize_file(v[i].path) != 0 || !(p = tpprof_profile_load(v[i].path))) {
-            v[i].error = strdup(tpprof_error());
+            char why[1024], line[2048];
+            if (v[i].path && tpprof_recording_unwritten(v[i].path, why, sizeof why))
+                v[i].error = strdup(why);
+            else if (snprintf(line, sizeof line, "unreadable: %s", tpprof_error()) > 0)
+                v[i].error = strdup(line);
             continue;
         }
         v[i].readable = true;
+        tpprof_gaps gaps;
+        if (tpprof_profile_gaps(p, v[i].path, NULL, &gaps))
+            v[i].missing = strdup(gaps.reason[0]);
+        v[i].after_exec = made_by_exec(db, v[i].path);
         v[i].pid = p->summary.pid;
         v[i].allocations = p->summary.allocations;
         v[i].lost_bytes = p->summary.lost_bytes;
@@ -384,13 +432,14 @@ static void list_others(const char *db, const char *shown, const struct timespec
         if (!v[i].path)
             continue;
         if (!v[i].readable) {
-            fprintf(stderr, "tpprof: also recorded: %s (unreadable: %s)\n", v[i].path,
-                    v[i].error ? v[i].error : "out of memory");
+            fprintf(stderr, "tpprof: also recorded: %s (%s)\n", v[i].path,
+                    v[i].error ? v[i].error : "unreadable: out of memory");
             continue;
         }
-        fprintf(stderr, "tpprof: also recorded: %s (pid %lld%s: %s allocations, lost %s)\n", v[i].path,
-                (long long)v[i].pid, strstr(v[i].path, ".exec") ? ", after exec" : "",
-                tpprof_format_count(v[i].allocations, a), tpprof_format_size(v[i].lost_bytes, b));
+        fprintf(stderr, "tpprof: also recorded: %s (pid %lld%s: %s allocations, lost %s%s%s)\n", v[i].path,
+                (long long)v[i].pid, v[i].after_exec ? ", after exec" : "",
+                tpprof_format_count(v[i].allocations, a), tpprof_format_size(v[i].lost_bytes, b),
+                v[i].missing ? "; missing: " : "", v[i].missing ? v[i].missing : "");
     }
     if (shown_n < n) {
         char a[32];
@@ -402,31 +451,21 @@ static void list_others(const char *db, const char *shown, const struct timespec
     for (size_t i = 0; i < n; i++) {
         free(v[i].path);
         free(v[i].error);
+        free(v[i].missing);
     }
     free(v);
 }
 
 // ---------------------------------------------------------------------------
-// Signals: the terminal's ^C reaches the program; tpprof waits and reports.
-
-static volatile sig_atomic_t child_pid;
-
-static void forward(int sig) {
-    if (child_pid > 0)
-        kill((pid_t)child_pid, sig);
-}
-
-// ---------------------------------------------------------------------------
-// Command
-
-// ---------------------------------------------------------------------------
-// Programs a preload cannot record.
+// Programs a preload cannot record, found out before they start.
 //
 // A program built with a sanitizer that links its runtime dynamically
 // (gcc's -fsanitize=address, thread, leak; clang's with -shared-libsan)
 // needs that runtime first in the process's library list, and the runtime
 // brings an allocator of its own: with libtpprof.so ahead of it, it stops at
 // once ("ASan runtime does not come first in initial library list").
+// A statically linked program (no PT_INTERP: no dynamic loader runs) never
+// reads LD_PRELOAD at all.
 
 static const char *const sanitizer_runtimes[][2] = {
     {"libasan.so", "AddressSanitizer"}, {"libhwasan.so", "HWAddressSanitizer"},
@@ -452,15 +491,11 @@ static bool find_command(const char *cmd, char *out, size_t size) {
     return false;
 }
 
-// The sanitizer whose runtime the ELF file at path needs (its DT_NEEDED),
-// with the library's name in lib; NULL if none, or not an ELF file.
-static const char *sanitizer_needed(const char *path, char *lib, size_t size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
+// The sanitizer whose runtime the ELF file e needs (its DT_NEEDED), with the
+// library's name in lib; NULL if none.
+static const char *sanitizer_needed(Elf *e, char *lib, size_t size) {
     const char *found = NULL;
-    Elf *e = elf_version(EV_CURRENT) != EV_NONE ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
-    for (Elf_Scn *scn = NULL; e && !found && (scn = elf_nextscn(e, scn)) != NULL;) {
+    for (Elf_Scn *scn = NULL; !found && (scn = elf_nextscn(e, scn)) != NULL;) {
         GElf_Shdr sh;
         if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
             continue;
@@ -478,15 +513,271 @@ static const char *sanitizer_needed(const char *path, char *lib, size_t size) {
                 }
         }
     }
-    if (e)
-        elf_end(e);
-    close(fd);
     return found;
 }
 
-int tpprof_cmd_run(int argc, char **argv) {
-    const char *output = NULL, *depth = NULL;
-    bool full = false;
+// Is the ELF executable e statically linked (no program interpreter)?
+static bool statically_linked(Elf *e) {
+    GElf_Ehdr eh;
+    size_t n = 0;
+    if (!gelf_getehdr(e, &eh) || (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) || elf_getphdrnum(e, &n) != 0 ||
+        n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_INTERP)
+            return false;
+    }
+    return true;
+}
+
+// 0 when the preload can record cmd[0] (or it is no ELF file: a script, not
+// found: exec will say), else -1 + error saying why, in one line.
+static int refuse_unrecordable(char **cmd) {
+    char exe[PATH_MAX], lib[256];
+    if (!find_command(cmd[0], exe, sizeof exe))
+        return 0;
+    int fd = open(exe, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    Elf *e = elf_version(EV_CURRENT) != EV_NONE ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
+    const char *sanitizer = NULL;
+    int rc = 0;
+    if (e && elf_kind(e) == ELF_K_ELF && statically_linked(e))
+        rc = tpprof_error_set("%s is statically linked: no dynamic loader runs in it, so libtpprof.so "
+                              "cannot be preloaded and nothing would be recorded; link it dynamically to "
+                              "profile it",
+                              cmd[0]);
+    else if (e && elf_kind(e) == ELF_K_ELF && (sanitizer = sanitizer_needed(e, lib, sizeof lib)))
+        rc = tpprof_error_set("%s is built with %s: its runtime (%s) must be the first library loaded and has "
+                              "an allocator of its own, so tpprof cannot be preloaded into it; build it without "
+                              "-fsanitize to profile it",
+                              cmd[0], sanitizer, lib);
+    if (e)
+        elf_end(e);
+    close(fd);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+// Where the recording goes, checked before the program starts.
+//
+// The recorder deletes its output and that file's -wal, -shm and -journal
+// siblings before creating the database: each must be absent, empty, or
+// SQLite's own file of a tpprof recording, so no file of the user's is ever
+// destroyed. A path the recorder could not create is refused here too: the
+// program would otherwise run for nothing.
+
+// Is the regular file at path a tpprof recording (meta.tool = 'tpprof'), or
+// one tpprof could not write (empty, or SQLite with no table)?
+static bool is_recording(const char *path) {
+    char why[512];
+    if (tpprof_recording_unwritten(path, why, sizeof why))
+        return true;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char head[16] = {0};
+    bool sqlite = fd >= 0 && read(fd, head, sizeof head) == (ssize_t)sizeof head &&
+                  memcmp(head, "SQLite format 3", 16) == 0;
+    if (fd >= 0)
+        close(fd);
+    if (!sqlite)
+        return false;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    bool ours = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+                sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'tool'", -1, &st, NULL) == SQLITE_OK &&
+                sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) &&
+                strcmp((const char *)sqlite3_column_text(st, 0), "tpprof") == 0;
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return ours;
+}
+
+// Does the sibling at path (suffix "-wal", "-shm" or "-journal") look like
+// SQLite's own file (its magic number; -shm: whole 32 KiB pieces)?
+static bool is_sqlite_sibling(const char *path, const char *suffix, off_t size) {
+    unsigned char h[8] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, h, sizeof h) : -1;
+    if (fd >= 0)
+        close(fd);
+    static const unsigned char journal[8] = {0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7};
+    static const unsigned char zero[8] = {0};
+    if (strcmp(suffix, "-wal") == 0)
+        return got >= 4 && h[0] == 0x37 && h[1] == 0x7f && h[2] == 0x06 && (h[3] == 0x82 || h[3] == 0x83);
+    if (strcmp(suffix, "-journal") == 0) // journal_mode=PERSIST zeroes the header
+        return got == 8 && (memcmp(h, journal, 8) == 0 || memcmp(h, zero, 8) == 0);
+    return size % 32768 == 0;
+}
+
+// Can the recorder create its database at path: the folder exists and can
+// be written into, no component is longer than NAME_MAX, and what the
+// recorder would delete is not the user's? 0, or -1 + error.
+static int check_output(const char *path) {
+    for (const char *c = path; *c;) {
+        const char *slash = strchr(c, '/');
+        size_t len = slash ? (size_t)(slash - c) : strlen(c);
+        if (len > NAME_MAX)
+            return tpprof_error_set("cannot write the recording at %s: a path component is longer than %d bytes",
+                                    path, NAME_MAX);
+        c += len + (slash != NULL);
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = 0;
+    struct stat sb;
+    const char *why = stat(dir, &sb) != 0            ? strerror(errno)
+                      : !S_ISDIR(sb.st_mode)           ? "not a directory"
+                      : access(dir, W_OK | X_OK) != 0 ? strerror(errno)
+                                                       : NULL;
+    if (why)
+        return tpprof_error_set("cannot write the recording into %s: %s", dir, why);
+    if (lstat(path, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode))
+            return tpprof_error_set("cannot write the recording at %s: it is a directory", path);
+        if (!S_ISREG(sb.st_mode) || !is_recording(path))
+            return tpprof_error_set("refusing to overwrite %s: it is not a tpprof recording", path);
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+            return tpprof_error_set("cannot write the recording at %s: %s", path, strerror(errno));
+        close(fd);
+    } else {
+        // Created and removed again: what SQLite would meet (a name too long
+        // for the file system, a read-only mount).
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return tpprof_error_set("cannot write the recording at %s: %s", path, strerror(errno));
+        close(fd);
+        unlink(path);
+    }
+    static const char *const suffixes[] = {"-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < 3; i++) {
+        char sibling[PATH_MAX + 16];
+        snprintf(sibling, sizeof sibling, "%s%s", path, suffixes[i]);
+        if (lstat(sibling, &sb) != 0)
+            continue;
+        if (!S_ISREG(sb.st_mode) || (sb.st_size > 0 && !is_sqlite_sibling(sibling, suffixes[i], sb.st_size)))
+            return tpprof_error_set("refusing to overwrite %s: it is not SQLite's file of a tpprof recording",
+                                    sibling);
+    }
+    return 0;
+}
+
+// The output template (%p not yet expanded) as an absolute path into
+// template: the program may chdir before the recorder opens it. 0 or -1 + error.
+static int output_template(const char *output, const char *cmd0, char *template, size_t size) {
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+        return tpprof_error_set("cannot read the current directory: %s", strerror(errno));
+    int w;
+    if (!output)
+        w = snprintf(template, size, "%s/tpprof.%s.%%p.db", cwd, tpprof_basename(cmd0));
+    else if (output[0] == '/')
+        w = snprintf(template, size, "%s", output);
+    else
+        w = snprintf(template, size, "%s/%s", cwd, output);
+    if (!fits(w) || (size_t)w >= size)
+        return tpprof_error_set("the output path is too long");
+    // Checked as this process's pid would name it: the program's differs
+    // only in its digits.
+    char now[PATH_MAX];
+    expand(template, getpid(), now, sizeof now);
+    return check_output(now);
+}
+
+// ---------------------------------------------------------------------------
+// Running the program. Signals: the terminal's ^C reaches the program;
+// tpprof waits and reports.
+
+static volatile sig_atomic_t child_pid;
+
+static void forward(int sig) {
+    if (child_pid > 0)
+        kill((pid_t)child_pid, sig);
+}
+
+typedef struct run_options {
+    const char *output, *depth;
+    bool full;
+    char **cmd; // the program and its arguments (argv's)
+} run_options;
+
+// In the child: the recorder's environment, then the program. Writes exec's
+// errno into errfd when it cannot start.
+static void exec_program(const run_options *o, const char *template, const char *preload, int errfd) {
+    char out[PATH_MAX];
+    expand(template, getpid(), out, sizeof out);
+    setenv("TPPROF_OUTPUT", out, 1);
+    if (o->depth)
+        setenv("TPPROF_DEPTH", o->depth, 1);
+    if (o->full)
+        setenv("TPPROF_MODE", "full", 1);
+    else
+        unsetenv("TPPROF_MODE");
+    const char *old = getenv("LD_PRELOAD");
+    char ld[2 * PATH_MAX + 2];
+    if (old && *old)
+        snprintf(ld, sizeof ld, "%s:%s", preload, old);
+    else
+        snprintf(ld, sizeof ld, "%s", preload);
+    setenv("LD_PRELOAD", ld, 1);
+    execvp(o->cmd[0], o->cmd);
+    int err = errno;
+    ssize_t w = write(errfd, &err, sizeof err);
+    (void)w;
+    _exit(127);
+}
+
+// Start the program and wait for it. *status: its wait status; *exec_err:
+// errno when it could not be started (0 when it ran). The pid, or -1 +
+// error.
+static pid_t launch(const run_options *o, const char *template, const char *preload, int *status,
+                    int *exec_err) {
+    int errpipe[2];
+    if (pipe2(errpipe, O_CLOEXEC) != 0)
+        return tpprof_error_set("pipe: %s", strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(errpipe[0]);
+        close(errpipe[1]);
+        return tpprof_error_set("fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        close(errpipe[0]);
+        exec_program(o, template, preload, errpipe[1]);
+    }
+    close(errpipe[1]);
+    child_pid = pid;
+    struct sigaction ignore = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward};
+    sigaction(SIGINT, &ignore, NULL);
+    sigaction(SIGQUIT, &ignore, NULL);
+    sigaction(SIGTERM, &fwd, NULL);
+    sigaction(SIGHUP, &fwd, NULL);
+    ssize_t got;
+    *exec_err = 0;
+    while ((got = read(errpipe[0], exec_err, sizeof *exec_err)) < 0 && errno == EINTR)
+        ;
+    if (got != (ssize_t)sizeof *exec_err)
+        *exec_err = 0;
+    close(errpipe[0]);
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+        ;
+    child_pid = 0;
+    // The program is gone: ^C may interrupt the symbolizing again.
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigaction(SIGINT, &dfl, NULL);
+    sigaction(SIGQUIT, &dfl, NULL);
+    return pid;
+}
+
+// ---------------------------------------------------------------------------
+// Command
+
+// Options into o; 0, 1 after --help, or -1 + error.
+static int parse_run(int argc, char **argv, run_options *o) {
     int i = 1;
     for (; i < argc; i++) {
         const char *v = NULL;
@@ -496,185 +787,98 @@ int tpprof_cmd_run(int argc, char **argv) {
             break;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(tpprof_usage_run, stdout);
-            return TPPROF_EXIT_OK;
+            return 1;
         } else if (strcmp(argv[i], "--full") == 0) {
-            full = true;
+            o->full = true;
         } else if ((r = tpprof_opt(argc, argv, &i, "-o", &v)) != 0 ||
                    (r = tpprof_opt(argc, argv, &i, "--output", &v)) != 0) {
             if (r < 0)
-                goto usage_error;
-            output = v;
+                return -1;
+            o->output = v;
         } else if ((r = tpprof_opt(argc, argv, &i, "--depth", &v)) != 0) {
             uint64_t d = 0;
             if (r < 0 || tpprof_parse_count("--depth", v, &d) != 0)
-                goto usage_error;
+                return -1;
             // The recorder keeps at most 128 frames (docs/schema.md).
-            if (d == 0 || d > 128) {
-                tpprof_error_set("--depth: expected 1 to 128, got %s", v);
-                goto usage_error;
-            }
-            depth = v;
+            if (d == 0 || d > 128)
+                return tpprof_error_set("--depth: expected 1 to 128, got %s", v);
+            o->depth = v;
         } else if (argv[i][0] == '-') {
-            tpprof_error_set("unknown option '%s' (see tpprof run --help)", argv[i]);
-            goto usage_error;
+            return tpprof_error_set("unknown option '%s' (see tpprof run --help)", argv[i]);
         } else {
             break;
         }
     }
-    if (i >= argc) {
-        tpprof_error_set("missing the command to run (usage: tpprof run [options] CMD [ARGS...])");
-        goto usage_error;
-    }
-    char **cmd = argv + i;
+    if (i >= argc)
+        return tpprof_error_set("missing the command to run (usage: tpprof run [options] CMD [ARGS...])");
+    o->cmd = argv + i;
+    return 0;
+}
 
-    char exe[PATH_MAX], lib[256];
-    const char *sanitizer = find_command(cmd[0], exe, sizeof exe) ? sanitizer_needed(exe, lib, sizeof lib) : NULL;
-    if (sanitizer) {
-        fprintf(stderr,
-                "tpprof run: %s is built with %s: its runtime (%s) must be the first library loaded and has "
-                "an allocator of its own, so tpprof cannot be preloaded into it; build it without "
-                "-fsanitize to profile it\n",
-                cmd[0], sanitizer, lib);
-        return TPPROF_EXIT_USAGE;
-    }
-
-    char preload[PATH_MAX];
-    if (find_preload(preload, sizeof preload) != 0) {
-        fprintf(stderr, "tpprof run: %s\n", tpprof_error());
-        return TPPROF_EXIT_USAGE;
-    }
-    // Absolute output path: the program may chdir before the recorder opens it.
-    char template[PATH_MAX], cwd[PATH_MAX];
-    if (!getcwd(cwd, sizeof cwd)) {
-        fprintf(stderr, "tpprof run: cannot read the current directory: %s\n", strerror(errno));
-        return TPPROF_EXIT_USAGE;
-    }
-    int w;
-    if (!output)
-        w = snprintf(template, sizeof template, "%s/tpprof.%s.%%p.db", cwd, tpprof_basename(cmd[0]));
-    else if (output[0] == '/')
-        w = snprintf(template, sizeof template, "%s", output);
-    else
-        w = snprintf(template, sizeof template, "%s/%s", cwd, output);
-    if (!fits(w)) {
-        fprintf(stderr, "tpprof run: the output path is too long\n");
-        return TPPROF_EXIT_USAGE;
-    }
-    // The recorder would say it cannot write, and the program would run for
-    // nothing: say so now, before starting it.
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", template);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *(slash == dir ? slash + 1 : slash) = 0;
-    struct stat dsb;
-    const char *why = stat(dir, &dsb) != 0            ? strerror(errno)
-                      : !S_ISDIR(dsb.st_mode)           ? "not a directory"
-                      : access(dir, W_OK | X_OK) != 0 ? strerror(errno)
-                                                        : NULL;
-    if (why) {
-        fprintf(stderr, "tpprof run: cannot write the recording into %s: %s\n", dir, why);
-        return TPPROF_EXIT_USAGE;
-    }
-
-    int errpipe[2];
-    if (pipe2(errpipe, O_CLOEXEC) != 0) {
-        fprintf(stderr, "tpprof run: pipe: %s\n", strerror(errno));
-        return TPPROF_EXIT_USAGE;
-    }
-    fflush(NULL);
-    // File systems keep coarser mtimes than the clock: start a tick early.
-    struct timespec started;
-    clock_gettime(CLOCK_REALTIME, &started);
-    started.tv_sec -= 1;
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "tpprof run: fork: %s\n", strerror(errno));
-        return TPPROF_EXIT_USAGE;
-    }
-    if (pid == 0) {
-        close(errpipe[0]);
-        char out[PATH_MAX];
-        expand(template, getpid(), out, sizeof out);
-        setenv("TPPROF_OUTPUT", out, 1);
-        if (depth)
-            setenv("TPPROF_DEPTH", depth, 1);
-        if (full)
-            setenv("TPPROF_MODE", "full", 1);
-        else
-            unsetenv("TPPROF_MODE");
-        const char *old = getenv("LD_PRELOAD");
-        char ld[2 * PATH_MAX + 2];
-        if (old && *old)
-            snprintf(ld, sizeof ld, "%s:%s", preload, old);
-        else
-            snprintf(ld, sizeof ld, "%s", preload);
-        setenv("LD_PRELOAD", ld, 1);
-        execvp(cmd[0], cmd);
-        int err = errno;
-        ssize_t w = write(errpipe[1], &err, sizeof err);
-        (void)w;
-        _exit(127);
-    }
-    close(errpipe[1]);
-    child_pid = pid;
-    struct sigaction ignore = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward};
-    sigaction(SIGINT, &ignore, NULL);
-    sigaction(SIGQUIT, &ignore, NULL);
-    sigaction(SIGTERM, &fwd, NULL);
-    sigaction(SIGHUP, &fwd, NULL);
-
-    int err = 0;
-    ssize_t got;
-    while ((got = read(errpipe[0], &err, sizeof err)) < 0 && errno == EINTR)
-        ;
-    close(errpipe[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    child_pid = 0;
-    // The program is gone: ^C may interrupt the symbolizing again.
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
-    sigaction(SIGINT, &dfl, NULL);
-    sigaction(SIGQUIT, &dfl, NULL);
-    if (got == (ssize_t)sizeof err) {
-        fprintf(stderr, "tpprof run: cannot run '%s': %s\n", cmd[0], strerror(err));
-        return err == ENOENT ? 127 : 126;
-    }
-
+// After the program: how it ended, then the summary of what was recorded.
+// Returns tpprof's exit status (the program's).
+static int report_run(const char *cmd0, const char *template, pid_t pid, int status,
+                      const struct timespec *started) {
     int code;
     char how[64];
+    tpprof_program_end end = {.signaled = WIFSIGNALED(status)};
     if (WIFSIGNALED(status)) {
-        code = 128 + WTERMSIG(status);
-        snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(status),
-                 strsignal(WTERMSIG(status)));
+        end.value = WTERMSIG(status);
+        code = 128 + end.value;
+        snprintf(how, sizeof how, "was killed by signal %d (%s)", end.value, strsignal(end.value));
     } else {
-        code = WEXITSTATUS(status);
+        end.value = code = WEXITSTATUS(status);
         snprintf(how, sizeof how, "exited with status %d", code);
     }
     char db[PATH_MAX];
     expand(template, pid, db, sizeof db);
-    fprintf(stderr, "tpprof: %s %s\n", cmd[0], how);
-    if (is_file(db) && !written_since(db, &started)) {
+    fprintf(stderr, "tpprof: %s %s\n", cmd0, how);
+    if (is_file(db) && !written_since(db, started)) {
         fprintf(stderr, "tpprof: no recording was written; %s is from an earlier run\n", db);
         return code;
     }
     if (!is_file(db)) {
         fprintf(stderr,
-                "tpprof: no recording at %s (statically linked or setuid program, a sanitizer's runtime, or it exec'd "
-                "before starting?)\n",
+                "tpprof: no recording at %s (a setuid program, or one that cleared LD_PRELOAD before it started?)\n",
                 db);
         return code;
     }
     char last[PATH_MAX];
     int execs = 0;
-    last_image(db, &started, last, sizeof last, &execs);
-    summarize(last, execs);
+    last_image(db, started, last, sizeof last, &execs);
+    summarize(last, execs, &end);
     fprintf(stderr, "tpprof: recording: %s  (tpprof report %s)\n", last, last);
-    list_others(db, last, &started);
+    list_others(db, last, started);
     return code;
+}
 
-usage_error:
-    fprintf(stderr, "tpprof run: %s\n", tpprof_error());
-    return TPPROF_EXIT_USAGE;
+int tpprof_cmd_run(int argc, char **argv) {
+    run_options o = {0};
+    int parsed = parse_run(argc, argv, &o);
+    if (parsed != 0) {
+        if (parsed < 0)
+            fprintf(stderr, "tpprof run: %s\n", tpprof_error());
+        return parsed < 0 ? TPPROF_EXIT_USAGE : TPPROF_EXIT_OK;
+    }
+    char preload[PATH_MAX], template[PATH_MAX];
+    if (refuse_unrecordable(o.cmd) != 0 || find_preload(preload, sizeof preload) != 0 ||
+        output_template(o.output, o.cmd[0], template, sizeof template) != 0) {
+        fprintf(stderr, "tpprof run: %s\n", tpprof_error());
+        return TPPROF_EXIT_USAGE;
+    }
+    // File systems keep coarser mtimes than the clock: start a tick early.
+    struct timespec started;
+    clock_gettime(CLOCK_REALTIME, &started);
+    started.tv_sec -= 1;
+    int status = 0, exec_err = 0;
+    pid_t pid = launch(&o, template, preload, &status, &exec_err);
+    if (pid < 0) {
+        fprintf(stderr, "tpprof run: %s\n", tpprof_error());
+        return TPPROF_EXIT_USAGE;
+    }
+    if (exec_err) {
+        fprintf(stderr, "tpprof run: cannot run '%s': %s\n", o.cmd[0], strerror(exec_err));
+        return exec_err == ENOENT ? 127 : 126;
+    }
+    return report_run(o.cmd[0], template, pid, status, &started);
 }

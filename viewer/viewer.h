@@ -7,6 +7,7 @@
 //   symbolize.c  ip -> (function, file, line, module) frames with libdw
 //   stacks.c     the stack trie and the symbols, loaded into memory once
 //   profile.c    summary, leaks, sites: everything report and check show
+//   gaps.c       what a recording is missing, in the words every command uses
 //   timeline.c   the sampled timeline, cut down to a few points
 //   diff.c       two recordings matched stack by stack
 //   json.c       a small streaming JSON writer
@@ -91,6 +92,13 @@ typedef struct tpprof_db {
     bool writable;
     int64_t schema_version;
 } tpprof_db;
+
+// Is path a recording tpprof created but could not write (an empty file, or
+// a SQLite database without a single table)? Then why, in words, into why.
+bool tpprof_recording_unwritten(const char *path, char *why, size_t size);
+// Has the file system holding path too little room left for a recording
+// (under 1 MiB)? Then "the file system holding it is full (N free)" into why.
+bool tpprof_fs_full(const char *path, char *why, size_t size);
 
 // Open and validate a recording. `writable` false opens it with
 // SQLITE_OPEN_READONLY. Refuses (NULL + error): a missing file, a file that is
@@ -253,6 +261,9 @@ typedef struct tpprof_summary {
     // The signal the program died of, when the recorder's handler wrote the
     // recording on the way (meta.end_signal), or 0.
     int end_signal;
+    // meta.threads_unrecorded: threads the recorder could not record (no
+    // event buffer for them); absent in recordings that do not count them.
+    int64_t threads_unrecorded;
 } tpprof_summary;
 
 // Live blocks at the end, grouped by (stack, kind, reachability).
@@ -276,6 +287,7 @@ typedef struct tpprof_profile {
     tpprof_summary summary;
     char *mode, *exe, *tool_version; // owned; may be NULL
     char *malloc_owner;   // meta.malloc_replaced_by: whose malloc the program called; owned, NULL: ours
+    char *end_reason;     // meta.end_reason: "exit", "exec", "signal"; owned, NULL: absent
     char *malloc_skipped; // meta.malloc_skipped: the preloaded allocator glibc's stood in for; owned, NULL: none
     tpprof_leak *leaks;   // sorted: lost, unscanned, reachable; then bytes desc
     size_t nleaks;
@@ -293,8 +305,10 @@ typedef struct tpprof_profile {
     size_t nbypassing;
 } tpprof_profile;
 
-// One line per library in p->bypassing, each starting with `prefix`.
-void tpprof_profile_warn_bypassing(const tpprof_profile *p, FILE *out, const char *prefix);
+// The line about an allocator preloaded after tpprof (meta.malloc_skipped),
+// starting with `prefix`, when there is one. (What the recording is missing
+// is for tpprof_profile_gaps.)
+void tpprof_profile_warn_skipped(const tpprof_profile *p, FILE *out, const char *prefix);
 
 // Open path read-only, symbolize if `symbols` is empty (saving the result if
 // the file is writable, keeping it in memory otherwise) and load everything.
@@ -305,6 +319,34 @@ void tpprof_profile_free(tpprof_profile *p);
 // Name of a kind ("malloc", "mmap", ...); "kind<N>" (static buffer) if unknown.
 const char *tpprof_profile_kind(const tpprof_profile *p, int64_t kind);
 const char *tpprof_reach_name(int reachability);
+
+// ---------------------------------------------------------------------------
+// gaps.c: what a recording is missing (check refuses to vouch for it)
+
+// How `tpprof run` saw the program end: exit status or killing signal.
+typedef struct tpprof_program_end {
+    bool signaled;
+    int value;
+} tpprof_program_end;
+
+#define TPPROF_GAPS_MAX 8
+
+// The reasons a recording cannot be vouched for, each a clause such as
+// "incomplete: ..." or "17 events were dropped while recording (...)".
+typedef struct tpprof_gaps {
+    size_t n;
+    char reason[TPPROF_GAPS_MAX][600];
+} tpprof_gaps;
+
+// Fill g with what p (read from path, which may be NULL) is missing: not
+// complete (and why, as far as can be told: `end`, from `tpprof run`, may be
+// NULL), events dropped, threads not recorded, allocations without a stack,
+// a leak scan that did not finish, allocations made past the preload.
+// Returns g->n; 0: nothing is missing.
+size_t tpprof_profile_gaps(const tpprof_profile *p, const char *path, const tpprof_program_end *end,
+                           tpprof_gaps *g);
+// The reasons joined by "; " into out; returns out.
+char *tpprof_gaps_join(const tpprof_gaps *g, char *out, size_t size);
 
 // ---------------------------------------------------------------------------
 // diff.c
