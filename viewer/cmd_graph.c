@@ -22,8 +22,8 @@ const char tpprof_usage_graph[] =
     "views hang under their base tensor.\n"
     "\n"
     "  --at-exit     when the recording ended (default)\n"
-    "  --at-peak     at the peak of live storage bytes (the counts shown are the final ones\n"
-    "                unless the recording is full mode)\n"
+    "  --at-peak     at the peak of live storage bytes (a full-mode recording: all as at that\n"
+    "                time; an aggregate one: the counts shown are the final ones)\n"
     "  --at TIME     at TIME since the start: 2000000 (ns), 250us, 20ms, 1.5s; needs a\n"
     "                full-mode recording (tpprof run --full)\n"
     "  --format F    text (default), dot (Graphviz: tpprof graph DB --format dot | dot -Tsvg)\n"
@@ -81,14 +81,19 @@ static int select_moment(graph *g) {
     g->weak = calloc(t->nstorages + 1, sizeof *g->weak);
     if (!g->storage_in || !g->tensor_in || !g->strong || !g->weak)
         return tpprof_error_set("out of memory");
+    // One moment for every figure: at the peak of a full recording that is
+    // the peak's time, for which storages and tensors are there as for the
+    // refcounts (the at_peak flags may be of a later moment the peak held
+    // to: tensors made after it, on counts from before).
+    bool by_time = g->at == AT_TIME || g->peak_counts;
     for (size_t i = 0; i < t->nstorages; i++) {
         const tpprof_storage *s = &t->storages[i];
-        g->storage_in[i] = g->at == AT_EXIT   ? tpprof_storage_alive(s)
-                           : g->at == AT_PEAK ? s->at_peak
-                                              : alive_at(s->created_ns, s->freed_ns, g->time_ns);
+        g->storage_in[i] = by_time             ? alive_at(s->created_ns, s->freed_ns, g->time_ns)
+                           : g->at == AT_EXIT ? tpprof_storage_alive(s)
+                                              : s->at_peak;
         g->strong[i] = s->strong;
         g->weak[i] = s->weak;
-        if (g->at == AT_TIME || g->peak_counts) {
+        if (by_time) {
             g->strong[i] = 1; // a new storage: one strong reference, c10's weak +1
             g->weak[i] = 1;
         }
@@ -97,14 +102,14 @@ static int select_moment(graph *g) {
     for (size_t i = 0; i < t->ntensors; i++) {
         const tpprof_tensor *x = &t->tensors[i];
         const tpprof_storage *s = tpprof_tensors_storage(t, x->storage_id);
-        bool in = g->at == AT_EXIT   ? tpprof_tensor_alive(x)
-                  : g->at == AT_PEAK ? x->at_peak
-                                     : alive_at(x->created_ns, x->freed_ns, g->time_ns);
+        bool in = by_time             ? alive_at(x->created_ns, x->freed_ns, g->time_ns)
+                  : g->at == AT_EXIT ? tpprof_tensor_alive(x)
+                                     : x->at_peak;
         g->tensor_in[i] = in && s && g->storage_in[s - t->storages];
         g->ntensors += g->tensor_in[i];
     }
     g->nedges = g->ntensors; // every tensor has exactly one parent
-    return g->at == AT_TIME || g->peak_counts ? counts_at(g) : 0;
+    return by_time ? counts_at(g) : 0;
 }
 
 // The parent of tensor x in the graph: its base tensor when the base is in
