@@ -680,8 +680,8 @@ char *tpprof_format_ns(int64_t ns, char buf[32]);
 // (storages, unmatched_by_stack, weak_by_stack, pinned_views).
 void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *t, size_t cap);
 void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t);
-// The storages whose backing block is still live at exit, each with the
-// block's leak group (stack, kind, reachability: a tpprof_leak's key), so
+// The storages whose data is alive at exit in a block still live then (not
+// those a reused block held before), each with the block's leak group (stack, kind, reachability: a tpprof_leak's key), so
 // a leak is shown as the storages it backs.
 typedef struct tpprof_backing {
     int64_t storage_id, stack_id, kind;
