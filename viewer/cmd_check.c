@@ -117,8 +117,19 @@ static void gate_limit(gate *g, const char *name, const char *what, uint64_t val
 // ---------------------------------------------------------------------------
 // Tensor and allocator gates (docs/schema-tensors.md; absent tables: 0)
 
+// " (a view of #N)" for a view, else "".
+static const char *view_of(const tpprof_tensor *x, char *out, size_t size) {
+    out[0] = 0;
+    if (x->base_id && x->base_id != x->id)
+        snprintf(out, size, " (a view of #%lld)", (long long)x->base_id);
+    return out;
+}
+
 // Storages whose struct is alive at exit; the detail names the stack that
-// took the most unmatched references, else the biggest storage's creation.
+// took the most unmatched references, else the handle retains that keep
+// tensors, else a tensor alive at exit that holds them (a view or an alias:
+// the one the run summary names) and where it was made, else the biggest
+// storage's creation.
 static int gate_storages(gate *g, const tpprof_profile *p, uint64_t limit) {
     tpprof_tensors t;
     if (tpprof_tensors_load(p->db, &t) != 0)
@@ -131,7 +142,9 @@ static int gate_storages(gate *g, const tpprof_profile *p, uint64_t limit) {
             if (!biggest || t.storages[i].nbytes > biggest->nbytes)
                 biggest = &t.storages[i];
         }
-    char detail[1024] = "", frame[512];
+    char detail[1024] = "", frame[512], base[64];
+    uint64_t held = 0;
+    const tpprof_tensor *lead = NULL;
     size_t ng = 0;
     tpprof_ref_group *groups = tpprof_ref_groups(&t, false, &ng);
     if (ng == 0) {
@@ -151,6 +164,11 @@ static int gate_storages(gate *g, const tpprof_profile *p, uint64_t limit) {
                  ": %llu storage%s held by tensors a tp_tensor_retain no release matched keeps, in %s",
                  (unsigned long long)handles[0].storages, handles[0].storages == 1 ? "" : "s",
                  tpprof_stacks_describe_caller(p->stacks, handles[0].stack_id, frame, sizeof frame));
+    else if ((lead = tpprof_tensors_holder_lead(&t, &held)) != NULL) // a view or alias holds them
+        snprintf(detail, sizeof detail, ": %llu storage%s held by tensors alive at exit, such as #%lld %s%s created in %s",
+                 (unsigned long long)held, held == 1 ? "" : "s", (long long)lead->id, lead->sizes ? lead->sizes : "?",
+                 view_of(lead, base, sizeof base),
+                 tpprof_stacks_describe_caller(p->stacks, lead->created_stack, frame, sizeof frame));
     else if (biggest)
         snprintf(detail, sizeof detail, ": the biggest, %lld B, created in %s",
                  (long long)biggest->nbytes,

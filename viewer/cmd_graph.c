@@ -11,6 +11,7 @@
 #include "viewer.h"
 
 #include <sqlite3.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +74,24 @@ static int counts_at(graph *g) {
     return rc == SQLITE_DONE ? 0 : tpprof_db_error(g->p->db, "reading refcount events");
 }
 
+// The peak's last moment, as docs/schema-tensors.md defines the peak: from
+// the event that reached it (meta.peak_storage_time_ns) until just before
+// the first tensor free or data release after it (the end, if none).
+static int64_t peak_last_moment(const tpprof_tensors *t) {
+    int64_t from = t->peak_storage_time_ns, until = INT64_MAX;
+    for (size_t i = 0; i < t->ntensors; i++) {
+        int64_t f = t->tensors[i].freed_ns;
+        if (f != TPPROF_NO_TIME && f > from && f < until)
+            until = f;
+    }
+    for (size_t i = 0; i < t->nstorages; i++) {
+        int64_t r = t->storages[i].data_released_ns;
+        if (r != TPPROF_NO_TIME && r > from && r < until)
+            until = r;
+    }
+    return until == INT64_MAX ? until : until - 1;
+}
+
 static int select_moment(graph *g) {
     const tpprof_tensors *t = g->t;
     g->storage_in = calloc(t->nstorages + 1, sizeof *g->storage_in);
@@ -81,10 +100,10 @@ static int select_moment(graph *g) {
     g->weak = calloc(t->nstorages + 1, sizeof *g->weak);
     if (!g->storage_in || !g->tensor_in || !g->strong || !g->weak)
         return tpprof_error_set("out of memory");
-    // One moment for every figure: at the peak of a full recording that is
-    // the peak's time, for which storages and tensors are there as for the
-    // refcounts (the at_peak flags may be of a later moment the peak held
-    // to: tensors made after it, on counts from before).
+    // One moment for every figure: at the peak of a full recording, its
+    // last moment, for which storages and tensors are taken by their times
+    // as the refcounts are by the events' (not the at_peak flags with the
+    // counts of another moment).
     bool by_time = g->at == AT_TIME || g->peak_counts;
     for (size_t i = 0; i < t->nstorages; i++) {
         const tpprof_storage *s = &t->storages[i];
@@ -390,7 +409,7 @@ int tpprof_cmd_graph(int argc, char **argv) {
     // A full recording's events give the counts at the peak too.
     if (at == AT_PEAK && t.full && t.peak_storage_time_ns != TPPROF_NO_TIME) {
         g.peak_counts = true;
-        g.time_ns = t.peak_storage_time_ns;
+        g.time_ns = peak_last_moment(&t);
     }
     if (at == AT_TIME && !t.full) {
         tpprof_error_set("--at TIME needs a full-mode recording (tpprof run --full); '%s' is "

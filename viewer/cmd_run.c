@@ -223,12 +223,8 @@ static void free_list(char **list) {
 // site of the most common reference no release matched.
 static void summarize_tensors(const tpprof_profile *p, const tpprof_tensors *t) {
     // Storages alive at exit (bytes), of which those with data released;
-    // those tensors alive at exit hold, and of those tensors the one on the
-    // biggest storage that no live view holds (a view holds its base: the
-    // view is the lead).
+    // those tensors alive at exit hold, and the tensor that stands for them.
     uint64_t alive = 0, bytes = 0, released = 0, held = 0;
-    const tpprof_tensor *lead = NULL;
-    int64_t lead_bytes = -1;
     for (size_t i = 0; i < t->nstorages; i++) {
         const tpprof_storage *s = &t->storages[i];
         if (!tpprof_storage_alive(s))
@@ -236,21 +232,8 @@ static void summarize_tensors(const tpprof_profile *p, const tpprof_tensors *t) 
         alive++;
         bytes += (uint64_t)s->nbytes;
         released += !tpprof_storage_data_alive(s);
-        size_t non = 0;
-        const size_t *on = tpprof_tensors_on(t, s->id, &non);
-        bool any = false;
-        for (size_t k = 0; k < non; k++) {
-            const tpprof_tensor *x = &t->tensors[on[k]];
-            if (!tpprof_tensor_alive(x))
-                continue;
-            any = true;
-            if (!tpprof_tensors_live_views(t, x->id) && s->nbytes > lead_bytes) {
-                lead = x;
-                lead_bytes = s->nbytes;
-            }
-        }
-        held += any;
     }
+    const tpprof_tensor *lead = tpprof_tensors_holder_lead(t, &held);
     size_t ng = 0;
     tpprof_ref_group *g = tpprof_ref_groups(t, false, &ng);
     char a[32], frame[512];

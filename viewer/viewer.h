@@ -480,6 +480,11 @@ const size_t *tpprof_tensors_on(const tpprof_tensors *t, int64_t storage_id, siz
 const size_t *tpprof_tensors_views_of(const tpprof_tensors *t, int64_t base, size_t *n);
 // How many of those views are alive at exit (each holds the base).
 size_t tpprof_tensors_live_views(const tpprof_tensors *t, int64_t base);
+// Of the storages alive at exit, how many tensors alive at exit hold
+// (*held), and the tensor that stands for them: on the biggest such
+// storage, one no live view holds (a view holds its base, so the view is
+// named). Borrowed; NULL when no live tensor holds a live storage.
+const tpprof_tensor *tpprof_tensors_holder_lead(const tpprof_tensors *t, uint64_t *held);
 // The storage_refs rows of a storage (borrowed, contiguous).
 const tpprof_ref *tpprof_tensors_refs(const tpprof_tensors *t, int64_t storage_id, size_t *n);
 
