@@ -422,7 +422,10 @@ tpprof_profile *tpprof_profile_load(const char *path) {
     if (tpprof_db_meta_i64(p->db, "peak_time_ns", &v))
         s->peak_time_ns = v;
     s->complete = tpprof_db_meta_i64(p->db, "complete", &v) && v == 1;
-    s->leak_scanned = tpprof_db_meta_i64(p->db, "leak_scan", &v) && v == 1;
+    // A scan counts only with the live set it classified, which the final
+    // write brings with complete = 1: a periodic flush after the scan (a
+    // recording cut during the final write) may say leak_scan = 1 without it.
+    s->leak_scanned = s->complete && tpprof_db_meta_i64(p->db, "leak_scan", &v) && v == 1;
     if (tpprof_db_meta_i64(p->db, "dropped_events", &v) && v > 0)
         s->dropped_events = v;
     if (tpprof_db_meta_i64(p->db, "stacks_full", &v) && v > 0)

@@ -157,6 +157,26 @@ static void test_unscanned_blocks_of_a_crashed_run_count_as_lost(void) {
     harness_result_free(&r);
 }
 
+// Cut during the final write (kill -9 after the leak scan): a periodic flush
+// said "scan done" but the live set never came. The recording is
+// incomplete, and even with --allow-incomplete what each site still had is
+// counted as lost, not passed as scanned.
+static void test_a_scan_without_its_live_set_counts_nothing_as_scanned(void) {
+    const char *db = harness_path("cut.db");
+    fixture_options o = {.incomplete = true};
+    CHECK(fixture_write_edited(db, &o,
+                               "DELETE FROM live_blocks;"
+                               "INSERT OR REPLACE INTO meta VALUES ('leak_scan', '1')") == 0,
+          "fixture");
+    run_result r = harness_tpprof("check", db, NULL);
+    CHECK(r.status == 1 && strstr(r.out, "FAIL recording cannot be vouched for: incomplete"), "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("check", db, "--allow-incomplete", NULL);
+    CHECK(r.status == 1 && strstr(r.out, "FAIL lost bytes "), "the sites' leftovers count as lost: %s%s", r.out,
+          r.err);
+    harness_result_free(&r);
+}
+
 // A program that a fault ended: its live set was written unscanned by the
 // preload's stand-in handler (meta.end_signal), so it counts as lost, and
 // check says how the program ended.
@@ -277,6 +297,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_junit_to_an_unwritable_path_is_an_error);
     RUN_TEST(test_unscanned_blocks_of_a_crashed_run_count_as_lost);
     RUN_TEST(test_a_program_that_died_of_a_signal_is_named_so);
+    RUN_TEST(test_a_scan_without_its_live_set_counts_nothing_as_scanned);
     RUN_TEST(test_blocks_allocated_after_the_scan_are_not_lost);
     RUN_TEST(test_clean_recording_passes_the_default_gate);
     RUN_TEST(test_suppressed_stacks_leave_the_leak_gates);
