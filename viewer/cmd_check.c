@@ -48,7 +48,8 @@ const char tpprof_usage_check[] =
     "                        failure (a recording with nothing in it still fails)\n"
     "\n"
     "Sizes take suffixes: 4096, 4k, 10M, 1G (powers of 1024). When no reachability scan\n"
-    "ran (the program did not end by exit), the lost gate counts unscanned blocks as lost.\n";
+    "ran (the recording is incomplete, or the program exec'd or died of a signal), the\n"
+    "lost gate counts unscanned blocks as lost.\n";
 
 // ---------------------------------------------------------------------------
 // Gates

@@ -15,6 +15,7 @@
 //                (docs/schema-tensors.md), and what they mean: unmatched
 //                retains, weak holders, small views pinning big storages
 //   replay.c     allocator_events replayed into block maps (fragmentation)
+//   run_preflight.c  what `tpprof run` refuses before starting the program
 //   cmd_*.c      one file per command; main.c dispatches
 //
 // Errors: functions that can fail return NULL or -1 and leave one line in
@@ -347,6 +348,20 @@ size_t tpprof_profile_gaps(const tpprof_profile *p, const char *path, const tppr
                            tpprof_gaps *g);
 // The reasons joined by "; " into out; returns out.
 char *tpprof_gaps_join(const tpprof_gaps *g, char *out, size_t size);
+
+// ---------------------------------------------------------------------------
+// run_preflight.c: what `tpprof run` refuses before starting the program
+
+// 0 when the preload can record cmd[0] (or it is no ELF file: a script, or
+// not found: exec will say), else -1 + error saying why in one line (a
+// statically linked program; one built with a sanitizer whose runtime it
+// loads dynamically).
+int tpprof_run_refuse_unrecordable(char **cmd);
+// Can the recorder create its database at path (absolute, %p expanded): the
+// folder exists and can be written into, no component is longer than
+// NAME_MAX, and what the recorder deletes first (path and its -wal, -shm,
+// -journal) is a tpprof recording's or absent? 0, or -1 + error.
+int tpprof_run_check_output(const char *path);
 
 // ---------------------------------------------------------------------------
 // diff.c
