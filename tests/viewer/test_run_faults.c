@@ -148,6 +148,29 @@ static void test_a_program_killed_by_sigkill_fails_check(void) {
     harness_result_free(&r);
 }
 
+// kill -9 at several points of a run (while it starts, while it loops,
+// after periodic flushes): whatever was written, check never passes it.
+static void test_kill_9_anywhere_never_passes_check(void) {
+    static const char *const delays[] = {"0", "0.01", "0.05", "0.3", "0.7"};
+    for (size_t i = 0; i < sizeof delays / sizeof *delays; i++) {
+        char name[64], script[4200];
+        snprintf(name, sizeof name, "cut%zu.db", i);
+        const char *db = harness_path(name);
+        snprintf(script, sizeof script,
+                 "(sleep %s; kill -9 $$) & while :; do '%s' >/dev/null; done", delays[i], leak_once);
+        const char *argv[] = {harness_tpprof_path(), "run", "-o", db, "--", "/bin/sh", "-c", script, NULL};
+        run_result r = run_argv(argv);
+        CHECK(r.status == 128 + 9, "after %s s: status %d: %s", delays[i], r.status, r.err);
+        harness_result_free(&r);
+        const char *check[] = {harness_tpprof_path(), "check", db, NULL};
+        r = run_argv(check);
+        CHECK(r.status != 0, "cut after %s s passed: %s%s", delays[i], r.out, r.err);
+        CHECK(r.status == 2 || strstr(r.out, "FAIL recording cannot be vouched for: "), "after %s s: %s", delays[i],
+              r.out);
+        harness_result_free(&r);
+    }
+}
+
 // ---------------------------------------------------------------------------
 // -o: only a recording is overwritten; what cannot be written is refused
 // before the program starts.
@@ -296,6 +319,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_a_full_disk_fails_check_with_its_cause);
     RUN_TEST(test_a_disk_that_fills_during_the_run_is_named_as_the_cause);
     RUN_TEST(test_a_program_killed_by_sigkill_fails_check);
+    RUN_TEST(test_kill_9_anywhere_never_passes_check);
     RUN_TEST(test_output_that_is_not_a_recording_is_refused);
     RUN_TEST(test_an_earlier_recording_is_overwritten);
     RUN_TEST(test_exec_in_an_output_name_is_not_the_exec_tag);
