@@ -23,9 +23,13 @@ const char tpprof_usage_check[] =
     "                       [--baseline OLD.db [--max-growth PCT]] [--junit FILE]\n"
     "                       [--suppress PATTERN]... [--suppressions FILE]\n"
     "                       [--max-leaked-storages N] [--max-inactive-split-bytes N]\n"
+    "                       [--allow-incomplete]\n"
     "\n"
     "Gate a recording in CI. Exit 0 when every gate holds, 1 when one fails (one\n"
-    "FAIL line per failed gate, naming the worst stack), 2 on usage or input errors.\n"
+    "FAIL line per failed gate, naming the worst stack) or when the recording is\n"
+    "missing something (incomplete, events dropped, threads or allocations not\n"
+    "recorded, the leak scan unfinished: one FAIL line saying what), 2 on usage or\n"
+    "input errors.\n"
     "\n"
     "  --max-lost-bytes N    blocks unreachable at exit (default gate: 0 when no gate is given)\n"
     "  --max-leaked-bytes N  all blocks still allocated at exit, reachable or not\n"
@@ -40,9 +44,12 @@ const char tpprof_usage_check[] =
     "  --max-leaked-storages N  tensor storages whose struct is still alive at exit\n"
     "  --max-inactive-split-bytes N  free bytes stranded inside partly used segments of the\n"
     "                        caching allocators at exit (replayed from allocator_events)\n"
+    "  --allow-incomplete    what the recording is missing is a warning on stderr, not a\n"
+    "                        failure (a recording with nothing in it still fails)\n"
     "\n"
     "Sizes take suffixes: 4096, 4k, 10M, 1G (powers of 1024). When no reachability scan\n"
-    "ran (the program did not end by exit), the lost gate counts unscanned blocks as lost.\n";
+    "ran (the recording is incomplete, or the program exec'd or died of a signal), the\n"
+    "lost gate counts unscanned blocks as lost.\n";
 
 // ---------------------------------------------------------------------------
 // Gates
@@ -50,7 +57,7 @@ const char tpprof_usage_check[] =
 typedef struct gate {
     const char *name;    // testcase name, e.g. "max-lost-bytes"
     bool failed;
-    char line[1024];     // "PASS ..." or "FAIL ..."
+    char line[4096];     // "PASS ..." or "FAIL ..."
 } gate;
 
 #define MAX_SUPPRESSIONS 256
@@ -60,6 +67,7 @@ typedef struct check_options {
     char *suppress[MAX_SUPPRESSIONS]; // owned copies
     size_t nsuppress;
     bool has_lost, has_leaked, has_peak, has_growth, has_storages, has_split;
+    bool allow_incomplete; // what the recording misses is a warning, not a failure
     uint64_t max_lost, max_leaked, max_peak, max_storages, max_split;
     double max_growth;
 } check_options;
@@ -110,8 +118,19 @@ static void gate_limit(gate *g, const char *name, const char *what, uint64_t val
 // ---------------------------------------------------------------------------
 // Tensor and allocator gates (docs/schema-tensors.md; absent tables: 0)
 
+// " (a view of #N)" for a view, else "".
+static const char *view_of(const tpprof_tensor *x, char *out, size_t size) {
+    out[0] = 0;
+    if (x->base_id && x->base_id != x->id)
+        snprintf(out, size, " (a view of #%lld)", (long long)x->base_id);
+    return out;
+}
+
 // Storages whose struct is alive at exit; the detail names the stack that
-// took the most unmatched references, else the biggest storage's creation.
+// took the most unmatched references, else the handle retains that keep
+// tensors, else a tensor alive at exit that holds them (a view or an alias:
+// the one the run summary names) and where it was made, else the biggest
+// storage's creation.
 static int gate_storages(gate *g, const tpprof_profile *p, uint64_t limit) {
     tpprof_tensors t;
     if (tpprof_tensors_load(p->db, &t) != 0)
@@ -124,7 +143,9 @@ static int gate_storages(gate *g, const tpprof_profile *p, uint64_t limit) {
             if (!biggest || t.storages[i].nbytes > biggest->nbytes)
                 biggest = &t.storages[i];
         }
-    char detail[1024] = "", frame[512];
+    char detail[1024] = "", frame[512], base[64];
+    uint64_t held = 0;
+    const tpprof_tensor *lead = NULL;
     size_t ng = 0;
     tpprof_ref_group *groups = tpprof_ref_groups(&t, false, &ng);
     if (ng == 0) {
@@ -144,6 +165,11 @@ static int gate_storages(gate *g, const tpprof_profile *p, uint64_t limit) {
                  ": %llu storage%s held by tensors a tp_tensor_retain no release matched keeps, in %s",
                  (unsigned long long)handles[0].storages, handles[0].storages == 1 ? "" : "s",
                  tpprof_stacks_describe_caller(p->stacks, handles[0].stack_id, frame, sizeof frame));
+    else if ((lead = tpprof_tensors_holder_lead(&t, &held)) != NULL) // a view or alias holds them
+        snprintf(detail, sizeof detail, ": %llu storage%s held by tensors alive at exit, such as #%lld %s%s created in %s",
+                 (unsigned long long)held, held == 1 ? "" : "s", (long long)lead->id, lead->sizes ? lead->sizes : "?",
+                 view_of(lead, base, sizeof base),
+                 tpprof_stacks_describe_caller(p->stacks, lead->created_stack, frame, sizeof frame));
     else if (biggest)
         snprintf(detail, sizeof detail, ": the biggest, %lld B, created in %s",
                  (long long)biggest->nbytes,
@@ -250,10 +276,9 @@ static void xml_escaped(FILE *f, const char *s) {
     }
 }
 
-static int write_junit(const char *path, const char *db, const gate *g, size_t n) {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return tpprof_error_set("cannot write '%s': %s", path, strerror(errno));
+// f: the JUnit file, opened before any gate ran (an unwritable path is an
+// error before any PASS line); closed here.
+static int write_junit(FILE *f, const char *path, const char *db, const gate *g, size_t n) {
     size_t failures = 0;
     for (size_t i = 0; i < n; i++)
         failures += g[i].failed;
@@ -273,7 +298,7 @@ static int write_junit(const char *path, const char *db, const gate *g, size_t n
         fprintf(f, "\"/>\n    </testcase>\n");
     }
     fprintf(f, "  </testsuite>\n</testsuites>\n");
-    if (fclose(f) != 0)
+    if (ferror(f) | (fclose(f) != 0))
         return tpprof_error_set("cannot write '%s': %s", path, strerror(errno));
     return 0;
 }
@@ -395,6 +420,8 @@ static int parse(int argc, char **argv, check_options *o) {
             if (r < 0 || tpprof_parse_percent("--max-growth", v, &o->max_growth))
                 return -1;
             o->has_growth = true;
+        } else if (strcmp(argv[i], "--allow-incomplete") == 0) {
+            o->allow_incomplete = true;
         } else if ((r = tpprof_opt(argc, argv, &i, "--baseline", &v)) != 0) {
             if (r < 0)
                 return -1;
@@ -442,21 +469,152 @@ int tpprof_cmd_check(int argc, char **argv) {
 
 // Everything after the --help scan; opts owns the suppression patterns,
 // which the caller frees.
+// The gate a recording must pass before any other: nothing missing from it
+// (gaps.c). Added only when something is missing; with --allow-incomplete the
+// reasons are a warning instead and no gate is added. Returns whether one was.
+static bool gate_complete(gate *g, const tpprof_profile *p, const check_options *o) {
+    tpprof_gaps gaps;
+    if (tpprof_profile_gaps(p, o->path, NULL, &gaps) == 0)
+        return false; // no PASS line: every recording is meant to be whole
+    char why[sizeof g->line - 64];
+    tpprof_gaps_join(&gaps, why, sizeof why);
+    if (o->allow_incomplete) {
+        fprintf(stderr, "tpprof check: warning: cannot vouch for %s: %s\n", o->path, why);
+        return false;
+    }
+    g->name = "complete-recording";
+    g->failed = true;
+    snprintf(g->line, sizeof g->line, "FAIL recording cannot be vouched for: %s", why);
+    return true;
+}
+
+// Notes on how the program ended that change what the gates count.
+static void note_ending(const tpprof_profile *p, const char *path) {
+    const tpprof_summary *s = &p->summary;
+    if (s->end_signal)
+        fprintf(stderr, "tpprof check: note: the program of %s died of signal %d (%s)\n", path, s->end_signal,
+                strsignal(s->end_signal));
+    if (s->unscanned_count && !s->leak_scanned)
+        fprintf(stderr, "tpprof check: note: %s: %llu B in %llu blocks were never scanned and count as lost (%s)\n",
+                path, (unsigned long long)s->unscanned_bytes, (unsigned long long)s->unscanned_count,
+                !s->complete                                          ? "the recording is incomplete"
+                : p->end_reason && strcmp(p->end_reason, "exec") == 0 ? "the program exec'd another"
+                : s->end_signal                                       ? "the program died of a signal"
+                                                                      : "no scan ran");
+}
+
+// The gates on the recording's own figures (lost, leaked, peak, tensors,
+// allocators) into g; returns how many, or -1 + error.
+static int gates_of(gate *g, const tpprof_profile *p, const check_options *o) {
+    const tpprof_summary *s = &p->summary;
+    size_t n = 0;
+    char detail[1024];
+    if (o->has_lost) {
+        const tpprof_leak *w = worst_leak(p, true);
+        detail[0] = 0;
+        if (w)
+            where(p, w->stack_id, w->bytes, detail, sizeof detail);
+        gate_limit(&g[n++], "max-lost-bytes", "lost bytes", lost_bytes(p), o->max_lost, detail);
+    }
+    if (o->has_leaked) {
+        const tpprof_leak *w = worst_leak(p, false);
+        detail[0] = 0;
+        if (w)
+            where(p, w->stack_id, w->bytes, detail, sizeof detail);
+        gate_limit(&g[n++], "max-leaked-bytes", "leaked bytes", s->leaked_bytes, o->max_leaked, detail);
+    }
+    if (o->has_peak) {
+        const tpprof_site *w = worst_peak_site(p);
+        detail[0] = 0;
+        if (w)
+            where(p, w->stack_id, w->peak_bytes, detail, sizeof detail);
+        gate_limit(&g[n++], "max-peak-bytes", "peak bytes", s->peak_bytes, o->max_peak, detail);
+    }
+    if (o->has_storages && gate_storages(&g[n++], p, o->max_storages) != 0)
+        return -1;
+    if (o->has_split && gate_split(&g[n++], p, o->max_split) != 0)
+        return -1;
+    return (int)n;
+}
+
+// The three baseline gates into g.
+static void gates_of_baseline(gate *g, const tpprof_profile *p, const tpprof_profile *old,
+                              const check_options *o) {
+    const tpprof_summary *s = &p->summary, *b = &old->summary;
+    char detail[1024];
+    tpprof_delta *d = NULL;
+    size_t nd = 0;
+    if (tpprof_diff(p, old, KEY_FRAMES, &d, &nd) != 0)
+        fprintf(stderr, "tpprof check: note: %s; stacks not named\n", tpprof_error());
+    grew_most(p, d, nd, Q_LEAKED, detail, sizeof detail);
+    gate_growth(&g[0], "baseline-leaked-bytes", "leaked bytes", s->leaked_bytes, b->leaked_bytes,
+                o->max_growth, detail);
+    grew_most(p, d, nd, Q_LOST, detail, sizeof detail);
+    gate_growth(&g[1], "baseline-lost-bytes", "lost bytes", lost_bytes(p), lost_bytes(old), o->max_growth,
+                detail);
+    grew_most(p, d, nd, Q_PEAK, detail, sizeof detail);
+    gate_growth(&g[2], "baseline-peak-bytes", "peak bytes", s->peak_bytes, b->peak_bytes, o->max_growth,
+                detail);
+    tpprof_diff_free(d, nd);
+}
+
+// Print the gates' lines, write the JUnit file; the exit status.
+static int conclude(const gate *g, size_t n, FILE *junit, const check_options *o) {
+    bool failed = false;
+    for (size_t i = 0; i < n; i++) {
+        puts(g[i].line);
+        failed |= g[i].failed;
+    }
+    fflush(stdout);
+    int status = failed ? TPPROF_EXIT_FAIL : TPPROF_EXIT_OK;
+    if (junit && write_junit(junit, o->junit, o->path, g, n) != 0) {
+        fprintf(stderr, "tpprof check: %s\n", tpprof_error());
+        status = TPPROF_EXIT_USAGE;
+    }
+    return status;
+}
+
+// A recording that could not be loaded: one FAIL line (exit 1) when tpprof
+// created it and could not write a thing into it (a full disk), else the
+// load's error (exit 2).
+static int unloadable(FILE *junit, const check_options *o) {
+    char load_error[1024], why[2048];
+    snprintf(load_error, sizeof load_error, "%s", tpprof_error());
+    if (!tpprof_recording_unwritten(o->path, why, sizeof why)) {
+        fprintf(stderr, "tpprof check: %s\n", load_error);
+        if (junit)
+            fclose(junit);
+        return TPPROF_EXIT_USAGE;
+    }
+    gate g = {.name = "complete-recording", .failed = true};
+    snprintf(g.line, sizeof g.line, "FAIL recording cannot be vouched for: %s", why);
+    return conclude(&g, 1, junit, o);
+}
+
+// Everything after the --help scan; opts owns the suppression patterns,
+// which the caller frees.
 static int run_check(int argc, char **argv, check_options *opts) {
     if (parse(argc, argv, opts) != 0) {
         fprintf(stderr, "tpprof check: %s\n", tpprof_error());
         return TPPROF_EXIT_USAGE;
     }
     const check_options o = *opts;
-    tpprof_profile *p = tpprof_profile_load(o.path);
-    if (!p) {
-        fprintf(stderr, "tpprof check: %s\n", tpprof_error());
+    // Opened first: a JUnit path that cannot be written fails before any
+    // gate's PASS line could be taken for the verdict.
+    FILE *junit = NULL;
+    if (o.junit && !(junit = fopen(o.junit, "w"))) {
+        fprintf(stderr, "tpprof check: cannot write '%s': %s\n", o.junit, strerror(errno));
         return TPPROF_EXIT_USAGE;
     }
+    tpprof_profile *p = tpprof_profile_load(o.path);
+    if (!p)
+        return unloadable(junit, &o);
     tpprof_profile *old = NULL;
     if (o.baseline && !(old = tpprof_profile_load(o.baseline))) {
         fprintf(stderr, "tpprof check: baseline: %s\n", tpprof_error());
         tpprof_profile_free(p);
+        if (junit)
+            fclose(junit);
         return TPPROF_EXIT_USAGE;
     }
     uint64_t suppressed_blocks = 0;
@@ -468,98 +626,26 @@ static int run_check(int argc, char **argv, check_options *opts) {
     if (suppressed_blocks)
         fprintf(stderr, "tpprof check: note: %llu B in %llu blocks suppressed\n",
                 (unsigned long long)suppressed, (unsigned long long)suppressed_blocks);
+    tpprof_profile_warn_skipped(p, stderr, "tpprof check: note: ");
+    note_ending(p, o.path);
 
-    const tpprof_summary *s = &p->summary;
-    gate gates[8];
-    size_t n = 0;
-    char detail[1024];
-    uint64_t lost = lost_bytes(p);
-    if (s->dropped_events)
-        fprintf(stderr,
-                "tpprof check: warning: %lld events were dropped while recording %s; some blocks "
-                "may look leaked that were freed\n",
-                (long long)s->dropped_events, o.path);
-    tpprof_profile_warn_bypassing(p, stderr, "tpprof check: warning: ");
-    if (!s->complete)
-        fprintf(stderr,
-                "tpprof check: note: %s is incomplete (the program did not end normally); what it "
-                "did after the last flush is missing\n",
-                o.path);
-    if (s->end_signal)
-        fprintf(stderr, "tpprof check: note: the program of %s died of signal %d (%s)\n", o.path, s->end_signal,
-                strsignal(s->end_signal));
-    if (s->unscanned_count && !s->leak_scanned)
-        fprintf(stderr,
-                "tpprof check: note: %s did not end normally; %llu B in %llu blocks were never "
-                "scanned and count as lost\n",
-                o.path, (unsigned long long)s->unscanned_bytes,
-                (unsigned long long)s->unscanned_count);
-    if (o.has_lost) {
-        const tpprof_leak *w = worst_leak(p, true);
-        detail[0] = 0;
-        if (w)
-            where(p, w->stack_id, w->bytes, detail, sizeof detail);
-        gate_limit(&gates[n++], "max-lost-bytes", "lost bytes", lost, o.max_lost, detail);
-    }
-    if (o.has_leaked) {
-        const tpprof_leak *w = worst_leak(p, false);
-        detail[0] = 0;
-        if (w)
-            where(p, w->stack_id, w->bytes, detail, sizeof detail);
-        gate_limit(&gates[n++], "max-leaked-bytes", "leaked bytes", s->leaked_bytes, o.max_leaked,
-                   detail);
-    }
-    if (o.has_peak) {
-        const tpprof_site *w = worst_peak_site(p);
-        detail[0] = 0;
-        if (w)
-            where(p, w->stack_id, w->peak_bytes, detail, sizeof detail);
-        gate_limit(&gates[n++], "max-peak-bytes", "peak bytes", s->peak_bytes, o.max_peak, detail);
-    }
-    if (o.has_storages && gate_storages(&gates[n], p, o.max_storages) == 0)
-        n++;
-    else if (o.has_storages)
-        goto input_error;
-    if (o.has_split && gate_split(&gates[n], p, o.max_split) == 0)
-        n++;
-    else if (o.has_split)
-        goto input_error;
-    if (old) {
-        const tpprof_summary *b = &old->summary;
-        tpprof_delta *d = NULL;
-        size_t nd = 0;
-        if (tpprof_diff(p, old, KEY_FRAMES, &d, &nd) != 0)
-            fprintf(stderr, "tpprof check: note: %s; stacks not named\n", tpprof_error());
-        grew_most(p, d, nd, Q_LEAKED, detail, sizeof detail);
-        gate_growth(&gates[n++], "baseline-leaked-bytes", "leaked bytes", s->leaked_bytes,
-                    b->leaked_bytes, o.max_growth, detail);
-        grew_most(p, d, nd, Q_LOST, detail, sizeof detail);
-        gate_growth(&gates[n++], "baseline-lost-bytes", "lost bytes", lost,
-                    lost_bytes(old), o.max_growth, detail);
-        grew_most(p, d, nd, Q_PEAK, detail, sizeof detail);
-        gate_growth(&gates[n++], "baseline-peak-bytes", "peak bytes", s->peak_bytes, b->peak_bytes,
-                    o.max_growth, detail);
-        tpprof_diff_free(d, nd);
-    }
-
-    bool failed = false;
-    for (size_t i = 0; i < n; i++) {
-        puts(gates[i].line);
-        failed |= gates[i].failed;
-    }
-    int status = failed ? TPPROF_EXIT_FAIL : TPPROF_EXIT_OK;
-    if (o.junit && write_junit(o.junit, o.path, gates, n) != 0) {
+    gate gates[9];
+    size_t n = gate_complete(&gates[0], p, &o) ? 1 : 0;
+    int k = gates_of(gates + n, p, &o);
+    int status = TPPROF_EXIT_USAGE;
+    if (k < 0) {
         fprintf(stderr, "tpprof check: %s\n", tpprof_error());
-        status = TPPROF_EXIT_USAGE;
+        if (junit)
+            fclose(junit);
+    } else {
+        n += (size_t)k;
+        if (old) {
+            gates_of_baseline(gates + n, p, old, &o);
+            n += 3;
+        }
+        status = conclude(gates, n, junit, &o);
     }
     tpprof_profile_free(old);
     tpprof_profile_free(p);
-    fflush(stdout);
     return status;
-
-input_error:
-    fprintf(stderr, "tpprof check: %s\n", tpprof_error());
-    tpprof_profile_free(old);
-    tpprof_profile_free(p);
-    return TPPROF_EXIT_USAGE;
 }

@@ -429,12 +429,11 @@ static double nice_step(double max, int ticks) {
     return (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10) * mag;
 }
 
-static void svg_state(const tpprof_profile *p, const tpprof_alloc_state *s, const frag_options *o,
-                      double y0, double *height) {
+// The allocator's title and its figures at the moment; returns the y below.
+static double svg_title(const tpprof_alloc_state *s, const frag_options *o, double y) {
     char a[32], b[32], c[32];
     tpprof_frag f;
     tpprof_alloc_figures(s, &f);
-    double y = y0;
     printf("<text x=\"10\" y=\"%.0f\" class=\"title\">Allocator '", y + 18);
     xml_text(s->allocator);
     printf("' at %s (%s): reserved %s, allocated %s in %lld segments</text>\n", moment_name(o->at),
@@ -447,50 +446,56 @@ static void svg_state(const tpprof_profile *p, const tpprof_alloc_state *s, cons
            (long long)f.inactive_split);
     printf(" · largest free block %s of %s free</text>\n",
            tpprof_format_size((uint64_t)f.largest_free, a), tpprof_format_size((uint64_t)f.free_bytes, c));
-    y += 28;
+    return y + 28;
+}
 
-    // Segment bars, one scale for all: a 2 MiB segment is a tenth of a 20 MiB one.
+// One segment's bar at y: its blocks, coloured by owner stack, free ones
+// hatched.
+static void svg_segment(const tpprof_profile *p, const tpprof_segment *g, const stack_color *colors,
+                        size_t ncolors, double scale, double y) {
+    char a[32];
+    printf("<text x=\"10\" y=\"%.0f\" class=\"mono\">0x%" PRIx64 "</text>\n", y + 10, (uint64_t)g->address);
+    printf("<text x=\"10\" y=\"%.0f\" class=\"small\">%s, %zu blocks</text>\n", y + 21,
+           tpprof_format_size((uint64_t)g->size, a), g->nblocks);
+    for (size_t k = 0; k < g->nblocks; k++) {
+        const tpprof_block *bl = &g->blocks[k];
+        double x = SVG_LABEL + (double)(bl->address - g->address) * scale;
+        double w = (double)bl->size * scale;
+        if (w < (bl->allocated ? 2 : 1)) // a small allocation stays visible
+            w = bl->allocated ? 2 : 1;
+        printf("<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"%d\" fill=\"%s\" "
+               "stroke=\"#333\" stroke-width=\"0.5\"><title>0x%" PRIx64 " %s %s",
+               x, y, w, SVG_BAR_H, bl->allocated ? color_of(colors, ncolors, bl->stack_id) : "url(#hatch)",
+               (uint64_t)bl->address, tpprof_format_size((uint64_t)bl->size, a),
+               bl->allocated ? "allocated" : "free");
+        if (bl->allocated) {
+            char frame[512];
+            printf(", requested %lld B, ", (long long)bl->requested);
+            xml_text(tpprof_stacks_describe_caller(p->stacks, bl->stack_id, frame, sizeof frame));
+        }
+        printf("</title></rect>\n");
+        if (w > 56)
+            printf("<text x=\"%.1f\" y=\"%.0f\" class=\"%s\" text-anchor=\"middle\">%s</text>\n", x + w / 2,
+                   y + 15, bl->allocated ? "inbar" : "inbarfree", tpprof_format_size((uint64_t)bl->size, a));
+    }
+}
+
+// Segment bars, one scale for all: a 2 MiB segment is a tenth of a 20 MiB
+// one. Returns the y below.
+static double svg_segments(const tpprof_profile *p, const tpprof_alloc_state *s, const stack_color *colors,
+                           size_t ncolors, double y) {
     int64_t biggest = 1;
     for (size_t i = 0; i < s->nsegments; i++)
         if (s->segments[i].size > biggest)
             biggest = s->segments[i].size;
     double bar_w = SVG_WIDTH - SVG_LABEL - 20, scale = bar_w / (double)biggest;
-    size_t ncolors = 0;
-    stack_color *colors = owner_colors(s, &ncolors);
     size_t nseg = s->nsegments < SVG_MAX_SEGMENTS ? s->nsegments : SVG_MAX_SEGMENTS;
     if (nseg == 0) {
         printf("<text x=\"10\" y=\"%.0f\">(no segment at this moment)</text>\n", y + 14);
         y += 24;
     }
     for (size_t i = 0; i < nseg; i++) {
-        const tpprof_segment *g = &s->segments[i];
-        printf("<text x=\"10\" y=\"%.0f\" class=\"mono\">0x%" PRIx64 "</text>\n", y + 10,
-               (uint64_t)g->address);
-        printf("<text x=\"10\" y=\"%.0f\" class=\"small\">%s, %zu blocks</text>\n", y + 21,
-               tpprof_format_size((uint64_t)g->size, a), g->nblocks);
-        for (size_t k = 0; k < g->nblocks; k++) {
-            const tpprof_block *bl = &g->blocks[k];
-            double x = SVG_LABEL + (double)(bl->address - g->address) * scale;
-            double w = (double)bl->size * scale;
-            if (w < (bl->allocated ? 2 : 1)) // a small allocation stays visible
-                w = bl->allocated ? 2 : 1;
-            printf("<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"%d\" fill=\"%s\" "
-                   "stroke=\"#333\" stroke-width=\"0.5\"><title>0x%" PRIx64 " %s %s",
-                   x, y, w, SVG_BAR_H,
-                   bl->allocated ? color_of(colors, ncolors, bl->stack_id) : "url(#hatch)",
-                   (uint64_t)bl->address, tpprof_format_size((uint64_t)bl->size, a),
-                   bl->allocated ? "allocated" : "free");
-            if (bl->allocated) {
-                char frame[512];
-                printf(", requested %lld B, ", (long long)bl->requested);
-                xml_text(tpprof_stacks_describe_caller(p->stacks, bl->stack_id, frame, sizeof frame));
-            }
-            printf("</title></rect>\n");
-            if (w > 56)
-                printf("<text x=\"%.1f\" y=\"%.0f\" class=\"%s\" text-anchor=\"middle\">%s</text>\n",
-                       x + w / 2, y + 15, bl->allocated ? "inbar" : "inbarfree",
-                       tpprof_format_size((uint64_t)bl->size, a));
-        }
+        svg_segment(p, &s->segments[i], colors, ncolors, scale, y);
         y += SVG_BAR_H + SVG_GAP;
     }
     if (nseg < s->nsegments) {
@@ -498,8 +503,12 @@ static void svg_state(const tpprof_profile *p, const tpprof_alloc_state *s, cons
                s->nsegments - nseg);
         y += 20;
     }
+    return y;
+}
 
-    // Legend: owner stacks by bytes, then free.
+// Legend: owner stacks by bytes, then free. Returns the y below.
+static double svg_legend(const tpprof_profile *p, const stack_color *colors, size_t ncolors, double y) {
+    char a[32];
     y += 6;
     printf("<text x=\"10\" y=\"%.0f\" class=\"head\">Blocks by owner stack (innermost frame)</text>\n",
            y + 12);
@@ -527,10 +536,49 @@ static void svg_state(const tpprof_profile *p, const tpprof_alloc_state *s, cons
            "stroke-width=\"0.5\"/>\n",
            y);
     printf("<text x=\"30\" y=\"%.0f\">free (cached; in a split segment: inactive split)</text>\n", y + 10);
-    y += 28;
-    free(colors);
+    return y + 28;
+}
 
-    // Timeline: reserved and allocated over the run, the moment marked.
+// The chart's frame: its box, grid lines and axis labels (spans in ms or s
+// and in MiB).
+static void svg_chart_axes(double cx, double cy, double cw, double ch, double tspan, double tstep,
+                           double vspan, double vstep, bool ms) {
+    printf("<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"#fafafa\" stroke=\"#999\"/>\n",
+           cx, cy, cw, ch);
+    for (double v = 0; v <= vspan + 1e-9; v += vstep) {
+        double yy = cy + ch - v / vspan * ch;
+        printf("<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", cx, yy,
+               cx + cw, yy);
+        printf("<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\" class=\"small\">%g MiB</text>\n",
+               cx - 6, yy + 4, v);
+    }
+    for (double t = 0; t <= tspan + 1e-9; t += tstep) {
+        double xx = cx + t / tspan * cw;
+        printf("<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#999\"/>\n", xx,
+               cy + ch, xx, cy + ch + 4);
+        printf("<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" class=\"small\">%g</text>\n", xx,
+               cy + ch + 16, t);
+    }
+    printf("<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">time (%s)</text>\n", cx + cw / 2,
+           cy + ch + 32, ms ? "ms" : "s");
+}
+
+// The chart's legend box, drawn over the lines.
+static void svg_chart_legend(double cx, double cy) {
+    double lx = cx + 10, ly = cy + 8;
+    printf("<rect x=\"%.0f\" y=\"%.0f\" width=\"150\" height=\"40\" fill=\"white\" stroke=\"#ccc\"/>\n",
+           lx, ly);
+    printf("<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#4e79a7\" stroke-width=\"2\"/>"
+           "<text x=\"%.0f\" y=\"%.0f\">reserved</text>\n",
+           lx + 8, ly + 13, lx + 30, ly + 13, lx + 36, ly + 17);
+    printf("<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#f28e2b\" stroke-width=\"2\"/>"
+           "<text x=\"%.0f\" y=\"%.0f\">allocated</text>\n",
+           lx + 8, ly + 30, lx + 30, ly + 30, lx + 36, ly + 34);
+}
+
+// Timeline: reserved and allocated over the run, the moment marked.
+// Returns the y of the chart's bottom edge, labels included.
+static double svg_timeline(const tpprof_alloc_state *s, const frag_options *o, double y) {
     size_t np = 0;
     tpprof_alloc_point *pts = series_of(s, &np);
     double cx = 90, cw = SVG_WIDTH - cx - 30, ch = SVG_CHART_H, cy = y + 24;
@@ -553,24 +601,7 @@ static void svg_state(const tpprof_profile *p, const tpprof_alloc_state *s, cons
         tspan = tstep;
     if (vspan <= 0)
         vspan = vstep;
-    printf("<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"#fafafa\" stroke=\"#999\"/>\n",
-           cx, cy, cw, ch);
-    for (double v = 0; v <= vspan + 1e-9; v += vstep) {
-        double yy = cy + ch - v / vspan * ch;
-        printf("<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", cx, yy,
-               cx + cw, yy);
-        printf("<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\" class=\"small\">%g MiB</text>\n",
-               cx - 6, yy + 4, v);
-    }
-    for (double t = 0; t <= tspan + 1e-9; t += tstep) {
-        double xx = cx + t / tspan * cw;
-        printf("<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#999\"/>\n", xx,
-               cy + ch, xx, cy + ch + 4);
-        printf("<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" class=\"small\">%g</text>\n", xx,
-               cy + ch + 16, t);
-    }
-    printf("<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">time (%s)</text>\n", cx + cw / 2,
-           cy + ch + 32, ms ? "ms" : "s");
+    svg_chart_axes(cx, cy, cw, ch, tspan, tstep, vspan, vstep, ms);
     for (int line = 0; line < 2; line++) {
         printf("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"",
                line == 0 ? "#4e79a7" : "#f28e2b");
@@ -592,18 +623,22 @@ static void svg_state(const tpprof_profile *p, const tpprof_alloc_state *s, cons
            mx, cy, mx, cy + ch);
     printf("<text x=\"%.1f\" y=\"%.0f\" class=\"small\" fill=\"#c00\">%s</text>\n", mx + 3, cy + 12,
            moment_name(o->at));
-    // Legend of the chart.
-    double lx = cx + 10, ly = cy + 8;
-    printf("<rect x=\"%.0f\" y=\"%.0f\" width=\"150\" height=\"40\" fill=\"white\" stroke=\"#ccc\"/>\n",
-           lx, ly);
-    printf("<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#4e79a7\" stroke-width=\"2\"/>"
-           "<text x=\"%.0f\" y=\"%.0f\">reserved</text>\n",
-           lx + 8, ly + 13, lx + 30, ly + 13, lx + 36, ly + 17);
-    printf("<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#f28e2b\" stroke-width=\"2\"/>"
-           "<text x=\"%.0f\" y=\"%.0f\">allocated</text>\n",
-           lx + 8, ly + 30, lx + 30, ly + 30, lx + 36, ly + 34);
+    svg_chart_legend(cx, cy);
     free(pts);
-    *height = cy + ch + 48 - y0;
+    return cy + ch + 48;
+}
+
+// One allocator's part of the picture from y0: title and figures, segment
+// bars, the owners' legend, the timeline. *height: how tall it came out.
+static void svg_state(const tpprof_profile *p, const tpprof_alloc_state *s, const frag_options *o,
+                      double y0, double *height) {
+    double y = svg_title(s, o, y0);
+    size_t ncolors = 0;
+    stack_color *colors = owner_colors(s, &ncolors);
+    y = svg_segments(p, s, colors, ncolors, y);
+    y = svg_legend(p, colors, ncolors, y);
+    free(colors);
+    *height = svg_timeline(s, o, y) - y0;
 }
 
 static void svg_report(const tpprof_profile *p, tpprof_alloc_state *s, size_t n,

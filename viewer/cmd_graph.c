@@ -11,6 +11,7 @@
 #include "viewer.h"
 
 #include <sqlite3.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +23,8 @@ const char tpprof_usage_graph[] =
     "views hang under their base tensor.\n"
     "\n"
     "  --at-exit     when the recording ended (default)\n"
-    "  --at-peak     at the peak of live storage bytes (the counts shown are the final ones\n"
-    "                unless the recording is full mode)\n"
+    "  --at-peak     at the peak of live storage bytes (a full-mode recording: all as at that\n"
+    "                time; an aggregate one: the counts shown are the final ones)\n"
     "  --at TIME     at TIME since the start: 2000000 (ns), 250us, 20ms, 1.5s; needs a\n"
     "                full-mode recording (tpprof run --full)\n"
     "  --format F    text (default), dot (Graphviz: tpprof graph DB --format dot | dot -Tsvg)\n"
@@ -73,6 +74,24 @@ static int counts_at(graph *g) {
     return rc == SQLITE_DONE ? 0 : tpprof_db_error(g->p->db, "reading refcount events");
 }
 
+// The peak's last moment, as docs/schema-tensors.md defines the peak: from
+// the event that reached it (meta.peak_storage_time_ns) until just before
+// the first tensor free or data release after it (the end, if none).
+static int64_t peak_last_moment(const tpprof_tensors *t) {
+    int64_t from = t->peak_storage_time_ns, until = INT64_MAX;
+    for (size_t i = 0; i < t->ntensors; i++) {
+        int64_t f = t->tensors[i].freed_ns;
+        if (f != TPPROF_NO_TIME && f > from && f < until)
+            until = f;
+    }
+    for (size_t i = 0; i < t->nstorages; i++) {
+        int64_t r = t->storages[i].data_released_ns;
+        if (r != TPPROF_NO_TIME && r > from && r < until)
+            until = r;
+    }
+    return until == INT64_MAX ? until : until - 1;
+}
+
 static int select_moment(graph *g) {
     const tpprof_tensors *t = g->t;
     g->storage_in = calloc(t->nstorages + 1, sizeof *g->storage_in);
@@ -81,14 +100,19 @@ static int select_moment(graph *g) {
     g->weak = calloc(t->nstorages + 1, sizeof *g->weak);
     if (!g->storage_in || !g->tensor_in || !g->strong || !g->weak)
         return tpprof_error_set("out of memory");
+    // One moment for every figure: at the peak of a full recording, its
+    // last moment, for which storages and tensors are taken by their times
+    // as the refcounts are by the events' (not the at_peak flags with the
+    // counts of another moment).
+    bool by_time = g->at == AT_TIME || g->peak_counts;
     for (size_t i = 0; i < t->nstorages; i++) {
         const tpprof_storage *s = &t->storages[i];
-        g->storage_in[i] = g->at == AT_EXIT   ? tpprof_storage_alive(s)
-                           : g->at == AT_PEAK ? s->at_peak
-                                              : alive_at(s->created_ns, s->freed_ns, g->time_ns);
+        g->storage_in[i] = by_time             ? alive_at(s->created_ns, s->freed_ns, g->time_ns)
+                           : g->at == AT_EXIT ? tpprof_storage_alive(s)
+                                              : s->at_peak;
         g->strong[i] = s->strong;
         g->weak[i] = s->weak;
-        if (g->at == AT_TIME || g->peak_counts) {
+        if (by_time) {
             g->strong[i] = 1; // a new storage: one strong reference, c10's weak +1
             g->weak[i] = 1;
         }
@@ -97,14 +121,14 @@ static int select_moment(graph *g) {
     for (size_t i = 0; i < t->ntensors; i++) {
         const tpprof_tensor *x = &t->tensors[i];
         const tpprof_storage *s = tpprof_tensors_storage(t, x->storage_id);
-        bool in = g->at == AT_EXIT   ? tpprof_tensor_alive(x)
-                  : g->at == AT_PEAK ? x->at_peak
-                                     : alive_at(x->created_ns, x->freed_ns, g->time_ns);
+        bool in = by_time             ? alive_at(x->created_ns, x->freed_ns, g->time_ns)
+                  : g->at == AT_EXIT ? tpprof_tensor_alive(x)
+                                     : x->at_peak;
         g->tensor_in[i] = in && s && g->storage_in[s - t->storages];
         g->ntensors += g->tensor_in[i];
     }
     g->nedges = g->ntensors; // every tensor has exactly one parent
-    return g->at == AT_TIME || g->peak_counts ? counts_at(g) : 0;
+    return by_time ? counts_at(g) : 0;
 }
 
 // The parent of tensor x in the graph: its base tensor when the base is in
@@ -385,7 +409,7 @@ int tpprof_cmd_graph(int argc, char **argv) {
     // A full recording's events give the counts at the peak too.
     if (at == AT_PEAK && t.full && t.peak_storage_time_ns != TPPROF_NO_TIME) {
         g.peak_counts = true;
-        g.time_ns = t.peak_storage_time_ns;
+        g.time_ns = peak_last_moment(&t);
     }
     if (at == AT_TIME && !t.full) {
         tpprof_error_set("--at TIME needs a full-mode recording (tpprof run --full); '%s' is "

@@ -154,10 +154,7 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
         printf(" (pid %" PRId64 ")", s->pid);
     if (s->duration_ns)
         printf(", ran %.3f s", (double)s->duration_ns / 1e9);
-    printf(", %s%s",
-           s->complete        ? "complete"
-           : s->still_running ? "INCOMPLETE (still running: what it has flushed so far)"
-                              : "INCOMPLETE (did not end normally)",
+    printf(", %s%s", s->complete ? "complete" : s->still_running ? "INCOMPLETE (still running)" : "INCOMPLETE",
            p->mode && strcmp(p->mode, "full") == 0 ? ", full mode" : "");
     if (s->end_signal)
         printf(", died of signal %d (%s)%s", s->end_signal, strsignal(s->end_signal),
@@ -188,19 +185,15 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
         printf("  libc        %s in %s blocks the C library keeps to the end (its caches, stdio buffers): "
                "not leaks\n",
                tpprof_format_size(s->libc_bytes, a), tpprof_format_count(s->libc_count, b));
+    // What the recording is missing, in check's and run's words (gaps.c).
+    tpprof_gaps gaps;
+    tpprof_profile_gaps(p, o->path, NULL, &gaps);
+    for (size_t i = 0; i < gaps.n; i++)
+        printf("  MISSING     %s\n", gaps.reason[i]);
     if (s->live_from_sites)
-        printf("  NOTE        the program %s, so no live set was written: the leaks are what each\n"
-               "              site still had allocated at the last flush, not scanned\n",
-               s->still_running ? "has not ended" : "did not end");
-    if (s->dropped_events)
-        printf("  WARNING     %lld events were dropped while recording: some blocks may look "
-               "leaked that were freed\n",
-               (long long)s->dropped_events);
-    if (s->stacks_full)
-        printf("  WARNING     the stack table filled up: %lld allocations were recorded without a stack "
-               "(shown as \"no stack recorded\")\n",
-               (long long)s->stacks_full);
-    tpprof_profile_warn_bypassing(p, stdout, "  WARNING     ");
+        printf("  NOTE        the recording has no live set (it is incomplete): the leaks are what each\n"
+               "              site still had allocated at the last flush, not scanned\n");
+    tpprof_profile_warn_skipped(p, stdout, "  NOTE        ");
     if (p->symbolized_now)
         printf("  symbols     resolved now%s\n",
                p->symbols_saved ? " and saved into the database" : " (kept in memory: read-only file)");
@@ -443,6 +436,15 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_array_begin_inline(&j);
     for (size_t i = 0; i < p->nbypassing; i++)
         tpprof_json_string(&j, p->bypassing[i]);
+    tpprof_json_array_end(&j);
+    tpprof_json_kv_int(&j, "threads_unrecorded", s->threads_unrecorded);
+    // What the recording is missing, as the text report and check say it.
+    tpprof_gaps gaps;
+    tpprof_profile_gaps(p, o->path, NULL, &gaps);
+    tpprof_json_key(&j, "missing");
+    tpprof_json_array_begin(&j);
+    for (size_t i = 0; i < gaps.n; i++)
+        tpprof_json_string(&j, gaps.reason[i]);
     tpprof_json_array_end(&j);
     tpprof_json_object_end(&j);
 

@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
 #include <glob.h>
 #include <limits.h>
 #include <signal.h>
@@ -187,6 +186,28 @@ static void last_image(const char *db, const struct timespec *since, char *out, 
     }
 }
 
+// Is path (a relative of db: <stem>.<tag><suffix>) the recording of an
+// image that replaced its process, its tag's last piece "exec<N>"? Only the
+// tag is looked at: ".exec" elsewhere in the path (a directory x.exec_dir,
+// an output app.exec_test.db) says nothing.
+static bool made_by_exec(const char *db, const char *path) {
+    size_t len, plen = strlen(path);
+    const char *suffix = db_suffix(db, &len);
+    size_t tail = strlen(suffix);
+    if (plen <= len + 1 + tail || strncmp(path, db, len) != 0 || path[len] != '.')
+        return false;
+    const char *tag = path + len + 1, *end = path + plen - tail;
+    const char *piece = end;
+    while (piece > tag && piece[-1] != '.')
+        piece--;
+    if (end - piece < 5 || strncmp(piece, "exec", 4) != 0)
+        return false;
+    for (const char *c = piece + 4; c < end; c++)
+        if (*c < '0' || *c > '9')
+            return false;
+    return true;
+}
+
 static void free_list(char **list) {
     for (size_t i = 0; list && list[i]; i++)
         free(list[i]);
@@ -200,12 +221,8 @@ static void free_list(char **list) {
 // site of the most common reference no release matched.
 static void summarize_tensors(const tpprof_profile *p, const tpprof_tensors *t) {
     // Storages alive at exit (bytes), of which those with data released;
-    // those tensors alive at exit hold, and of those tensors the one on the
-    // biggest storage that no live view holds (a view holds its base: the
-    // view is the lead).
+    // those tensors alive at exit hold, and the tensor that stands for them.
     uint64_t alive = 0, bytes = 0, released = 0, held = 0;
-    const tpprof_tensor *lead = NULL;
-    int64_t lead_bytes = -1;
     for (size_t i = 0; i < t->nstorages; i++) {
         const tpprof_storage *s = &t->storages[i];
         if (!tpprof_storage_alive(s))
@@ -213,21 +230,8 @@ static void summarize_tensors(const tpprof_profile *p, const tpprof_tensors *t) 
         alive++;
         bytes += (uint64_t)s->nbytes;
         released += !tpprof_storage_data_alive(s);
-        size_t non = 0;
-        const size_t *on = tpprof_tensors_on(t, s->id, &non);
-        bool any = false;
-        for (size_t k = 0; k < non; k++) {
-            const tpprof_tensor *x = &t->tensors[on[k]];
-            if (!tpprof_tensor_alive(x))
-                continue;
-            any = true;
-            if (!tpprof_tensors_live_views(t, x->id) && s->nbytes > lead_bytes) {
-                lead = x;
-                lead_bytes = s->nbytes;
-            }
-        }
-        held += any;
     }
+    const tpprof_tensor *lead = tpprof_tensors_holder_lead(t, &held);
     size_t ng = 0;
     tpprof_ref_group *g = tpprof_ref_groups(t, false, &ng);
     char a[32], frame[512];
@@ -257,15 +261,8 @@ static void summarize_tensors(const tpprof_profile *p, const tpprof_tensors *t) 
     free(g);
 }
 
-// execs > 0: the recording is of the program the launched one exec'd into.
-static void summarize(const char *path, int execs) {
-    if (tpprof_symbolize_file(path) != 0)
-        fprintf(stderr, "tpprof: warning: could not symbolize %s: %s\n", path, tpprof_error());
-    tpprof_profile *p = tpprof_profile_load(path);
-    if (!p) {
-        fprintf(stderr, "tpprof: cannot read the recording: %s\n", tpprof_error());
-        return;
-    }
+// The summary's first lines: what ran, the totals, what the recording misses.
+static void summarize_totals(const tpprof_profile *p, const char *path, int execs, const tpprof_program_end *end) {
     const tpprof_summary *s = &p->summary;
     char a[32], b[32], c[32], d[32];
     if (execs > 0)
@@ -283,35 +280,58 @@ static void summarize(const char *path, int execs) {
     if (s->reserved_count)
         fprintf(stderr, "tpprof: reserved %s of address space in PROT_NONE mappings (not memory, not counted above)\n",
                 tpprof_format_size(s->reserved_total_bytes, a));
-    if (s->dropped_events)
-        fprintf(stderr, "tpprof: warning: %lld events were dropped while recording; some blocks may "
-                        "look leaked that were freed\n",
-                (long long)s->dropped_events);
-    if (s->stacks_full)
-        fprintf(stderr, "tpprof: warning: the stack table filled up: %lld allocations were recorded without a stack\n",
-                (long long)s->stacks_full);
-    tpprof_profile_warn_bypassing(p, stderr, "tpprof: warning: ");
-    if (!s->complete)
-        fprintf(stderr, "tpprof: the recording is incomplete: the program did not end normally, and "
-                        "what it did after the last flush is missing\n");
+    tpprof_profile_warn_skipped(p, stderr, "tpprof: note: ");
+    // In report's and check's words (gaps.c); `end` (the process's, so
+    // that of its last image: this one) tells tpprof's own failure from the
+    // program's.
+    tpprof_gaps gaps;
+    tpprof_profile_gaps(p, path, end, &gaps);
+    for (size_t i = 0; i < gaps.n; i++)
+        fprintf(stderr, "tpprof: warning: missing: %s\n", gaps.reason[i]);
+}
+
+// The biggest leak that is not reachable, and whether its blocks are
+// storages' data.
+static void summarize_biggest_leak(const tpprof_profile *p, tpprof_tensors *t, bool tensors) {
+    if (!p->nleaks || p->leaks[0].reachability == TPPROF_REACH_REACHABLE)
+        return;
+    char a[32], frame[512];
+    fprintf(stderr, "tpprof: biggest leak: %s in %s", tpprof_format_size(p->leaks[0].bytes, a),
+            tpprof_stacks_describe_caller(p->stacks, p->leaks[0].stack_id, frame, sizeof frame));
+    tpprof_backing *bk = NULL;
+    size_t nbk = 0, backed = 0;
+    if (tensors && tpprof_backings_load(p->db, t, &bk, &nbk) == 0)
+        for (size_t i = 0; i < nbk; i++)
+            backed += tpprof_backing_in(&bk[i], &p->leaks[0]);
+    if (backed)
+        fprintf(stderr, ", the data of %zu storage%s (tpprof report --leaks names %s)", backed,
+                backed == 1 ? "" : "s", backed == 1 ? "it" : "them");
+    fprintf(stderr, "\n");
+    free(bk);
+}
+
+// execs > 0: the recording is of the program the launched one exec'd into.
+// end: how the launched process ended.
+static void summarize(const char *path, int execs, const tpprof_program_end *end) {
+    bool symbolized = tpprof_symbolize_file(path) == 0;
+    char symbolize_error[1024];
+    snprintf(symbolize_error, sizeof symbolize_error, "%s", tpprof_error());
+    tpprof_profile *p = tpprof_profile_load(path);
+    if (!p) { // one line, whatever failed first
+        char why[1024];
+        if (tpprof_recording_unwritten(path, why, sizeof why))
+            fprintf(stderr, "tpprof: %s\n", why);
+        else
+            fprintf(stderr, "tpprof: cannot read the recording: %s\n", tpprof_error());
+        return;
+    }
+    char full[128];
+    if (!symbolized && !tpprof_fs_full(path, full, sizeof full)) // else the symbols are only not saved
+        fprintf(stderr, "tpprof: warning: could not symbolize %s: %s\n", path, symbolize_error);
+    summarize_totals(p, path, execs, end);
     tpprof_tensors t;
     bool tensors = tpprof_tensors_load(p->db, &t) == 0 && t.attached;
-    if (p->nleaks && p->leaks[0].reachability != TPPROF_REACH_REACHABLE) {
-        char frame[512];
-        fprintf(stderr, "tpprof: biggest leak: %s in %s", tpprof_format_size(p->leaks[0].bytes, a),
-                tpprof_stacks_describe_caller(p->stacks, p->leaks[0].stack_id, frame, sizeof frame));
-        // In a tensor recording: whether those blocks are storages' data.
-        tpprof_backing *bk = NULL;
-        size_t nbk = 0, backed = 0;
-        if (tensors && tpprof_backings_load(p->db, &t, &bk, &nbk) == 0)
-            for (size_t i = 0; i < nbk; i++)
-                backed += tpprof_backing_in(&bk[i], &p->leaks[0]);
-        if (backed)
-            fprintf(stderr, ", the data of %zu storage%s (tpprof report --leaks names %s)", backed,
-                    backed == 1 ? "" : "s", backed == 1 ? "it" : "them");
-        fprintf(stderr, "\n");
-        free(bk);
-    }
+    summarize_biggest_leak(p, &t, tensors);
     if (tensors)
         summarize_tensors(p, &t);
     tpprof_tensors_free(&t);
@@ -323,8 +343,9 @@ typedef struct other {
     char *path;
     int64_t pid;
     uint64_t allocations, lost_bytes;
-    bool readable;
-    char *error; // why not, when not readable
+    bool readable, after_exec; // after_exec: an image another became by exec
+    char *error;   // why not, when not readable
+    char *missing; // the first thing it misses (gaps.c), or NULL
 } other;
 
 // Unreadable first (something went wrong there), then most bytes lost, then
@@ -367,10 +388,18 @@ static void list_others(const char *db, const char *shown, const struct timespec
     for (size_t i = 0; i < n; i++) {
         tpprof_profile *p = NULL;
         if (!v[i].path || tpprof_symbolize_file(v[i].path) != 0 || !(p = tpprof_profile_load(v[i].path))) {
-            v[i].error = strdup(tpprof_error());
+            char why[1024], line[2048];
+            if (v[i].path && tpprof_recording_unwritten(v[i].path, why, sizeof why))
+                v[i].error = strdup(why);
+            else if (snprintf(line, sizeof line, "unreadable: %s", tpprof_error()) > 0)
+                v[i].error = strdup(line);
             continue;
         }
         v[i].readable = true;
+        tpprof_gaps gaps;
+        if (tpprof_profile_gaps(p, v[i].path, NULL, &gaps))
+            v[i].missing = strdup(gaps.reason[0]);
+        v[i].after_exec = made_by_exec(db, v[i].path);
         v[i].pid = p->summary.pid;
         v[i].allocations = p->summary.allocations;
         v[i].lost_bytes = p->summary.lost_bytes;
@@ -384,13 +413,14 @@ static void list_others(const char *db, const char *shown, const struct timespec
         if (!v[i].path)
             continue;
         if (!v[i].readable) {
-            fprintf(stderr, "tpprof: also recorded: %s (unreadable: %s)\n", v[i].path,
-                    v[i].error ? v[i].error : "out of memory");
+            fprintf(stderr, "tpprof: also recorded: %s (%s)\n", v[i].path,
+                    v[i].error ? v[i].error : "unreadable: out of memory");
             continue;
         }
-        fprintf(stderr, "tpprof: also recorded: %s (pid %lld%s: %s allocations, lost %s)\n", v[i].path,
-                (long long)v[i].pid, strstr(v[i].path, ".exec") ? ", after exec" : "",
-                tpprof_format_count(v[i].allocations, a), tpprof_format_size(v[i].lost_bytes, b));
+        fprintf(stderr, "tpprof: also recorded: %s (pid %lld%s: %s allocations, lost %s%s%s)\n", v[i].path,
+                (long long)v[i].pid, v[i].after_exec ? ", after exec" : "",
+                tpprof_format_count(v[i].allocations, a), tpprof_format_size(v[i].lost_bytes, b),
+                v[i].missing ? "; missing: " : "", v[i].missing ? v[i].missing : "");
     }
     if (shown_n < n) {
         char a[32];
@@ -402,12 +432,36 @@ static void list_others(const char *db, const char *shown, const struct timespec
     for (size_t i = 0; i < n; i++) {
         free(v[i].path);
         free(v[i].error);
+        free(v[i].missing);
     }
     free(v);
 }
 
+// The output template (%p not yet expanded) as an absolute path into
+// template: the program may chdir before the recorder opens it. 0 or -1 + error.
+static int output_template(const char *output, const char *cmd0, char *template, size_t size) {
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+        return tpprof_error_set("cannot read the current directory: %s", strerror(errno));
+    int w;
+    if (!output)
+        w = snprintf(template, size, "%s/tpprof.%s.%%p.db", cwd, tpprof_basename(cmd0));
+    else if (output[0] == '/')
+        w = snprintf(template, size, "%s", output);
+    else
+        w = snprintf(template, size, "%s/%s", cwd, output);
+    if (!fits(w) || (size_t)w >= size)
+        return tpprof_error_set("the output path is too long");
+    // Checked as this process's pid would name it: the program's differs
+    // only in its digits.
+    char now[PATH_MAX];
+    expand(template, getpid(), now, sizeof now);
+    return tpprof_run_check_output(now);
+}
+
 // ---------------------------------------------------------------------------
-// Signals: the terminal's ^C reaches the program; tpprof waits and reports.
+// Running the program. Signals: the terminal's ^C reaches the program;
+// tpprof waits and reports.
 
 static volatile sig_atomic_t child_pid;
 
@@ -416,77 +470,86 @@ static void forward(int sig) {
         kill((pid_t)child_pid, sig);
 }
 
+typedef struct run_options {
+    const char *output, *depth;
+    bool full;
+    char **cmd; // the program and its arguments (argv's)
+} run_options;
+
+// In the child: the recorder's environment, then the program. Writes exec's
+// errno into errfd when it cannot start.
+static void exec_program(const run_options *o, const char *template, const char *preload, int errfd) {
+    char out[PATH_MAX];
+    expand(template, getpid(), out, sizeof out);
+    setenv("TPPROF_OUTPUT", out, 1);
+    if (o->depth)
+        setenv("TPPROF_DEPTH", o->depth, 1);
+    if (o->full)
+        setenv("TPPROF_MODE", "full", 1);
+    else
+        unsetenv("TPPROF_MODE");
+    const char *old = getenv("LD_PRELOAD");
+    char ld[2 * PATH_MAX + 2];
+    if (old && *old)
+        snprintf(ld, sizeof ld, "%s:%s", preload, old);
+    else
+        snprintf(ld, sizeof ld, "%s", preload);
+    setenv("LD_PRELOAD", ld, 1);
+    execvp(o->cmd[0], o->cmd);
+    int err = errno;
+    ssize_t w = write(errfd, &err, sizeof err);
+    (void)w;
+    _exit(127);
+}
+
+// Start the program and wait for it. *status: its wait status; *exec_err:
+// errno when it could not be started (0 when it ran). The pid, or -1 +
+// error.
+static pid_t launch(const run_options *o, const char *template, const char *preload, int *status,
+                    int *exec_err) {
+    int errpipe[2];
+    if (pipe2(errpipe, O_CLOEXEC) != 0)
+        return tpprof_error_set("pipe: %s", strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(errpipe[0]);
+        close(errpipe[1]);
+        return tpprof_error_set("fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        close(errpipe[0]);
+        exec_program(o, template, preload, errpipe[1]);
+    }
+    close(errpipe[1]);
+    child_pid = pid;
+    struct sigaction ignore = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward};
+    sigaction(SIGINT, &ignore, NULL);
+    sigaction(SIGQUIT, &ignore, NULL);
+    sigaction(SIGTERM, &fwd, NULL);
+    sigaction(SIGHUP, &fwd, NULL);
+    ssize_t got;
+    *exec_err = 0;
+    while ((got = read(errpipe[0], exec_err, sizeof *exec_err)) < 0 && errno == EINTR)
+        ;
+    if (got != (ssize_t)sizeof *exec_err)
+        *exec_err = 0;
+    close(errpipe[0]);
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+        ;
+    child_pid = 0;
+    // The program is gone: ^C may interrupt the symbolizing again.
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigaction(SIGINT, &dfl, NULL);
+    sigaction(SIGQUIT, &dfl, NULL);
+    return pid;
+}
+
 // ---------------------------------------------------------------------------
 // Command
 
-// ---------------------------------------------------------------------------
-// Programs a preload cannot record.
-//
-// A program built with a sanitizer that links its runtime dynamically
-// (gcc's -fsanitize=address, thread, leak; clang's with -shared-libsan)
-// needs that runtime first in the process's library list, and the runtime
-// brings an allocator of its own: with libtpprof.so ahead of it, it stops at
-// once ("ASan runtime does not come first in initial library list").
-
-static const char *const sanitizer_runtimes[][2] = {
-    {"libasan.so", "AddressSanitizer"}, {"libhwasan.so", "HWAddressSanitizer"},
-    {"libtsan.so", "ThreadSanitizer"},  {"liblsan.so", "LeakSanitizer"},
-    {"libmsan.so", "MemorySanitizer"},  {"libclang_rt.asan", "AddressSanitizer"},
-};
-
-// CMD's executable as execvp would find it, into out; false if none.
-static bool find_command(const char *cmd, char *out, size_t size) {
-    if (strchr(cmd, '/'))
-        return fits(snprintf(out, size, "%s", cmd)) && access(out, X_OK) == 0;
-    const char *path = getenv("PATH");
-    for (const char *p = path && *path ? path : "/usr/local/bin:/usr/bin:/bin"; p;) {
-        const char *colon = strchr(p, ':');
-        int len = colon ? (int)(colon - p) : (int)strlen(p);
-        if (fits(snprintf(out, size, "%.*s/%s", len, len ? p : ".", cmd)) && access(out, X_OK) == 0) {
-            struct stat sb;
-            if (stat(out, &sb) == 0 && S_ISREG(sb.st_mode))
-                return true;
-        }
-        p = colon ? colon + 1 : NULL;
-    }
-    return false;
-}
-
-// The sanitizer whose runtime the ELF file at path needs (its DT_NEEDED),
-// with the library's name in lib; NULL if none, or not an ELF file.
-static const char *sanitizer_needed(const char *path, char *lib, size_t size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    const char *found = NULL;
-    Elf *e = elf_version(EV_CURRENT) != EV_NONE ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
-    for (Elf_Scn *scn = NULL; e && !found && (scn = elf_nextscn(e, scn)) != NULL;) {
-        GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
-            continue;
-        Elf_Data *d = elf_getdata(scn, NULL);
-        for (size_t i = 0; d && !found && i < sh.sh_size / sh.sh_entsize; i++) {
-            GElf_Dyn dyn;
-            if (!gelf_getdyn(d, (int)i, &dyn) || dyn.d_tag != DT_NEEDED)
-                continue;
-            const char *name = elf_strptr(e, sh.sh_link, dyn.d_un.d_val);
-            for (size_t k = 0; name && k < sizeof sanitizer_runtimes / sizeof sanitizer_runtimes[0]; k++)
-                if (strncmp(name, sanitizer_runtimes[k][0], strlen(sanitizer_runtimes[k][0])) == 0) {
-                    snprintf(lib, size, "%s", name);
-                    found = sanitizer_runtimes[k][1];
-                    break;
-                }
-        }
-    }
-    if (e)
-        elf_end(e);
-    close(fd);
-    return found;
-}
-
-int tpprof_cmd_run(int argc, char **argv) {
-    const char *output = NULL, *depth = NULL;
-    bool full = false;
+// Options into o; 0, 1 after --help, or -1 + error.
+static int parse_run(int argc, char **argv, run_options *o) {
     int i = 1;
     for (; i < argc; i++) {
         const char *v = NULL;
@@ -496,185 +559,98 @@ int tpprof_cmd_run(int argc, char **argv) {
             break;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(tpprof_usage_run, stdout);
-            return TPPROF_EXIT_OK;
+            return 1;
         } else if (strcmp(argv[i], "--full") == 0) {
-            full = true;
+            o->full = true;
         } else if ((r = tpprof_opt(argc, argv, &i, "-o", &v)) != 0 ||
                    (r = tpprof_opt(argc, argv, &i, "--output", &v)) != 0) {
             if (r < 0)
-                goto usage_error;
-            output = v;
+                return -1;
+            o->output = v;
         } else if ((r = tpprof_opt(argc, argv, &i, "--depth", &v)) != 0) {
             uint64_t d = 0;
             if (r < 0 || tpprof_parse_count("--depth", v, &d) != 0)
-                goto usage_error;
+                return -1;
             // The recorder keeps at most 128 frames (docs/schema.md).
-            if (d == 0 || d > 128) {
-                tpprof_error_set("--depth: expected 1 to 128, got %s", v);
-                goto usage_error;
-            }
-            depth = v;
+            if (d == 0 || d > 128)
+                return tpprof_error_set("--depth: expected 1 to 128, got %s", v);
+            o->depth = v;
         } else if (argv[i][0] == '-') {
-            tpprof_error_set("unknown option '%s' (see tpprof run --help)", argv[i]);
-            goto usage_error;
+            return tpprof_error_set("unknown option '%s' (see tpprof run --help)", argv[i]);
         } else {
             break;
         }
     }
-    if (i >= argc) {
-        tpprof_error_set("missing the command to run (usage: tpprof run [options] CMD [ARGS...])");
-        goto usage_error;
-    }
-    char **cmd = argv + i;
+    if (i >= argc)
+        return tpprof_error_set("missing the command to run (usage: tpprof run [options] CMD [ARGS...])");
+    o->cmd = argv + i;
+    return 0;
+}
 
-    char exe[PATH_MAX], lib[256];
-    const char *sanitizer = find_command(cmd[0], exe, sizeof exe) ? sanitizer_needed(exe, lib, sizeof lib) : NULL;
-    if (sanitizer) {
-        fprintf(stderr,
-                "tpprof run: %s is built with %s: its runtime (%s) must be the first library loaded and has "
-                "an allocator of its own, so tpprof cannot be preloaded into it; build it without "
-                "-fsanitize to profile it\n",
-                cmd[0], sanitizer, lib);
-        return TPPROF_EXIT_USAGE;
-    }
-
-    char preload[PATH_MAX];
-    if (find_preload(preload, sizeof preload) != 0) {
-        fprintf(stderr, "tpprof run: %s\n", tpprof_error());
-        return TPPROF_EXIT_USAGE;
-    }
-    // Absolute output path: the program may chdir before the recorder opens it.
-    char template[PATH_MAX], cwd[PATH_MAX];
-    if (!getcwd(cwd, sizeof cwd)) {
-        fprintf(stderr, "tpprof run: cannot read the current directory: %s\n", strerror(errno));
-        return TPPROF_EXIT_USAGE;
-    }
-    int w;
-    if (!output)
-        w = snprintf(template, sizeof template, "%s/tpprof.%s.%%p.db", cwd, tpprof_basename(cmd[0]));
-    else if (output[0] == '/')
-        w = snprintf(template, sizeof template, "%s", output);
-    else
-        w = snprintf(template, sizeof template, "%s/%s", cwd, output);
-    if (!fits(w)) {
-        fprintf(stderr, "tpprof run: the output path is too long\n");
-        return TPPROF_EXIT_USAGE;
-    }
-    // The recorder would say it cannot write, and the program would run for
-    // nothing: say so now, before starting it.
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", template);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *(slash == dir ? slash + 1 : slash) = 0;
-    struct stat dsb;
-    const char *why = stat(dir, &dsb) != 0            ? strerror(errno)
-                      : !S_ISDIR(dsb.st_mode)           ? "not a directory"
-                      : access(dir, W_OK | X_OK) != 0 ? strerror(errno)
-                                                        : NULL;
-    if (why) {
-        fprintf(stderr, "tpprof run: cannot write the recording into %s: %s\n", dir, why);
-        return TPPROF_EXIT_USAGE;
-    }
-
-    int errpipe[2];
-    if (pipe2(errpipe, O_CLOEXEC) != 0) {
-        fprintf(stderr, "tpprof run: pipe: %s\n", strerror(errno));
-        return TPPROF_EXIT_USAGE;
-    }
-    fflush(NULL);
-    // File systems keep coarser mtimes than the clock: start a tick early.
-    struct timespec started;
-    clock_gettime(CLOCK_REALTIME, &started);
-    started.tv_sec -= 1;
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "tpprof run: fork: %s\n", strerror(errno));
-        return TPPROF_EXIT_USAGE;
-    }
-    if (pid == 0) {
-        close(errpipe[0]);
-        char out[PATH_MAX];
-        expand(template, getpid(), out, sizeof out);
-        setenv("TPPROF_OUTPUT", out, 1);
-        if (depth)
-            setenv("TPPROF_DEPTH", depth, 1);
-        if (full)
-            setenv("TPPROF_MODE", "full", 1);
-        else
-            unsetenv("TPPROF_MODE");
-        const char *old = getenv("LD_PRELOAD");
-        char ld[2 * PATH_MAX + 2];
-        if (old && *old)
-            snprintf(ld, sizeof ld, "%s:%s", preload, old);
-        else
-            snprintf(ld, sizeof ld, "%s", preload);
-        setenv("LD_PRELOAD", ld, 1);
-        execvp(cmd[0], cmd);
-        int err = errno;
-        ssize_t w = write(errpipe[1], &err, sizeof err);
-        (void)w;
-        _exit(127);
-    }
-    close(errpipe[1]);
-    child_pid = pid;
-    struct sigaction ignore = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward};
-    sigaction(SIGINT, &ignore, NULL);
-    sigaction(SIGQUIT, &ignore, NULL);
-    sigaction(SIGTERM, &fwd, NULL);
-    sigaction(SIGHUP, &fwd, NULL);
-
-    int err = 0;
-    ssize_t got;
-    while ((got = read(errpipe[0], &err, sizeof err)) < 0 && errno == EINTR)
-        ;
-    close(errpipe[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    child_pid = 0;
-    // The program is gone: ^C may interrupt the symbolizing again.
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
-    sigaction(SIGINT, &dfl, NULL);
-    sigaction(SIGQUIT, &dfl, NULL);
-    if (got == (ssize_t)sizeof err) {
-        fprintf(stderr, "tpprof run: cannot run '%s': %s\n", cmd[0], strerror(err));
-        return err == ENOENT ? 127 : 126;
-    }
-
+// After the program: how it ended, then the summary of what was recorded.
+// Returns tpprof's exit status (the program's).
+static int report_run(const char *cmd0, const char *template, pid_t pid, int status,
+                      const struct timespec *started) {
     int code;
     char how[64];
+    tpprof_program_end end = {.signaled = WIFSIGNALED(status)};
     if (WIFSIGNALED(status)) {
-        code = 128 + WTERMSIG(status);
-        snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(status),
-                 strsignal(WTERMSIG(status)));
+        end.value = WTERMSIG(status);
+        code = 128 + end.value;
+        snprintf(how, sizeof how, "was killed by signal %d (%s)", end.value, strsignal(end.value));
     } else {
-        code = WEXITSTATUS(status);
+        end.value = code = WEXITSTATUS(status);
         snprintf(how, sizeof how, "exited with status %d", code);
     }
     char db[PATH_MAX];
     expand(template, pid, db, sizeof db);
-    fprintf(stderr, "tpprof: %s %s\n", cmd[0], how);
-    if (is_file(db) && !written_since(db, &started)) {
+    fprintf(stderr, "tpprof: %s %s\n", cmd0, how);
+    if (is_file(db) && !written_since(db, started)) {
         fprintf(stderr, "tpprof: no recording was written; %s is from an earlier run\n", db);
         return code;
     }
     if (!is_file(db)) {
         fprintf(stderr,
-                "tpprof: no recording at %s (statically linked or setuid program, a sanitizer's runtime, or it exec'd "
-                "before starting?)\n",
+                "tpprof: no recording at %s (a setuid program, or one that cleared LD_PRELOAD before it started?)\n",
                 db);
         return code;
     }
     char last[PATH_MAX];
     int execs = 0;
-    last_image(db, &started, last, sizeof last, &execs);
-    summarize(last, execs);
+    last_image(db, started, last, sizeof last, &execs);
+    summarize(last, execs, &end);
     fprintf(stderr, "tpprof: recording: %s  (tpprof report %s)\n", last, last);
-    list_others(db, last, &started);
+    list_others(db, last, started);
     return code;
+}
 
-usage_error:
-    fprintf(stderr, "tpprof run: %s\n", tpprof_error());
-    return TPPROF_EXIT_USAGE;
+int tpprof_cmd_run(int argc, char **argv) {
+    run_options o = {0};
+    int parsed = parse_run(argc, argv, &o);
+    if (parsed != 0) {
+        if (parsed < 0)
+            fprintf(stderr, "tpprof run: %s\n", tpprof_error());
+        return parsed < 0 ? TPPROF_EXIT_USAGE : TPPROF_EXIT_OK;
+    }
+    char preload[PATH_MAX], template[PATH_MAX];
+    if (tpprof_run_refuse_unrecordable(o.cmd) != 0 || find_preload(preload, sizeof preload) != 0 ||
+        output_template(o.output, o.cmd[0], template, sizeof template) != 0) {
+        fprintf(stderr, "tpprof run: %s\n", tpprof_error());
+        return TPPROF_EXIT_USAGE;
+    }
+    // File systems keep coarser mtimes than the clock: start a tick early.
+    struct timespec started;
+    clock_gettime(CLOCK_REALTIME, &started);
+    started.tv_sec -= 1;
+    int status = 0, exec_err = 0;
+    pid_t pid = launch(&o, template, preload, &status, &exec_err);
+    if (pid < 0) {
+        fprintf(stderr, "tpprof run: %s\n", tpprof_error());
+        return TPPROF_EXIT_USAGE;
+    }
+    if (exec_err) {
+        fprintf(stderr, "tpprof run: cannot run '%s': %s\n", o.cmd[0], strerror(exec_err));
+        return exec_err == ENOENT ? 127 : 126;
+    }
+    return report_run(o.cmd[0], template, pid, status, &started);
 }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 // ---------------------------------------------------------------------------
@@ -37,8 +38,9 @@ static int check_header(const char *path) {
     unsigned char h[100];
     ssize_t got = read(fd, h, sizeof h);
     close(fd);
-    if (got == 0)
-        return tpprof_error_set("'%s' is empty, not a tpprof database", path);
+    char why[4200];
+    if (got == 0 && tpprof_recording_unwritten(path, why, sizeof why))
+        return tpprof_error_set("'%s': %s", path, why);
     if (got < (ssize_t)sizeof h || memcmp(h, "SQLite format 3", 16) != 0)
         return tpprof_error_set("'%s' is not a SQLite database (not a tpprof recording)", path);
     uint32_t page_size = (uint32_t)h[16] << 8 | h[17];
@@ -132,6 +134,77 @@ bool tpprof_db_meta_i64(tpprof_db *db, const char *key, int64_t *out) {
 }
 
 // ---------------------------------------------------------------------------
+// Recordings tpprof could not write
+//
+// The recorder creates its file, then writes the schema: when that first
+// write fails (a full disk) the file is left empty, or a SQLite database
+// without a table. Such a file is a failed recording, not a foreign file.
+
+// Less than this free on a file system and a recording cannot be written:
+// its WAL alone grows by hundreds of KiB.
+#define NEARLY_FULL_BYTES (1u << 20)
+
+bool tpprof_fs_full(const char *path, char *why, size_t size) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        *(slash == dir ? slash + 1 : slash) = 0;
+    struct statvfs sv;
+    if (statvfs(dir, &sv) != 0 || (uint64_t)sv.f_bavail * sv.f_frsize >= NEARLY_FULL_BYTES)
+        return false;
+    char free_text[32];
+    snprintf(why, size, "the file system holding it is full: %s free",
+             tpprof_format_size((uint64_t)sv.f_bavail * sv.f_frsize, free_text));
+    return true;
+}
+
+// From the file's first page alone, without SQLite (which may not open a
+// file whose -shm the failed write left short): one page, whose b-tree
+// (sqlite_master) has no cell, and no WAL that could hold more.
+static bool header_says_no_table(const char *path) {
+    unsigned char h[108];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, h, sizeof h) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (got != (ssize_t)sizeof h || memcmp(h, "SQLite format 3", 16) != 0)
+        return false;
+    char wal[4200];
+    struct stat wb;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    if (stat(wal, &wb) == 0 && wb.st_size > 0)
+        return false;
+    bool one_page = be32(h + 28) == 1 && be32(h + 92) == be32(h + 24);
+    return one_page && h[100] == 0x0d && h[103] == 0 && h[104] == 0;
+}
+
+bool tpprof_recording_unwritten(const char *path, char *why, size_t size) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return false;
+    bool empty = sb.st_size == 0 || header_says_no_table(path);
+    if (!empty) {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            empty = sqlite3_column_int64(st, 0) == 0;
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+    }
+    if (!empty)
+        return false;
+    char full[128];
+    snprintf(why, size, "nothing was recorded: tpprof could not write it (%s)",
+             tpprof_fs_full(path, full, sizeof full) ? full : "its warning while the program ran says why");
+    return true;
+}
+
+// ---------------------------------------------------------------------------
 // Open
 
 bool tpprof_db_has_table(tpprof_db *db, const char *name) {
@@ -156,6 +229,9 @@ static int validate(tpprof_db *db) {
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return tpprof_db_error(db, "reading the schema");
+    char why[4200];
+    if (rc == SQLITE_DONE && tpprof_recording_unwritten(db->path, why, sizeof why))
+        return tpprof_error_set("'%s': %s", db->path, why);
     if (!tpprof_db_has_table(db, "meta"))
         return tpprof_error_set("'%s' is a SQLite database but not a tpprof recording (no meta table)",
                                 db->path);

@@ -3,8 +3,9 @@
 // cmd_fragmentation.c).
 //
 // It knows recordings only through docs/schema.md and never includes src/.
-// Exit statuses: report and check use 0 ok, 1 gate failed, 2 usage or input
-// error; run returns the program's own status.
+// Exit statuses: report and check use 0 ok, 1 gate failed (or, for check, a
+// recording it cannot vouch for), 2 usage or input error; run returns the
+// program's own status (docs/tpprof-cli.md).
 #include "viewer.h"
 
 #include <stdlib.h>
@@ -27,8 +28,9 @@ static const char usage[] =
     "        leaks, peak, top and temporary allocation sites of a recording\n"
     "  check DB [--max-lost-bytes N] [--max-leaked-bytes N] [--max-peak-bytes N]\n"
     "           [--baseline OLD.db --max-growth PCT] [--suppress PATTERN] [--junit FILE]\n"
-    "           [--max-leaked-storages N] [--max-inactive-split-bytes N]\n"
-    "        CI gate: exit 0 when every limit holds, 1 when one fails\n"
+    "           [--max-leaked-storages N] [--max-inactive-split-bytes N] [--allow-incomplete]\n"
+    "        CI gate: exit 0 when every limit holds, 1 when one fails or the recording\n"
+    "        is missing something (incomplete, events dropped, ...)\n"
     "  graph DB [--at-exit | --at-peak | --at TIME] [--format text|dot|json]\n"
     "        the storage-sharing graph: storages, their tensors and views\n"
     "  fragmentation DB [--at-exit | --at-peak | --at TIME | --at-event SEQ]\n"

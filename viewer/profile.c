@@ -422,7 +422,10 @@ tpprof_profile *tpprof_profile_load(const char *path) {
     if (tpprof_db_meta_i64(p->db, "peak_time_ns", &v))
         s->peak_time_ns = v;
     s->complete = tpprof_db_meta_i64(p->db, "complete", &v) && v == 1;
-    s->leak_scanned = tpprof_db_meta_i64(p->db, "leak_scan", &v) && v == 1;
+    // A scan counts only with the live set it classified, which the final
+    // write brings with complete = 1: a periodic flush after the scan (a
+    // recording cut during the final write) may say leak_scan = 1 without it.
+    s->leak_scanned = s->complete && tpprof_db_meta_i64(p->db, "leak_scan", &v) && v == 1;
     if (tpprof_db_meta_i64(p->db, "dropped_events", &v) && v > 0)
         s->dropped_events = v;
     if (tpprof_db_meta_i64(p->db, "stacks_full", &v) && v > 0)
@@ -431,6 +434,8 @@ tpprof_profile *tpprof_profile_load(const char *path) {
         s->pid = v;
     if (tpprof_db_meta_i64(p->db, "duration_ns", &v))
         s->duration_ns = v;
+    if (tpprof_db_meta_i64(p->db, "threads_unrecorded", &v) && v > 0)
+        s->threads_unrecorded = v;
     if (tpprof_db_meta_i64(p->db, "end_signal", &v) && v > 0 && v < 128)
         s->end_signal = (int)v;
     if (!s->complete && p->nleaks == 0 && leaks_from_sites(p) != 0)
@@ -448,28 +453,19 @@ tpprof_profile *tpprof_profile_load(const char *path) {
     p->tool_version = tpprof_db_meta(p->db, "tool_version");
     p->malloc_owner = tpprof_db_meta(p->db, "malloc_replaced_by");
     p->malloc_skipped = tpprof_db_meta(p->db, "malloc_skipped");
+    p->end_reason = tpprof_db_meta(p->db, "end_reason");
     return p;
 fail:
     tpprof_profile_free(p);
     return NULL;
 }
 
-void tpprof_profile_warn_bypassing(const tpprof_profile *p, FILE *out, const char *prefix) {
-    if (p->malloc_owner)
-        fprintf(out,
-                "%s%s defines its own malloc (a jemalloc or mimalloc linked in?): the allocations made "
-                "through it are not in this recording\n",
-                prefix, p->malloc_owner);
+void tpprof_profile_warn_skipped(const tpprof_profile *p, FILE *out, const char *prefix) {
     if (p->malloc_skipped)
         fprintf(out,
                 "%s%s was preloaded after tpprof: the program ran on glibc's malloc instead (its "
                 "allocations are all here; its heap's layout and RSS were glibc's)\n",
                 prefix, p->malloc_skipped);
-    for (size_t i = 0; i < p->nbypassing; i++)
-        fprintf(out,
-                "%s%s called the C library's allocator directly (loaded with RTLD_DEEPBIND?): its own "
-                "allocations are not in this recording, and blocks it freed may be reported as leaks\n",
-                prefix, p->bypassing[i]);
 }
 
 void tpprof_profile_free(tpprof_profile *p) {
@@ -485,6 +481,7 @@ void tpprof_profile_free(tpprof_profile *p) {
     free(p->tool_version);
     free(p->malloc_owner);
     free(p->malloc_skipped);
+    free(p->end_reason);
     free(p->leaks);
     free(p->sites);
     for (size_t i = 0; i < p->nkinds; i++)

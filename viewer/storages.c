@@ -484,6 +484,12 @@ int tpprof_backings_load(tpprof_db *db, const tpprof_tensors *t, tpprof_backing 
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        // Only a storage whose data is alive at exit backs the block: a
+        // caching allocator's segment (never freed) once held the data of
+        // storages freed long before.
+        const tpprof_storage *s = tpprof_tensors_storage(t, sqlite3_column_int64(st, 0));
+        if (!s || !tpprof_storage_data_alive(s))
+            continue;
         tpprof_backing *grown = tpprof_grow(*out, *n, &cap, sizeof *grown);
         if (!grown) {
             sqlite3_finalize(st);

@@ -346,6 +346,32 @@ size_t tpprof_tensors_live_views(const tpprof_tensors *t, int64_t base) {
     return alive;
 }
 
+const tpprof_tensor *tpprof_tensors_holder_lead(const tpprof_tensors *t, uint64_t *held) {
+    const tpprof_tensor *lead = NULL;
+    int64_t lead_bytes = -1;
+    *held = 0;
+    for (size_t i = 0; i < t->nstorages; i++) {
+        const tpprof_storage *s = &t->storages[i];
+        if (!tpprof_storage_alive(s))
+            continue;
+        size_t non = 0;
+        const size_t *on = tpprof_tensors_on(t, s->id, &non);
+        bool any = false;
+        for (size_t k = 0; k < non; k++) {
+            const tpprof_tensor *x = &t->tensors[on[k]];
+            if (!tpprof_tensor_alive(x))
+                continue;
+            any = true;
+            if (!tpprof_tensors_live_views(t, x->id) && s->nbytes > lead_bytes) {
+                lead = x;
+                lead_bytes = s->nbytes;
+            }
+        }
+        *held += any;
+    }
+    return lead;
+}
+
 const tpprof_ref *tpprof_tensors_refs(const tpprof_tensors *t, int64_t storage_id, size_t *n) {
     size_t lo = 0, hi = t->nrefs;
     while (lo < hi) {

@@ -7,6 +7,7 @@
 //   symbolize.c  ip -> (function, file, line, module) frames with libdw
 //   stacks.c     the stack trie and the symbols, loaded into memory once
 //   profile.c    summary, leaks, sites: everything report and check show
+//   gaps.c       what a recording is missing, in the words every command uses
 //   timeline.c   the sampled timeline, cut down to a few points
 //   diff.c       two recordings matched stack by stack
 //   json.c       a small streaming JSON writer
@@ -14,6 +15,7 @@
 //                (docs/schema-tensors.md), and what they mean: unmatched
 //                retains, weak holders, small views pinning big storages
 //   replay.c     allocator_events replayed into block maps (fragmentation)
+//   run_preflight.c  what `tpprof run` refuses before starting the program
 //   cmd_*.c      one file per command; main.c dispatches
 //
 // Errors: functions that can fail return NULL or -1 and leave one line in
@@ -91,6 +93,13 @@ typedef struct tpprof_db {
     bool writable;
     int64_t schema_version;
 } tpprof_db;
+
+// Is path a recording tpprof created but could not write (an empty file, or
+// a SQLite database without a single table)? Then why, in words, into why.
+bool tpprof_recording_unwritten(const char *path, char *why, size_t size);
+// Has the file system holding path too little room left for a recording
+// (under 1 MiB)? Then "the file system holding it is full (N free)" into why.
+bool tpprof_fs_full(const char *path, char *why, size_t size);
 
 // Open and validate a recording. `writable` false opens it with
 // SQLITE_OPEN_READONLY. Refuses (NULL + error): a missing file, a file that is
@@ -253,6 +262,9 @@ typedef struct tpprof_summary {
     // The signal the program died of, when the recorder's handler wrote the
     // recording on the way (meta.end_signal), or 0.
     int end_signal;
+    // meta.threads_unrecorded: threads the recorder could not record (no
+    // event buffer for them); absent in recordings that do not count them.
+    int64_t threads_unrecorded;
 } tpprof_summary;
 
 // Live blocks at the end, grouped by (stack, kind, reachability).
@@ -276,6 +288,7 @@ typedef struct tpprof_profile {
     tpprof_summary summary;
     char *mode, *exe, *tool_version; // owned; may be NULL
     char *malloc_owner;   // meta.malloc_replaced_by: whose malloc the program called; owned, NULL: ours
+    char *end_reason;     // meta.end_reason: "exit", "exec", "signal"; owned, NULL: absent
     char *malloc_skipped; // meta.malloc_skipped: the preloaded allocator glibc's stood in for; owned, NULL: none
     tpprof_leak *leaks;   // sorted: lost, unscanned, reachable; then bytes desc
     size_t nleaks;
@@ -293,8 +306,10 @@ typedef struct tpprof_profile {
     size_t nbypassing;
 } tpprof_profile;
 
-// One line per library in p->bypassing, each starting with `prefix`.
-void tpprof_profile_warn_bypassing(const tpprof_profile *p, FILE *out, const char *prefix);
+// The line about an allocator preloaded after tpprof (meta.malloc_skipped),
+// starting with `prefix`, when there is one. (What the recording is missing
+// is for tpprof_profile_gaps.)
+void tpprof_profile_warn_skipped(const tpprof_profile *p, FILE *out, const char *prefix);
 
 // Open path read-only, symbolize if `symbols` is empty (saving the result if
 // the file is writable, keeping it in memory otherwise) and load everything.
@@ -305,6 +320,48 @@ void tpprof_profile_free(tpprof_profile *p);
 // Name of a kind ("malloc", "mmap", ...); "kind<N>" (static buffer) if unknown.
 const char *tpprof_profile_kind(const tpprof_profile *p, int64_t kind);
 const char *tpprof_reach_name(int reachability);
+
+// ---------------------------------------------------------------------------
+// gaps.c: what a recording is missing (check refuses to vouch for it)
+
+// How `tpprof run` saw the program end: exit status or killing signal.
+typedef struct tpprof_program_end {
+    bool signaled;
+    int value;
+} tpprof_program_end;
+
+#define TPPROF_GAPS_MAX 8
+
+// The reasons a recording cannot be vouched for, each a clause such as
+// "incomplete: ..." or "17 events were dropped while recording (...)".
+typedef struct tpprof_gaps {
+    size_t n;
+    char reason[TPPROF_GAPS_MAX][600];
+} tpprof_gaps;
+
+// Fill g with what p (read from path, which may be NULL) is missing: not
+// complete (and why, as far as can be told: `end`, from `tpprof run`, may be
+// NULL), events dropped, threads not recorded, allocations without a stack,
+// a leak scan that did not finish, allocations made past the preload.
+// Returns g->n; 0: nothing is missing.
+size_t tpprof_profile_gaps(const tpprof_profile *p, const char *path, const tpprof_program_end *end,
+                           tpprof_gaps *g);
+// The reasons joined by "; " into out; returns out.
+char *tpprof_gaps_join(const tpprof_gaps *g, char *out, size_t size);
+
+// ---------------------------------------------------------------------------
+// run_preflight.c: what `tpprof run` refuses before starting the program
+
+// 0 when the preload can record cmd[0] (or it is no ELF file: a script, or
+// not found: exec will say), else -1 + error saying why in one line (a
+// statically linked program; one built with a sanitizer whose runtime it
+// loads dynamically).
+int tpprof_run_refuse_unrecordable(char **cmd);
+// Can the recorder create its database at path (absolute, %p expanded): the
+// folder exists and can be written into, no component is longer than
+// NAME_MAX, and what the recorder deletes first (path and its -wal, -shm,
+// -journal) is a tpprof recording's or absent? 0, or -1 + error.
+int tpprof_run_check_output(const char *path);
 
 // ---------------------------------------------------------------------------
 // diff.c
@@ -438,6 +495,11 @@ const size_t *tpprof_tensors_on(const tpprof_tensors *t, int64_t storage_id, siz
 const size_t *tpprof_tensors_views_of(const tpprof_tensors *t, int64_t base, size_t *n);
 // How many of those views are alive at exit (each holds the base).
 size_t tpprof_tensors_live_views(const tpprof_tensors *t, int64_t base);
+// Of the storages alive at exit, how many tensors alive at exit hold
+// (*held), and the tensor that stands for them: on the biggest such
+// storage, one no live view holds (a view holds its base, so the view is
+// named). Borrowed; NULL when no live tensor holds a live storage.
+const tpprof_tensor *tpprof_tensors_holder_lead(const tpprof_tensors *t, uint64_t *held);
 // The storage_refs rows of a storage (borrowed, contiguous).
 const tpprof_ref *tpprof_tensors_refs(const tpprof_tensors *t, int64_t storage_id, size_t *n);
 
@@ -638,8 +700,8 @@ char *tpprof_format_ns(int64_t ns, char buf[32]);
 // (storages, unmatched_by_stack, weak_by_stack, pinned_views).
 void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *t, size_t cap);
 void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t);
-// The storages whose backing block is still live at exit, each with the
-// block's leak group (stack, kind, reachability: a tpprof_leak's key), so
+// The storages whose data is alive at exit in a block still live then (not
+// those a reused block held before), each with the block's leak group (stack, kind, reachability: a tpprof_leak's key), so
 // a leak is shown as the storages it backs.
 typedef struct tpprof_backing {
     int64_t storage_id, stack_id, kind;

@@ -139,12 +139,14 @@ static void output_name(char *out, size_t cap, pid_t pid) {
         // database of the image it replaced, minus that one's own .execN.
         if (prev_out && *prev_out) {
             snprintf(out, cap, "%s", prev_out);
-            char *dot = strstr(out, ".exec");
-            if (dot) {
-                char *end = dot + 5;
-                while (*end >= '0' && *end <= '9') end++;
-                memmove(dot, end, strlen(end) + 1);
-            }
+            // Only the tag insert_tag put there, last before the ".db": not a
+            // ".exec" elsewhere (app.exec_test.db, a folder x.exec_dir).
+            size_t len = strlen(out);
+            size_t stem = len >= 3 && strcmp(out + len - 3, ".db") == 0 ? len - 3 : len;
+            size_t d = stem;
+            while (d > 0 && out[d - 1] >= '0' && out[d - 1] <= '9') d--;
+            if (d < stem && d >= 5 && strncmp(out + d - 5, ".exec", 5) == 0)
+                memmove(out + d - 5, out + stem, len - stem + 1);
         }
         char tag[32], cand[4096];
         for (int gen = 1; gen < 1000; gen++) {

@@ -6,6 +6,7 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,10 +48,27 @@ static void test_directory_is_refused(void) {
     EXPECT_REFUSED("is a directory", "report", harness_dir());
 }
 
-static void test_empty_file_is_refused(void) {
+// An empty file, or a SQLite database without a table, is what the recorder
+// leaves when its first write fails (a full disk): report refuses it in one
+// line, and check fails on it (1, not 2: a recording that lost everything).
+static void test_empty_recording_is_refused_and_fails_check(void) {
     const char *p = harness_path("empty.db");
     CHECK(write_bytes(p, "", 0) == 0, "write");
-    EXPECT_REFUSED("is empty", "report", p);
+    EXPECT_REFUSED("nothing was recorded: tpprof could not write it", "report", p);
+    const char *tables = harness_path("no_tables.db");
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(tables, &db) == SQLITE_OK &&
+              sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA user_version=1", NULL, NULL, NULL) == SQLITE_OK,
+          "sqlite");
+    sqlite3_close(db);
+    const char *files[] = {p, tables};
+    for (int i = 0; i < 2; i++) {
+        run_result r = harness_tpprof("check", files[i], NULL);
+        CHECK(r.status == 1 && harness_lines(r.out) == 1 &&
+                  strstr(r.out, "FAIL recording cannot be vouched for: nothing was recorded: tpprof could not write it"),
+              "%s: status %d: %s%s", files[i], r.status, r.out, r.err);
+        harness_result_free(&r);
+    }
 }
 
 static void test_text_file_is_not_sqlite(void) {
@@ -186,7 +204,7 @@ int main(int argc, char **argv) {
         return 1;
     RUN_TEST(test_missing_file_is_refused);
     RUN_TEST(test_directory_is_refused);
-    RUN_TEST(test_empty_file_is_refused);
+    RUN_TEST(test_empty_recording_is_refused_and_fails_check);
     RUN_TEST(test_text_file_is_not_sqlite);
     RUN_TEST(test_truncated_file_is_named_truncated);
     RUN_TEST(test_corrupt_pages_are_an_error_not_a_crash);

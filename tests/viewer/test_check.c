@@ -134,6 +134,12 @@ static void test_junit_to_an_unwritable_path_is_an_error(void) {
     CHECK(r.status == 2, "status %d", r.status);
     CHECK(strstr(r.err, "cannot write '/nonexistent-dir/x.xml'") && harness_lines(r.err) == 1, "%s",
           r.err);
+    // Found out before any gate ran: no PASS line to be taken for the verdict.
+    CHECK(r.out[0] == 0, "nothing on stdout: %s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("check", app_db, "--max-lost-bytes", "1M", "--junit", harness_dir(), NULL);
+    CHECK(r.status == 2 && r.out[0] == 0 && harness_lines(r.err) == 1 && strstr(r.err, "Is a directory"),
+          "a directory: status %d: %s%s", r.status, r.out, r.err);
     harness_result_free(&r);
 }
 
@@ -146,7 +152,28 @@ static void test_unscanned_blocks_of_a_crashed_run_count_as_lost(void) {
     CHECK(strstr(r.out, "FAIL lost bytes 12488 > 12288: 8192 B in map_arena (arena.c:30)\n"), "%s",
           r.out);
     CHECK(strstr(r.err, "never scanned and count as lost"), "%s", r.err);
-    CHECK(strstr(r.err, "is incomplete (the program did not end normally)"), "%s", r.err);
+    CHECK(strstr(r.out, "FAIL recording cannot be vouched for: incomplete: it ends before the program did"),
+          "%s", r.out);
+    harness_result_free(&r);
+}
+
+// Cut during the final write (kill -9 after the leak scan): a periodic flush
+// said "scan done" but the live set never came. The recording is
+// incomplete, and even with --allow-incomplete what each site still had is
+// counted as lost, not passed as scanned.
+static void test_a_scan_without_its_live_set_counts_nothing_as_scanned(void) {
+    const char *db = harness_path("cut.db");
+    fixture_options o = {.incomplete = true};
+    CHECK(fixture_write_edited(db, &o,
+                               "DELETE FROM live_blocks;"
+                               "INSERT OR REPLACE INTO meta VALUES ('leak_scan', '1')") == 0,
+          "fixture");
+    run_result r = harness_tpprof("check", db, NULL);
+    CHECK(r.status == 1 && strstr(r.out, "FAIL recording cannot be vouched for: incomplete"), "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("check", db, "--allow-incomplete", NULL);
+    CHECK(r.status == 1 && strstr(r.out, "FAIL lost bytes "), "the sites' leftovers count as lost: %s%s", r.out,
+          r.err);
     harness_result_free(&r);
 }
 
@@ -270,6 +297,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_junit_to_an_unwritable_path_is_an_error);
     RUN_TEST(test_unscanned_blocks_of_a_crashed_run_count_as_lost);
     RUN_TEST(test_a_program_that_died_of_a_signal_is_named_so);
+    RUN_TEST(test_a_scan_without_its_live_set_counts_nothing_as_scanned);
     RUN_TEST(test_blocks_allocated_after_the_scan_are_not_lost);
     RUN_TEST(test_clean_recording_passes_the_default_gate);
     RUN_TEST(test_suppressed_stacks_leave_the_leak_gates);

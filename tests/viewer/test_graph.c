@@ -81,6 +81,31 @@ static void test_graph_at_peak_of_a_full_recording_replays_the_counts(void) {
     harness_result_free(&r);
 }
 
+// At the peak of a full recording every figure is of one moment, the
+// peak's last (until the first tensor free or data release after the peak
+// at 6 us: storage 4's data release at 9 us): the storages and tensors alive
+// then, with the counts then. Tensor 30 is flagged at_peak but was made at
+// 9.5 us; storage 1's count went to 2 at 1.5 us and back to 1 at 8 us.
+static void test_graph_at_peak_of_a_full_recording_is_one_moment(void) {
+    const char *db = harness_path("late.db");
+    CHECK(fixture_write_edited(db, &(fixture_options){.tensors = true, .full_mode = true},
+                               "UPDATE tensors SET created_ns = 9500, at_peak = 1 WHERE id = 30") == 0,
+          "fixture");
+    run_result r = harness_tpprof("graph", db, "--at-peak", "--format", "json", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    char *j = harness_json_squash(r.out);
+    if (!j)
+        j = strdup("");
+    CHECK(!strstr(j, "{\"id\":30,"), "made after the peak: %s", j);
+    CHECK(strstr(j, "{\"id\":6,\"nbytes\":2097152,") && strstr(j, "\"tensors\":[]"),
+          "storage 6 was there, its tensor not yet: %s", j);
+    CHECK(strstr(j, "{\"id\":1,\"nbytes\":262144,\"allocator\":\"cpu\",\"device\":\"cpu\",\"strong\":1,"),
+          "storage 1's count at the peak's last moment: %s", j);
+    CHECK(strstr(j, "{\"id\":40,") && strstr(j, "{\"id\":41,"), "made during the peak: %s", j);
+    free(j);
+    harness_result_free(&r);
+}
+
 static void test_graph_at_time_in_full_mode_takes_counts_from_events(void) {
     run_result r = harness_tpprof("graph", full_db, "--at", "6.5us", "--format", "json", NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
@@ -171,6 +196,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_json_graph_nodes_and_edges_at_exit);
     RUN_TEST(test_graph_at_peak_uses_the_peak_flags);
     RUN_TEST(test_graph_at_peak_of_a_full_recording_replays_the_counts);
+    RUN_TEST(test_graph_at_peak_of_a_full_recording_is_one_moment);
     RUN_TEST(test_graph_at_time_in_full_mode_takes_counts_from_events);
     RUN_TEST(test_dot_output_has_every_node_and_edge_and_renders);
     RUN_TEST(test_graph_of_a_recording_without_tensors_is_empty);

@@ -94,15 +94,24 @@ static void test_own_malloc_is_warned_about(void) {
                                "INSERT INTO meta VALUES ('malloc_replaced_by', '/opt/p/server')") == 0,
           "fixture");
     const char *want = "/opt/p/server defines its own malloc (a jemalloc or mimalloc linked in?): the allocations "
-                       "made through it are not in this recording";
+                       "made through it were not recorded";
     run_result r = harness_tpprof("report", db, NULL);
-    CHECK(strstr(r.out, "  WARNING     ") && strstr(r.out, want), "%s", r.out);
+    CHECK(strstr(r.out, "  MISSING     ") && strstr(r.out, want), "%s", r.out);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--format", "json", NULL);
     CHECK(strstr(r.out, "\"malloc_replaced_by\": \"/opt/p/server\","), "%s", r.out);
     harness_result_free(&r);
-    r = harness_tpprof("check", db, NULL);
-    CHECK(strstr(r.err, "tpprof check: warning: ") && strstr(r.err, want), "%s", r.err);
+    // check cannot vouch for it: one FAIL line in the same words, unless
+    // --allow-incomplete makes that a warning.
+    r = harness_tpprof("check", db, "--max-lost-bytes", "1M", NULL);
+    CHECK(r.status == 1 && strstr(r.out, "FAIL recording cannot be vouched for: ") && strstr(r.out, want),
+          "status %d: %s", r.status, r.out);
+    CHECK(harness_count(r.out, "FAIL") == 1, "%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("check", db, "--max-lost-bytes", "1M", "--allow-incomplete", NULL);
+    CHECK(r.status == 0 && strstr(r.err, "tpprof check: warning: cannot vouch for ") && strstr(r.err, want),
+          "status %d: %s", r.status, r.err);
+    CHECK(!strstr(r.out, "FAIL"), "%s", r.out);
     harness_result_free(&r);
     r = harness_tpprof("report", app_db, "--format", "json", NULL);
     CHECK(strstr(r.out, "\"malloc_replaced_by\": null,"), "an ordinary recording: %s", r.out);
@@ -147,14 +156,17 @@ static void test_a_full_stack_table_is_warned_about(void) {
     CHECK(fixture_write_edited(db, &(fixture_options){0}, "INSERT INTO meta VALUES ('stacks_full', '725')") == 0,
           "fixture");
     run_result r = harness_tpprof("report", db, NULL);
-    CHECK(strstr(r.out, "  WARNING     the stack table filled up: 725 allocations were recorded without a stack"),
-          "%s", r.out);
+    CHECK(strstr(r.out, "  MISSING     725 allocations have no stack (the stack table filled up)"), "%s", r.out);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--format", "json", NULL);
     CHECK(strstr(r.out, "\"stacks_full\": 725,"), "%s", r.out);
     harness_result_free(&r);
     r = harness_tpprof("report", app_db, NULL);
     CHECK(!strstr(r.out, "stack table"), "no warning where none was full:\n%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("check", db, "--max-lost-bytes", "1M", NULL);
+    CHECK(r.status == 1 && strstr(r.out, "FAIL recording cannot be vouched for: 725 allocations have no stack"),
+          "status %d: %s", r.status, r.out);
     harness_result_free(&r);
 }
 
@@ -165,18 +177,22 @@ static void test_dropped_events_are_warned_about(void) {
                                "INSERT INTO meta VALUES ('bypassing_modules', '[\"/opt/p/deep.so\",\"/opt/p/q\\\\\\\"x.so\"]')") == 0,
           "fixture");
     run_result r = harness_tpprof("report", db, "--leaks", NULL);
-    CHECK(strstr(r.out, "  WARNING     17 events were dropped while recording"), "%s", r.out);
-    CHECK(strstr(r.out, "  WARNING     /opt/p/deep.so called the C library's allocator directly") &&
-              strstr(r.out, "  WARNING     /opt/p/q\\\"x.so called"),
+    CHECK(strstr(r.out, "  MISSING     17 events were dropped while recording"), "%s", r.out);
+    CHECK(strstr(r.out, "  MISSING     /opt/p/deep.so called the C library's allocator directly") &&
+              strstr(r.out, "  MISSING     /opt/p/q\\\"x.so called"),
           "%s", r.out);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--leaks", "--format", "json", NULL);
     CHECK(strstr(r.out, "\"dropped_events\": 17,\n"), "%s", r.out);
     CHECK(strstr(r.out, "\"bypassing_modules\": [\"/opt/p/deep.so\", \"/opt/p/q\\\\\\\"x.so\"]"), "%s", r.out);
+    CHECK(strstr(r.out, "\"missing\": [\n      \"17 events were dropped while recording"), "%s", r.out);
     harness_result_free(&r);
-    r = harness_tpprof("check", db, NULL);
-    CHECK(r.status == 1 && strstr(r.err, "warning: 17 events were dropped"), "%s", r.err);
-    CHECK(strstr(r.err, "warning: /opt/p/deep.so called the C library's allocator directly"), "%s", r.err);
+    // One FAIL line with every reason, even when the leak gate holds.
+    r = harness_tpprof("check", db, "--max-lost-bytes", "1M", NULL);
+    CHECK(r.status == 1 && strstr(r.out, "FAIL recording cannot be vouched for: 17 events were dropped"), "%s", r.out);
+    CHECK(strstr(r.out, "; /opt/p/deep.so called the C library's allocator directly"), "%s", r.out);
+    CHECK(strstr(r.out, "PASS lost bytes"), "%s", r.out);
+    CHECK(harness_lines(r.err) == 0, "nothing more on stderr: %s", r.err);
     harness_result_free(&r);
     r = harness_tpprof("report", app_db, "--leaks", NULL);
     CHECK(!strstr(r.out, "WARNING"), "no warning without dropped events: %s", r.out);
@@ -212,7 +228,7 @@ static void test_killed_run_leaks_come_from_the_sites_at_the_last_flush(void) {
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
     CHECK(strstr(r.out, "leaked      2.93 KiB in 3 blocks: lost 0 B in 0, reachable 0 B in 0, not scanned 2.93 KiB in 3"),
           "%s", r.out);
-    CHECK(strstr(r.out, "no live set was written"), "%s", r.out);
+    CHECK(strstr(r.out, "the recording has no live set"), "%s", r.out);
     CHECK(strstr(r.out, "2.93 KiB in      3 blocks  unscanned"), "%s", r.out);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--format", "json", NULL);
@@ -244,7 +260,9 @@ static void test_recording_of_a_running_process_says_so(void) {
     const char *db = harness_path("running.db");
     CHECK(fixture_write_edited(db, &o, sql) == 0, "fixture");
     run_result r = harness_tpprof("report", db, NULL);
-    CHECK(strstr(r.out, "INCOMPLETE (still running: what it has flushed so far)"), "%s", r.out);
+    CHECK(strstr(r.out, "INCOMPLETE (still running)") &&
+              strstr(r.out, "  MISSING     incomplete: the program is still running"),
+          "%s", r.out);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--format", "json", NULL);
     CHECK(strstr(r.out, "\"still_running\": true"), "%s", r.out);
@@ -252,7 +270,9 @@ static void test_recording_of_a_running_process_says_so(void) {
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     r = harness_tpprof("report", db, NULL);
-    CHECK(strstr(r.out, "INCOMPLETE (did not end normally)"), "once it is gone: %s", r.out);
+    CHECK(strstr(r.out, ", INCOMPLETE\n") && strstr(r.out, "  MISSING     incomplete: it ends before the program did") &&
+              !strstr(r.out, "did not end normally"),
+          "once it is gone: %s", r.out);
     harness_result_free(&r);
 }
 
