@@ -438,6 +438,7 @@ static void json_report(const tpprof_profile *p, const report_options *o,
         tpprof_json_string(&j, p->bypassing[i]);
     tpprof_json_array_end(&j);
     tpprof_json_kv_int(&j, "threads_unrecorded", s->threads_unrecorded);
+    tpprof_json_kv_int(&j, "events_unrecorded", s->events_unrecorded);
     // What the recording is missing, as the text report and check say it.
     tpprof_gaps gaps;
     tpprof_profile_gaps(p, o->path, NULL, &gaps);

@@ -63,6 +63,10 @@ size_t tpprof_profile_gaps(const tpprof_profile *p, const char *path, const tppr
     if (s->threads_unrecorded)
         add(g, "%lld threads were not recorded (tpprof could not give them an event buffer)",
             (long long)s->threads_unrecorded);
+    if (s->events_unrecorded)
+        add(g, "%lld allocations and frees were not recorded (%s)", (long long)s->events_unrecorded,
+            s->threads_unrecorded ? "those threads', or a signal handler's made inside one of tpprof's hooks"
+                                  : "a signal handler's, made while its thread was inside one of tpprof's hooks");
     if (s->stacks_full)
         add(g, "%lld allocations have no stack (the stack table filled up)", (long long)s->stacks_full);
     if (s->complete && !s->leak_scanned && s->unscanned_count && p->end_reason &&

@@ -436,6 +436,8 @@ tpprof_profile *tpprof_profile_load(const char *path) {
         s->duration_ns = v;
     if (tpprof_db_meta_i64(p->db, "threads_unrecorded", &v) && v > 0)
         s->threads_unrecorded = v;
+    if (tpprof_db_meta_i64(p->db, "events_unrecorded", &v) && v > 0)
+        s->events_unrecorded = v;
     if (tpprof_db_meta_i64(p->db, "end_signal", &v) && v > 0 && v < 128)
         s->end_signal = (int)v;
     if (!s->complete && p->nleaks == 0 && leaks_from_sites(p) != 0)

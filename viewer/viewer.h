@@ -265,6 +265,9 @@ typedef struct tpprof_summary {
     // meta.threads_unrecorded: threads the recorder could not record (no
     // event buffer for them); absent in recordings that do not count them.
     int64_t threads_unrecorded;
+    // meta.events_unrecorded: the program's allocations and frees that were
+    // not recorded (those threads', and a signal handler's inside a hook).
+    int64_t events_unrecorded;
 } tpprof_summary;
 
 // Live blocks at the end, grouped by (stack, kind, reachability).

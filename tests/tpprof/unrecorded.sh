@@ -11,9 +11,11 @@
 #   are counted in meta.threads_unrecorded and their allocations in
 #   meta.events_unrecorded.
 # - a program with neither counts nothing.
-# usage: unrecorded.sh LIBTPPROF SIGALLOC THREADS LEAKS
+# `tpprof check` fails a recording with either count (and says why in one
+# line); --allow-incomplete makes it a warning.
+# usage: unrecorded.sh LIBTPPROF SIGALLOC THREADS LEAKS TPPROF
 set -u
-lib=$(realpath "$1") sigalloc=$(realpath "$2") threads=$(realpath "$3") leaks=$(realpath "$4") || exit 1
+lib=$(realpath "$1") sigalloc=$(realpath "$2") threads=$(realpath "$3") leaks=$(realpath "$4") tpprof=$(realpath "$5") || exit 1
 dir=$(mktemp -d) || exit 1
 trap 'rm -rf "$dir"' EXIT
 bad=0
@@ -30,6 +32,16 @@ for i in 1 2 3; do
         bad=$((bad + 1))
     else
         echo "ok: sigalloc $i: $calls handler calls = $((rec - 1)) recorded + $((un / 2)) counted unrecorded"
+    fi
+    if [ "$un" != 0 ]; then
+        "$tpprof" check "$dir/r.db" >"$dir/check.out" 2>&1
+        st=$?
+        "$tpprof" check --allow-incomplete "$dir/r.db" >/dev/null 2>&1
+        st2=$?
+        if [ $st -ne 1 ] || ! grep -q "allocations and frees were not recorded" "$dir/check.out" || [ $st2 -ne 0 ]; then
+            echo "FAIL: sigalloc $i: check exits $st (want 1, naming the unrecorded calls), $st2 with --allow-incomplete (want 0):"
+            cat "$dir/check.out"; bad=$((bad + 1))
+        fi
     fi
 done
 rm -f "$dir"/r.db*
