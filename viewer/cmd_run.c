@@ -476,12 +476,19 @@ typedef struct run_options {
     char **cmd; // the program and its arguments (argv's)
 } run_options;
 
+// The file whose creation lets one process of the run say that it could
+// not write its recording (TPPROF_WARN_ONCE: the recorder's lifecycle.c);
+// removed when the program ends.
+static char warn_once[64];
+
 // In the child: the recorder's environment, then the program. Writes exec's
 // errno into errfd when it cannot start.
 static void exec_program(const run_options *o, const char *template, const char *preload, int errfd) {
     char out[PATH_MAX];
     expand(template, getpid(), out, sizeof out);
     setenv("TPPROF_OUTPUT", out, 1);
+    if (warn_once[0])
+        setenv("TPPROF_WARN_ONCE", warn_once, 1);
     if (o->depth)
         setenv("TPPROF_DEPTH", o->depth, 1);
     if (o->full)
@@ -511,6 +518,10 @@ static pid_t launch(const run_options *o, const char *template, const char *prel
     if (pipe2(errpipe, O_CLOEXEC) != 0)
         return tpprof_error_set("pipe: %s", strerror(errno));
     fflush(NULL);
+    if (access("/dev/shm", W_OK) == 0) {
+        snprintf(warn_once, sizeof warn_once, "/dev/shm/tpprof-warned-%d", (int)getpid());
+        unlink(warn_once);
+    }
     pid_t pid = fork();
     if (pid < 0) {
         close(errpipe[0]);
@@ -538,6 +549,8 @@ static pid_t launch(const run_options *o, const char *template, const char *prel
     while (waitpid(pid, status, 0) < 0 && errno == EINTR)
         ;
     child_pid = 0;
+    if (warn_once[0])
+        unlink(warn_once);
     // The program is gone: ^C may interrupt the symbolizing again.
     struct sigaction dfl = {.sa_handler = SIG_DFL};
     sigaction(SIGINT, &dfl, NULL);

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,9 +59,30 @@ static uint64_t mono_ns(void) {
 uint64_t tpprof_now_ns(void) { return mono_ns() - tpprof_t0_ns; }
 
 // Says so once on stderr and turns the hooks off; the program runs on.
+// Under `tpprof run`, TPPROF_WARN_ONCE names a file for the whole run
+// (read at the start): the first process of the run that cannot write
+// creates it and says so; the others stay quiet, since the run's summary
+// names every recording that lacks something (a script of 21 processes on
+// a full disk printed 22 lines). Where the file cannot be made, each says so.
+static char warn_once[256];
+
+static bool first_of_run(void) {
+    if (!warn_once[0]) return true;
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, warn_once, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        syscall(SYS_close, fd);
+        return true;
+    }
+    return errno != EEXIST;
+}
+
 void tpprof_disable(const char *what, const char *why) {
     atomic_store(&tpprof_active, 0);
     if (atomic_exchange(&disabled_once, 1)) return;
+    int saved_errno = errno;
+    bool first = first_of_run();
+    errno = saved_errno;
+    if (!first) return;
     char line[1024];
     int n = snprintf(line, sizeof line, "tpprof: cannot write %s: %s; recording disabled\n", what, why);
     if (n > (int)sizeof line - 1) n = (int)sizeof line - 1;
@@ -105,6 +127,8 @@ static void program_name(char *out, size_t cap) {
 static void output_name(char *out, size_t cap, pid_t pid) {
     char pidtxt[32];
     snprintf(pidtxt, sizeof pidtxt, "%d", (int)pid);
+    const char *once = getenv("TPPROF_WARN_ONCE");
+    if (once && strlen(once) < sizeof warn_once) snprintf(warn_once, sizeof warn_once, "%s", once);
     const char *tmpl = getenv("TPPROF_OUTPUT");
     if (tmpl && *tmpl) {
         size_t k = 0;

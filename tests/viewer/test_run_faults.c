@@ -86,6 +86,24 @@ static void test_a_full_disk_fails_check_with_its_cause(void) {
     unmount_small(dir);
 }
 
+// A script of many processes on a full file system: the recorder's own
+// line ("cannot write ...") comes once for the run, not once per process.
+static void test_many_processes_on_a_full_disk_warn_once(void) {
+    char dir[512], db[600], script[16384];
+    if (!mount_small("fullmany", "64k", dir, sizeof dir))
+        SKIP("cannot mount a tmpfs (not root?)");
+    snprintf(db, sizeof db, "%s/m.db", dir);
+    int k = snprintf(script, sizeof script, "true");
+    for (int i = 0; i < 8; i++)
+        k += snprintf(script + k, sizeof script - (size_t)k, "; '%s' >/dev/null", leak_once);
+    const char *argv[] = {harness_tpprof_path(), "run", "-o", db, "--", "/bin/sh", "-c", script, NULL};
+    run_result r = run_argv(argv);
+    CHECK(r.status == 0, "the programs are unaffected: status %d: %s", r.status, r.err);
+    CHECK(count_of(r.err, "tpprof: cannot write ") == 1, "one recorder line for 9 processes:\n%s", r.err);
+    harness_result_free(&r);
+    unmount_small(dir);
+}
+
 // Room for the schema, then the file system fills while the program runs:
 // the recording is incomplete, and the words say it is tpprof's failure.
 // A script of several processes gives one line per recording.
@@ -318,6 +336,7 @@ int main(int argc, char **argv) {
     }
     RUN_TEST(test_a_full_disk_fails_check_with_its_cause);
     RUN_TEST(test_a_disk_that_fills_during_the_run_is_named_as_the_cause);
+    RUN_TEST(test_many_processes_on_a_full_disk_warn_once);
     RUN_TEST(test_a_program_killed_by_sigkill_fails_check);
     RUN_TEST(test_kill_9_anywhere_never_passes_check);
     RUN_TEST(test_output_that_is_not_a_recording_is_refused);
