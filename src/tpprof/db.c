@@ -493,7 +493,10 @@ static bool put_live(void) {
     return ok;
 }
 
-static bool put_meta(void) {
+// meta.leak_scan says 1 only in the final write, which brings the live set
+// the scan classified in the same transaction: a periodic flush between the
+// scan and the end (a recording cut there by kill -9) must not claim it.
+static bool put_meta(bool final) {
     struct tpprof_wstate *w = &tpprof_w;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -503,7 +506,7 @@ static bool put_meta(void) {
               meta_set("complete", w->complete ? "1" : "0");
     if (ok) ok = w->end_reason ? meta_set("end_reason", w->end_reason) : meta_del("end_reason");
     if (ok && w->end_signal) ok = meta_int("end_signal", w->end_signal);
-    if (ok) ok = meta_set("leak_scan", w->scanned ? "1" : "0");
+    if (ok) ok = meta_set("leak_scan", w->scanned && final ? "1" : "0");
     if (ok) ok = meta_int("dropped_events", (int64_t)atomic_load(&tpprof_dropped));
     if (ok) ok = meta_int("libunwind_walks", (int64_t)atomic_load(&tpprof_unwind_slow));
     if (ok) ok = meta_int("stacks_full", (int64_t)atomic_load(&tpprof_stacks_full));
@@ -532,7 +535,7 @@ bool tpprof_db_flush(bool final) {
     // the thread that got the signal may have been changing.)
     int nbypass = final && !tpprof_w.end_signal ? tpprof_modules_bypassing(bypassing, sizeof bypassing) : 0;
     bool ok = (!nbypass || meta_set("bypassing_modules", bypassing)) && put_modules() && put_nodes() && put_threads(final) && put_sites() && put_samples() && put_events() &&
-              tpprof_obs_db_put(db, final) && put_meta() && (!final || put_live());
+              tpprof_obs_db_put(db, final) && put_meta(final) && (!final || put_live());
     if (ok && final && tpprof_cfg.full) ok = exec_sql("CREATE INDEX IF NOT EXISTS events_by_address ON events(address)");
     if (!ok) {
         fail("writing");
