@@ -10,13 +10,15 @@
 #define _POSIX_C_SOURCE 200809L
 #include "viewer.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 const char tpprof_usage_report[] =
     "usage: tpprof report DB [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
-    "                        [--storages] [--lifetimes] [--diff OLD.db] [--format text|json|folded]\n"
+    "                        [--storages] [--lifetimes] [--diff OLD.db]\n"
+    "                        [--format text|json|folded|html] [-o FILE]\n"
     "\n"
     "Show what a recording holds. Without section flags every section is shown;\n"
     "with any, the summary and the chosen sections.\n"
@@ -37,7 +39,10 @@ const char tpprof_usage_report[] =
     "  --format F       text (default), json (see docs/report-json.md), or folded:\n"
     "                   one line per stack, outermost frame first, for flame graph tools\n"
     "                   (bytes allocated; with --leaks bytes live at exit, with --peak\n"
-    "                   bytes live at the peak, with --temporary temporary calls)\n"
+    "                   bytes live at the peak, with --temporary temporary calls),\n"
+    "                   or html: one self-contained page (summary, timeline, flame graph,\n"
+    "                   leaks, storages, sharing graph, fragmentation) to open in a browser\n"
+    "  -o FILE          write to FILE instead of stdout\n"
     "\n"
     "The database is opened read-only. If it was never symbolized, it is symbolized\n"
     "now, and the symbols are saved into it when the file is writable.\n";
@@ -67,6 +72,8 @@ typedef struct report_options {
     uint64_t top;       // list cap; 0 = no cap
     bool json;
     bool folded;        // --format folded: flame graph input
+    bool html;          // --format html: one self-contained page
+    const char *output; // -o FILE, or NULL: stdout
     const tpprof_tensors *tensors; // the tensor tables (empty when absent)
     const tpprof_backing *backings; // the storages live blocks back
     size_t nbackings;
@@ -149,6 +156,13 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
     const tpprof_summary *s = &p->summary;
     char a[32], b[32], c[32], d[32], e[32], f[32];
     printf("tpprof report: %s\n", o->path);
+    // The verdict first, as memcheck and LSan put "definitely lost" before
+    // "still reachable": a reachable buffer is not what a newcomer should read first.
+    tpprof_verdict v;
+    char line[512];
+    tpprof_verdict_of(p, &v);
+    printf("  verdict     %s\n", tpprof_verdict_headline(&v, line, sizeof line));
+    printf("  reachable   %s\n", tpprof_verdict_reachable(&v, line, sizeof line));
     printf("  program     %s", p->exe ? p->exe : "(unknown)");
     if (s->pid)
         printf(" (pid %" PRId64 ")", s->pid);
@@ -171,7 +185,7 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
     if (s->peak_bytes)
         printf(" at %.3f s", (double)s->peak_time_ns / 1e9);
     printf(" (heap + anonymous mmap)\n");
-    printf("  leaked      %s in %s blocks: lost %s in %s, reachable %s in %s",
+    printf("  at exit     %s in %s blocks still allocated: lost %s in %s, reachable %s in %s",
            tpprof_format_size(s->leaked_bytes, a), tpprof_format_count(s->leaked_count, b),
            tpprof_format_size(s->lost_bytes, c), tpprof_format_count(s->lost_count, d),
            tpprof_format_size(s->reachable_bytes, e), tpprof_format_count(s->reachable_count, f));
@@ -469,6 +483,13 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_kv_uint(&j, "libc_bytes", s->libc_bytes);
     tpprof_json_kv_uint(&j, "libc_count", s->libc_count);
     tpprof_json_kv_bool(&j, "live_from_sites", s->live_from_sites);
+    tpprof_verdict v;
+    tpprof_verdict_of(p, &v);
+    tpprof_json_kv_string(&j, "verdict", tpprof_verdict_name(v.verdict));
+    tpprof_json_kv_uint(&j, "verdict_lost_bytes", v.lost_bytes);
+    tpprof_json_kv_uint(&j, "verdict_lost_count", v.lost_count);
+    tpprof_json_kv_string(&j, "reachable_top_module", v.holder[0] ? v.holder : NULL);
+    tpprof_json_kv_uint(&j, "reachable_top_module_bytes", v.holder_bytes);
     tpprof_json_object_end(&j);
 
     if (o->sections & SECTION_LEAKS) {
@@ -779,10 +800,16 @@ int tpprof_cmd_report(int argc, char **argv) {
                 goto usage_error;
             o.json = strcmp(v, "json") == 0;
             o.folded = strcmp(v, "folded") == 0;
-            if (!o.json && !o.folded && strcmp(v, "text") != 0) {
-                tpprof_error_set("--format: expected text, json or folded, got '%s'", v);
+            o.html = strcmp(v, "html") == 0;
+            if (!o.json && !o.folded && !o.html && strcmp(v, "text") != 0) {
+                tpprof_error_set("--format: expected text, json, folded or html, got '%s'", v);
                 goto usage_error;
             }
+        } else if ((r = tpprof_opt(argc, argv, &i, "-o", &v)) != 0 ||
+                   (r = tpprof_opt(argc, argv, &i, "--output", &v)) != 0) {
+            if (r < 0)
+                goto usage_error;
+            o.output = v;
         } else if (tpprof_opt_database("report", argv[i], &o.path) != 0) {
             goto usage_error;
         }
@@ -792,6 +819,8 @@ int tpprof_cmd_report(int argc, char **argv) {
         goto usage_error;
     }
     o.sections = chosen ? chosen : SECTION_ALL;
+    if (o.html)
+        o.sections = SECTION_ALL | SECTION_TENSORS; // the page has every section
 
     tpprof_profile *p = tpprof_profile_load(o.path);
     if (!p) {
@@ -830,7 +859,27 @@ int tpprof_cmd_report(int argc, char **argv) {
         }
         diff.old = old;
     }
-    if (o.folded) {
+    // -o: the output file replaces stdout for every format (opened only now,
+    // so a bad database leaves no empty file behind).
+    FILE *file = NULL, *saved_stdout = stdout;
+    if (o.output && !(file = fopen(o.output, "w"))) {
+        fprintf(stderr, "tpprof report: cannot write %s: %s\n", o.output, strerror(errno));
+        tpprof_diff_free(diff.rows, diff.n);
+        tpprof_profile_free(diff.old);
+        free(backings);
+        tpprof_tensors_free(&tensors);
+        tpprof_profile_free(p);
+        return TPPROF_EXIT_USAGE;
+    }
+    if (file)
+        stdout = file;
+    int status = TPPROF_EXIT_OK;
+    if (o.html) {
+        if (tpprof_report_html(stdout, p, &tensors, backings, o.nbackings, o.path) != 0) {
+            fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+            status = TPPROF_EXIT_USAGE;
+        }
+    } else if (o.folded) {
         folded_report(p, chosen);
     } else if (o.json) {
         json_report(p, &o, o.diff ? &diff : NULL);
@@ -858,7 +907,18 @@ int tpprof_cmd_report(int argc, char **argv) {
     free(backings);
     tpprof_tensors_free(&tensors);
     tpprof_profile_free(p);
-    return fflush(stdout) == 0 ? TPPROF_EXIT_OK : TPPROF_EXIT_USAGE;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "tpprof report: cannot write %s: %s\n", o.output ? o.output : "stdout", strerror(errno));
+        status = TPPROF_EXIT_USAGE;
+    }
+    if (file) {
+        stdout = saved_stdout;
+        if (fclose(file) != 0 && status == TPPROF_EXIT_OK) {
+            fprintf(stderr, "tpprof report: cannot write %s: %s\n", o.output, strerror(errno));
+            status = TPPROF_EXIT_USAGE;
+        }
+    }
+    return status;
 
 usage_error:
     fprintf(stderr, "tpprof report: %s\n", tpprof_error());

@@ -334,6 +334,34 @@ int tpprof_diff(const tpprof_profile *now, const tpprof_profile *old, size_t max
 void tpprof_diff_free(tpprof_delta *d, size_t n);
 
 // ---------------------------------------------------------------------------
+// verdict.c: the summary's first lines, as memcheck and LSan order them
+
+enum {
+    TPPROF_VERDICT_NO_LEAK = 0,     // nothing lost
+    TPPROF_VERDICT_LEAK = 1,        // blocks no pointer reached at exit
+    TPPROF_VERDICT_NOT_SCANNED = 2, // blocks live at exit, but no scan ran (killed, crashed)
+};
+
+typedef struct tpprof_verdict {
+    int verdict;
+    uint64_t lost_bytes, lost_count;           // what check's lost gate counts
+    uint64_t reachable_bytes, reachable_count; // still referenced at exit: not leaks
+    uint64_t late_bytes, late_count;           // unscanned: allocated after the scan
+    char holder[256];      // the library that allocated most reachable bytes ("" if none)
+    uint64_t holder_bytes; // ... and how many
+} tpprof_verdict;
+
+// Compute the verdict of a loaded profile (no database access).
+void tpprof_verdict_of(const tpprof_profile *p, tpprof_verdict *v);
+// "no_leak", "leak" or "not_scanned" (the JSON value; static string).
+const char *tpprof_verdict_name(int verdict);
+// "no leak: 0 B lost", "LEAK: 12.0 KiB lost in 2 blocks", ... into buf. Returns buf.
+char *tpprof_verdict_headline(const tpprof_verdict *v, char *buf, size_t size);
+// "256 MiB in 26 blocks still reachable at exit (referenced, not lost); most
+// of it allocated by libopenblas.so.0: 256 MiB (100%)" into buf. Returns buf.
+char *tpprof_verdict_reachable(const tpprof_verdict *v, char *buf, size_t size);
+
+// ---------------------------------------------------------------------------
 // timeline.c
 
 typedef struct tpprof_sample {
@@ -662,6 +690,29 @@ void tpprof_report_leak_storages_json(tpprof_json *j, const tpprof_backing *b, s
 // its JSON key (lifetimes); cap bounds the per-storage rows.
 void tpprof_report_lifetimes_text(const tpprof_tensors *t, size_t cap);
 void tpprof_report_lifetimes_json(tpprof_json *j, const tpprof_tensors *t, size_t cap);
+
+// ---------------------------------------------------------------------------
+// html.c, html_data.c, html_flame.c: report --format html
+
+// Write the whole page for p (t: its tensor tables; b: the storages its live
+// blocks back; path: the database, for the other commands' pictures).
+// 0, or -1 + error.
+int tpprof_report_html(FILE *out, const tpprof_profile *p, const tpprof_tensors *t, const tpprof_backing *b,
+                       size_t nb, const char *path);
+// s as HTML text: <, >, &, quotes as entities; bytes that are not UTF-8
+// (and control characters) as U+FFFD. NULL writes nothing.
+void tpprof_html_text(FILE *out, const char *s);
+// s as a JSON string that is safe inside a <script> element (<, >, & as
+// \u escapes) and valid UTF-8 (\ufffd for other bytes). NULL writes null.
+void tpprof_html_json_string(FILE *out, const char *s);
+// Run fn(arg) with stdout sent to a temporary file; returns what it wrote
+// (new string, caller frees) and its return value in *status (may be NULL).
+// NULL + error when no temporary file could be made.
+char *tpprof_capture_stdout(int (*fn)(void *), void *arg, int *status);
+// The page's data object (timeline, devices, live, flame). 0 or -1 + error.
+int tpprof_html_data(FILE *out, const tpprof_profile *p);
+// The flame graph's JSON value. 0 or -1 + error.
+int tpprof_html_flame(FILE *out, const tpprof_profile *p);
 
 // ---------------------------------------------------------------------------
 // Commands: argv[0] is the command name. Each returns the process exit status.

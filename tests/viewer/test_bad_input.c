@@ -170,7 +170,7 @@ static void test_bad_numbers_are_refused(void) {
 
 static void test_missing_values_and_arguments_are_refused(void) {
     EXPECT_REFUSED("--top needs a value", "report", app_db, "--top");
-    EXPECT_REFUSED("--format: expected text, json or folded, got 'xml'", "report", app_db, "--format", "xml");
+    EXPECT_REFUSED("--format: expected text, json, folded or html, got 'xml'", "report", app_db, "--format", "xml");
     EXPECT_REFUSED("missing the database", "report");
     EXPECT_REFUSED("missing the database", "check", "--max-lost-bytes", "0");
     EXPECT_REFUSED("one database at a time", "report", app_db, app_db);
