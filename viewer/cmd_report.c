@@ -18,7 +18,7 @@
 const char tpprof_usage_report[] =
     "usage: tpprof report DB [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
     "                        [--storages] [--lifetimes] [--diff OLD.db]\n"
-    "                        [--format text|json|folded|html] [-o FILE]\n"
+    "                        [--format text|json|folded|html] [-o FILE] [--suppressions FILE]\n"
     "\n"
     "Show what a recording holds. Without section flags every section is shown;\n"
     "with any, the summary and the chosen sections.\n"
@@ -43,6 +43,8 @@ const char tpprof_usage_report[] =
     "                   or html: one self-contained page (summary, timeline, flame graph,\n"
     "                   leaks, storages, sharing graph, fragmentation) to open in a browser\n"
     "  -o FILE          write to FILE instead of stdout\n"
+    "  --suppressions FILE  leave out the leaks LeakSanitizer's suppression file names\n"
+    "                   (leak:PATTERN lines, '#' comments); the summary says what each matched\n"
     "\n"
     "The database is opened read-only. If it was never symbolized, it is symbolized\n"
     "now, and the symbols are saved into it when the file is writable.\n";
@@ -74,6 +76,8 @@ typedef struct report_options {
     bool folded;        // --format folded: flame graph input
     bool html;          // --format html: one self-contained page
     const char *output; // -o FILE, or NULL: stdout
+    tpprof_suppressions suppressions; // --suppressions FILE (applied at load)
+    const char *suppressions_path;
     const tpprof_tensors *tensors; // the tensor tables (empty when absent)
     const tpprof_backing *backings; // the storages live blocks back
     size_t nbackings;
@@ -198,6 +202,12 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
                "%s of it still reserved at exit\n",
                tpprof_format_size(s->reserved_total_bytes, a), tpprof_format_count(s->reserved_count, b),
                tpprof_format_size(s->reserved_bytes, c));
+    for (size_t i = 0; i < o->suppressions.n; i++) {
+        const tpprof_suppression *r = &o->suppressions.rules[i];
+        printf("  suppressed  leak:%s matched %s in %s block%s (%llu stack%s)\n", r->pattern,
+               tpprof_format_size(r->bytes, a), tpprof_format_count(r->count, b), r->count == 1 ? "" : "s",
+               (unsigned long long)r->groups, r->groups == 1 ? "" : "s");
+    }
     if (s->libc_count)
         printf("  libc        %s in %s blocks the C library keeps to the end (its caches, stdio buffers): "
                "not leaks\n",
@@ -492,6 +502,20 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_kv_uint(&j, "reachable_top_module_bytes", v.holder_bytes);
     tpprof_json_object_end(&j);
 
+    if (o->suppressions_path) {
+        tpprof_json_key(&j, "suppressions");
+        tpprof_json_array_begin(&j);
+        for (size_t i = 0; i < o->suppressions.n; i++) {
+            const tpprof_suppression *r = &o->suppressions.rules[i];
+            tpprof_json_object_begin_inline(&j);
+            tpprof_json_kv_string(&j, "pattern", r->pattern);
+            tpprof_json_kv_uint(&j, "bytes", r->bytes);
+            tpprof_json_kv_uint(&j, "count", r->count);
+            tpprof_json_kv_uint(&j, "stacks", r->groups);
+            tpprof_json_object_end(&j);
+        }
+        tpprof_json_array_end(&j);
+    }
     if (o->sections & SECTION_LEAKS) {
         tpprof_json_key(&j, "leaks");
         tpprof_json_array_begin(&j);
@@ -805,6 +829,10 @@ int tpprof_cmd_report(int argc, char **argv) {
                 tpprof_error_set("--format: expected text, json, folded or html, got '%s'", v);
                 goto usage_error;
             }
+        } else if ((r = tpprof_opt(argc, argv, &i, "--suppressions", &v)) != 0) {
+            if (r < 0)
+                goto usage_error;
+            o.suppressions_path = v;
         } else if ((r = tpprof_opt(argc, argv, &i, "-o", &v)) != 0 ||
                    (r = tpprof_opt(argc, argv, &i, "--output", &v)) != 0) {
             if (r < 0)
@@ -822,15 +850,21 @@ int tpprof_cmd_report(int argc, char **argv) {
     if (o.html)
         o.sections = SECTION_ALL | SECTION_TENSORS; // the page has every section
 
+    if (o.suppressions_path && tpprof_suppressions_load(o.suppressions_path, &o.suppressions) != 0)
+        goto usage_error;
     tpprof_profile *p = tpprof_profile_load(o.path);
     if (!p) {
         fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+        tpprof_suppressions_free(&o.suppressions);
         return TPPROF_EXIT_USAGE;
     }
+    // Suppressed leaks leave every section and figure, the verdict included.
+    tpprof_suppressions_apply(p, &o.suppressions);
     tpprof_tensors tensors = {0};
     if (tpprof_tensors_load(p->db, &tensors) != 0) {
         fprintf(stderr, "tpprof report: %s\n", tpprof_error());
         tpprof_profile_free(p);
+        tpprof_suppressions_free(&o.suppressions);
         return TPPROF_EXIT_USAGE;
     }
     // By default the tensor sections appear when the recording has tensors;
@@ -843,6 +877,7 @@ int tpprof_cmd_report(int argc, char **argv) {
         fprintf(stderr, "tpprof report: %s\n", tpprof_error());
         tpprof_tensors_free(&tensors);
         tpprof_profile_free(p);
+        tpprof_suppressions_free(&o.suppressions);
         return TPPROF_EXIT_USAGE;
     }
     o.backings = backings;
@@ -855,6 +890,7 @@ int tpprof_cmd_report(int argc, char **argv) {
             free(backings);
             tpprof_tensors_free(&tensors);
             tpprof_profile_free(p);
+            tpprof_suppressions_free(&o.suppressions);
             return TPPROF_EXIT_USAGE;
         }
         diff.old = old;
@@ -869,6 +905,7 @@ int tpprof_cmd_report(int argc, char **argv) {
         free(backings);
         tpprof_tensors_free(&tensors);
         tpprof_profile_free(p);
+        tpprof_suppressions_free(&o.suppressions);
         return TPPROF_EXIT_USAGE;
     }
     if (file)
@@ -907,6 +944,7 @@ int tpprof_cmd_report(int argc, char **argv) {
     free(backings);
     tpprof_tensors_free(&tensors);
     tpprof_profile_free(p);
+    tpprof_suppressions_free(&o.suppressions);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "tpprof report: cannot write %s: %s\n", o.output ? o.output : "stdout", strerror(errno));
         status = TPPROF_EXIT_USAGE;

@@ -715,6 +715,39 @@ int tpprof_html_data(FILE *out, const tpprof_profile *p);
 int tpprof_html_flame(FILE *out, const tpprof_profile *p);
 
 // ---------------------------------------------------------------------------
+// suppressions.c: LeakSanitizer's suppression files (leak:PATTERN lines)
+
+typedef struct tpprof_suppression {
+    char *pattern;                // after "leak:"; owned
+    uint64_t bytes, count, groups; // what it matched (set by apply)
+} tpprof_suppression;
+
+typedef struct tpprof_suppressions {
+    tpprof_suppression *rules;
+    size_t n;
+} tpprof_suppressions;
+
+// Read an LSan suppression file: `leak:PATTERN` lines, `#` comments, blank
+// lines. Any other line is an error naming its file and line. 0, or -1 +
+// error (out left empty).
+int tpprof_suppressions_load(const char *path, tpprof_suppressions *out);
+void tpprof_suppressions_free(tpprof_suppressions *s);
+// LSan's pattern match: substring, '*' any run, leading '^' and trailing '$'
+// anchors. false for a NULL or empty str.
+bool tpprof_suppression_match(const char *pattern, const char *str);
+// Drop from p the leak groups a rule matches (a frame's function, file or
+// module), and their bytes and blocks from p->summary; each rule counts what
+// it took (the first matching rule takes a group).
+void tpprof_suppressions_apply(tpprof_profile *p, tpprof_suppressions *s);
+
+// ---------------------------------------------------------------------------
+// perfetto.c: export --format perfetto
+
+// Write p (x: its tensor tables; path: the database, named in the trace's
+// otherData) as Chrome trace-event JSON. 0 or -1 + error.
+int tpprof_export_perfetto(FILE *out, const tpprof_profile *p, const tpprof_tensors *x, const char *path);
+
+// ---------------------------------------------------------------------------
 // Commands: argv[0] is the command name. Each returns the process exit status.
 
 int tpprof_cmd_run(int argc, char **argv);
@@ -722,8 +755,9 @@ int tpprof_cmd_report(int argc, char **argv);
 int tpprof_cmd_check(int argc, char **argv);
 int tpprof_cmd_graph(int argc, char **argv);
 int tpprof_cmd_fragmentation(int argc, char **argv);
+int tpprof_cmd_export(int argc, char **argv);
 
 extern const char tpprof_usage_run[], tpprof_usage_report[], tpprof_usage_check[],
-    tpprof_usage_graph[], tpprof_usage_fragmentation[];
+    tpprof_usage_graph[], tpprof_usage_fragmentation[], tpprof_usage_export[];
 
 #endif

@@ -77,6 +77,23 @@ static void check_page(const char *db, const char *name, bool tensors) {
         CHECK(strstr(dom, "cache_put (cache.c:27)"), "%s: the unmatched references", name);
     harness_result_free(&r);
 
+    // A link to a moment and a search: #at=3000000 shows what was live at
+    // 3 ms (a click on the timeline does the same), #search= lights frames.
+    if (tensors) {
+        char linked[700];
+        snprintf(linked, sizeof linked, "%s#at=3000000&search=inner", page);
+        r = browse(linked, "--dump-dom");
+        live = strstr(r.out, "<div id=\"live-at\">");
+        CHECK(live && strstr(live, "Live at 0.003 s: 1.00 MiB in 2 blocks"), "%s: live at 3 ms:\n%.600s", name,
+              live ? live : r.out);
+        CHECK(live && strstr(live, "inner_helper (helpers.h:7)"), "%s: the 1 MiB block's site", name);
+        CHECK(strstr(r.out, "class=\"frame match\" data-depth=\"3\" data-name=\"inner_helper\""),
+              "%s: the search lights inner_helper:\n%.2000s", name, strstr(r.out, "flame-chart") ? strstr(r.out, "flame-chart") : r.out);
+        CHECK(strstr(r.out, "<span id=\"flame-matched\">matched 1.00 MiB (91.8%)</span>"), "%s: and says its share", name);
+        CHECK(strstr(r.out, "data-errors=\"0\""), "%s: no script error", name);
+        harness_result_free(&r);
+    }
+
     snprintf(shot, sizeof shot, "--screenshot=%s/%.*s.png", shots, (int)(strlen(name) - 5), name);
     r = browse(page, shot);
     CHECK(r.status == 0, "%s: screenshot status %d: %s", name, r.status, r.err);

@@ -134,7 +134,7 @@
     var n = F.parent.length, kids = [];
     for (var i = 0; i < n; i++) kids.push([]);
     for (i = 1; i < n; i++) kids[F.parent[i]].push(i);
-    var metric = 'bytes', focus = 0, term = '';
+    var metric = 'bytes', focus = 0, term = document.getElementById('flame-search').value || '';
     var tip = document.getElementById('flame-tip'), ROW = 18;
     var labels = {bytes: 'bytes allocated', calls: 'allocation calls', peak: 'bytes live at the peak',
                   leaked: 'bytes live at exit (lost first)'};
@@ -204,8 +204,20 @@
     draw();
   }
 
+  // A link can name a moment and a search: report.html#at=2500000&search=parse
+  // (at: ns since the start) opens with what was live then and the matches lit.
+  var hash = {};
+  location.hash.slice(1).split('&').forEach(function (kv) {
+    var i = kv.indexOf('=');
+    if (i > 0) hash[kv.slice(0, i)] = decodeURIComponent(kv.slice(i + 1));
+  });
   drawTimeline();
-  if (D.live && D.live.snaps.length) showLive(D.live.full ? (D.timeline ? D.timeline.peak_t : 0) : 0);
+  if (D.live && D.live.snaps.length)
+    showLive(hash.at !== undefined ? Number(hash.at) : D.live.full && D.timeline ? D.timeline.peak_t : 0);
+  if (hash.search !== undefined) {
+    var box = document.getElementById('flame-search');
+    if (box) box.value = hash.search;
+  }
   Flame();
   document.body.setAttribute('data-ready', '1');
 })();
