@@ -451,15 +451,17 @@ static void section_graph(const page *g) {
 
 static void section_fragmentation(const page *g) {
     FILE *out = g->out;
-    fputs("<h2>Caching allocators: block map at exit</h2>\n<section id=\"fragmentation\">\n", out);
+    // At each allocator's peak: at exit a well-behaved allocator has
+    // released everything, and the peak is where fragmentation costs.
+    fputs("<h2>Caching allocators: block map at each one's peak</h2>\n<section id=\"fragmentation\">\n", out);
     int64_t events = 0;
     if (!tpprof_db_has_table(g->p->db, "allocator_events") ||
         tpprof_db_scalar(g->p->db, "SELECT COUNT(*) FROM allocator_events", &events) != 0 || events == 0) {
         fputs("<p class=\"missing\">This recording has no caching allocator events.</p>\n</section>\n", out);
         return;
     }
-    char *argv[] = {"fragmentation", (char *)g->path, "--format", "svg", NULL};
-    command_call c = {tpprof_cmd_fragmentation, 4, argv};
+    char *argv[] = {"fragmentation", (char *)g->path, "--at-peak", "--format", "svg", NULL};
+    command_call c = {tpprof_cmd_fragmentation, 5, argv};
     int status = 0;
     char *svg = tpprof_capture_stdout(run_command, &c, &status);
     if (svg && status == 0) {

@@ -27,12 +27,14 @@ static bool module_is_runtime_of_language(const char *module) {
 }
 
 // The module (basename, borrowed) a leak group is charged to: its innermost
-// frame outside the language runtimes; NULL when no frame names one.
+// frame outside the language runtimes and the tensor runtime (which
+// allocates storages for its caller); NULL when no frame names one.
 static const char *holder_of(const tpprof_profile *p, int64_t stack_id) {
     tpprof_frame f[64];
     size_t n = tpprof_stacks_frames(p->stacks, stack_id, f, sizeof f / sizeof *f, NULL);
     for (size_t i = 0; i < n; i++)
-        if (f[i].module && !module_is_runtime_of_language(f[i].module) && !tpprof_frame_is_stdlib(&f[i]))
+        if (f[i].module && !module_is_runtime_of_language(f[i].module) && !tpprof_frame_is_stdlib(&f[i]) &&
+            !tpprof_frame_is_runtime(&f[i]))
             return tpprof_basename(f[i].module);
     for (size_t i = 0; i < n; i++)
         if (f[i].module)

@@ -66,7 +66,10 @@
     if (tl.peak_bytes) {
       var px = x(tl.peak_t);
       svg.appendChild(el('svg:line', {x1: px, x2: px, y1: T, y2: H - B, stroke: '#e15759', 'stroke-dasharray': '4,3', id: 'peak-mark'}));
-      svg.appendChild(el('svg:text', {x: px + 4, y: T + 12, 'font-size': 11, fill: '#e15759'},
+      // The label on whichever side of the mark has room.
+      var right = px < W / 2;
+      svg.appendChild(el('svg:text', {x: right ? px + 4 : px - 4, y: T + 12, 'font-size': 11, fill: '#e15759',
+                                      'text-anchor': right ? 'start' : 'end'},
         'peak ' + fmt(tl.peak_bytes) + ' (heap + mmap) at ' + secs(tl.peak_t)));
     }
     var cursor = el('svg:line', {x1: 0, x2: 0, y1: T, y2: H - B, stroke: '#888', visibility: 'hidden'});
