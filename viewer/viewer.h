@@ -756,8 +756,10 @@ int tpprof_cmd_check(int argc, char **argv);
 int tpprof_cmd_graph(int argc, char **argv);
 int tpprof_cmd_fragmentation(int argc, char **argv);
 int tpprof_cmd_export(int argc, char **argv);
+int tpprof_cmd_merge(int argc, char **argv);
 
 extern const char tpprof_usage_run[], tpprof_usage_report[], tpprof_usage_check[],
-    tpprof_usage_graph[], tpprof_usage_fragmentation[], tpprof_usage_export[];
+    tpprof_usage_graph[], tpprof_usage_fragmentation[], tpprof_usage_export[],
+    tpprof_usage_merge[];
 
 #endif
