@@ -35,22 +35,8 @@
 // ---------------------------------------------------------------------------
 // Escaping
 
-// Length of the valid UTF-8 sequence at s (1-4), or 0 when s does not start
-// one (a stray continuation byte, an overlong form, a surrogate, a cut end).
-static size_t utf8_len(const unsigned char *s) {
-    unsigned c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    for (size_t i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    if (n == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0)))
-        return 0; // overlong, or a UTF-16 surrogate
-    if (n == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90)))
-        return 0; // overlong, or above U+10FFFF
-    return n;
-}
+// tpprof_utf8_len (json.c) tells where a byte that is not UTF-8 is.
+#define utf8_len tpprof_utf8_len
 
 void tpprof_html_text(FILE *out, const char *s) {
     if (!s)

@@ -632,6 +632,10 @@ void tpprof_json_bool(tpprof_json *j, bool v);
 void tpprof_json_null(tpprof_json *j);
 // Finish the document with a newline.
 void tpprof_json_finish(tpprof_json *j);
+// Length of the valid UTF-8 sequence at s (1-4), or 0 when s does not start
+// one (a stray continuation byte, an overlong form, a surrogate, a cut end).
+// Strings are written with U+FFFD for such bytes, so output is valid UTF-8.
+size_t tpprof_utf8_len(const unsigned char *s);
 
 // Shorthands: a key and its value in one call.
 void tpprof_json_kv_int(tpprof_json *j, const char *key, int64_t v);

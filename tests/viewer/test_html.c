@@ -170,6 +170,11 @@ static void test_names_are_escaped_whatever_they_hold(void) {
     CHECK(!strstr(data, "</script"), "nothing ends the data's script element");
     free(data);
     free(page);
+    // The report's JSON too: valid UTF-8, the byte as U+FFFD.
+    run_result r = harness_tpprof("report", evil_db, "--format", "json", NULL);
+    CHECK(r.status == 0 && harness_json_valid(r.out) && valid_utf8((const unsigned char *)r.out), "%s", r.err);
+    CHECK(strstr(r.out, "\"function\": \"evil<b>&\\\"'\\ufffd</\""), "%s", r.out);
+    harness_result_free(&r);
 }
 
 static void test_missing_tables_are_said_in_their_section(void) {
