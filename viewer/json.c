@@ -63,7 +63,7 @@ static void write_escaped(FILE *out, const char *s) {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         // JSON is UTF-8: a byte that is not (a function or path name in
         // another encoding) is written as U+FFFD, so parsers accept the file.
-        size_t n = tpprof_utf8_len(p);
+        size_t n = *p < 0x80 ? 1 : tpprof_utf8_len(p);
         if (n == 0) {
             fputs("\\ufffd", out);
             continue;

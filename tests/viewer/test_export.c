@@ -61,7 +61,7 @@ static void test_full_recording_gives_counters_events_with_stacks_and_storage_sl
 }
 
 static void test_aggregate_recording_has_counters_and_no_events(void) {
-    export_of(plain_db, "plain.json");
+    free(export_of(plain_db, "plain.json"));
     run_result r = check_trace(harness_path("plain.json"), "--storages", "0", NULL, NULL);
     CHECK(r.status == 0, "check_trace.py:\n%s%s", r.out, r.err);
     harness_result_free(&r);
