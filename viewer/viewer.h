@@ -14,6 +14,12 @@
 //                (docs/schema-tensors.md), and what they mean: unmatched
 //                retains, weak holders, small views pinning big storages
 //   replay.c     allocator_events replayed into block maps (fragmentation)
+//   verdict.c    the summary's first lines: lost or not, what is reachable
+//   suppressions.c  LeakSanitizer suppression files applied to a profile
+//   html*.c      report --format html: the page (html.c), its data
+//                (html_data.c: timeline, live sets) and flame tree
+//                (html_flame.c); its script and style are html/ files
+//   perfetto.c   export --format perfetto: Chrome trace-event JSON
 //   cmd_*.c      one file per command; main.c dispatches
 //
 // Errors: functions that can fail return NULL or -1 and leave one line in
