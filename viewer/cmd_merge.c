@@ -151,6 +151,43 @@ static int write_meta(sqlite3 *out, int n) {
     return exec(out, sql, "writing meta");
 }
 
+int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet) {
+    // Never overwrite: `merge IN.db OUT.db` by mistake must not destroy a recording.
+    if (access(out_path, F_OK) == 0)
+        return tpprof_error_set("%s exists; merge writes a new file (remove it first)", out_path);
+    for (size_t i = 0; i < n; i++) {
+        // A readable recording (a clear refusal otherwise), symbolized where possible.
+        tpprof_db *db = tpprof_db_open(inputs[i], false);
+        if (!db)
+            return -1;
+        // Its addresses already carry process tags, which a second merge
+        // would overwrite: two of its processes' stacks would read as one.
+        char *merged = tpprof_db_meta(db, "merged");
+        tpprof_db_close(db);
+        free(merged);
+        if (merged)
+            return tpprof_error_set("%s is a merged recording: merge the recordings it was made of", inputs[i]);
+        if (tpprof_symbolize_file(inputs[i]) != 0 && !quiet)
+            fprintf(stderr, "tpprof merge: warning: %s stays unsymbolized (%s): its frames show addresses\n",
+                    inputs[i], tpprof_error());
+    }
+    sqlite3 *out = NULL;
+    if (sqlite3_open_v2(out_path, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+        tpprof_error_set("cannot write %s: %s", out_path, out ? sqlite3_errmsg(out) : "out of memory");
+        sqlite3_close(out);
+        return -1;
+    }
+    int status = exec(out, merged_schema, "creating the tables");
+    for (size_t i = 0; i < n && status == 0; i++)
+        status = copy_input(out, inputs[i], (int64_t)i + 1);
+    if (status == 0)
+        status = write_meta(out, (int)n);
+    sqlite3_close(out);
+    if (status != 0)
+        unlink(out_path);
+    return status;
+}
+
 int tpprof_cmd_merge(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -161,41 +198,10 @@ int tpprof_cmd_merge(int argc, char **argv) {
         fprintf(stderr, "tpprof merge: expected OUT.db and at least one IN.db (usage: tpprof merge OUT.db IN.db...)\n");
         return TPPROF_EXIT_USAGE;
     }
-    const char *out_path = argv[1];
-    // Never overwrite: `merge IN.db OUT.db` by mistake must not destroy a recording.
-    if (access(out_path, F_OK) == 0) {
-        fprintf(stderr, "tpprof merge: %s exists; merge writes a new file (remove it first)\n", out_path);
-        return TPPROF_EXIT_USAGE;
-    }
-    for (int i = 2; i < argc; i++) {
-        // A readable recording (a clear refusal otherwise), symbolized where possible.
-        tpprof_db *db = tpprof_db_open(argv[i], false);
-        if (!db) {
-            fprintf(stderr, "tpprof merge: %s\n", tpprof_error());
-            return TPPROF_EXIT_USAGE;
-        }
-        tpprof_db_close(db);
-        if (tpprof_symbolize_file(argv[i]) != 0)
-            fprintf(stderr, "tpprof merge: warning: %s stays unsymbolized (%s): its frames show addresses\n", argv[i],
-                    tpprof_error());
-    }
-    sqlite3 *out = NULL;
-    if (sqlite3_open_v2(out_path, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
-        fprintf(stderr, "tpprof merge: cannot write %s: %s\n", out_path, out ? sqlite3_errmsg(out) : "out of memory");
-        sqlite3_close(out);
-        return TPPROF_EXIT_USAGE;
-    }
-    int status = exec(out, merged_schema, "creating the tables");
-    for (int i = 2; i < argc && status == 0; i++)
-        status = copy_input(out, argv[i], i - 1);
-    if (status == 0)
-        status = write_meta(out, argc - 2);
-    sqlite3_close(out);
-    if (status != 0) {
+    if (tpprof_merge(argv[1], argv + 2, (size_t)argc - 2, false) != 0) {
         fprintf(stderr, "tpprof merge: %s\n", tpprof_error());
-        unlink(out_path);
         return TPPROF_EXIT_USAGE;
     }
-    fprintf(stderr, "tpprof merge: %d recordings into %s\n", argc - 2, out_path);
+    fprintf(stderr, "tpprof merge: %d recordings into %s\n", argc - 2, argv[1]);
     return TPPROF_EXIT_OK;
 }

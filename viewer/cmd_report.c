@@ -11,17 +11,20 @@
 #include "viewer.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char tpprof_usage_report[] =
-    "usage: tpprof report DB [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
+    "usage: tpprof report DB... [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
     "                        [--storages] [--lifetimes] [--diff OLD.db]\n"
     "                        [--format text|json|folded|html] [-o FILE] [--suppressions FILE]\n"
     "\n"
     "Show what a recording holds. Without section flags every section is shown;\n"
-    "with any, the summary and the chosen sections.\n"
+    "with any, the summary and the chosen sections. Several recordings (or a quoted\n"
+    "glob, 'tpprof.train.*.db') are merged as tpprof merge does and shown as one.\n"
     "\n"
     "  --leaks          blocks still allocated at exit, grouped by stack: lost first, then by bytes\n"
     "  --peak           the peak of heap + anonymous mmap bytes and the sites live at it\n"
@@ -68,7 +71,8 @@ enum {
 };
 
 typedef struct report_options {
-    const char *path;
+    const char *path;   // the database read (a merged copy of several)
+    const char *shown;  // what the report calls it: path, or "N recordings: A, B, ..."
     const char *diff;   // baseline for --diff, or NULL
     unsigned sections;
     uint64_t top;       // list cap; 0 = no cap
@@ -159,7 +163,7 @@ static void text_stack(const tpprof_profile *p, int64_t stack_id, const char *in
 static void text_summary(const tpprof_profile *p, const report_options *o) {
     const tpprof_summary *s = &p->summary;
     char a[32], b[32], c[32], d[32], e[32], f[32];
-    printf("tpprof report: %s\n", o->path);
+    printf("tpprof report: %s\n", o->shown);
     // The verdict first, as memcheck and LSan put "definitely lost" before
     // "still reachable": a reachable buffer is not what a newcomer should read first.
     tpprof_verdict v;
@@ -447,7 +451,7 @@ static void json_report(const tpprof_profile *p, const report_options *o,
                         const diff_context *diff) {
     tpprof_json j;
     const tpprof_summary *s = &p->summary;
-    tpprof_json_document_begin(&j, stdout, "tpprof-report", 1, o->path);
+    tpprof_json_document_begin(&j, stdout, "tpprof-report", 1, o->shown);
 
     tpprof_json_key(&j, "program");
     tpprof_json_object_begin(&j);
@@ -787,10 +791,86 @@ static void folded_report(const tpprof_profile *p, unsigned chosen) {
     }
 }
 
+
+// ---------------------------------------------------------------------------
+// Several recordings
+
+typedef struct report_inputs {
+    char **v;       // owned copies
+    size_t n, cap;
+    char *merged;   // the temporary merged database (owned), NULL for one input
+    char *dir;      // its directory (owned)
+    char shown[512];
+} report_inputs;
+
+static int push_input(report_inputs *in, const char *path) {
+    for (size_t i = 0; i < in->n; i++)
+        if (strcmp(in->v[i], path) == 0)
+            return tpprof_error_set("'%s' is named twice (several recordings are merged: each once)", path);
+    char **v = tpprof_grow(in->v, in->n, &in->cap, sizeof *v);
+    if (!v)
+        return -1;
+    in->v = v;
+    if (!(v[in->n] = strdup(path)))
+        return tpprof_error_set("out of memory");
+    in->n++;
+    return 0;
+}
+
+// A database argument; a pattern with *, ? or [ that names no file is
+// expanded as a glob (for a quoted 'tpprof.train.*.db').
+static int add_database(report_inputs *in, const char *arg) {
+    if (!strpbrk(arg, "*?[") || access(arg, F_OK) == 0)
+        return push_input(in, arg);
+    glob_t g;
+    int rc = glob(arg, 0, NULL, &g);
+    if (rc == GLOB_NOMATCH)
+        return tpprof_error_set("no recording matches '%s'", arg);
+    if (rc != 0)
+        return tpprof_error_set("cannot expand '%s'", arg);
+    for (size_t i = 0; i < g.gl_pathc && rc == 0; i++)
+        rc = push_input(in, g.gl_pathv[i]);
+    globfree(&g);
+    return rc;
+}
+
+static int merge_inputs(report_inputs *in) {
+    const char *tmp = getenv("TMPDIR");
+    char dir[600];
+    if (!tmp || !*tmp || strlen(tmp) > 500)
+        tmp = "/tmp";
+    snprintf(dir, sizeof dir, "%s/tpprof-report-XXXXXX", tmp);
+    if (!mkdtemp(dir))
+        return tpprof_error_set("cannot make a temporary directory in %s: %s", tmp, strerror(errno));
+    in->dir = strdup(dir);
+    in->merged = malloc(strlen(dir) + sizeof "/merged.db");
+    if (!in->dir || !in->merged)
+        return tpprof_error_set("out of memory");
+    sprintf(in->merged, "%s/merged.db", dir);
+    int n = snprintf(in->shown, sizeof in->shown, "%zu recordings:", in->n);
+    for (size_t i = 0; i < in->n && n > 0 && (size_t)n < sizeof in->shown; i++)
+        n += snprintf(in->shown + n, sizeof in->shown - (size_t)n, " %s", in->v[i]);
+    return tpprof_merge(in->merged, in->v, in->n, false);
+}
+
+static void inputs_free(report_inputs *in) {
+    if (in->merged) {
+        unlink(in->merged);
+        free(in->merged);
+    }
+    if (in->dir) {
+        rmdir(in->dir);
+        free(in->dir);
+    }
+    for (size_t i = 0; i < in->n; i++)
+        free(in->v[i]);
+    free(in->v);
+}
+
 // ---------------------------------------------------------------------------
 // Command
 
-int tpprof_cmd_report(int argc, char **argv) {
+static int report_main(int argc, char **argv, report_inputs *in) {
     report_options o = {.top = 10};
     unsigned chosen = 0;
     for (int i = 1; i < argc; i++) {
@@ -838,10 +918,23 @@ int tpprof_cmd_report(int argc, char **argv) {
             if (r < 0)
                 goto usage_error;
             o.output = v;
-        } else if (tpprof_opt_database("report", argv[i], &o.path) != 0) {
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            tpprof_error_set("unknown option '%s' (see tpprof report --help)", argv[i]);
+            goto usage_error;
+        } else if (add_database(in, argv[i]) != 0) {
             goto usage_error;
         }
     }
+    // Several recordings (or a glob naming several): merged into a
+    // temporary database, reported as one program (tpprof merge).
+    if (in->n == 1) {
+        o.path = in->v[0];
+    } else if (in->n > 1) {
+        if (merge_inputs(in) != 0)
+            goto usage_error;
+        o.path = in->merged;
+    }
+    o.shown = in->n > 1 ? in->shown : o.path;
     if (!o.path) {
         tpprof_error_set("missing the database (usage: tpprof report DB [options])");
         goto usage_error;
@@ -961,4 +1054,11 @@ int tpprof_cmd_report(int argc, char **argv) {
 usage_error:
     fprintf(stderr, "tpprof report: %s\n", tpprof_error());
     return TPPROF_EXIT_USAGE;
+}
+
+int tpprof_cmd_report(int argc, char **argv) {
+    report_inputs in = {0};
+    int status = report_main(argc, argv, &in);
+    inputs_free(&in);
+    return status;
 }

@@ -22,7 +22,7 @@ static const char usage[] =
     "commands:\n"
     "  run [-o PATH] [--depth N] [--full] [--] CMD [ARGS...]\n"
     "        run CMD under the recorder, then symbolize and summarize\n"
-    "  report DB [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
+    "  report DB... [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
     "            [--storages] [--lifetimes] [--diff OLD.db]\n"
     "            [--format text|json|folded|html] [-o FILE] [--suppressions FILE]\n"
     "        leaks, peak, top and temporary allocation sites of a recording\n"

@@ -751,6 +751,15 @@ bool tpprof_suppression_match(const char *pattern, const char *str);
 void tpprof_suppressions_apply(tpprof_profile *p, tpprof_suppressions *s);
 
 // ---------------------------------------------------------------------------
+// cmd_merge.c
+
+// Merge the recordings inputs[0..n) into a new database at out_path
+// (docs/schema.md, "Merged recordings"); refuses an existing out_path.
+// quiet: no warning for an input that cannot be symbolized. 0, or -1 +
+// error (nothing left at out_path).
+int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet);
+
+// ---------------------------------------------------------------------------
 // perfetto.c: export --format perfetto
 
 // Write p (x: its tensor tables; path: the database, named in the trace's

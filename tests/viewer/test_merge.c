@@ -7,7 +7,9 @@
 #include "fixture.h"
 #include "harness.h"
 
+#include <dirent.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -60,12 +62,52 @@ static void test_merged_recording_reads_as_one_program_with_its_processes(void) 
     free(rows);
 }
 
+// report takes several recordings, or a quoted glob, and reports them merged.
+static void test_report_takes_several_recordings_or_a_glob(void) {
+    run_result r = harness_tpprof("report", a_db, b_db, "--leaks", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.out, "tpprof report: 2 recordings: ") && strstr(r.out, "verdict     LEAK: 1.02 MiB lost in 5 blocks"),
+          "%s", r.out);
+    harness_result_free(&r);
+    char pattern[600];
+    snprintf(pattern, sizeof pattern, "%s/?.db", harness_dir());
+    r = harness_tpprof("report", pattern, "--format", "json", NULL);
+    CHECK(r.status == 0 && harness_json_valid(r.out), "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.out, "\"lost_bytes\": 1073152,"), "a.db and b.db: %s", r.out);
+    harness_result_free(&r);
+    snprintf(pattern, sizeof pattern, "%s/none-*.db", harness_dir());
+    harness_expect_usage_error("a glob matching nothing", harness_tpprof("report", pattern, NULL), "no recording matches");
+    // The temporary merged copy is made in $TMPDIR and gone afterwards.
+    char tmpdir[600], env[700];
+    snprintf(tmpdir, sizeof tmpdir, "%s", harness_path("tmpdir"));
+    CHECK(mkdir(tmpdir, 0755) == 0, "mkdir %s", tmpdir);
+    snprintf(env, sizeof env, "TMPDIR=%s", tmpdir);
+    char *argv[] = {(char *)harness_tpprof_path(), "report", a_db, b_db, NULL};
+    char *extra[] = {env, NULL};
+    r = harness_run(argv, extra, NULL);
+    CHECK(r.status == 0, "%s", r.err);
+    harness_result_free(&r);
+    DIR *d = opendir(tmpdir);
+    size_t entries = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        entries += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    CHECK(d && entries == 0, "%zu entries left in %s", entries, tmpdir);
+}
+
 static void test_merge_never_overwrites_and_refuses_bad_inputs(void) {
     harness_expect_usage_error("existing OUT", harness_tpprof("merge", a_db, b_db, NULL), "exists; merge writes a new file");
     harness_expect_usage_error("no input", harness_tpprof("merge", harness_path("x.db"), NULL), "at least one IN.db");
     harness_expect_usage_error("not a recording", harness_tpprof("merge", harness_path("y.db"), a_db, "/dev/null", NULL),
                                "empty");
     CHECK(access(harness_path("y.db"), F_OK) != 0, "nothing left behind");
+    const char *job = harness_path("job2.db");
+    run_result r = harness_tpprof("merge", job, a_db, b_db, NULL);
+    CHECK(r.status == 0, "%s", r.err);
+    harness_result_free(&r);
+    harness_expect_usage_error("a merged input", harness_tpprof("merge", harness_path("z.db"), job, a_db, NULL),
+                               "is a merged recording: merge the recordings it was made of");
 }
 
 int main(int argc, char **argv) {
@@ -79,6 +121,7 @@ int main(int argc, char **argv) {
     if (!a_db || !b_db)
         return 1;
     RUN_TEST(test_merged_recording_reads_as_one_program_with_its_processes);
+    RUN_TEST(test_report_takes_several_recordings_or_a_glob);
     RUN_TEST(test_merge_never_overwrites_and_refuses_bad_inputs);
     free(a_db);
     free(b_db);
