@@ -8,6 +8,7 @@ set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc g++ libc6-dev python3
       libunwind-dev libsqlite3-dev libopenblas-dev libdw-dev libiberty-dev sqlite3
       valgrind clang binutils  # the leak scan against memcheck; symbols of clang builds
+      libgraphviz-dev chromium  # report --format html: graph layout; its browser test
       python3-numpy)  # python3-numpy: the DLPack exchange test (skipped without it)
 
 missing=()

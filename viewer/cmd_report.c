@@ -10,16 +10,21 @@
 #define _POSIX_C_SOURCE 200809L
 #include "viewer.h"
 
+#include <errno.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char tpprof_usage_report[] =
-    "usage: tpprof report DB [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
-    "                        [--storages] [--lifetimes] [--diff OLD.db] [--format text|json|folded]\n"
+    "usage: tpprof report DB... [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
+    "                        [--storages] [--lifetimes] [--diff OLD.db]\n"
+    "                        [--format text|json|folded|html] [-o FILE] [--suppressions FILE]\n"
     "\n"
     "Show what a recording holds. Without section flags every section is shown;\n"
-    "with any, the summary and the chosen sections.\n"
+    "with any, the summary and the chosen sections. Several recordings (or a quoted\n"
+    "glob, 'tpprof.train.*.db') are merged as tpprof merge does and shown as one.\n"
     "\n"
     "  --leaks          blocks still allocated at exit, grouped by stack: lost first, then by bytes\n"
     "  --peak           the peak of heap + anonymous mmap bytes and the sites live at it\n"
@@ -37,7 +42,12 @@ const char tpprof_usage_report[] =
     "  --format F       text (default), json (see docs/report-json.md), or folded:\n"
     "                   one line per stack, outermost frame first, for flame graph tools\n"
     "                   (bytes allocated; with --leaks bytes live at exit, with --peak\n"
-    "                   bytes live at the peak, with --temporary temporary calls)\n"
+    "                   bytes live at the peak, with --temporary temporary calls),\n"
+    "                   or html: one self-contained page (summary, timeline, flame graph,\n"
+    "                   leaks, storages, sharing graph, fragmentation) to open in a browser\n"
+    "  -o FILE          write to FILE instead of stdout\n"
+    "  --suppressions FILE  leave out the leaks LeakSanitizer's suppression file names\n"
+    "                   (leak:PATTERN lines, '#' comments); the summary says what each matched\n"
     "\n"
     "The database is opened read-only. If it was never symbolized, it is symbolized\n"
     "now, and the symbols are saved into it when the file is writable.\n";
@@ -61,12 +71,17 @@ enum {
 };
 
 typedef struct report_options {
-    const char *path;
+    const char *path;   // the database read (a merged copy of several)
+    const char *shown;  // what the report calls it: path, or "N recordings: A, B, ..."
     const char *diff;   // baseline for --diff, or NULL
     unsigned sections;
     uint64_t top;       // list cap; 0 = no cap
     bool json;
     bool folded;        // --format folded: flame graph input
+    bool html;          // --format html: one self-contained page
+    const char *output; // -o FILE, or NULL: stdout
+    tpprof_suppressions suppressions; // --suppressions FILE (applied at load)
+    const char *suppressions_path;
     const tpprof_tensors *tensors; // the tensor tables (empty when absent)
     const tpprof_backing *backings; // the storages live blocks back
     size_t nbackings;
@@ -148,7 +163,14 @@ static void text_stack(const tpprof_profile *p, int64_t stack_id, const char *in
 static void text_summary(const tpprof_profile *p, const report_options *o) {
     const tpprof_summary *s = &p->summary;
     char a[32], b[32], c[32], d[32], e[32], f[32];
-    printf("tpprof report: %s\n", o->path);
+    printf("tpprof report: %s\n", o->shown);
+    // The verdict first, as memcheck and LSan put "definitely lost" before
+    // "still reachable": a reachable buffer is not what a newcomer should read first.
+    tpprof_verdict v;
+    char line[512];
+    tpprof_verdict_of(p, &v);
+    printf("  verdict     %s\n", tpprof_verdict_headline(&v, line, sizeof line));
+    printf("  reachable   %s\n", tpprof_verdict_reachable(&v, line, sizeof line));
     printf("  program     %s", p->exe ? p->exe : "(unknown)");
     if (s->pid)
         printf(" (pid %" PRId64 ")", s->pid);
@@ -168,7 +190,7 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
     if (s->peak_bytes)
         printf(" at %.3f s", (double)s->peak_time_ns / 1e9);
     printf(" (heap + anonymous mmap)\n");
-    printf("  leaked      %s in %s blocks: lost %s in %s, reachable %s in %s",
+    printf("  at exit     %s in %s blocks still allocated: lost %s in %s, reachable %s in %s",
            tpprof_format_size(s->leaked_bytes, a), tpprof_format_count(s->leaked_count, b),
            tpprof_format_size(s->lost_bytes, c), tpprof_format_count(s->lost_count, d),
            tpprof_format_size(s->reachable_bytes, e), tpprof_format_count(s->reachable_count, f));
@@ -181,6 +203,12 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
                "%s of it still reserved at exit\n",
                tpprof_format_size(s->reserved_total_bytes, a), tpprof_format_count(s->reserved_count, b),
                tpprof_format_size(s->reserved_bytes, c));
+    for (size_t i = 0; i < o->suppressions.n; i++) {
+        const tpprof_suppression *r = &o->suppressions.rules[i];
+        printf("  suppressed  leak:%s matched %s in %s block%s (%llu stack%s)\n", r->pattern,
+               tpprof_format_size(r->bytes, a), tpprof_format_count(r->count, b), r->count == 1 ? "" : "s",
+               (unsigned long long)r->groups, r->groups == 1 ? "" : "s");
+    }
     if (s->libc_count)
         printf("  libc        %s in %s blocks the C library keeps to the end (its caches, stdio buffers): "
                "not leaks\n",
@@ -416,7 +444,7 @@ static void json_report(const tpprof_profile *p, const report_options *o,
                         const diff_context *diff) {
     tpprof_json j;
     const tpprof_summary *s = &p->summary;
-    tpprof_json_document_begin(&j, stdout, "tpprof-report", 1, o->path);
+    tpprof_json_document_begin(&j, stdout, "tpprof-report", 1, o->shown);
 
     tpprof_json_key(&j, "program");
     tpprof_json_object_begin(&j);
@@ -472,8 +500,29 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_kv_uint(&j, "libc_bytes", s->libc_bytes);
     tpprof_json_kv_uint(&j, "libc_count", s->libc_count);
     tpprof_json_kv_bool(&j, "live_from_sites", s->live_from_sites);
+    tpprof_verdict v;
+    tpprof_verdict_of(p, &v);
+    tpprof_json_kv_string(&j, "verdict", tpprof_verdict_name(v.verdict));
+    tpprof_json_kv_uint(&j, "verdict_lost_bytes", v.lost_bytes);
+    tpprof_json_kv_uint(&j, "verdict_lost_count", v.lost_count);
+    tpprof_json_kv_string(&j, "reachable_top_module", v.holder[0] ? v.holder : NULL);
+    tpprof_json_kv_uint(&j, "reachable_top_module_bytes", v.holder_bytes);
     tpprof_json_object_end(&j);
 
+    if (o->suppressions_path) {
+        tpprof_json_key(&j, "suppressions");
+        tpprof_json_array_begin(&j);
+        for (size_t i = 0; i < o->suppressions.n; i++) {
+            const tpprof_suppression *r = &o->suppressions.rules[i];
+            tpprof_json_object_begin_inline(&j);
+            tpprof_json_kv_string(&j, "pattern", r->pattern);
+            tpprof_json_kv_uint(&j, "bytes", r->bytes);
+            tpprof_json_kv_uint(&j, "count", r->count);
+            tpprof_json_kv_uint(&j, "stacks", r->groups);
+            tpprof_json_object_end(&j);
+        }
+        tpprof_json_array_end(&j);
+    }
     if (o->sections & SECTION_LEAKS) {
         tpprof_json_key(&j, "leaks");
         tpprof_json_array_begin(&j);
@@ -745,10 +794,86 @@ static void folded_report(const tpprof_profile *p, unsigned chosen) {
     }
 }
 
+
+// ---------------------------------------------------------------------------
+// Several recordings
+
+typedef struct report_inputs {
+    char **v;       // owned copies
+    size_t n, cap;
+    char *merged;   // the temporary merged database (owned), NULL for one input
+    char *dir;      // its directory (owned)
+    char shown[512];
+} report_inputs;
+
+static int push_input(report_inputs *in, const char *path) {
+    for (size_t i = 0; i < in->n; i++)
+        if (strcmp(in->v[i], path) == 0)
+            return tpprof_error_set("'%s' is named twice (several recordings are merged: each once)", path);
+    char **v = tpprof_grow(in->v, in->n, &in->cap, sizeof *v);
+    if (!v)
+        return -1;
+    in->v = v;
+    if (!(v[in->n] = strdup(path)))
+        return tpprof_error_set("out of memory");
+    in->n++;
+    return 0;
+}
+
+// A database argument; a pattern with *, ? or [ that names no file is
+// expanded as a glob (for a quoted 'tpprof.train.*.db').
+static int add_database(report_inputs *in, const char *arg) {
+    if (!strpbrk(arg, "*?[") || access(arg, F_OK) == 0)
+        return push_input(in, arg);
+    glob_t g;
+    int rc = glob(arg, 0, NULL, &g);
+    if (rc == GLOB_NOMATCH)
+        return tpprof_error_set("no recording matches '%s'", arg);
+    if (rc != 0)
+        return tpprof_error_set("cannot expand '%s'", arg);
+    for (size_t i = 0; i < g.gl_pathc && rc == 0; i++)
+        rc = push_input(in, g.gl_pathv[i]);
+    globfree(&g);
+    return rc;
+}
+
+static int merge_inputs(report_inputs *in) {
+    const char *tmp = getenv("TMPDIR");
+    char dir[600];
+    if (!tmp || !*tmp || strlen(tmp) > 500)
+        tmp = "/tmp";
+    snprintf(dir, sizeof dir, "%s/tpprof-report-XXXXXX", tmp);
+    if (!mkdtemp(dir))
+        return tpprof_error_set("cannot make a temporary directory in %s: %s", tmp, strerror(errno));
+    in->dir = strdup(dir);
+    in->merged = malloc(strlen(dir) + sizeof "/merged.db");
+    if (!in->dir || !in->merged)
+        return tpprof_error_set("out of memory");
+    sprintf(in->merged, "%s/merged.db", dir);
+    int n = snprintf(in->shown, sizeof in->shown, "%zu recordings:", in->n);
+    for (size_t i = 0; i < in->n && n > 0 && (size_t)n < sizeof in->shown; i++)
+        n += snprintf(in->shown + n, sizeof in->shown - (size_t)n, " %s", in->v[i]);
+    return tpprof_merge(in->merged, in->v, in->n, false);
+}
+
+static void inputs_free(report_inputs *in) {
+    if (in->merged) {
+        unlink(in->merged);
+        free(in->merged);
+    }
+    if (in->dir) {
+        rmdir(in->dir);
+        free(in->dir);
+    }
+    for (size_t i = 0; i < in->n; i++)
+        free(in->v[i]);
+    free(in->v);
+}
+
 // ---------------------------------------------------------------------------
 // Command
 
-int tpprof_cmd_report(int argc, char **argv) {
+static int report_main(int argc, char **argv, report_inputs *in) {
     report_options o = {.top = 10};
     unsigned chosen = 0;
     for (int i = 1; i < argc; i++) {
@@ -782,29 +907,60 @@ int tpprof_cmd_report(int argc, char **argv) {
                 goto usage_error;
             o.json = strcmp(v, "json") == 0;
             o.folded = strcmp(v, "folded") == 0;
-            if (!o.json && !o.folded && strcmp(v, "text") != 0) {
-                tpprof_error_set("--format: expected text, json or folded, got '%s'", v);
+            o.html = strcmp(v, "html") == 0;
+            if (!o.json && !o.folded && !o.html && strcmp(v, "text") != 0) {
+                tpprof_error_set("--format: expected text, json, folded or html, got '%s'", v);
                 goto usage_error;
             }
-        } else if (tpprof_opt_database("report", argv[i], &o.path) != 0) {
+        } else if ((r = tpprof_opt(argc, argv, &i, "--suppressions", &v)) != 0) {
+            if (r < 0)
+                goto usage_error;
+            o.suppressions_path = v;
+        } else if ((r = tpprof_opt(argc, argv, &i, "-o", &v)) != 0 ||
+                   (r = tpprof_opt(argc, argv, &i, "--output", &v)) != 0) {
+            if (r < 0)
+                goto usage_error;
+            o.output = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            tpprof_error_set("unknown option '%s' (see tpprof report --help)", argv[i]);
+            goto usage_error;
+        } else if (add_database(in, argv[i]) != 0) {
             goto usage_error;
         }
     }
+    // Several recordings (or a glob naming several): merged into a
+    // temporary database, reported as one program (tpprof merge).
+    if (in->n == 1) {
+        o.path = in->v[0];
+    } else if (in->n > 1) {
+        if (merge_inputs(in) != 0)
+            goto usage_error;
+        o.path = in->merged;
+    }
+    o.shown = in->n > 1 ? in->shown : o.path;
     if (!o.path) {
         tpprof_error_set("missing the database (usage: tpprof report DB [options])");
         goto usage_error;
     }
     o.sections = chosen ? chosen : SECTION_ALL;
+    if (o.html)
+        o.sections = SECTION_ALL | SECTION_TENSORS; // the page has every section
 
+    if (o.suppressions_path && tpprof_suppressions_load(o.suppressions_path, &o.suppressions) != 0)
+        goto usage_error;
     tpprof_profile *p = tpprof_profile_load(o.path);
     if (!p) {
         fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+        tpprof_suppressions_free(&o.suppressions);
         return TPPROF_EXIT_USAGE;
     }
+    // Suppressed leaks leave every section and figure, the verdict included.
+    tpprof_suppressions_apply(p, &o.suppressions);
     tpprof_tensors tensors = {0};
     if (tpprof_tensors_load(p->db, &tensors) != 0) {
         fprintf(stderr, "tpprof report: %s\n", tpprof_error());
         tpprof_profile_free(p);
+        tpprof_suppressions_free(&o.suppressions);
         return TPPROF_EXIT_USAGE;
     }
     // By default the tensor sections appear when the recording has tensors;
@@ -817,6 +973,7 @@ int tpprof_cmd_report(int argc, char **argv) {
         fprintf(stderr, "tpprof report: %s\n", tpprof_error());
         tpprof_tensors_free(&tensors);
         tpprof_profile_free(p);
+        tpprof_suppressions_free(&o.suppressions);
         return TPPROF_EXIT_USAGE;
     }
     o.backings = backings;
@@ -829,11 +986,33 @@ int tpprof_cmd_report(int argc, char **argv) {
             free(backings);
             tpprof_tensors_free(&tensors);
             tpprof_profile_free(p);
+            tpprof_suppressions_free(&o.suppressions);
             return TPPROF_EXIT_USAGE;
         }
         diff.old = old;
     }
-    if (o.folded) {
+    // -o: the output file replaces stdout for every format (opened only now,
+    // so a bad database leaves no empty file behind).
+    FILE *file = NULL, *saved_stdout = stdout;
+    if (o.output && !(file = fopen(o.output, "w"))) {
+        fprintf(stderr, "tpprof report: cannot write %s: %s\n", o.output, strerror(errno));
+        tpprof_diff_free(diff.rows, diff.n);
+        tpprof_profile_free(diff.old);
+        free(backings);
+        tpprof_tensors_free(&tensors);
+        tpprof_profile_free(p);
+        tpprof_suppressions_free(&o.suppressions);
+        return TPPROF_EXIT_USAGE;
+    }
+    if (file)
+        stdout = file;
+    int status = TPPROF_EXIT_OK;
+    if (o.html) {
+        if (tpprof_report_html(stdout, p, &tensors, backings, o.nbackings, o.path) != 0) {
+            fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+            status = TPPROF_EXIT_USAGE;
+        }
+    } else if (o.folded) {
         folded_report(p, chosen);
     } else if (o.json) {
         json_report(p, &o, o.diff ? &diff : NULL);
@@ -861,9 +1040,28 @@ int tpprof_cmd_report(int argc, char **argv) {
     free(backings);
     tpprof_tensors_free(&tensors);
     tpprof_profile_free(p);
-    return fflush(stdout) == 0 ? TPPROF_EXIT_OK : TPPROF_EXIT_USAGE;
+    tpprof_suppressions_free(&o.suppressions);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "tpprof report: cannot write %s: %s\n", o.output ? o.output : "stdout", strerror(errno));
+        status = TPPROF_EXIT_USAGE;
+    }
+    if (file) {
+        stdout = saved_stdout;
+        if (fclose(file) != 0 && status == TPPROF_EXIT_OK) {
+            fprintf(stderr, "tpprof report: cannot write %s: %s\n", o.output, strerror(errno));
+            status = TPPROF_EXIT_USAGE;
+        }
+    }
+    return status;
 
 usage_error:
     fprintf(stderr, "tpprof report: %s\n", tpprof_error());
     return TPPROF_EXIT_USAGE;
+}
+
+int tpprof_cmd_report(int argc, char **argv) {
+    report_inputs in = {0};
+    int status = report_main(argc, argv, &in);
+    inputs_free(&in);
+    return status;
 }

@@ -43,9 +43,36 @@ static void element(tpprof_json *j) {
     }
 }
 
+size_t tpprof_utf8_len(const unsigned char *s) {
+    unsigned c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if (n == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0)))
+        return 0; // overlong, or a UTF-16 surrogate
+    if (n == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90)))
+        return 0; // overlong, or above U+10FFFF
+    return n;
+}
+
 static void write_escaped(FILE *out, const char *s) {
     fputc('"', out);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        // JSON is UTF-8: a byte that is not (a function or path name in
+        // another encoding) is written as U+FFFD, so parsers accept the file.
+        size_t n = *p < 0x80 ? 1 : tpprof_utf8_len(p);
+        if (n == 0) {
+            fputs("\\ufffd", out);
+            continue;
+        }
+        if (n > 1) {
+            fwrite(p, 1, n, out);
+            p += n - 1;
+            continue;
+        }
         switch (*p) {
         case '"': fputs("\\\"", out); break;
         case '\\': fputs("\\\\", out); break;

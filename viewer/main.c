@@ -1,6 +1,6 @@
 // main.c: `tpprof`, the command-line half of the profiler: dispatches to one
 // file per command (cmd_run.c, cmd_report.c, cmd_check.c, cmd_graph.c,
-// cmd_fragmentation.c).
+// cmd_fragmentation.c, cmd_export.c, cmd_merge.c).
 //
 // It knows recordings only through docs/schema.md and never includes src/.
 // Exit statuses: report and check use 0 ok, 1 gate failed (or, for check, a
@@ -23,8 +23,9 @@ static const char usage[] =
     "commands:\n"
     "  run [-o PATH] [--depth N] [--full] [--] CMD [ARGS...]\n"
     "        run CMD under the recorder, then symbolize and summarize\n"
-    "  report DB [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
-    "            [--storages] [--lifetimes] [--diff OLD.db] [--format text|json|folded]\n"
+    "  report DB... [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
+    "            [--storages] [--lifetimes] [--diff OLD.db]\n"
+    "            [--format text|json|folded|html] [-o FILE] [--suppressions FILE]\n"
     "        leaks, peak, top and temporary allocation sites of a recording\n"
     "  check DB [--max-lost-bytes N] [--max-leaked-bytes N] [--max-peak-bytes N]\n"
     "           [--baseline OLD.db --max-growth PCT] [--suppress PATTERN] [--junit FILE]\n"
@@ -36,6 +37,10 @@ static const char usage[] =
     "  fragmentation DB [--at-exit | --at-peak | --at TIME | --at-event SEQ]\n"
     "                   [--allocator NAME] [--format text|json|svg]\n"
     "        a caching allocator's block map and fragmentation, replayed from its events\n"
+    "  export DB [--format perfetto] [-o FILE]\n"
+    "        Chrome trace-event JSON for Perfetto UI and chrome://tracing\n"
+    "  merge OUT.db IN.db...\n"
+    "        the recordings of one job in one database, with a processes table\n"
     "\n"
     "  tpprof <command> --help   options of one command\n"
     "  tpprof --version          version and database schema read\n";
@@ -65,6 +70,10 @@ int main(int argc, char **argv) {
         return tpprof_cmd_graph(argc - 1, argv + 1);
     if (strcmp(cmd, "fragmentation") == 0)
         return tpprof_cmd_fragmentation(argc - 1, argv + 1);
+    if (strcmp(cmd, "export") == 0)
+        return tpprof_cmd_export(argc - 1, argv + 1);
+    if (strcmp(cmd, "merge") == 0)
+        return tpprof_cmd_merge(argc - 1, argv + 1);
     fprintf(stderr, "tpprof: unknown command '%s' (try tpprof --help)\n", cmd);
     return TPPROF_EXIT_USAGE;
 }

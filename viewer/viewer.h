@@ -16,6 +16,12 @@
 //                retains, weak holders, small views pinning big storages
 //   replay.c     allocator_events replayed into block maps (fragmentation)
 //   run_preflight.c  what `tpprof run` refuses before starting the program
+//   verdict.c    the summary's first lines: lost or not, what is reachable
+//   suppressions.c  LeakSanitizer suppression files applied to a profile
+//   html*.c      report --format html: the page (html.c), its data
+//                (html_data.c: timeline, live sets) and flame tree
+//                (html_flame.c); its script and style are html/ files
+//   perfetto.c   export --format perfetto: Chrome trace-event JSON
 //   cmd_*.c      one file per command; main.c dispatches
 //
 // Errors: functions that can fail return NULL or -1 and leave one line in
@@ -394,6 +400,34 @@ int tpprof_diff(const tpprof_profile *now, const tpprof_profile *old, size_t max
 void tpprof_diff_free(tpprof_delta *d, size_t n);
 
 // ---------------------------------------------------------------------------
+// verdict.c: the summary's first lines, as memcheck and LSan order them
+
+enum {
+    TPPROF_VERDICT_NO_LEAK = 0,     // nothing lost
+    TPPROF_VERDICT_LEAK = 1,        // blocks no pointer reached at exit
+    TPPROF_VERDICT_NOT_SCANNED = 2, // blocks live at exit, but no scan ran (killed, crashed)
+};
+
+typedef struct tpprof_verdict {
+    int verdict;
+    uint64_t lost_bytes, lost_count;           // what check's lost gate counts
+    uint64_t reachable_bytes, reachable_count; // still referenced at exit: not leaks
+    uint64_t late_bytes, late_count;           // unscanned: allocated after the scan
+    char holder[256];      // the library that allocated most reachable bytes ("" if none)
+    uint64_t holder_bytes; // ... and how many
+} tpprof_verdict;
+
+// Compute the verdict of a loaded profile (no database access).
+void tpprof_verdict_of(const tpprof_profile *p, tpprof_verdict *v);
+// "no_leak", "leak" or "not_scanned" (the JSON value; static string).
+const char *tpprof_verdict_name(int verdict);
+// "no leak: 0 B lost", "LEAK: 12.0 KiB lost in 2 blocks", ... into buf. Returns buf.
+char *tpprof_verdict_headline(const tpprof_verdict *v, char *buf, size_t size);
+// "256 MiB in 26 blocks still reachable at exit (referenced, not lost); most
+// of it allocated by libopenblas.so.0: 256 MiB (100%)" into buf. Returns buf.
+char *tpprof_verdict_reachable(const tpprof_verdict *v, char *buf, size_t size);
+
+// ---------------------------------------------------------------------------
 // timeline.c
 
 typedef struct tpprof_sample {
@@ -669,6 +703,10 @@ void tpprof_json_bool(tpprof_json *j, bool v);
 void tpprof_json_null(tpprof_json *j);
 // Finish the document with a newline.
 void tpprof_json_finish(tpprof_json *j);
+// Length of the valid UTF-8 sequence at s (1-4), or 0 when s does not start
+// one (a stray continuation byte, an overlong form, a surrogate, a cut end).
+// Strings are written with U+FFFD for such bytes, so output is valid UTF-8.
+size_t tpprof_utf8_len(const unsigned char *s);
 
 // Shorthands: a key and its value in one call.
 void tpprof_json_kv_int(tpprof_json *j, const char *key, int64_t v);
@@ -729,6 +767,71 @@ void tpprof_report_lifetimes_text(const tpprof_tensors *t, size_t cap);
 void tpprof_report_lifetimes_json(tpprof_json *j, const tpprof_tensors *t, size_t cap);
 
 // ---------------------------------------------------------------------------
+// html.c, html_data.c, html_flame.c: report --format html
+
+// Write the whole page for p (t: its tensor tables; b: the storages its live
+// blocks back; path: the database, for the other commands' pictures).
+// 0, or -1 + error.
+int tpprof_report_html(FILE *out, const tpprof_profile *p, const tpprof_tensors *t, const tpprof_backing *b,
+                       size_t nb, const char *path);
+// s as HTML text: <, >, &, quotes as entities; bytes that are not UTF-8
+// (and control characters) as U+FFFD. NULL writes nothing.
+void tpprof_html_text(FILE *out, const char *s);
+// s as a JSON string that is safe inside a <script> element (<, >, & as
+// \u escapes) and valid UTF-8 (\ufffd for other bytes). NULL writes null.
+void tpprof_html_json_string(FILE *out, const char *s);
+// Run fn(arg) with stdout sent to a temporary file; returns what it wrote
+// (new string, caller frees) and its return value in *status (may be NULL).
+// NULL + error when no temporary file could be made.
+char *tpprof_capture_stdout(int (*fn)(void *), void *arg, int *status);
+// The page's data object (timeline, devices, live, flame). 0 or -1 + error.
+int tpprof_html_data(FILE *out, const tpprof_profile *p);
+// The flame graph's JSON value. 0 or -1 + error.
+int tpprof_html_flame(FILE *out, const tpprof_profile *p);
+
+// ---------------------------------------------------------------------------
+// suppressions.c: LeakSanitizer's suppression files (leak:PATTERN lines)
+
+typedef struct tpprof_suppression {
+    char *pattern;                // after "leak:"; owned
+    uint64_t bytes, count, groups; // what it matched (set by apply)
+} tpprof_suppression;
+
+typedef struct tpprof_suppressions {
+    tpprof_suppression *rules;
+    size_t n;
+} tpprof_suppressions;
+
+// Read an LSan suppression file: `leak:PATTERN` lines, `#` comments, blank
+// lines. Any other line is an error naming its file and line. 0, or -1 +
+// error (out left empty).
+int tpprof_suppressions_load(const char *path, tpprof_suppressions *out);
+void tpprof_suppressions_free(tpprof_suppressions *s);
+// LSan's pattern match: substring, '*' any run, leading '^' and trailing '$'
+// anchors. false for a NULL or empty str.
+bool tpprof_suppression_match(const char *pattern, const char *str);
+// Drop from p the leak groups a rule matches (a frame's function, file or
+// module), and their bytes and blocks from p->summary; each rule counts what
+// it took (the first matching rule takes a group).
+void tpprof_suppressions_apply(tpprof_profile *p, tpprof_suppressions *s);
+
+// ---------------------------------------------------------------------------
+// cmd_merge.c
+
+// Merge the recordings inputs[0..n) into a new database at out_path
+// (docs/schema.md, "Merged recordings"); refuses an existing out_path.
+// quiet: no warning for an input that cannot be symbolized. 0, or -1 +
+// error (nothing left at out_path).
+int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet);
+
+// ---------------------------------------------------------------------------
+// perfetto.c: export --format perfetto
+
+// Write p (x: its tensor tables; path: the database, named in the trace's
+// otherData) as Chrome trace-event JSON. 0 or -1 + error.
+int tpprof_export_perfetto(FILE *out, const tpprof_profile *p, const tpprof_tensors *x, const char *path);
+
+// ---------------------------------------------------------------------------
 // Commands: argv[0] is the command name. Each returns the process exit status.
 
 int tpprof_cmd_run(int argc, char **argv);
@@ -736,8 +839,11 @@ int tpprof_cmd_report(int argc, char **argv);
 int tpprof_cmd_check(int argc, char **argv);
 int tpprof_cmd_graph(int argc, char **argv);
 int tpprof_cmd_fragmentation(int argc, char **argv);
+int tpprof_cmd_export(int argc, char **argv);
+int tpprof_cmd_merge(int argc, char **argv);
 
 extern const char tpprof_usage_run[], tpprof_usage_report[], tpprof_usage_check[],
-    tpprof_usage_graph[], tpprof_usage_fragmentation[];
+    tpprof_usage_graph[], tpprof_usage_fragmentation[], tpprof_usage_export[],
+    tpprof_usage_merge[];
 
 #endif

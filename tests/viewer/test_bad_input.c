@@ -188,10 +188,10 @@ static void test_bad_numbers_are_refused(void) {
 
 static void test_missing_values_and_arguments_are_refused(void) {
     EXPECT_REFUSED("--top needs a value", "report", app_db, "--top");
-    EXPECT_REFUSED("--format: expected text, json or folded, got 'xml'", "report", app_db, "--format", "xml");
+    EXPECT_REFUSED("--format: expected text, json, folded or html, got 'xml'", "report", app_db, "--format", "xml");
     EXPECT_REFUSED("missing the database", "report");
     EXPECT_REFUSED("missing the database", "check", "--max-lost-bytes", "0");
-    EXPECT_REFUSED("one database at a time", "report", app_db, app_db);
+    EXPECT_REFUSED("is named twice", "report", app_db, app_db);
     EXPECT_REFUSED("--max-growth needs --baseline", "check", app_db, "--max-growth", "5");
     EXPECT_REFUSED("missing the command to run", "run", "-o", "x.db");
     EXPECT_REFUSED("-o needs a value", "run", "-o");

@@ -21,10 +21,49 @@ static void test_text_summary_states_totals_in_human_units(void) {
     CHECK(r.status == 0, "status %d, stderr: %s", r.status, r.err);
     CHECK(strstr(r.out, "5,112 allocations, 5,108 frees, 4,000 temporary"), "%s", r.out);
     CHECK(strstr(r.out, "peak        22.5 KiB"), "%s", r.out);
-    CHECK(strstr(r.out, "leaked      12.2 KiB in 4 blocks: lost 12.0 KiB in 2, reachable 200 B in 2"),
+    CHECK(strstr(r.out, "at exit     12.2 KiB in 4 blocks still allocated: lost 12.0 KiB in 2, reachable 200 B in 2"),
           "%s", r.out);
     CHECK(strstr(r.out, "/opt/fake/app (pid 4242)"), "%s", r.out);
     CHECK(r.err[0] == 0, "nothing on stderr expected: %s", r.err);
+    harness_result_free(&r);
+}
+
+// The summary opens with the verdict (lost or not), then what is still
+// reachable and which library allocated most of it, as memcheck and LSan
+// separate "definitely lost" from "still reachable".
+static void test_text_summary_leads_with_the_verdict_then_what_is_reachable(void) {
+    run_result r = harness_tpprof("report", app_db, NULL);
+    CHECK(r.status == 0, "status %d, stderr: %s", r.status, r.err);
+    const char *verdict = strstr(r.out, "  verdict     LEAK: 12.0 KiB lost in 2 blocks\n");
+    const char *reach = strstr(r.out, "  reachable   200 B in 2 blocks still reachable at exit (referenced, not lost); "
+                                      "most of it allocated by app: 200 B (100%)\n");
+    const char *program = strstr(r.out, "  program ");
+    CHECK(verdict && reach && program && verdict < reach && reach < program,
+          "verdict, then reachable, then the program line:\n%s", r.out);
+    CHECK(!strstr(r.out, "leaked "), "no 'leaked' figure that mixes lost and reachable:\n%s", r.out);
+    harness_result_free(&r);
+
+    const char *clean = harness_path("verdict_clean.db");
+    CHECK(fixture_write(clean, &(fixture_options){.no_leaks = true}) == 0, "fixture");
+    r = harness_tpprof("report", clean, NULL);
+    CHECK(strstr(r.out, "  verdict     no leak: 0 B lost\n  reachable   nothing still reachable at exit\n"),
+          "%s", r.out);
+    harness_result_free(&r);
+
+    // Only reachable blocks (the README's MLP: OpenBLAS's buffers): no leak.
+    const char *reachable = harness_path("verdict_reachable.db");
+    CHECK(fixture_write_edited(reachable, &(fixture_options){0}, "DELETE FROM live_blocks WHERE reachability = 1") == 0,
+          "fixture");
+    r = harness_tpprof("report", reachable, NULL);
+    CHECK(strstr(r.out, "  verdict     no leak: 0 B lost\n  reachable   200 B in 2 blocks still reachable"), "%s",
+          r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", reachable, "--format", "json", NULL);
+    char *sq = harness_json_squash(r.out);
+    CHECK(sq && strstr(sq, "\"verdict\":\"no_leak\",\"verdict_lost_bytes\":0,\"verdict_lost_count\":0,"
+                           "\"reachable_top_module\":\"app\",\"reachable_top_module_bytes\":200"),
+          "%s", r.out);
+    free(sq);
     harness_result_free(&r);
 }
 
@@ -131,7 +170,7 @@ static void test_reserved_address_space_is_not_memory(void) {
     run_result r = harness_tpprof("report", db, "--leaks", "--top", "5", NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
     CHECK(strstr(r.out, "5,112 allocations, 5,108 frees"), "the reservations are not allocations:\n%s", r.out);
-    CHECK(strstr(r.out, "leaked      12.2 KiB in 4 blocks: lost 12.0 KiB in 2, reachable 200 B in 2"),
+    CHECK(strstr(r.out, "at exit     12.2 KiB in 4 blocks still allocated: lost 12.0 KiB in 2, reachable 200 B in 2"),
           "nor leaks:\n%s", r.out);
     CHECK(strstr(r.out, "  reserved    6.00 GiB in 3 PROT_NONE mappings (address space, not memory; not counted "
                         "above), 5.00 GiB of it still reserved at exit"),
@@ -226,8 +265,10 @@ static void test_killed_run_leaks_come_from_the_sites_at_the_last_flush(void) {
           "fixture");
     run_result r = harness_tpprof("report", db, "--leaks", NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
-    CHECK(strstr(r.out, "leaked      2.93 KiB in 3 blocks: lost 0 B in 0, reachable 0 B in 0, not scanned 2.93 KiB in 3"),
+    CHECK(strstr(r.out, "at exit     2.93 KiB in 3 blocks still allocated: lost 0 B in 0, reachable 0 B in 0, not scanned 2.93 KiB in 3"),
           "%s", r.out);
+    CHECK(strstr(r.out, "  verdict     POSSIBLE LEAK: 2.93 KiB in 3 blocks still allocated at exit, not scanned"),
+          "no scan ran: the verdict says so:\n%s", r.out);
     CHECK(strstr(r.out, "the recording has no live set"), "%s", r.out);
     CHECK(strstr(r.out, "2.93 KiB in      3 blocks  unscanned"), "%s", r.out);
     harness_result_free(&r);
@@ -462,12 +503,48 @@ static void test_folded_stacks_feed_flame_graphs(void) {
     harness_result_free(&r);
 }
 
+// Every folded line parses as flamegraph.pl and speedscope read the format:
+// the count after the last space (digits), frames split at ';', none
+// empty; names with ';', a newline or spaces (C++ templates) keep that shape.
+static void test_folded_lines_parse_as_flamegraph_pl_and_speedscope_read_them(void) {
+    const char *db = harness_path("folded_names.db");
+    CHECK(fixture_write_edited(db, &(fixture_options){0},
+                               "UPDATE symbols SET function = 'ns::f<int, char>(a;b)' WHERE function = 'leak_once';"
+                               "UPDATE symbols SET function = 'two' || char(10) || 'lines' WHERE function = 'parse_token'") == 0,
+          "fixture");
+    run_result r = harness_tpprof("report", db, "--format", "folded", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    size_t lines = 0;
+    for (char *line = r.out, *end; *line; line = end + 1) {
+        end = strchr(line, '\n');
+        if (!end)
+            break;
+        lines++;
+        char *space = NULL;
+        for (char *c = line; c < end; c++)
+            if (*c == ' ')
+                space = c;
+        CHECK(space && space + 1 < end && strspn(space + 1, "0123456789") == (size_t)(end - space - 1),
+              "count after the last space: %.*s", (int)(end - line), line);
+        for (char *c = line, *frame = line; space && c <= space; c++)
+            if (c == space || *c == ';') {
+                CHECK(c > frame, "no empty frame: %.*s", (int)(end - line), line);
+                frame = c + 1;
+            }
+    }
+    CHECK(lines == 5, "one line per site: %s", r.out);
+    CHECK(strstr(r.out, "main;ns::f<int, char>(a_b) 4096\n"), "';' in a name becomes '_': %s", r.out);
+    CHECK(strstr(r.out, "main;two_lines 80000\n"), "so does a newline: %s", r.out);
+    harness_result_free(&r);
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     app_db = fixture_write_copy(harness_path("app.db"), &(fixture_options){0});
     if (!app_db)
         return 1;
     RUN_TEST(test_text_summary_states_totals_in_human_units);
+    RUN_TEST(test_text_summary_leads_with_the_verdict_then_what_is_reachable);
     RUN_TEST(test_text_leaks_list_lost_first_then_by_bytes_with_frames);
     RUN_TEST(test_text_top_orders_by_bytes_and_by_calls);
     RUN_TEST(test_text_peak_lists_sites_live_at_the_peak);
@@ -488,6 +565,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_timeline_keeps_the_spike_when_cut_down);
     RUN_TEST(test_diff_shows_what_grew_and_what_is_gone);
     RUN_TEST(test_folded_stacks_feed_flame_graphs);
+    RUN_TEST(test_folded_lines_parse_as_flamegraph_pl_and_speedscope_read_them);
     free((void *)app_db);
     return harness_finish();
 }

@@ -1,0 +1,128 @@
+// test_export.c: `tpprof export DB --format perfetto`: Chrome trace-event
+// JSON that Python's json module loads and that check_trace.py finds true to
+// the Trace Event Format (counters for heap, mmap, RSS and the caching
+// allocator; allocation events with stacks in --full recordings; storage
+// lifetimes as async slices), names escaped whatever bytes they hold, and
+// the errors. argv: tpprof, python3, check_trace.py.
+#define _POSIX_C_SOURCE 200809L
+#include "fixture.h"
+#include "harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *python, *checker;
+static char *full_db, *plain_db, *evil_db;
+
+static run_result check_trace(const char *trace, const char *a, const char *b, const char *c, const char *d) {
+    char *argv[] = {(char *)python, (char *)checker, (char *)trace, (char *)a, (char *)b, (char *)c, (char *)d, NULL};
+    return harness_run(argv, NULL, NULL);
+}
+
+static char *export_of(const char *db, const char *name) {
+    const char *out = harness_path(name);
+    run_result r = harness_tpprof("export", db, "--format", "perfetto", "-o", out, NULL);
+    CHECK(r.status == 0 && r.out[0] == 0 && r.err[0] == 0, "status %d: %s%s", r.status, r.out, r.err);
+    harness_result_free(&r);
+    char *text = harness_read_file(out);
+    CHECK(text != NULL, "trace written");
+    return text ? text : calloc(1, 1);
+}
+
+static void test_full_recording_gives_counters_events_with_stacks_and_storage_slices(void) {
+    char *text = export_of(full_db, "full.json");
+    CHECK(harness_json_valid(text), "JSON");
+    const char *trace = harness_path("full.json");
+    run_result r = check_trace(trace, "--full", "--storages", "7", NULL);
+    CHECK(r.status == 0, "check_trace.py:\n%s%s", r.out, r.err);
+    harness_result_free(&r);
+    r = check_trace(trace, "--full", "--allocator", "allocator caching (cpu)", NULL);
+    CHECK(r.status == 0, "allocator counters:\n%s%s", r.out, r.err);
+    harness_result_free(&r);
+    char *j = harness_json_squash(text);
+    CHECK(strstr(j, "{\"ph\":\"i\",\"name\":\"malloc\",\"pid\":4242,\"ts\":2000.000,\"tid\":100,\"s\":\"t\","
+                    "\"cat\":\"memory\",\"args\":{\"address\":\"0x900000\",\"size\":1048576,"
+                    "\"stack\":[\"inner_helper (helpers.h:7)\",\"outer_fn (app.c:40)\",\"main (app.c:50)\"]}}"),
+          "the 1 MiB malloc on thread 100 with its stack: %s", j);
+    CHECK(strstr(j, "{\"ph\":\"i\",\"name\":\"free\",\"pid\":4242,\"ts\":4000.000,\"tid\":100,"), "its free");
+    CHECK(strstr(j, "{\"ph\":\"C\",\"name\":\"heap\",\"pid\":4242,\"ts\":5000.000,\"args\":{\"bytes\":14836}}"),
+          "heap counter: %s", j);
+    // The peak of the allocator (7 ms): C (4 MiB) reserved on top of A and B, and all of it allocated.
+    CHECK(strstr(j, "\"name\":\"allocatorcaching(cpu)\"") == NULL, "names keep their spaces");
+    CHECK(strstr(j, "{\"ph\":\"C\",\"name\":\"allocator caching (cpu)\",\"pid\":4242,\"ts\":7000.000,"
+                    "\"args\":{\"reserved\":27262976,\"allocated\":14689280}}"), "allocator counter: %s", j);
+    // Storage 6 lived from 6 us to 20 us.
+    CHECK(strstr(j, "{\"ph\":\"b\",\"name\":\"storage (cpu)\",\"pid\":4242,\"ts\":6.000,\"cat\":\"storage\",\"id\":6,"),
+          "storage 6 begins: %s", j);
+    CHECK(strstr(j, "{\"ph\":\"e\",\"name\":\"storage (cpu)\",\"pid\":4242,\"ts\":20.000,\"cat\":\"storage\",\"id\":6,"),
+          "and ends: %s", j);
+    free(j);
+    free(text);
+}
+
+static void test_aggregate_recording_has_counters_and_no_events(void) {
+    free(export_of(plain_db, "plain.json"));
+    run_result r = check_trace(harness_path("plain.json"), "--storages", "0", NULL, NULL);
+    CHECK(r.status == 0, "check_trace.py:\n%s%s", r.out, r.err);
+    harness_result_free(&r);
+}
+
+static void test_names_that_are_not_utf8_still_load(void) {
+    char *text = export_of(evil_db, "evil.json");
+    run_result r = check_trace(harness_path("evil.json"), "--full", NULL, NULL, NULL);
+    CHECK(r.status == 0, "strict UTF-8 JSON:\n%s%s", r.out, r.err);
+    harness_result_free(&r);
+    CHECK(strstr(text, "\"evil\\u003cb\\u003e\\u0026\\\"'\\ufffd (leak.c:12)\""), "escaped: %s", text);
+    free(text);
+}
+
+static void test_bad_inputs_exit_2_with_one_line(void) {
+    harness_expect_usage_error("unknown format", harness_tpprof("export", plain_db, "--format", "pprof", NULL),
+                               "--format: expected perfetto, got 'pprof'");
+    harness_expect_usage_error("unwritable", harness_tpprof("export", plain_db, "-o", "/nonexistent-dir/t.json", NULL),
+                               "cannot write /nonexistent-dir/t.json");
+    harness_expect_usage_error("no database", harness_tpprof("export", NULL), "missing the database");
+    harness_expect_usage_error("not a database", harness_tpprof("export", "/dev/null", NULL), "is not a SQLite database");
+    run_result r = harness_tpprof("export", "--help", NULL);
+    CHECK(r.status == 0 && strstr(r.out, "usage: tpprof export DB"), "%s", r.out);
+    harness_result_free(&r);
+}
+
+int main(int argc, char **argv) {
+    harness_init(argc, argv);
+    if (argc < 4) {
+        fprintf(stderr, "usage: test_export TPPROF PYTHON3 CHECK_TRACE.PY\n");
+        return 2;
+    }
+    python = argv[2];
+    checker = argv[3];
+    static const char events[] =
+        "INSERT INTO events VALUES (100, 1000000, 100, 1, 1, 65536, 4096, 3, NULL),"
+        "(101, 2000000, 100, 1, 1, 9437184, 1048576, 6, NULL),"
+        "(102, 4000000, 100, 2, NULL, 9437184, NULL, NULL, NULL);"
+        "INSERT INTO threads VALUES (100, 'main', 0, 5000000)";
+    const char *p = harness_path("full.db");
+    if (fixture_write_edited(p, &(fixture_options){.tensors = true, .full_mode = true}, events) == 0)
+        full_db = strdup(p);
+    p = harness_path("plain.db");
+    if (fixture_write(p, &(fixture_options){0}) == 0)
+        plain_db = strdup(p);
+    p = harness_path("evil.db");
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "%s; UPDATE meta SET value = 'full' WHERE key = 'mode';"
+             "UPDATE symbols SET function = 'evil<b>&\"''' || CAST(X'FF' AS TEXT) WHERE function = 'leak_once'",
+             events);
+    if (fixture_write_edited(p, &(fixture_options){0}, sql) == 0)
+        evil_db = strdup(p);
+    if (!full_db || !plain_db || !evil_db)
+        return 1;
+    RUN_TEST(test_full_recording_gives_counters_events_with_stacks_and_storage_slices);
+    RUN_TEST(test_aggregate_recording_has_counters_and_no_events);
+    RUN_TEST(test_names_that_are_not_utf8_still_load);
+    RUN_TEST(test_bad_inputs_exit_2_with_one_line);
+    free(full_db);
+    free(plain_db);
+    free(evil_db);
+    return harness_finish();
+}

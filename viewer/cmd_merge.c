@@ -1,0 +1,207 @@
+// cmd_merge.c: `tpprof merge OUT.db IN.db...`: the recordings of one job
+// (ranks of a training run, the processes of a build) combined into one
+// database that every command reads as one program, with a `processes`
+// table and a `process` column on `sites`, `live_blocks` and `threads`, so
+// "which process leaks" is one query (docs/schema.md, "Merged recordings").
+//
+// Each input keeps its own stacks: node ids are offset past the previous
+// input's, and each raw return address is tagged with its input's number in
+// the bits above 48 (x86-64 user addresses fit in 47), since the same
+// address means different code in two processes. The inputs are symbolized
+// first (in place when writable), so the tagged addresses never need the
+// modules again. Left out: timelines, full-mode events and tensor tables,
+// whose times and ids belong to one process; a process's own recording
+// has them.
+#define _POSIX_C_SOURCE 200809L
+#include "viewer.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char tpprof_usage_merge[] =
+    "usage: tpprof merge OUT.db IN.db...\n"
+    "\n"
+    "Combine the recordings of one job (its ranks, its processes) into OUT.db, a new\n"
+    "file, which report and check read as one program: the leaks, sites and peaks of\n"
+    "all of them, and a processes table (pid, parent, exe, command line, rank) with a\n"
+    "process column on sites, live_blocks and threads for per-process questions.\n"
+    "Timelines, full-mode events and tensor tables are not merged.\n";
+
+static const char merged_schema[] =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
+    "CREATE TABLE modules(id INTEGER PRIMARY KEY, path TEXT NOT NULL, build_id TEXT, base INTEGER NOT NULL,"
+    "  lo INTEGER NOT NULL, hi INTEGER NOT NULL, loaded_ns INTEGER, unloaded_ns INTEGER, process INTEGER);"
+    "CREATE TABLE stack_nodes(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, ip INTEGER NOT NULL);"
+    "CREATE INDEX stack_nodes_by_parent ON stack_nodes(parent);"
+    "CREATE TABLE symbols(ip INTEGER NOT NULL, idx INTEGER NOT NULL, function TEXT, file TEXT, line INTEGER,"
+    "  module TEXT, PRIMARY KEY (ip, idx)) WITHOUT ROWID;"
+    "CREATE TABLE threads(tid INTEGER, name TEXT, first_ns INTEGER, last_ns INTEGER, process INTEGER);"
+    "CREATE TABLE sites(stack_id INTEGER NOT NULL, kind INTEGER NOT NULL, alloc_count INTEGER, alloc_bytes INTEGER,"
+    "  free_count INTEGER, freed_bytes INTEGER, temp_count INTEGER, temp_bytes INTEGER, peak_count INTEGER,"
+    "  peak_bytes INTEGER, process INTEGER NOT NULL, PRIMARY KEY (stack_id, kind, process));"
+    "CREATE TABLE live_blocks(address INTEGER NOT NULL, size INTEGER NOT NULL, kind INTEGER NOT NULL,"
+    "  stack_id INTEGER NOT NULL, tid INTEGER, time_ns INTEGER, reachability INTEGER NOT NULL,"
+    "  process INTEGER NOT NULL);"
+    "CREATE INDEX live_blocks_by_stack ON live_blocks(stack_id);"
+    "CREATE TABLE processes(id INTEGER PRIMARY KEY, path TEXT NOT NULL, pid INTEGER, parent_pid INTEGER,"
+    "  exe TEXT, cmdline TEXT, rank INTEGER, complete INTEGER, peak_bytes INTEGER, duration_ns INTEGER);";
+
+// One input copied into the attached output. ?1 = the input's number,
+// ?2 = its node id offset, ?3 = its module id offset.
+static const char *const copy_sql[] = {
+    "INSERT INTO main.stack_nodes SELECT id + ?2, CASE parent WHEN 0 THEN 0 ELSE parent + ?2 END,"
+    "  (?1 << 48) | (ip & 281474976710655) FROM src.stack_nodes",
+    "INSERT INTO main.symbols SELECT (?1 << 48) | (ip & 281474976710655), idx, function, file, line, module"
+    "  FROM src.symbols WHERE true ON CONFLICT DO NOTHING",
+    "INSERT INTO main.modules SELECT id + ?3, path, build_id, base, lo, hi, loaded_ns, unloaded_ns, ?1"
+    "  FROM src.modules",
+    "INSERT OR IGNORE INTO main.kinds SELECT id, name FROM src.kinds",
+    "INSERT INTO main.threads SELECT tid, name, first_ns, last_ns, ?1 FROM src.threads",
+    "INSERT INTO main.sites SELECT CASE stack_id WHEN 0 THEN 0 ELSE stack_id + ?2 END, kind, alloc_count,"
+    "  alloc_bytes, free_count, freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes, ?1 FROM src.sites",
+    "INSERT INTO main.live_blocks SELECT address, size, kind, CASE stack_id WHEN 0 THEN 0 ELSE stack_id + ?2 END,"
+    "  tid, time_ns, reachability, ?1 FROM src.live_blocks",
+    "INSERT INTO main.processes SELECT ?1, ?4,"
+    "  (SELECT value FROM src.meta WHERE key = 'pid'), (SELECT value FROM src.meta WHERE key = 'ppid'),"
+    "  (SELECT value FROM src.meta WHERE key = 'exe'), (SELECT value FROM src.meta WHERE key = 'cmdline'),"
+    "  (SELECT value FROM src.meta WHERE key = 'rank'), (SELECT value FROM src.meta WHERE key = 'complete'),"
+    "  (SELECT value FROM src.meta WHERE key = 'peak_bytes'), (SELECT value FROM src.meta WHERE key = 'duration_ns')",
+};
+
+static int exec(sqlite3 *db, const char *sql, const char *doing) {
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        tpprof_error_set("%s: %s", doing, msg ? msg : sqlite3_errmsg(db));
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int64_t scalar(sqlite3 *db, const char *sql) {
+    sqlite3_stmt *st = NULL;
+    int64_t v = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+// Copy input number k (1-based) at path into out.
+static int copy_input(sqlite3 *out, const char *path, int64_t k) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(out, "ATTACH DATABASE ?1 AS src", -1, &st, NULL) != SQLITE_OK)
+        return tpprof_error_set("attaching %s: %s", path, sqlite3_errmsg(out));
+    sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return tpprof_error_set("attaching %s: %s", path, sqlite3_errmsg(out));
+    int64_t node_off = scalar(out, "SELECT COALESCE(MAX(id), 0) FROM main.stack_nodes");
+    int64_t module_off = scalar(out, "SELECT COALESCE(MAX(id), 0) FROM main.modules");
+    // One transaction per input: SQLite detaches a database only outside one.
+    int status = exec(out, "BEGIN", "starting");
+    for (size_t i = 0; i < sizeof copy_sql / sizeof *copy_sql && status == 0; i++) {
+        // Tables an older or smaller recording lacks are skipped (kinds, threads).
+        if (sqlite3_prepare_v2(out, copy_sql[i], -1, &st, NULL) != SQLITE_OK) {
+            if (strstr(sqlite3_errmsg(out), "no such table"))
+                continue;
+            status = tpprof_error_set("merging %s: %s", path, sqlite3_errmsg(out));
+            break;
+        }
+        sqlite3_bind_int64(st, 1, k);
+        sqlite3_bind_int64(st, 2, node_off);
+        sqlite3_bind_int64(st, 3, module_off);
+        if (sqlite3_bind_parameter_count(st) >= 4)
+            sqlite3_bind_text(st, 4, path, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            status = tpprof_error_set("merging %s: %s", path, sqlite3_errmsg(out));
+        sqlite3_finalize(st);
+    }
+    if (exec(out, status == 0 ? "COMMIT" : "ROLLBACK", "committing") != 0)
+        status = -1;
+    if (exec(out, "DETACH DATABASE src", "detaching") != 0 && status == 0)
+        status = -1;
+    return status;
+}
+
+static int write_meta(sqlite3 *out, int n) {
+    char sql[2048];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO meta VALUES ('schema_version', '%d'), ('tool', 'tpprof'), ('tool_version', '%s'),"
+             " ('mode', 'aggregate'), ('symbolized', '1'), ('merged', '%d'),"
+             " ('exe', 'merged: %d recordings (tpprof report lists them as processes)'),"
+             " ('pid', (SELECT pid FROM processes WHERE id = 1)),"
+             " ('complete', (SELECT CASE WHEN MIN(complete) = 1 THEN '1' ELSE '0' END FROM processes)),"
+             " ('leak_scan', '1'),"
+             " ('duration_ns', (SELECT COALESCE(MAX(duration_ns), 0) FROM processes)),"
+             // Each process's peak, summed: an upper bound of the job's, reached
+             // only if all peaked at once; the sites' peak figures add up to it.
+             " ('peak_bytes', (SELECT COALESCE(SUM(peak_bytes), 0) FROM processes)), ('peak_time_ns', '0')",
+             TPPROF_SCHEMA_VERSION,
+#ifdef TPPROF_VERSION
+             TPPROF_VERSION,
+#else
+             "unknown",
+#endif
+             n, n);
+    return exec(out, sql, "writing meta");
+}
+
+int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet) {
+    // Never overwrite: `merge IN.db OUT.db` by mistake must not destroy a recording.
+    if (access(out_path, F_OK) == 0)
+        return tpprof_error_set("%s exists; merge writes a new file (remove it first)", out_path);
+    for (size_t i = 0; i < n; i++) {
+        // A readable recording (a clear refusal otherwise), symbolized where possible.
+        tpprof_db *db = tpprof_db_open(inputs[i], false);
+        if (!db)
+            return -1;
+        // Its addresses already carry process tags, which a second merge
+        // would overwrite: two of its processes' stacks would read as one.
+        char *merged = tpprof_db_meta(db, "merged");
+        tpprof_db_close(db);
+        free(merged);
+        if (merged)
+            return tpprof_error_set("%s is a merged recording: merge the recordings it was made of", inputs[i]);
+        if (tpprof_symbolize_file(inputs[i]) != 0 && !quiet)
+            fprintf(stderr, "tpprof merge: warning: %s stays unsymbolized (%s): its frames show addresses\n",
+                    inputs[i], tpprof_error());
+    }
+    sqlite3 *out = NULL;
+    if (sqlite3_open_v2(out_path, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+        tpprof_error_set("cannot write %s: %s", out_path, out ? sqlite3_errmsg(out) : "out of memory");
+        sqlite3_close(out);
+        return -1;
+    }
+    int status = exec(out, merged_schema, "creating the tables");
+    for (size_t i = 0; i < n && status == 0; i++)
+        status = copy_input(out, inputs[i], (int64_t)i + 1);
+    if (status == 0)
+        status = write_meta(out, (int)n);
+    sqlite3_close(out);
+    if (status != 0)
+        unlink(out_path);
+    return status;
+}
+
+int tpprof_cmd_merge(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(tpprof_usage_merge, stdout);
+            return TPPROF_EXIT_OK;
+        }
+    if (argc < 3) {
+        fprintf(stderr, "tpprof merge: expected OUT.db and at least one IN.db (usage: tpprof merge OUT.db IN.db...)\n");
+        return TPPROF_EXIT_USAGE;
+    }
+    if (tpprof_merge(argv[1], argv + 2, (size_t)argc - 2, false) != 0) {
+        fprintf(stderr, "tpprof merge: %s\n", tpprof_error());
+        return TPPROF_EXIT_USAGE;
+    }
+    fprintf(stderr, "tpprof merge: %d recordings into %s\n", argc - 2, argv[1]);
+    return TPPROF_EXIT_OK;
+}
