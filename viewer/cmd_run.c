@@ -271,12 +271,14 @@ static void summarize_totals(const tpprof_profile *p, const char *path, int exec
     fprintf(stderr, "tpprof: %s allocations (%s), %s frees, peak %s\n",
             tpprof_format_count(s->allocations, a), tpprof_format_size(s->total_bytes, b),
             tpprof_format_count(s->frees, c), tpprof_format_size(s->peak_bytes, d));
-    fprintf(stderr, "tpprof: leaked %s in %s blocks: lost %s, reachable %s",
-            tpprof_format_size(s->leaked_bytes, a), tpprof_format_count(s->leaked_count, b),
-            tpprof_format_size(s->lost_bytes, c), tpprof_format_size(s->reachable_bytes, d));
-    if (s->unscanned_count)
-        fprintf(stderr, ", not scanned %s", tpprof_format_size(s->unscanned_bytes, a));
-    fprintf(stderr, "\n");
+    // The verdict first, as report's summary (verdict.c): lost, then what
+    // is still reachable and who holds most of it.
+    tpprof_verdict v;
+    char line[512];
+    tpprof_verdict_of(p, &v);
+    fprintf(stderr, "tpprof: %s\n", tpprof_verdict_headline(&v, line, sizeof line));
+    if (v.reachable_count)
+        fprintf(stderr, "tpprof: %s\n", tpprof_verdict_reachable(&v, line, sizeof line));
     if (s->reserved_count)
         fprintf(stderr, "tpprof: reserved %s of address space in PROT_NONE mappings (not memory, not counted above)\n",
                 tpprof_format_size(s->reserved_total_bytes, a));

@@ -51,7 +51,7 @@ static void test_killed_program_gives_128_plus_signal(void) {
     run_result r = run_under_tpprof(db, "kill");
     CHECK(r.status == 128 + 15, "status %d, stderr:\n%s", r.status, r.err);
     CHECK(strstr(r.err, "was killed by signal 15"), "%s", r.err);
-    CHECK(!strstr(r.err, "the recording is incomplete") && strstr(r.err, "lost 12.0 KiB"),
+    CHECK(!strstr(r.err, "the recording is incomplete") && strstr(r.err, "tpprof: LEAK: 12.0 KiB lost"),
           "written with the scanned live set:\n%s", r.err);
     harness_result_free(&r);
     r = harness_tpprof("report", db, NULL);

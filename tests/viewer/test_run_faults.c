@@ -264,12 +264,12 @@ static void test_an_earlier_recording_is_overwritten(void) {
     const char *argv[] = {harness_tpprof_path(), "run", "-o", db, "--", leak_once, NULL};
     for (int i = 0; i < 2; i++) {
         run_result r = run_argv(argv);
-        CHECK(r.status == 0 && strstr(r.err, "lost 12.0 KiB"), "run %d: status %d: %s", i, r.status, r.err);
+        CHECK(r.status == 0 && strstr(r.err, "tpprof: LEAK: 12.0 KiB lost"), "run %d: status %d: %s", i, r.status, r.err);
         harness_result_free(&r);
     }
     CHECK(write_text(db, ""), "truncate");
     run_result r = run_argv(argv);
-    CHECK(r.status == 0 && strstr(r.err, "lost 12.0 KiB"), "over an empty file: status %d: %s", r.status, r.err);
+    CHECK(r.status == 0 && strstr(r.err, "tpprof: LEAK: 12.0 KiB lost"), "over an empty file: status %d: %s", r.status, r.err);
     harness_result_free(&r);
 }
 
