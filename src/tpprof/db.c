@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "writer.h"
@@ -150,6 +152,37 @@ static void remove_files(const char *path) {
     }
 }
 
+static int tool_row(void *arg, int n, char **vals, char **names) {
+    (void)names;
+    if (n > 0 && vals[0] && strcmp(vals[0], "tpprof") == 0) *(bool *)arg = true;
+    return 0;
+}
+
+// Whether a new recording may replace what is at path: nothing, an empty
+// file (what a run that could not write leaves), or a tpprof recording.
+// Anything else TPPROF_OUTPUT names (a text file, a database of the
+// program's, a directory) is the user's, and is never destroyed. (`tpprof
+// run` refuses such a path before the program starts; this covers a preload
+// set up by hand, and a forked child's name.)
+static bool replaceable(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT;
+    if (!S_ISREG(st.st_mode)) return false;
+    if (st.st_size == 0) return true;
+    char head[16] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t got = read(fd, head, sizeof head);
+    close(fd);
+    if (got != (ssize_t)sizeof head || memcmp(head, "SQLite format 3", sizeof head) != 0) return false;
+    sqlite3 *probe = NULL;
+    bool ours = false;
+    if (sqlite3_open_v2(path, &probe, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK)
+        sqlite3_exec(probe, "SELECT value FROM meta WHERE key = 'tool'", tool_row, &ours, NULL);
+    sqlite3_close(probe);
+    return ours;
+}
+
 // ---------------------------------------------------------------------------
 // Open.
 
@@ -162,8 +195,12 @@ bool tpprof_db_open(const char *path) {
         tpprof_disable(path, why);
         return false;
     }
-    if (!reopen) remove_files(path);
     tpprof_fdguard_install();
+    if (!reopen && !replaceable(path)) {
+        tpprof_disable(path, "it exists and is not a tpprof recording: left as it is, nothing recorded");
+        return false;
+    }
+    if (!reopen) remove_files(path);
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         fail("opening");
         sqlite3_close(db);
