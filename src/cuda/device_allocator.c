@@ -129,11 +129,16 @@ typedef struct async_block {
 } async_block;
 
 static _Atomic uint64_t async_allocs, async_frees, async_ooms;
+/* Guards the uses of async blocks (record_stream may race a free of a
+ * tensor shared across threads). */
+static pthread_mutex_t async_uses_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void async_free(void *ctx) {
     async_block *b = ctx;
     const tp__cuda_api *c = tp__cuda();
     int prev = tp__cuda_device_enter(b->device);
+    pthread_mutex_lock(&async_uses_mu);
+    pthread_mutex_unlock(&async_uses_mu); /* a record_stream in flight has finished */
     /* The free is ordered on the allocation stream; make that stream wait
      * for the other streams that used the block (PyTorch's cudaMallocAsync
      * backend does the same). */
@@ -203,11 +208,12 @@ static tp_status async_allocate(tp_allocator *self, size_t nbytes, tp_data_ptr *
 bool tp__cuda_async_record_stream(const tp_data_ptr *dp, cudaStream_t stream) {
     if (dp->deleter != async_free) return false;
     async_block *b = dp->ctx;
-    if (stream == b->stream) return true;
-    for (uint32_t i = 0; i < b->nuses; i++)
-        if (b->uses[i] == stream) return true;
-    if (b->nuses < 4) b->uses[b->nuses++] = stream;
-    else b->overflow = true;
+    pthread_mutex_lock(&async_uses_mu);
+    bool known = stream == b->stream;
+    for (uint32_t i = 0; i < b->nuses && !known; i++) known = b->uses[i] == stream;
+    if (!known && b->nuses < 4) b->uses[b->nuses++] = stream;
+    else if (!known) b->overflow = true;
+    pthread_mutex_unlock(&async_uses_mu);
     return true;
 }
 

@@ -119,13 +119,19 @@ static void test_creation_on_a_device(void) {
     CHECK(a && tp_tensor_numel(a) == 5);
     tp_tensor *e = tp_empty_on(tp_device_cuda(0), 1, SHAPE(0), TP_DTYPE_FLOAT32);
     CHECK(e && tp_tensor_device(e).type == TP_DEVICE_TYPE_CUDA);
-    /* full needs a kernel: the double cannot run one, and says so cleanly */
+    /* full needs a kernel; a device that cannot run it is a clean error */
+    fake.set_kernels(0);
     tp_tensor *f = tp_full_on(tp_device_cuda(0), 1, SHAPE(4), 3.0, TP_DTYPE_FLOAT32);
     CHECK(f == NULL);
     CHECK_EQ(tp_last_status(), TP_STATUS_UNSUPPORTED);
     CHECK_STR(tp_last_error(), "CUDA error: cudaErrorNotSupported: operation not supported "
                                "(launching tp_k_fill on cuda:0)");
-    tp_tensor *list[] = {z, hz, ref, r, hr, rr, a, e};
+    fake.set_kernels(1);
+    f = tp_full_on(tp_device_cuda(1), 2, SHAPE(3, 2), 3.0, TP_DTYPE_BFLOAT16);
+    tp_tensor *hf = tp_tensor_to(f, tp_device_cpu());
+    tp_tensor *rf = tp_full(2, SHAPE(3, 2), 3.0, TP_DTYPE_BFLOAT16);
+    CHECK(f && same_values(hf, rf));
+    tp_tensor *list[] = {z, hz, ref, r, hr, rr, a, e, f, hf, rf};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) tp_tensor_release(list[i]);
 }
 
@@ -151,10 +157,17 @@ static void test_bad_devices_and_mixed_devices_are_errors(void) {
     CHECK_CONTAINS(tp_last_error(), "but found cpu and cuda:0");
     CHECK(tp_stack(2, pair, 0) == NULL);
     CHECK_STR(tp_last_error(), "stack(): not implemented for cuda:0 tensors");
-    /* An op on one device that needs a kernel: the double's clean refusal. */
+    /* An op whose kernel cannot run: a clean refusal, nothing changed. */
+    fake.set_kernels(0);
     CHECK(tp_add(g, g) == NULL);
     CHECK_CONTAINS(tp_last_error(), "cudaErrorNotSupported");
+    CHECK_EQ(tp_add_(g, g), TP_STATUS_UNSUPPORTED);
     CHECK_EQ(tp_tensor_version(g), 0);
+    fake.set_kernels(1);
+    tp_tensor *gg = tp_add(g, g), *hg = gg ? tp_tensor_to(gg, tp_device_cpu()) : NULL;
+    tp_tensor *xx = tp_add(x, x);
+    CHECK(hg && same_values(hg, xx));
+    tp_tensor_release(gg), tp_tensor_release(hg), tp_tensor_release(xx);
     /* copy_ across devices moves the data first */
     tp_tensor *y = tp_zeros(1, SHAPE(4), TP_DTYPE_FLOAT32);
     CHECK_EQ(tp_copy_(y, g1), TP_STATUS_OK);
