@@ -261,6 +261,29 @@ static void test_streams_and_events(void) {
     CHECK_CONTAINS(tp_last_error(), "invalid device ordinal");
 }
 
+static void test_matmul_workspace_comes_from_the_runtimes_allocator(void) {
+    tp_tensor *a = tp_randn_on(tp_device_cuda(0), 2, SHAPE(8, 4), TP_DTYPE_FLOAT32, 1);
+    tp_tensor *b = tp_randn_on(tp_device_cuda(0), 2, SHAPE(4, 3), TP_DTYPE_FLOAT32, 2);
+    tp_tensor *c = tp_matmul(a, b);
+    CHECK(c != NULL);
+    void *blas = dlopen("libcublas.so.13", RTLD_NOW | RTLD_NOLOAD);
+    void *(*ws_of)(size_t *) = blas ? (void *(*)(size_t *))dlsym(blas, "tpfake_cublas_workspace") : NULL;
+    CHECK(ws_of != NULL);
+    size_t size = 0;
+    uint64_t ws = ws_of ? (uint64_t)(uintptr_t)ws_of(&size) : 0;
+    CHECK_EQ(size, 32u << 20);
+    /* the workspace is a block of the caching allocator of cuda:0, cached again */
+    tp_caching_snapshot *snap = tp_caching_allocator_snapshot(tp_cuda_caching_allocator_of(tp_device_cuda(0)));
+    bool found = false;
+    for (size_t i = 0; snap && i < snap->nsegments; i++)
+        for (size_t j = 0; j < snap->segments[i].nblocks; j++)
+            found = found || (snap->segments[i].blocks[j].address == ws && !snap->segments[i].blocks[j].allocated);
+    CHECK(found);
+    tp_caching_snapshot_free(snap);
+    if (blas) dlclose(blas);
+    tp_tensor_release(a), tp_tensor_release(b), tp_tensor_release(c);
+}
+
 int main(void) {
     fake = tpfake_open();
     if (!fake.reset) {
@@ -274,5 +297,6 @@ int main(void) {
     RUN_TEST(test_allocation_failures_name_the_cuda_error);
     RUN_TEST(test_pinned_memory_allows_non_blocking_uploads);
     RUN_TEST(test_streams_and_events);
+    RUN_TEST(test_matmul_workspace_comes_from_the_runtimes_allocator);
     return CHECK_DONE();
 }
