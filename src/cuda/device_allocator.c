@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_internal.h"
 
@@ -138,20 +139,24 @@ static void async_free(void *ctx) {
     const tp__cuda_api *c = tp__cuda();
     int prev = tp__cuda_device_enter(b->device);
     pthread_mutex_lock(&async_uses_mu);
-    pthread_mutex_unlock(&async_uses_mu); /* a record_stream in flight has finished */
+    uint32_t nuses = b->nuses;
+    cudaStream_t uses[4];
+    memcpy(uses, b->uses, sizeof uses);
+    bool overflow = b->overflow;
+    pthread_mutex_unlock(&async_uses_mu);
     /* The free is ordered on the allocation stream; make that stream wait
      * for the other streams that used the block (PyTorch's cudaMallocAsync
      * backend does the same). */
-    if (b->overflow) {
+    if (overflow) {
         c->cudaDeviceSynchronize();
     } else {
-        for (uint32_t i = 0; i < b->nuses; i++) {
+        for (uint32_t i = 0; i < nuses; i++) {
             cudaEvent_t ev;
             if (c->cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
                 c->cudaDeviceSynchronize();
                 break;
             }
-            c->cudaEventRecord(ev, b->uses[i]);
+            c->cudaEventRecord(ev, uses[i]);
             c->cudaStreamWaitEvent(b->stream, ev, 0);
             c->cudaEventDestroy(ev);
         }
