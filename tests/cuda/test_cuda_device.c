@@ -89,6 +89,12 @@ static void test_copies_round_trip_through_devices(void) {
     tp_tensor *bt = tp_tensor_to(gt, tp_device_cpu());
     tp_tensor *xt = tp_tensor_t(x);
     CHECK(bt && tp_tensor_is_contiguous(bt) && same_values(bt, xt));
+    /* a strided device view moves to another device contiguous */
+    tp_tensor *gt1 = tp_tensor_to(gt, tp_device_cuda(1));
+    tp_tensor *bt1 = gt1 ? tp_tensor_to(gt1, tp_device_cpu()) : NULL;
+    CHECK(gt1 && tp_tensor_is_contiguous(gt1) && tp_tensor_device(gt1).index == 1);
+    CHECK(bt1 && same_values(bt1, bt));
+    tp_tensor_release(gt1), tp_tensor_release(bt1);
     /* a strided host view goes up contiguous */
     tp_tensor *gxt = tp_tensor_to(xt, tp_device_cuda(0));
     CHECK(gxt && tp_tensor_is_contiguous(gxt));
