@@ -89,6 +89,15 @@ static void test_copies_round_trip_through_devices(void) {
     tp_tensor *bt = tp_tensor_to(gt, tp_device_cpu());
     tp_tensor *xt = tp_tensor_t(x);
     CHECK(bt && tp_tensor_is_contiguous(bt) && same_values(bt, xt));
+    /* reshape of a device view that cannot be a view copies on the device */
+    tp_tensor *r = tp_tensor_reshape(gt, 1, SHAPE(12));
+    tp_tensor *rx = tp_tensor_reshape(xt, 1, SHAPE(12)), *hr = r ? tp_tensor_to(r, tp_device_cpu()) : NULL;
+    CHECK(r && !tp_tensor_is_view(r) && tp_tensor_device(r).type == TP_DEVICE_TYPE_CUDA);
+    CHECK(hr && same_values(hr, rx));
+    tp_tensor_release(r), tp_tensor_release(rx), tp_tensor_release(hr);
+    /* device storages are not resized by memcpy */
+    CHECK_EQ(tp_storage_resize(tp_tensor_storage(g), 8), TP_STATUS_UNSUPPORTED);
+    CHECK_STR(tp_last_error(), "resize: a storage on cuda:0 cannot be resized");
     /* a strided device view moves to another device contiguous */
     tp_tensor *gt1 = tp_tensor_to(gt, tp_device_cuda(1));
     tp_tensor *bt1 = gt1 ? tp_tensor_to(gt1, tp_device_cpu()) : NULL;
