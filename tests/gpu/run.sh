@@ -24,6 +24,9 @@ check() { # check NAME CMD... : PASS when CMD exits 0, SKIP on 77, else FAIL
 
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/GPU: /'
 start=$(date +%s)
+for tool in meson ninja nvcc; do
+  command -v $tool >/dev/null 2>&1 || { echo "FAIL $tool is not installed (scripts/deps.sh; nvcc: the CUDA toolkit)"; exit 1; }
+done
 if [ ! -f "$B/build.ninja" ]; then
   meson setup "$B" -Dcuda=enabled -Dbuildtype=release >/dev/null || { echo "FAIL meson setup"; exit 1; }
 fi
