@@ -8,6 +8,7 @@
 # usage: tests/gpu/run.sh [build-dir]     (run from anywhere in the repo)
 # exit status: 0 all passed, 1 something failed, 77 no GPU here.
 set -u
+PATH=$PATH:/usr/local/cuda/bin # where the toolkit installs nvcc
 cd "$(dirname "$0")/../.."
 B=${1:-build-gpu}
 pass=0 fail=0 skipped=0
