@@ -2,24 +2,35 @@
 // (src/cuda/kernels.cu) compiled for the host, so the runtime double can
 // run the kernels it is asked to launch.
 //
-// Each launch runs as ONE thread of ONE block (blockDim = gridDim = 1):
-// the grid-stride loops then cover every element, shared memory is plain
-// static storage and __syncthreads has nothing to wait for.  That checks
-// the kernels' indexing, dtype conversion and arithmetic, not their
-// parallel behaviour (races, block-level reductions with many threads):
-// those only a GPU run checks (tests/gpu/run.sh).
+// Elementwise launches run as ONE thread of ONE block (blockDim = gridDim
+// = 1): the grid-stride loops then cover every element.  Reductions with
+// few outputs (the long ones) run as one block of 32 real threads
+// (std::thread, thread_local threadIdx, __syncthreads a std::barrier,
+// __shared__ plain static storage), so their shared-memory tree combine is
+// exercised too; with many outputs one thread (a barrier per output step
+// would take minutes on a small machine).  That checks indexing,
+// dtype conversion, arithmetic and the reduction's combine order, not the
+// GPU's memory model or speed: only a GPU run checks those
+// (tests/gpu/run.sh).
+#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 struct emu_dim3 { unsigned x = 0, y = 0, z = 0; };
-static emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+static thread_local emu_dim3 threadIdx;
+static emu_dim3 blockIdx, blockDim, gridDim;
+static std::barrier<> *block_barrier; // set while a multi-threaded block runs
 
 #define __global__
 #define __device__
 #define __shared__ static
-static inline void __syncthreads() {}
+static inline void __syncthreads() {
+    if (block_barrier) block_barrier->arrive_and_wait();
+}
 static inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 static inline uint32_t __float_as_uint(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 using std::fabs; using std::exp; using std::log; using std::sqrt; using std::tanh; using std::pow;
@@ -52,10 +63,26 @@ static void run_unary(void **a) {
                arg<int>(a, 5), arg<const char *>(a, 6), arg<int>(a, 7));
 }
 static void run_reduce(void **a) {
-    long long nout = arg<long long>(a, 1);
-    // one block per output: the kernel loops over blocks with gridDim = 1
-    tp_k_reduce(arg<RGeom>(a, 0), nout, arg<int>(a, 2), arg<char *>(a, 3), arg<int>(a, 4),
-                arg<const char *>(a, 5), arg<int>(a, 6));
+    // One block of T threads; the kernel's block loop walks every output.
+    const unsigned T = arg<long long>(a, 1) <= 16 ? 32 : 1;
+    if (T == 1) {
+        threadIdx = emu_dim3{};
+        tp_k_reduce(arg<RGeom>(a, 0), arg<long long>(a, 1), arg<int>(a, 2), arg<char *>(a, 3),
+                    arg<int>(a, 4), arg<const char *>(a, 5), arg<int>(a, 6));
+        return;
+    }
+    blockDim = emu_dim3{T, 1, 1};
+    std::barrier<> bar(T);
+    block_barrier = &bar;
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < T; t++)
+        threads.emplace_back([a, t] {
+            threadIdx = emu_dim3{t, 0, 0};
+            tp_k_reduce(arg<RGeom>(a, 0), arg<long long>(a, 1), arg<int>(a, 2), arg<char *>(a, 3),
+                        arg<int>(a, 4), arg<const char *>(a, 5), arg<int>(a, 6));
+        });
+    for (auto &th : threads) th.join();
+    block_barrier = nullptr;
 }
 
 static const struct { const char *name; void (*run)(void **); } table[] = {
