@@ -1,8 +1,9 @@
 /*
  * tensorplay/cuda.h - the CUDA device: availability, streams and events,
- * its allocators and their statistics.  Present only in builds made with
- * CUDA (meson -Dcuda=enabled, or auto where nvcc is found); the
- * device-generic calls (tp_tensor_to, tp_zeros_on, ...) are in device.h.
+ * its allocators and their statistics.  In a build without CUDA (meson
+ * -Dcuda=disabled, or no nvcc) every function here still links and fails
+ * with TP_STATUS_UNSUPPORTED ("TensorPlay was built without CUDA ...").
+ * The device-generic calls (tp_tensor_to, tp_zeros_on, ...) are in device.h.
  *
  *     int n = 0;
  *     if (tp_cuda_device_count(&n) != TP_STATUS_OK)   // "no CUDA device: cudaErrorNoDevice: ..."

@@ -11,7 +11,7 @@
  * side stream; the block stays "awaiting free" (its snapshot state) until
  * that event completes, and the next allocation gets a different block.
  *
- * Usage: stream_reuse [device].  Needs a CUDA device (SKIP, exit 77,
+ * Usage: stream_reuse [device] [floats] (default cuda:0, 16 Mi).  Needs a CUDA device (SKIP, exit 77,
  * without one).  Prints the block addresses and the allocator's pending
  * frees for both cases; exits 1 if record_stream did not keep the block.
  */
@@ -21,7 +21,7 @@
 #include "tensorplay/tensorplay.h"
 #include "tensorplay/cuda.h"
 
-#define N (16 << 20) /* floats: 64 MiB, long enough work to still be running */
+static int64_t N = 16 << 20; /* floats: 64 MiB, long enough work to still be running */
 
 static void die(const char *what) {
     fprintf(stderr, "stream_reuse: %s: %s\n", what, tp_last_error());
@@ -41,7 +41,7 @@ static tp_tensor *work_on(tp_stream s, tp_tensor *x) {
 /* One round: returns true if the new tensor got x's block. */
 static bool round_trip(tp_device dev, tp_stream side, bool record) {
     tp_caching_allocator *ca = tp_cuda_caching_allocator_of(dev);
-    tp_tensor *x = tp_full_on(dev, 1, (int64_t[]){N}, 1.0, TP_DTYPE_FLOAT32);
+    tp_tensor *x = tp_full_on(dev, 1, &N, 1.0, TP_DTYPE_FLOAT32);
     if (!x) die("full");
     /* the side stream must see x complete: wait for the default stream */
     tp_event *ready = tp_event_create(dev, false);
@@ -53,7 +53,7 @@ static bool round_trip(tp_device dev, tp_stream side, bool record) {
     if (record && tp_tensor_record_stream(x, side) != TP_STATUS_OK) die("record_stream");
     tp_tensor_release(x); /* the host is done with x; the side stream may not be */
     size_t pending = tp_caching_allocator_pending_frees(ca);
-    tp_tensor *z = tp_full_on(dev, 1, (int64_t[]){N}, 7.0, TP_DTYPE_FLOAT32);
+    tp_tensor *z = tp_full_on(dev, 1, &N, 7.0, TP_DTYPE_FLOAT32);
     if (!z) die("full");
     bool reused = tp_tensor_data(z) == px;
     printf("%-22s x's block %p, the next allocation %p: %s; blocks awaiting free: %zu\n",
@@ -68,6 +68,7 @@ static bool round_trip(tp_device dev, tp_stream side, bool record) {
 int main(int argc, char **argv) {
     tp_device dev;
     if (tp_device_parse(argc > 1 ? argv[1] : "cuda:0", &dev) != TP_STATUS_OK) die("device");
+    if (argc > 2 && atoll(argv[2]) > 0) N = atoll(argv[2]);
     int n = 0;
     if (tp_cuda_device_count(&n) != TP_STATUS_OK) {
         printf("SKIP: no CUDA device (%s)\n", tp_last_error());
@@ -84,7 +85,7 @@ int main(int argc, char **argv) {
     bool reused_with = round_trip(dev, side, true);
     tp_device_synchronize(dev);
     /* once the side stream has passed the free, the block is reusable */
-    tp_tensor *w = tp_empty_on(dev, 1, (int64_t[]){N}, TP_DTYPE_FLOAT32);
+    tp_tensor *w = tp_empty_on(dev, 1, &N, TP_DTYPE_FLOAT32);
     printf("after the side stream finished: blocks awaiting free: %zu\n",
            tp_caching_allocator_pending_frees(tp_cuda_caching_allocator_of(dev)));
     tp_tensor_release(w);

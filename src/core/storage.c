@@ -265,6 +265,11 @@ tp_status tp_storage_resize(tp_storage *s, size_t new_nbytes) {
     if (!s->resizable || !s->allocator)
         return tp__error(TP_STATUS_INVALID_ARGUMENT,
                          "Trying to resize storage that is not resizable");
+    if (s->data.device.type != TP_DEVICE_TYPE_CPU) { /* its bytes are not ours to memcpy */
+        char buf[16];
+        return tp__error(TP_STATUS_UNSUPPORTED, "resize: a storage on %s cannot be resized",
+                         tp_device_str(s->data.device, buf, sizeof buf));
+    }
     tp_data_ptr fresh;
     tp_status st = tp_allocator_allocate(s->allocator, new_nbytes, &fresh);
     if (st != TP_STATUS_OK) return st; /* the old data is untouched */

@@ -185,6 +185,16 @@ tp_tensor *tp_tensor_reshape(tp_tensor *t, int ndim, const int64_t *sizes) {
 
     /* Strides do not allow a view: a contiguous copy with its own storage
      * and version counter, not a view of t. */
+    if (t->device.type != TP_DEVICE_TYPE_CPU) {
+        /* Device memory is not readable here: the device copies (ops). */
+        tp_tensor *c = tp_contiguous(t);
+        if (!c) return NULL;
+        tp_tensor *out = tp__tensor_make(c->storage, 0, ndim, shape, NULL, t->dtype, NULL, NULL,
+                                         TP__STORAGE_REF_RETAIN);
+        tp_tensor_release(c);
+        if (out) out->requires_grad = t->requires_grad;
+        return out;
+    }
     size_t nbytes = (size_t)t->numel * tp_dtype_itemsize(t->dtype);
     tp_allocator *allocator = tp_allocator_get((tp_device_type)t->device.type);
     if (!allocator) {

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_internal.h"
 
@@ -129,24 +130,33 @@ typedef struct async_block {
 } async_block;
 
 static _Atomic uint64_t async_allocs, async_frees, async_ooms;
+/* Guards the uses of async blocks (record_stream may race a free of a
+ * tensor shared across threads). */
+static pthread_mutex_t async_uses_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void async_free(void *ctx) {
     async_block *b = ctx;
     const tp__cuda_api *c = tp__cuda();
     int prev = tp__cuda_device_enter(b->device);
+    pthread_mutex_lock(&async_uses_mu);
+    uint32_t nuses = b->nuses;
+    cudaStream_t uses[4];
+    memcpy(uses, b->uses, sizeof uses);
+    bool overflow = b->overflow;
+    pthread_mutex_unlock(&async_uses_mu);
     /* The free is ordered on the allocation stream; make that stream wait
      * for the other streams that used the block (PyTorch's cudaMallocAsync
      * backend does the same). */
-    if (b->overflow) {
+    if (overflow) {
         c->cudaDeviceSynchronize();
     } else {
-        for (uint32_t i = 0; i < b->nuses; i++) {
+        for (uint32_t i = 0; i < nuses; i++) {
             cudaEvent_t ev;
             if (c->cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
                 c->cudaDeviceSynchronize();
                 break;
             }
-            c->cudaEventRecord(ev, b->uses[i]);
+            c->cudaEventRecord(ev, uses[i]);
             c->cudaStreamWaitEvent(b->stream, ev, 0);
             c->cudaEventDestroy(ev);
         }
@@ -203,11 +213,12 @@ static tp_status async_allocate(tp_allocator *self, size_t nbytes, tp_data_ptr *
 bool tp__cuda_async_record_stream(const tp_data_ptr *dp, cudaStream_t stream) {
     if (dp->deleter != async_free) return false;
     async_block *b = dp->ctx;
-    if (stream == b->stream) return true;
-    for (uint32_t i = 0; i < b->nuses; i++)
-        if (b->uses[i] == stream) return true;
-    if (b->nuses < 4) b->uses[b->nuses++] = stream;
-    else b->overflow = true;
+    pthread_mutex_lock(&async_uses_mu);
+    bool known = stream == b->stream;
+    for (uint32_t i = 0; i < b->nuses && !known; i++) known = b->uses[i] == stream;
+    if (!known && b->nuses < 4) b->uses[b->nuses++] = stream;
+    else if (!known) b->overflow = true;
+    pthread_mutex_unlock(&async_uses_mu);
     return true;
 }
 

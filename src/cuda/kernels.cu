@@ -357,9 +357,9 @@ extern "C" __global__ void tp_k_reduce(RGeom g, long long nout, int kind, char *
         si[threadIdx.x] = iacc;
         sidx[threadIdx.x] = best;
         __syncthreads();
-        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
             if (threadIdx.x < s) {
-                int j = threadIdx.x + s;
+                unsigned j = threadIdx.x + s;
                 if (kind <= 1) {
                     sv[threadIdx.x] += sv[j];
                     si[threadIdx.x] += si[j];

@@ -89,6 +89,21 @@ static void test_copies_round_trip_through_devices(void) {
     tp_tensor *bt = tp_tensor_to(gt, tp_device_cpu());
     tp_tensor *xt = tp_tensor_t(x);
     CHECK(bt && tp_tensor_is_contiguous(bt) && same_values(bt, xt));
+    /* reshape of a device view that cannot be a view copies on the device */
+    tp_tensor *r = tp_tensor_reshape(gt, 1, SHAPE(12));
+    tp_tensor *rx = tp_tensor_reshape(xt, 1, SHAPE(12)), *hr = r ? tp_tensor_to(r, tp_device_cpu()) : NULL;
+    CHECK(r && !tp_tensor_is_view(r) && tp_tensor_device(r).type == TP_DEVICE_TYPE_CUDA);
+    CHECK(hr && same_values(hr, rx));
+    tp_tensor_release(r), tp_tensor_release(rx), tp_tensor_release(hr);
+    /* device storages are not resized by memcpy */
+    CHECK_EQ(tp_storage_resize(tp_tensor_storage(g), 8), TP_STATUS_UNSUPPORTED);
+    CHECK_STR(tp_last_error(), "resize: a storage on cuda:0 cannot be resized");
+    /* a strided device view moves to another device contiguous */
+    tp_tensor *gt1 = tp_tensor_to(gt, tp_device_cuda(1));
+    tp_tensor *bt1 = gt1 ? tp_tensor_to(gt1, tp_device_cpu()) : NULL;
+    CHECK(gt1 && tp_tensor_is_contiguous(gt1) && tp_tensor_device(gt1).index == 1);
+    CHECK(bt1 && same_values(bt1, bt));
+    tp_tensor_release(gt1), tp_tensor_release(bt1);
     /* a strided host view goes up contiguous */
     tp_tensor *gxt = tp_tensor_to(xt, tp_device_cuda(0));
     CHECK(gxt && tp_tensor_is_contiguous(gxt));
@@ -119,13 +134,19 @@ static void test_creation_on_a_device(void) {
     CHECK(a && tp_tensor_numel(a) == 5);
     tp_tensor *e = tp_empty_on(tp_device_cuda(0), 1, SHAPE(0), TP_DTYPE_FLOAT32);
     CHECK(e && tp_tensor_device(e).type == TP_DEVICE_TYPE_CUDA);
-    /* full needs a kernel: the double cannot run one, and says so cleanly */
+    /* full needs a kernel; a device that cannot run it is a clean error */
+    fake.set_kernels(0);
     tp_tensor *f = tp_full_on(tp_device_cuda(0), 1, SHAPE(4), 3.0, TP_DTYPE_FLOAT32);
     CHECK(f == NULL);
     CHECK_EQ(tp_last_status(), TP_STATUS_UNSUPPORTED);
     CHECK_STR(tp_last_error(), "CUDA error: cudaErrorNotSupported: operation not supported "
                                "(launching tp_k_fill on cuda:0)");
-    tp_tensor *list[] = {z, hz, ref, r, hr, rr, a, e};
+    fake.set_kernels(1);
+    f = tp_full_on(tp_device_cuda(1), 2, SHAPE(3, 2), 3.0, TP_DTYPE_BFLOAT16);
+    tp_tensor *hf = tp_tensor_to(f, tp_device_cpu());
+    tp_tensor *rf = tp_full(2, SHAPE(3, 2), 3.0, TP_DTYPE_BFLOAT16);
+    CHECK(f && same_values(hf, rf));
+    tp_tensor *list[] = {z, hz, ref, r, hr, rr, a, e, f, hf, rf};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) tp_tensor_release(list[i]);
 }
 
@@ -151,10 +172,17 @@ static void test_bad_devices_and_mixed_devices_are_errors(void) {
     CHECK_CONTAINS(tp_last_error(), "but found cpu and cuda:0");
     CHECK(tp_stack(2, pair, 0) == NULL);
     CHECK_STR(tp_last_error(), "stack(): not implemented for cuda:0 tensors");
-    /* An op on one device that needs a kernel: the double's clean refusal. */
+    /* An op whose kernel cannot run: a clean refusal, nothing changed. */
+    fake.set_kernels(0);
     CHECK(tp_add(g, g) == NULL);
     CHECK_CONTAINS(tp_last_error(), "cudaErrorNotSupported");
+    CHECK_EQ(tp_add_(g, g), TP_STATUS_UNSUPPORTED);
     CHECK_EQ(tp_tensor_version(g), 0);
+    fake.set_kernels(1);
+    tp_tensor *gg = tp_add(g, g), *hg = gg ? tp_tensor_to(gg, tp_device_cpu()) : NULL;
+    tp_tensor *xx = tp_add(x, x);
+    CHECK(hg && same_values(hg, xx));
+    tp_tensor_release(gg), tp_tensor_release(hg), tp_tensor_release(xx);
     /* copy_ across devices moves the data first */
     tp_tensor *y = tp_zeros(1, SHAPE(4), TP_DTYPE_FLOAT32);
     CHECK_EQ(tp_copy_(y, g1), TP_STATUS_OK);
@@ -248,6 +276,29 @@ static void test_streams_and_events(void) {
     CHECK_CONTAINS(tp_last_error(), "invalid device ordinal");
 }
 
+static void test_matmul_workspace_comes_from_the_runtimes_allocator(void) {
+    tp_tensor *a = tp_randn_on(tp_device_cuda(0), 2, SHAPE(8, 4), TP_DTYPE_FLOAT32, 1);
+    tp_tensor *b = tp_randn_on(tp_device_cuda(0), 2, SHAPE(4, 3), TP_DTYPE_FLOAT32, 2);
+    tp_tensor *c = tp_matmul(a, b);
+    CHECK(c != NULL);
+    void *blas = dlopen("libcublas.so.13", RTLD_NOW | RTLD_NOLOAD);
+    void *(*ws_of)(size_t *) = blas ? (void *(*)(size_t *))dlsym(blas, "tpfake_cublas_workspace") : NULL;
+    CHECK(ws_of != NULL);
+    size_t size = 0;
+    uint64_t ws = ws_of ? (uint64_t)(uintptr_t)ws_of(&size) : 0;
+    CHECK_EQ(size, 32u << 20);
+    /* the workspace is a block of the caching allocator of cuda:0, cached again */
+    tp_caching_snapshot *snap = tp_caching_allocator_snapshot(tp_cuda_caching_allocator_of(tp_device_cuda(0)));
+    bool found = false;
+    for (size_t i = 0; snap && i < snap->nsegments; i++)
+        for (size_t j = 0; j < snap->segments[i].nblocks; j++)
+            found = found || (snap->segments[i].blocks[j].address == ws && !snap->segments[i].blocks[j].allocated);
+    CHECK(found);
+    tp_caching_snapshot_free(snap);
+    if (blas) dlclose(blas);
+    tp_tensor_release(a), tp_tensor_release(b), tp_tensor_release(c);
+}
+
 int main(void) {
     fake = tpfake_open();
     if (!fake.reset) {
@@ -261,5 +312,6 @@ int main(void) {
     RUN_TEST(test_allocation_failures_name_the_cuda_error);
     RUN_TEST(test_pinned_memory_allows_non_blocking_uploads);
     RUN_TEST(test_streams_and_events);
+    RUN_TEST(test_matmul_workspace_comes_from_the_runtimes_allocator);
     return CHECK_DONE();
 }

@@ -8,6 +8,7 @@
 # usage: tests/gpu/run.sh [build-dir]     (run from anywhere in the repo)
 # exit status: 0 all passed, 1 something failed, 77 no GPU here.
 set -u
+PATH=$PATH:/usr/local/cuda/bin # where the toolkit installs nvcc
 cd "$(dirname "$0")/../.."
 B=${1:-build-gpu}
 pass=0 fail=0 skipped=0
@@ -24,6 +25,9 @@ check() { # check NAME CMD... : PASS when CMD exits 0, SKIP on 77, else FAIL
 
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/GPU: /'
 start=$(date +%s)
+for tool in meson ninja nvcc; do
+  command -v $tool >/dev/null 2>&1 || { echo "FAIL $tool is not installed (scripts/deps.sh; nvcc: the CUDA toolkit)"; exit 1; }
+done
 if [ ! -f "$B/build.ninja" ]; then
   meson setup "$B" -Dcuda=enabled -Dbuildtype=release >/dev/null || { echo "FAIL meson setup"; exit 1; }
 fi

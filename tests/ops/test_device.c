@@ -6,6 +6,7 @@
  */
 #include "check.h"
 #include "tensorplay/tensorplay.h"
+#include "tensorplay/cuda.h"
 
 static void test_to_the_cpu_returns_the_same_tensor(void) {
     tp_tensor *x = tp_ones(1, (int64_t[]){3}, TP_DTYPE_FLOAT32);
@@ -32,6 +33,15 @@ static void test_cuda_without_cuda_is_a_status(void) {
         CHECK(strstr(e, "TensorPlay was built without CUDA") || strstr(e, "no CUDA device: "));
         CHECK(tp_zeros_on(tp_device_cuda(0), 1, (int64_t[]){3}, TP_DTYPE_FLOAT32) == NULL);
         CHECK(tp_arange_on(tp_device_cuda(0), 0, 3, 1, TP_DTYPE_FLOAT32) == NULL);
+    }
+    int n = -1;
+    if (tp_cuda_device_count(&n) != TP_STATUS_OK) { /* cuda.h links in every build */
+        CHECK_EQ(n, 0);
+        const char *e = tp_last_error();
+        CHECK(strstr(e, "TensorPlay was built without CUDA") || strstr(e, "no CUDA device: "));
+        CHECK(!tp_cuda_is_available());
+        tp_stream s;
+        CHECK_EQ(tp_stream_create(tp_device_cuda(0), &s), TP_STATUS_UNSUPPORTED);
     }
     CHECK(tp_tensor_to(x, (tp_device){9, 0}) == NULL);
     CHECK_STR(tp_last_error(), "to(): invalid device type 9");

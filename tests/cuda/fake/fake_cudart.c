@@ -7,8 +7,11 @@
  * with host memory and counters, and stubs of the __cuda* registration
  * entry points nvcc-built programs call, so a program built with
  * `nvcc -cudart shared` also loads against it (tpprof's device-capture
- * tests).  Kernels cannot run here: cudaLaunchKernel fails with
- * cudaErrorNotSupported.  One mutex guards everything; nothing here is fast.
+ * tests).  Kernels run on the host (emulated_kernels.cpp: libtensorplay's
+ * kernels.cu compiled as C++, one thread per launch, synchronously);
+ * tpfake_set_kernels(0) makes cudaLaunchKernel fail with
+ * cudaErrorNotSupported instead, as a device that cannot run them would.
+ * One mutex guards everything; nothing here is fast.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -153,6 +156,7 @@ static const struct { cudaError_t e; const char *name, *text; } texts[] = {
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
     {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
     {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
+    {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
 };
 
 EXPORT const char *cudaGetErrorName(cudaError_t e) {
@@ -456,9 +460,12 @@ EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t p, size_t keep) {
 }
 
 // ----------------------------------------------------------------------------
-// modules and launches: loading works, running does not
+// modules and launches: kernels by name from emulated_kernels.cpp
 
-static int dummy_library, dummy_kernel;
+void *tpfake_emulated_kernel(const char *name);
+void tpfake_emulated_run(void *kernel, void **args);
+static bool kernels_off;
+static int dummy_library;
 
 EXPORT cudaError_t cudaLibraryLoadData(cudaLibrary_t *lib, const void *code, enum cudaJitOption *o,
                                        void **ov, unsigned no, enum cudaLibraryOption *lo,
@@ -473,16 +480,19 @@ EXPORT cudaError_t cudaLibraryUnload(cudaLibrary_t lib) {
     return cudaSuccess;
 }
 EXPORT cudaError_t cudaLibraryGetKernel(cudaKernel_t *k, cudaLibrary_t lib, const char *name) {
-    (void)lib, (void)name;
+    (void)lib;
     BEGIN("cudaLibraryGetKernel");
-    *k = (cudaKernel_t)&dummy_kernel;
-    END(cudaSuccess);
+    *k = (cudaKernel_t)tpfake_emulated_kernel(name);
+    END(*k ? cudaSuccess : cudaErrorSymbolNotFound);
 }
 EXPORT cudaError_t cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **args, size_t shm,
                                     cudaStream_t s) {
-    (void)f, (void)g, (void)b, (void)args, (void)shm, (void)s;
+    (void)g, (void)b, (void)shm, (void)s;
     BEGIN("cudaLaunchKernel");
-    END(cudaErrorNotSupported);
+    if (kernels_off || !f) END(cudaErrorNotSupported);
+    pthread_mutex_unlock(&mu); /* kernels touch only "device" memory */
+    tpfake_emulated_run((void *)f, args);
+    return cudaSuccess;
 }
 
 /* What nvcc's host stubs call in a program linked with -cudart shared. */
@@ -536,6 +546,11 @@ EXPORT int tpfake_live_allocations(int d) {
     int n = live_allocs[d];
     pthread_mutex_unlock(&mu);
     return n;
+}
+EXPORT void tpfake_set_kernels(int on) {
+    pthread_mutex_lock(&mu);
+    kernels_off = !on;
+    pthread_mutex_unlock(&mu);
 }
 EXPORT void tpfake_set_auto_complete(int on) {
     pthread_mutex_lock(&mu);

@@ -8,6 +8,9 @@
  * streams only when the test says so.  The test reaches these controls
  * with tpfake_open() (dlopen of the same SONAME: the same loaded copy).
  *
+ * Kernels run on the host, one thread per launch (emulated_kernels.cpp),
+ * unless set_kernels(0).
+ *
  * Model: devices 0..n-1 (TPFAKE_DEVICES, default 1), each with a byte
  * limit for cudaMalloc + pool memory (default 1 GiB).  cudaEventRecord
  * gives an event a ticket on its stream; the event is complete once its
@@ -36,6 +39,7 @@ typedef struct tpfake_api {
     int (*live_events)(void);
     uint64_t (*calls)(const char *name);         /* how often a cuda* function was called */
     void (*fail_next)(const char *name, int cuda_error); /* that function's next call fails */
+    void (*set_kernels)(int on); /* 0: launches fail with cudaErrorNotSupported */
 } tpfake_api;
 
 /* The controls of the double the process has loaded (or loads it), or
@@ -49,6 +53,7 @@ static inline tpfake_api tpfake_open(void) {
     TPFAKE_SYM(device_bytes_in_use); TPFAKE_SYM(live_allocations); TPFAKE_SYM(set_auto_complete);
     TPFAKE_SYM(stream_complete); TPFAKE_SYM(complete_all); TPFAKE_SYM(pending_events);
     TPFAKE_SYM(live_streams); TPFAKE_SYM(live_events); TPFAKE_SYM(calls); TPFAKE_SYM(fail_next);
+    TPFAKE_SYM(set_kernels);
 #undef TPFAKE_SYM
     return a;
 }
