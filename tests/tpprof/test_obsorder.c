@@ -20,7 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "tpprof_internal.h"
+#include "record/tpprof_internal.h"
 #include "../check.h"
 
 // What obsorder.c needs from the rest of the recorder.

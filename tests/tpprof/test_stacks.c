@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tpprof_internal.h"
+#include "record/tpprof_internal.h"
 #include "../check.h"
 
 // stacks.c registers its per-thread cache with the thread's ring struct,

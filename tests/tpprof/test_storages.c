@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "tensorplay/observer.h"
-#include "writer.h"
+#include "writer/writer.h"
 #include "../check.h"
 
 // ---------------------------------------------------------------------------

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "tensorplay/observer.h"
-#include "tpprof_internal.h"
+#include "record/tpprof_internal.h"
 
 _Atomic int tpprof_obs_attached;
 

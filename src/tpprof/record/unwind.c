@@ -21,7 +21,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "tpprof_internal.h"
+#include "record/tpprof_internal.h"
 
 typedef int (*backtrace_fn)(void **, int);
 typedef int (*set_caching_fn)(void *, int);

@@ -7,7 +7,7 @@
 // The live set's probe, insert and delete run once per event and are inline
 // in writer.h; growing it is here.
 #define _GNU_SOURCE
-#include "writer.h"
+#include "writer/writer.h"
 
 static inline uint64_t mix(uint64_t x) { return tpprof_live_home(x); }
 

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "writer.h"
+#include "writer/writer.h"
 
 struct tpprof_config tpprof_cfg = {.depth = 32, .interval_ms = 10};
 _Alignas(64) _Atomic int tpprof_active; // read by every hook: keep it off written lines

@@ -28,7 +28,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "writer.h"
+#include "writer/writer.h"
 
 #define SMALL (64u << 10) // below glibc's smallest mmap threshold
 

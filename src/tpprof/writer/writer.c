@@ -23,7 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "writer.h"
+#include "writer/writer.h"
 
 #define FLUSH_EVERY_NS 200000000ull
 // A commit rewrites every site that changed since the last one: with tens of

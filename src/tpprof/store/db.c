@@ -8,14 +8,14 @@
 // Any SQLite error disables recording with one line on stderr.
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include "sqlite_api.h"
+#include "store/sqlite_api.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "writer.h"
+#include "writer/writer.h"
 
 static sqlite3 *db;
 static char db_path[4096];

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tpprof_internal.h"
+#include "record/tpprof_internal.h"
 
 uintptr_t tpprof_self_lo, tpprof_self_hi;
 

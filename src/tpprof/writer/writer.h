@@ -7,7 +7,7 @@
 #ifndef TPPROF_WRITER_H
 #define TPPROF_WRITER_H
 
-#include "tpprof_internal.h"
+#include "record/tpprof_internal.h"
 
 // ---------------------------------------------------------------------------
 // Tables (livetable.c).

@@ -25,7 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "tpprof_internal.h"
+#include "record/tpprof_internal.h"
 
 // CONTESTED until tpprof_obs_order_init finds membarrier: a recorder whose
 // start never ran (the unit tests) takes locked increments, which are

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "tpprof_internal.h"
+#include "record/tpprof_internal.h"
 
 #define SLOT_BITS 19
 #define SLOTS ((uint64_t)1 << SLOT_BITS)

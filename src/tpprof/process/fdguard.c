@@ -24,13 +24,13 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include "sqlite_api.h"
+#include "store/sqlite_api.h"
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "tpprof_internal.h"
+#include "record/tpprof_internal.h"
 
 #define MAX_OWN 16
 

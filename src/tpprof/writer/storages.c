@@ -19,12 +19,12 @@
 // is written field by field rather than cleared first, and the helpers on
 // that path are inline into tpprof_obs_apply.
 #define _GNU_SOURCE
-#include "sqlite_api.h"
+#include "store/sqlite_api.h"
 #include <stdio.h>
 #include <string.h>
 
 #include "tensorplay/observer.h"
-#include "writer.h"
+#include "writer/writer.h"
 
 // ---------------------------------------------------------------------------
 // Records.

@@ -22,7 +22,7 @@
 #include <cpuid.h>
 #endif
 
-#include "tpprof_internal.h"
+#include "record/tpprof_internal.h"
 
 #define RING_WORDS ((uint64_t)1 << 18) // 2 MiB per thread
 
