@@ -65,9 +65,9 @@ bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words) {
     (void)t, (void)words;
     return false; // obs_drain empties the ring after every event
 }
-_Atomic int tpprof_writer_napping; // (no writer here: never napping)
+_Atomic int tpprof_drainer_napping; // (no drainer here: never napping)
 bool tpprof_prefetchw;              // (the read prefetch: rings.c is not linked)
-void tpprof_writer_kick(void) {}
+void tpprof_drainer_kick(void) {}
 
 // Hands what observe.c put in the ring straight to the writer's apply.
 static void obs_drain(void) {

@@ -22,6 +22,8 @@
 #include <cpuid.h>
 #endif
 
+#include <linux/futex.h>
+
 #include "record/tpprof_internal.h"
 
 #define RING_WORDS ((uint64_t)1 << 18) // 2 MiB per thread
@@ -40,6 +42,32 @@ __thread struct tpprof_thread *tpprof_self TPPROF_TLS;
 static _Atomic int next_index;
 static pthread_key_t exit_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+// ---------------------------------------------------------------------------
+// The drainer's nap (the writer's, but nothing here knows it): the futex
+// word is tpprof_drainer_stop, so a stop that comes before the nap starts
+// makes FUTEX_WAIT return at once. An exiting program does not wait out the
+// drainer's idle back-off (a short-lived process would spend up to 4 ms of
+// its life on it; a shell script runs hundreds).
+
+_Atomic int tpprof_drainer_stop;
+_Atomic int tpprof_drainer_napping;
+clockid_t tpprof_drainer_clock;
+
+void tpprof_drainer_nap(long ns) {
+    struct timespec ts = {0, ns};
+    atomic_store(&tpprof_drainer_napping, 1);
+    syscall(SYS_futex, &tpprof_drainer_stop, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+    atomic_store(&tpprof_drainer_napping, 0);
+}
+
+// Any thread, any time: a system call and nothing else.
+void tpprof_drainer_kick(void) {
+    int saved_errno = errno;
+    atomic_store_explicit(&tpprof_drainer_napping, 0, memory_order_relaxed); // one wake a nap
+    syscall(SYS_futex, &tpprof_drainer_stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    errno = saved_errno;
+}
 
 // ---------------------------------------------------------------------------
 // Thread registration.
@@ -142,7 +170,7 @@ bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words) {
 
 // The writer's CPU time, or 0 if it cannot be read.
 static uint64_t writer_cpu_ns(void) {
-    clockid_t c = tpprof_writer_clock;
+    clockid_t c = tpprof_drainer_clock;
     struct timespec ts;
     if (!c || clock_gettime(c, &ts) != 0) return 0;
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -154,7 +182,7 @@ static uint64_t writer_cpu_ns(void) {
 // 10 s: a program making a million allocations in a row dropped events
 // while the writer rehashed its table.
 static bool ring_wait(struct tpprof_thread *t, uint64_t words) {
-    if (atomic_load_explicit(&tpprof_writer_napping, memory_order_relaxed)) tpprof_writer_kick();
+    if (atomic_load_explicit(&tpprof_drainer_napping, memory_order_relaxed)) tpprof_drainer_kick();
     uint64_t cap = t->mask + 1;
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
     uint64_t start = 0, first = 0, cpu = 0;

@@ -447,11 +447,17 @@ static inline uint64_t tpprof_chunk_bytes(const void *p) { return ((const uint64
 // hook's next atomic increment would otherwise wait for that store's miss
 // (alloc_heavy, 2 threads, A/B runs of 15-31 paired rounds: 0.01x to 0.06x
 // less CPU over native; the wall-time difference is within the noise).
-// A record that starts a new quarter of the ring wakes the writer if it is
-// napping (writer.c: it naps 4 ms between drains): a thread that fills its
-// ring faster than that does not wait for it.
-TPPROF_HIDDEN extern _Atomic int tpprof_writer_napping;
-TPPROF_HIDDEN void tpprof_writer_kick(void);
+// A record that starts a new quarter of the ring wakes the drainer (the
+// writer thread) if it is napping (it naps 4 ms between drains): a thread
+// that fills its ring faster than that does not wait for it. The wake-up is
+// the rings' own (rings.c), so the hot path calls nothing above it: the
+// drainer naps with tpprof_drainer_nap, a producer ends the nap with
+// tpprof_drainer_kick, and tpprof_drainer_stop, set (then kicked), ends the
+// naps for good (the drainer's loop reads it).
+TPPROF_HIDDEN extern _Atomic int tpprof_drainer_napping;
+TPPROF_HIDDEN extern _Atomic int tpprof_drainer_stop;
+TPPROF_HIDDEN void tpprof_drainer_nap(long ns);
+TPPROF_HIDDEN void tpprof_drainer_kick(void);
 
 // A prefetch for writing: the line comes exclusive, where a read prefetch
 // (what GCC makes of __builtin_prefetch(p, 1) without -mprfchw) brings it
@@ -477,8 +483,8 @@ static inline void tpprof_ring_commit(struct tpprof_thread *t, uint64_t n) {
     tpprof_prefetch_write(&t->ring[(tail + n + 64) & t->mask]);
     atomic_store_explicit(&t->tail, tail + n, memory_order_release);
     if (TPPROF_UNLIKELY((tail ^ (tail + n)) > t->mask >> 2) &&
-        atomic_load_explicit(&tpprof_writer_napping, memory_order_relaxed))
-        tpprof_writer_kick();
+        atomic_load_explicit(&tpprof_drainer_napping, memory_order_relaxed))
+        tpprof_drainer_kick();
 }
 
 // Appends one record (header + payload); space must have been reserved.
@@ -652,9 +658,10 @@ TPPROF_HIDDEN extern char tpprof_malloc_owner[1024];
 // The allocator preloaded after this library that the hooks pass over for
 // glibc's (lifecycle.c), or "".
 TPPROF_HIDDEN extern char tpprof_malloc_skipped[1024];
-// The writer thread's CPU-time clock (0 until it runs): a producer waiting
-// on a full ring tells a busy writer from a blocked one by it (rings.c).
-TPPROF_HIDDEN extern clockid_t tpprof_writer_clock;
+// The drainer's CPU-time clock (0 until it runs; the writer sets it): a
+// producer waiting on a full ring tells a busy drainer from a blocked one by
+// it (rings.c).
+TPPROF_HIDDEN extern clockid_t tpprof_drainer_clock;
 // Turns recording on, once the writer started: the blocks noted before the
 // start (early.c) become the writer's, for the leak scan only.
 TPPROF_HIDDEN void tpprof_writer_go(void);

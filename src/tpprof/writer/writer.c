@@ -37,7 +37,6 @@ struct tpprof_wstate tpprof_w;
 static pthread_mutex_t wmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t writer_thread;
 static bool writer_running;
-static _Atomic int writer_stop;
 static bool db_open;
 static uint64_t next_sample_ns, next_flush_ns, stuck_since_ns;
 
@@ -1116,29 +1115,7 @@ static void poll_modules(void) {
 // ---------------------------------------------------------------------------
 // The thread.
 
-// Sleeps up to ns, or until stop_writer wakes it: an exiting program does
-// not wait out the writer's idle back-off (a short-lived process would spend
-// up to 4 ms of its life on it; a shell script runs hundreds).
-_Atomic int tpprof_writer_napping;
-
-static void nap(long ns) {
-    struct timespec ts = {0, ns};
-    atomic_store(&tpprof_writer_napping, 1);
-    syscall(SYS_futex, &writer_stop, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
-    atomic_store(&tpprof_writer_napping, 0);
-}
-
-// Ends the writer's nap early (a ring filling up: tpprof_ring_commit,
-// ring_wait). Any thread, any time: a system call and nothing else.
-void tpprof_writer_kick(void) {
-    int saved_errno = errno;
-    atomic_store_explicit(&tpprof_writer_napping, 0, memory_order_relaxed); // one wake a nap
-    syscall(SYS_futex, &writer_stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-    errno = saved_errno;
-}
-
 _Atomic int tpprof_main_exited;
-clockid_t tpprof_writer_clock;
 
 // After the main thread's pthread_exit: whether the writer is the only
 // thread left (/proc/self/status counts it and the main thread, a zombie
@@ -1241,7 +1218,7 @@ static void *writer_main(void *arg) {
     tpprof_guard = 1;
     long sleep_ns = 4000000;
     struct rotation rot = {.cpu = -1};
-    for (unsigned iteration = 0; !atomic_load(&writer_stop); iteration++) {
+    for (unsigned iteration = 0; !atomic_load(&tpprof_drainer_stop); iteration++) {
         rotation_step(&rot, tpprof_now_ns(), iteration);
         pthread_mutex_lock(&wmu);
         if (!db_open) {
@@ -1271,7 +1248,7 @@ static void *writer_main(void *arg) {
         }
         pthread_mutex_unlock(&wmu);
         if (atomic_load(&wmu_waiters)) { // let them in before locking again
-            while (atomic_load(&wmu_waiters) && !atomic_load(&writer_stop)) sched_yield();
+            while (atomic_load(&wmu_waiters) && !atomic_load(&tpprof_drainer_stop)) sched_yield();
             continue;
         }
         if (drain_cut) continue; // still busy: no nap
@@ -1281,7 +1258,7 @@ static void *writer_main(void *arg) {
             tpprof_guard = 0;
             exit(0);
         }
-        nap(sleep_ns);
+        tpprof_drainer_nap(sleep_ns);
     }
     return NULL;
 }
@@ -1290,7 +1267,7 @@ static bool spawn_writer(void) {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    atomic_store(&writer_stop, 0);
+    atomic_store(&tpprof_drainer_stop, 0);
     // 1 MiB of stack, not the default 8 (RLIMIT_STACK): the writer's deepest
     // path is SQLite's, tens of KiB, and every byte of address space it
     // reserves is one a program under `ulimit -v` does not get.
@@ -1303,7 +1280,7 @@ static bool spawn_writer(void) {
     int rc = pthread_create(&writer_thread, sized ? &attr : NULL, writer_main, NULL);
     if (sized) pthread_attr_destroy(&attr);
     clockid_t c;
-    tpprof_writer_clock = rc == 0 && pthread_getcpuclockid(writer_thread, &c) == 0 ? c : 0;
+    tpprof_drainer_clock = rc == 0 && pthread_getcpuclockid(writer_thread, &c) == 0 ? c : 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     writer_running = rc == 0;
     return writer_running;
@@ -1335,8 +1312,8 @@ bool tpprof_writer_start(const char *path) {
 
 static void stop_writer(void) {
     if (!writer_running) return;
-    atomic_store(&writer_stop, 1);
-    syscall(SYS_futex, &writer_stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    atomic_store(&tpprof_drainer_stop, 1);
+    tpprof_drainer_kick();
     if (!pthread_equal(pthread_self(), writer_thread)) pthread_join(writer_thread, NULL);
     writer_running = false;
 }
