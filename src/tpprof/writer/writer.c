@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "store/store.h"
 #include "writer/writer.h"
 
 #define FLUSH_EVERY_NS 200000000ull
@@ -65,9 +66,6 @@ static void batch_begin(uint64_t now) {
     ticks_calibrate(now);
 }
 
-static struct tpprof_thread **by_index;
-static uint32_t cap_by_index;
-
 // Stack trie lookup: node ids hashed by (parent, ip).
 static uint32_t *trie_slots;
 static uint64_t trie_cap;
@@ -77,21 +75,19 @@ static uint64_t trie_cap;
 
 static void note_thread(struct tpprof_thread *t) {
     uint32_t i = (uint32_t)t->index;
-    if (i >= cap_by_index) {
-        uint32_t ncap = cap_by_index ? cap_by_index : 64;
+    struct tpprof_wstate *w = &tpprof_w;
+    if (i >= w->capthread_of) {
+        uint32_t ncap = w->capthread_of ? w->capthread_of : 64;
         while (ncap <= i) ncap *= 2;
-        struct tpprof_thread **n = tpprof_mem_grow(by_index, cap_by_index * sizeof *by_index, ncap * sizeof *by_index);
+        struct tpprof_thread **n =
+            tpprof_mem_grow(w->thread_of, w->capthread_of * sizeof *w->thread_of, ncap * sizeof *w->thread_of);
         if (!n) return;
-        by_index = n;
-        cap_by_index = ncap;
+        w->thread_of = n;
+        w->capthread_of = ncap;
     }
-    by_index[i] = t;
+    w->thread_of[i] = t;
 }
 
-uint32_t tpprof_db_tid_of(uint32_t thread_index) {
-    if (thread_index < cap_by_index && by_index[thread_index]) return (uint32_t)by_index[thread_index]->tid;
-    return 0;
-}
 
 // ---------------------------------------------------------------------------
 // Stacks: depot id -> trie leaf.
@@ -689,7 +685,6 @@ static uint64_t drain(bool force) {
     return n;
 }
 
-void tpprof_writer_breathe(void) { drain(false); }
 
 // ---------------------------------------------------------------------------
 // Ticks to ns: the line through the first (ticks, ns) point, taken when the
@@ -1242,7 +1237,10 @@ static void *writer_main(void *arg) {
         }
         if (now >= next_flush_ns) {
             uint64_t t0 = tpprof_now_ns();
-            if (!tpprof_db_flush(false)) db_open = false;
+            // In steps, draining the rings between them (store.h).
+            int r = tpprof_store_flush_begin(false) ? 1 : -1;
+            while (r > 0 && (r = tpprof_store_flush_step()) > 0) drain(false);
+            if (r < 0) db_open = false;
             uint64_t took = tpprof_now_ns() - t0;
             next_flush_ns = now + (took * FLUSH_SHARE > FLUSH_EVERY_NS ? took * FLUSH_SHARE : FLUSH_EVERY_NS);
         }
@@ -1294,13 +1292,13 @@ bool tpprof_writer_start(const char *path) {
     tpprof_w.order = 1;
     expect_current();
     ticks_calibrate(tpprof_now_ns()); // the first point; the writer's batches add the latest
-    if (!tpprof_db_open(path)) return false;
+    if (!tpprof_store_open(path)) return false;
     db_open = true;
     dl_iterate_phdr(dl_counts, NULL);
     read_rss(); // statm opens now, before main: not under a program's dup2
     if (!spawn_writer()) {
         tpprof_disable(path, "cannot start the writer thread");
-        tpprof_db_close(false);
+        tpprof_store_close(false);
         db_open = false;
         return false;
     }
@@ -1368,8 +1366,8 @@ void tpprof_writer_finish(enum tpprof_end how) {
         w->end_reason = how == TPPROF_END_EXIT ? "exit" : how == TPPROF_END_EXEC ? "exec" : NULL;
         w->complete = how != TPPROF_END_QUICK;
         w->exec_pending = how == TPPROF_END_EXEC;
-        bool ok = tpprof_db_flush(true);
-        tpprof_db_close(ok);
+        bool ok = tpprof_store_flush(true);
+        tpprof_store_close(ok);
         db_open = false;
     }
     atomic_store(&tpprof_active, 0); // exec: back on if it fails
@@ -1405,8 +1403,8 @@ void tpprof_writer_end_signal(int sig, uintptr_t sp) {
         w->end_reason = "signal";
         w->end_signal = sig;
         w->complete = true;
-        bool ok = tpprof_db_flush(true);
-        tpprof_db_close(ok);
+        bool ok = tpprof_store_flush(true);
+        tpprof_store_close(ok);
         db_open = false;
     }
     atomic_store(&tpprof_active, 0);
@@ -1417,7 +1415,7 @@ void tpprof_writer_exec_failed(void) {
     wmu_lock_other();
     struct tpprof_wstate *w = &tpprof_w;
     if (w->exec_pending) {
-        bool ok = tpprof_db_open(tpprof_output_path); // exec_pending: reopen, keep the file
+        bool ok = tpprof_store_open(tpprof_output_path); // exec_pending: reopen, keep the file
         w->exec_pending = false;
         w->end_reason = NULL;
         w->complete = false;
@@ -1477,7 +1475,7 @@ void tpprof_writer_fork_child(const char *path) {
         batch_begin(tpprof_now_ns());
         drain(true); // the parent's events up to the fork belong to the child too
         expect_current();
-        tpprof_db_abandon();
+        tpprof_store_abandon();
         tpprof_fdguard_fork_child();
         // The forking thread is the child's main thread, running.
         atomic_store(&tpprof_main_exited, 0);
@@ -1490,7 +1488,7 @@ void tpprof_writer_fork_child(const char *path) {
         w->nsamples = 0;
         w->nevents = 0;
         tpprof_obs_fork_child();
-        if (tpprof_db_open(path)) {
+        if (tpprof_store_open(path)) {
             db_open = true;
             next_flush_ns = 0;
             read_rss(); // opens the child's own statm while it is alone

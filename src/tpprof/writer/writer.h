@@ -191,29 +191,27 @@ struct tpprof_wstate {
     bool complete, scanned, exec_pending;
     int end_signal;             // the signal the program died of (end_reason "signal"), or 0
     pid_t parent_pid;
+
+    // Threads by index (a record's thread field): the writer fills it as
+    // rings appear; the store reads tids from it (tpprof_wstate_tid_of).
+    struct tpprof_thread **thread_of;
+    uint32_t capthread_of;
 };
 
 TPPROF_HIDDEN extern struct tpprof_wstate tpprof_w;
 
-// ---------------------------------------------------------------------------
-// Database (db.c). All return false after printing the one failure line
-// (through tpprof_disable).
+// The kernel's tid of the thread of index i, or 0 if unknown.
+static inline uint32_t tpprof_wstate_tid_of(uint32_t i) {
+    return i < tpprof_w.capthread_of && tpprof_w.thread_of[i] ? (uint32_t)tpprof_w.thread_of[i]->tid : 0;
+}
 
-TPPROF_HIDDEN bool tpprof_db_open(const char *path);
-TPPROF_HIDDEN bool tpprof_db_flush(bool final);
+// ---------------------------------------------------------------------------
+// The writer's helpers for ledger.c (writer.c).
+
 // tpprof_ticks() to ns since the start, at most `batch_ns` (the merge time
 // of the batch the record came in: it was made before). writer.c calibrates
 // against CLOCK_MONOTONIC at every batch.
 TPPROF_HIDDEN uint64_t tpprof_writer_ticks_to_ns(uint64_t ticks, uint64_t batch_ns);
-// Drains the rings in the middle of a periodic flush (writer.c).
-TPPROF_HIDDEN void tpprof_writer_breathe(void);
-TPPROF_HIDDEN void tpprof_db_close(bool final);
-TPPROF_HIDDEN void tpprof_db_abandon(void); // forked child: drop the parent's handle unclosed
-TPPROF_HIDDEN uint32_t tpprof_db_tid_of(uint32_t thread_index);
-
-// ---------------------------------------------------------------------------
-// The writer's helpers for storages.c (writer.c).
-
 // The stack_nodes id of a depot stack id (0 for 0).
 TPPROF_HIDDEN uint32_t tpprof_writer_leaf_of(uint32_t sid);
 // Appends one row to `events` (full mode).
@@ -221,9 +219,9 @@ TPPROF_HIDDEN void tpprof_writer_keep_event(struct tpprof_thread *t, uint64_t se
                                             uint64_t addr, uint64_t size, uint32_t sid, uint64_t old);
 
 // ---------------------------------------------------------------------------
-// Tensors and allocator events (storages.c; docs/schema-tensors.md).
+// Tensors and allocator events (ledger.c, its state in ledger.h;
+// docs/schema-tensors.md).
 
-struct sqlite3;
 // Applies one TPPROF_OP_OBS record.
 // `order` numbers the records in the order they are applied.
 TPPROF_HIDDEN void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time, uint64_t order);
@@ -231,11 +229,6 @@ TPPROF_HIDDEN void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, 
 TPPROF_HIDDEN void tpprof_obs_block_freed(uint64_t addr, uint64_t time);
 // The index in maps of the live mapping starting at addr, or -1 (writer.c).
 TPPROF_HIDDEN int64_t tpprof_writer_map_at(uint64_t addr);
-// Writes allocator_events (every flush) and, when final, the storage,
-// tensor and aggregate tables; false on an SQLite error.
-TPPROF_HIDDEN bool tpprof_obs_db_put(struct sqlite3 *db, bool final);
-// The largest total of live storage data bytes and when it was reached.
-TPPROF_HIDDEN void tpprof_obs_peak(int64_t *bytes, uint64_t *time_ns);
 TPPROF_HIDDEN void tpprof_obs_fork_child(void);
 
 // ---------------------------------------------------------------------------

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store/store.h"
+#include "writer/ledger.h"
 #include "writer/writer.h"
 
 static sqlite3 *db;
@@ -153,7 +155,7 @@ static void remove_files(const char *path) {
 // ---------------------------------------------------------------------------
 // Open.
 
-bool tpprof_db_open(const char *path) {
+bool tpprof_store_open(const char *path) {
     struct tpprof_wstate *w = &tpprof_w;
     bool reopen = w->exec_pending || w->end_reason != NULL || w->nodes_written > 0;
     snprintf(db_path, sizeof db_path, "%s", path);
@@ -217,14 +219,32 @@ bad:
 
 // A periodic flush with tens of thousands of new stacks or busy sites takes
 // a few hundred ms of SQLite work, long enough for a busy thread to fill its
-// ring and give up on events. So every few hundred rows it drains the rings
-// (they add to the tables being written, which the loops re-read: a row
-// added now is written now or marked for the next flush). The final flush
-// runs after the rings are drained for good.
-static bool breathing;
+// ring and give up on events. So the big parts (stack nodes, sites, full
+// mode's events) go in steps of STEP_ROWS rows, and between steps the writer
+// drains the rings (writer.c's flush loop; the store never calls it). What
+// a drain adds to the tables being written is picked up by the next step,
+// which re-reads them: a row added now is written now or marked for the next
+// flush. The final flush runs after the rings are drained for good, and in
+// one go.
+#define STEP_ROWS 256
 
-static inline void breathe(uint32_t row) {
-    if (breathing && (row & 255) == 255) tpprof_writer_breathe();
+// The flush under way: its part, the cursor within it and the statements
+// the part holds across steps.
+enum flush_part { PART_NODES, PART_THREADS, PART_SITES, PART_SAMPLES, PART_EVENTS, PART_REST, PART_DONE };
+static struct {
+    bool final;
+    enum flush_part part;
+    uint64_t row, end; // end: PART_EVENTS's batch, fixed when the part starts
+    sqlite3_stmt *st, *st2;
+} fl;
+
+// Ends the current part: its statements go; the next part starts at row 0.
+static void part_done(void) {
+    sqlite3_finalize(fl.st);
+    sqlite3_finalize(fl.st2);
+    fl.st = fl.st2 = NULL;
+    fl.row = fl.end = 0;
+    fl.part++;
 }
 
 static bool put_modules(void) {
@@ -259,22 +279,27 @@ static bool put_modules(void) {
     return ok;
 }
 
-static bool put_nodes(void) {
+// Up to *budget rows of the nodes new since the last flush; true when no
+// error (the part is done when fl.part moved on).
+static bool put_nodes(uint32_t *budget) {
     struct tpprof_wstate *w = &tpprof_w;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO stack_nodes(id, parent, ip) VALUES(?,?,?)", -1, &st, NULL) != SQLITE_OK)
+    if (!fl.st && sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO stack_nodes(id, parent, ip) VALUES(?,?,?)", -1,
+                                     &fl.st, NULL) != SQLITE_OK)
         return false;
+    if (!fl.row) fl.row = w->nodes_written + 1;
     bool ok = true;
-    for (uint32_t id = w->nodes_written + 1; id <= w->nnodes && ok; id++) {
-        breathe(id);
-        sqlite3_bind_int64(st, 1, id);
-        sqlite3_bind_int64(st, 2, w->nodes[id].parent);
-        sqlite3_bind_int64(st, 3, (sqlite3_int64)w->nodes[id].ip);
-        ok = sqlite3_step(st) == SQLITE_DONE;
-        sqlite3_reset(st);
+    for (; fl.row <= w->nnodes && ok && *budget; fl.row++, --*budget) {
+        uint32_t id = (uint32_t)fl.row;
+        sqlite3_bind_int64(fl.st, 1, id);
+        sqlite3_bind_int64(fl.st, 2, w->nodes[id].parent);
+        sqlite3_bind_int64(fl.st, 3, (sqlite3_int64)w->nodes[id].ip);
+        ok = sqlite3_step(fl.st) == SQLITE_DONE;
+        sqlite3_reset(fl.st);
     }
-    sqlite3_finalize(st);
-    if (ok) w->nodes_written = w->nnodes;
+    if (ok && fl.row > w->nnodes) {
+        w->nodes_written = w->nnodes;
+        part_done();
+    }
     return ok;
 }
 
@@ -341,18 +366,18 @@ static void bind_site(sqlite3_stmt *st, const struct tpprof_site *s) {
 // exist, 10.7 against 6.4 when they are new). So a site without a row yet
 // (new since the last flush, or every site in a forked child's new file) is
 // inserted, the others updated.
-static bool put_sites(void) {
+static bool put_sites(uint32_t *budget) {
     struct tpprof_wstate *w = &tpprof_w;
-    sqlite3_stmt *upd = NULL, *ins = NULL;
-    bool ok = sqlite3_prepare_v2(db, "UPDATE sites SET alloc_count = ?3, alloc_bytes = ?4, free_count = ?5,"
-                                     " freed_bytes = ?6, temp_count = ?7, temp_bytes = ?8, peak_count = ?9,"
-                                     " peak_bytes = ?10 WHERE stack_id = ?1 AND kind = ?2", -1, &upd, NULL) == SQLITE_OK &&
-              sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO sites(stack_id, kind, alloc_count, alloc_bytes, free_count,"
-                                     " freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes)"
-                                     " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", -1, &ins, NULL) == SQLITE_OK;
-    for (uint32_t i = 0; i < w->nsites && ok; i++) {
-        breathe(i);
-        struct tpprof_site *s = &w->sites[i]; // after breathe: the array may have moved
+    bool ok = fl.st ||
+              (sqlite3_prepare_v2(db, "UPDATE sites SET alloc_count = ?3, alloc_bytes = ?4, free_count = ?5,"
+                                      " freed_bytes = ?6, temp_count = ?7, temp_bytes = ?8, peak_count = ?9,"
+                                      " peak_bytes = ?10 WHERE stack_id = ?1 AND kind = ?2", -1, &fl.st, NULL) == SQLITE_OK &&
+               sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO sites(stack_id, kind, alloc_count, alloc_bytes, free_count,"
+                                      " freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes)"
+                                      " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", -1, &fl.st2, NULL) == SQLITE_OK);
+    sqlite3_stmt *upd = fl.st, *ins = fl.st2;
+    for (; fl.row < w->nsites && ok && *budget; fl.row++, --*budget) {
+        struct tpprof_site *s = &w->sites[fl.row]; // the array may have moved since the last step
         if (!s->dirty || s->kind == TPPROF_KIND_EARLY) continue;
         bool insert = !s->stored;
         if (!insert) {
@@ -371,8 +396,7 @@ static bool put_sites(void) {
         // events, so sites stay dirty; the final flush writes the true value.
         s->dirty = false;
     }
-    sqlite3_finalize(upd);
-    sqlite3_finalize(ins);
+    if (ok && fl.row >= w->nsites) part_done();
     return ok;
 }
 
@@ -400,26 +424,30 @@ static bool put_samples(void) {
     return ok;
 }
 
-static bool put_events(void) {
+static bool put_events(uint32_t *budget) {
     struct tpprof_wstate *w = &tpprof_w;
-    if (!w->nevents) return true;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO events(seq, time_ns, tid, op, kind, address, size, stack_id,"
-                               " old_address) VALUES(?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
-        return false;
+    if (!fl.st) {
+        if (!w->nevents) {
+            part_done();
+            return true;
+        }
+        if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO events(seq, time_ns, tid, op, kind, address, size, stack_id,"
+                                   " old_address) VALUES(?,?,?,?,?,?,?,?,?)", -1, &fl.st, NULL) != SQLITE_OK)
+            return false;
+        // The batch is what is there now. Full mode keeps every event, and a
+        // commit of hundreds of thousands of them took long enough for a
+        // busy thread's ring to stay full and drop events: what the drains
+        // between steps apply is appended behind the batch and waits for the
+        // next commit (a program can make events faster than SQLite takes them).
+        fl.end = w->nevents;
+    }
+    sqlite3_stmt *st = fl.st;
     bool ok = true;
-    // Breathing keeps the rings drained while a big batch goes in (full mode
-    // keeps every event; a commit of hundreds of thousands of them took long
-    // enough for a busy thread's ring to stay full and drop events). What it
-    // applies is appended behind the batch and waits for the next commit: a
-    // program can make events faster than SQLite takes them.
-    uint64_t batch = w->nevents;
-    for (uint64_t i = 0; i < batch && ok; i++) {
-        breathe((uint32_t)i);
-        const struct tpprof_event *e = &w->events[i]; // after breathe: the array may have moved
+    for (; fl.row < fl.end && ok && *budget; fl.row++, --*budget) {
+        const struct tpprof_event *e = &w->events[fl.row]; // the array may have moved since the last step
         sqlite3_bind_int64(st, 1, (sqlite3_int64)e->seq);
         sqlite3_bind_int64(st, 2, (sqlite3_int64)e->time_ns);
-        sqlite3_bind_int64(st, 3, tpprof_db_tid_of(e->tid));
+        sqlite3_bind_int64(st, 3, tpprof_wstate_tid_of(e->tid));
         sqlite3_bind_int64(st, 4, e->op);
         if (e->kind) sqlite3_bind_int64(st, 5, e->kind);
         else sqlite3_bind_null(st, 5);
@@ -433,10 +461,11 @@ static bool put_events(void) {
         ok = sqlite3_step(st) == SQLITE_DONE;
         sqlite3_reset(st);
     }
-    sqlite3_finalize(st);
-    if (ok) {
+    if (ok && fl.row >= fl.end) {
+        uint64_t batch = fl.end;
         w->nevents -= batch;
         memmove(w->events, w->events + batch, w->nevents * sizeof *w->events);
+        part_done();
     }
     return ok;
 }
@@ -447,7 +476,7 @@ static bool put_block(sqlite3_stmt *st, const struct tpprof_block *b) {
     sqlite3_bind_int64(st, 2, (sqlite3_int64)b->size);
     sqlite3_bind_int64(st, 3, s->kind);
     sqlite3_bind_int64(st, 4, s->stack);
-    sqlite3_bind_int64(st, 5, tpprof_db_tid_of(b->thread));
+    sqlite3_bind_int64(st, 5, tpprof_wstate_tid_of(b->thread));
     sqlite3_bind_int64(st, 6, (sqlite3_int64)b->time_ns);
     sqlite3_bind_int64(st, 7, b->reach);
     bool ok = sqlite3_step(st) == SQLITE_DONE;
@@ -508,18 +537,17 @@ static bool put_meta(void) {
     if (ok) ok = meta_int("libunwind_walks", (int64_t)atomic_load(&tpprof_unwind_slow));
     if (ok) ok = meta_int("stacks_full", (int64_t)atomic_load(&tpprof_stacks_full));
     if (ok && atomic_load(&tpprof_obs_attached)) {
-        int64_t bytes;
-        uint64_t at;
-        tpprof_obs_peak(&bytes, &at);
-        ok = meta_set("tensors", "1") && meta_int("peak_storage_bytes", bytes) &&
-             meta_int("peak_storage_time_ns", (int64_t)at);
+        ok = meta_set("tensors", "1") && meta_int("peak_storage_bytes", tpprof_ledger.peak_bytes) &&
+             meta_int("peak_storage_time_ns", (int64_t)tpprof_ledger.peak_ns);
     }
     return ok;
 }
 
-bool tpprof_db_flush(bool final) {
+bool tpprof_store_flush_begin(bool final) {
     if (!db) return false;
-    breathing = !final;
+    fl.final = final;
+    fl.part = PART_NODES;
+    fl.row = fl.end = 0;
     if (!exec_sql("BEGIN")) return fail("writing");
     if (final) // every site's share of the peak may have changed since its last write
         for (uint32_t i = 0; i < tpprof_w.nsites; i++) tpprof_w.sites[i].dirty = true;
@@ -529,23 +557,63 @@ bool tpprof_db_flush(bool final) {
     // (Not in a process a signal is ending: it walks the loader's lists, which
     // the thread that got the signal may have been changing.)
     int nbypass = final && !tpprof_w.end_signal ? tpprof_modules_bypassing(bypassing, sizeof bypassing) : 0;
-    bool ok = (!nbypass || meta_set("bypassing_modules", bypassing)) && put_modules() && put_nodes() && put_threads(final) && put_sites() && put_samples() && put_events() &&
-              tpprof_obs_db_put(db, final) && put_meta() && (!final || put_live());
+    if ((!nbypass || meta_set("bypassing_modules", bypassing)) && put_modules()) return true;
+    fail("writing");
+    exec_sql("ROLLBACK");
+    return false;
+}
+
+// The parts after the steps, and the commit.
+static bool flush_end(void) {
+    bool final = fl.final;
+    bool ok = tpprof_store_tensors_put(db, final) && put_meta() && (!final || put_live());
     if (ok && final && tpprof_cfg.full) ok = exec_sql("CREATE INDEX IF NOT EXISTS events_by_address ON events(address)");
-    if (!ok) {
-        fail("writing");
-        exec_sql("ROLLBACK");
-        return false;
-    }
-    if (!exec_sql("COMMIT")) return fail("committing");
+    if (!ok) return false;
+    fl.part = PART_DONE;
     return true;
 }
 
-void tpprof_db_close(bool final) {
+int tpprof_store_flush_step(void) {
+    uint32_t budget = fl.final ? UINT32_MAX : STEP_ROWS;
+    bool ok = true;
+    while (ok && budget && fl.part < PART_DONE) {
+        switch (fl.part) {
+        case PART_NODES: ok = put_nodes(&budget); break;
+        case PART_THREADS: ok = put_threads(fl.final); if (ok) part_done(); break;
+        case PART_SITES: ok = put_sites(&budget); break;
+        case PART_SAMPLES: ok = put_samples(); if (ok) part_done(); break;
+        case PART_EVENTS: ok = put_events(&budget); break;
+        default: ok = flush_end(); break;
+        }
+    }
+    if (ok && fl.part < PART_DONE) return 1;
+    sqlite3_finalize(fl.st);
+    sqlite3_finalize(fl.st2);
+    fl.st = fl.st2 = NULL;
+    if (!ok) {
+        fail("writing");
+        exec_sql("ROLLBACK");
+        return -1;
+    }
+    if (!exec_sql("COMMIT")) {
+        fail("committing");
+        return -1;
+    }
+    return 0;
+}
+
+bool tpprof_store_flush(bool final) {
+    if (!tpprof_store_flush_begin(final)) return false;
+    int r;
+    while ((r = tpprof_store_flush_step()) > 0) {}
+    return r == 0;
+}
+
+void tpprof_store_close(bool final) {
     if (!db) return;
     if (final) exec_sql("PRAGMA journal_mode=DELETE");
     sqlite3_close(db);
     db = NULL;
 }
 
-void tpprof_db_abandon(void) { db = NULL; }
+void tpprof_store_abandon(void) { db = NULL; }

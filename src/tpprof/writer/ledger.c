@@ -19,143 +19,14 @@
 // is written field by field rather than cleared first, and the helpers on
 // that path are inline into tpprof_obs_apply.
 #define _GNU_SOURCE
-#include "store/sqlite_api.h"
 #include <stdio.h>
 #include <string.h>
 
 #include "tensorplay/observer.h"
-#include "writer/writer.h"
+#include "writer/ledger.h"
 
-// ---------------------------------------------------------------------------
-// Records.
 
-enum {
-    S_RESIZABLE = 1, S_RELEASED = 2, S_FREED = 4, S_HAS_BLOCK = 8, S_BLOCK_FREED = 16,
-    S_LIFETIME_PENDING = 32, S_LAST_RELEASE = 64, S_HAS_ALLOCATOR = 128,
-    S_TIMED = 256, // its creation's time is exact: its lifetime is measured (observe.c, "Timed lifetimes")
-};
-
-struct obs_storage {
-    uint64_t id, data, nbytes;
-    uint64_t created_ns, last_release_ns, data_released_ns, freed_ns;
-    uint64_t released_batch_ns; // the merge time data_released_ns came in (aggregate mode: delays)
-    uint64_t block_addr, block_size, block_freed_ns;
-    uint64_t created_seq, released_seq;
-    uint32_t created_stack, strong, weak, version_bumps;
-    uint32_t refs;           // newest outstanding reference (ref pool index, 0 none)
-    uint32_t next_in_block;  // next storage (slot + 1) backed by the same block
-    uint32_t next_kept;      // peak list link (slot + 1)
-    uint32_t implicit_weak;  // thread index + 1 owing c10's implicit weak release
-    uint16_t allocator;      // index into names
-    int16_t dev_type, dev_index;
-    uint16_t block_kind;
-    uint16_t flags;
-    bool used;
-};
-
-#define MAX_DIMS 8
-struct obs_tensor {
-    uint64_t id, storage, base;
-    int64_t offset;
-    uint64_t created_ns, created_seq, freed_ns, freed_seq;
-    uint32_t created_stack, itemsize, version, next_kept;
-    uint32_t handle_refs; // outstanding tp_tensor_retain handles, newest first (ref pool index, 0 none)
-    int32_t dtype;
-    uint8_t ndim;
-    bool freed, used;
-    bool creation_dropped; // the handle it was created with was released (others hold it)
-    int64_t sizes[MAX_DIMS], strides[MAX_DIMS]; // the first ndim of each are set
-};
-
-struct obs_ref {
-    uint32_t next;   // older reference of the same storage
-    uint32_t prev;   // newer one (0: the list's head)
-    uint32_t stack;  // stack_nodes id
-    uint64_t tensor; // owning tensor, 0 none
-    uint32_t op;     // 0 creation, 1 retain, 3 weak retain, 5 lock
-    uint32_t sid;    // depot id of the stack (rc_count's hint, for its release)
-};
-
-struct alloc_event {
-    uint64_t seq, time_ns, segment, segment_size, block, block_size, requested, stream;
-    uint32_t thread, stack;
-    uint16_t allocator, action;
-    int16_t dev_type, dev_index;
-};
-
-struct lifetime {
-    int64_t count, live_sum, live_max, delay_sum, delay_max;
-    int64_t delay_count; // storages whose release delay was measured
-    int64_t live_count;  // storages whose live time was measured (timed: S_TIMED)
-};
-
-// Key (a record's id, a block's address; never 0) -> slot + 1 of the
-// records alive now. writer.h's map costs a call and a hash probe an
-// operation, and one small tensor op makes a dozen of them on records that
-// live for microseconds, so a direct-mapped table in front takes the keys
-// first, and the map (`back`) only a key whose entry another key holds.
-// Ids come from the runtime's one counter and take the entry of their low
-// bits, so the short-lived records of consecutive ids pass through
-// different entries, and a long-lived one keeps its entry; addresses are
-// hashed. Each key is in one place: its entry, or else `back`. The front is
-// tpprof's own data (never a root of the leak scan).
-#define IX_BITS 12
-struct ix_entry {
-    uint64_t key; // 0: free (val 0 too)
-    uint32_t val;
-};
-struct ledger_index {
-    struct ix_entry front[1 << IX_BITS];
-    uint64_t back_max; // no key above it was ever put in back
-    struct tpprof_map back;
-};
-
-#define MAX_NAMES 64
-#define FREED_STACK 16
-
-// Per program thread: what pairs a refcount change with a tensor. Every
-// record touches its thread's, so it is 16 bytes; the stack of freed
-// tensors, which only a TENSOR_FREED sent on its own and an unowned RELEASE
-// use, is apart (o.freed, same index).
-struct obs_thread {
-    uint64_t retain_storage; // the last event was a RETAIN of this storage...
-    uint32_t retain_ref;     // ...that made this reference
-    uint32_t nfreed;         // entries in the thread's freed stack
-};
-struct freed_stack {
-    struct { uint64_t tensor, storage; } e[FREED_STACK]; // TENSOR_FREED awaiting their RELEASE
-};
-
-static struct {
-    struct obs_storage *st;
-    uint32_t nst, capst, free_st; // free list through next_kept
-    struct obs_tensor *tn;
-    uint32_t ntn, captn, free_tn;
-    struct obs_ref *refs;
-    uint32_t nrefs, caprefs, free_ref;
-    struct ledger_index st_ids, tn_ids;
-    struct ledger_index by_block;  // live block address -> first storage slot + 1
-    struct ledger_index ref_of;    // tensor id -> the storage reference it owns (ref pool index)
-    uint32_t kept_st, kept_tn;    // freed, but alive at the current peak
-    struct obs_thread *threads;
-    struct freed_stack *freed;
-    uint32_t capthreads, capfreed;
-    char names[MAX_NAMES][24];
-    uint32_t nnames;               // names[0] is "no allocator"
-    struct lifetime lifetimes[MAX_NAMES];
-    struct tpprof_map rc_index;    // (stack << 3 | op) + 1 -> rc slot + 1
-    struct { uint32_t stack, op; int64_t count; } *rc;
-    uint32_t nrc, caprc;
-    uint32_t *rc_hint;            // (depot stack id, op parity) -> rc slot + 1 it used last
-    uint32_t caprc_hint;
-    struct alloc_event *aev;
-    uint64_t naev, capaev;
-    struct { uint64_t base, size; } *segs;
-    uint32_t nsegs, capsegs;
-    int64_t storage_bytes, peak_bytes;
-    uint64_t peak_seq, peak_end, peak_ns;
-    uint64_t batch_ns;             // merge time of the record being applied
-} o;
+struct tpprof_ledger tpprof_ledger;
 
 // ---------------------------------------------------------------------------
 // Small containers.
@@ -175,7 +46,7 @@ static bool grow(void **arr, uint32_t *cap, uint32_t need, size_t elem, uint32_t
 // A key's entry: an id's low bits, an address's hash (Fibonacci: the top
 // bits of a multiply). Which index it is folds away where ix_* are inline.
 static inline struct ix_entry *ix_entry_of(struct ledger_index *x, uint64_t key) {
-    uint64_t h = x == &o.by_block ? (key * 0x9E3779B97F4A7C15ull) >> (64 - IX_BITS) : key;
+    uint64_t h = x == &tpprof_ledger.by_block ? (key * 0x9E3779B97F4A7C15ull) >> (64 - IX_BITS) : key;
     return &x->front[h & ((1u << IX_BITS) - 1)];
 }
 
@@ -264,13 +135,13 @@ static inline uint32_t ix_take(struct ledger_index *x, uint64_t key) {
 }
 
 static __attribute__((noinline)) struct obs_thread *thread_grow(uint32_t index) {
-    if (!grow((void **)&o.freed, &o.capfreed, index, sizeof *o.freed, 64)) return NULL;
-    if (!grow((void **)&o.threads, &o.capthreads, index, sizeof *o.threads, 64)) return NULL;
-    return &o.threads[index];
+    if (!grow((void **)&tpprof_ledger.freed, &tpprof_ledger.capfreed, index, sizeof *tpprof_ledger.freed, 64)) return NULL;
+    if (!grow((void **)&tpprof_ledger.threads, &tpprof_ledger.capthreads, index, sizeof *tpprof_ledger.threads, 64)) return NULL;
+    return &tpprof_ledger.threads[index];
 }
 
 static inline struct obs_thread *thread_state(uint32_t index) {
-    if (TPPROF_LIKELY(index < o.capthreads)) return &o.threads[index];
+    if (TPPROF_LIKELY(index < tpprof_ledger.capthreads)) return &tpprof_ledger.threads[index];
     return thread_grow(index);
 }
 
@@ -303,19 +174,14 @@ static __attribute__((noinline)) uint16_t name_lookup(const uint64_t *words) {
     char name[24];
     memcpy(name, words, 24);
     name[23] = 0;
-    if (o.nnames == 0) o.nnames = 1;
-    for (uint32_t i = 1; i < o.nnames; i++)
-        if (strcmp(o.names[i], name) == 0) return (uint16_t)i;
-    if (o.nnames == MAX_NAMES) return MAX_NAMES - 1; // shares the last slot
-    memcpy(o.names[o.nnames], name, 24);
-    return (uint16_t)o.nnames++;
+    if (tpprof_ledger.nnames == 0) tpprof_ledger.nnames = 1;
+    for (uint32_t i = 1; i < tpprof_ledger.nnames; i++)
+        if (strcmp(tpprof_ledger.names[i], name) == 0) return (uint16_t)i;
+    if (tpprof_ledger.nnames == MAX_NAMES) return MAX_NAMES - 1; // shares the last slot
+    memcpy(tpprof_ledger.names[tpprof_ledger.nnames], name, 24);
+    return (uint16_t)tpprof_ledger.nnames++;
 }
 
-static void device_text(char *out, size_t cap, int type, int index) {
-    if (type == 0) snprintf(out, cap, "cpu");
-    else if (type == 1) snprintf(out, cap, "cuda:%d", index);
-    else snprintf(out, cap, "device%d:%d", type, index);
-}
 
 // ---------------------------------------------------------------------------
 // References.
@@ -323,15 +189,15 @@ static void device_text(char *out, size_t cap, int type, int index) {
 // A reference record at the head of the list *head (a storage's references,
 // a tensor's handles); 0 when out of memory.
 static inline uint32_t ref_push(uint32_t *head, uint32_t op, uint32_t stack, uint32_t sid) {
-    uint32_t r = o.free_ref;
+    uint32_t r = tpprof_ledger.free_ref;
     if (TPPROF_LIKELY(r)) {
-        o.free_ref = o.refs[r].next;
+        tpprof_ledger.free_ref = tpprof_ledger.refs[r].next;
     } else {
-        if (!grow((void **)&o.refs, &o.caprefs, o.nrefs + 1, sizeof *o.refs, 1024)) return 0;
-        r = ++o.nrefs;
+        if (!grow((void **)&tpprof_ledger.refs, &tpprof_ledger.caprefs, tpprof_ledger.nrefs + 1, sizeof *tpprof_ledger.refs, 1024)) return 0;
+        r = ++tpprof_ledger.nrefs;
     }
-    o.refs[r] = (struct obs_ref){.next = *head, .stack = stack, .op = op, .sid = sid};
-    if (*head) o.refs[*head].prev = r;
+    tpprof_ledger.refs[r] = (struct obs_ref){.next = *head, .stack = stack, .op = op, .sid = sid};
+    if (*head) tpprof_ledger.refs[*head].prev = r;
     *head = r;
     return r;
 }
@@ -339,18 +205,18 @@ static inline uint32_t ref_push(uint32_t *head, uint32_t op, uint32_t stack, uin
 // Unlinks reference r from the list *head and gives it back to the pool
 // (its fields stay readable until the next ref_push).
 static inline void ref_unlink(uint32_t *head, uint32_t r) {
-    uint32_t p = o.refs[r].prev, n = o.refs[r].next;
-    if (p) o.refs[p].next = n;
+    uint32_t p = tpprof_ledger.refs[r].prev, n = tpprof_ledger.refs[r].next;
+    if (p) tpprof_ledger.refs[p].next = n;
     else *head = n;
-    if (n) o.refs[n].prev = p;
-    o.refs[r].next = o.free_ref;
-    o.free_ref = r;
+    if (n) tpprof_ledger.refs[n].prev = p;
+    tpprof_ledger.refs[r].next = tpprof_ledger.free_ref;
+    tpprof_ledger.free_ref = r;
 }
 
 // Reference r now belongs to tensor `id` (its free releases it).
 static inline void ref_own(uint32_t r, uint64_t id) {
-    o.refs[r].tensor = id;
-    ix_put(&o.ref_of, id, r); // out of memory: ref_remove finds it by a walk
+    tpprof_ledger.refs[r].tensor = id;
+    ix_put(&tpprof_ledger.ref_of, id, r); // out of memory: ref_remove finds it by a walk
 }
 
 static inline uint32_t ref_add(struct obs_storage *s, uint32_t op, uint32_t stack, uint32_t sid) {
@@ -361,10 +227,10 @@ static inline uint32_t ref_add(struct obs_storage *s, uint32_t op, uint32_t stac
 static inline void refs_release(uint32_t *head) {
     while (*head) {
         uint32_t r = *head;
-        *head = o.refs[r].next;
-        if (o.refs[r].tensor && ix_get(&o.ref_of, o.refs[r].tensor) == r) ix_take(&o.ref_of, o.refs[r].tensor);
-        o.refs[r].next = o.free_ref;
-        o.free_ref = r;
+        *head = tpprof_ledger.refs[r].next;
+        if (tpprof_ledger.refs[r].tensor && ix_get(&tpprof_ledger.ref_of, tpprof_ledger.refs[r].tensor) == r) ix_take(&tpprof_ledger.ref_of, tpprof_ledger.refs[r].tensor);
+        tpprof_ledger.refs[r].next = tpprof_ledger.free_ref;
+        tpprof_ledger.free_ref = r;
     }
 }
 
@@ -376,20 +242,20 @@ static inline void refs_release(uint32_t *head) {
 // walked its list.
 static inline const struct obs_ref *ref_remove(struct obs_storage *s, uint64_t tensor, bool weak) {
     if (tensor) {
-        uint32_t r = ix_get(&o.ref_of, tensor);
-        if (TPPROF_LIKELY(r && o.refs[r].tensor == tensor)) {
-            ix_take(&o.ref_of, tensor);
+        uint32_t r = ix_get(&tpprof_ledger.ref_of, tensor);
+        if (TPPROF_LIKELY(r && tpprof_ledger.refs[r].tensor == tensor)) {
+            ix_take(&tpprof_ledger.ref_of, tensor);
             ref_unlink(&s->refs, r);
-            return &o.refs[r];
+            return &tpprof_ledger.refs[r];
         }
     }
-    for (uint32_t r = s->refs; r; r = o.refs[r].next) {
-        struct obs_ref *x = &o.refs[r];
+    for (uint32_t r = s->refs; r; r = tpprof_ledger.refs[r].next) {
+        struct obs_ref *x = &tpprof_ledger.refs[r];
         bool match = tensor ? x->tensor == tensor
                             : x->tensor == 0 && (weak ? x->op == TP_OBS_REFOP_WEAK_RETAIN
                                                       : x->op != TP_OBS_REFOP_WEAK_RETAIN);
         if (!match) continue;
-        if (tensor && ix_get(&o.ref_of, tensor) == r) ix_take(&o.ref_of, tensor);
+        if (tensor && ix_get(&tpprof_ledger.ref_of, tensor) == r) ix_take(&tpprof_ledger.ref_of, tensor);
         ref_unlink(&s->refs, r);
         return x;
     }
@@ -399,60 +265,51 @@ static inline const struct obs_ref *ref_remove(struct obs_storage *s, uint64_t t
 // ---------------------------------------------------------------------------
 // Record lifetime and the peak.
 
-// "At the peak" is the last moment of the peak: the storage total reaches
-// its maximum at peak_seq and everything stays until peak_end (the first
-// tensor free or data release after it; 0 while none came). So the tensor
-// created on the storage that made the peak is in it, and so is the first
-// tensor freed after it.
-static inline bool alive_at_peak(uint64_t created_seq, bool dead, uint64_t dead_seq) {
-    uint64_t end = o.peak_end ? o.peak_end : UINT64_MAX;
-    return o.peak_seq && created_seq < end && (!dead || dead_seq >= end);
-}
 
 static inline __attribute__((always_inline)) void block_unlink(struct obs_storage *s, uint32_t slot) {
     if (!(s->flags & S_HAS_BLOCK) || (s->flags & S_BLOCK_FREED)) return;
     // Heading the block's list (nearly always its only storage): the next one heads it now.
-    if (ix_replace(&o.by_block, s->block_addr, slot + 1, s->next_in_block)) return;
-    for (uint32_t k = ix_get(&o.by_block, s->block_addr); k; k = o.st[k - 1].next_in_block)
-        if (o.st[k - 1].next_in_block == slot + 1) {
-            o.st[k - 1].next_in_block = s->next_in_block;
+    if (ix_replace(&tpprof_ledger.by_block, s->block_addr, slot + 1, s->next_in_block)) return;
+    for (uint32_t k = ix_get(&tpprof_ledger.by_block, s->block_addr); k; k = tpprof_ledger.st[k - 1].next_in_block)
+        if (tpprof_ledger.st[k - 1].next_in_block == slot + 1) {
+            tpprof_ledger.st[k - 1].next_in_block = s->next_in_block;
             return;
         }
 }
 
 static inline __attribute__((always_inline)) void storage_drop(uint32_t slot) {
-    struct obs_storage *s = &o.st[slot];
+    struct obs_storage *s = &tpprof_ledger.st[slot];
     block_unlink(s, slot);
     refs_release(&s->refs);
-    ix_take(&o.st_ids, s->id);
+    ix_take(&tpprof_ledger.st_ids, s->id);
     s->used = false;
-    s->next_kept = o.free_st;
-    o.free_st = slot + 1;
+    s->next_kept = tpprof_ledger.free_st;
+    tpprof_ledger.free_st = slot + 1;
 }
 
 static void tensor_drop(uint32_t slot) {
-    struct obs_tensor *x = &o.tn[slot];
-    ix_take(&o.tn_ids, x->id);
+    struct obs_tensor *x = &tpprof_ledger.tn[slot];
+    ix_take(&tpprof_ledger.tn_ids, x->id);
     x->used = false;
-    x->next_kept = o.free_tn;
-    o.free_tn = slot + 1;
+    x->next_kept = tpprof_ledger.free_tn;
+    tpprof_ledger.free_tn = slot + 1;
 }
 
 // A new storage peak: the records kept only for the old one go.
 static __attribute__((noinline)) void new_peak(uint64_t seq, uint64_t time) {
-    o.peak_bytes = o.storage_bytes;
-    o.peak_seq = seq;
-    o.peak_end = 0;
-    o.peak_ns = time;
+    tpprof_ledger.peak_bytes = tpprof_ledger.storage_bytes;
+    tpprof_ledger.peak_seq = seq;
+    tpprof_ledger.peak_end = 0;
+    tpprof_ledger.peak_ns = time;
     if (tpprof_cfg.full) return;
-    while (o.kept_st) {
-        uint32_t slot = o.kept_st - 1;
-        o.kept_st = o.st[slot].next_kept;
+    while (tpprof_ledger.kept_st) {
+        uint32_t slot = tpprof_ledger.kept_st - 1;
+        tpprof_ledger.kept_st = tpprof_ledger.st[slot].next_kept;
         storage_drop(slot);
     }
-    while (o.kept_tn) {
-        uint32_t slot = o.kept_tn - 1;
-        o.kept_tn = o.tn[slot].next_kept;
+    while (tpprof_ledger.kept_tn) {
+        uint32_t slot = tpprof_ledger.kept_tn - 1;
+        tpprof_ledger.kept_tn = tpprof_ledger.tn[slot].next_kept;
         tensor_drop(slot);
     }
 }
@@ -466,9 +323,9 @@ static struct tpprof_block *block_of(uint64_t data) {
     struct tpprof_wstate *w = &tpprof_w;
     struct tpprof_block *b = tpprof_live_find(&w->live, data);
     if (b) return b;
-    for (uint32_t i = 0; i < o.nsegs; i++)
-        if (data >= o.segs[i].base && data < o.segs[i].base + o.segs[i].size) {
-            b = tpprof_live_find(&w->live, o.segs[i].base);
+    for (uint32_t i = 0; i < tpprof_ledger.nsegs; i++)
+        if (data >= tpprof_ledger.segs[i].base && data < tpprof_ledger.segs[i].base + tpprof_ledger.segs[i].size) {
+            b = tpprof_live_find(&w->live, tpprof_ledger.segs[i].base);
             if (b && data < b->addr + b->size) return b;
         }
     int64_t k = tpprof_writer_map_at(data); // a mapping of its own: found by its start
@@ -488,14 +345,14 @@ static inline __attribute__((always_inline)) void attach_block(struct obs_storag
     s->block_size = b->size;
     s->block_kind = tpprof_w.sites[b->site].kind;
     s->flags |= S_HAS_BLOCK;
-    if (!ix_swap(&o.by_block, b->addr, slot + 1, &s->next_in_block)) {
+    if (!ix_swap(&tpprof_ledger.by_block, b->addr, slot + 1, &s->next_in_block)) {
         s->next_in_block = 0;
         s->flags &= (uint16_t)~S_HAS_BLOCK; // out of memory: not linked, not claimed
     }
 }
 
 static void lifetime_add_delay(struct obs_storage *s, uint64_t delay) {
-    struct lifetime *l = &o.lifetimes[s->allocator];
+    struct lifetime *l = &tpprof_ledger.lifetimes[s->allocator];
     l->delay_sum += (int64_t)delay;
     l->delay_count++;
     if ((int64_t)delay > l->delay_max) l->delay_max = (int64_t)delay;
@@ -505,7 +362,7 @@ static void lifetime_add_delay(struct obs_storage *s, uint64_t delay) {
 // The storages backed by the block at `addr` (k: the first's slot + 1).
 static __attribute__((noinline)) void block_freed(uint64_t addr, uint64_t time, uint32_t k) {
     while (k) {
-        struct obs_storage *s = &o.st[k - 1];
+        struct obs_storage *s = &tpprof_ledger.st[k - 1];
         k = s->next_in_block;
         s->next_in_block = 0;
         s->flags |= S_BLOCK_FREED;
@@ -518,12 +375,12 @@ static __attribute__((noinline)) void block_freed(uint64_t addr, uint64_t time, 
         if (s->flags & S_RELEASED) s->block_freed_ns = s->data_released_ns + delay;
         if (s->flags & S_LIFETIME_PENDING) lifetime_add_delay(s, delay);
     }
-    ix_take(&o.by_block, addr);
+    ix_take(&tpprof_ledger.by_block, addr);
 }
 
 // Usually no storage is left on the block: its last one was dropped first.
 void tpprof_obs_block_freed(uint64_t addr, uint64_t time) {
-    uint32_t k = ix_get(&o.by_block, addr);
+    uint32_t k = ix_get(&tpprof_ledger.by_block, addr);
     if (k) block_freed(addr, time, k);
 }
 
@@ -540,46 +397,46 @@ struct rec {
 };
 
 static inline uint32_t new_storage_slot(void) {
-    if (TPPROF_LIKELY(o.free_st)) {
-        uint32_t slot = o.free_st - 1;
-        o.free_st = o.st[slot].next_kept;
+    if (TPPROF_LIKELY(tpprof_ledger.free_st)) {
+        uint32_t slot = tpprof_ledger.free_st - 1;
+        tpprof_ledger.free_st = tpprof_ledger.st[slot].next_kept;
         return slot;
     }
-    if (!grow((void **)&o.st, &o.capst, o.nst, sizeof *o.st, 1024)) return UINT32_MAX;
-    return o.nst++;
+    if (!grow((void **)&tpprof_ledger.st, &tpprof_ledger.capst, tpprof_ledger.nst, sizeof *tpprof_ledger.st, 1024)) return UINT32_MAX;
+    return tpprof_ledger.nst++;
 }
 
 static inline uint32_t new_tensor_slot(void) {
-    if (TPPROF_LIKELY(o.free_tn)) {
-        uint32_t slot = o.free_tn - 1;
-        o.free_tn = o.tn[slot].next_kept;
+    if (TPPROF_LIKELY(tpprof_ledger.free_tn)) {
+        uint32_t slot = tpprof_ledger.free_tn - 1;
+        tpprof_ledger.free_tn = tpprof_ledger.tn[slot].next_kept;
         return slot;
     }
-    if (!grow((void **)&o.tn, &o.captn, o.ntn, sizeof *o.tn, 1024)) return UINT32_MAX;
-    return o.ntn++;
+    if (!grow((void **)&tpprof_ledger.tn, &tpprof_ledger.captn, tpprof_ledger.ntn, sizeof *tpprof_ledger.tn, 1024)) return UINT32_MAX;
+    return tpprof_ledger.ntn++;
 }
 
 static inline struct obs_storage *storage_get(uint64_t id, uint32_t *slot) {
-    uint32_t k = ix_get(&o.st_ids, id);
+    uint32_t k = ix_get(&tpprof_ledger.st_ids, id);
     if (!k) return NULL;
     *slot = k - 1;
-    return &o.st[k - 1];
+    return &tpprof_ledger.st[k - 1];
 }
 
 static __attribute__((noinline)) void rc_count_slow(uint32_t op, uint32_t stack, uint32_t sid) {
     uint32_t hint = sid << 1 | (op & 1);
     uint64_t key = ((uint64_t)stack << 3 | op) + 1;
-    uint32_t k = tpprof_map_get(&o.rc_index, key);
+    uint32_t k = tpprof_map_get(&tpprof_ledger.rc_index, key);
     if (!k) {
-        if (!grow((void **)&o.rc, &o.caprc, o.nrc, sizeof *o.rc, 256)) return;
-        o.rc[o.nrc].stack = stack;
-        o.rc[o.nrc].op = op;
-        o.rc[o.nrc].count = 0;
-        if (!tpprof_map_put(&o.rc_index, key, o.nrc + 1)) return;
-        k = ++o.nrc;
+        if (!grow((void **)&tpprof_ledger.rc, &tpprof_ledger.caprc, tpprof_ledger.nrc, sizeof *tpprof_ledger.rc, 256)) return;
+        tpprof_ledger.rc[tpprof_ledger.nrc].stack = stack;
+        tpprof_ledger.rc[tpprof_ledger.nrc].op = op;
+        tpprof_ledger.rc[tpprof_ledger.nrc].count = 0;
+        if (!tpprof_map_put(&tpprof_ledger.rc_index, key, tpprof_ledger.nrc + 1)) return;
+        k = ++tpprof_ledger.nrc;
     }
-    o.rc[k - 1].count++;
-    if (sid && grow((void **)&o.rc_hint, &o.caprc_hint, hint, sizeof *o.rc_hint, 8192)) o.rc_hint[hint] = k;
+    tpprof_ledger.rc[k - 1].count++;
+    if (sid && grow((void **)&tpprof_ledger.rc_hint, &tpprof_ledger.caprc_hint, hint, sizeof *tpprof_ledger.rc_hint, 8192)) tpprof_ledger.rc_hint[hint] = k;
 }
 
 // Counts one refcount change; `sid` (the depot id of `stack`) remembers the
@@ -588,10 +445,10 @@ static __attribute__((noinline)) void rc_count_slow(uint32_t op, uint32_t stack,
 // two hints: odd ops (retains, lock) and even ones (releases).
 static inline void rc_count(uint32_t op, uint32_t stack, uint32_t sid) {
     uint32_t hint = sid << 1 | (op & 1);
-    if (TPPROF_LIKELY(hint < o.caprc_hint) && o.rc_hint[hint]) {
-        uint32_t h = o.rc_hint[hint] - 1;
-        if (TPPROF_LIKELY(o.rc[h].op == op)) {
-            o.rc[h].count++;
+    if (TPPROF_LIKELY(hint < tpprof_ledger.caprc_hint) && tpprof_ledger.rc_hint[hint]) {
+        uint32_t h = tpprof_ledger.rc_hint[hint] - 1;
+        if (TPPROF_LIKELY(tpprof_ledger.rc[h].op == op)) {
+            tpprof_ledger.rc[h].count++;
             return;
         }
     }
@@ -602,7 +459,7 @@ static inline void rc_count(uint32_t op, uint32_t stack, uint32_t sid) {
 static void on_storage_created(const struct rec *c, const uint64_t *r, uint16_t name) {
     uint32_t slot = new_storage_slot();
     if (slot == UINT32_MAX) return;
-    struct obs_storage *s = &o.st[slot];
+    struct obs_storage *s = &tpprof_ledger.st[slot];
     *s = (struct obs_storage){
         .id = r[2],
         .data = r[3],
@@ -618,39 +475,39 @@ static void on_storage_created(const struct rec *c, const uint64_t *r, uint16_t 
         .flags = (uint16_t)((r[5] >> 32 & 1 ? S_RESIZABLE : 0) | (c->exact ? S_TIMED : 0)),
         .used = true,
     };
-    if (!ix_put(&o.st_ids, s->id, slot + 1)) {
+    if (!ix_put(&tpprof_ledger.st_ids, s->id, slot + 1)) {
         s->used = false;
-        s->next_kept = o.free_st;
-        o.free_st = slot + 1;
+        s->next_kept = tpprof_ledger.free_st;
+        tpprof_ledger.free_st = slot + 1;
         return;
     }
     ref_add(s, 0, c->stack, c->sid);
     attach_block(s, slot);
-    o.storage_bytes += (int64_t)s->nbytes;
-    if (o.storage_bytes > o.peak_bytes) new_peak(c->seq, c->time);
+    tpprof_ledger.storage_bytes += (int64_t)s->nbytes;
+    if (tpprof_ledger.storage_bytes > tpprof_ledger.peak_bytes) new_peak(c->seq, c->time);
 }
 
 // The tensor `id` is freed (its storage reference is paired by the caller).
 static inline __attribute__((always_inline)) void tensor_freed_at(uint64_t id, uint64_t seq, uint64_t time) {
-    if (o.peak_seq && !o.peak_end) o.peak_end = seq;
+    if (tpprof_ledger.peak_seq && !tpprof_ledger.peak_end) tpprof_ledger.peak_end = seq;
     // Full mode keeps every record under its id; aggregate mode lets go of it.
     bool full = tpprof_cfg.full;
-    uint32_t k = full ? ix_get(&o.tn_ids, id) : ix_take(&o.tn_ids, id);
+    uint32_t k = full ? ix_get(&tpprof_ledger.tn_ids, id) : ix_take(&tpprof_ledger.tn_ids, id);
     if (!k) return;
     uint32_t slot = k - 1;
-    struct obs_tensor *x = &o.tn[slot];
+    struct obs_tensor *x = &tpprof_ledger.tn[slot];
     x->freed = true;
     x->freed_ns = time;
     x->freed_seq = seq;
     refs_release(&x->handle_refs); // its handles went with it
     if (full) return;
     if (alive_at_peak(x->created_seq, true, seq)) {
-        x->next_kept = o.kept_tn;
-        o.kept_tn = slot + 1;
+        x->next_kept = tpprof_ledger.kept_tn;
+        tpprof_ledger.kept_tn = slot + 1;
     } else {
         x->used = false;
-        x->next_kept = o.free_tn;
-        o.free_tn = slot + 1;
+        x->next_kept = tpprof_ledger.free_tn;
+        tpprof_ledger.free_tn = slot + 1;
     }
 }
 
@@ -676,7 +533,7 @@ on_refcount(const struct rec *c, uint64_t id, uint64_t counts, uint32_t refop, b
     if (refop == TP_OBS_REFOP_RELEASE) { // the most frequent, a tensor's free: tested first
         uint64_t owner = tensor_ref ? tensor : 0;
         if (th && !tensor_ref) { // the newest freed tensor of this storage on this thread owns it
-            struct freed_stack *f = &o.freed[c->tindex];
+            struct freed_stack *f = &tpprof_ledger.freed[c->tindex];
             for (uint32_t i = th->nfreed; i-- > 0;)
                 if (f->e[i].storage == s->id) {
                     owner = f->e[i].tensor;
@@ -728,11 +585,11 @@ static inline void on_data_released(struct obs_storage *s, uint64_t seq, uint64_
     // exact release's.)
     if (time < s->created_ns) time = s->created_ns;
     s->data_released_ns = time;
-    s->released_batch_ns = o.batch_ns;
+    s->released_batch_ns = tpprof_ledger.batch_ns;
     s->released_seq = seq;
-    o.storage_bytes -= (int64_t)s->nbytes;
-    if (s->nbytes && !o.peak_end) o.peak_end = seq;
-    struct lifetime *l = &o.lifetimes[s->allocator];
+    tpprof_ledger.storage_bytes -= (int64_t)s->nbytes;
+    if (s->nbytes && !tpprof_ledger.peak_end) tpprof_ledger.peak_end = seq;
+    struct lifetime *l = &tpprof_ledger.lifetimes[s->allocator];
     l->count++;
     uint64_t live = time - s->created_ns;
     if ((s->flags & S_TIMED) && exact) {
@@ -754,9 +611,9 @@ static inline __attribute__((always_inline)) void on_storage_freed(struct obs_st
     s->implicit_weak = 0;
     if (tpprof_cfg.full) return;
     if (alive_at_peak(s->created_seq, true, s->released_seq)) {
-        s->next_kept = o.kept_st;
-        o.kept_st = slot + 1;
-        ix_take(&o.st_ids, s->id); // the id may not come again, but the record is history now
+        s->next_kept = tpprof_ledger.kept_st;
+        tpprof_ledger.kept_st = slot + 1;
+        ix_take(&tpprof_ledger.st_ids, s->id); // the id may not come again, but the record is history now
     } else {
         storage_drop(slot);
     }
@@ -767,18 +624,18 @@ static void on_data_swapped(const struct rec *c, const uint64_t *r) {
     struct obs_storage *s = storage_get(r[2], &slot);
     if (!s) return;
     block_unlink(s, slot);
-    o.storage_bytes += (int64_t)r[4] - (int64_t)s->nbytes;
-    if (r[4] < s->nbytes && !o.peak_end) o.peak_end = c->seq;
+    tpprof_ledger.storage_bytes += (int64_t)r[4] - (int64_t)s->nbytes;
+    if (r[4] < s->nbytes && !tpprof_ledger.peak_end) tpprof_ledger.peak_end = c->seq;
     s->data = r[3];
     s->nbytes = r[4];
     attach_block(s, slot);
-    if (o.storage_bytes > o.peak_bytes) new_peak(c->seq, c->time);
+    if (tpprof_ledger.storage_bytes > tpprof_ledger.peak_bytes) new_peak(c->seq, c->time);
 }
 
 // The storage's creation reference (op 0), if no tensor owns it yet; 0 none.
 static inline uint32_t creation_ref(const struct obs_storage *s) {
-    for (uint32_t r = s->refs; r; r = o.refs[r].next)
-        if (o.refs[r].op == 0 && o.refs[r].tensor == 0) return r;
+    for (uint32_t r = s->refs; r; r = tpprof_ledger.refs[r].next)
+        if (tpprof_ledger.refs[r].op == 0 && tpprof_ledger.refs[r].tensor == 0) return r;
     return 0;
 }
 
@@ -796,8 +653,8 @@ static inline void on_tensor_created(const struct rec *c, const uint64_t *r, boo
         if (s && (ref = creation_ref(s)) != 0) {
             ref_own(ref, r[2]);
             if (c->sid) {
-                o.refs[ref].stack = c->stack;
-                o.refs[ref].sid = c->sid;
+                tpprof_ledger.refs[ref].stack = c->stack;
+                tpprof_ledger.refs[ref].sid = c->sid;
             }
         }
     } else if (th && th->retain_storage == r[3] && th->retain_ref) {
@@ -805,7 +662,7 @@ static inline void on_tensor_created(const struct rec *c, const uint64_t *r, boo
     }
     uint32_t slot = new_tensor_slot();
     if (slot == UINT32_MAX) return;
-    struct obs_tensor *x = &o.tn[slot];
+    struct obs_tensor *x = &tpprof_ledger.tn[slot];
     // Every field but the dims past ndim, which nothing reads: a tensor
     // record is written for every tensor, nearly all of them short-lived.
     int nd = (int)(r[6] & 0xff);
@@ -830,10 +687,10 @@ static inline void on_tensor_created(const struct rec *c, const uint64_t *r, boo
     }
     x->handle_refs = 0;
     x->creation_dropped = false;
-    if (!ix_put(&o.tn_ids, x->id, slot + 1)) {
+    if (!ix_put(&tpprof_ledger.tn_ids, x->id, slot + 1)) {
         x->used = false;
-        x->next_kept = o.free_tn;
-        o.free_tn = slot + 1;
+        x->next_kept = tpprof_ledger.free_tn;
+        tpprof_ledger.free_tn = slot + 1;
     }
 }
 
@@ -842,7 +699,7 @@ static inline void on_tensor_created(const struct rec *c, const uint64_t *r, boo
 static void on_tensor_freed(const struct rec *c, const uint64_t *r) {
     struct obs_thread *th = c->th;
     if (th) {
-        struct freed_stack *f = &o.freed[c->tindex];
+        struct freed_stack *f = &tpprof_ledger.freed[c->tindex];
         if (th->nfreed == FREED_STACK) { // deeper than any release chain: forget the oldest
             memmove(&f->e[0], &f->e[1], (FREED_STACK - 1) * sizeof f->e[0]);
             th->nfreed--;
@@ -883,9 +740,9 @@ static int common_frames(uint32_t a, uint32_t b) {
 static void on_tensor_ref(const struct rec *c, const uint64_t *r, uint32_t refop) {
     bool retain = refop == TP_OBS_REFOP_RETAIN;
     rc_count(retain ? 6 : 7, c->stack, c->sid);
-    uint32_t k = ix_get(&o.tn_ids, r[2]);
+    uint32_t k = ix_get(&tpprof_ledger.tn_ids, r[2]);
     if (!k) return;
-    struct obs_tensor *x = &o.tn[k - 1];
+    struct obs_tensor *x = &tpprof_ledger.tn[k - 1];
     if (x->freed) return;
     if (retain) {
         ref_push(&x->handle_refs, TP_OBS_REFOP_RETAIN, c->stack, c->sid);
@@ -896,8 +753,8 @@ static void on_tensor_ref(const struct rec *c, const uint64_t *r, uint32_t refop
     int best = x->creation_dropped ? -1 : common_frames(c->stack, x->created_stack);
     uint32_t *best_link = NULL;
     int seen = 0;
-    for (uint32_t *link = &x->handle_refs; *link && seen < HANDLE_WINDOW; link = &o.refs[*link].next, seen++) {
-        int d = common_frames(c->stack, o.refs[*link].stack);
+    for (uint32_t *link = &x->handle_refs; *link && seen < HANDLE_WINDOW; link = &tpprof_ledger.refs[*link].next, seen++) {
+        int d = common_frames(c->stack, tpprof_ledger.refs[*link].stack);
         if (d > best) {
             best = d;
             best_link = link;
@@ -911,9 +768,9 @@ static void on_tensor_ref(const struct rec *c, const uint64_t *r, uint32_t refop
 }
 
 static void on_version(const uint64_t *r) {
-    uint32_t k = ix_get(&o.tn_ids, r[2]);
+    uint32_t k = ix_get(&tpprof_ledger.tn_ids, r[2]);
     if (!k) return;
-    struct obs_tensor *x = &o.tn[k - 1];
+    struct obs_tensor *x = &tpprof_ledger.tn[k - 1];
     x->version = (uint32_t)r[3];
     uint32_t slot;
     struct obs_storage *s = storage_get(x->storage, &slot);
@@ -923,27 +780,27 @@ static void on_version(const uint64_t *r) {
 static void on_allocator(struct tpprof_thread *t, const uint64_t *r, uint64_t seq, uint64_t time, uint32_t stack) {
     uint32_t action = (uint32_t)(r[2] & 0xff);
     if (action == TP_OBS_ALLOC_SEGMENT_RESERVE) {
-        uint32_t n = o.nsegs;
-        if (grow((void **)&o.segs, &o.capsegs, n, sizeof *o.segs, 64)) {
-            o.segs[n].base = r[3];
-            o.segs[n].size = r[4];
-            o.nsegs++;
+        uint32_t n = tpprof_ledger.nsegs;
+        if (grow((void **)&tpprof_ledger.segs, &tpprof_ledger.capsegs, n, sizeof *tpprof_ledger.segs, 64)) {
+            tpprof_ledger.segs[n].base = r[3];
+            tpprof_ledger.segs[n].size = r[4];
+            tpprof_ledger.nsegs++;
         }
     } else if (action == TP_OBS_ALLOC_SEGMENT_RELEASE) {
-        for (uint32_t i = 0; i < o.nsegs; i++)
-            if (o.segs[i].base == r[3]) {
-                o.segs[i] = o.segs[--o.nsegs];
+        for (uint32_t i = 0; i < tpprof_ledger.nsegs; i++)
+            if (tpprof_ledger.segs[i].base == r[3]) {
+                tpprof_ledger.segs[i] = tpprof_ledger.segs[--tpprof_ledger.nsegs];
                 break;
             }
     }
-    if (o.naev == o.capaev) {
-        uint64_t ncap = o.capaev ? o.capaev * 2 : 4096;
-        struct alloc_event *n = tpprof_mem_grow(o.aev, o.capaev * sizeof *n, ncap * sizeof *n);
+    if (tpprof_ledger.naev == tpprof_ledger.capaev) {
+        uint64_t ncap = tpprof_ledger.capaev ? tpprof_ledger.capaev * 2 : 4096;
+        struct alloc_event *n = tpprof_mem_grow(tpprof_ledger.aev, tpprof_ledger.capaev * sizeof *n, ncap * sizeof *n);
         if (!n) return;
-        o.aev = n;
-        o.capaev = ncap;
+        tpprof_ledger.aev = n;
+        tpprof_ledger.capaev = ncap;
     }
-    struct alloc_event *e = &o.aev[o.naev++];
+    struct alloc_event *e = &tpprof_ledger.aev[tpprof_ledger.naev++];
     e->seq = seq;
     e->time_ns = time;
     e->thread = (uint32_t)t->index;
@@ -993,7 +850,7 @@ static inline __attribute__((always_inline)) struct rec rec_of(struct tpprof_thr
 }
 
 void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time, uint64_t order) {
-    o.batch_ns = time;
+    tpprof_ledger.batch_ns = time;
     cur_order = order;
     if (r[1] & TPPROF_OBS_TICKS) time = tpprof_writer_ticks_to_ns(r[(r[1] & 0xff) - 1], time);
     int kind = (int)(r[0] & 15);
@@ -1088,267 +945,6 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
     }
 }
 
-// ---------------------------------------------------------------------------
-// Output (db.c calls this inside its flush transaction).
-
-static bool step(sqlite3_stmt *st) {
-    bool ok = sqlite3_step(st) == SQLITE_DONE;
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    return ok;
-}
-
-static void bind_time(sqlite3_stmt *st, int col, bool set, uint64_t v) {
-    if (set) sqlite3_bind_int64(st, col, (sqlite3_int64)v);
-    else sqlite3_bind_null(st, col);
-}
-
-static void dims_json(char *out, size_t cap, const int64_t *v, int n) {
-    size_t k = 0;
-    out[k++] = '[';
-    for (int i = 0; i < n && k + 24 < cap; i++)
-        k += (size_t)snprintf(out + k, cap - k, i ? ", %lld" : "%lld", (long long)v[i]);
-    out[k++] = ']';
-    out[k] = 0;
-}
-
-static const char *const dtype_names[] = {"float32", "float64", "float16", "bfloat16", "int8", "int16",
-                                          "int32", "int64", "uint8", "bool"};
-
-static bool put_allocator_events(sqlite3 *db) {
-    if (!o.naev) return true;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO allocator_events(seq, time_ns, tid, allocator, action, device,"
-                               " segment, segment_size, block, block_size, requested, stream, stack_id)"
-                               " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
-        return false;
-    bool ok = true;
-    for (uint64_t i = 0; i < o.naev && ok; i++) {
-        const struct alloc_event *e = &o.aev[i];
-        char dev[32];
-        device_text(dev, sizeof dev, e->dev_type, e->dev_index);
-        sqlite3_bind_int64(st, 1, (sqlite3_int64)e->seq);
-        sqlite3_bind_int64(st, 2, (sqlite3_int64)e->time_ns);
-        sqlite3_bind_int64(st, 3, tpprof_db_tid_of(e->thread));
-        sqlite3_bind_text(st, 4, e->allocator ? o.names[e->allocator] : "", -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(st, 5, e->action);
-        sqlite3_bind_text(st, 6, dev, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(st, 7, (sqlite3_int64)e->segment);
-        sqlite3_bind_int64(st, 8, (sqlite3_int64)e->segment_size);
-        sqlite3_bind_int64(st, 9, (sqlite3_int64)e->block);
-        sqlite3_bind_int64(st, 10, (sqlite3_int64)e->block_size);
-        sqlite3_bind_int64(st, 11, (sqlite3_int64)e->requested);
-        sqlite3_bind_int64(st, 12, (sqlite3_int64)e->stream);
-        sqlite3_bind_int64(st, 13, e->stack);
-        ok = step(st);
-    }
-    sqlite3_finalize(st);
-    if (ok) o.naev = 0;
-    return ok;
-}
-
-// Writes the references of list `head` as rows (put: binds and steps one,
-// false when it fails): a tensor's own as a row of its own (a tensor owns
-// one), the others grouped by (op, stack) in a few slots, in one pass
-// however many there are. A group past the slots may take two rows; the
-// counts still add up. (Comparing each reference with all the others took
-// 25 s for a storage with 100,000 live views.)
-// (owner: the storage or tensor the list is of; holder: the tensor a reference belongs to, 0 none.)
-typedef bool (*ref_row_fn)(sqlite3_stmt *st, uint64_t owner, uint32_t op, uint32_t stack, uint64_t holder, int64_t n);
-
-static bool put_ref_rows(sqlite3_stmt *st, uint64_t owner, uint32_t head, ref_row_fn put) {
-    struct ref_count { uint32_t op, stack; int64_t n; } by[16];
-    int nby = 0;
-    for (uint32_t r = head;; r = o.refs[r].next) {
-        const struct obs_ref *x = r ? &o.refs[r] : NULL;
-        if (x && x->tensor) { // held by a tensor: its own row
-            if (!put(st, owner, x->op, x->stack, x->tensor, 1)) return false;
-            continue;
-        }
-        int k = 0;
-        while (x && k < nby && (by[k].op != x->op || by[k].stack != x->stack)) k++;
-        if (!x || k == (int)(sizeof by / sizeof by[0])) { // the end, or full: write them out
-            for (int i = 0; i < nby; i++)
-                if (!put(st, owner, by[i].op, by[i].stack, 0, by[i].n)) return false;
-            nby = k = 0;
-            if (!x) return true;
-        }
-        if (k == nby) by[nby++] = (struct ref_count){x->op, x->stack, 0};
-        by[k].n++;
-    }
-}
-
-static bool storage_ref_row(sqlite3_stmt *st, uint64_t storage, uint32_t op, uint32_t stack, uint64_t holder,
-                            int64_t n) {
-    sqlite3_bind_int64(st, 1, (sqlite3_int64)storage);
-    sqlite3_bind_int64(st, 2, op);
-    sqlite3_bind_int64(st, 3, stack);
-    sqlite3_bind_int64(st, 4, (sqlite3_int64)holder);
-    sqlite3_bind_int64(st, 5, n);
-    return step(st);
-}
-
-static bool put_storages(sqlite3 *db) {
-    sqlite3_stmt *st, *rs;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO storages(id, data, nbytes, allocator, device, resizable,"
-                               " created_ns, created_stack, last_release_ns, data_released_ns, freed_ns, strong, weak,"
-                               " block_address, block_size, block_kind, block_freed_ns, at_peak, version_bumps)"
-                               " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
-        return false;
-    if (sqlite3_prepare_v2(db, "INSERT INTO storage_refs(storage_id, op, stack_id, tensor_id, count) VALUES(?,?,?,?,?)",
-                           -1, &rs, NULL) != SQLITE_OK) {
-        sqlite3_finalize(st);
-        return false;
-    }
-    bool ok = true;
-    for (uint32_t i = 0; i < o.nst && ok; i++) {
-        const struct obs_storage *s = &o.st[i];
-        if (!s->used) continue;
-        char dev[32];
-        device_text(dev, sizeof dev, s->dev_type, s->dev_index);
-        sqlite3_bind_int64(st, 1, (sqlite3_int64)s->id);
-        sqlite3_bind_int64(st, 2, (sqlite3_int64)s->data);
-        sqlite3_bind_int64(st, 3, (sqlite3_int64)s->nbytes);
-        if (s->allocator) sqlite3_bind_text(st, 4, o.names[s->allocator], -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 5, dev, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int(st, 6, (s->flags & S_RESIZABLE) != 0);
-        sqlite3_bind_int64(st, 7, (sqlite3_int64)s->created_ns);
-        sqlite3_bind_int64(st, 8, s->created_stack);
-        bind_time(st, 9, s->flags & S_LAST_RELEASE, s->last_release_ns);
-        bind_time(st, 10, s->flags & S_RELEASED, s->data_released_ns);
-        bind_time(st, 11, s->flags & S_FREED, s->freed_ns);
-        sqlite3_bind_int64(st, 12, s->strong);
-        sqlite3_bind_int64(st, 13, s->weak);
-        if (s->flags & S_HAS_BLOCK) {
-            sqlite3_bind_int64(st, 14, (sqlite3_int64)s->block_addr);
-            sqlite3_bind_int64(st, 15, (sqlite3_int64)s->block_size);
-            sqlite3_bind_int64(st, 16, s->block_kind);
-        }
-        bind_time(st, 17, s->flags & S_BLOCK_FREED, s->block_freed_ns);
-        sqlite3_bind_int(st, 18, alive_at_peak(s->created_seq, s->flags & S_RELEASED, s->released_seq));
-        sqlite3_bind_int64(st, 19, s->version_bumps);
-        ok = step(st);
-        if (ok) ok = put_ref_rows(rs, s->id, s->refs, storage_ref_row);
-    }
-    sqlite3_finalize(st);
-    sqlite3_finalize(rs);
-    return ok;
-}
-
-static bool put_tensors(sqlite3 *db) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO tensors(id, storage_id, base_id, storage_offset, sizes, strides,"
-                               " dtype, itemsize, created_ns, created_stack, freed_ns, version, at_peak)"
-                               " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
-        return false;
-    bool ok = true;
-    for (uint32_t i = 0; i < o.ntn && ok; i++) {
-        const struct obs_tensor *x = &o.tn[i];
-        if (!x->used) continue;
-        char sizes[256], strides[256], dt[32];
-        dims_json(sizes, sizeof sizes, x->sizes, x->ndim);
-        dims_json(strides, sizeof strides, x->strides, x->ndim);
-        if (x->dtype >= 0 && x->dtype < (int)(sizeof dtype_names / sizeof *dtype_names))
-            snprintf(dt, sizeof dt, "%s", dtype_names[x->dtype]);
-        else
-            snprintf(dt, sizeof dt, "dtype%d", x->dtype);
-        sqlite3_bind_int64(st, 1, (sqlite3_int64)x->id);
-        sqlite3_bind_int64(st, 2, (sqlite3_int64)x->storage);
-        sqlite3_bind_int64(st, 3, (sqlite3_int64)x->base);
-        sqlite3_bind_int64(st, 4, x->offset);
-        sqlite3_bind_text(st, 5, sizes, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(st, 6, strides, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(st, 7, dt, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(st, 8, x->itemsize);
-        sqlite3_bind_int64(st, 9, (sqlite3_int64)x->created_ns);
-        sqlite3_bind_int64(st, 10, x->created_stack);
-        bind_time(st, 11, x->freed, x->freed_ns);
-        sqlite3_bind_int64(st, 12, x->version);
-        sqlite3_bind_int(st, 13, alive_at_peak(x->created_seq, x->freed, x->freed_seq));
-        ok = step(st);
-    }
-    sqlite3_finalize(st);
-    return ok;
-}
-
-static bool tensor_ref_row(sqlite3_stmt *st, uint64_t tensor, uint32_t op, uint32_t stack, uint64_t holder, int64_t n) {
-    (void)holder; // a handle is held by no tensor: always 0
-    sqlite3_bind_int64(st, 1, (sqlite3_int64)tensor);
-    sqlite3_bind_int(st, 2, (int)op);
-    sqlite3_bind_int64(st, 3, stack);
-    sqlite3_bind_int64(st, 4, n);
-    return step(st);
-}
-
-// tensor_refs: the handles of every tensor alive at the end, by (op,
-// stack): the one it was created with (op 0, its created_stack), unless
-// released, and the retains no release matched (op 1).
-static bool put_tensor_refs(sqlite3 *db) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "INSERT INTO tensor_refs(tensor_id, op, stack_id, count) VALUES(?,?,?,?)", -1, &st,
-                           NULL) != SQLITE_OK)
-        return false;
-    bool ok = true;
-    for (uint32_t i = 0; i < o.ntn && ok; i++) {
-        const struct obs_tensor *x = &o.tn[i];
-        if (!x->used || x->freed) continue;
-        if (!x->creation_dropped) ok = tensor_ref_row(st, x->id, 0, x->created_stack, 0, 1);
-        if (ok) ok = put_ref_rows(st, x->id, x->handle_refs, tensor_ref_row);
-    }
-    sqlite3_finalize(st);
-    return ok;
-}
-
-static bool put_aggregates(sqlite3 *db) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO refcount_sites(op, stack_id, count) VALUES(?,?,?)", -1, &st,
-                           NULL) != SQLITE_OK)
-        return false;
-    bool ok = true;
-    for (uint32_t i = 0; i < o.nrc && ok; i++) {
-        sqlite3_bind_int64(st, 1, o.rc[i].op);
-        sqlite3_bind_int64(st, 2, o.rc[i].stack);
-        sqlite3_bind_int64(st, 3, o.rc[i].count);
-        ok = step(st);
-    }
-    sqlite3_finalize(st);
-    if (!ok) return false;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO storage_lifetimes(allocator, count, live_ns_sum, live_ns_max,"
-                               " release_delay_ns_sum, release_delay_ns_max, release_delay_count, live_count)"
-                               " VALUES(?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
-        return false;
-    for (uint32_t i = 0; i < MAX_NAMES && ok; i++) {
-        const struct lifetime *l = &o.lifetimes[i];
-        if (!l->count) continue;
-        sqlite3_bind_text(st, 1, i ? o.names[i] : "(borrowed)", -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 2, l->count);
-        sqlite3_bind_int64(st, 3, l->live_sum);
-        sqlite3_bind_int64(st, 4, l->live_max);
-        sqlite3_bind_int64(st, 5, l->delay_sum);
-        sqlite3_bind_int64(st, 6, l->delay_max);
-        sqlite3_bind_int64(st, 7, l->delay_count);
-        sqlite3_bind_int64(st, 8, l->live_count);
-        ok = step(st);
-    }
-    sqlite3_finalize(st);
-    return ok;
-}
-
-static bool exec_sql(sqlite3 *db, const char *sql) { return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK; }
-
-bool tpprof_obs_db_put(sqlite3 *db, bool final) {
-    if (!put_allocator_events(db)) return false;
-    if (!final) return true;
-    // The final state replaces whatever an earlier image (a forked parent) wrote.
-    return exec_sql(db, "DELETE FROM storages; DELETE FROM storage_refs; DELETE FROM tensors; DELETE FROM tensor_refs;") &&
-           put_storages(db) && put_tensors(db) && put_tensor_refs(db) && put_aggregates(db);
-}
-
-void tpprof_obs_peak(int64_t *bytes, uint64_t *time_ns) {
-    *bytes = o.peak_bytes;
-    *time_ns = o.peak_ns;
-}
-
 // A forked child's database starts empty of allocator events: the parent's
 // are in the parent's file.
-void tpprof_obs_fork_child(void) { o.naev = 0; }
+void tpprof_obs_fork_child(void) { tpprof_ledger.naev = 0; }
