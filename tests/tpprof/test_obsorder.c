@@ -20,7 +20,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "record/tpprof_internal.h"
+#include "record/format.h"
+#include "record/order.h"
+#include "record/rings.h"
 #include "../check.h"
 
 // What obsorder.c needs from the rest of the recorder.

@@ -14,6 +14,11 @@
 #include "store/store.h"
 #include "writer/ledger.h"
 #include "writer/writer.h"
+#include "base/base.h"
+#include "record/format.h"
+#include "record/order.h"
+#include "record/rings.h"
+#include "record/stacks.h"
 #include "../check.h"
 
 // ---------------------------------------------------------------------------

@@ -25,48 +25,23 @@
 #include <unistd.h>
 
 #include "writer/writer.h"
-
-struct tpprof_config tpprof_cfg = {.depth = 32, .interval_ms = 10};
-_Alignas(64) _Atomic int tpprof_active; // read by every hook: keep it off written lines
-// Written by events: each alone on its lines, so the hooks' reads of
-// tpprof_active and tpprof_cfg do not miss each time one moves.
-struct tpprof_order_line tpprof_stripes[TPPROF_STRIPES];
-struct tpprof_order_line tpprof_epoch;
-uint64_t tpprof_t0_ns;
-char tpprof_output_path[4096];
+#include "base/base.h"
+#include "base/mem.h"
+#include "base/modules.h"
+#include "base/fdguard.h"
+#include "record/order.h"
+#include "record/rings.h"
+#include "record/stacks.h"
+#include "record/early.h"
+#include "writer/control.h"
 
 static char self_path[1024];
-char tpprof_malloc_owner[1024];
-char tpprof_malloc_skipped[1024];
 // The process this image records. A vfork child shares tpprof's memory but
 // has another pid: it must not end the parent's recording in _exit or exec.
 static pid_t recorded_pid;
 static bool started;
 
 static bool in_recorded_process(void) { return started && getpid() == recorded_pid; }
-static _Atomic int disabled_once;
-
-// ---------------------------------------------------------------------------
-// Small shared helpers.
-
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t tpprof_now_ns(void) { return mono_ns() - tpprof_t0_ns; }
-
-// Says so once on stderr and turns the hooks off; the program runs on.
-void tpprof_disable(const char *what, const char *why) {
-    atomic_store(&tpprof_active, 0);
-    if (atomic_exchange(&disabled_once, 1)) return;
-    char line[1024];
-    int n = snprintf(line, sizeof line, "tpprof: cannot write %s: %s; recording disabled\n", what, why);
-    if (n > (int)sizeof line - 1) n = (int)sizeof line - 1;
-    int fd = tpprof_fd_stderr();
-    if (n > 0 && fd >= 0 && write(fd, line, (size_t)n) < 0) { /* nothing more to do */ }
-}
 
 // ---------------------------------------------------------------------------
 // Configuration and the output name.
@@ -417,7 +392,7 @@ TPPROF_EXPORT sighandler_fn sigset(int sig, sighandler_fn disp) {
 
 __attribute__((constructor(101))) static void tpprof_start(void) {
     tpprof_guard = 1;
-    tpprof_t0_ns = mono_ns();
+    tpprof_clock_start();
     tpprof_cfg.full = tpprof_mode_full();
     const char *uw = getenv("TPPROF_UNWIND");
     tpprof_cfg.unwind_fp = uw && strcmp(uw, "fp") == 0;

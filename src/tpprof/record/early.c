@@ -17,7 +17,8 @@
 #define _GNU_SOURCE
 #include <sched.h>
 
-#include "record/tpprof_internal.h"
+#include "base/mem.h"
+#include "record/early.h"
 
 #define EARLY_SLOTS ((uint64_t)1 << 16) // 1 MiB; at most half of them used
 #define TOMBSTONE 1u                    // a freed slot (no block is at address 1)

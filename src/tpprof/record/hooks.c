@@ -21,7 +21,18 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "record/tpprof_internal.h"
+#include "base/base.h"
+#include "record/format.h"
+#include "record/order.h"
+#include "record/rings.h"
+#include "record/stacks.h"
+#include "record/early.h"
+
+// The event order's counters (order.h); the hooks take most tags.
+// Written by events: each alone on its lines, so the hooks' reads of
+// tpprof_active and tpprof_cfg do not miss each time one moves.
+struct tpprof_order_line tpprof_stripes[TPPROF_STRIPES];
+struct tpprof_order_line tpprof_epoch;
 
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -31,7 +42,6 @@ extern void *__libc_memalign(size_t, size_t);
 extern void *__libc_valloc(size_t);
 extern void *__libc_pvalloc(size_t);
 
-__thread int tpprof_guard TPPROF_TLS;
 __thread struct tpprof_recent_allocs tpprof_recent TPPROF_TLS;
 
 static inline bool want(void) {

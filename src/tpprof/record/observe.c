@@ -26,7 +26,12 @@
 #include <string.h>
 
 #include "tensorplay/observer.h"
-#include "record/tpprof_internal.h"
+#include "base/base.h"
+#include "record/format.h"
+#include "record/order.h"
+#include "record/rings.h"
+#include "record/stacks.h"
+#include "record/early.h"
 
 _Atomic int tpprof_obs_attached;
 

@@ -25,7 +25,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "record/tpprof_internal.h"
+#include "base/mem.h"
+#include "record/order.h"
+#include "record/rings.h"
 
 // CONTESTED until tpprof_obs_order_init finds membarrier: a recorder whose
 // start never ran (the unit tests) takes locked increments, which are

@@ -24,7 +24,10 @@
 
 #include <linux/futex.h>
 
-#include "record/tpprof_internal.h"
+#include "base/base.h"
+#include "base/mem.h"
+#include "record/rings.h"
+#include "record/stacks.h"
 
 #define RING_WORDS ((uint64_t)1 << 18) // 2 MiB per thread
 

@@ -16,7 +16,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "record/tpprof_internal.h"
+#include "base/base.h"
+#include "base/mem.h"
+#include "record/rings.h"
+#include "record/stacks.h"
 
 #define SLOT_BITS 19
 #define SLOTS ((uint64_t)1 << SLOT_BITS)

@@ -21,7 +21,11 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "record/tpprof_internal.h"
+#include "base/base.h"
+#include "base/mem.h"
+#include "base/modules.h"
+#include "record/rings.h"
+#include "record/stacks.h"
 
 typedef int (*backtrace_fn)(void **, int);
 typedef int (*set_caching_fn)(void *, int);

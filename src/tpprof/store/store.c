@@ -8,7 +8,7 @@
 // Any SQLite error disables recording with one line on stderr.
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include "store/sqlite_api.h"
+#include "base/sqlite_api.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +18,13 @@
 #include "store/store.h"
 #include "writer/ledger.h"
 #include "writer/writer.h"
+#include "base/base.h"
+#include "base/mem.h"
+#include "base/modules.h"
+#include "base/fdguard.h"
+#include "record/format.h"
+#include "record/rings.h"
+#include "record/early.h"
 
 static sqlite3 *db;
 static char db_path[4096];

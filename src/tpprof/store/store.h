@@ -18,7 +18,7 @@
 
 #include <stdbool.h>
 
-#include "record/tpprof_internal.h"
+#include "base/base.h"
 
 TPPROF_HIDDEN bool tpprof_store_open(const char *path);
 TPPROF_HIDDEN bool tpprof_store_flush(bool final);

@@ -3,12 +3,13 @@
 // the final one storages, storage_refs, tensors, tensor_refs and the
 // aggregates. Reads writer/ledger.h; calls nothing in writer/.
 #define _GNU_SOURCE
-#include "store/sqlite_api.h"
+#include "base/sqlite_api.h"
 #include <stdio.h>
 #include <string.h>
 
 #include "store/store.h"
 #include "writer/ledger.h"
+#include "writer/writer.h"
 
 static void device_text(char *out, size_t cap, int type, int index) {
     if (type == 0) snprintf(out, cap, "cpu");

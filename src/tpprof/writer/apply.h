@@ -9,6 +9,11 @@
 
 #include "writer/sites.h"
 #include "writer/writer.h"
+#include "base/base.h"
+#include "base/mem.h"
+#include "record/format.h"
+#include "record/order.h"
+#include "record/rings.h"
 
 
 static void site_add(struct tpprof_site *s, uint64_t size) {

@@ -24,6 +24,11 @@
 
 #include "tensorplay/observer.h"
 #include "writer/ledger.h"
+#include "base/base.h"
+#include "base/mem.h"
+#include "record/format.h"
+#include "record/rings.h"
+#include "writer/writer.h"
 
 
 struct tpprof_ledger tpprof_ledger;

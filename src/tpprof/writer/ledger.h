@@ -8,6 +8,7 @@
 #define TPPROF_WRITER_LEDGER_H
 
 #include "writer/writer.h"
+#include "base/base.h"
 
 // ---------------------------------------------------------------------------
 // Records.

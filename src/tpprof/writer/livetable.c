@@ -8,6 +8,7 @@
 // in writer.h; growing it is here.
 #define _GNU_SOURCE
 #include "writer/writer.h"
+#include "base/mem.h"
 
 static inline uint64_t mix(uint64_t x) { return tpprof_live_home(x); }
 

@@ -29,6 +29,12 @@
 #include <unistd.h>
 
 #include "writer/writer.h"
+#include "base/base.h"
+#include "base/mem.h"
+#include "base/modules.h"
+#include "base/fdguard.h"
+#include "record/rings.h"
+#include "record/stacks.h"
 
 #define SMALL (64u << 10) // below glibc's smallest mmap threshold
 

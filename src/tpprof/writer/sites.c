@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "writer/sites.h"
+#include "base/mem.h"
+#include "record/stacks.h"
+#include "writer/writer.h"
 
 // Stack trie lookup: node ids hashed by (parent, ip).
 static uint32_t *trie_slots;

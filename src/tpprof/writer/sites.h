@@ -5,6 +5,7 @@
 #define TPPROF_WRITER_SITES_H
 
 #include "writer/writer.h"
+#include "base/base.h"
 
 // depot id -> index+1 of the site last used with it: a call site nearly
 // always allocates with one kind, so this skips two hash lookups.

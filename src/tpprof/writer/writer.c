@@ -23,7 +23,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/base.h"
+#include "base/fdguard.h"
+#include "base/mem.h"
+#include "base/modules.h"
+#include "record/early.h"
+#include "record/format.h"
+#include "record/order.h"
+#include "record/rings.h"
 #include "store/store.h"
+#include "writer/control.h"
 #include "writer/sites.h"
 #include "writer/writer.h"
 

@@ -7,7 +7,9 @@
 #ifndef TPPROF_WRITER_H
 #define TPPROF_WRITER_H
 
-#include "record/tpprof_internal.h"
+#include "base/base.h"
+#include "record/order.h"
+#include "record/rings.h"
 
 // ---------------------------------------------------------------------------
 // Tables (livetable.c).

@@ -14,7 +14,8 @@
 //   close of one fails with EBADF, as it would without tpprof, where that
 //   number is not open;
 // - dup2 or dup3 onto one closes the database first, does the dup, and
-//   reopens it (on other numbers), as a failed exec does (writer.c);
+//   reopens it (on other numbers), as a failed exec does (writer.c): those
+//   two are process/fdhooks.c's, as they stop and restart the writer;
 // - tpprof's other files (/proc reads) and libunwind's pipe (pipe2 with
 //   tpprof_guard set) are kept the same way.
 // Calls made by tpprof itself (tpprof_guard set) pass straight through.
@@ -24,13 +25,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include "store/sqlite_api.h"
+#include "base/sqlite_api.h"
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "record/tpprof_internal.h"
+#include "base/base.h"
+#include "base/fdguard.h"
 
 #define MAX_OWN 16
 
@@ -39,14 +41,10 @@
 static _Atomic int own[MAX_OWN], own_db[MAX_OWN];
 
 static int (*real_close)(int);
-static int (*real_dup2)(int, int);
-static int (*real_dup3)(int, int, int);
 static int (*real_pipe2)(int[2], int);
 
 static void resolve(void) {
     if (!real_close) *(void **)&real_close = dlsym(RTLD_NEXT, "close");
-    if (!real_dup2) *(void **)&real_dup2 = dlsym(RTLD_NEXT, "dup2");
-    if (!real_dup3) *(void **)&real_dup3 = dlsym(RTLD_NEXT, "dup3");
     if (!real_pipe2) *(void **)&real_pipe2 = dlsym(RTLD_NEXT, "pipe2");
 }
 
@@ -63,6 +61,8 @@ static bool in_set(_Atomic int *set, int fd) {
 }
 
 static bool is_own(int fd) { return in_set(own, fd); }
+bool tpprof_fd_is_own(int fd) { return is_own(fd); }
+bool tpprof_fd_is_db(int fd) { return in_set(own_db, fd); }
 
 static void set_add(_Atomic int *set, int fd) {
     for (int i = 0; i < MAX_OWN; i++) {
@@ -85,6 +85,7 @@ static void own_remove(int fd) {
     set_remove(own, fd);
     set_remove(own_db, fd);
 }
+void tpprof_fd_forget(int fd) { own_remove(fd); }
 
 // ---------------------------------------------------------------------------
 // SQLite's side.
@@ -96,6 +97,7 @@ static sqlite3_syscall_ptr sqlite_open;
 // of a million would grow the table to it), or 256 past the number a
 // program dup'ed onto one; 0: leave them where they are.
 static int base_moved; // > 0: after a dup2 onto one of them, move to this
+void tpprof_fd_move_above(int base) { base_moved = base; }
 
 static int high_base(void) {
     if (base_moved > 0) return base_moved;
@@ -274,49 +276,4 @@ TPPROF_EXPORT int pipe2(int fds[2], int flags) {
         fds[1] = w;
     }
     return rc;
-}
-
-// The program wants a number one of tpprof's files holds. The database is
-// moved away: closed, and opened again on other numbers after the dup (as a
-// failed exec does, writer.c). Of the others, statm is opened again on this
-// thread with the writer held, and libunwind's pipe is let go (it checks
-// memory with mincore where that works, as on Linux). All of it here, not
-// by the writer later, so that no open of tpprof's races the program's next
-// dup2 (which would then fail with EBUSY).
-static int dup_onto_own(int oldfd, int newfd, int flags, bool three) {
-    bool db = in_set(own_db, newfd);
-    tpprof_guard = 1; // SQLite's allocations are not the program's
-    if (db) {
-        // A program taking numbers in a row upward (dup2 onto 3, 4, 5, ...)
-        // would find the database on the next one again: reopen it well
-        // ahead (or low, at the soft limit).
-        struct rlimit rl;
-        bool room = getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
-                    (rl.rlim_cur == RLIM_INFINITY || (rlim_t)newfd + 320 < rl.rlim_cur);
-        base_moved = room ? newfd + 256 : 0;
-        tpprof_writer_finish(TPPROF_END_EXEC);
-    } else {
-        tpprof_writer_pause();
-        own_remove(newfd);
-    }
-    int rc = three ? real_dup3(oldfd, newfd, flags) : real_dup2(oldfd, newfd);
-    int saved = errno;
-    if (db) tpprof_writer_exec_failed();
-    else tpprof_writer_resume(newfd);
-    tpprof_guard = 0;
-    errno = saved;
-    return rc;
-}
-
-// real_dup2 and real_dup3 are glibc's, found by resolve (they always are).
-TPPROF_EXPORT int dup2(int oldfd, int newfd) {
-    if (!real_dup2) resolve();
-    if (!tpprof_guard && oldfd != newfd && is_own(newfd)) return dup_onto_own(oldfd, newfd, 0, false);
-    return real_dup2(oldfd, newfd);
-}
-
-TPPROF_EXPORT int dup3(int oldfd, int newfd, int flags) {
-    if (!real_dup3) resolve();
-    if (!tpprof_guard && oldfd != newfd && is_own(newfd)) return dup_onto_own(oldfd, newfd, flags, true);
-    return real_dup3(oldfd, newfd, flags);
 }

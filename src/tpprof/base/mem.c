@@ -11,7 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "record/tpprof_internal.h"
+#include "base/mem.h"
 
 // Raw syscalls: the exported mmap/munmap are tpprof's own hooks.
 static void *map(size_t bytes, int extra) {

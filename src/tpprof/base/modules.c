@@ -14,7 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "record/tpprof_internal.h"
+#include "base/base.h"
+#include "base/mem.h"
+#include "base/modules.h"
 
 uintptr_t tpprof_self_lo, tpprof_self_hi;
 

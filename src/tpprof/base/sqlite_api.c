@@ -7,7 +7,7 @@
 #include <malloc.h>
 #include <stddef.h>
 
-#include "store/sqlite_api.h"
+#include "base/sqlite_api.h"
 
 #define SQLITE_SONAME "libsqlite3.so.0"
 
