@@ -570,10 +570,10 @@ static void test_allocator_names_travel_once_per_run(void) {
             tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED, .u.storage = st};
             send(&ev, 132);
         }
-        // Words: 2 + 4 of the storage, 3 of its name where it travels, 4
-        // of its tensor (packed: its stack and id, its shape), and a tick
-        // (the first 64 of an allocator are timed).
-        uint64_t words = 6 + (travels[i] ? 3 : 0) + (with_tensor[i] ? 4 : 0) + 1;
+        // Words: 2 + 4 of the storage, 3 of its name where it travels, 8
+        // of its tensor (its stack, id, storage, base, offset and shape),
+        // and a tick (the first 64 of an allocator are timed).
+        uint64_t words = 6 + (travels[i] ? 3 : 0) + (with_tensor[i] ? 8 : 0) + 1;
         CHECK_MSG(record_words - w0 == words, "storage %d (%s): %llu words, %llu expected", i,
               names[i] ? names[i] : "none", (unsigned long long)(record_words - w0), (unsigned long long)words);
     }

@@ -86,14 +86,9 @@ static inline uint32_t tpprof_alloc_sid(const uint64_t *r, int op) {
 // allocator names are static, tensorplay/allocator.h), so it carries none:
 // its storage's words are 4, not 7 (observe.c put_storage).
 #define TPPROF_OBS_SAME_NAME ((uint64_t)1 << 23)
-// PACKED: the compact layout of its kind, aggregate mode only (observe.c
-// says each, storages.c reads them), an id as a 32-bit delta from another.
-// A WITH_TENSOR record whose tensor is a plain one on that storage (no
-// base, offset 0) is 3 words shorter (tensor_new_words), a tensor's release
-// 1 (refcount_words: the storage's delta in word 1's stack half). Ring
-// words are much of what a record costs beyond its instructions: each line
-// the program writes is taken back from the writer's core.
-#define TPPROF_OBS_PACKED ((uint64_t)1 << 24)
+// (Bit 24 was PACKED, compact layouts of a tensor's release and of a
+// WITH_TENSOR record: measured 2-3 points dearer on bench/tensor_overhead,
+// it went.)
 
 // Words per record, excluding the optional trailing timestamp of full mode.
 static inline int tpprof_op_words(int op) {

@@ -316,28 +316,20 @@ static inline uint64_t take_freed(uint64_t storage) {
 // to strong 0 carries the DATA_RELEASED the ABI promises next, and with weak
 // 1 (no weak holder) the FREED after it; *gone says which (TPPROF_OBS_*).
 // A REFCOUNT record's words from w[2] on and its flags (*flags); returns
-// its length. (The general way and on_tensor_released's fast path.) A
-// tensor's release has no stack of its own, so where the storage's id is
-// less than 2^32 below the tensor's (made after it, from the runtime's one
-// counter) the record is packed (TPPROF_OBS_PACKED): the tensor in word 2,
-// the storage as that delta in word 1's stack half (*sid).
+// its length. (The general way and on_tensor_released's fast path.)
+// (A packed form, the tensor's id in word 2 and its storage's as a 32-bit
+// delta in word 1, one word less, made tensor tracking 2-3 points dearer,
+// not cheaper, on bench/tensor_overhead: it went.)
 static inline __attribute__((always_inline)) int refcount_words(uint64_t *w, uint64_t storage, int refop,
                                                                 uint32_t strong, uint32_t weak, uint64_t tensor,
-                                                                bool full, uint64_t *flags, uint32_t *sid) {
+                                                                bool full, uint64_t *flags) {
+    w[2] = storage;
     w[3] = (uint64_t)strong | (uint64_t)weak << 32;
     int n = 4;
-    uint64_t d = tensor - storage;
-    if (tensor && !full && d >> 32 == 0) {
-        w[2] = tensor;
-        *flags = TPPROF_OBS_TENSOR_REF | TPPROF_OBS_PACKED;
-        *sid = (uint32_t)d;
-    } else {
-        w[2] = storage;
-        *flags = 0;
-        if (tensor) {
-            w[n++] = tensor;
-            *flags = TPPROF_OBS_TENSOR_REF;
-        }
+    *flags = 0;
+    if (tensor) {
+        w[n++] = tensor;
+        *flags = TPPROF_OBS_TENSOR_REF;
     }
     if (refop == TP_OBS_REFOP_RELEASE && strong == 0 && !full) {
         if (!release_untimed(storage)) {
@@ -356,7 +348,7 @@ static inline __attribute__((always_inline)) void refcount_record(struct tpprof_
     uint64_t *w = obs_slot(t);
     if (!w) return;
     uint64_t flags;
-    int n = refcount_words(w, storage, refop, strong, weak, tensor, full, &flags, &sid);
+    int n = refcount_words(w, storage, refop, strong, weak, tensor, full, &flags);
     *gone = flags & (TPPROF_OBS_DATA_RELEASED | TPPROF_OBS_FREED);
     obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, refop, flags, sid, n, full);
 }
@@ -430,27 +422,16 @@ static inline __attribute__((always_inline)) void tensor_record(struct tpprof_th
 // mode, as one STORAGE_CREATED record flagged TPPROF_OBS_WITH_TENSOR: the
 // storage's words (put_storage: 4 or 7 from word 2), then the tensor's
 // stack, then its TENSOR_CREATED's words from word 2 on (so the record less
-// the 3 or 6 words before the stack reads as that record), then the ticks;
-// or packed (TPPROF_OBS_PACKED: 3 words fewer) where the tensor is a plain
-// one on that storage. Its words from w[2] on and its flags; returns its
-// length. (The general way and on_tensor_new's fast path.)
+// the 3 or 6 words before the stack reads as that record), then the ticks.
+// Its words from w[2] on and its flags; returns its length. (The general
+// way and on_tensor_new's fast path.)
 static inline __attribute__((always_inline)) int tensor_new_words(uint64_t *w, const tp_obs_storage *s,
                                                                   const tp_obs_tensor *x, uint32_t tensor_sid,
                                                                   uint64_t *flags) {
     *flags = TPPROF_OBS_WITH_TENSOR | (x->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
-    int b = 2 + put_storage(&w[2], s, flags), n;
-    uint64_t d = x->tensor_id - s->storage_id;
-    if (TPPROF_LIKELY(x->storage_id == s->storage_id &&
-                      (x->base_id | (uint64_t)x->storage_offset | d >> 32) == 0)) {
-        // Packed: its stack and its id (a delta above the storage's) in one
-        // word, then its shape; on its storage, no base, offset 0.
-        w[b] = tensor_sid | d << 32;
-        n = b + 1 + put_shape(&w[b + 1], x);
-        *flags |= TPPROF_OBS_PACKED;
-    } else {
-        w[b] = tensor_sid;
-        n = b + 1 + put_tensor(&w[b + 1], x);
-    }
+    int b = 2 + put_storage(&w[2], s, flags);
+    w[b] = tensor_sid;
+    int n = b + 1 + put_tensor(&w[b + 1], x);
     if (storage_timed(s)) {
         w[n++] = tpprof_ticks();
         *flags |= TPPROF_OBS_TICKS;
@@ -783,9 +764,8 @@ TPPROF_NO_FRAME static void on_tensor_released(void *user, uint64_t tensor_id, u
         uint64_t *w = obs_slot_fast(t, TP_OBS_STORAGE_REFCOUNT, &tail);
         if (TPPROF_LIKELY(w)) { // refcount_record's record, for a tensor's reference
             uint64_t f;
-            uint32_t sid = 0;
-            int n = refcount_words(w, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, tensor_id, false, &f, &sid);
-            obs_done_fast(t, w, tail, TP_OBS_REFOP_RELEASE, f, sid, n);
+            int n = refcount_words(w, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, tensor_id, false, &f);
+            obs_done_fast(t, w, tail, TP_OBS_REFOP_RELEASE, f, 0, n); // no stack: its reference's
             return;
         }
         tpprof_guard = 0;

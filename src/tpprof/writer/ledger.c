@@ -868,15 +868,9 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
     // The two kinds of nearly every record first: a compare costs less than a switch's jump.
     if (kind == TP_OBS_STORAGE_REFCOUNT) {
         uint64_t storage = r[2], tensor = 0;
-        bool packed = r[1] & TPPROF_OBS_PACKED, tensor_ref = (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 5;
+        bool tensor_ref = (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 5;
         if (tensor_ref) tensor = r[4];
-        if (packed) { // a tensor's release: the tensor in word 2, its storage a delta below it in word 1's top half
-            tensor_ref = (r[1] & TPPROF_OBS_TENSOR_REF) && (r[1] & 0xff) >= 4;
-            tensor = r[2];
-            storage = tensor - (r[1] >> 32);
-        }
-        struct rec c = rec_of(t, r, time, true, packed ? 0 : (uint32_t)(r[1] >> 32));
-        if (packed && !tensor_ref) return;
+        struct rec c = rec_of(t, r, time, true, (uint32_t)(r[1] >> 32));
         s = on_refcount(&c, storage, r[3], (uint32_t)(r[1] >> 8 & 0xff), tensor_ref, tensor, &slot);
         if (!s) return;
         if (r[1] & TPPROF_OBS_DATA_RELEASED) on_data_released(s, c.seq, c.time, c.exact); // it carries that too
@@ -909,25 +903,10 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
         if (named) t->w_obs_name = name;
         on_storage_created(&c, r, name);
         if (!(r[1] & TPPROF_OBS_WITH_TENSOR)) break;
-        // And the tensor made on it: record + b - 1 reads as its own, or,
-        // packed (TPPROF_OBS_PACKED), word b its stack and its id's delta
-        // above the storage's, then its shape (no base, offset 0).
+        // And the tensor made on it: record + b - 1 reads as its own.
         const uint64_t *x = r + b - 1;
-        uint64_t u[7 + 2 * MAX_DIMS];
-        if (r[1] & TPPROF_OBS_PACKED) {
-            uint32_t nd = (uint32_t)(r[b + 1] & 0xff);
-            if (nd > MAX_DIMS || words < b + 2 + 2 * nd) break; // (+ 1 with its ticks)
-            u[0] = r[0];
-            u[1] = r[1];
-            u[2] = r[2] + (r[b] >> 32);
-            u[3] = r[2];
-            u[4] = u[5] = 0;
-            memcpy(&u[6], &r[b + 1], (1 + 2 * nd) * sizeof u[0]);
-            x = u;
-        } else {
-            uint32_t nd = (uint32_t)(r[b + 5] & 0xff);
-            if (nd > MAX_DIMS || words < b + 6 + 2 * nd) break; // (+ 1 with its ticks)
-        }
+        uint32_t nd = (uint32_t)(r[b + 5] & 0xff);
+        if (nd > MAX_DIMS || words < b + 6 + 2 * nd) break; // (+ 1 with its ticks)
         uint32_t tsid = (uint32_t)r[b];
         struct rec ct = c;
         ct.sid = tsid;
