@@ -1,4 +1,5 @@
-// test_storages.c: the writer's tensor ledger (src/tpprof/storages.c) fed
+// test_storages.c: the writer's tensor ledger (src/tpprof/writer/ledger.c;
+// its tables written by store/tensors.c) fed
 // hand-made observer records, as observe.c writes them, then written into
 // an in-memory SQLite database: the pairing rules of the outstanding
 // references, the peak bookkeeping, and the block behind a storage's data.
@@ -22,7 +23,7 @@
 #include "../check.h"
 
 // ---------------------------------------------------------------------------
-// What storages.c needs from the rest of the writer.
+// What ledger.c needs from the rest of the writer.
 
 struct tpprof_wstate tpprof_w;
 struct tpprof_config tpprof_cfg = {.depth = 32};

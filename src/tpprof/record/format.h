@@ -57,7 +57,7 @@ static inline uint32_t tpprof_alloc_sid(const uint64_t *r, int op) {
 // Flags in bits 16-23 of an OBS record's word 1. TENSOR_REF: a RELEASE made
 // by a tensor's free that also carries that TENSOR_FREED (word 4: the tensor
 // id), sent without a stack; the writer counts it under the stack of the
-// reference it releases (observe.c, storages.c).
+// reference it releases (observe.c, writer/ledger.c).
 #define TPPROF_OBS_TENSOR_REF ((uint64_t)1 << 16)
 // WITH_RETAIN: a TENSOR_CREATED that also carries the RETAIN of its storage
 // made just before (same stack; the counts after the dims).

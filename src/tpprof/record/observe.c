@@ -8,7 +8,7 @@
 // start are simply not seen). Each event is copied, with the calling
 // thread's stack and an order tag (the observer stripe's ticket,
 // tpprof_obs_tag), into that thread's
-// ring, in order with the malloc records: the writer (storages.c) ties storages to
+// ring, in order with the malloc records: the writer (writer/ledger.c) ties storages to
 // the blocks that back them and keeps the reference ledger. Same rules as
 // the malloc hooks: no lock, no syscall, no SQLite, no malloc; the only
 // include from the runtime is its observer ABI header. This file must not
@@ -60,7 +60,7 @@ _Atomic int tpprof_obs_attached;
 //  - TENSOR_FREED is held back and sent inside the RELEASE of its storage
 //    reference, which the ABI promises next on the same thread (after the
 //    frees of the tensor's base or grad, hence a small stack of them, newest
-//    match first like the writer's pairing in storages.c): one record, no
+//    match first like the writer's pairing in writer/ledger.c): one record, no
 //    stack, flagged TPPROF_OBS_TENSOR_REF, the tensor id after the counts.
 //    The writer pairs it with the tensor's reference and counts it under
 //    that reference's stack (docs/schema-tensors.md).

@@ -1,5 +1,5 @@
 // obsorder.c: who may take the observer stripe's tickets without a locked
-// instruction, and how the stripe is taken away (tpprof_internal.h,
+// instruction, and how the stripe is taken away (record/order.h,
 // tpprof_obs_tag, has the fast path and the why). Runs inside observer
 // callbacks, so like observe.c: no lock, no malloc. The slow path here runs
 // at most once per thread that starts sending observer events while another

@@ -1,4 +1,4 @@
-// db.c: writing the recording into SQLite (the contract is docs/schema.md).
+// store.c: writing the recording into SQLite (the contract is docs/schema.md).
 //
 // Called by the writer only (its mutex held, re-entry guard set, so SQLite's
 // own allocations are never recorded). The file is opened in WAL mode with

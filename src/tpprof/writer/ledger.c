@@ -1,4 +1,4 @@
-// storages.c: the writer's view of the tensor runtime (observe.c's records):
+// ledger.c: the writer's view of the tensor runtime (observe.c's records):
 // storages, tensors, the outstanding-reference ledger, allocator events and
 // their tables (docs/schema-tensors.md).
 //

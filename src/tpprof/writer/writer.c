@@ -1,12 +1,12 @@
 // writer.c: the writer thread: merges the per-thread rings (exact per
-// address, by stripe tickets; by epoch across threads: tpprof_internal.h)
+// address, by stripe tickets; by epoch across threads: record/order.h)
 // and aggregates them (sites, live set, peak, temporaries, timeline).
 //
 // Runs off the program's threads (all signals blocked, re-entry guard always
 // set, so its own allocations, SQLite's included, are never recorded). Every
 // millisecond it drains what the rings hold; every TPPROF_INTERVAL_MS it
 // samples the timeline; every 200 ms (longer if commits are slow: at most a
-// twentieth of its time goes to them) it commits one transaction (db.c). The
+// twentieth of its time goes to them) it commits one transaction (store/store.c). The
 // same code runs synchronously, under the same mutex, at exit, _exit, exec
 // and fork. It must never be called from inside a malloc hook.
 #define _GNU_SOURCE
@@ -959,7 +959,7 @@ void tpprof_writer_exec_failed(void) {
 // of kind 0, which no allocation has: the leak scan sees them and looks inside
 // them, but they are not allocations of the recording (not counted in the
 // totals, the timeline or the peak), and neither the site nor the blocks are
-// written (db.c). A free of one only takes it out (heap_free).
+// written (store/store.c). A free of one only takes it out (heap_free).
 static void adopt_early(uint64_t addr, uint64_t size, bool mapping) {
     struct tpprof_wstate *w = &tpprof_w;
     struct tpprof_site *s = tpprof_site_lookup(0, TPPROF_KIND_EARLY);

@@ -1,5 +1,5 @@
 // writer.h: the writer thread's state, shared by writer.c (aggregation),
-// livetable.c (its tables), db.c (SQLite output) and scan.c (leak scan).
+// livetable.c (its tables), store/ (SQLite output, reading it) and scan.c (leak scan).
 //
 // Everything here is owned by the writer: it is touched only with
 // tpprof_writer's mutex held (by the writer thread, or by the thread running
@@ -22,13 +22,13 @@ struct tpprof_block {
     uint32_t site;          // index into tpprof_wstate.sites
     uint32_t thread : 29;   // thread index
     uint32_t reach : 2;     // 0 not scanned, 1 lost, 2 reachable, 3 a stdio buffer (scan.c)
-    uint32_t backs : 1;     // holds a storage's data (storages.c wants its free)
+    uint32_t backs : 1;     // holds a storage's data (ledger.c wants its free)
     uint64_t time_ns;
 };
 _Static_assert(sizeof(struct tpprof_block) == 32, "live blocks are 32 bytes");
 
 // Address -> block, open addressing with backward-shift deletion: a free
-// slot has addr 0 (scan.c and db.c walk `slots` for the live blocks).
+// slot has addr 0 (scan.c and store/store.c walk `slots` for the live blocks).
 struct tpprof_livetable {
     struct tpprof_block *slots;
     uint64_t cap, count;
