@@ -11,7 +11,7 @@
  *                         SELECT value FROM meta WHERE key = 'dropped_events'"
  * sum(alloc_count) is the printed number of calls (+ stdio's buffer), and
  * dropped_events 0: the writer's periodic commits drain the rings while
- * they write (db.c), and grow their period when they are slow (writer.c).
+ * they write (src/tpprof/store/store.c), and grow their period when they are slow (writer.c).
  *
  * Usage: many_sites [seconds] (default 3)
  */

@@ -2,7 +2,7 @@
 // with the library this test is linked with, so that the code under test
 // and the test share one SQLite and one database handle.
 #define TPPROF_SQLITE_LINKED
-#include "sqlite_api.h"
+#include "base/sqlite_api.h"
 
 struct tpprof_sqlite_api tpprof_sql = {
 #define TPPROF_SQLITE_LINK(name) .name = sqlite3_##name,

@@ -1,5 +1,5 @@
 // test_obsorder.c: the observer stripe's tickets (src/tpprof/obsorder.c and
-// tpprof_obs_tag in tpprof_internal.h). A thread that sends observer events
+// tpprof_obs_tag in src/tpprof/record/order.h). A thread that sends observer events
 // alone owns the stripe and takes tickets with plain stores; when others
 // join, the stripe is taken away from it, and from then on every ticket is
 // still taken exactly once: the tickets handed out are all different and
@@ -20,7 +20,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "tpprof_internal.h"
+#include "record/format.h"
+#include "record/order.h"
+#include "record/rings.h"
 #include "../check.h"
 
 // What obsorder.c needs from the rest of the recorder.

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tpprof_internal.h"
+#include "record/rings.h"
+#include "record/stacks.h"
 #include "../check.h"
 
 // stacks.c registers its per-thread cache with the thread's ring struct,

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "writer.h"
+#include "writer/writer.h"
 #include "../check.h"
 
 static uint64_t rng = 88172645463325252ULL;

@@ -1,0 +1,854 @@
+// observe.c: tpprof's observer of the tensor runtime. THE HOT PATH, like hooks.c.
+//
+// libtensorplay looks up `tp_observer_provide` with dlsym(RTLD_DEFAULT) from
+// its constructor (or the program's, when linked statically) and attaches
+// the observer returned. With a shared libtensorplay that happens BEFORE
+// libtpprof's own constructors ran, so the observer is a static object and
+// the callback records nothing until recording is active (events before the
+// start are simply not seen). Each event is copied, with the calling
+// thread's stack and an order tag (the observer stripe's ticket,
+// tpprof_obs_tag), into that thread's
+// ring, in order with the malloc records: the writer (writer/ledger.c) ties storages to
+// the blocks that back them and keeps the reference ledger. Same rules as
+// the malloc hooks: no lock, no syscall, no SQLite, no malloc; the only
+// include from the runtime is its observer ABI header. This file must not
+// interpret the events beyond copying them, except where the ABI's event
+// order makes an unwind or a record redundant ("Stacks already known"
+// below): then it skips the unwind, or sends two events as one record.
+//
+// A small tensor op sends a dozen events, so the per-event cost is most of
+// what tensor tracking costs (bench/tensor_overhead.sh): on_event only
+// checks that recording is on and dispatches, each kind has a small handler
+// of its own, and state is touched only by the events that need it.
+#define _GNU_SOURCE
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensorplay/observer.h"
+#include "base/base.h"
+#include "record/format.h"
+#include "record/order.h"
+#include "record/rings.h"
+#include "record/stacks.h"
+#include "record/early.h"
+
+_Atomic int tpprof_obs_attached;
+
+// Longest record: a new storage with its tensor of 8 dims (16 + 2 * 8: see
+// tensor_new); ndim above this is cut (the runtime's TP_MAX_DIMS is 8).
+#define OBS_MAX_DIMS 8
+#define OBS_MAX_WORDS 32
+
+// ---------------------------------------------------------------------------
+// Stacks already known, records folded.
+//
+// A stack capture is most of an event's cost, a record's order tag and
+// ring slot most of the rest, and the ABI's event order makes some of both
+// redundant. Per thread, in aggregate mode (full mode sends every event as
+// its own record with its own stack and time, for the events table):
+//  - An event naming a struct that the current runtime call allocated on
+//    this thread (tp_obs_event.object) takes that allocation's stack, which
+//    hooks.c keeps for the last few allocations (tpprof_recent_sid).
+//  - The RETAIN of a new tensor's storage reference (object: the tensor) is
+//    held back and sent inside that tensor's TENSOR_CREATED, which the ABI
+//    promises next on this thread, flagged TPPROF_OBS_WITH_RETAIN, the
+//    counts after the dims. Any other event first sends it on its own, so it
+//    is never reordered with this thread's other observer events; if the
+//    thread sends no other observer event before the recording ends, it is
+//    lost.
+//  - TENSOR_FREED is held back and sent inside the RELEASE of its storage
+//    reference, which the ABI promises next on the same thread (after the
+//    frees of the tensor's base or grad, hence a small stack of them, newest
+//    match first like the writer's pairing in writer/ledger.c): one record, no
+//    stack, flagged TPPROF_OBS_TENSOR_REF, the tensor id after the counts.
+//    The writer pairs it with the tensor's reference and counts it under
+//    that reference's stack (docs/schema-tensors.md).
+//  - A runtime that takes the ABI's fused forms (on_tensor_retained,
+//    on_tensor_released, on_tensor_new) makes those folds itself: one call,
+//    one record, nothing held (a runtime without them gets the above).
+//  - A storage's creation and its data release carry tpprof_ticks(), taken
+//    here (TPPROF_OBS_TICKS, the last payload word): the writer's merge time
+//    would round DataPtr lifetimes of microseconds to milliseconds. Only for
+//    the storages whose lifetimes are timed, though ("Timed lifetimes").
+//  - A RELEASE that leaves strong 0 carries the DATA_RELEASED the ABI
+//    promises next (flag TPPROF_OBS_DATA_RELEASED), which is then not sent;
+//    if it leaves weak 1 (no weak holder), also the FREED that comes once the
+//    data's deleter has run (TPPROF_OBS_FREED).
+
+#define OBS_FREED 16
+
+struct obs_recent {
+    uint32_t held_sid;       // != 0: a RETAIN held for its TENSOR_CREATED...
+    uint64_t held_storage;   // ...of this storage...
+    uint64_t held_counts;    // ...with these counts
+    uint32_t nfreed;
+    struct { uint64_t tensor, storage; } freed[OBS_FREED]; // TENSOR_FREED held for their RELEASE
+    uint64_t data_released;  // sent inside a RELEASE: this storage's DATA_RELEASED
+    uint64_t freed_storage;  // sent inside a RELEASE: this storage's FREED (the data's
+                             // deleter runs in between and may send events)
+    uint64_t untimed[16];    // storages made here whose lifetime is not timed (by id's low bits)
+    const char *alloc_name[4]; // the allocators of the storages made here lately...
+    uint32_t alloc_made[4];    // ...and how many each made (timed_by_allocator)
+    uint32_t alloc_next;
+};
+static __thread struct obs_recent recent TPPROF_TLS;
+
+// ---------------------------------------------------------------------------
+// Timed lifetimes.
+//
+// A DataPtr lifetime (storage_lifetimes) takes a tick at the storage's
+// creation and another at its data's release. A tick is ~7-20 ns on these
+// virtual machines, and a small tensor op makes and drops a storage: the two
+// were a third of what tensor tracking added to one (bench/tensor_overhead).
+// So every storage of TPPROF_BIG_BYTES or more is timed, and so are the
+// first 64 a thread makes of each allocator (one used for a few storages,
+// a loader's mapped file, say, is timed throughout); of the rest 1 in 8,
+// picked by a hash of the id (not by its low bits: a loop that makes 8
+// storages an iteration would time the same one of them each time).
+// TPPROF_LIFETIMES=all times them all, full mode's records carry exact times
+// anyway. A storage not timed is noted here, so that the release of its
+// data on this thread skips the tick too; released on another thread, or
+// noted over by a later one, it takes one, wasted, never wrong: the writer
+// measures a lifetime only from a timed creation (docs/schema-tensors.md).
+#define TIMED_PER_ALLOCATOR 64
+
+// Whether this thread has made fewer than TIMED_PER_ALLOCATOR storages of
+// allocator `name` (told apart by the pointer: the runtime's allocators
+// keep theirs) among the last 4 allocators it used; counts this one.
+static inline bool timed_by_allocator(const char *name) {
+    for (int i = 0; i < 4; i++)
+        if (recent.alloc_name[i] == name) return recent.alloc_made[i] < TIMED_PER_ALLOCATOR && ++recent.alloc_made[i];
+    uint32_t i = recent.alloc_next++ & 3;
+    recent.alloc_name[i] = name;
+    recent.alloc_made[i] = 1;
+    return true;
+}
+
+static inline bool storage_timed(const tp_obs_storage *s) {
+    return s->nbytes >= TPPROF_BIG_BYTES || timed_by_allocator(s->allocator) ||
+           (s->storage_id * 0x9E3779B97F4A7C15ULL) >> 61 == 0 || tpprof_cfg.lifetimes_all;
+}
+
+static inline void note_untimed(uint64_t id) { recent.untimed[id & 15] = id; }
+
+// Whether the release of storage id's data needs no tick (forgotten then).
+static inline bool release_untimed(uint64_t id) {
+    uint64_t *e = &recent.untimed[id & 15];
+    if (*e != id) return false;
+    *e = 0;
+    return true;
+}
+
+// ---------------------------------------------------------------------------
+// Recording.
+//
+// The fused callbacks' fast path (below) checks the ring with one compare:
+// up to t->obs_lim, a record of OBS_MAX_WORDS + 1 has room (by the head the
+// thread last saw) and ends before the next quarter of the ring, so it
+// neither wraps nor is the one that may have to wake the writer
+// (tpprof_ring_commit). Set by the general way's every slot, which the
+// first record of each quarter takes.
+static inline void obs_limit(struct tpprof_thread *t) {
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed), words = t->mask + 1;
+    uint64_t room = t->p_head + words - 2 * (OBS_MAX_WORDS + 1); // tail + 2 * 33 - p_head <= words
+    uint64_t quarter = (tail | (words / 4 - 1)) + 1 - (OBS_MAX_WORDS + 2); // ends short of the next quarter
+    t->obs_lim = room < quarter ? room : quarter;
+}
+//
+// A record is written straight into the ring: obs_slot gives room for the
+// longest record (NULL when the ring stays full: the event is lost, the
+// holds still count), obs_commit numbers and publishes it. Anything else
+// that emits (flush_retain, hold_freed) goes before obs_slot.
+
+// The order tag is taken here, before the record's words are written: where
+// it is a locked increment (the stripe contested) it waits for the stores
+// before it to drain, and a dozen stores to ring lines the writer last read
+// are each a cache miss.
+static inline __attribute__((always_inline)) uint64_t *obs_slot(struct tpprof_thread *t) {
+    if (!tpprof_ring_reserve(t, OBS_MAX_WORDS + 1)) return NULL;
+    uint64_t tag = tpprof_obs_tag(t);
+    uint64_t *w = tpprof_ring_slot(t, OBS_MAX_WORDS + 1);
+    obs_limit(t);
+    w[0] = tpprof_hdr(tag, TPPROF_OP_OBS, 0);
+    return w;
+}
+
+static inline void obs_commit(struct tpprof_thread *t, uint64_t *w, int kind, int refop, uint64_t flags, uint32_t sid,
+                              int n, bool full) {
+    w[0] |= (uint64_t)kind;
+    w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
+    if (full) w[n++] = tpprof_now_ns();
+    tpprof_ring_commit(t, (uint64_t)n);
+}
+
+// The stack of an event: in aggregate mode the allocation of the struct it
+// names (`object`), if any; else an unwind.
+static inline uint32_t event_stack(uint64_t object, bool full) {
+    uint32_t sid = object && !full ? tpprof_recent_sid(object) : 0;
+    return sid ? sid : tpprof_capture(tpprof_cfg.depth);
+}
+
+// Sends the held RETAIN as its own record: something else came first.
+__attribute__((noinline)) static void flush_retain(struct tpprof_thread *t) {
+    uint32_t sid = recent.held_sid;
+    recent.held_sid = 0;
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    w[2] = recent.held_storage;
+    w[3] = recent.held_counts;
+    obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RETAIN, 0, sid, 4, false); // holds: aggregate mode
+}
+
+// Every event but the TENSOR_CREATED a held RETAIN waits for sends it first.
+static inline void settle(struct tpprof_thread *t) {
+    if (TPPROF_UNLIKELY(recent.held_sid)) flush_retain(t);
+}
+
+// Up to 24 bytes of a name, NUL padded, into 3 words (all zero for NULL).
+static inline void put_name(uint64_t *w, const char *name) {
+    w[0] = w[1] = w[2] = 0;
+    if (!name) return;
+    char *d = (char *)w;
+    for (int i = 0; i < 23 && name[i]; i++) d[i] = name[i];
+}
+
+// ---------------------------------------------------------------------------
+// One handler a kind. Each gets the thread's ring (never NULL) and an event
+// of the full current size.
+
+// A storage's fields at w: id, data, nbytes, device and flags, then the
+// allocator's name (3 words) unless it has none. Returns the words. (A
+// SAME_NAME flag that left out a name the thread's last record carried
+// bought nothing measurable on bench/tensor_overhead: it went.)
+static inline __attribute__((always_inline)) int put_storage(uint64_t *w, const tp_obs_storage *s) {
+    w[0] = s->storage_id;
+    w[1] = s->data;
+    w[2] = s->nbytes;
+    w[3] = (uint64_t)(uint16_t)s->device_type | (uint64_t)(uint16_t)s->device_index << 16 |
+           (uint64_t)(s->resizable != 0) << 32 | (uint64_t)(s->allocator != NULL) << 33;
+    if (!s->allocator) return 4;
+    put_name(&w[4], s->allocator);
+    return 7;
+}
+
+static inline __attribute__((always_inline)) void storage_created(struct tpprof_thread *t, const tp_obs_storage *s, uint64_t object, bool full) {
+    settle(t);
+    uint32_t sid = event_stack(object, full);
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    uint64_t flags = 0;
+    int n = 2 + put_storage(&w[2], s);
+    if (full) {
+    } else if (storage_timed(s)) { // (full mode's records carry exact times anyway)
+        w[n++] = tpprof_ticks();
+        flags |= TPPROF_OBS_TICKS;
+    } else {
+        note_untimed(s->storage_id);
+    }
+    obs_commit(t, w, TP_OBS_STORAGE_CREATED, 0, flags, sid, n, full);
+}
+
+static void storage_data_swapped(struct tpprof_thread *t, const tp_obs_storage *s, uint64_t object, bool full) {
+    settle(t);
+    uint32_t sid = event_stack(object, full);
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    w[2] = s->storage_id;
+    w[3] = s->data;
+    w[4] = s->nbytes;
+    w[5] = s->old_data;
+    obs_commit(t, w, TP_OBS_STORAGE_DATA_SWAPPED, 0, 0, sid, 6, full);
+}
+
+// DATA_RELEASED and FREED: no table names their stacks in aggregate mode
+// (full mode's events do), and usually they travelled inside the RELEASE
+// before them.
+static inline __attribute__((always_inline)) void storage_gone(struct tpprof_thread *t, int kind, uint64_t id, uint64_t object, bool full) {
+    if (kind == TP_OBS_STORAGE_DATA_RELEASED) {
+        if (recent.data_released == id) {
+            recent.data_released = 0;
+            return;
+        }
+    } else if (recent.freed_storage == id) {
+        recent.freed_storage = 0;
+        return;
+    }
+    settle(t);
+    uint32_t sid = full ? event_stack(object, full) : 0;
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    w[2] = id;
+    int n = 3;
+    uint64_t flags = 0;
+    if (kind == TP_OBS_STORAGE_DATA_RELEASED && !full && !release_untimed(id)) {
+        w[n++] = tpprof_ticks();
+        flags = TPPROF_OBS_TICKS;
+    }
+    obs_commit(t, w, kind, 0, flags, sid, n, full);
+}
+
+// The tensor whose held TENSOR_FREED this RELEASE of `storage` completes
+// (forgotten now), or 0.
+static inline uint64_t take_freed(uint64_t storage) {
+    for (uint32_t i = recent.nfreed; i-- > 0;)
+        if (recent.freed[i].storage == storage) {
+            uint64_t tensor = recent.freed[i].tensor;
+            for (uint32_t j = i; j + 1 < recent.nfreed; j++) recent.freed[j] = recent.freed[j + 1];
+            recent.nfreed--;
+            return tensor;
+        }
+    return 0;
+}
+
+// A REFCOUNT record. tensor != 0: the release of that tensor's reference
+// (no stack: it counts under the reference's). In aggregate mode a release
+// to strong 0 carries the DATA_RELEASED the ABI promises next, and with weak
+// 1 (no weak holder) the FREED after it; *gone says which (TPPROF_OBS_*).
+// A REFCOUNT record's words from w[2] on and its flags (*flags); returns
+// its length. (The general way and on_tensor_released's fast path.)
+// (A packed form, the tensor's id in word 2 and its storage's as a 32-bit
+// delta in word 1, one word less, made tensor tracking 2-3 points dearer,
+// not cheaper, on bench/tensor_overhead: it went.)
+static inline __attribute__((always_inline)) int refcount_words(uint64_t *w, uint64_t storage, int refop,
+                                                                uint32_t strong, uint32_t weak, uint64_t tensor,
+                                                                bool full, uint64_t *flags) {
+    w[2] = storage;
+    w[3] = (uint64_t)strong | (uint64_t)weak << 32;
+    int n = 4;
+    *flags = 0;
+    if (tensor) {
+        w[n++] = tensor;
+        *flags = TPPROF_OBS_TENSOR_REF;
+    }
+    if (refop == TP_OBS_REFOP_RELEASE && strong == 0 && !full) {
+        if (!release_untimed(storage)) {
+            w[n++] = tpprof_ticks(); // the data's deleter runs now
+            *flags |= TPPROF_OBS_TICKS;
+        }
+        *flags |= TPPROF_OBS_DATA_RELEASED | (weak == 1 ? TPPROF_OBS_FREED : 0);
+    }
+    return n;
+}
+
+static inline __attribute__((always_inline)) void refcount_record(struct tpprof_thread *t, uint64_t storage, int refop,
+                                                                  uint32_t strong, uint32_t weak, uint64_t tensor,
+                                                                  uint32_t sid, bool full, uint64_t *gone) {
+    *gone = 0;
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    uint64_t flags;
+    int n = refcount_words(w, storage, refop, strong, weak, tensor, full, &flags);
+    *gone = flags & (TPPROF_OBS_DATA_RELEASED | TPPROF_OBS_FREED);
+    obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, refop, flags, sid, n, full);
+}
+
+static inline __attribute__((always_inline)) void refcount(struct tpprof_thread *t, uint64_t storage, int refop, uint32_t strong, uint32_t weak,
+                     uint64_t object, bool full) {
+    settle(t);
+    uint64_t tensor = refop == TP_OBS_REFOP_RELEASE && recent.nfreed && !full ? take_freed(storage) : 0;
+    uint32_t sid = tensor ? 0 : event_stack(object, full); // a tensor's release counts under its reference's stack
+    if (refop == TP_OBS_REFOP_RETAIN && object && sid && !full) {
+        // A new tensor's reference: held for its TENSOR_CREATED.
+        recent.held_sid = sid;
+        recent.held_storage = storage;
+        recent.held_counts = (uint64_t)strong | (uint64_t)weak << 32;
+        return;
+    }
+    uint64_t gone;
+    refcount_record(t, storage, refop, strong, weak, tensor, sid, full, &gone);
+    // The events folded in are still to come from the runtime: skip them.
+    if (gone & TPPROF_OBS_DATA_RELEASED) recent.data_released = storage;
+    if (gone & TPPROF_OBS_FREED) recent.freed_storage = storage;
+}
+
+// A tensor's shape at w: ndim | dtype << 8 | itemsize << 32, then the
+// sizes and the strides. Returns the words.
+static inline __attribute__((always_inline)) int put_shape(uint64_t *w, const tp_obs_tensor *x) {
+    int nd = (unsigned)x->ndim <= OBS_MAX_DIMS ? x->ndim : x->ndim < 0 ? 0 : OBS_MAX_DIMS;
+    w[0] = (uint64_t)nd | (uint64_t)(uint32_t)x->dtype << 8 | (uint64_t)x->itemsize << 32;
+    uint64_t *sizes = &w[1], *strides = &w[1 + nd];
+    for (int i = 0; i < nd; i++) {
+        sizes[i] = x->sizes ? (uint64_t)x->sizes[i] : 0;
+        strides[i] = x->strides ? (uint64_t)x->strides[i] : 0;
+    }
+    return 1 + 2 * nd;
+}
+
+// A tensor's fields at w: id, storage id, base id, offset, then its shape.
+// Returns the words.
+static inline __attribute__((always_inline)) int put_tensor(uint64_t *w, const tp_obs_tensor *x) {
+    w[0] = x->tensor_id;
+    w[1] = x->storage_id;
+    w[2] = x->base_id;
+    w[3] = (uint64_t)x->storage_offset;
+    return 4 + put_shape(&w[4], x);
+}
+
+// A TENSOR_CREATED record; flags TPPROF_OBS_WITH_RETAIN: it carries its
+// storage reference's RETAIN, with these counts.
+// A TENSOR_CREATED record's words from w[2] on; returns its length and
+// adds to *flags. (The general way and on_tensor_retained's fast path.)
+// (Packed like the others it cost more in instructions than it saved in
+// ring words: bench/tensor_overhead +10.4% against +8.9% without.)
+static inline __attribute__((always_inline)) int tensor_words(uint64_t *w, const tp_obs_tensor *x, uint64_t counts,
+                                                              uint64_t *flags) {
+    if (x->flags & TP_OBS_TENSOR_ADOPTED_REF) *flags |= TPPROF_OBS_ADOPTED;
+    int n = 2 + put_tensor(&w[2], x);
+    if (*flags & TPPROF_OBS_WITH_RETAIN) w[n++] = counts;
+    return n;
+}
+
+static inline __attribute__((always_inline)) void tensor_record(struct tpprof_thread *t, const tp_obs_tensor *x,
+                                                                uint32_t sid, uint64_t flags, uint64_t counts,
+                                                                bool full) {
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    int n = tensor_words(w, x, counts, &flags);
+    obs_commit(t, w, TP_OBS_TENSOR_CREATED, 0, flags, sid, n, full);
+}
+
+// A new storage and the tensor adopting it (on_tensor_new), in aggregate
+// mode, as one STORAGE_CREATED record flagged TPPROF_OBS_WITH_TENSOR: the
+// storage's words (put_storage: 4 or 7 from word 2), then the tensor's
+// stack, then its TENSOR_CREATED's words from word 2 on (so the record less
+// the 3 or 6 words before the stack reads as that record), then the ticks.
+// Its words from w[2] on and its flags; returns its length. (The general
+// way and on_tensor_new's fast path.)
+static inline __attribute__((always_inline)) int tensor_new_words(uint64_t *w, const tp_obs_storage *s,
+                                                                  const tp_obs_tensor *x, uint32_t tensor_sid,
+                                                                  uint64_t *flags) {
+    *flags = TPPROF_OBS_WITH_TENSOR | (x->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
+    int b = 2 + put_storage(&w[2], s);
+    w[b] = tensor_sid;
+    int n = b + 1 + put_tensor(&w[b + 1], x);
+    if (storage_timed(s)) {
+        w[n++] = tpprof_ticks();
+        *flags |= TPPROF_OBS_TICKS;
+    } else {
+        note_untimed(s->storage_id);
+    }
+    return n;
+}
+
+static inline __attribute__((always_inline)) void tensor_new(struct tpprof_thread *t, const tp_obs_storage *s,
+                                                             uint64_t storage_object, const tp_obs_tensor *x,
+                                                             uint64_t tensor_object) {
+    settle(t);
+    uint32_t sid = event_stack(storage_object, false);
+    uint32_t tensor_sid = event_stack(tensor_object, false);
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    uint64_t flags;
+    int n = tensor_new_words(w, s, x, tensor_sid, &flags);
+    obs_commit(t, w, TP_OBS_STORAGE_CREATED, 0, flags, sid, n, false);
+}
+
+static inline __attribute__((always_inline)) void tensor_created(struct tpprof_thread *t, const tp_obs_tensor *x, uint64_t object, bool full) {
+    uint32_t sid = 0;
+    uint64_t flags = 0, counts = 0;
+    if (recent.held_sid) {
+        if (recent.held_storage == x->storage_id) { // the held RETAIN travels with it
+            sid = recent.held_sid;
+            counts = recent.held_counts;
+            flags = TPPROF_OBS_WITH_RETAIN;
+            recent.held_sid = 0;
+        } else {
+            flush_retain(t);
+        }
+    }
+    if (!sid) sid = event_stack(object, full);
+    tensor_record(t, x, sid, flags, counts, full);
+}
+
+// Holds a TENSOR_FREED back for its RELEASE; a stack deeper than any release
+// chain sends its oldest on its own (the writer pairs that one itself).
+static inline __attribute__((always_inline)) void tensor_freed(struct tpprof_thread *t, uint64_t tensor, uint64_t storage, bool full) {
+    settle(t);
+    if (!full) {
+        if (TPPROF_UNLIKELY(recent.nfreed == OBS_FREED)) {
+            uint64_t *w = obs_slot(t);
+            if (w) {
+                w[2] = recent.freed[0].tensor;
+                w[3] = recent.freed[0].storage;
+                obs_commit(t, w, TP_OBS_TENSOR_FREED, 0, 0, 0, 4, full);
+            }
+            memmove(&recent.freed[0], &recent.freed[1], (OBS_FREED - 1) * sizeof recent.freed[0]);
+            recent.nfreed--;
+        }
+        recent.freed[recent.nfreed].tensor = tensor;
+        recent.freed[recent.nfreed].storage = storage;
+        recent.nfreed++;
+        return;
+    }
+    uint32_t sid = event_stack(0, full);
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    w[2] = tensor;
+    w[3] = storage;
+    obs_commit(t, w, TP_OBS_TENSOR_FREED, 0, 0, sid, 4, full);
+}
+
+static void on_version_bumped(struct tpprof_thread *t, const tp_obs_event *ev) {
+    settle(t);
+    uint32_t sid = tpprof_cfg.full ? event_stack(ev->object, tpprof_cfg.full) : 0; // no table names it in aggregate mode
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    w[2] = ev->u.version.tensor_id;
+    w[3] = ev->u.version.version;
+    obs_commit(t, w, TP_OBS_VERSION_BUMPED, 0, 0, sid, 4, tpprof_cfg.full);
+}
+
+// A tensor handle taken or dropped (tp_tensor_retain, a release not the
+// last): its own stack, always (the writer's handle ledger names it).
+static void on_tensor_ref(struct tpprof_thread *t, const tp_obs_event *ev) {
+    settle(t);
+    uint32_t sid = tpprof_capture(tpprof_cfg.depth);
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    int op = (int)(ev->u.tensor_ref.op & 0xff);
+    w[2] = ev->u.tensor_ref.tensor_id;
+    w[3] = ev->u.tensor_ref.count;
+    obs_commit(t, w, TP_OBS_TENSOR_REFCOUNT, op, 0, sid, 4, tpprof_cfg.full);
+}
+
+static void on_allocator(struct tpprof_thread *t, const tp_obs_event *ev) {
+    settle(t);
+    uint32_t sid = event_stack(ev->object, tpprof_cfg.full);
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    const tp_obs_allocator_event *a = &ev->u.allocator;
+    w[2] = (uint64_t)(a->action & 0xff) | (uint64_t)(uint16_t)a->device_type << 8 |
+           (uint64_t)(uint16_t)a->device_index << 24;
+    w[3] = a->segment;
+    w[4] = a->segment_size;
+    w[5] = a->block;
+    w[6] = a->block_size;
+    w[7] = a->requested;
+    w[8] = a->stream;
+    put_name(&w[9], a->allocator);
+    obs_commit(t, w, TP_OBS_ALLOCATOR, 0, 0, sid, 12, tpprof_cfg.full);
+}
+
+// Entering a callback: recording is on and this is not tpprof's own doing.
+// Returns the thread's ring with the guard set (it keeps the hooks out while
+// a record is half written: of libunwind's mallocs, and of a signal
+// handler's on this thread), or NULL: nothing to do.
+static inline struct tpprof_thread *enter(void) {
+    if (tpprof_guard || !atomic_load_explicit(&tpprof_active, memory_order_relaxed)) return NULL;
+    tpprof_guard = 1;
+    struct tpprof_thread *t = tpprof_self; // rings.c's fast path, without the call
+    if (TPPROF_UNLIKELY(!t) && !(t = tpprof_thread_get())) tpprof_guard = 0;
+    return t;
+}
+
+static void on_event(void *user, const tp_obs_event *ev) {
+    (void)user;
+    // The runtime sends the whole struct of its ABI version; a shorter one
+    // is not an event we can read.
+    if (TPPROF_UNLIKELY(ev->struct_size < sizeof *ev)) return;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    bool full = tpprof_cfg.full;
+    switch (ev->kind) {
+    case TP_OBS_STORAGE_CREATED: storage_created(t, &ev->u.storage, ev->object, full); break;
+    case TP_OBS_STORAGE_REFCOUNT:
+        refcount(t, ev->u.refcount.storage_id, (int)(ev->u.refcount.op & 0xff), ev->u.refcount.strong,
+                 ev->u.refcount.weak, ev->object, full);
+        break;
+    case TP_OBS_STORAGE_DATA_RELEASED:
+    case TP_OBS_STORAGE_FREED: storage_gone(t, (int)ev->kind, ev->u.storage.storage_id, ev->object, full); break;
+    case TP_OBS_STORAGE_DATA_SWAPPED: storage_data_swapped(t, &ev->u.storage, ev->object, full); break;
+    case TP_OBS_TENSOR_CREATED: tensor_created(t, &ev->u.tensor, ev->object, full); break;
+    case TP_OBS_TENSOR_FREED: tensor_freed(t, ev->u.tensor.tensor_id, ev->u.tensor.storage_id, full); break;
+    case TP_OBS_VERSION_BUMPED: on_version_bumped(t, ev); break;
+    case TP_OBS_ALLOCATOR: on_allocator(t, ev); break;
+    case TP_OBS_TENSOR_REFCOUNT: on_tensor_ref(t, ev); break;
+    default: break; // a kind from a newer runtime: ignored, as the ABI asks
+    }
+    tpprof_guard = 0;
+}
+
+// The ABI's direct forms of the frequent events: no event struct to build
+// (runtime) or to dispatch on (here). Each has its handler inlined twice,
+// for aggregate mode and for full mode, so the common one carries none of
+// full mode's branches.
+static void on_refcount(void *user, uint64_t storage_id, uint32_t op, uint32_t strong, uint32_t weak,
+                        uint64_t object) {
+    (void)user;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    if (TPPROF_LIKELY(!tpprof_cfg.full)) refcount(t, storage_id, (int)(op & 0xff), strong, weak, object, false);
+    else refcount(t, storage_id, (int)(op & 0xff), strong, weak, object, true);
+    tpprof_guard = 0;
+}
+
+static void on_tensor_freed(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id) {
+    (void)user, (void)base_id;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    if (TPPROF_LIKELY(!tpprof_cfg.full)) tensor_freed(t, tensor_id, storage_id, false);
+    else tensor_freed(t, tensor_id, storage_id, true);
+    tpprof_guard = 0;
+}
+
+static void on_tensor_created(void *user, const tp_obs_tensor *tensor, uint64_t object) {
+    (void)user;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    if (TPPROF_LIKELY(!tpprof_cfg.full)) tensor_created(t, tensor, object, false);
+    else tensor_created(t, tensor, object, true);
+    tpprof_guard = 0;
+}
+
+static void on_storage(void *user, uint32_t kind, const tp_obs_storage *storage, uint64_t object) {
+    (void)user;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    bool full = tpprof_cfg.full;
+    switch (kind) {
+    case TP_OBS_STORAGE_CREATED:
+        if (TPPROF_LIKELY(!full)) storage_created(t, storage, object, false);
+        else storage_created(t, storage, object, true);
+        break;
+    case TP_OBS_STORAGE_DATA_RELEASED:
+    case TP_OBS_STORAGE_FREED:
+        if (TPPROF_LIKELY(!full)) storage_gone(t, (int)kind, storage->storage_id, object, false);
+        else storage_gone(t, (int)kind, storage->storage_id, object, true);
+        break;
+    case TP_OBS_STORAGE_DATA_SWAPPED: storage_data_swapped(t, storage, object, full); break;
+    default: break;
+    }
+    tpprof_guard = 0;
+}
+
+// The fused forms: one call for the RETAIN and TENSOR_CREATED of a view,
+// one for a tensor's TENSOR_FREED and its RELEASE (and the DATA_RELEASED and
+// FREED that implies), one for a new storage and the tensor adopting it.
+// They write the records the held events above are folded into, with
+// nothing held (a new storage and its tensor: one record, tensor_new). Full
+// mode keeps every event as its own record with its own stack and time, so
+// it does not ask for them (tp_observer_provide); should a runtime call them
+// anyway, they are split.
+//
+// These three are nearly every event of a tensor program, so each has a
+// fast path that makes no call: aggregate mode's observer, no RETAIN held, room
+// in the ring before its next quarter (obs_limit), the observer stripe this
+// thread's or shared by all (tpprof_obs_tag), and the stacks among the
+// hooks' last allocations. When any of that fails, the general way
+// (*_general) writes the same record.
+
+// The three keep no frame pointer (GCC; 21 instructions an iteration of
+// bench/tensor_overhead): the fast path calls nothing, so no stack is
+// walked through its frame, and the general way is a tail call, made once
+// the frame is gone.
+#if defined(__GNUC__) && !defined(__clang__)
+#define TPPROF_NO_FRAME __attribute__((optimize("omit-frame-pointer")))
+#else
+#define TPPROF_NO_FRAME
+#endif
+
+// The fast path's slot: NULL when the general way must be taken (nothing
+// done yet then). The caller has set the guard.
+static inline __attribute__((always_inline)) uint64_t *obs_slot_fast(struct tpprof_thread *t, int kind,
+                                                                     uint64_t *tailp) {
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    *tailp = tail;
+    if (TPPROF_UNLIKELY(tail > t->obs_lim)) return NULL; // (obs_limit)
+    uint64_t ticket;
+    if (TPPROF_UNLIKELY(!tpprof_obs_ticket(t, &ticket))) return NULL; // (the stripe's other states)
+    uint64_t *w = &t->ring[tail & t->mask];
+    w[0] = tpprof_hdr(tpprof_order_tag_of(ticket, TPPROF_OBS_STRIPE, false), TPPROF_OP_OBS, kind);
+    return w;
+}
+
+// Publishes a fast-path record (tail: as obs_slot_fast found it, the guard
+// keeps it so) and clears the guard. It starts no quarter of the ring
+// (obs_limit): the writer needs no waking.
+static inline __attribute__((always_inline)) void obs_done_fast(struct tpprof_thread *t, uint64_t *w, uint64_t tail,
+                                                                 int refop, uint64_t flags, uint32_t sid, int n) {
+    w[1] = (uint64_t)n | (uint64_t)refop << 8 | flags | (uint64_t)sid << 32;
+    tpprof_prefetch_write(&t->ring[(tail + (uint64_t)n + 64) & t->mask]);
+    atomic_store_explicit(&t->tail, tail + (uint64_t)n, memory_order_release);
+    tpprof_guard = 0;
+}
+
+// Whether a fused callback may take its fast path: recording is on, this is
+// not tpprof's own doing, and the thread has a ring, nothing held. (Full
+// mode's observer sends its fused forms straight to the general way:
+// observer_full.) Sets the guard when it returns a thread (NULL: the guard
+// is as it was and the general way decides).
+static inline __attribute__((always_inline)) struct tpprof_thread *enter_fast(void) {
+    struct tpprof_thread *t = tpprof_self;
+    if (TPPROF_UNLIKELY(!t || tpprof_guard || recent.held_sid) ||
+        !atomic_load_explicit(&tpprof_active, memory_order_relaxed))
+        return NULL;
+    tpprof_guard = 1;
+    return t;
+}
+
+// The general ways take the callbacks' own arguments: the fast path's
+// fallback is then a jump with every register where it came, and full
+// mode's observer names them directly (observer_full).
+__attribute__((noinline)) static void retained_general(void *user, const tp_obs_tensor *tensor, uint32_t strong,
+                                                       uint32_t weak, uint64_t object) {
+    (void)user;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    if (TPPROF_LIKELY(!tpprof_cfg.full)) {
+        settle(t);
+        tensor_record(t, tensor, event_stack(object, false), TPPROF_OBS_WITH_RETAIN,
+                      (uint64_t)strong | (uint64_t)weak << 32, false);
+    } else {
+        refcount(t, tensor->storage_id, TP_OBS_REFOP_RETAIN, strong, weak, object, true);
+        tensor_created(t, tensor, object, true);
+    }
+    tpprof_guard = 0;
+}
+
+TPPROF_NO_FRAME static void on_tensor_retained(void *user, const tp_obs_tensor *tensor, uint32_t strong,
+                                               uint32_t weak, uint64_t object) {
+    (void)user;
+    struct tpprof_thread *t = enter_fast();
+    if (TPPROF_LIKELY(t)) {
+        uint32_t sid = object ? tpprof_recent_sid(object) : 0;
+        uint64_t tail;
+        uint64_t *w = sid ? obs_slot_fast(t, TP_OBS_TENSOR_CREATED, &tail) : NULL;
+        if (TPPROF_LIKELY(w)) {
+            uint64_t flags = TPPROF_OBS_WITH_RETAIN;
+            int n = tensor_words(w, tensor, (uint64_t)strong | (uint64_t)weak << 32, &flags);
+            obs_done_fast(t, w, tail, 0, flags, sid, n);
+            return;
+        }
+        tpprof_guard = 0;
+    }
+    retained_general(user, tensor, strong, weak, object);
+}
+
+__attribute__((noinline)) static void released_general(void *user, uint64_t tensor_id, uint64_t storage_id,
+                                                       uint64_t base_id, uint32_t strong, uint32_t weak,
+                                                       uint32_t flags) {
+    (void)user, (void)base_id;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    uint64_t gone;
+    if (TPPROF_LIKELY(!tpprof_cfg.full)) {
+        settle(t);
+        // What the runtime implies (flags) is what the record says by its
+        // counts: strong 0 releases the data, and with weak 1 the struct.
+        refcount_record(t, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, tensor_id, 0, false, &gone);
+    } else {
+        tensor_freed(t, tensor_id, storage_id, true);
+        refcount_record(t, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, 0, event_stack(0, true), true, &gone);
+        if (flags & TP_OBS_RELEASED_DATA) storage_gone(t, TP_OBS_STORAGE_DATA_RELEASED, storage_id, 0, true);
+        if (flags & TP_OBS_RELEASED_FREED) storage_gone(t, TP_OBS_STORAGE_FREED, storage_id, 0, true);
+    }
+    tpprof_guard = 0;
+}
+
+TPPROF_NO_FRAME static void on_tensor_released(void *user, uint64_t tensor_id, uint64_t storage_id, uint64_t base_id,
+                                               uint32_t strong, uint32_t weak, uint32_t flags) {
+    struct tpprof_thread *t = enter_fast();
+    if (TPPROF_LIKELY(t)) {
+        uint64_t tail;
+        uint64_t *w = obs_slot_fast(t, TP_OBS_STORAGE_REFCOUNT, &tail);
+        if (TPPROF_LIKELY(w)) { // refcount_record's record, for a tensor's reference
+            uint64_t f;
+            int n = refcount_words(w, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, tensor_id, false, &f);
+            obs_done_fast(t, w, tail, TP_OBS_REFOP_RELEASE, f, 0, n); // no stack: its reference's
+            return;
+        }
+        tpprof_guard = 0;
+    }
+    released_general(user, tensor_id, storage_id, base_id, strong, weak, flags);
+}
+
+__attribute__((noinline)) static void new_general(void *user, const tp_obs_storage *storage,
+                                                  uint64_t storage_object, const tp_obs_tensor *tensor,
+                                                  uint64_t tensor_object) {
+    (void)user;
+    struct tpprof_thread *t = enter();
+    if (!t) return;
+    if (TPPROF_LIKELY(!tpprof_cfg.full)) {
+        tensor_new(t, storage, storage_object, tensor, tensor_object);
+    } else {
+        storage_created(t, storage, storage_object, true);
+        tensor_created(t, tensor, tensor_object, true);
+    }
+    tpprof_guard = 0;
+}
+
+TPPROF_NO_FRAME static void on_tensor_new(void *user, const tp_obs_storage *storage, uint64_t storage_object,
+                                          const tp_obs_tensor *tensor, uint64_t tensor_object) {
+    struct tpprof_thread *t = enter_fast();
+    if (TPPROF_LIKELY(t)) {
+        uint32_t sid = storage_object ? tpprof_recent_sid(storage_object) : 0;
+        uint32_t tensor_sid = tensor_object ? tpprof_recent_sid(tensor_object) : 0;
+        uint64_t tail;
+        uint64_t *w = sid && tensor_sid ? obs_slot_fast(t, TP_OBS_STORAGE_CREATED, &tail) : NULL;
+        if (TPPROF_LIKELY(w)) {
+            uint64_t flags;
+            int n = tensor_new_words(w, storage, tensor, tensor_sid, &flags);
+            obs_done_fast(t, w, tail, 0, flags, sid, n);
+            return;
+        }
+        tpprof_guard = 0;
+    }
+    new_general(user, storage, storage_object, tensor, tensor_object);
+}
+
+// Aggregate mode's observer. Full mode's is the same struct cut short before
+// the fused forms (tp_observer_provide): the runtime reads no member past
+// struct_size, and should one call them anyway they take the general way.
+static const tp_observer observer = {
+    .abi_version = TP_OBSERVER_ABI_VERSION,
+    .struct_size = sizeof observer,
+    .user = NULL,
+    .on_event = on_event,
+    .on_refcount = on_refcount,
+    .on_tensor_freed = on_tensor_freed,
+    .on_tensor_created = on_tensor_created,
+    .on_storage = on_storage,
+    .on_tensor_retained = on_tensor_retained,
+    .on_tensor_released = on_tensor_released,
+    .on_tensor_new = on_tensor_new,
+};
+
+// Full mode or not, decided once from TPPROF_MODE by whichever asks first:
+// the runtime's constructor asking for an observer (tp_observer_provide,
+// possibly before tpprof's constructor) or tpprof's (tpprof_start). So the
+// observer handed out and the mode the writer reads records in agree: the
+// aggregate observer's fused callbacks write aggregate mode's records
+// without asking.
+bool tpprof_mode_full(void) {
+    static _Atomic int decided; // 0 not yet, 1 aggregate, 2 full
+    int m = atomic_load(&decided);
+    if (!m) {
+        const char *mode = getenv("TPPROF_MODE");
+        int want = mode && strcmp(mode, "full") == 0 ? 2 : 1;
+        if (atomic_compare_exchange_strong(&decided, &m, want)) m = want; // (else m: the first one's)
+    }
+    return m == 2;
+}
+
+static tp_observer observer_full;
+
+// ---------------------------------------------------------------------------
+// The provider (exported; see tpprof.map). Called by the runtime's
+// constructor, possibly before ours: it only reads the environment.
+
+TPPROF_EXPORT const tp_observer *tp_observer_provide(uint32_t runtime_abi);
+
+const tp_observer *tp_observer_provide(uint32_t runtime_abi) {
+    if (runtime_abi != TP_OBSERVER_ABI_VERSION) return NULL;
+    const char *v = getenv("TPPROF_TENSORS");
+    if (v && strcmp(v, "0") == 0) return NULL;
+    atomic_store(&tpprof_obs_attached, 1);
+    if (!tpprof_mode_full()) return &observer;
+    observer_full = observer;
+    observer_full.struct_size = (uint32_t)offsetof(tp_observer, on_tensor_retained);
+    observer_full.on_tensor_retained = retained_general; // (should a runtime call them past struct_size)
+    observer_full.on_tensor_released = released_general;
+    observer_full.on_tensor_new = new_general;
+    return &observer_full;
+}

@@ -1,0 +1,250 @@
+// rings.c: one single-producer ring per program thread, drained by the writer.
+//
+// Hot path: tpprof_ring_reserve/put run inside malloc hooks. They take no lock;
+// the only shared writes are the release-store of `tail` (producer) and of
+// `head` (writer). A thread's ring is created on its first event (one mutex,
+// once per thread) and lives until the thread is gone from the kernel and
+// its ring is drained (the writer then unmaps it: tpprof_thread_release),
+// not just until its key destructor ran: the thread may record again from
+// late TLS destructors.
+// This file must not call malloc.
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <errno.h>
+#include <stdlib.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include <linux/futex.h>
+
+#include "base/base.h"
+#include "base/mem.h"
+#include "record/rings.h"
+#include "record/stacks.h"
+
+#define RING_WORDS ((uint64_t)1 << 18) // 2 MiB per thread
+
+_Atomic(struct tpprof_thread *) tpprof_threads;
+bool tpprof_prefetchw;
+
+void tpprof_cpu_init(void) {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    tpprof_prefetchw = __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8)); // PRFCHW
+#endif
+}
+__thread struct tpprof_thread *tpprof_self TPPROF_TLS;
+
+static _Atomic int next_index;
+static pthread_key_t exit_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+// ---------------------------------------------------------------------------
+// The drainer's nap (the writer's, but nothing here knows it): the futex
+// word is tpprof_drainer_stop, so a stop that comes before the nap starts
+// makes FUTEX_WAIT return at once. An exiting program does not wait out the
+// drainer's idle back-off (a short-lived process would spend up to 4 ms of
+// its life on it; a shell script runs hundreds).
+
+_Atomic int tpprof_drainer_stop;
+_Atomic int tpprof_drainer_napping;
+clockid_t tpprof_drainer_clock;
+
+void tpprof_drainer_nap(long ns) {
+    struct timespec ts = {0, ns};
+    atomic_store(&tpprof_drainer_napping, 1);
+    syscall(SYS_futex, &tpprof_drainer_stop, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+    atomic_store(&tpprof_drainer_napping, 0);
+}
+
+// Any thread, any time: a system call and nothing else.
+void tpprof_drainer_kick(void) {
+    int saved_errno = errno;
+    atomic_store_explicit(&tpprof_drainer_napping, 0, memory_order_relaxed); // one wake a nap
+    syscall(SYS_futex, &tpprof_drainer_stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    errno = saved_errno;
+}
+
+// ---------------------------------------------------------------------------
+// Thread registration.
+
+// Runs in the exiting thread (a pthread key destructor): keeps its name,
+// which /proc no longer has once it is gone.
+static void on_thread_exit(void *arg) {
+    struct tpprof_thread *t = arg;
+    prctl(PR_GET_NAME, t->name, 0, 0, 0);
+    atomic_store_explicit(&t->exited, 1, memory_order_release);
+}
+
+static void make_key(void) { pthread_key_create(&exit_key, on_thread_exit); }
+
+// Thread structs come from chunks of 1024, mapped as needed (one mapping
+// each was a page of memory and a mapping per thread ever created: a
+// program that runs a thread per request reached the kernel's limit of
+// mappings). A struct is never freed (the writer's lists and the threads
+// table keep it); what is big in it is released when the thread is gone
+// (tpprof_thread_release).
+#define CHUNK_THREADS 1024
+#define MAX_CHUNKS 4096
+static _Atomic(struct tpprof_thread *) chunks[MAX_CHUNKS];
+
+static struct tpprof_thread *thread_struct(int index) {
+    uint32_t c = (uint32_t)index / CHUNK_THREADS;
+    if (c >= MAX_CHUNKS) return tpprof_mem_map(sizeof(struct tpprof_thread)); // past 4 M threads
+    struct tpprof_thread *chunk = atomic_load(&chunks[c]);
+    if (!chunk) {
+        struct tpprof_thread *fresh = tpprof_mem_map(CHUNK_THREADS * sizeof *fresh);
+        if (!fresh) return NULL;
+        if (atomic_compare_exchange_strong(&chunks[c], &chunk, fresh)) chunk = fresh;
+        else tpprof_mem_unmap(fresh, CHUNK_THREADS * sizeof *fresh); // another thread mapped it
+    }
+    return &chunk[(uint32_t)index % CHUNK_THREADS];
+}
+
+void tpprof_thread_release(struct tpprof_thread *t) {
+    tpprof_mem_unmap(t->ring, RING_WORDS * sizeof(uint64_t));
+    tpprof_mem_unmap(t->cache_mem, t->cache_bytes);
+    tpprof_unwind_release(t);
+    t->ring = NULL;
+    t->cache_mem = NULL;
+}
+
+_Atomic uint64_t tpprof_unrecorded_events, tpprof_unrecorded_threads;
+
+// A thread that could get no ring (no address space left: RLIMIT_AS, or
+// more threads than TPPROF_TEST_MAX_RINGS) is counted once, and asks again
+// every RING_RETRY events (a mapping that fails costs a system call).
+#define RING_RETRY 256
+static __thread uint32_t ring_refused TPPROF_TLS; // refusals so far, this thread
+static _Atomic int rings_given;
+static int max_rings = -1; // TPPROF_TEST_MAX_RINGS, read at the first ring
+
+static struct tpprof_thread *thread_new(void);
+
+struct tpprof_thread *tpprof_thread_get(void) {
+    struct tpprof_thread *t = tpprof_self;
+    if (TPPROF_LIKELY(t != NULL)) return t;
+    if (ring_refused && ring_refused++ % RING_RETRY) return NULL;
+    // What the C library allocates for it (pthread_getattr_np reads the
+    // maps file through stdio) is tpprof's, not a signal handler's call
+    // that a hook missed (hooks.c): the plain guard.
+    int saved = tpprof_guard;
+    tpprof_guard = 1;
+    t = thread_new();
+    tpprof_guard = saved;
+    return t;
+}
+
+static struct tpprof_thread *thread_new(void) {
+    struct tpprof_thread *t;
+    // The program's errno is not ours to change (pthread_getattr_np reads
+    // /proc/self/maps for the main thread; a failed call may set it).
+    int saved_errno = errno;
+    if (max_rings < 0) {
+        const char *cap = getenv("TPPROF_TEST_MAX_RINGS");
+        max_rings = cap && atoi(cap) > 0 ? atoi(cap) : 0;
+    }
+    int index = -1;
+    t = NULL;
+    if (!max_rings || atomic_fetch_add(&rings_given, 1) < max_rings) {
+        index = atomic_fetch_add(&next_index, 1);
+        t = thread_struct(index);
+        if (t) t->ring = tpprof_mem_map(RING_WORDS * sizeof(uint64_t));
+    }
+    if (!t || !t->ring) { // (the slot stays unused)
+        if (!ring_refused++) atomic_fetch_add(&tpprof_unrecorded_threads, 1);
+        errno = saved_errno;
+        return NULL;
+    }
+    t->mask = RING_WORDS - 1;
+    t->tid = (pid_t)syscall(SYS_gettid);
+    t->index = index;
+    tpprof_unwind_thread_bounds(&t->stack_lo, &t->stack_hi);
+    t->tp = (uintptr_t)pthread_self();
+    pthread_once(&key_once, make_key);
+    pthread_setspecific(exit_key, t);
+    struct tpprof_thread *old = atomic_load(&tpprof_threads);
+    do {
+        t->next = old;
+    } while (!atomic_compare_exchange_weak(&tpprof_threads, &old, t));
+    tpprof_self = t;
+    tpprof_unwind_thread_warm();
+    errno = saved_errno;
+    return t;
+}
+
+// In a forked child only the forking thread exists: the others' rings are
+// drained by the writer and never written again.
+void tpprof_threads_fork_child(void) {
+    for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next)
+        if (t != tpprof_self) atomic_store(&t->exited, 1);
+    if (tpprof_self) tpprof_self->tid = (pid_t)syscall(SYS_gettid);
+}
+
+// ---------------------------------------------------------------------------
+// Producer side.
+
+_Atomic uint64_t tpprof_dropped;
+
+// A full ring (tpprof_ring_reserve's slow path) waits for the writer. It gives up after ~100 ms and drops the
+// event (counted in meta.dropped_events): the writer may itself be waiting
+// for a lock this thread holds (the loader's, if malloc was called inside
+// dlopen), and a lost event is better than a hung program.
+static bool ring_wait(struct tpprof_thread *t, uint64_t words);
+
+bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words) {
+    int saved_errno = errno; // sched_yield and the clock leave it alone, but it is the program's
+    bool ok = ring_wait(t, words);
+    errno = saved_errno;
+    return ok;
+}
+
+// The writer's CPU time, or 0 if it cannot be read.
+static uint64_t writer_cpu_ns(void) {
+    clockid_t c = tpprof_drainer_clock;
+    struct timespec ts;
+    if (!c || clock_gettime(c, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+// Gives up after 100 ms in which the writer did not run for 1 ms: it is
+// then blocked (on a lock this thread may hold). A writer that is running
+// (growing a big live table, committing a big flush) is waited for, up to
+// 10 s: a program making a million allocations in a row dropped events
+// while the writer rehashed its table.
+static bool ring_wait(struct tpprof_thread *t, uint64_t words) {
+    if (atomic_load_explicit(&tpprof_drainer_napping, memory_order_relaxed)) tpprof_drainer_kick();
+    uint64_t cap = t->mask + 1;
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    uint64_t start = 0, first = 0, cpu = 0;
+    for (unsigned spins = 0;; spins++) {
+        t->p_head = atomic_load_explicit(&t->head, memory_order_acquire);
+        if (tail + 2 * words - t->p_head <= cap) return true;
+        if (!atomic_load_explicit(&tpprof_active, memory_order_relaxed)) return false;
+        if ((spins & 255) == 255) {
+            uint64_t now = tpprof_now_ns();
+            if (!start) {
+                start = first = now;
+                cpu = writer_cpu_ns();
+            } else if (now - start > 100000000u) {
+                uint64_t c = writer_cpu_ns();
+                if (c && c - cpu > 1000000u && now - first < 10000000000ull) { // it runs: wait on
+                    start = now;
+                    cpu = c;
+                } else {
+                    atomic_fetch_add(&tpprof_dropped, 1);
+                    return false;
+                }
+            }
+        }
+        sched_yield();
+    }
+}

@@ -1,0 +1,668 @@
+// store.c: writing the recording into SQLite (the contract is docs/schema.md).
+//
+// Called by the writer only (its mutex held, re-entry guard set, so SQLite's
+// own allocations are never recorded). The file is opened in WAL mode with
+// synchronous=OFF and written in one transaction per flush: after a crash,
+// _exit or kill -9 it opens and holds every committed flush. A normal end
+// switches it back to a single self-contained file (journal_mode=DELETE).
+// Any SQLite error disables recording with one line on stderr.
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include "base/sqlite_api.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store/store.h"
+#include "writer/ledger.h"
+#include "writer/writer.h"
+#include "base/base.h"
+#include "base/mem.h"
+#include "base/modules.h"
+#include "base/fdguard.h"
+#include "record/format.h"
+#include "record/rings.h"
+#include "record/early.h"
+
+static sqlite3 *db;
+static char db_path[4096];
+
+static const char *const kind_names[TPPROF_KIND_COUNT] = {
+    "", "malloc", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
+    "memalign", "valloc", "pvalloc", "mmap", "mmap_file", "mmap_reserved",
+};
+
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS modules(id INTEGER PRIMARY KEY, path TEXT NOT NULL, build_id TEXT,"
+    " base INTEGER NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL, loaded_ns INTEGER, unloaded_ns INTEGER);"
+    "CREATE TABLE IF NOT EXISTS stack_nodes(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, ip INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS stack_nodes_by_parent ON stack_nodes(parent);"
+    "CREATE TABLE IF NOT EXISTS symbols(ip INTEGER NOT NULL, idx INTEGER NOT NULL, function TEXT, file TEXT,"
+    " line INTEGER, module TEXT, PRIMARY KEY (ip, idx)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS threads(tid INTEGER PRIMARY KEY, name TEXT, first_ns INTEGER, last_ns INTEGER);"
+    "CREATE TABLE IF NOT EXISTS sites(stack_id INTEGER NOT NULL, kind INTEGER NOT NULL, alloc_count INTEGER,"
+    " alloc_bytes INTEGER, free_count INTEGER, freed_bytes INTEGER, temp_count INTEGER, temp_bytes INTEGER,"
+    " peak_count INTEGER, peak_bytes INTEGER, PRIMARY KEY (stack_id, kind));"
+    "CREATE TABLE IF NOT EXISTS live_blocks(address INTEGER PRIMARY KEY, size INTEGER NOT NULL,"
+    " kind INTEGER NOT NULL, stack_id INTEGER NOT NULL, tid INTEGER, time_ns INTEGER,"
+    " reachability INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS live_blocks_by_stack ON live_blocks(stack_id);"
+    "CREATE TABLE IF NOT EXISTS timeline(time_ns INTEGER PRIMARY KEY, heap_bytes INTEGER, heap_blocks INTEGER,"
+    " mmap_bytes INTEGER, alloc_calls INTEGER, free_calls INTEGER, rss_bytes INTEGER);"
+    "CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER NOT NULL,"
+    " op INTEGER NOT NULL, kind INTEGER, address INTEGER, size INTEGER, stack_id INTEGER, old_address INTEGER);"
+    // Tensor and allocator tables (docs/schema-tensors.md).
+    "CREATE TABLE IF NOT EXISTS storages(id INTEGER PRIMARY KEY, data INTEGER, nbytes INTEGER NOT NULL, allocator TEXT,"
+    " device TEXT NOT NULL, resizable INTEGER NOT NULL, created_ns INTEGER, created_stack INTEGER NOT NULL,"
+    " last_release_ns INTEGER, data_released_ns INTEGER, freed_ns INTEGER, strong INTEGER NOT NULL,"
+    " weak INTEGER NOT NULL, block_address INTEGER, block_size INTEGER, block_kind INTEGER, block_freed_ns INTEGER,"
+    " at_peak INTEGER NOT NULL, version_bumps INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS storage_refs(storage_id INTEGER NOT NULL, op INTEGER NOT NULL,"
+    " stack_id INTEGER NOT NULL, tensor_id INTEGER NOT NULL, count INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS tensors(id INTEGER PRIMARY KEY, storage_id INTEGER NOT NULL, base_id INTEGER NOT NULL,"
+    " storage_offset INTEGER NOT NULL, sizes TEXT NOT NULL, strides TEXT NOT NULL, dtype TEXT NOT NULL,"
+    " itemsize INTEGER NOT NULL, created_ns INTEGER, created_stack INTEGER NOT NULL, freed_ns INTEGER,"
+    " version INTEGER NOT NULL, at_peak INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS tensor_refs(tensor_id INTEGER NOT NULL, op INTEGER NOT NULL,"
+    " stack_id INTEGER NOT NULL, count INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS refcount_sites(op INTEGER NOT NULL, stack_id INTEGER NOT NULL, count INTEGER NOT NULL,"
+    " PRIMARY KEY (op, stack_id));"
+    "CREATE TABLE IF NOT EXISTS storage_lifetimes(allocator TEXT NOT NULL PRIMARY KEY, count INTEGER,"
+    " live_ns_sum INTEGER, live_ns_max INTEGER, release_delay_ns_sum INTEGER, release_delay_ns_max INTEGER,"
+    " release_delay_count INTEGER, live_count INTEGER);"
+    "CREATE TABLE IF NOT EXISTS allocator_events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER,"
+    " allocator TEXT NOT NULL, action INTEGER NOT NULL, device TEXT, segment INTEGER, segment_size INTEGER,"
+    " block INTEGER, block_size INTEGER, requested INTEGER, stream INTEGER, stack_id INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS allocator_events_by_time ON allocator_events(time_ns);";
+
+// ---------------------------------------------------------------------------
+// Small helpers.
+
+static bool fail(const char *doing) {
+    char why[512];
+    snprintf(why, sizeof why, "%s (%s)", db ? sqlite3_errmsg(db) : "out of memory", doing);
+    tpprof_disable(db_path, why);
+    return false;
+}
+
+static bool exec_sql(const char *sql) { return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK; }
+
+static bool meta_set(const char *key, const char *value) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, value, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE;
+}
+
+static bool meta_int(const char *key, int64_t v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    return meta_set(key, buf);
+}
+
+static bool meta_del(const char *key) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "DELETE FROM meta WHERE key = ?", -1, &st, NULL) != SQLITE_OK) return false;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE;
+}
+
+// /proc/self/cmdline as a JSON array of strings.
+static void cmdline_json(char *out, size_t cap) {
+    char buf[8192];
+    ssize_t n = 0;
+    int fd = tpprof_fd_open("/proc/self/cmdline");
+    if (fd >= 0) {
+        n = read(fd, buf, sizeof buf - 1);
+        tpprof_fd_close(fd);
+    }
+    if (n < 0) n = 0;
+    size_t k = 0;
+    out[k++] = '[';
+    for (ssize_t i = 0; i < n && k + 8 < cap;) {
+        if (k > 1) out[k++] = ',';
+        out[k++] = '"';
+        for (; i < n && buf[i] && k + 8 < cap; i++) {
+            unsigned char c = (unsigned char)buf[i];
+            if (c == '"' || c == '\\') {
+                out[k++] = '\\';
+                out[k++] = (char)c;
+            } else if (c < 0x20) {
+                k += (size_t)snprintf(out + k, cap - k, "\\u%04x", c);
+            } else {
+                out[k++] = (char)c;
+            }
+        }
+        out[k++] = '"';
+        i++;
+    }
+    out[k++] = ']';
+    out[k] = 0;
+}
+
+static void remove_files(const char *path) {
+    static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+    char p[4200];
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s%s", path, suffix[i]);
+        unlink(p);
+    }
+}
+
+static int tool_row(void *arg, int n, char **vals, char **names) {
+    (void)names;
+    if (n > 0 && vals[0] && strcmp(vals[0], "tpprof") == 0) *(bool *)arg = true;
+    return 0;
+}
+
+// Whether a new recording may replace what is at path: nothing, an empty
+// file (what a run that could not write leaves), or a tpprof recording.
+// Anything else TPPROF_OUTPUT names (a text file, a database of the
+// program's, a directory) is the user's, and is never destroyed. (`tpprof
+// run` refuses such a path before the program starts; this covers a preload
+// set up by hand, and a forked child's name.)
+static bool replaceable(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT;
+    if (!S_ISREG(st.st_mode)) return false;
+    if (st.st_size == 0) return true;
+    char head[16] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t got = read(fd, head, sizeof head);
+    close(fd);
+    if (got != (ssize_t)sizeof head || memcmp(head, "SQLite format 3", sizeof head) != 0) return false;
+    sqlite3 *probe = NULL;
+    bool ours = false;
+    if (sqlite3_open_v2(path, &probe, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK)
+        sqlite3_exec(probe, "SELECT value FROM meta WHERE key = 'tool'", tool_row, &ours, NULL);
+    sqlite3_close(probe);
+    return ours;
+}
+
+// ---------------------------------------------------------------------------
+// Open.
+
+bool tpprof_store_open(const char *path) {
+    struct tpprof_wstate *w = &tpprof_w;
+    bool reopen = w->exec_pending || w->end_reason != NULL || w->nodes_written > 0;
+    snprintf(db_path, sizeof db_path, "%s", path);
+    const char *why = NULL;
+    if (!tpprof_sqlite_load(&why)) {
+        tpprof_disable(path, why);
+        return false;
+    }
+    tpprof_fdguard_install();
+    if (!reopen && !replaceable(path)) {
+        tpprof_disable(path, "it exists and is not a tpprof recording: left as it is, nothing recorded");
+        return false;
+    }
+    if (!reopen) remove_files(path);
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        fail("opening");
+        sqlite3_close(db);
+        db = NULL;
+        return false;
+    }
+    sqlite3_busy_timeout(db, 2000);
+    // synchronous first: switching a new file to WAL otherwise syncs it, the
+    // journal and the directory (four fdatasyncs a process, on a real disk
+    // milliseconds each, for every process of a traced shell script).
+    // A 16 MiB page cache (SQLite's default is 2): the final flush of a big
+    // live set and the sites of a big program touch more pages than that.
+    if (!exec_sql("PRAGMA synchronous=OFF; PRAGMA journal_mode=WAL; PRAGMA cache_size=-16384;") || !exec_sql("BEGIN") ||
+        !exec_sql(schema_sql))
+        goto bad;
+    for (int k = 1; k < TPPROF_KIND_COUNT; k++) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO kinds(id, name) VALUES(%d, '%s')", k, kind_names[k]);
+        if (!exec_sql(sql)) goto bad;
+    }
+    char exe[1024];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char cmd[8192];
+    cmdline_json(cmd, sizeof cmd);
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    if (!meta_int("schema_version", TPPROF_SCHEMA_VERSION) || !meta_set("tool", "tpprof") ||
+        !meta_set("tool_version", TPPROF_VERSION) || !meta_set("mode", tpprof_cfg.full ? "full" : "aggregate") ||
+        !meta_int("depth", tpprof_cfg.depth) || !meta_set("unwind", tpprof_cfg.unwind_fp ? "fp" : tpprof_cfg.unwind_unw ? "libunwind-only" : "libunwind") ||
+        !meta_int("interval_ms", tpprof_cfg.interval_ms) || !meta_set("pid", pid) ||
+        !meta_int("ppid", getppid()) || !meta_set("exe", exe) || !meta_set("cmdline", cmd) ||
+        !meta_int("start_unix_ns", (int64_t)w->start_unix_ns) || !meta_set("complete", "0"))
+        goto bad;
+    if (w->parent_pid && !meta_int("parent_pid", w->parent_pid)) goto bad;
+    if (tpprof_malloc_owner[0] && !meta_set("malloc_replaced_by", tpprof_malloc_owner)) goto bad;
+    if (tpprof_malloc_skipped[0] && !meta_set("malloc_skipped", tpprof_malloc_skipped)) goto bad;
+    if (!meta_set("sqlite_version", sqlite3_libversion()) || !meta_set("sqlite_shared", tpprof_sqlite_shared ? "1" : "0"))
+        goto bad;
+    if (!exec_sql("COMMIT")) goto bad;
+    return true;
+bad:
+    fail("creating the schema");
+    sqlite3_close(db);
+    db = NULL;
+    return false;
+}
+
+// ---------------------------------------------------------------------------
+// Flush: everything new since the last one, in one transaction.
+
+// A periodic flush with tens of thousands of new stacks or busy sites takes
+// a few hundred ms of SQLite work, long enough for a busy thread to fill its
+// ring and give up on events. So the big parts (stack nodes, sites, full
+// mode's events) go in steps of STEP_ROWS rows, and between steps the writer
+// drains the rings (writer.c's flush loop; the store never calls it). What
+// a drain adds to the tables being written is picked up by the next step,
+// which re-reads them: a row added now is written now or marked for the next
+// flush. The final flush runs after the rings are drained for good, and in
+// one go.
+#define STEP_ROWS 256
+
+// The flush under way: its part, the cursor within it and the statements
+// the part holds across steps.
+enum flush_part { PART_NODES, PART_THREADS, PART_SITES, PART_SAMPLES, PART_EVENTS, PART_REST, PART_DONE };
+static struct {
+    bool final;
+    enum flush_part part;
+    uint64_t row, end; // end: PART_EVENTS's batch, fixed when the part starts
+    sqlite3_stmt *st, *st2;
+} fl;
+
+// Ends the current part: its statements go; the next part starts at row 0.
+static void part_done(void) {
+    sqlite3_finalize(fl.st);
+    sqlite3_finalize(fl.st2);
+    fl.st = fl.st2 = NULL;
+    fl.row = fl.end = 0;
+    fl.part++;
+}
+
+static bool put_modules(void) {
+    struct tpprof_module *mods;
+    size_t bytes;
+    int n = tpprof_modules_take(&mods, &bytes);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO modules(id, path, build_id, base, lo, hi, loaded_ns, unloaded_ns)"
+                               " VALUES(?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) {
+        tpprof_mem_unmap(mods, bytes);
+        return false;
+    }
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+        const struct tpprof_module *m = &mods[i];
+        if (!m->dirty) continue;
+        sqlite3_bind_int(st, 1, i + 1);
+        sqlite3_bind_text(st, 2, m->path, -1, SQLITE_STATIC);
+        if (m->build_id[0]) sqlite3_bind_text(st, 3, m->build_id, -1, SQLITE_STATIC);
+        else sqlite3_bind_null(st, 3);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)m->base);
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)m->lo);
+        sqlite3_bind_int64(st, 6, (sqlite3_int64)m->hi);
+        sqlite3_bind_int64(st, 7, (sqlite3_int64)m->loaded_ns);
+        if (m->loaded) sqlite3_bind_null(st, 8);
+        else sqlite3_bind_int64(st, 8, (sqlite3_int64)m->unloaded_ns);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    tpprof_mem_unmap(mods, bytes);
+    return ok;
+}
+
+// Up to *budget rows of the nodes new since the last flush; true when no
+// error (the part is done when fl.part moved on).
+static bool put_nodes(uint32_t *budget) {
+    struct tpprof_wstate *w = &tpprof_w;
+    if (!fl.st && sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO stack_nodes(id, parent, ip) VALUES(?,?,?)", -1,
+                                     &fl.st, NULL) != SQLITE_OK)
+        return false;
+    if (!fl.row) fl.row = w->nodes_written + 1;
+    bool ok = true;
+    for (; fl.row <= w->nnodes && ok && *budget; fl.row++, --*budget) {
+        uint32_t id = (uint32_t)fl.row;
+        sqlite3_bind_int64(fl.st, 1, id);
+        sqlite3_bind_int64(fl.st, 2, w->nodes[id].parent);
+        sqlite3_bind_int64(fl.st, 3, (sqlite3_int64)w->nodes[id].ip);
+        ok = sqlite3_step(fl.st) == SQLITE_DONE;
+        sqlite3_reset(fl.st);
+    }
+    if (ok && fl.row > w->nnodes) {
+        w->nodes_written = w->nnodes;
+        part_done();
+    }
+    return ok;
+}
+
+static void thread_name(pid_t tid, char *out, size_t cap) {
+    char p[64];
+    snprintf(p, sizeof p, "/proc/self/task/%d/comm", (int)tid);
+    int fd = tpprof_fd_open(p);
+    if (fd < 0) return;
+    ssize_t n = read(fd, out, cap - 1);
+    tpprof_fd_close(fd);
+    if (n <= 0) return;
+    if (out[n - 1] == '\n') n--;
+    out[n] = 0;
+}
+
+// A live thread's name is read from /proc at the end only, not at every
+// flush: each read opens a descriptor, and a program's dup2 onto that number
+// at that moment would fail with EBUSY (a thread that ended was named then).
+static bool put_threads(bool final) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO threads(tid, name, first_ns, last_ns) VALUES(?,?,?,?)", -1,
+                           &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t && ok; t = t->next) {
+        if (!t->w_dirty) continue;
+        if (!atomic_load(&t->exited)) {
+            if (final) thread_name(t->tid, t->w_name, sizeof t->w_name);
+        }
+        else if (t->name[0]) snprintf(t->w_name, sizeof t->w_name, "%s", t->name);
+        sqlite3_bind_int64(st, 1, t->tid);
+        if (t->w_name[0]) sqlite3_bind_text(st, 2, t->w_name, -1, SQLITE_STATIC);
+        else sqlite3_bind_null(st, 2);
+        sqlite3_bind_int64(st, 3, (sqlite3_int64)t->w_first_ns);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)t->w_last_ns);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+        t->w_dirty = false;
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+// The values of a site's row, as ?1 to ?10 in both statements of put_sites.
+static void bind_site(sqlite3_stmt *st, const struct tpprof_site *s) {
+    bool snap = s->snap_epoch == tpprof_w.peak_epoch;
+    sqlite3_bind_int64(st, 1, s->stack);
+    sqlite3_bind_int64(st, 2, s->kind);
+    sqlite3_bind_int64(st, 3, s->alloc_count);
+    sqlite3_bind_int64(st, 4, s->alloc_bytes);
+    sqlite3_bind_int64(st, 5, s->free_count);
+    sqlite3_bind_int64(st, 6, s->freed_bytes);
+    sqlite3_bind_int64(st, 7, s->temp_count);
+    sqlite3_bind_int64(st, 8, s->temp_bytes);
+    sqlite3_bind_int64(st, 9, snap ? s->snap_count : s->live_count);
+    sqlite3_bind_int64(st, 10, snap ? s->snap_bytes : s->live_bytes);
+}
+
+// Every flush rewrites each site that changed, thousands of rows in a busy
+// program: an UPDATE in place costs about two thirds of an INSERT OR REPLACE
+// (which deletes the row and its key's index entry and inserts both again),
+// but an UPDATE that finds no row and the INSERT after it cost more than one
+// INSERT OR REPLACE (3,650 rows, SQLite 3.40: 4.8 ms against 7.3 when they
+// exist, 10.7 against 6.4 when they are new). So a site without a row yet
+// (new since the last flush, or every site in a forked child's new file) is
+// inserted, the others updated.
+static bool put_sites(uint32_t *budget) {
+    struct tpprof_wstate *w = &tpprof_w;
+    bool ok = fl.st ||
+              (sqlite3_prepare_v2(db, "UPDATE sites SET alloc_count = ?3, alloc_bytes = ?4, free_count = ?5,"
+                                      " freed_bytes = ?6, temp_count = ?7, temp_bytes = ?8, peak_count = ?9,"
+                                      " peak_bytes = ?10 WHERE stack_id = ?1 AND kind = ?2", -1, &fl.st, NULL) == SQLITE_OK &&
+               sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO sites(stack_id, kind, alloc_count, alloc_bytes, free_count,"
+                                      " freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes)"
+                                      " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", -1, &fl.st2, NULL) == SQLITE_OK);
+    sqlite3_stmt *upd = fl.st, *ins = fl.st2;
+    for (; fl.row < w->nsites && ok && *budget; fl.row++, --*budget) {
+        struct tpprof_site *s = &w->sites[fl.row]; // the array may have moved since the last step
+        if (!s->dirty || s->kind == TPPROF_KIND_EARLY) continue;
+        bool insert = !s->stored;
+        if (!insert) {
+            bind_site(upd, s);
+            ok = sqlite3_step(upd) == SQLITE_DONE;
+            sqlite3_reset(upd);
+            insert = ok && sqlite3_changes(db) == 0; // no row after all: never expected
+        }
+        if (insert) {
+            bind_site(ins, s);
+            ok = sqlite3_step(ins) == SQLITE_DONE;
+            sqlite3_reset(ins);
+        }
+        s->stored = ok;
+        // A site's peak share changes with every new peak, not only with its own
+        // events, so sites stay dirty; the final flush writes the true value.
+        s->dirty = false;
+    }
+    if (ok && fl.row >= w->nsites) part_done();
+    return ok;
+}
+
+static bool put_samples(void) {
+    struct tpprof_wstate *w = &tpprof_w;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO timeline(time_ns, heap_bytes, heap_blocks, mmap_bytes,"
+                               " alloc_calls, free_calls, rss_bytes) VALUES(?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint32_t i = 0; i < w->nsamples && ok; i++) {
+        const struct tpprof_sample *s = &w->samples[i];
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)s->time_ns);
+        sqlite3_bind_int64(st, 2, s->heap_bytes);
+        sqlite3_bind_int64(st, 3, s->heap_blocks);
+        sqlite3_bind_int64(st, 4, s->mmap_bytes);
+        sqlite3_bind_int64(st, 5, s->alloc_calls);
+        sqlite3_bind_int64(st, 6, s->free_calls);
+        sqlite3_bind_int64(st, 7, s->rss_bytes);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (ok) w->nsamples = 0;
+    return ok;
+}
+
+static bool put_events(uint32_t *budget) {
+    struct tpprof_wstate *w = &tpprof_w;
+    if (!fl.st) {
+        if (!w->nevents) {
+            part_done();
+            return true;
+        }
+        if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO events(seq, time_ns, tid, op, kind, address, size, stack_id,"
+                                   " old_address) VALUES(?,?,?,?,?,?,?,?,?)", -1, &fl.st, NULL) != SQLITE_OK)
+            return false;
+        // The batch is what is there now. Full mode keeps every event, and a
+        // commit of hundreds of thousands of them took long enough for a
+        // busy thread's ring to stay full and drop events: what the drains
+        // between steps apply is appended behind the batch and waits for the
+        // next commit (a program can make events faster than SQLite takes them).
+        fl.end = w->nevents;
+    }
+    sqlite3_stmt *st = fl.st;
+    bool ok = true;
+    for (; fl.row < fl.end && ok && *budget; fl.row++, --*budget) {
+        const struct tpprof_event *e = &w->events[fl.row]; // the array may have moved since the last step
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)e->seq);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)e->time_ns);
+        sqlite3_bind_int64(st, 3, tpprof_wstate_tid_of(e->tid));
+        sqlite3_bind_int64(st, 4, e->op);
+        if (e->kind) sqlite3_bind_int64(st, 5, e->kind);
+        else sqlite3_bind_null(st, 5);
+        sqlite3_bind_int64(st, 6, (sqlite3_int64)e->addr);
+        if (e->op == TPPROF_OP_FREE) sqlite3_bind_null(st, 7);
+        else sqlite3_bind_int64(st, 7, (sqlite3_int64)e->size);
+        if (e->op == TPPROF_OP_FREE || e->op == TPPROF_OP_MUNMAP) sqlite3_bind_null(st, 8);
+        else sqlite3_bind_int64(st, 8, e->stack);
+        if (e->old_addr) sqlite3_bind_int64(st, 9, (sqlite3_int64)e->old_addr);
+        else sqlite3_bind_null(st, 9);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+    }
+    if (ok && fl.row >= fl.end) {
+        uint64_t batch = fl.end;
+        w->nevents -= batch;
+        memmove(w->events, w->events + batch, w->nevents * sizeof *w->events);
+        part_done();
+    }
+    return ok;
+}
+
+static bool put_block(sqlite3_stmt *st, const struct tpprof_block *b) {
+    const struct tpprof_site *s = &tpprof_w.sites[b->site];
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)b->addr);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)b->size);
+    sqlite3_bind_int64(st, 3, s->kind);
+    sqlite3_bind_int64(st, 4, s->stack);
+    sqlite3_bind_int64(st, 5, tpprof_wstate_tid_of(b->thread));
+    sqlite3_bind_int64(st, 6, (sqlite3_int64)b->time_ns);
+    sqlite3_bind_int64(st, 7, b->reach);
+    bool ok = sqlite3_step(st) == SQLITE_DONE;
+    sqlite3_reset(st);
+    return ok;
+}
+
+// A block from before the start (writer.c adopt_early): scanned, not written.
+static bool early_block(const struct tpprof_block *b) { return tpprof_w.sites[b->site].kind == TPPROF_KIND_EARLY; }
+
+static int cmp_block_addr(const void *a, const void *b) {
+    uint64_t x = (*(const struct tpprof_block *const *)a)->addr, y = (*(const struct tpprof_block *const *)b)->addr;
+    return (x > y) - (x < y);
+}
+
+static bool put_live(void) {
+    struct tpprof_wstate *w = &tpprof_w;
+    sqlite3_stmt *st;
+    if (!exec_sql("DELETE FROM live_blocks")) return false;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO live_blocks(address, size, kind, stack_id, tid, time_ns,"
+                               " reachability) VALUES(?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    // In address order: `address` is the rowid, and rows inserted in the
+    // live table's hash order land all over the B-tree, each insert another
+    // page out of SQLite's cache (3 million blocks left at exit took a
+    // minute to write; in order they are appended).
+    uint64_t n = w->live.count, k = 0;
+    const struct tpprof_block **order = n ? tpprof_mem_map(n * sizeof *order) : NULL;
+    if (order) {
+        for (uint64_t i = 0; i < w->live.cap; i++)
+            if (w->live.slots[i].addr && !early_block(&w->live.slots[i])) order[k++] = &w->live.slots[i];
+        qsort(order, k, sizeof *order, cmp_block_addr);
+        for (uint64_t i = 0; i < k && ok; i++) ok = put_block(st, order[i]);
+        tpprof_mem_unmap(order, n * sizeof *order);
+    } else {
+        for (uint64_t i = 0; i < w->live.cap && ok; i++)
+            if (w->live.slots[i].addr && !early_block(&w->live.slots[i])) ok = put_block(st, &w->live.slots[i]);
+    }
+    for (uint64_t i = 0; i < w->nmaps && ok; i++)
+        if (!early_block(&w->maps[i])) ok = put_block(st, &w->maps[i]);
+    sqlite3_finalize(st);
+    return ok;
+}
+
+// meta.leak_scan says 1 only in the final write, which brings the live set
+// the scan classified in the same transaction: a periodic flush between the
+// scan and the end (a recording cut there by kill -9) must not claim it.
+static bool put_meta(bool final) {
+    struct tpprof_wstate *w = &tpprof_w;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t end = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    bool ok = meta_int("peak_bytes", w->peak_bytes) && meta_int("peak_time_ns", (int64_t)w->peak_time_ns) &&
+              meta_int("end_unix_ns", (int64_t)end) && meta_int("duration_ns", (int64_t)(end - w->start_unix_ns)) &&
+              meta_set("complete", w->complete ? "1" : "0");
+    if (ok) ok = w->end_reason ? meta_set("end_reason", w->end_reason) : meta_del("end_reason");
+    if (ok && w->end_signal) ok = meta_int("end_signal", w->end_signal);
+    if (ok) ok = meta_set("leak_scan", w->scanned && final ? "1" : "0");
+    if (ok) ok = meta_int("dropped_events", (int64_t)atomic_load(&tpprof_dropped));
+    if (ok) ok = meta_int("libunwind_walks", (int64_t)atomic_load(&tpprof_unwind_slow));
+    if (ok) ok = meta_int("stacks_full", (int64_t)atomic_load(&tpprof_stacks_full));
+    if (ok) ok = meta_int("events_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_events));
+    if (ok) ok = meta_int("threads_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_threads));
+    if (ok && atomic_load(&tpprof_obs_attached)) {
+        ok = meta_set("tensors", "1") && meta_int("peak_storage_bytes", tpprof_ledger.peak_bytes) &&
+             meta_int("peak_storage_time_ns", (int64_t)tpprof_ledger.peak_ns);
+    }
+    return ok;
+}
+
+bool tpprof_store_flush_begin(bool final) {
+    if (!db) return false;
+    fl.final = final;
+    fl.part = PART_NODES;
+    fl.row = fl.end = 0;
+    if (!exec_sql("BEGIN")) return fail("writing");
+    if (final) // every site's share of the peak may have changed since its last write
+        for (uint32_t i = 0; i < tpprof_w.nsites; i++) tpprof_w.sites[i].dirty = true;
+    // Modules that call the C library's allocator directly (modules.c): looked
+    // at once more before the modules are written.
+    static char bypassing[8192];
+    // (Not in a process a signal is ending: it walks the loader's lists, which
+    // the thread that got the signal may have been changing.)
+    int nbypass = final && !tpprof_w.end_signal ? tpprof_modules_bypassing(bypassing, sizeof bypassing) : 0;
+    if ((!nbypass || meta_set("bypassing_modules", bypassing)) && put_modules()) return true;
+    fail("writing");
+    exec_sql("ROLLBACK");
+    return false;
+}
+
+// The parts after the steps, and the commit.
+static bool flush_end(void) {
+    bool final = fl.final;
+    bool ok = tpprof_store_tensors_put(db, final) && put_meta(final) && (!final || put_live());
+    if (ok && final && tpprof_cfg.full) ok = exec_sql("CREATE INDEX IF NOT EXISTS events_by_address ON events(address)");
+    if (!ok) return false;
+    fl.part = PART_DONE;
+    return true;
+}
+
+int tpprof_store_flush_step(void) {
+    uint32_t budget = fl.final ? UINT32_MAX : STEP_ROWS;
+    bool ok = true;
+    while (ok && budget && fl.part < PART_DONE) {
+        switch (fl.part) {
+        case PART_NODES: ok = put_nodes(&budget); break;
+        case PART_THREADS: ok = put_threads(fl.final); if (ok) part_done(); break;
+        case PART_SITES: ok = put_sites(&budget); break;
+        case PART_SAMPLES: ok = put_samples(); if (ok) part_done(); break;
+        case PART_EVENTS: ok = put_events(&budget); break;
+        default: ok = flush_end(); break;
+        }
+    }
+    if (ok && fl.part < PART_DONE) return 1;
+    sqlite3_finalize(fl.st);
+    sqlite3_finalize(fl.st2);
+    fl.st = fl.st2 = NULL;
+    if (!ok) {
+        fail("writing");
+        exec_sql("ROLLBACK");
+        return -1;
+    }
+    if (!exec_sql("COMMIT")) {
+        fail("committing");
+        return -1;
+    }
+    return 0;
+}
+
+bool tpprof_store_flush(bool final) {
+    if (!tpprof_store_flush_begin(final)) return false;
+    int r;
+    while ((r = tpprof_store_flush_step()) > 0) {}
+    return r == 0;
+}
+
+void tpprof_store_close(bool final) {
+    if (!db) return;
+    if (final) exec_sql("PRAGMA journal_mode=DELETE");
+    sqlite3_close(db);
+    db = NULL;
+}
+
+void tpprof_store_abandon(void) { db = NULL; }

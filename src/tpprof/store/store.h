@@ -1,0 +1,42 @@
+// store.h: the recorder's SQLite output, its one interface (store/).
+//
+// Every SQL statement of the recorder is in store/: store.c (opening the
+// file, the schema, the host tables, meta) and tensors.c (the tensor
+// ledger's tables). The store reads the writer's state (writer/writer.h,
+// writer/ledger.h) and marks what it wrote (a site's `stored`, the pending
+// rows it consumed); it calls nothing in writer/. It is driven by the
+// writer, with the writer's lock held.
+//
+//     tpprof_store_open(path);        // at the start: schema, meta
+//     tpprof_store_flush(false);      // periodically: what is new, one transaction
+//     tpprof_store_flush(true);       // at the end: everything, live blocks too
+//     tpprof_store_close(true);
+//
+// All return false after printing the one failure line (tpprof_disable).
+#ifndef TPPROF_STORE_H
+#define TPPROF_STORE_H
+
+#include <stdbool.h>
+
+#include "base/base.h"
+
+TPPROF_HIDDEN bool tpprof_store_open(const char *path);
+TPPROF_HIDDEN bool tpprof_store_flush(bool final);
+// The same in steps, for a periodic flush that must not keep the rings
+// waiting (store.c): begin opens the transaction (false: failed, said);
+// each step writes a few hundred rows and returns 1 while there is more,
+// 0 once committed, -1 on failure (said, rolled back). Between steps the
+// caller may add to the tables (drain the rings); a final flush takes one
+// step.
+TPPROF_HIDDEN bool tpprof_store_flush_begin(bool final);
+TPPROF_HIDDEN int tpprof_store_flush_step(void);
+TPPROF_HIDDEN void tpprof_store_close(bool final);
+// A forked child: drops the parent's handle unclosed.
+TPPROF_HIDDEN void tpprof_store_abandon(void);
+
+// Writes allocator_events (every flush) and, when final, the storage,
+// tensor and aggregate tables (tensors.c); false on an SQLite error.
+struct sqlite3;
+TPPROF_HIDDEN bool tpprof_store_tensors_put(struct sqlite3 *db, bool final);
+
+#endif

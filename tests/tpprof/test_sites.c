@@ -1,0 +1,126 @@
+// test_sites.c: unit tests of the writer's sites and stack trie
+// (writer/sites.c, sites.h): depot stacks become trie leaves that share
+// their callers' nodes, a (stack, kind) pair has one site however it is
+// asked for, and the peak's copy-on-write snapshot keeps each site's share
+// at the peak. The depot is this file's: a table of stacks by id.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "writer/sites.h"
+#include "writer/writer.h"
+#include "../check.h"
+
+struct tpprof_wstate tpprof_w;
+
+// The depot (record/stacks.c in the library): id -> frames, innermost first.
+#define MAX_IDS 30000
+static uintptr_t frames[MAX_IDS][4];
+static int nframes[MAX_IDS];
+
+const uintptr_t *tpprof_stack_frames(uint32_t id, int *n) {
+    *n = nframes[id];
+    return frames[id];
+}
+
+static void set_stack(uint32_t id, uintptr_t f0, uintptr_t f1, uintptr_t f2) {
+    frames[id][0] = f0, frames[id][1] = f1, frames[id][2] = f2;
+    nframes[id] = f2 ? 3 : f1 ? 2 : 1;
+}
+
+static void test_stacks_share_their_callers_nodes_in_the_trie(void) {
+    set_stack(1, 0x1001, 0x2000, 0x3000); // f1 <- g <- main
+    set_stack(2, 0x1002, 0x2000, 0x3000); // f2 <- g <- main
+    set_stack(3, 0x1001, 0x2000, 0x3000); // the same frames as 1, another depot id
+    uint32_t before = tpprof_w.nnodes;
+    uint32_t a = tpprof_writer_leaf_of(1), b = tpprof_writer_leaf_of(2), c = tpprof_writer_leaf_of(3);
+    CHECK_MSG(a && b && a != b, "two stacks, two leaves (%u, %u)", a, b);
+    CHECK_MSG(c == a, "the same frames under another id: the same leaf (%u, %u)", c, a);
+    CHECK_MSG(tpprof_w.nnodes - before == 4, "main, g, f1, f2: %u nodes", tpprof_w.nnodes - before);
+    const struct tpprof_node *n = tpprof_w.nodes;
+    CHECK_MSG(n[a].ip == 0x1001 && n[b].ip == 0x1002, "leaves hold the innermost frames");
+    CHECK_MSG(n[a].parent == n[b].parent && n[n[a].parent].ip == 0x2000, "both under g");
+    uint32_t top = n[n[a].parent].parent;
+    CHECK_MSG(n[top].ip == 0x3000 && n[top].parent == 0, "main is a root");
+    CHECK_MSG(tpprof_writer_leaf_of(1) == a && tpprof_w.nnodes - before == 4, "asked again: nothing new");
+    CHECK_MSG(tpprof_writer_leaf_of(0) == 0, "no stack: node 0");
+}
+
+static void test_a_stack_and_kind_have_one_site(void) {
+    set_stack(10, 0x5001, 0x3000, 0);
+    set_stack(11, 0x5001, 0x3000, 0); // same frames
+    uint32_t nsites = tpprof_w.nsites;
+    struct tpprof_site *m = tpprof_site_get(10, TPPROF_KIND_MALLOC);
+    CHECK(m && m->kind == TPPROF_KIND_MALLOC && m->stack == tpprof_writer_leaf_of(10));
+    m->alloc_count = 7;
+    struct tpprof_site *c = tpprof_site_get(10, TPPROF_KIND_CALLOC); // another kind: another site
+    CHECK_MSG(c && c != m && c->kind == TPPROF_KIND_CALLOC && c->alloc_count == 0, "calloc's own site");
+    // The hint now names calloc's: malloc's is still found.
+    m = tpprof_site_get(10, TPPROF_KIND_MALLOC);
+    CHECK_MSG(m && m->kind == TPPROF_KIND_MALLOC && m->alloc_count == 7, "malloc's site again, with its counts");
+    struct tpprof_site *m2 = tpprof_site_get(11, TPPROF_KIND_MALLOC);
+    CHECK_MSG(m2 == m, "another depot id of the same frames: the same site");
+    CHECK_MSG(tpprof_w.nsites - nsites == 2, "%u sites made", tpprof_w.nsites - nsites);
+}
+
+// Thousands of stacks: the trie's hash and the sites array grow (and move)
+// under the lookups, and every stack keeps its own site.
+static void test_many_stacks_keep_their_sites_through_growth(void) {
+    enum { N = 20000, FIRST = 100 };
+    for (uint32_t i = 0; i < N; i++) set_stack(FIRST + i, 0x100000 + i, 0x200000 + i % 97, 0x3000);
+    for (uint32_t i = 0; i < N; i++) {
+        struct tpprof_site *s = tpprof_site_get(FIRST + i, TPPROF_KIND_MMAP);
+        if (!s) {
+            CHECK_MSG(false, "no site for %u", i);
+            return;
+        }
+        s->alloc_count = i + 1;
+    }
+    int wrong = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        struct tpprof_site *s = tpprof_site_get(FIRST + i, TPPROF_KIND_MMAP);
+        const struct tpprof_node *leaf = &tpprof_w.nodes[s->stack];
+        if (s->alloc_count != i + 1 || leaf->ip != 0x100000 + i || tpprof_w.nodes[leaf->parent].ip != 0x200000 + i % 97)
+            wrong++;
+    }
+    CHECK_MSG(wrong == 0, "%d of %d stacks lost their site or their frames", wrong, N);
+}
+
+// site_touch saves a site's live totals once per peak epoch, before its
+// first change after a new peak: the snapshot is the site's share at the
+// peak, whatever happened after it.
+static void test_the_peak_keeps_each_sites_share(void) {
+    set_stack(20, 0x7001, 0x3000, 0);
+    set_stack(21, 0x7002, 0x3000, 0);
+    struct tpprof_site *a = tpprof_site_get(20, TPPROF_KIND_MALLOC), *b = tpprof_site_get(21, TPPROF_KIND_MALLOC);
+    tpprof_w.peak_epoch = 1;
+    // a: +100; b: +50 -> peak 150.
+    tpprof_site_touch(a);
+    a->live_bytes += 100, tpprof_w.heap_bytes += 100;
+    tpprof_check_peak(10);
+    tpprof_site_touch(b);
+    b->live_bytes += 50, tpprof_w.heap_bytes += 50;
+    tpprof_check_peak(20);
+    CHECK_MSG(tpprof_w.peak_bytes == 150 && tpprof_w.peak_time_ns == 20, "peak 150 at 20: %lld at %llu",
+              (long long)tpprof_w.peak_bytes, (unsigned long long)tpprof_w.peak_time_ns);
+    uint64_t epoch = tpprof_w.peak_epoch;
+    // a frees 100, b grows by 20: below the peak, which stays.
+    tpprof_site_touch(a);
+    a->live_bytes -= 100, tpprof_w.heap_bytes -= 100;
+    tpprof_check_peak(30);
+    tpprof_site_touch(b);
+    b->live_bytes += 20, tpprof_w.heap_bytes += 20;
+    tpprof_check_peak(40);
+    CHECK_MSG(tpprof_w.peak_epoch == epoch && tpprof_w.peak_bytes == 150, "no new peak");
+    CHECK_MSG(a->snap_epoch == epoch && a->snap_bytes == 100, "a's share at the peak: %lld", (long long)a->snap_bytes);
+    CHECK_MSG(b->snap_epoch == epoch && b->snap_bytes == 50, "b's share at the peak: %lld", (long long)b->snap_bytes);
+    CHECK(a->dirty && b->dirty);
+}
+
+int main(void) {
+    test_stacks_share_their_callers_nodes_in_the_trie();
+    test_a_stack_and_kind_have_one_site();
+    test_many_stacks_keep_their_sites_through_growth();
+    test_the_peak_keeps_each_sites_share();
+    return CHECK_DONE();
+}
