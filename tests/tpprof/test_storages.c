@@ -36,8 +36,7 @@ void tpprof_writer_keep_event(struct tpprof_thread *t, uint64_t seq, int op, int
     kept_events++;
 }
 // Threads 0-3 have tids 1000-1003 (tpprof_wstate_tid_of reads them).
-static struct tpprof_thread tid_threads[4] = {{.tid = 1000}, {.tid = 1001}, {.tid = 1002}, {.tid = 1003}};
-static struct tpprof_thread *thread_of[4] = {&tid_threads[0], &tid_threads[1], &tid_threads[2], &tid_threads[3]};
+static uint32_t tid_of[4] = {1000, 1001, 1002, 1003};
 int64_t tpprof_writer_map_at(uint64_t addr) { // (no mappings here: writer.c keeps them)
     (void)addr;
     return -1;
@@ -826,8 +825,8 @@ static void test_many_live_records_are_each_found(void) {
 // ---------------------------------------------------------------------------
 
 int main(void) {
-    tpprof_w.thread_of = thread_of;
-    tpprof_w.capthread_of = 4;
+    tpprof_w.tid_of = tid_of;
+    tpprof_w.captid_of = 4;
     open_db();
     // A live heap block that will back storage 1 (one posix_memalign site).
     tpprof_w.sites = (struct tpprof_site[1]){{.kind = TPPROF_KIND_POSIX_MEMALIGN}};

@@ -7,9 +7,10 @@
 #   a hook): recorded + unrecorded / 2 = calls, exactly (+1: main's own
 #   777 B block before the timer).
 # - threads with TPPROF_TEST_MAX_RINGS=2 (as if no address space were left
-#   for more rings): main and one of its 4 threads get rings; the other 3
-#   are counted in meta.threads_unrecorded and their allocations in
-#   meta.events_unrecorded.
+#   for more rings): main and one of its 4 threads get rings; the others
+#   are counted in meta.threads_unrecorded (1 to 3: a thread that starts
+#   after one with a ring is gone may take that ring over) and their
+#   allocations (21 or more each) in meta.events_unrecorded.
 # - a program with neither counts nothing.
 # `tpprof check` fails a recording with either count (and says why in one
 # line); --allow-incomplete makes it a warning.
@@ -47,8 +48,8 @@ done
 rm -f "$dir"/r.db*
 TPPROF_TEST_MAX_RINGS=2 LD_PRELOAD=$lib TPPROF_OUTPUT="$dir/r.db" "$threads" >/dev/null
 th=$(meta threads_unrecorded) ev=$(meta events_unrecorded)
-if [ "$th" != 3 ] || ! [ "$ev" -ge 6 ] 2>/dev/null; then
-    echo "FAIL: threads with 2 rings: threads_unrecorded $th (want 3), events_unrecorded $ev (want >= 6)"
+if ! [ "$th" -ge 1 ] 2>/dev/null || [ "$th" -gt 3 ] || ! [ "$ev" -ge $((21 * th)) ] 2>/dev/null; then
+    echo "FAIL: threads with 2 rings: threads_unrecorded $th (want 1-3), events_unrecorded $ev (want >= 21 each)"
     bad=$((bad + 1))
 else
     echo "ok: threads with 2 rings: threads_unrecorded $th, events_unrecorded $ev"

@@ -4,7 +4,8 @@
 // the only shared writes are the release-store of `tail` (producer) and of
 // `head` (writer). A thread's ring is created on its first event (one mutex,
 // once per thread) and lives until the thread is gone from the kernel and
-// its ring is drained (the writer then unmaps it: tpprof_thread_release),
+// its ring is drained (the writer then hands it, ring and all, to the next
+// new thread: tpprof_thread_recycle),
 // not just until its key destructor ran: the thread may record again from
 // late TLS destructors.
 // This file must not call malloc.
@@ -18,6 +19,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -89,9 +91,9 @@ static void make_key(void) { pthread_key_create(&exit_key, on_thread_exit); }
 // Thread structs come from chunks of 1024, mapped as needed (one mapping
 // each was a page of memory and a mapping per thread ever created: a
 // program that runs a thread per request reached the kernel's limit of
-// mappings). A struct is never freed (the writer's lists and the threads
-// table keep it); what is big in it is released when the thread is gone
-// (tpprof_thread_release).
+// mappings). A struct is never unmapped (tpprof_threads lists it for
+// good); once its thread is gone the writer hands it back for the next new
+// thread (tpprof_thread_recycle).
 #define CHUNK_THREADS 1024
 #define MAX_CHUNKS 4096
 static _Atomic(struct tpprof_thread *) chunks[MAX_CHUNKS];
@@ -109,15 +111,51 @@ static struct tpprof_thread *thread_struct(int index) {
     return &chunk[(uint32_t)index % CHUNK_THREADS];
 }
 
-void tpprof_thread_release(struct tpprof_thread *t) {
-    tpprof_mem_unmap(t->ring, RING_WORDS * sizeof(uint64_t));
+// Structs of threads that are gone, drained and written (the writer hands
+// them back: tpprof_thread_recycle), each with its ring still mapped: the
+// next new thread takes one, ring and all. A program that runs a thread
+// per task then holds as many structs and rings as it ever had threads at
+// once, not one per thread it ever ran (200,000 threads churned kept
+// 111 MB). The list is short-lived work for two sides, so a mutex.
+static pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct tpprof_thread *free_structs; // linked through free_next
+
+void tpprof_thread_recycle(struct tpprof_thread *t) {
     tpprof_mem_unmap(t->cache_mem, t->cache_bytes);
     tpprof_unwind_release(t);
-    t->ring = NULL;
     t->cache_mem = NULL;
+    pthread_mutex_lock(&free_mu);
+    t->free_next = free_structs;
+    free_structs = t;
+    pthread_mutex_unlock(&free_mu);
 }
 
-_Atomic uint64_t tpprof_unrecorded_events, tpprof_unrecorded_threads;
+// A recycled struct, reset as a new one would be (its ring mapped, its
+// place in tpprof_threads kept, still marked exited until it is set up),
+// or NULL.
+static struct tpprof_thread *recycled(void) {
+    pthread_mutex_lock(&free_mu);
+    struct tpprof_thread *t = free_structs;
+    if (t) free_structs = t->free_next;
+    pthread_mutex_unlock(&free_mu);
+    if (!t) return NULL;
+    uint64_t *ring = t->ring;
+    struct tpprof_thread *next = t->next;
+    memset((char *)t, 0, sizeof *t);
+    t->ring = ring;
+    t->next = next;
+    atomic_store(&t->exited, 1);
+    return t;
+}
+
+// Recycled structs given to new threads, for the writer to take up again
+// (tpprof_threads_reborn): they are already in tpprof_threads, where only
+// new structs are looked for.
+static _Atomic(struct tpprof_thread *) reborn;
+
+struct tpprof_thread *tpprof_threads_reborn(void) { return atomic_exchange(&reborn, NULL); }
+
+_Atomic uint64_t tpprof_unrecorded_events, tpprof_unrecorded_threads, tpprof_rings_mapped;
 
 // A thread that could get no ring (no address space left: RLIMIT_AS, or
 // more threads than TPPROF_TEST_MAX_RINGS) is counted once, and asks again
@@ -153,11 +191,15 @@ static struct tpprof_thread *thread_new(void) {
         max_rings = cap && atoi(cap) > 0 ? atoi(cap) : 0;
     }
     int index = -1;
-    t = NULL;
-    if (!max_rings || atomic_fetch_add(&rings_given, 1) < max_rings) {
+    t = recycled();
+    bool again = t != NULL;
+    if (again) {
+        index = atomic_fetch_add(&next_index, 1);
+    } else if (!max_rings || atomic_fetch_add(&rings_given, 1) < max_rings) {
         index = atomic_fetch_add(&next_index, 1);
         t = thread_struct(index);
         if (t) t->ring = tpprof_mem_map(RING_WORDS * sizeof(uint64_t));
+        if (t && t->ring) atomic_fetch_add(&tpprof_rings_mapped, 1);
     }
     if (!t || !t->ring) { // (the slot stays unused)
         if (!ring_refused++) atomic_fetch_add(&tpprof_unrecorded_threads, 1);
@@ -171,10 +213,18 @@ static struct tpprof_thread *thread_new(void) {
     t->tp = (uintptr_t)pthread_self();
     pthread_once(&key_once, make_key);
     pthread_setspecific(exit_key, t);
-    struct tpprof_thread *old = atomic_load(&tpprof_threads);
-    do {
-        t->next = old;
-    } while (!atomic_compare_exchange_weak(&tpprof_threads, &old, t));
+    if (again) { // already listed: live again (the scan reads it from now), and the writer told
+        atomic_store_explicit(&t->exited, 0, memory_order_release);
+        struct tpprof_thread *old = atomic_load(&reborn);
+        do {
+            t->reborn_next = old;
+        } while (!atomic_compare_exchange_weak(&reborn, &old, t));
+    } else {
+        struct tpprof_thread *old = atomic_load(&tpprof_threads);
+        do {
+            t->next = old;
+        } while (!atomic_compare_exchange_weak(&tpprof_threads, &old, t));
+    }
     tpprof_self = t;
     tpprof_unwind_thread_warm();
     errno = saved_errno;

@@ -30,7 +30,8 @@ struct tpprof_thread {
     _Atomic int exited;
     _Atomic uintptr_t stop_sp;  // during the leak scan: where its stack is read from (scan.c)
     char name[17];              // set by the thread as it exits
-    struct tpprof_thread *next; // all threads ever seen, newest first
+    struct tpprof_thread *next; // all thread structs, newest first (a struct is reused: rings.c)
+    struct tpprof_thread *free_next, *reborn_next; // on rings.c's lists of reusable and reused structs
     // The thread's unwinder state and stack cache (unwind.c, stacks.c), to
     // be unmapped with its ring once it is gone (tpprof_thread_release).
     void *cache_mem;
@@ -64,6 +65,9 @@ TPPROF_HIDDEN extern _Atomic uint64_t tpprof_dropped;
 // handler made while its thread was inside a hook, whose own record was
 // half written (hooks.c: tpprof_guard is TPPROF_GUARD_HOOK there).
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_unrecorded_events, tpprof_unrecorded_threads;
+// Thread structs and rings mapped (meta.rings): as many as the program ever
+// had threads at once, give or take the writer's lag (rings.c reuses them).
+TPPROF_HIDDEN extern _Atomic uint64_t tpprof_rings_mapped;
 // Stacks taken by libunwind, not by the verified frame-pointer walk
 // (unwind.c; meta.libunwind_walks).
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_unwind_slow;
@@ -151,9 +155,13 @@ static inline void tpprof_ring_put(struct tpprof_thread *t, const uint64_t *w, i
     tpprof_ring_commit(t, (uint64_t)n);
 }
 TPPROF_HIDDEN void tpprof_threads_fork_child(void);
-// Unmaps a thread's ring, unwinder state and stack cache (the writer, once
-// the thread is gone for good and its ring drained); the struct stays.
-TPPROF_HIDDEN void tpprof_thread_release(struct tpprof_thread *t);
+// Hands a thread's struct, with its ring, to the next new thread (the
+// writer, once the thread is gone for good, its ring drained and its row
+// taken); its unwinder state and stack cache are unmapped.
+TPPROF_HIDDEN void tpprof_thread_recycle(struct tpprof_thread *t);
+// The structs given to new threads again since the last call (linked
+// through reborn_next): the writer visits them again (writer.c).
+TPPROF_HIDDEN struct tpprof_thread *tpprof_threads_reborn(void);
 
 // The drainer's CPU-time clock (0 until it runs; the writer sets it): a
 // producer waiting on a full ring tells a busy drainer from a blocked one by

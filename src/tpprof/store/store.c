@@ -383,6 +383,19 @@ static bool put_threads(bool final) {
         sqlite3_reset(st);
         t->w_dirty = false;
     }
+    // Threads gone since the last flush, whose structs serve others now.
+    struct tpprof_wstate *w = &tpprof_w;
+    for (uint32_t i = 0; i < w->ngone && ok; i++) {
+        const struct tpprof_thread_row *r = &w->gone[i];
+        sqlite3_bind_int64(st, 1, r->tid);
+        if (r->name[0]) sqlite3_bind_text(st, 2, r->name, -1, SQLITE_STATIC);
+        else sqlite3_bind_null(st, 2);
+        sqlite3_bind_int64(st, 3, (sqlite3_int64)r->first_ns);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)r->last_ns);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+    }
+    if (ok) w->ngone = 0;
     sqlite3_finalize(st);
     return ok;
 }
@@ -585,6 +598,7 @@ static bool put_meta(bool final) {
     if (ok) ok = meta_int("stacks_full", (int64_t)atomic_load(&tpprof_stacks_full));
     if (ok) ok = meta_int("events_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_events));
     if (ok) ok = meta_int("threads_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_threads));
+    if (ok) ok = meta_int("rings", (int64_t)atomic_load(&tpprof_rings_mapped));
     if (ok && atomic_load(&tpprof_obs_attached)) {
         ok = meta_set("tensors", "1") && meta_int("peak_storage_bytes", tpprof_ledger.peak_bytes) &&
              meta_int("peak_storage_time_ns", (int64_t)tpprof_ledger.peak_ns);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 #include <errno.h>
+#include <stdio.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -82,16 +83,35 @@ static void batch_begin(uint64_t now) {
 static void note_thread(struct tpprof_thread *t) {
     uint32_t i = (uint32_t)t->index;
     struct tpprof_wstate *w = &tpprof_w;
-    if (i >= w->capthread_of) {
-        uint32_t ncap = w->capthread_of ? w->capthread_of : 64;
+    if (i >= w->captid_of) {
+        uint32_t ncap = w->captid_of ? w->captid_of : 64;
         while (ncap <= i) ncap *= 2;
-        struct tpprof_thread **n =
-            tpprof_mem_grow(w->thread_of, w->capthread_of * sizeof *w->thread_of, ncap * sizeof *w->thread_of);
+        uint32_t *n = tpprof_mem_grow(w->tid_of, w->captid_of * sizeof *w->tid_of, ncap * sizeof *w->tid_of);
         if (!n) return;
-        w->thread_of = n;
-        w->capthread_of = ncap;
+        w->tid_of = n;
+        w->captid_of = ncap;
     }
-    w->thread_of[i] = t;
+    w->tid_of[i] = (uint32_t)t->tid;
+}
+
+// Keeps a gone thread's threads table row for the store, before its struct
+// serves another thread. False when out of memory (the struct then stays).
+static bool keep_row(const struct tpprof_thread *t) {
+    struct tpprof_wstate *w = &tpprof_w;
+    if (!t->w_seen) return true; // it recorded nothing: no row
+    if (w->ngone == w->capgone) {
+        uint32_t ncap = w->capgone ? 2 * w->capgone : 64;
+        struct tpprof_thread_row *n = tpprof_mem_grow(w->gone, w->capgone * sizeof *w->gone, ncap * sizeof *w->gone);
+        if (!n) return false;
+        w->gone = n;
+        w->capgone = ncap;
+    }
+    struct tpprof_thread_row *r = &w->gone[w->ngone++];
+    r->tid = t->tid;
+    snprintf(r->name, sizeof r->name, "%s", t->name[0] ? t->name : t->w_name);
+    r->first_ns = t->w_first_ns;
+    r->last_ns = t->w_last_ns;
+    return true;
 }
 
 
@@ -151,10 +171,23 @@ static struct tpprof_thread *newest_seen;
 static uint32_t *mheap;
 static uint32_t nheap;
 
+// Recycled structs taken from rings.c but not yet in active (out of memory
+// to grow it): kept for the next call, never dropped.
+static struct tpprof_thread *again_pending;
+
 static void collect_threads(void) {
     struct tpprof_thread *head = atomic_load(&tpprof_threads);
+    struct tpprof_thread *again = tpprof_threads_reborn(); // recycled structs (rings.c)
+    if (again_pending) {
+        struct tpprof_thread *last = again_pending;
+        while (last->reborn_next) last = last->reborn_next;
+        last->reborn_next = again;
+        again = again_pending;
+        again_pending = NULL;
+    }
     uint32_t fresh = 0;
     for (struct tpprof_thread *t = head; t && t != newest_seen; t = t->next) fresh++;
+    for (struct tpprof_thread *t = again; t; t = t->reborn_next) fresh++;
     if (!fresh) return;
     if (nactive + fresh > capactive) {
         uint32_t ncap = capactive ? capactive : 64;
@@ -163,13 +196,17 @@ static void collect_threads(void) {
         // merges, so copying them with the pointers' old bytes is harmless).
         const size_t per = sizeof *active + sizeof *mheap;
         struct tpprof_thread **n = tpprof_mem_grow(active, capactive * per, ncap * per);
-        if (!n) return;
+        if (!n) {
+            again_pending = again;
+            return;
+        }
         active = n;
         mheap = (uint32_t *)(n + ncap);
         capactive = ncap;
     }
     uint32_t i = nactive + fresh;
     for (struct tpprof_thread *t = head; t && t != newest_seen; t = t->next) active[--i] = t;
+    for (struct tpprof_thread *t = again; t; t = t->reborn_next) active[--i] = t;
     nactive += fresh;
     newest_seen = head;
 }
@@ -184,8 +221,8 @@ static void retire_threads(void) {
     for (uint32_t i = 0; i < nactive; i++) {
         struct tpprof_thread *t = active[i];
         bool drained = t->w_head == atomic_load_explicit(&t->tail, memory_order_acquire);
-        if (drained && thread_gone(t)) { // it can write nothing more: its memory goes
-            tpprof_thread_release(t);
+        if (drained && thread_gone(t) && keep_row(t)) { // it can write nothing more: its struct serves another
+            tpprof_thread_recycle(t);
             continue;
         }
         active[k++] = t;
@@ -997,6 +1034,7 @@ void tpprof_writer_fork_child(const char *path) {
     struct tpprof_wstate *w = &tpprof_w;
     tpprof_modules_unlock();
     tpprof_threads_fork_child();
+    if (tpprof_self) note_thread(tpprof_self); // its tid is the child's now
     writer_running = false;
     if (db_open) {
         batch_begin(tpprof_now_ns());

@@ -194,17 +194,26 @@ struct tpprof_wstate {
     int end_signal;             // the signal the program died of (end_reason "signal"), or 0
     pid_t parent_pid;
 
-    // Threads by index (a record's thread field): the writer fills it as
-    // rings appear; the store reads tids from it (tpprof_wstate_tid_of).
-    struct tpprof_thread **thread_of;
-    uint32_t capthread_of;
+    // Tids by thread index (a record's thread field): the writer fills it
+    // as rings appear; the store reads it (tpprof_wstate_tid_of). (Tids,
+    // not structs: a struct serves another thread once its own is gone.)
+    uint32_t *tid_of;
+    uint32_t captid_of;
+    // The threads table rows of threads whose structs were handed back
+    // since the last flush (writer.c retire_threads; the store writes them).
+    struct tpprof_thread_row {
+        pid_t tid;
+        char name[32];
+        uint64_t first_ns, last_ns;
+    } *gone;
+    uint32_t ngone, capgone;
 };
 
 TPPROF_HIDDEN extern struct tpprof_wstate tpprof_w;
 
 // The kernel's tid of the thread of index i, or 0 if unknown.
 static inline uint32_t tpprof_wstate_tid_of(uint32_t i) {
-    return i < tpprof_w.capthread_of && tpprof_w.thread_of[i] ? (uint32_t)tpprof_w.thread_of[i]->tid : 0;
+    return i < tpprof_w.captid_of ? tpprof_w.tid_of[i] : 0;
 }
 
 // ---------------------------------------------------------------------------
