@@ -544,15 +544,18 @@ static void test_observe_fused_forms_keep_the_same_ledger(void) {
           "storage 240 is gone with no reference left, and its tensors");
 }
 
-// A storage's allocator name travels with each storage record: new
-// storages of "cpu", "cpu", "arena", none (borrowed), "arena", "cpu", some
-// with a tensor (the fused form), some alone, each named right.
-static void test_allocator_names_travel_with_each_storage(void) {
+// A storage's allocator name travels once per run of storages from it on a
+// thread (TPPROF_OBS_SAME_NAME after that): new storages of "cpu", "cpu",
+// "arena", none (borrowed), "arena", "cpu", some with a tensor (the fused
+// form), some alone, each named right; and two rings taking turns each
+// keep their own last name.
+static void test_allocator_names_travel_once_per_run(void) {
     static const char cpu[] = "cpu", arena[] = "arena"; // (allocators are told apart by the pointer)
     static const int64_t sizes[1] = {4}, strides[1] = {1};
     const char *names[] = {cpu, cpu, arena, NULL, arena, cpu, cpu};
     int n = (int)(sizeof names / sizeof names[0]);
     bool with_tensor[] = {true, true, false, true, true, false, true};
+    bool travels[] = {true, false, true, false, false, true, false}; // (none leaves the last name as it was)
     for (int i = 0; i < n; i++) {
         uint64_t id = 900 + 2 * (uint64_t)i, w0 = record_words;
         tp_obs_storage st = {.storage_id = id, .nbytes = 8, .allocator = names[i]};
@@ -567,10 +570,10 @@ static void test_allocator_names_travel_with_each_storage(void) {
             tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED, .u.storage = st};
             send(&ev, 132);
         }
-        // Words: 2 + 4 of the storage, 3 of its name if it has one, 8 of
-        // its tensor (its stack, id, storage, base, offset and shape), and
-        // a tick (the first 64 of an allocator are timed).
-        uint64_t words = 6 + (names[i] ? 3 : 0) + (with_tensor[i] ? 8 : 0) + 1;
+        // Words: 2 + 4 of the storage, 3 of its name where it travels, 8
+        // of its tensor (its stack, id, storage, base, offset and shape),
+        // and a tick (the first 64 of an allocator are timed).
+        uint64_t words = 6 + (travels[i] ? 3 : 0) + (with_tensor[i] ? 8 : 0) + 1;
         CHECK_MSG(record_words - w0 == words, "storage %d (%s): %llu words, %llu expected", i,
               names[i] ? names[i] : "none", (unsigned long long)(record_words - w0), (unsigned long long)words);
     }
@@ -584,7 +587,8 @@ static void test_allocator_names_travel_with_each_storage(void) {
     CHECK_MSG(q("SELECT count(*) FROM tensors WHERE id = 901 AND sizes = '[4]'") == 1 &&
               q("SELECT count(*) FROM tensors WHERE id = 913 AND sizes = '[4]'") == 1,
           "the tensors after a name, and after none, read right");
-    // A tensor with an offset and two dimensions on its new storage.
+    // A tensor that is not plain on its new storage (an offset) takes the
+    // full layout: 8 words, not 4.
     static const int64_t sizes2[2] = {2, 3}, strides2[2] = {3, 1};
     remember_alloc(0xe000, 133);
     remember_alloc(0xe100, 134);
@@ -594,16 +598,31 @@ static void test_allocator_names_travel_with_each_storage(void) {
     uint64_t w0 = record_words;
     observer->on_tensor_new(observer->user, &st, 0xe000, &x, 0xe100);
     obs_drain();
-    CHECK_MSG(record_words - w0 == 6 + 3 + 1 + 9 + 1, "an offset tensor on a new storage: %llu words",
+    CHECK_MSG(record_words - w0 == 6 + 1 + 9 + 1, "an offset tensor on a new storage: %llu words",
           (unsigned long long)(record_words - w0));
     CHECK_MSG(tpprof_store_tensors_put(db, true), "written: %s", sqlite3_errmsg(db));
     CHECK_MSG(q("SELECT count(*) FROM tensors WHERE id = 921 AND storage_id = 920 AND storage_offset = 5 AND sizes = "
             "'[2, 3]' AND strides = '[3, 1]' AND created_stack = 134") == 1,
           "its tensor reads right");
+    // Two rings taking turns, as the writer gets them.
+    uint64_t w[9] = {0, 0, 950, 0, 8, (uint64_t)1 << 33};
+    memcpy(&w[6], "left", 5);
+    put(&th0, TP_OBS_STORAGE_CREATED, 0, 140, w, 9);
+    uint64_t v[9] = {0, 0, 951, 0, 8, (uint64_t)1 << 33};
+    memcpy(&v[6], "right", 6);
+    put(&th1, TP_OBS_STORAGE_CREATED, 0, 141, v, 9);
+    uint64_t same0[6] = {0, 0, 952, 0, 8, (uint64_t)1 << 33}, same1[6] = {0, 0, 953, 0, 8, (uint64_t)1 << 33};
+    put_flags(&th1, TP_OBS_STORAGE_CREATED, 0, TPPROF_OBS_SAME_NAME, 142, same1, 6);
+    put_flags(&th0, TP_OBS_STORAGE_CREATED, 0, TPPROF_OBS_SAME_NAME, 143, same0, 6);
+    CHECK_MSG(tpprof_store_tensors_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count(*) FROM storages WHERE id IN (950, 952) AND allocator = 'left'") == 2 &&
+              q("SELECT count(*) FROM storages WHERE id IN (951, 953) AND allocator = 'right'") == 2,
+          "each ring's storages without a name are its last name's");
 }
 
 // A tensor whose id is not above its storage's (the runtime's one counter
-// makes that unusual, never wrong): its creation and release read the same.
+// makes that unusual, never wrong): its creation and release take the full
+// layouts (no delta to pack), and read the same.
 static void test_a_tensor_older_than_its_storage_reads_the_same(void) {
     static const int64_t sizes[1] = {8}, strides[1] = {1};
     remember_alloc(0xf000, 150);
@@ -954,7 +973,7 @@ int main(void) {
     test_adopted_creation_reference_belongs_to_its_tensor();
     test_observe_passes_on_an_adopted_reference();
     test_observe_fused_forms_keep_the_same_ledger();
-    test_allocator_names_travel_with_each_storage();
+    test_allocator_names_travel_once_per_run();
     test_a_tensor_older_than_its_storage_reads_the_same();
     test_ticks_time_storage_lifetimes();
     test_observe_times_big_storages_and_one_in_eight_small();

@@ -81,10 +81,14 @@ static inline uint32_t tpprof_alloc_sid(const uint64_t *r, int op) {
 // stack, then the tensor's words as a TENSOR_CREATED has them from word 2,
 // the ticks last (observe.c tensor_new).
 #define TPPROF_OBS_WITH_TENSOR ((uint64_t)1 << 22)
-// (Bit 23 was SAME_NAME, an allocator name left out when the thread's last
-// record carried it: it bought nothing measurable on bench/tensor_overhead.
-// Bit 24 was PACKED, compact layouts of a tensor's release and of a
-// WITH_TENSOR record: 2-3 points dearer. Both went: docs/recorder.md.)
+// SAME_NAME: a STORAGE_CREATED whose allocator is the one named by this
+// thread's last STORAGE_CREATED that carried a name (the same name pointer:
+// allocator names are static, tensorplay/allocator.h), so it carries none:
+// its storage's words are 4, not 7 (observe.c put_storage).
+#define TPPROF_OBS_SAME_NAME ((uint64_t)1 << 23)
+// (Bit 24 was PACKED, compact layouts of a tensor's release and of a
+// WITH_TENSOR record: measured 2-3 points dearer on bench/tensor_overhead,
+// it went.)
 
 // Words per record, excluding the optional trailing timestamp of full mode.
 static inline int tpprof_op_words(int op) {

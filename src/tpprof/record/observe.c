@@ -88,6 +88,7 @@ struct obs_recent {
     uint64_t freed_storage;  // sent inside a RELEASE: this storage's FREED (the data's
                              // deleter runs in between and may send events)
     uint64_t untimed[16];    // storages made here whose lifetime is not timed (by id's low bits)
+    const char *last_name;     // the allocator name the last STORAGE_CREATED record with one carried
     const char *alloc_name[4]; // the allocators of the storages made here lately...
     uint32_t alloc_made[4];    // ...and how many each made (timed_by_allocator)
     uint32_t alloc_next;
@@ -218,16 +219,25 @@ static inline void put_name(uint64_t *w, const char *name) {
 // of the full current size.
 
 // A storage's fields at w: id, data, nbytes, device and flags, then the
-// allocator's name (3 words) unless it has none. Returns the words. (A
-// SAME_NAME flag that left out a name the thread's last record carried
-// bought nothing measurable on bench/tensor_overhead: it went.)
-static inline __attribute__((always_inline)) int put_storage(uint64_t *w, const tp_obs_storage *s) {
+// allocator's name (3 words), unless it has none or it is the one this
+// thread's last record with a name carried (*flags gets
+// TPPROF_OBS_SAME_NAME): the writer keeps that per ring, and nearly every
+// storage comes from the allocator of the one before. Allocator names are
+// static (tensorplay/allocator.h), so the pointer tells them apart. The
+// record must be sent: the writer follows what it says. Returns the words.
+static inline __attribute__((always_inline)) int put_storage(uint64_t *w, const tp_obs_storage *s,
+                                                             uint64_t *flags) {
     w[0] = s->storage_id;
     w[1] = s->data;
     w[2] = s->nbytes;
     w[3] = (uint64_t)(uint16_t)s->device_type | (uint64_t)(uint16_t)s->device_index << 16 |
            (uint64_t)(s->resizable != 0) << 32 | (uint64_t)(s->allocator != NULL) << 33;
     if (!s->allocator) return 4;
+    if (TPPROF_LIKELY(s->allocator == recent.last_name)) {
+        *flags |= TPPROF_OBS_SAME_NAME;
+        return 4;
+    }
+    recent.last_name = s->allocator;
     put_name(&w[4], s->allocator);
     return 7;
 }
@@ -238,7 +248,7 @@ static inline __attribute__((always_inline)) void storage_created(struct tpprof_
     uint64_t *w = obs_slot(t);
     if (!w) return;
     uint64_t flags = 0;
-    int n = 2 + put_storage(&w[2], s);
+    int n = 2 + put_storage(&w[2], s, &flags);
     if (full) {
     } else if (storage_timed(s)) { // (full mode's records carry exact times anyway)
         w[n++] = tpprof_ticks();
@@ -419,7 +429,7 @@ static inline __attribute__((always_inline)) int tensor_new_words(uint64_t *w, c
                                                                   const tp_obs_tensor *x, uint32_t tensor_sid,
                                                                   uint64_t *flags) {
     *flags = TPPROF_OBS_WITH_TENSOR | (x->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
-    int b = 2 + put_storage(&w[2], s);
+    int b = 2 + put_storage(&w[2], s, flags);
     w[b] = tensor_sid;
     int n = b + 1 + put_tensor(&w[b + 1], x);
     if (storage_timed(s)) {

@@ -50,6 +50,7 @@ struct tpprof_thread {
     uint8_t w_state;            // and the head's state then (writer.c: HEAD_*)
     bool w_seen, w_dirty;
     char w_name[32];
+    uint16_t w_obs_name;        // allocator name of its last STORAGE_CREATED that carried one (storages.c)
 };
 
 TPPROF_HIDDEN extern _Atomic(struct tpprof_thread *) tpprof_threads;

@@ -894,11 +894,13 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
     struct rec c = rec_of(t, r, time, false, (uint32_t)(r[1] >> 32));
     switch (kind) {
     case TP_OBS_STORAGE_CREATED: {
-        // Its allocator's name: none, or its 3 words.
-        bool named = r[5] >> 33 & 1;
+        // Its allocator's name: none, its 3 words, or the one this ring's
+        // last record with a name carried (TPPROF_OBS_SAME_NAME).
+        bool has_name = r[5] >> 33 & 1, named = has_name && !(r[1] & TPPROF_OBS_SAME_NAME);
         uint32_t b = named ? 9 : 6, words = (uint32_t)(r[1] & 0xff); // b: the word after the storage's
         if (words < b) break;
-        uint16_t name = named ? name_index(&r[6], true) : 0;
+        uint16_t name = named ? name_index(&r[6], true) : has_name ? t->w_obs_name : 0;
+        if (named) t->w_obs_name = name;
         on_storage_created(&c, r, name);
         if (!(r[1] & TPPROF_OBS_WITH_TENSOR)) break;
         // And the tensor made on it: record + b - 1 reads as its own.
