@@ -32,7 +32,13 @@
 #include "record/rings.h"
 #include "record/stacks.h"
 
-#define RING_WORDS ((uint64_t)1 << 18) // 2 MiB per thread
+// 256 KiB per thread: address space counts where a limit is set
+// (RLIMIT_AS), and 200 threads took 400 MiB at 2 MiB each (a program's own
+// pthread_create then failed under `prlimit --as=1200M`). The writer is
+// woken at each quarter, so a ring rarely fills: alloc_heavy (1 and 2
+// threads, 3 interleaved rounds), bigset (a million allocations in a row)
+// and many_threads (1,000 threads) ran as fast as with 2 MiB, none dropped.
+#define RING_WORDS ((uint64_t)1 << 15)
 
 _Atomic(struct tpprof_thread *) tpprof_threads;
 bool tpprof_prefetchw;
