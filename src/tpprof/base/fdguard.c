@@ -221,7 +221,9 @@ static int vfs_ftruncate(int fd, off_t size) {
     return ((int (*)(int, off_t))sqlite_ftruncate)(fd, size);
 }
 
-// SQLite's fcntl calls pass one pointer (a struct flock) or nothing.
+// SQLite's fcntl calls pass one argument or none: a struct flock pointer,
+// or an int (F_SETFD's flags), which x86-64 and arm64 pass in the same
+// register, read here as a pointer and handed on unchanged.
 static int vfs_fcntl(int fd, int cmd, ...) {
     va_list ap;
     va_start(ap, cmd);

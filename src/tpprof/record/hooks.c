@@ -66,10 +66,12 @@ static inline bool early_now(void) {
 // A heap call that is not recorded because a signal handler made it while
 // its thread was inside a hook (the guard says so): counted. (Not mmap and
 // munmap: the unwinder maps its own memory inside the hooks.)
-static inline void missed(void) {
+static inline void missed_n(int events) {
     if (TPPROF_UNLIKELY(tpprof_guard == TPPROF_GUARD_HOOK) && atomic_load_explicit(&tpprof_active, memory_order_relaxed))
-        atomic_fetch_add_explicit(&tpprof_unrecorded_events, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&tpprof_unrecorded_events, (uint64_t)events, memory_order_relaxed);
 }
+
+static inline void missed(void) { missed_n(1); }
 
 // ---------------------------------------------------------------------------
 // Recording (called with the guard clear; sets it for its duration).
@@ -239,8 +241,8 @@ static void *realloc_kind(void *old, size_t n, int kind) {
         if (TPPROF_UNLIKELY(early_now()) && (p || n == 0)) { // moved, resized or freed
             if (old) tpprof_early_free(old);
             if (p) tpprof_early_alloc(p, n);
-        } else if (p || n == 0) {
-            missed();
+        } else if (p || n == 0) { // a free and an allocation, or one of them
+            missed_n((old != NULL) + (p != NULL));
         }
         return p;
     }

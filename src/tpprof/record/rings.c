@@ -51,7 +51,8 @@ void tpprof_cpu_init(void) {
 }
 __thread struct tpprof_thread *tpprof_self TPPROF_TLS;
 
-static _Atomic int next_index;
+static _Atomic int next_index; // threads' dense numbers (records name threads by it)
+static _Atomic int next_slot;  // structs made (thread_struct's places): fewer, as structs are reused
 static pthread_key_t exit_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
@@ -104,8 +105,8 @@ static void make_key(void) { pthread_key_create(&exit_key, on_thread_exit); }
 #define MAX_CHUNKS 4096
 static _Atomic(struct tpprof_thread *) chunks[MAX_CHUNKS];
 
-static struct tpprof_thread *thread_struct(int index) {
-    uint32_t c = (uint32_t)index / CHUNK_THREADS;
+static struct tpprof_thread *thread_struct(int slot) {
+    uint32_t c = (uint32_t)slot / CHUNK_THREADS;
     if (c >= MAX_CHUNKS) return tpprof_mem_map(sizeof(struct tpprof_thread)); // past 4 M threads
     struct tpprof_thread *chunk = atomic_load(&chunks[c]);
     if (!chunk) {
@@ -114,7 +115,7 @@ static struct tpprof_thread *thread_struct(int index) {
         if (atomic_compare_exchange_strong(&chunks[c], &chunk, fresh)) chunk = fresh;
         else tpprof_mem_unmap(fresh, CHUNK_THREADS * sizeof *fresh); // another thread mapped it
     }
-    return &chunk[(uint32_t)index % CHUNK_THREADS];
+    return &chunk[(uint32_t)slot % CHUNK_THREADS];
 }
 
 // Structs of threads that are gone, drained and written (the writer hands
@@ -203,7 +204,7 @@ static struct tpprof_thread *thread_new(void) {
         index = atomic_fetch_add(&next_index, 1);
     } else if (!max_rings || atomic_fetch_add(&rings_given, 1) < max_rings) {
         index = atomic_fetch_add(&next_index, 1);
-        t = thread_struct(index);
+        t = thread_struct(atomic_fetch_add(&next_slot, 1));
         if (t) t->ring = tpprof_mem_map(RING_WORDS * sizeof(uint64_t));
         if (t && t->ring) atomic_fetch_add(&tpprof_rings_mapped, 1);
     }

@@ -359,9 +359,23 @@ static void thread_name(pid_t tid, char *out, size_t cap) {
     out[n] = 0;
 }
 
+// One row of the threads table (name NULL when it has none).
+static bool put_thread_row(sqlite3_stmt *st, pid_t tid, const char *name, uint64_t first_ns, uint64_t last_ns) {
+    sqlite3_bind_int64(st, 1, tid);
+    if (name[0]) sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+    else sqlite3_bind_null(st, 2);
+    sqlite3_bind_int64(st, 3, (sqlite3_int64)first_ns);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)last_ns);
+    bool ok = sqlite3_step(st) == SQLITE_DONE;
+    sqlite3_reset(st);
+    return ok;
+}
+
 // A live thread's name is read from /proc at the end only, not at every
 // flush: each read opens a descriptor, and a program's dup2 onto that number
 // at that moment would fail with EBUSY (a thread that ended was named then).
+// Threads gone since the last flush, whose structs serve others now, come
+// from the writer's kept rows (tpprof_w.gone).
 static bool put_threads(bool final) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO threads(tid, name, first_ns, last_ns) VALUES(?,?,?,?)", -1,
@@ -374,27 +388,12 @@ static bool put_threads(bool final) {
             if (final) thread_name(t->tid, t->w_name, sizeof t->w_name);
         }
         else if (t->name[0]) snprintf(t->w_name, sizeof t->w_name, "%s", t->name);
-        sqlite3_bind_int64(st, 1, t->tid);
-        if (t->w_name[0]) sqlite3_bind_text(st, 2, t->w_name, -1, SQLITE_STATIC);
-        else sqlite3_bind_null(st, 2);
-        sqlite3_bind_int64(st, 3, (sqlite3_int64)t->w_first_ns);
-        sqlite3_bind_int64(st, 4, (sqlite3_int64)t->w_last_ns);
-        ok = sqlite3_step(st) == SQLITE_DONE;
-        sqlite3_reset(st);
+        ok = put_thread_row(st, t->tid, t->w_name, t->w_first_ns, t->w_last_ns);
         t->w_dirty = false;
     }
-    // Threads gone since the last flush, whose structs serve others now.
     struct tpprof_wstate *w = &tpprof_w;
-    for (uint32_t i = 0; i < w->ngone && ok; i++) {
-        const struct tpprof_thread_row *r = &w->gone[i];
-        sqlite3_bind_int64(st, 1, r->tid);
-        if (r->name[0]) sqlite3_bind_text(st, 2, r->name, -1, SQLITE_STATIC);
-        else sqlite3_bind_null(st, 2);
-        sqlite3_bind_int64(st, 3, (sqlite3_int64)r->first_ns);
-        sqlite3_bind_int64(st, 4, (sqlite3_int64)r->last_ns);
-        ok = sqlite3_step(st) == SQLITE_DONE;
-        sqlite3_reset(st);
-    }
+    for (uint32_t i = 0; i < w->ngone && ok; i++)
+        ok = put_thread_row(st, w->gone[i].tid, w->gone[i].name, w->gone[i].first_ns, w->gone[i].last_ns);
     if (ok) w->ngone = 0;
     sqlite3_finalize(st);
     return ok;
