@@ -14,8 +14,9 @@ void *volatile sink;
 static void *run(void *arg) {
     (void)arg;
     for (int i = 0; i < 100; i++) {
-        sink = malloc(64);
-        free(sink);
+        void *p = malloc(64); // (not freed through sink: other threads write it too)
+        sink = p;
+        free(p);
     }
     pthread_barrier_wait(&all_up);
     return NULL;
