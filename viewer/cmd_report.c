@@ -21,6 +21,7 @@ const char tpprof_usage_report[] =
     "usage: tpprof report DB... [--leaks] [--peak] [--top N] [--temporary] [--timeline]\n"
     "                        [--storages] [--lifetimes] [--diff OLD.db]\n"
     "                        [--format text|json|folded|html] [-o FILE] [--suppressions FILE]\n"
+    "                        [--device N]\n"
     "\n"
     "Show what a recording holds. Without section flags every section is shown;\n"
     "with any, the summary and the chosen sections. Several recordings (or a quoted\n"
@@ -46,6 +47,8 @@ const char tpprof_usage_report[] =
     "                   or html: one self-contained page (summary, timeline, flame graph,\n"
     "                   leaks, storages, sharing graph, fragmentation) to open in a browser\n"
     "  -o FILE          write to FILE instead of stdout\n"
+    "  --device N       device memory of CUDA device N only (the summary's device lines and the\n"
+    "                   device leaks, peak and sites; host figures are unchanged)\n"
     "  --suppressions FILE  leave out the leaks LeakSanitizer's suppression file names\n"
     "                   (leak:PATTERN lines, '#' comments); the summary says what each matched\n"
     "\n"
@@ -85,6 +88,9 @@ typedef struct report_options {
     const tpprof_tensors *tensors; // the tensor tables (empty when absent)
     const tpprof_backing *backings; // the storages live blocks back
     size_t nbackings;
+    bool device_filtered;          // --device N
+    int32_t device;
+    const tpprof_devices *devices; // device memory (recorded false without its tables)
 } report_options;
 
 // Two recordings matched by --diff (defined with the --diff code below).
@@ -213,6 +219,7 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
         printf("  libc        %s in %s blocks the C library keeps to the end (its caches, stdio buffers): "
                "not leaks\n",
                tpprof_format_size(s->libc_bytes, a), tpprof_format_count(s->libc_count, b));
+    tpprof_report_device_summary_text(o->devices);
     // What the recording is missing, in check's and run's words (gaps.c).
     tpprof_gaps gaps;
     tpprof_profile_gaps(p, o->path, NULL, &gaps);
@@ -575,6 +582,7 @@ static void json_report(const tpprof_profile *p, const report_options *o,
         tpprof_json_array_end(&j);
         free(v);
     }
+    tpprof_report_device_json(&j, p, o->devices, (size_t)o->top);
     if (o->sections & SECTION_STORAGES)
         tpprof_report_storages_json(&j, p, o->tensors);
     if (o->sections & SECTION_LIFETIMES)
@@ -916,6 +924,16 @@ static int report_main(int argc, char **argv, report_inputs *in) {
             if (r < 0)
                 goto usage_error;
             o.suppressions_path = v;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--device", &v)) != 0) {
+            uint64_t ordinal = 0;
+            if (r < 0 || tpprof_parse_count("--device", v, &ordinal) != 0)
+                goto usage_error;
+            if (ordinal > INT32_MAX) {
+                tpprof_error_set("--device: %s is not a device ordinal", v);
+                goto usage_error;
+            }
+            o.device_filtered = true;
+            o.device = (int32_t)ordinal;
         } else if ((r = tpprof_opt(argc, argv, &i, "-o", &v)) != 0 ||
                    (r = tpprof_opt(argc, argv, &i, "--output", &v)) != 0) {
             if (r < 0)
@@ -977,12 +995,23 @@ static int report_main(int argc, char **argv, report_inputs *in) {
         return TPPROF_EXIT_USAGE;
     }
     o.backings = backings;
+    tpprof_devices devices;
+    if (tpprof_devices_load(p, o.device_filtered, o.device, &devices) != 0) {
+        fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+        free(backings);
+        tpprof_tensors_free(&tensors);
+        tpprof_profile_free(p);
+        tpprof_suppressions_free(&o.suppressions);
+        return TPPROF_EXIT_USAGE;
+    }
+    o.devices = &devices;
     diff_context diff = {.now = p};
     if (o.diff) {
         tpprof_profile *old = tpprof_profile_load(o.diff);
         if (!old || tpprof_diff(p, old, 0, &diff.rows, &diff.n) != 0) {
             fprintf(stderr, "tpprof report: --diff: %s\n", tpprof_error());
             tpprof_profile_free(old);
+            tpprof_devices_free(&devices);
             free(backings);
             tpprof_tensors_free(&tensors);
             tpprof_profile_free(p);
@@ -996,6 +1025,7 @@ static int report_main(int argc, char **argv, report_inputs *in) {
     FILE *file = NULL, *saved_stdout = stdout;
     if (o.output && !(file = fopen(o.output, "w"))) {
         fprintf(stderr, "tpprof report: cannot write %s: %s\n", o.output, strerror(errno));
+        tpprof_devices_free(&devices);
         tpprof_diff_free(diff.rows, diff.n);
         tpprof_profile_free(diff.old);
         free(backings);
@@ -1018,12 +1048,18 @@ static int report_main(int argc, char **argv, report_inputs *in) {
         json_report(p, &o, o.diff ? &diff : NULL);
     } else {
         text_summary(p, &o);
-        if (o.sections & SECTION_LEAKS)
+        if (o.sections & SECTION_LEAKS) {
             text_leaks(p, &o);
-        if (o.sections & SECTION_PEAK)
+            tpprof_report_device_leaks_text(p, &devices, (size_t)o.top);
+        }
+        if (o.sections & SECTION_PEAK) {
             text_peak(p, &o);
-        if (o.sections & SECTION_TOP)
+            tpprof_report_device_peak_text(p, &devices, (size_t)o.top);
+        }
+        if (o.sections & SECTION_TOP) {
             text_top(p, &o);
+            tpprof_report_device_top_text(p, &devices, (size_t)o.top);
+        }
         if (o.sections & SECTION_TEMPORARY)
             text_temporary(p, &o);
         if (o.sections & SECTION_TIMELINE)
@@ -1035,6 +1071,7 @@ static int report_main(int argc, char **argv, report_inputs *in) {
         if (o.diff)
             text_diff(&diff, &o);
     }
+    tpprof_devices_free(&devices);
     tpprof_diff_free(diff.rows, diff.n);
     tpprof_profile_free(diff.old);
     free(backings);
