@@ -23,6 +23,7 @@ const char tpprof_usage_check[] =
     "                       [--baseline OLD.db [--max-growth PCT]] [--junit FILE]\n"
     "                       [--suppress PATTERN]... [--suppressions FILE]\n"
     "                       [--max-leaked-storages N] [--max-inactive-split-bytes N]\n"
+    "                       [--max-device-leaked-bytes [DEV:]N]... [--max-device-peak-bytes [DEV:]N]...\n"
     "                       [--allow-incomplete]\n"
     "\n"
     "Gate a recording in CI. Exit 0 when every gate holds, 1 when one fails (one\n"
@@ -44,6 +45,11 @@ const char tpprof_usage_check[] =
     "  --max-leaked-storages N  tensor storages whose struct is still alive at exit\n"
     "  --max-inactive-split-bytes N  free bytes stranded inside partly used segments of the\n"
     "                        caching allocators at exit (replayed from allocator_events)\n"
+    "  --max-device-leaked-bytes [DEV:]N  device (CUDA) memory still allocated at exit or ended\n"
+    "                        by a device reset, over all devices, or on device DEV (0:1G);\n"
+    "                        repeatable (pinned host memory and VMM reservations not counted)\n"
+    "  --max-device-peak-bytes [DEV:]N  the most device memory live at once, over all devices\n"
+    "                        together, or on device DEV; repeatable\n"
     "  --allow-incomplete    what the recording is missing is a warning on stderr, not a\n"
     "                        failure (a recording with nothing in it still fails)\n"
     "\n"
@@ -62,6 +68,24 @@ typedef struct gate {
 
 #define MAX_SUPPRESSIONS 256
 
+// The device gates: one table, so every command that gates (check, and
+// run's gates built from check's options) takes the same options. Each may
+// be given for the total and for each device (DEV:N), up to
+// MAX_DEVICE_LIMITS times.
+enum { DEVICE_GATE_LEAKED, DEVICE_GATE_PEAK, DEVICE_GATES };
+static const struct device_gate_kind {
+    const char *option, *name, *what;
+} device_gate_kinds[DEVICE_GATES] = {
+    [DEVICE_GATE_LEAKED] = {"--max-device-leaked-bytes", "max-device-leaked-bytes", "leaked bytes"},
+    [DEVICE_GATE_PEAK] = {"--max-device-peak-bytes", "max-device-peak-bytes", "peak bytes"},
+};
+#define MAX_DEVICE_LIMITS 16
+
+typedef struct device_limit {
+    int32_t device; // TPPROF_DEV_ALL: every device together
+    uint64_t bytes;
+} device_limit;
+
 typedef struct check_options {
     const char *path, *baseline, *junit;
     char *suppress[MAX_SUPPRESSIONS]; // owned copies
@@ -70,6 +94,8 @@ typedef struct check_options {
     bool allow_incomplete; // what the recording misses is a warning, not a failure
     uint64_t max_lost, max_leaked, max_peak, max_storages, max_split;
     double max_growth;
+    device_limit device_limits[DEVICE_GATES][MAX_DEVICE_LIMITS]; // in the order given
+    size_t ndevice_limits[DEVICE_GATES];
 } check_options;
 
 // What the lost gate measures (see tpprof_leak_counts_as_lost).
@@ -392,6 +418,26 @@ static uint64_t apply_suppressions(tpprof_profile *p, const check_options *o, ui
 // ---------------------------------------------------------------------------
 // Command
 
+// One of device_gate_kinds' options at argv[*i]: 1 taken, 0 not one, -1 + error.
+static int parse_device_gate(int argc, char **argv, int *i, check_options *o) {
+    for (int k = 0; k < DEVICE_GATES; k++) {
+        const char *v = NULL;
+        int r = tpprof_opt(argc, argv, i, device_gate_kinds[k].option, &v);
+        if (r == 0)
+            continue;
+        if (r < 0)
+            return -1;
+        device_limit l;
+        if (tpprof_parse_device_size(device_gate_kinds[k].option, v, &l.device, &l.bytes) != 0)
+            return -1;
+        if (o->ndevice_limits[k] == MAX_DEVICE_LIMITS)
+            return tpprof_error_set("%s: given more than %d times", device_gate_kinds[k].option, MAX_DEVICE_LIMITS);
+        o->device_limits[k][o->ndevice_limits[k]++] = l;
+        return 1;
+    }
+    return 0;
+}
+
 static int parse(int argc, char **argv, check_options *o) {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -420,6 +466,9 @@ static int parse(int argc, char **argv, check_options *o) {
             if (r < 0 || tpprof_parse_percent("--max-growth", v, &o->max_growth))
                 return -1;
             o->has_growth = true;
+        } else if ((r = parse_device_gate(argc, argv, &i, o)) != 0) {
+            if (r < 0)
+                return -1;
         } else if (strcmp(argv[i], "--allow-incomplete") == 0) {
             o->allow_incomplete = true;
         } else if ((r = tpprof_opt(argc, argv, &i, "--baseline", &v)) != 0) {
@@ -445,7 +494,7 @@ static int parse(int argc, char **argv, check_options *o) {
     if (o->has_growth && !o->baseline)
         return tpprof_error_set("--max-growth needs --baseline OLD.db");
     if (!o->has_lost && !o->has_leaked && !o->has_peak && !o->baseline && !o->has_storages &&
-        !o->has_split) {
+        !o->has_split && !o->ndevice_limits[DEVICE_GATE_LEAKED] && !o->ndevice_limits[DEVICE_GATE_PEAK]) {
         o->has_lost = true;
         o->max_lost = 0;
     }
@@ -535,6 +584,77 @@ static int gates_of(gate *g, const tpprof_profile *p, const check_options *o) {
     if (o->has_split && gate_split(&g[n++], p, o->max_split) != 0)
         return -1;
     return (int)n;
+}
+
+// The device gates into g (how many); d: the recording's device tables.
+static size_t gates_of_device(gate *g, const tpprof_profile *p, const tpprof_devices *d, const check_options *o) {
+    size_t n = 0;
+    for (int k = 0; k < DEVICE_GATES; k++)
+        for (size_t i = 0; i < o->ndevice_limits[k]; i++) {
+            const device_limit *l = &o->device_limits[k][i];
+            const tpprof_dev_stats *s = tpprof_devices_find(d, l->device);
+            uint64_t value = !s ? 0 : k == DEVICE_GATE_LEAKED ? s->leaked_bytes : s->peak_bytes;
+            // The worst stack: the biggest leak group of device memory on that
+            // device, or the biggest site live at its peak.
+            const tpprof_dev_group *w = NULL;
+            if (k == DEVICE_GATE_LEAKED) {
+                for (size_t j = 0; j < d->nleaks && !w; j++)
+                    if (d->leaks[j].cls == TPPROF_DEV_MEMORY && (l->device == TPPROF_DEV_ALL || d->leaks[j].device == l->device))
+                        w = &d->leaks[j]; // sorted by bytes
+            } else if (s && s->npeak_sites) {
+                w = &s->peak_sites[0];
+            }
+            char detail[1024] = "", what[64];
+            if (w)
+                where(p, w->stack_id, w->bytes, detail, sizeof detail);
+            if (w && w->api) {
+                size_t len = strlen(detail);
+                snprintf(detail + len, sizeof detail - len, " (%s)", w->api);
+            }
+            if (!d->recorded)
+                snprintf(detail, sizeof detail, " (device memory was not recorded)");
+            static char names[DEVICE_GATES][MAX_DEVICE_LIMITS][64];
+            if (l->device == TPPROF_DEV_ALL) {
+                snprintf(names[k][i], sizeof names[k][i], "%s", device_gate_kinds[k].name);
+                snprintf(what, sizeof what, "device %s", device_gate_kinds[k].what);
+            } else {
+                snprintf(names[k][i], sizeof names[k][i], "%s-dev%d", device_gate_kinds[k].name, (int)l->device);
+                snprintf(what, sizeof what, "device %d %s", (int)l->device, device_gate_kinds[k].what);
+            }
+            gate_limit(&g[n], names[k][i], what, value, l->bytes, "");
+            // A recording without device tables passes, and its line says why.
+            if (g[n].failed || !d->recorded) {
+                size_t len = strlen(g[n].line);
+                snprintf(g[n].line + len, sizeof g[n].line - len, "%s", detail);
+            }
+            n++;
+        }
+    return n;
+}
+
+// Bad device frees and failed device calls: reported, never a failure.
+static void note_device(const tpprof_profile *p, const tpprof_devices *d, const char *path) {
+    if (!d->recorded)
+        return;
+    uint64_t failed = tpprof_devices_calls_failed(d), bad = tpprof_devices_bad_frees(d);
+    if (bad) {
+        uint64_t by_flag[TPPROF_DEV_FLAG_HOST_POINTER + 1] = {0};
+        for (size_t i = 0; i < d->nbad; i++)
+            by_flag[d->bad[i].flag] += d->bad[i].count;
+        char frame[512] = "";
+        if (d->nbad)
+            tpprof_stacks_describe(p->stacks, d->bad[0].stack_id, frame, sizeof frame);
+        fprintf(stderr,
+                "tpprof check: note: %s: %llu bad device free%s (%llu double, %llu of a pointer never allocated, "
+                "%llu of a host pointer)%s%s\n",
+                path, (unsigned long long)bad, bad == 1 ? "" : "s",
+                (unsigned long long)by_flag[TPPROF_DEV_FLAG_DOUBLE_FREE],
+                (unsigned long long)by_flag[TPPROF_DEV_FLAG_UNKNOWN_POINTER],
+                (unsigned long long)by_flag[TPPROF_DEV_FLAG_HOST_POINTER], d->nbad ? ", the first in " : "", frame);
+    }
+    if (failed)
+        fprintf(stderr, "tpprof check: note: %s: %llu device call%s failed (recorded as failed, not as allocations)\n",
+                path, (unsigned long long)failed, failed == 1 ? "" : "s");
 }
 
 // The three baseline gates into g.
@@ -629,10 +749,23 @@ static int run_check(int argc, char **argv, check_options *opts) {
     tpprof_profile_warn_skipped(p, stderr, "tpprof check: note: ");
     note_ending(p, o.path);
 
-    gate gates[9];
+    tpprof_devices devices;
+    if (tpprof_devices_load(p, false, 0, &devices) != 0) {
+        fprintf(stderr, "tpprof check: %s\n", tpprof_error());
+        tpprof_profile_free(old);
+        tpprof_profile_free(p);
+        if (junit)
+            fclose(junit);
+        return TPPROF_EXIT_USAGE;
+    }
+    note_device(p, &devices, o.path);
+
+    gate gates[9 + DEVICE_GATES * MAX_DEVICE_LIMITS];
     size_t n = gate_complete(&gates[0], p, &o) ? 1 : 0;
     int k = gates_of(gates + n, p, &o);
     int status = TPPROF_EXIT_USAGE;
+    if (k >= 0)
+        k += (int)gates_of_device(gates + n + (size_t)k, p, &devices, &o);
     if (k < 0) {
         fprintf(stderr, "tpprof check: %s\n", tpprof_error());
         if (junit)
@@ -645,6 +778,7 @@ static int run_check(int argc, char **argv, check_options *opts) {
         }
         status = conclude(gates, n, junit, &o);
     }
+    tpprof_devices_free(&devices);
     tpprof_profile_free(old);
     tpprof_profile_free(p);
     return status;

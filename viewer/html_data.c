@@ -57,6 +57,44 @@ static int write_timeline(FILE *out, const tpprof_profile *p, tpprof_sample **sa
     return 0;
 }
 
+// One CUDA device's line of the timeline: its device_timeline samples (at
+// most DEVICE_POINTS, evenly picked); "reserved" only when every sample has it.
+static int write_cuda_device(FILE *out, const tpprof_profile *p, int64_t device, bool comma) {
+    int64_t count = 0, unknown = 0;
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM device_timeline WHERE device = %lld", (long long)device);
+    if (tpprof_db_scalar(p->db, sql, &count) != 0)
+        return -1;
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM device_timeline WHERE device = %lld AND reserved_bytes IS NULL",
+             (long long)device);
+    if (tpprof_db_scalar(p->db, sql, &unknown) != 0)
+        return -1;
+    size_t step = (size_t)count / DEVICE_POINTS + 1;
+    fprintf(out, "%s{\"name\":\"CUDA device %lld\"", comma ? "," : "", (long long)device);
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 2 && unknown)
+            break;
+        fputs(pass == 0 ? ",\"t\":[" : pass == 1 ? ",\"allocated\":[" : ",\"reserved\":[", out);
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(p->db->sql,
+                               "SELECT time_ns, allocated_bytes, reserved_bytes FROM device_timeline "
+                               "WHERE device = ? ORDER BY time_ns",
+                               -1, &st, NULL) != SQLITE_OK)
+            return tpprof_db_error(p->db, "reading device_timeline");
+        sqlite3_bind_int64(st, 1, device);
+        size_t i = 0, w = 0;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            if (i++ % step != 0 && (int64_t)i != count)
+                continue;
+            fprintf(out, w++ ? ",%lld" : "%lld", (long long)sqlite3_column_int64(st, pass));
+        }
+        sqlite3_finalize(st);
+        fputc(']', out);
+    }
+    fputc('}', out);
+    return 0;
+}
+
 static int write_devices(FILE *out, const tpprof_profile *p) {
     tpprof_alloc_state *s = NULL;
     size_t n = 0;
@@ -91,8 +129,22 @@ static int write_devices(FILE *out, const tpprof_profile *p) {
         }
         fputs("]}", out);
     }
-    fputc(']', out);
     tpprof_alloc_states_free(s, n);
+    // CUDA devices (device_timeline): allocated, and reserved where recorded.
+    if (tpprof_db_has_table(p->db, "device_timeline")) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(p->db->sql, "SELECT DISTINCT device FROM device_timeline ORDER BY device", -1, &st,
+                               NULL) != SQLITE_OK)
+            return tpprof_db_error(p->db, "reading device_timeline");
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            if (write_cuda_device(out, p, sqlite3_column_int64(st, 0), n++ > 0) != 0) {
+                sqlite3_finalize(st);
+                return -1;
+            }
+        }
+        sqlite3_finalize(st);
+    }
+    fputc(']', out);
     return 0;
 }
 

@@ -1,7 +1,8 @@
 // perfetto.c: a recording as Chrome trace-event JSON, the format Perfetto UI
 // (ui.perfetto.dev) and chrome://tracing open: counter tracks for heap, mmap
 // and RSS (every timeline sample) and for each caching allocator's reserved
-// and allocated bytes (after every event); in --full recordings every
+// and allocated bytes (after every event), and for each CUDA device's
+// allocated and pool-reserved bytes (device_timeline); in --full recordings every
 // allocation and free as an instant event on its thread, with its stack as
 // an argument; tensor storages' lifetimes as async slices.
 //
@@ -149,6 +150,32 @@ static int allocators(trace *t) {
     return 0;
 }
 
+// Device (CUDA) memory: one counter track per device, allocated and (where
+// the pools' figure was recorded) reserved, from device_timeline.
+static int device_counters(trace *t) {
+    if (!tpprof_db_has_table(t->p->db, "device_timeline"))
+        return 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(t->p->db->sql,
+                           "SELECT time_ns, device, allocated_bytes, reserved_bytes FROM device_timeline "
+                           "ORDER BY device, time_ns",
+                           -1, &st, NULL) != SQLITE_OK)
+        return tpprof_db_error(t->p->db, "reading device_timeline");
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        char name[64];
+        snprintf(name, sizeof name, "CUDA device %lld", (long long)sqlite3_column_int64(st, 1));
+        event(t, "C", name);
+        ts(t, sqlite3_column_int64(st, 0));
+        fprintf(t->out, ",\"args\":{\"allocated\":%lld", (long long)sqlite3_column_int64(st, 2));
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL)
+            fprintf(t->out, ",\"reserved\":%lld", (long long)sqlite3_column_int64(st, 3));
+        fputs("}}", t->out);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : tpprof_db_error(t->p->db, "reading device_timeline");
+}
+
 static const char *const op_names[] = {NULL, "alloc", "free", "realloc", "mmap", "munmap", "mremap", "commit"};
 
 // --full: every allocation op as an instant event on its thread.
@@ -241,6 +268,8 @@ int tpprof_export_perfetto(FILE *out, const tpprof_profile *p, const tpprof_tens
         rc = timeline(&t);
     if (rc == 0)
         rc = allocators(&t);
+    if (rc == 0)
+        rc = device_counters(&t);
     if (rc == 0)
         rc = full_events(&t);
     if (rc == 0 && !t.stack_json) {

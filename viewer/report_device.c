@@ -111,9 +111,10 @@ void tpprof_report_device_leaks_text(const tpprof_profile *p, const tpprof_devic
     size_t memory = 0; // groups of device memory (pinned host and address space come after)
     for (size_t i = 0; i < d->nleaks; i++)
         memory += d->leaks[i].cls == TPPROF_DEV_MEMORY;
-    printf("\nDevice leaks: %s in %s blocks of device memory from %zu stacks (alive at exit, or ended by a "
+    printf("\nDevice leaks: %s in %s block%s of device memory from %zu stack%s (alive at exit, or ended by a "
            "device reset)\n",
-           tpprof_format_size(t->leaked_bytes, a), tpprof_format_count(t->leaked_count, b), memory);
+           tpprof_format_size(t->leaked_bytes, a), tpprof_format_count(t->leaked_count, b), plural(t->leaked_count),
+           memory, plural(memory));
     if (d->nleaks == 0)
         printf("  none: every device block was freed\n");
     size_t n = cap(top, d->nleaks);

@@ -35,7 +35,7 @@
     ];
     (D.devices || []).forEach(function (d, i) {
       var c = ['#b07aa1', '#9c755f', '#e15759', '#76b7b2'][i % 4];
-      series.push({name: d.name + ' reserved', color: c, v: d.reserved, t: d.t, dash: '6,3'});
+      if (d.reserved) series.push({name: d.name + ' reserved', color: c, v: d.reserved, t: d.t, dash: '6,3'});
       series.push({name: d.name + ' allocated', color: c, v: d.allocated, t: d.t, dash: '2,2'});
     });
     var W = Math.max(600, box.clientWidth || 1000), H = 260, L = 70, R = 10, T = 10, B = 28;
@@ -100,7 +100,7 @@
         if (!d.t.length) return;
         var k = 0;
         while (k + 1 < d.t.length && d.t[k + 1] <= tl.t[i]) k++;
-        parts.push(d.name + ' ' + fmt(d.allocated[k]) + ' / ' + fmt(d.reserved[k]));
+        parts.push(d.name + ' ' + fmt(d.allocated[k]) + (d.reserved ? ' / ' + fmt(d.reserved[k]) : ''));
       });
       tip.textContent = parts.join('   ');
     });
