@@ -530,6 +530,7 @@ static void json_report(const tpprof_profile *p, const report_options *o,
         }
         tpprof_json_array_end(&j);
     }
+    tpprof_report_device_json(&j, p, o->devices, (size_t)o->top);
     if (o->sections & SECTION_LEAKS) {
         tpprof_json_key(&j, "leaks");
         tpprof_json_array_begin(&j);
@@ -582,7 +583,6 @@ static void json_report(const tpprof_profile *p, const report_options *o,
         tpprof_json_array_end(&j);
         free(v);
     }
-    tpprof_report_device_json(&j, p, o->devices, (size_t)o->top);
     if (o->sections & SECTION_STORAGES)
         tpprof_report_storages_json(&j, p, o->tensors);
     if (o->sections & SECTION_LIFETIMES)
