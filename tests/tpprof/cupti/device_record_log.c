@@ -1,0 +1,15 @@
+// device_record_log.c: see device_record_log.h.
+#include "device_record_log.h"
+
+#include "record/device_entry.h"
+
+logged_event device_log[LOG_MAX];
+size_t device_nlog;
+
+void tpprof_device_record(uint32_t op, uint32_t kind_code, int32_t device, uint64_t stream, uint64_t pool,
+                          uint64_t address, uint64_t size, int32_t result, const char *api, int with_stack) {
+    if (device_nlog == LOG_MAX)
+        return;
+    device_log[device_nlog++] = (logged_event){op, kind_code, device, result, stream, pool, address, size, api,
+                                               with_stack};
+}

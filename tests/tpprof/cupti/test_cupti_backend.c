@@ -1,0 +1,251 @@
+// test_cupti_backend.c: the CUPTI backend (record/cupti.c) against a fake
+// libcupti (fake_cupti.c, named by TPPROF_CUPTI_LIB) and a test recorder
+// entry (device_record_log.c): the failed-subscribe and no-libcupti paths
+// (one line, interposition stays), the subscription, the outermost-call rule,
+// device ordinals, and activity records joined to calls by correlation id.
+//
+// Usage: test_cupti_backend SCENARIO; each scenario runs in its own process
+// (InitializeInjection runs once per process), one meson test each.
+#define _GNU_SOURCE
+#include "record/cupti.h"
+
+#include "device_record_log.h"
+#include "fake_cupti.h"
+#include "record/cupti_decode.h"
+#include "record/device_entry.h"
+#include "../../check.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+// Run InitializeInjection with stderr going to a file; returns what it wrote.
+static char stderr_text[4096];
+static int init_capturing_stderr(void) {
+    char path[] = "/tmp/tpprof-cupti-XXXXXX";
+    int fd = mkstemp(path);
+    int saved = dup(2);
+    dup2(fd, 2);
+    int r = InitializeInjection();
+    dup2(saved, 2);
+    close(saved);
+    lseek(fd, 0, SEEK_SET);
+    ssize_t n = read(fd, stderr_text, sizeof stderr_text - 1);
+    stderr_text[n > 0 ? n : 0] = 0;
+    close(fd);
+    unlink(path);
+    return r;
+}
+
+static size_t lines(const char *s) {
+    size_t n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+// ---------------------------------------------------------------------------
+// Not starting
+
+static void test_another_subscriber_is_one_line_and_interposition_stays(void) {
+    fake_cupti()->subscribe_result = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    CHECK_EQ_U64(init_capturing_stderr(), 1); // the program's cuInit goes on
+    CHECK_STR_EQ(stderr_text, "tpprof: --cupti: another CUPTI subscriber owns this process (nsys, ncu, or a "
+                              "framework's profiler); device memory is recorded by interposition\n");
+    CHECK(!tpprof_cupti_active());
+    CHECK_EQ_U64(fake_cupti()->enabled_runtime + fake_cupti()->enabled_driver, 0);
+    CHECK_EQ_U64(fake_cupti()->memory2_enabled, 0);
+    // Called again (a second cuInit): nothing more is said.
+    CHECK_EQ_U64(init_capturing_stderr(), 1);
+    CHECK_STR_EQ(stderr_text, "");
+    tpprof_cupti_flush(); // off: no flush
+    CHECK_EQ_U64(fake_cupti()->flushes_forced, 0);
+}
+
+static void test_other_subscribe_errors_are_named(void) {
+    fake_cupti()->subscribe_result = CUPTI_ERROR_UNKNOWN;
+    CHECK_EQ_U64(init_capturing_stderr(), 1);
+    CHECK_STR_EQ(stderr_text, "tpprof: --cupti: cuptiSubscribe failed: CUPTI_ERROR_UNKNOWN (999); device memory is "
+                              "recorded by interposition\n");
+    CHECK(!tpprof_cupti_active());
+}
+
+static void test_missing_libcupti_is_one_line(void) {
+    setenv("TPPROF_CUPTI_LIB", "/nonexistent/libcupti.so", 1);
+    CHECK_EQ_U64(init_capturing_stderr(), 1);
+    CHECK(strncmp(stderr_text, "tpprof: --cupti: cannot load libcupti (/nonexistent/libcupti.so", 63) == 0);
+    CHECK(strstr(stderr_text, "); device memory is recorded by interposition\n") != NULL);
+    CHECK_EQ_U64(lines(stderr_text), 1);
+    CHECK(!tpprof_cupti_active());
+}
+
+// ---------------------------------------------------------------------------
+// Started
+
+static void start(void) {
+    CHECK_EQ_U64(init_capturing_stderr(), 1);
+    CHECK_STR_EQ(stderr_text, "");
+    CHECK(tpprof_cupti_active());
+}
+
+static void call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, CUpti_ApiCallbackSite site, const void *params,
+                 int *result, uint32_t corr, CUcontext ctx) {
+    CUpti_CallbackData cb = {.callbackSite = site, .functionParams = params, .functionReturnValue = result,
+                             .correlationId = corr, .context = ctx};
+    fake_cupti()->callback(fake_cupti()->userdata, domain, cbid, &cb);
+}
+
+static void test_subscribes_to_every_memory_call_and_both_activity_kinds(void) {
+    start();
+    CHECK_EQ_U64(fake_cupti()->subscribed, 1);
+    CHECK_EQ_U64(fake_cupti()->enabled_runtime, tpprof_cupti_runtime_ncbids);
+    CHECK_EQ_U64(fake_cupti()->enabled_driver, tpprof_cupti_driver_ncbids);
+    CHECK_EQ_U64(fake_cupti()->memory2_enabled, 1);
+    CHECK_EQ_U64(fake_cupti()->pool_enabled, 1);
+    CHECK(fake_cupti()->buffer_requested && fake_cupti()->buffer_completed);
+    tpprof_cupti_flush();
+    CHECK_EQ_U64(fake_cupti()->flushes_forced, 1);
+}
+
+static void test_outermost_call_is_recorded_once_with_its_stack(void) {
+    start();
+    CUcontext ctx = (CUcontext)0x1234;
+    int ok = 0, oom = 2;
+    void *dev = (void *)0x7f0000;
+    CUdeviceptr dptr = 0x7f0000;
+    cudaMalloc_v3020_params rt = {.devPtr = &dev, .size = 4096};
+    cuMemAlloc_v2_params drv = {.dptr = &dptr, .bytesize = 4096};
+    // cudaMalloc, and the cuMemAlloc_v2 it makes inside: one allocation.
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &rt, &ok, 10, ctx);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_ENTER, &drv, &ok, 11, ctx);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &drv, &ok, 11, ctx);
+    CHECK_EQ_U64(device_nlog, 0);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 10, ctx);
+    CHECK_EQ_U64(device_nlog, 1);
+    logged_event *e = &device_log[0];
+    CHECK_EQ_U64(e->op, TPPROF_DEVICE_OP_ALLOC);
+    CHECK_EQ_U64(e->kind_code, TPPROF_DEVICE_KIND_DEVICE);
+    CHECK_EQ_U64(e->device, FAKE_CUPTI_DEVICE); // from the call's context
+    CHECK_EQ_U64(e->address, 0x7f0000);
+    CHECK_EQ_U64(e->size, 4096);
+    CHECK_EQ_U64(e->with_stack, 1);
+    CHECK_STR_EQ(e->api, "cudaMalloc");
+    // A driver call of the program's own, after: recorded (the runtime call is over).
+    cuMemAllocAsync_ptsz_params as = {.dptr = &dptr, .bytesize = 256, .hStream = (CUstream)0x99};
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, CUPTI_API_ENTER, &as, &ok, 12, ctx);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, CUPTI_API_EXIT, &as, &ok, 12, ctx);
+    CHECK_EQ_U64(device_nlog, 2);
+    CHECK_STR_EQ(device_log[1].api, "cuMemAllocAsync_ptsz");
+    CHECK_EQ_U64(device_log[1].kind_code, TPPROF_DEVICE_KIND_ASYNC);
+    CHECK_EQ_U64(device_log[1].stream, 0x99);
+    // A failed call is recorded as failed (its status; no address).
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &rt, &oom, 13, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &oom, 13, ctx);
+    CHECK_EQ_U64(device_nlog, 3);
+    CHECK_EQ_U64(device_log[2].result, 2);
+    CHECK_EQ_U64(device_log[2].address, 0);
+    CHECK_EQ_U64(oom, 2); // the program's status untouched
+    // Pinned host memory has no device; no context: device unknown.
+    void *host = (void *)0x5000;
+    cudaMallocHost_v3020_params mh = {.ptr = &host, .size = 64};
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020, CUPTI_API_ENTER, &mh, &ok, 14, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020, CUPTI_API_EXIT, &mh, &ok, 14, ctx);
+    CHECK_EQ_U64((uint64_t)(int64_t)device_log[3].device, (uint64_t)-1);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &rt, &ok, 15, NULL);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 15, NULL);
+    CHECK_EQ_U64((uint64_t)(int64_t)device_log[4].device, (uint64_t)-1);
+    CHECK_EQ_U64(device_nlog, 5);
+}
+
+// A completed buffer as CUPTI hands it: taken from the backend's own
+// buffer_requested, filled by hand, given back to buffer_completed.
+static void complete_buffer(const CUpti_ActivityMemory4 *mem, size_t nmem, const CUpti_ActivityMemoryPool3 *pool) {
+    uint8_t *buf = NULL;
+    size_t size = 0, max = 0;
+    fake_cupti()->buffer_requested(&buf, &size, &max);
+    CHECK(buf != NULL && size >= 4096);
+    if (!buf)
+        return;
+    size_t used = 0;
+    for (size_t i = 0; i < nmem; i++) {
+        memcpy(buf + used, &mem[i], sizeof mem[i]);
+        used += sizeof mem[i];
+    }
+    if (pool) {
+        memcpy(buf + used, pool, sizeof *pool);
+        used += sizeof *pool;
+    }
+    fake_cupti()->buffer_completed(NULL, 0, buf, size, used);
+}
+
+static CUpti_ActivityMemory4 memory_record(uint32_t corr, uint64_t address, uint64_t bytes) {
+    CUpti_ActivityMemory4 m;
+    memset(&m, 0, sizeof m);
+    m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+    m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+    m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    m.correlationId = corr;
+    m.address = address;
+    m.bytes = bytes;
+    m.deviceId = 1;
+    return m;
+}
+
+static void test_activity_records_join_calls_by_correlation_id(void) {
+    start();
+    CUcontext ctx = (CUcontext)0x1234;
+    int ok = 0;
+    void *dev = (void *)0x7f0000;
+    CUdeviceptr dptr = 0x7f0000;
+    cudaMalloc_v3020_params rt = {.devPtr = &dev, .size = 4096};
+    cuMemAlloc_v2_params drv = {.dptr = &dptr, .bytesize = 4096};
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &rt, &ok, 20, ctx);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &drv, &ok, 21, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 20, ctx);
+    CHECK_EQ_U64(device_nlog, 1);
+    // Records of the recorded call (by its own id or its driver call's) are
+    // not counted again; one no callback saw (id 90) is, without a stack.
+    CUpti_ActivityMemory4 mem[3] = {memory_record(20, 0x7f0000, 4096), memory_record(21, 0x7f0000, 4096),
+                                    memory_record(90, 0x9f0000, 1 << 20)};
+    CUpti_ActivityMemoryPool3 pool;
+    memset(&pool, 0, sizeof pool);
+    pool.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+    pool.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED;
+    pool.address = 0xabc000;
+    pool.size = 2 << 20;
+    pool.deviceId = 1;
+    complete_buffer(mem, 3, &pool);
+    CHECK_EQ_U64(device_nlog, 3);
+    logged_event *e = &device_log[1];
+    CHECK_EQ_U64(e->op, TPPROF_DEVICE_OP_ALLOC);
+    CHECK_EQ_U64(e->address, 0x9f0000);
+    CHECK_EQ_U64(e->size, 1 << 20);
+    CHECK_EQ_U64(e->device, 1);
+    CHECK_EQ_U64(e->with_stack, 0); // CUPTI's thread: no program stack to take
+    CHECK_STR_EQ(e->api, "cupti:device");
+    CHECK_EQ_U64(device_log[2].op, TPPROF_DEVICE_OP_POOL_TRIM);
+    CHECK_EQ_U64(device_log[2].pool, 0xabc000);
+    CHECK_EQ_U64(device_log[2].size, 2 << 20);
+}
+
+int main(int argc, char **argv) {
+    const char *s = argc > 1 ? argv[1] : "";
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } tests[] = {
+        {"multiple_subscribers", test_another_subscriber_is_one_line_and_interposition_stays},
+        {"subscribe_error", test_other_subscribe_errors_are_named},
+        {"no_libcupti", test_missing_libcupti_is_one_line},
+        {"subscribes", test_subscribes_to_every_memory_call_and_both_activity_kinds},
+        {"outermost", test_outermost_call_is_recorded_once_with_its_stack},
+        {"correlation", test_activity_records_join_calls_by_correlation_id},
+    };
+    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
+        if (strcmp(s, tests[i].name) == 0) {
+            tests[i].fn();
+            return CHECK_DONE();
+        }
+    fprintf(stderr, "usage: test_cupti_backend SCENARIO (no scenario '%s')\n", s);
+    return 2;
+}
