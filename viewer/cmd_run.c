@@ -30,7 +30,7 @@
 #endif
 
 const char tpprof_usage_run[] =
-    "usage: tpprof run [-o PATH] [--depth N] [--full] [--] CMD [ARGS...]\n"
+    "usage: tpprof run [-o PATH] [--depth N] [--full] [--cupti] [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD with libtpprof.so preloaded and record its allocations into a SQLite\n"
     "database, then symbolize it and print a short summary on stderr.\n"
@@ -40,6 +40,10 @@ const char tpprof_usage_run[] =
     "                     <PATH without .db>.<child pid>.db\n"
     "  --depth N          record at most N frames per stack (1 to 128; default 32)\n"
     "  --full             also record every event in order (much larger database)\n"
+    "  --cupti            also load the recorder as the CUDA injection library\n"
+    "                     (CUDA_INJECTION64_PATH): device memory calls through CUPTI's\n"
+    "                     callbacks and activity records, however the program reaches\n"
+    "                     the driver; another CUPTI user (nsys) leaves interposition\n"
     "\n"
     "The exit status is CMD's, or 128 + the signal that killed it.\n";
 
@@ -475,6 +479,7 @@ static void forward(int sig) {
 typedef struct run_options {
     const char *output, *depth;
     bool full;
+    bool cupti; // --cupti: the preload is also CUDA's injection library
     char **cmd; // the program and its arguments (argv's)
 } run_options;
 
@@ -504,6 +509,11 @@ static void exec_program(const run_options *o, const char *template, const char 
     else
         snprintf(ld, sizeof ld, "%s", preload);
     setenv("LD_PRELOAD", ld, 1);
+    if (o->cupti) {
+        // The CUDA driver loads it at cuInit and calls its InitializeInjection.
+        setenv("CUDA_INJECTION64_PATH", preload, 1);
+        setenv("TPPROF_CUPTI", "1", 1);
+    }
     execvp(o->cmd[0], o->cmd);
     int err = errno;
     ssize_t w = write(errfd, &err, sizeof err);
@@ -563,6 +573,23 @@ static pid_t launch(const run_options *o, const char *template, const char *prel
 // ---------------------------------------------------------------------------
 // Command
 
+// Can --cupti be honoured: the recorder was built with the CUPTI backend,
+// and no other injection library is set (it would be replaced)? 0 or -1 + error.
+static int check_cupti(void) {
+#ifndef TPPROF_HAVE_CUPTI
+    return tpprof_error_set("--cupti: this tpprof's recorder was built without the CUPTI backend (it needs "
+                            "cupti.h under /usr/local/cuda/extras/CUPTI/include or /usr/local/cuda/include at "
+                            "build time); device memory is recorded by interposition without it");
+#else
+    const char *other = getenv("CUDA_INJECTION64_PATH");
+    if (other && *other)
+        return tpprof_error_set("--cupti: CUDA_INJECTION64_PATH is already set (%s): another tool injects into "
+                                "CUDA; run without --cupti to keep it",
+                                other);
+    return 0;
+#endif
+}
+
 // Options into o; 0, 1 after --help, or -1 + error.
 static int parse_run(int argc, char **argv, run_options *o) {
     int i = 1;
@@ -577,6 +604,10 @@ static int parse_run(int argc, char **argv, run_options *o) {
             return 1;
         } else if (strcmp(argv[i], "--full") == 0) {
             o->full = true;
+        } else if (strcmp(argv[i], "--cupti") == 0) {
+            if (check_cupti() != 0)
+                return -1;
+            o->cupti = true;
         } else if ((r = tpprof_opt(argc, argv, &i, "-o", &v)) != 0 ||
                    (r = tpprof_opt(argc, argv, &i, "--output", &v)) != 0) {
             if (r < 0)

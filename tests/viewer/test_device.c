@@ -2,8 +2,8 @@
 // and the HTML page, on the hand-written device tables of
 // device_fixture.h, and an older recording without them.
 //
-// Usage: test_device TPPROF SCENARIO; meson registers one test per
-// scenario (device_<scenario>).
+// Usage: test_device TPPROF SCENARIO [CUPTI_BUILT]; meson registers one test
+// per scenario (device_<scenario>).
 #define _POSIX_C_SOURCE 200809L
 #include "device_fixture.h"
 #include "fixture.h"
@@ -328,6 +328,32 @@ static void test_old_recording_reads_as_before(void) {
     free(t);
 }
 
+// ---------------------------------------------------------------------------
+// run --cupti
+
+static bool cupti_built; // argv[3]: the recorder has the CUPTI backend
+
+static void test_run_cupti_sets_the_injection_library_or_says_why_not(void) {
+    const char *seen = harness_path("injection.txt");
+    char script[512];
+    snprintf(script, sizeof script, "printf '%%s|%%s' \"$CUDA_INJECTION64_PATH\" \"$TPPROF_CUPTI\" > %s", seen);
+    run_result r = harness_tpprof("run", "-o", harness_path("cupti.db"), "--cupti", "--", "/bin/sh", "-c", script, NULL);
+    if (!cupti_built) {
+        harness_expect_usage_error("--cupti without the backend", r, "built without the CUPTI backend");
+        return;
+    }
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    char *text = harness_read_file(seen);
+    CHECK(text && strstr(text, "/libtpprof.so|1"), "the program saw: %s", text ? text : "(nothing)");
+    free(text);
+    // Another tool's injection library is not replaced.
+    char *env[] = {"CUDA_INJECTION64_PATH=/opt/other/libinject.so", NULL};
+    char *argv[] = {(char *)harness_tpprof_path(), "run", "--cupti", "true", NULL};
+    harness_expect_usage_error("another injection library", harness_run(argv, env, NULL),
+                               "CUDA_INJECTION64_PATH is already set (/opt/other/libinject.so)");
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
@@ -344,11 +370,13 @@ static const struct {
     {"perfetto", test_perfetto_has_a_counter_track_per_device},
     {"html", test_html_timeline_has_device_lines},
     {"old_recording", test_old_recording_reads_as_before},
+    {"run_cupti", test_run_cupti_sets_the_injection_library_or_says_why_not},
 };
 
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     const char *only = argc > 2 ? argv[2] : NULL;
+    cupti_built = argc > 3 && strcmp(argv[3], "1") == 0;
     dev_db = strdup(harness_path("device.db"));
     old_db = strdup(harness_path("old.db"));
     fixture_options o = {0};
