@@ -303,7 +303,8 @@ static int sweep_peak(const tpprof_devices *d, int cls, int32_t device, tpprof_d
         if (b->free_ns != TPPROF_NO_TIME)
             pts[n++] = (sweep_point){b->free_ns, -(int64_t)b->size};
     }
-    qsort(pts, n, sizeof *pts, by_time_frees_first);
+    if (n > 1)
+        qsort(pts, n, sizeof *pts, by_time_frees_first);
     int64_t live = 0, peak = 0, when = 0;
     for (size_t i = 0; i < n; i++) {
         live += pts[i].delta;
@@ -329,7 +330,8 @@ static int sweep_peak(const tpprof_devices *d, int cls, int32_t device, tpprof_d
             return -1;
         s->peak_sites = v;
     }
-    qsort(s->peak_sites, s->npeak_sites, sizeof *s->peak_sites, by_group_bytes);
+    if (s->npeak_sites > 1)
+        qsort(s->peak_sites, s->npeak_sites, sizeof *s->peak_sites, by_group_bytes);
     return 0;
 }
 
@@ -368,8 +370,11 @@ static int compute(tpprof_devices *d) {
             return -1;
         d->sites = v;
     }
-    qsort(d->leaks, d->nleaks, sizeof *d->leaks, by_leak_order);
-    qsort(d->sites, d->nsites, sizeof *d->sites, by_leak_order);
+    // (qsort is not to be given the NULL of an empty list.)
+    if (d->nleaks > 1)
+        qsort(d->leaks, d->nleaks, sizeof *d->leaks, by_leak_order);
+    if (d->nsites > 1)
+        qsort(d->sites, d->nsites, sizeof *d->sites, by_leak_order);
     for (size_t i = 0; i < d->ndevices; i++) {
         tpprof_dev_stats *s = &d->devices[i];
         d->total.failed_calls += s->failed_calls;
