@@ -268,24 +268,78 @@ static int by_group_bytes(const void *a, const void *b) {
     return (x->stack_id > y->stack_id) - (x->stack_id < y->stack_id);
 }
 
-// Add b to the group list v (n, cap) keyed by (device, stack, kind,
-// ended_by); key_device false: devices are not told apart.
-static tpprof_dev_group *group_add(tpprof_dev_group *v, size_t *n, size_t *cap, const tpprof_dev_block *b,
-                                   bool with_ended) {
-    const char *ended = with_ended ? b->ended_by : NULL;
-    for (size_t i = 0; i < *n; i++)
-        if (v[i].device == b->device && v[i].stack_id == b->stack_id && v[i].kind == b->kind &&
-            strcmp(v[i].ended_by ? v[i].ended_by : "", ended ? ended : "") == 0) {
-            v[i].bytes += b->size;
-            v[i].count++;
-            return v;
+static int cmp_text(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : ""); }
+
+// Blocks in group order: (device, stack, kind, ended_by).
+static int by_group_key(const void *a, const void *b) {
+    const tpprof_dev_block *x = *(const tpprof_dev_block *const *)a, *y = *(const tpprof_dev_block *const *)b;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    if (x->stack_id != y->stack_id)
+        return x->stack_id < y->stack_id ? -1 : 1;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    return cmp_text(x->ended_by, y->ended_by);
+}
+
+// The blocks keep(b, t) takes, grouped by (device, stack, kind, and with
+// with_ended what ended them), by sorting pointers to them: O(n log n)
+// however many stacks. *out: a new array (NULL when empty). 0 or -1 + error.
+static int group_blocks(const tpprof_devices *d, bool (*keep)(const tpprof_dev_block *, int64_t), int64_t t,
+                        bool with_ended, tpprof_dev_group **out, size_t *nout) {
+    *out = NULL;
+    *nout = 0;
+    const tpprof_dev_block **v = malloc((d->nblocks ? d->nblocks : 1) * sizeof *v);
+    if (!v)
+        return tpprof_error_set("out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < d->nblocks; i++)
+        if (keep(&d->blocks[i], t))
+            v[n++] = &d->blocks[i];
+    if (n > 1)
+        qsort(v, n, sizeof *v, by_group_key);
+    size_t cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        const tpprof_dev_block *b = v[i];
+        tpprof_dev_group *g = *nout ? &(*out)[*nout - 1] : NULL;
+        if (g && g->device == b->device && g->stack_id == b->stack_id && g->kind == b->kind &&
+            (!with_ended || cmp_text(g->ended_by, b->ended_by) == 0)) {
+            g->bytes += b->size;
+            g->count++;
+            continue;
         }
-    tpprof_dev_group *w = tpprof_grow(v, *n, cap, sizeof *w);
-    if (!w)
-        return NULL;
-    w[(*n)++] = (tpprof_dev_group){.device = b->device, .stack_id = b->stack_id, .kind = b->kind, .cls = b->cls,
-                                   .ended_by = ended, .api = b->api, .bytes = b->size, .count = 1};
-    return w;
+        tpprof_dev_group *w = tpprof_grow(*out, *nout, &cap, sizeof *w);
+        if (!w) {
+            free(v);
+            free(*out);
+            *out = NULL;
+            *nout = 0;
+            return -1;
+        }
+        *out = w;
+        w[(*nout)++] = (tpprof_dev_group){.device = b->device, .stack_id = b->stack_id, .kind = b->kind,
+                                          .cls = b->cls, .ended_by = with_ended ? b->ended_by : NULL,
+                                          .api = b->api, .bytes = b->size, .count = 1};
+    }
+    free(v);
+    return 0;
+}
+
+// The sweep group_blocks takes the peak's blocks from (sweep_peak sets it:
+// the viewer is single-threaded).
+static int sweep_cls;
+static int32_t sweep_device;
+static bool live_in_sweep(const tpprof_dev_block *b, int64_t t) {
+    return in_sweep(b, sweep_cls, sweep_device) && live_at(b, t);
+}
+static bool leaked(const tpprof_dev_block *b, int64_t t) {
+    (void)t;
+    return tpprof_dev_block_leaked(b);
+}
+static bool any(const tpprof_dev_block *b, int64_t t) {
+    (void)b;
+    (void)t;
+    return true;
 }
 
 // The peak of the live bytes of (cls, device) over the run, when it was
@@ -320,16 +374,10 @@ static int sweep_peak(const tpprof_devices *d, int cls, int32_t device, tpprof_d
     s->peak_time_ns = when;
     if (peak == 0)
         return 0;
-    size_t cap = 0;
-    for (size_t i = 0; i < d->nblocks; i++) {
-        const tpprof_dev_block *b = &d->blocks[i];
-        if (!in_sweep(b, cls, device) || !live_at(b, when))
-            continue;
-        tpprof_dev_group *v = group_add(s->peak_sites, &s->npeak_sites, &cap, b, false);
-        if (!v)
-            return -1;
-        s->peak_sites = v;
-    }
+    sweep_cls = cls;
+    sweep_device = device;
+    if (group_blocks(d, live_in_sweep, when, false, &s->peak_sites, &s->npeak_sites) != 0)
+        return -1;
     if (s->npeak_sites > 1)
         qsort(s->peak_sites, s->npeak_sites, sizeof *s->peak_sites, by_group_bytes);
     return 0;
@@ -346,7 +394,6 @@ static int by_leak_order(const void *a, const void *b) {
 }
 
 static int compute(tpprof_devices *d) {
-    size_t cap_leaks = 0, cap_sites = 0;
     d->total = (tpprof_dev_stats){.device = TPPROF_DEV_ALL, .pool_reserved_peak = -1};
     for (size_t i = 0; i < d->nblocks; i++) {
         const tpprof_dev_block *b = &d->blocks[i];
@@ -359,17 +406,10 @@ static int compute(tpprof_devices *d) {
             count_block(s, b);
             count_block(&d->total, b);
         }
-        if (tpprof_dev_block_leaked(b)) {
-            tpprof_dev_group *v = group_add(d->leaks, &d->nleaks, &cap_leaks, b, true);
-            if (!v)
-                return -1;
-            d->leaks = v;
-        }
-        tpprof_dev_group *v = group_add(d->sites, &d->nsites, &cap_sites, b, false);
-        if (!v)
-            return -1;
-        d->sites = v;
     }
+    if (group_blocks(d, leaked, 0, true, &d->leaks, &d->nleaks) != 0 ||
+        group_blocks(d, any, 0, false, &d->sites, &d->nsites) != 0)
+        return -1;
     // (qsort is not to be given the NULL of an empty list.)
     if (d->nleaks > 1)
         qsort(d->leaks, d->nleaks, sizeof *d->leaks, by_leak_order);
