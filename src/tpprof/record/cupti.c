@@ -51,6 +51,12 @@ static bool activity_on;
 // Runtime memory calls in progress on this thread: a driver call made inside
 // one (cudaMalloc's cuMemAlloc_v2) is not the program's own.
 static __thread int runtime_depth __attribute__((tls_model("initial-exec")));
+// The address of the last allocation a driver callback recorded on this
+// thread outside any runtime call seen: when CUPTI starts inside a runtime
+// call (the program's first cudaMalloc runs cuInit, which loads us), that
+// call's ENTER was never seen, its driver call was recorded as the
+// program's, and its EXIT must not record the same block again.
+static __thread uint64_t last_driver_alloc __attribute__((tls_model("initial-exec")));
 
 bool tpprof_cupti_active(void) { return atomic_load_explicit(&active, memory_order_acquire); }
 
@@ -143,6 +149,7 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
                                  const void *data) {
     (void)userdata;
     const CUpti_CallbackData *cb = data;
+    bool unseen_enter = false; // a runtime EXIT whose ENTER came before the subscription
     if (!cb || (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API))
         return;
     if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
@@ -150,9 +157,12 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
             runtime_depth++;
             return;
         }
+        bool entered = runtime_depth > 0;
         if (--runtime_depth > 0)
             return;
         runtime_depth = 0;
+        if (!entered)
+            unseen_enter = true;
     } else if (cb->callbackSite != CUPTI_API_EXIT) {
         return;
     } else if (runtime_depth > 0) {
@@ -165,6 +175,13 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
     tpprof_cupti_event e;
     if (!tpprof_cupti_decode_callback(domain, cbid, cb, &e))
         return;
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+        last_driver_alloc = e.op == TPPROF_DEVICE_OP_ALLOC && e.result == 0 ? e.address : 0;
+    } else if (unseen_enter && e.address && e.address == last_driver_alloc) {
+        last_driver_alloc = 0;
+        seen_add(e.correlation);
+        return; // recorded by its driver call's callback
+    }
     if (e.device < 0 && e.kind_code != TPPROF_DEVICE_KIND_PINNED_HOST && cb->context) {
         uint32_t dev = 0;
         if (api.get_device_id(cb->context, &dev) == CUPTI_SUCCESS)

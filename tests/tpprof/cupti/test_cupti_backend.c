@@ -157,6 +157,38 @@ static void test_outermost_call_is_recorded_once_with_its_stack(void) {
     CHECK_EQ_U64(device_nlog, 5);
 }
 
+// CUPTI starts inside the program's first runtime call (its cuInit loads
+// the injection library): that call's ENTER is never seen, so its driver
+// call is recorded as the program's, and its EXIT does not count the block
+// again. A later call is back to the rule.
+static void test_first_call_started_before_the_subscription_counts_once(void) {
+    start();
+    CUcontext ctx = (CUcontext)0x1234;
+    int ok = 0;
+    void *dev = (void *)0x7f0000;
+    CUdeviceptr dptr = 0x7f0000;
+    cudaMalloc_v3020_params rt = {.devPtr = &dev, .size = 4096};
+    cuMemAlloc_v2_params drv = {.dptr = &dptr, .bytesize = 4096};
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &drv, &ok, 31, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 30, ctx);
+    CHECK_EQ_U64(device_nlog, 1);
+    CHECK_STR_EQ(device_log[0].api, "cuMemAlloc_v2");
+    // The next cudaMalloc, whole: one event, named by the runtime call.
+    dev = (void *)0x7f8000;
+    dptr = 0x7f8000;
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &rt, &ok, 32, ctx);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &drv, &ok, 33, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 32, ctx);
+    CHECK_EQ_U64(device_nlog, 2);
+    CHECK_STR_EQ(device_log[1].api, "cudaMalloc");
+    CHECK_EQ_U64(device_log[1].address, 0x7f8000);
+    // A runtime EXIT without ENTER whose block no driver call recorded is recorded.
+    dev = (void *)0x7f9000;
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 34, ctx);
+    CHECK_EQ_U64(device_nlog, 3);
+    CHECK_EQ_U64(device_log[2].address, 0x7f9000);
+}
+
 // A completed buffer as CUPTI hands it: taken from the backend's own
 // buffer_requested, filled by hand, given back to buffer_completed.
 static void complete_buffer(const CUpti_ActivityMemory4 *mem, size_t nmem, const CUpti_ActivityMemoryPool3 *pool) {
@@ -240,6 +272,7 @@ int main(int argc, char **argv) {
         {"subscribes", test_subscribes_to_every_memory_call_and_both_activity_kinds},
         {"outermost", test_outermost_call_is_recorded_once_with_its_stack},
         {"correlation", test_activity_records_join_calls_by_correlation_id},
+        {"first_call", test_first_call_started_before_the_subscription_counts_once},
     };
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
         if (strcmp(s, tests[i].name) == 0) {
