@@ -204,10 +204,8 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
                tpprof_format_size(s->reserved_total_bytes, a), tpprof_format_count(s->reserved_count, b),
                tpprof_format_size(s->reserved_bytes, c));
     for (size_t i = 0; i < o->suppressions.n; i++) {
-        const tpprof_suppression *r = &o->suppressions.rules[i];
-        printf("  suppressed  leak:%s matched %s in %s block%s (%llu stack%s)\n", r->pattern,
-               tpprof_format_size(r->bytes, a), tpprof_format_count(r->count, b), r->count == 1 ? "" : "s",
-               (unsigned long long)r->groups, r->groups == 1 ? "" : "s");
+        char line[1200];
+        printf("  suppressed  %s\n", tpprof_suppression_describe(&o->suppressions.rules[i], line, sizeof line));
     }
     if (s->libc_count)
         printf("  libc        %s in %s blocks the C library keeps to the end (its caches, stdio buffers): "
@@ -799,43 +797,11 @@ static void folded_report(const tpprof_profile *p, unsigned chosen) {
 // Several recordings
 
 typedef struct report_inputs {
-    char **v;       // owned copies
-    size_t n, cap;
-    char *merged;   // the temporary merged database (owned), NULL for one input
-    char *dir;      // its directory (owned)
+    tpprof_inputs in; // what was named
+    char *merged;     // the temporary merged database (owned), NULL for one input
+    char *dir;        // its directory (owned)
     char shown[512];
 } report_inputs;
-
-static int push_input(report_inputs *in, const char *path) {
-    for (size_t i = 0; i < in->n; i++)
-        if (strcmp(in->v[i], path) == 0)
-            return tpprof_error_set("'%s' is named twice (several recordings are merged: each once)", path);
-    char **v = tpprof_grow(in->v, in->n, &in->cap, sizeof *v);
-    if (!v)
-        return -1;
-    in->v = v;
-    if (!(v[in->n] = strdup(path)))
-        return tpprof_error_set("out of memory");
-    in->n++;
-    return 0;
-}
-
-// A database argument; a pattern with *, ? or [ that names no file is
-// expanded as a glob (for a quoted 'tpprof.train.*.db').
-static int add_database(report_inputs *in, const char *arg) {
-    if (!strpbrk(arg, "*?[") || access(arg, F_OK) == 0)
-        return push_input(in, arg);
-    glob_t g;
-    int rc = glob(arg, 0, NULL, &g);
-    if (rc == GLOB_NOMATCH)
-        return tpprof_error_set("no recording matches '%s'", arg);
-    if (rc != 0)
-        return tpprof_error_set("cannot expand '%s'", arg);
-    for (size_t i = 0; i < g.gl_pathc && rc == 0; i++)
-        rc = push_input(in, g.gl_pathv[i]);
-    globfree(&g);
-    return rc;
-}
 
 static int merge_inputs(report_inputs *in) {
     const char *tmp = getenv("TMPDIR");
@@ -850,10 +816,10 @@ static int merge_inputs(report_inputs *in) {
     if (!in->dir || !in->merged)
         return tpprof_error_set("out of memory");
     sprintf(in->merged, "%s/merged.db", dir);
-    int n = snprintf(in->shown, sizeof in->shown, "%zu recordings:", in->n);
-    for (size_t i = 0; i < in->n && n > 0 && (size_t)n < sizeof in->shown; i++)
-        n += snprintf(in->shown + n, sizeof in->shown - (size_t)n, " %s", in->v[i]);
-    return tpprof_merge(in->merged, in->v, in->n, false);
+    int n = snprintf(in->shown, sizeof in->shown, "%zu recordings:", in->in.n);
+    for (size_t i = 0; i < in->in.n && n > 0 && (size_t)n < sizeof in->shown; i++)
+        n += snprintf(in->shown + n, sizeof in->shown - (size_t)n, " %s", in->in.v[i]);
+    return tpprof_merge(in->merged, in->in.v, in->in.n, false);
 }
 
 static void inputs_free(report_inputs *in) {
@@ -865,9 +831,7 @@ static void inputs_free(report_inputs *in) {
         rmdir(in->dir);
         free(in->dir);
     }
-    for (size_t i = 0; i < in->n; i++)
-        free(in->v[i]);
-    free(in->v);
+    tpprof_inputs_free(&in->in);
 }
 
 // ---------------------------------------------------------------------------
@@ -913,9 +877,9 @@ static int report_main(int argc, char **argv, report_inputs *in) {
                 goto usage_error;
             }
         } else if ((r = tpprof_opt(argc, argv, &i, "--suppressions", &v)) != 0) {
-            if (r < 0)
+            if (r < 0 || tpprof_suppressions_load(v, &o.suppressions) != 0)
                 goto usage_error;
-            o.suppressions_path = v;
+            o.suppressions_path = v; // several: each file's rules appended
         } else if ((r = tpprof_opt(argc, argv, &i, "-o", &v)) != 0 ||
                    (r = tpprof_opt(argc, argv, &i, "--output", &v)) != 0) {
             if (r < 0)
@@ -924,20 +888,20 @@ static int report_main(int argc, char **argv, report_inputs *in) {
         } else if (argv[i][0] == '-' && argv[i][1]) {
             tpprof_error_set("unknown option '%s' (see tpprof report --help)", argv[i]);
             goto usage_error;
-        } else if (add_database(in, argv[i]) != 0) {
+        } else if (tpprof_inputs_add(&in->in, argv[i]) != 0) {
             goto usage_error;
         }
     }
     // Several recordings (or a glob naming several): merged into a
     // temporary database, reported as one program (tpprof merge).
-    if (in->n == 1) {
-        o.path = in->v[0];
-    } else if (in->n > 1) {
+    if (in->in.n == 1) {
+        o.path = in->in.v[0];
+    } else if (in->in.n > 1) {
         if (merge_inputs(in) != 0)
             goto usage_error;
         o.path = in->merged;
     }
-    o.shown = in->n > 1 ? in->shown : o.path;
+    o.shown = in->in.n > 1 ? in->shown : o.path;
     if (!o.path) {
         tpprof_error_set("missing the database (usage: tpprof report DB [options])");
         goto usage_error;
@@ -946,8 +910,6 @@ static int report_main(int argc, char **argv, report_inputs *in) {
     if (o.html)
         o.sections = SECTION_ALL | SECTION_TENSORS; // the page has every section
 
-    if (o.suppressions_path && tpprof_suppressions_load(o.suppressions_path, &o.suppressions) != 0)
-        goto usage_error;
     tpprof_profile *p = tpprof_profile_load(o.path);
     if (!p) {
         fprintf(stderr, "tpprof report: %s\n", tpprof_error());
@@ -1056,6 +1018,7 @@ static int report_main(int argc, char **argv, report_inputs *in) {
 
 usage_error:
     fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+    tpprof_suppressions_free(&o.suppressions);
     return TPPROF_EXIT_USAGE;
 }
 
