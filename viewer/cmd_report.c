@@ -82,6 +82,8 @@ typedef struct report_options {
     const char *output; // -o FILE, or NULL: stdout
     tpprof_suppressions suppressions; // --suppressions FILE (applied at load)
     const char *suppressions_path;
+    char *const *inputs; // several recordings (merged into path): each one's verdict
+    size_t ninputs;
     const tpprof_tensors *tensors; // the tensor tables (empty when absent)
     const tpprof_backing *backings; // the storages live blocks back
     size_t nbackings;
@@ -160,6 +162,26 @@ static void text_stack(const tpprof_profile *p, int64_t stack_id, const char *in
     tpprof_print_stack(p->stacks, stack_id, indent, MAX_TEXT_FRAMES, false);
 }
 
+// One recording of several: its verdict, with the same suppressions (what
+// they match here is not added to the merged recording's counts). 0, or -1
+// + error.
+static int input_verdict(const report_options *o, const char *path, tpprof_verdict *v) {
+    tpprof_profile *p = tpprof_profile_load(path);
+    if (!p)
+        return -1;
+    tpprof_suppressions rules = o->suppressions; // a shallow copy: counts of its own
+    tpprof_suppression *copy = rules.n ? malloc(rules.n * sizeof *copy) : NULL;
+    if (rules.n && copy) {
+        memcpy(copy, rules.rules, rules.n * sizeof *copy);
+        rules.rules = copy;
+        tpprof_suppressions_apply(p, &rules);
+    }
+    tpprof_verdict_of(p, v);
+    free(copy);
+    tpprof_profile_free(p);
+    return 0;
+}
+
 static void text_summary(const tpprof_profile *p, const report_options *o) {
     const tpprof_summary *s = &p->summary;
     char a[32], b[32], c[32], d[32], e[32], f[32];
@@ -170,6 +192,13 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
     char line[512];
     tpprof_verdict_of(p, &v);
     printf("  verdict     %s\n", tpprof_verdict_headline(&v, line, sizeof line));
+    for (size_t i = 0; o->ninputs > 1 && i < o->ninputs; i++) {
+        tpprof_verdict one;
+        if (input_verdict(o, o->inputs[i], &one) == 0)
+            printf("  recording   %s: %s\n", o->inputs[i], tpprof_verdict_headline(&one, line, sizeof line));
+        else
+            printf("  recording   %s: cannot be read: %s\n", o->inputs[i], tpprof_error());
+    }
     printf("  reachable   %s\n", tpprof_verdict_reachable(&v, line, sizeof line));
     printf("  program     %s", p->exe ? p->exe : "(unknown)");
     if (s->pid)
@@ -507,6 +536,23 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_kv_uint(&j, "reachable_top_module_bytes", v.holder_bytes);
     tpprof_json_object_end(&j);
 
+    if (o->ninputs > 1) {
+        tpprof_json_key(&j, "recordings");
+        tpprof_json_array_begin(&j);
+        for (size_t i = 0; i < o->ninputs; i++) {
+            tpprof_verdict one;
+            if (input_verdict(o, o->inputs[i], &one) != 0)
+                continue; // (merge read it a moment ago)
+            tpprof_json_object_begin_inline(&j);
+            tpprof_json_kv_string(&j, "path", o->inputs[i]);
+            tpprof_json_kv_string(&j, "verdict", tpprof_verdict_name(one.verdict));
+            tpprof_json_kv_uint(&j, "lost_bytes", one.lost_bytes);
+            tpprof_json_kv_uint(&j, "lost_count", one.lost_count);
+            tpprof_json_kv_uint(&j, "reachable_bytes", one.reachable_bytes);
+            tpprof_json_object_end(&j);
+        }
+        tpprof_json_array_end(&j);
+    }
     if (o->suppressions_path) {
         tpprof_json_key(&j, "suppressions");
         tpprof_json_array_begin(&j);
@@ -902,6 +948,8 @@ static int report_main(int argc, char **argv, report_inputs *in) {
         o.path = in->merged;
     }
     o.shown = in->in.n > 1 ? in->shown : o.path;
+    o.inputs = in->in.v;
+    o.ninputs = in->in.n;
     if (!o.path) {
         tpprof_error_set("missing the database (usage: tpprof report DB [options])");
         goto usage_error;
