@@ -921,8 +921,11 @@ int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet
 // perfetto.c: export --format perfetto
 
 // Write p (x: its tensor tables; path: the database, named in the trace's
-// otherData) as Chrome trace-event JSON. 0 or -1 + error.
-int tpprof_export_perfetto(FILE *out, const tpprof_profile *p, const tpprof_tensors *x, const char *path);
+// otherData) as Chrome trace-event JSON; past max_events allocation events
+// on a thread (0: no cap) the rest are counted on a counter track, with a
+// note. 0 or -1 + error.
+int tpprof_export_perfetto(FILE *out, const tpprof_profile *p, const tpprof_tensors *x, const char *path,
+                           uint64_t max_events);
 
 // ---------------------------------------------------------------------------
 // Commands: argv[0] is the command name. Each returns the process exit status.
