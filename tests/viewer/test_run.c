@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static char leak_once[4096], fork_leak[4096], cpp_leak[4096], other_malloc[4096], rust_names[4096];
+static char leak_once[4096], fork_leak[4096], cpp_leak[4096], other_malloc[4096], rust_names[4096], odd_names[4096];
 
 // "lost leak_once.c:27" in the program's output -> 27 (0 if absent).
 static int printed_line(const char *out, const char *what) {
@@ -543,6 +543,67 @@ static void test_bad_gate_options_are_refused_before_the_program_runs(void) {
     CHECK(access(db, F_OK) != 0, "nothing recorded");
 }
 
+static bool valid_utf8(const unsigned char *s) {
+    while (*s) {
+        int n = *s < 0x80 ? 0 : (*s & 0xE0) == 0xC0 ? 1 : (*s & 0xF0) == 0xE0 ? 2 : (*s & 0xF8) == 0xF0 ? 3 : -1;
+        if (n < 0)
+            return false;
+        for (s++; n > 0; n--, s++)
+            if ((*s & 0xC0) != 0x80)
+                return false;
+    }
+    return true;
+}
+
+// A real program with names HTML and JSON must escape (hold<int&>(int&),
+// operator"" _kib) run from a file whose name has '<', '&', quotes and a
+// byte that is not UTF-8: the HTML page, its data, the report's JSON and
+// the Perfetto trace escape them and stay valid UTF-8.
+static void test_odd_names_are_escaped_in_html_and_json(void) {
+    if (!odd_names[0]) {
+        fprintf(stderr, "(no C++ compiler: skipped)\n");
+        return;
+    }
+    char prog[4200];
+    snprintf(prog, sizeof prog, "%s", harness_path("odd\xff<&\"'.bin"));
+    char *cp[] = {(char *)"/bin/cp", odd_names, prog, NULL};
+    run_result r = harness_run(cp, NULL, NULL);
+    CHECK(r.status == 0, "cp: %s", r.err);
+    harness_result_free(&r);
+    const char *db = harness_path("odd.db"), *page = harness_path("odd.html"), *trace = harness_path("odd.json");
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"--full", (char *)"-o", (char *)db, prog, NULL};
+    r = harness_run(argv, NULL, NULL);
+    CHECK(r.status == 0 && strstr(r.err, "LEAK: 2.09 KiB lost in 2 blocks"), "status %d:\n%s", r.status, r.err);
+    harness_result_free(&r);
+
+    r = harness_tpprof("report", db, "--format", "html", "-o", page, NULL);
+    CHECK(r.status == 0, "html: %s", r.err);
+    harness_result_free(&r);
+    char *html = harness_read_file(page);
+    CHECK(html && valid_utf8((const unsigned char *)html), "the page is UTF-8");
+    CHECK(html && strstr(html, "hold&lt;int&amp;&gt;(int&amp;)"), "the template's name escaped in the HTML");
+    CHECK(html && strstr(html, "operator&quot;&quot; _kib(unsigned long long)"), "the literal's quotes escaped");
+    CHECK(html && strstr(html, "hold\\u003cint\\u0026\\u003e(int\\u0026)"), "and in the page's data");
+    CHECK(html && strstr(html, "odd\xef\xbf\xbd&lt;&amp;&quot;&#39;.bin"), "the program's name: U+FFFD and escapes");
+    CHECK(html && !strstr(html, "<int&>"), "no raw name in the page");
+    free(html);
+
+    r = harness_tpprof("report", db, "--format", "json", NULL);
+    CHECK(r.status == 0 && harness_json_valid(r.out) && valid_utf8((const unsigned char *)r.out), "json: %s", r.err);
+    CHECK(strstr(r.out, "hold<int&>(int&)") && strstr(r.out, "operator\\\"\\\" _kib"), "names in JSON:\n%.2000s", r.out);
+    CHECK(strstr(r.out, "odd\\ufffd<&\\\"'.bin"), "the path in JSON");
+    harness_result_free(&r);
+
+    r = harness_tpprof("export", db, "-o", trace, NULL);
+    CHECK(r.status == 0, "export: %s", r.err);
+    harness_result_free(&r);
+    char *json = harness_read_file(trace);
+    CHECK(json && harness_json_valid(json) && valid_utf8((const unsigned char *)json), "the trace is JSON in UTF-8");
+    CHECK(json && strstr(json, "hold\\u003cint\\u0026\\u003e(int\\u0026)"), "the stack argument escaped");
+    CHECK(json && strstr(json, "odd\\ufffd\\u003c\\u0026\\\"'.bin (pid "), "the process name");
+    free(json);
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     if (argc < 6 || !realpath(argv[2], leak_once) || !realpath(argv[3], fork_leak) || !realpath(argv[4], other_malloc) ||
@@ -552,6 +613,8 @@ int main(int argc, char **argv) {
     }
     if (argc > 6 && !realpath(argv[6], cpp_leak))
         cpp_leak[0] = 0;
+    if (argc > 7 && !realpath(argv[7], odd_names))
+        odd_names[0] = 0;
     RUN_TEST(test_exit_status_is_the_programs);
     RUN_TEST(test_a_failing_gate_makes_run_exit_with_the_error_exitcode);
     RUN_TEST(test_a_programs_own_nonzero_status_passes_through_the_gates);
@@ -574,6 +637,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_sanitizer_built_program_is_refused_in_one_line);
     RUN_TEST(test_full_mode_and_depth_reach_the_recorder);
     RUN_TEST(test_cpp_names_are_demangled);
+    RUN_TEST(test_odd_names_are_escaped_in_html_and_json);
     RUN_TEST(test_rust_names_are_demangled);
     return harness_finish();
 }
