@@ -73,7 +73,9 @@ static int write_junit(FILE *f, const char *path, const char *db, const tpprof_g
     xml_escaped(f, db);
     fprintf(f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\">\n", n, failures);
     for (size_t i = 0; i < n; i++) {
-        fprintf(f, "    <testcase classname=\"tpprof.check\" name=\"%s\"", g[i].name);
+        fprintf(f, "    <testcase classname=\"tpprof.check\" name=\"");
+        xml_escaped(f, g[i].name);
+        fputc('"', f);
         if (!g[i].failed) {
             fprintf(f, "/>\n");
             continue;
@@ -222,7 +224,7 @@ static int check_several(check_options *o, FILE *junit) {
             sup_groups[s] += o->gates.suppressions.rules[s].groups;
         }
         tpprof_gate *line = &lines[n++];
-        line->name = "recording";
+        line->name = o->in.v[r]; // the testcase is the recording (o owns the path)
         line->def = -1;
         int w = snprintf(line->line, sizeof line->line, "PASS %s", o->in.v[r]);
         for (int i = 0; i < k; i++) {

@@ -115,6 +115,17 @@ static void test_check_gates_each_recording_and_their_total(void) {
              b_db, b_db);
     CHECK(r.status == 1 && strcmp(r.out, want) == 0, "status %d:\n%s\nwanted\n%s", r.status, r.out, want);
     harness_result_free(&r);
+    // The JUnit file: a testcase per failing recording, named by it, and one per total.
+    const char *junit = harness_path("several.xml");
+    r = harness_tpprof("check", a_db, b_db, clean, "--max-lost-bytes", "100k", "--junit", junit, NULL);
+    harness_result_free(&r);
+    char *xml = harness_read_file(junit);
+    snprintf(want, sizeof want, "<testcase classname=\"tpprof.check\" name=\"%s\">\n      <failure message=\"%s: lost bytes",
+             b_db, b_db);
+    CHECK(xml && strstr(xml, "<testsuites tests=\"2\" failures=\"2\">") && strstr(xml, want) &&
+              strstr(xml, "name=\"max-lost-bytes\">\n      <failure message=\"total lost bytes 1073152 &gt; 102400"),
+          "%s", xml ? xml : "(none)");
+    free(xml);
     // Each passes 2M, but not their total 1.02 MiB under 1M.
     r = harness_tpprof("check", a_db, b_db, "--max-lost-bytes", "1M", "--max-leaked-bytes", "2M", NULL);
     CHECK(r.status == 1, "status %d: %s", r.status, r.out);
