@@ -727,7 +727,7 @@ static int report_run(run_options *o, const char *template, pid_t pid, int statu
     return code;
 }
 
-static int run_main(run_options *opts, int argc, char **argv);
+static int run_main(run_options *o, int argc, char **argv);
 
 int tpprof_cmd_run(int argc, char **argv) {
     run_options o = {0};
@@ -736,18 +736,17 @@ int tpprof_cmd_run(int argc, char **argv) {
     return status;
 }
 
-static int run_main(run_options *opts, int argc, char **argv) {
-    run_options o = *opts;
-    int parsed = parse_run(argc, argv, &o);
-    *opts = o; // what parsing allocated, for the caller to free
+// Everything but freeing o (which parsing fills).
+static int run_main(run_options *o, int argc, char **argv) {
+    int parsed = parse_run(argc, argv, o);
     if (parsed != 0) {
         if (parsed < 0)
             fprintf(stderr, "tpprof run: %s\n", tpprof_error());
         return parsed < 0 ? TPPROF_EXIT_USAGE : TPPROF_EXIT_OK;
     }
     char preload[PATH_MAX], template[PATH_MAX];
-    if (tpprof_run_refuse_unrecordable(o.cmd) != 0 || find_preload(preload, sizeof preload) != 0 ||
-        output_template(o.output, o.cmd[0], template, sizeof template) != 0) {
+    if (tpprof_run_refuse_unrecordable(o->cmd) != 0 || find_preload(preload, sizeof preload) != 0 ||
+        output_template(o->output, o->cmd[0], template, sizeof template) != 0) {
         fprintf(stderr, "tpprof run: %s\n", tpprof_error());
         return TPPROF_EXIT_USAGE;
     }
@@ -756,16 +755,14 @@ static int run_main(run_options *opts, int argc, char **argv) {
     clock_gettime(CLOCK_REALTIME, &started);
     started.tv_sec -= 1;
     int status = 0, exec_err = 0;
-    pid_t pid = launch(&o, template, preload, &status, &exec_err);
+    pid_t pid = launch(o, template, preload, &status, &exec_err);
     if (pid < 0) {
         fprintf(stderr, "tpprof run: %s\n", tpprof_error());
         return TPPROF_EXIT_USAGE;
     }
     if (exec_err) {
-        fprintf(stderr, "tpprof run: cannot run '%s': %s\n", o.cmd[0], strerror(exec_err));
+        fprintf(stderr, "tpprof run: cannot run '%s': %s\n", o->cmd[0], strerror(exec_err));
         return exec_err == ENOENT ? 127 : 126;
     }
-    int code = report_run(&o, template, pid, status, &started);
-    *opts = o;
-    return code;
+    return report_run(o, template, pid, status, &started);
 }

@@ -297,8 +297,10 @@ bool tpprof_gate_options_any(const tpprof_gate_options *o) {
 int tpprof_gate_options_finish(tpprof_gate_options *o) {
     if (o->has_growth && !o->baseline)
         return tpprof_error_set("--max-growth needs --baseline OLD.db");
-    if (!tpprof_gate_options_any(o))
-        o->on[0] = true, o->limit[0] = 0; // --max-lost-bytes 0
+    if (!tpprof_gate_options_any(o)) { // the table's first row: --max-lost-bytes 0
+        o->on[0] = true;
+        o->limit[0] = 0;
+    }
     return 0;
 }
 
