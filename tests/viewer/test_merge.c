@@ -148,6 +148,12 @@ static void test_check_gates_each_recording_and_their_total(void) {
                                "--baseline compares one recording");
     harness_expect_usage_error("a glob matching nothing",
                                harness_tpprof("check", harness_path("none-*.db"), NULL), "no recording matches");
+    // report of several: the same bad inputs, the same one line.
+    harness_expect_usage_error("report: a missing file", harness_tpprof("report", a_db, harness_path("missing.db"), NULL),
+                               "missing.db");
+    harness_expect_usage_error("report: not a database", harness_tpprof("report", a_db, "/etc/hostname", NULL),
+                               "/etc/hostname");
+    harness_expect_usage_error("report: a directory", harness_tpprof("report", a_db, harness_dir(), NULL), harness_dir());
 }
 
 static void test_merge_never_overwrites_and_refuses_bad_inputs(void) {
