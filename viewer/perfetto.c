@@ -205,9 +205,9 @@ static void hidden_counter(trace *t, const thread_count *c, int64_t time_ns) {
     snprintf(name, sizeof name, "tid %lld: not shown", (long long)c->tid);
     event(t, "C", name);
     ts(t, time_ns);
-    fprintf(t->out, ",\"args\":{\"allocations\":%llu,\"frees\":%llu,\"bytes_allocated\":%llu}}",
-            (unsigned long long)c->hidden_allocs, (unsigned long long)c->hidden_frees,
-            (unsigned long long)c->hidden_bytes);
+    fprintf(t->out, ",\"args\":{\"events\":%llu,\"allocations\":%llu,\"frees\":%llu,\"bytes_allocated\":%llu}}",
+            (unsigned long long)c->hidden, (unsigned long long)c->hidden_allocs,
+            (unsigned long long)c->hidden_frees, (unsigned long long)c->hidden_bytes);
 }
 
 // An event past its thread's cap: counted, and the thread's counter track
@@ -221,7 +221,7 @@ static void hide(trace *t, thread_count *c, int64_t op, int64_t size, int64_t ti
         c->hidden_bytes += size > 0 ? (uint64_t)size : 0;
     } else if (op == 2 || op == 5) {
         c->hidden_frees++;
-    } else if (op == 3 || op == 6) { // a move: a free and an allocation
+    } else if (op == 3 || op == 6) { // a move: a free and an allocation (events counts it once)
         c->hidden_allocs++;
         c->hidden_frees++;
         c->hidden_bytes += size > 0 ? (uint64_t)size : 0;

@@ -118,7 +118,7 @@ if cap is not None:
         h = last_hidden.get(tid)
         if per_thread.get(tid, 0) != cap or not h:
             problem('thread %d: a note, but %d events shown and counters %r' % (tid, per_thread.get(tid, 0), h))
-        elif h['allocations'] + h['frees'] != hidden:
+        elif h['events'] != hidden or h['allocations'] + h['frees'] < hidden:
             problem('thread %d: the counter track says %r, the note %d' % (tid, h, hidden))
 for tid, total in events_on.items():
     if per_thread.get(tid, 0) + notes.get(tid, 0) != total:
