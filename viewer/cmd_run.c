@@ -49,8 +49,7 @@ const char tpprof_usage_run[] =
     "                     --max-lost-bytes 0 applies, as in tpprof check\n"
     "  --check \"GATES\"    check's gates in one argument (\"--max-lost-bytes 0\n"
     "                     --max-leaked-storages 2\"); each gate is also an option of\n"
-    "                     its own:\n"
-    "\n";
+    "                     its own:\n";
 
 static const char usage_tail[] =
     "\n"
