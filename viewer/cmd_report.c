@@ -25,7 +25,8 @@ const char tpprof_usage_report[] =
     "\n"
     "Show what a recording holds. Without section flags every section is shown;\n"
     "with any, the summary and the chosen sections. Several recordings (or a quoted\n"
-    "glob, 'tpprof.train.*.db') are merged as tpprof merge does and shown as one.\n"
+    "glob, 'tpprof.train.*.db') are merged as tpprof merge does and shown as one,\n"
+    "with each recording's own verdict under the total's.\n"
     "\n"
     "  --leaks          blocks still allocated at exit, grouped by stack: lost first, then by bytes\n"
     "  --peak           the peak of heap + anonymous mmap bytes and the sites live at it\n"
@@ -50,7 +51,8 @@ const char tpprof_usage_report[] =
     "  --device N       device memory of CUDA device N only (the summary's device lines and the\n"
     "                   device leaks, peak and sites; host figures are unchanged)\n"
     "  --suppressions FILE  leave out the leaks LeakSanitizer's suppression file names\n"
-    "                   (leak:PATTERN lines, '#' comments); the summary says what each matched\n"
+    "                   (leak:PATTERN lines, '#' comments; repeatable); the summary says what\n"
+    "                   each rule matched\n"
     "\n"
     "The database is opened read-only. If it was never symbolized, it is symbolized\n"
     "now, and the symbols are saved into it when the file is writable.\n";
@@ -85,6 +87,8 @@ typedef struct report_options {
     const char *output; // -o FILE, or NULL: stdout
     tpprof_suppressions suppressions; // --suppressions FILE (applied at load)
     const char *suppressions_path;
+    char *const *inputs; // several recordings (merged into path): each one's verdict
+    size_t ninputs;
     const tpprof_tensors *tensors; // the tensor tables (empty when absent)
     const tpprof_backing *backings; // the storages live blocks back
     size_t nbackings;
@@ -166,6 +170,26 @@ static void text_stack(const tpprof_profile *p, int64_t stack_id, const char *in
     tpprof_print_stack(p->stacks, stack_id, indent, MAX_TEXT_FRAMES, false);
 }
 
+// One recording of several: its verdict, with the same suppressions (what
+// they match here is not added to the merged recording's counts). 0, or -1
+// + error.
+static int input_verdict(const report_options *o, const char *path, tpprof_verdict *v) {
+    tpprof_profile *p = tpprof_profile_load(path);
+    if (!p)
+        return -1;
+    tpprof_suppressions rules = o->suppressions; // a shallow copy: counts of its own
+    tpprof_suppression *copy = rules.n ? malloc(rules.n * sizeof *copy) : NULL;
+    if (rules.n && copy) {
+        memcpy(copy, rules.rules, rules.n * sizeof *copy);
+        rules.rules = copy;
+        tpprof_suppressions_apply(p, &rules);
+    }
+    tpprof_verdict_of(p, v);
+    free(copy);
+    tpprof_profile_free(p);
+    return 0;
+}
+
 static void text_summary(const tpprof_profile *p, const report_options *o) {
     const tpprof_summary *s = &p->summary;
     char a[32], b[32], c[32], d[32], e[32], f[32];
@@ -176,6 +200,13 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
     char line[512];
     tpprof_verdict_of(p, &v);
     printf("  verdict     %s\n", tpprof_verdict_headline(&v, line, sizeof line));
+    for (size_t i = 0; o->ninputs > 1 && i < o->ninputs; i++) {
+        tpprof_verdict one;
+        if (input_verdict(o, o->inputs[i], &one) == 0)
+            printf("  recording   %s: %s\n", o->inputs[i], tpprof_verdict_headline(&one, line, sizeof line));
+        else
+            printf("  recording   %s: cannot be read: %s\n", o->inputs[i], tpprof_error());
+    }
     printf("  reachable   %s\n", tpprof_verdict_reachable(&v, line, sizeof line));
     printf("  program     %s", p->exe ? p->exe : "(unknown)");
     if (s->pid)
@@ -210,10 +241,8 @@ static void text_summary(const tpprof_profile *p, const report_options *o) {
                tpprof_format_size(s->reserved_total_bytes, a), tpprof_format_count(s->reserved_count, b),
                tpprof_format_size(s->reserved_bytes, c));
     for (size_t i = 0; i < o->suppressions.n; i++) {
-        const tpprof_suppression *r = &o->suppressions.rules[i];
-        printf("  suppressed  leak:%s matched %s in %s block%s (%llu stack%s)\n", r->pattern,
-               tpprof_format_size(r->bytes, a), tpprof_format_count(r->count, b), r->count == 1 ? "" : "s",
-               (unsigned long long)r->groups, r->groups == 1 ? "" : "s");
+        char line[1200];
+        printf("  suppressed  %s\n", tpprof_suppression_describe(&o->suppressions.rules[i], line, sizeof line));
     }
     if (s->libc_count)
         printf("  libc        %s in %s blocks the C library keeps to the end (its caches, stdio buffers): "
@@ -516,6 +545,23 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     tpprof_json_kv_uint(&j, "reachable_top_module_bytes", v.holder_bytes);
     tpprof_json_object_end(&j);
 
+    if (o->ninputs > 1) {
+        tpprof_json_key(&j, "recordings");
+        tpprof_json_array_begin(&j);
+        for (size_t i = 0; i < o->ninputs; i++) {
+            tpprof_verdict one;
+            if (input_verdict(o, o->inputs[i], &one) != 0)
+                continue; // (merge read it a moment ago)
+            tpprof_json_object_begin_inline(&j);
+            tpprof_json_kv_string(&j, "path", o->inputs[i]);
+            tpprof_json_kv_string(&j, "verdict", tpprof_verdict_name(one.verdict));
+            tpprof_json_kv_uint(&j, "lost_bytes", one.lost_bytes);
+            tpprof_json_kv_uint(&j, "lost_count", one.lost_count);
+            tpprof_json_kv_uint(&j, "reachable_bytes", one.reachable_bytes);
+            tpprof_json_object_end(&j);
+        }
+        tpprof_json_array_end(&j);
+    }
     if (o->suppressions_path) {
         tpprof_json_key(&j, "suppressions");
         tpprof_json_array_begin(&j);
@@ -807,43 +853,11 @@ static void folded_report(const tpprof_profile *p, unsigned chosen) {
 // Several recordings
 
 typedef struct report_inputs {
-    char **v;       // owned copies
-    size_t n, cap;
-    char *merged;   // the temporary merged database (owned), NULL for one input
-    char *dir;      // its directory (owned)
+    tpprof_inputs in; // what was named
+    char *merged;     // the temporary merged database (owned), NULL for one input
+    char *dir;        // its directory (owned)
     char shown[512];
 } report_inputs;
-
-static int push_input(report_inputs *in, const char *path) {
-    for (size_t i = 0; i < in->n; i++)
-        if (strcmp(in->v[i], path) == 0)
-            return tpprof_error_set("'%s' is named twice (several recordings are merged: each once)", path);
-    char **v = tpprof_grow(in->v, in->n, &in->cap, sizeof *v);
-    if (!v)
-        return -1;
-    in->v = v;
-    if (!(v[in->n] = strdup(path)))
-        return tpprof_error_set("out of memory");
-    in->n++;
-    return 0;
-}
-
-// A database argument; a pattern with *, ? or [ that names no file is
-// expanded as a glob (for a quoted 'tpprof.train.*.db').
-static int add_database(report_inputs *in, const char *arg) {
-    if (!strpbrk(arg, "*?[") || access(arg, F_OK) == 0)
-        return push_input(in, arg);
-    glob_t g;
-    int rc = glob(arg, 0, NULL, &g);
-    if (rc == GLOB_NOMATCH)
-        return tpprof_error_set("no recording matches '%s'", arg);
-    if (rc != 0)
-        return tpprof_error_set("cannot expand '%s'", arg);
-    for (size_t i = 0; i < g.gl_pathc && rc == 0; i++)
-        rc = push_input(in, g.gl_pathv[i]);
-    globfree(&g);
-    return rc;
-}
 
 static int merge_inputs(report_inputs *in) {
     const char *tmp = getenv("TMPDIR");
@@ -858,10 +872,10 @@ static int merge_inputs(report_inputs *in) {
     if (!in->dir || !in->merged)
         return tpprof_error_set("out of memory");
     sprintf(in->merged, "%s/merged.db", dir);
-    int n = snprintf(in->shown, sizeof in->shown, "%zu recordings:", in->n);
-    for (size_t i = 0; i < in->n && n > 0 && (size_t)n < sizeof in->shown; i++)
-        n += snprintf(in->shown + n, sizeof in->shown - (size_t)n, " %s", in->v[i]);
-    return tpprof_merge(in->merged, in->v, in->n, false);
+    int n = snprintf(in->shown, sizeof in->shown, "%zu recordings:", in->in.n);
+    for (size_t i = 0; i < in->in.n && n > 0 && (size_t)n < sizeof in->shown; i++)
+        n += snprintf(in->shown + n, sizeof in->shown - (size_t)n, " %s", in->in.v[i]);
+    return tpprof_merge(in->merged, in->in.v, in->in.n, false);
 }
 
 static void inputs_free(report_inputs *in) {
@@ -873,9 +887,7 @@ static void inputs_free(report_inputs *in) {
         rmdir(in->dir);
         free(in->dir);
     }
-    for (size_t i = 0; i < in->n; i++)
-        free(in->v[i]);
-    free(in->v);
+    tpprof_inputs_free(&in->in);
 }
 
 // ---------------------------------------------------------------------------
@@ -921,9 +933,9 @@ static int report_main(int argc, char **argv, report_inputs *in) {
                 goto usage_error;
             }
         } else if ((r = tpprof_opt(argc, argv, &i, "--suppressions", &v)) != 0) {
-            if (r < 0)
+            if (r < 0 || tpprof_suppressions_load(v, &o.suppressions) != 0)
                 goto usage_error;
-            o.suppressions_path = v;
+            o.suppressions_path = v; // several: each file's rules appended
         } else if ((r = tpprof_opt(argc, argv, &i, "--device", &v)) != 0) {
             uint64_t ordinal = 0;
             if (r < 0 || tpprof_parse_count("--device", v, &ordinal) != 0)
@@ -942,20 +954,22 @@ static int report_main(int argc, char **argv, report_inputs *in) {
         } else if (argv[i][0] == '-' && argv[i][1]) {
             tpprof_error_set("unknown option '%s' (see tpprof report --help)", argv[i]);
             goto usage_error;
-        } else if (add_database(in, argv[i]) != 0) {
+        } else if (tpprof_inputs_add(&in->in, argv[i]) != 0) {
             goto usage_error;
         }
     }
     // Several recordings (or a glob naming several): merged into a
     // temporary database, reported as one program (tpprof merge).
-    if (in->n == 1) {
-        o.path = in->v[0];
-    } else if (in->n > 1) {
+    if (in->in.n == 1) {
+        o.path = in->in.v[0];
+    } else if (in->in.n > 1) {
         if (merge_inputs(in) != 0)
             goto usage_error;
         o.path = in->merged;
     }
-    o.shown = in->n > 1 ? in->shown : o.path;
+    o.shown = in->in.n > 1 ? in->shown : o.path;
+    o.inputs = in->in.v;
+    o.ninputs = in->in.n;
     if (!o.path) {
         tpprof_error_set("missing the database (usage: tpprof report DB [options])");
         goto usage_error;
@@ -964,8 +978,6 @@ static int report_main(int argc, char **argv, report_inputs *in) {
     if (o.html)
         o.sections = SECTION_ALL | SECTION_TENSORS; // the page has every section
 
-    if (o.suppressions_path && tpprof_suppressions_load(o.suppressions_path, &o.suppressions) != 0)
-        goto usage_error;
     tpprof_profile *p = tpprof_profile_load(o.path);
     if (!p) {
         fprintf(stderr, "tpprof report: %s\n", tpprof_error());
@@ -1093,6 +1105,7 @@ static int report_main(int argc, char **argv, report_inputs *in) {
 
 usage_error:
     fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+    tpprof_suppressions_free(&o.suppressions);
     return TPPROF_EXIT_USAGE;
 }
 

@@ -6,6 +6,9 @@
 // needed. The recorder is configured through TPPROF_OUTPUT, TPPROF_DEPTH and
 // TPPROF_MODE. tpprof's exit status is the program's (128 + signal when it
 // was killed), so `tpprof run` can stand in for the program in scripts.
+// With check's gates (gates.c) or --error-exitcode N, as Valgrind's, a
+// program that exits 0 but fails a gate makes tpprof exit N: `tpprof run`
+// is then a test runner's wrapper (docs/test-runners.md).
 // This file must not interpret the recording beyond the summary lines.
 #define _GNU_SOURCE
 #include "viewer.h"
@@ -30,7 +33,8 @@
 #endif
 
 const char tpprof_usage_run[] =
-    "usage: tpprof run [-o PATH] [--depth N] [--full] [--cupti] [--] CMD [ARGS...]\n"
+    "usage: tpprof run [-o PATH] [--depth N] [--full] [--cupti]\n"
+    "                  [--error-exitcode N] [--check \"GATES\"] [gates] [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD with libtpprof.so preloaded and record its allocations into a SQLite\n"
     "database, then symbolize it and print a short summary on stderr.\n"
@@ -44,8 +48,17 @@ const char tpprof_usage_run[] =
     "                     (CUDA_INJECTION64_PATH): device memory calls through CUPTI's\n"
     "                     callbacks and activity records, however the program reaches\n"
     "                     the driver; another CUPTI user (nsys) leaves interposition\n"
+    "  --error-exitcode N when CMD exits 0 but the recording fails a gate, exit N\n"
+    "                     (1 to 255; default 1 when a gate is given). With no gate,\n"
+    "                     --max-lost-bytes 0 applies, as in tpprof check\n"
+    "  --check \"GATES\"    check's gates in one argument (\"--max-lost-bytes 0\n"
+    "                     --max-leaked-storages 2\"); each gate is also an option of\n"
+    "                     its own:\n";
+
+static const char usage_tail[] =
     "\n"
-    "The exit status is CMD's, or 128 + the signal that killed it.\n";
+    "The exit status is CMD's, or 128 + the signal that killed it; with gates, N when\n"
+    "CMD exited 0 and a gate failed (each failing gate one line on stderr).\n";
 
 // ---------------------------------------------------------------------------
 // Finding the preload
@@ -481,6 +494,9 @@ typedef struct run_options {
     bool full;
     bool cupti; // --cupti: the preload is also CUDA's injection library
     char **cmd; // the program and its arguments (argv's)
+    bool gated; // a gate or --error-exitcode was given
+    int error_exitcode;
+    tpprof_gate_options gates;
 } run_options;
 
 // The file whose creation lets one process of the run say that it could
@@ -601,6 +617,8 @@ static int parse_run(int argc, char **argv, run_options *o) {
             break;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(tpprof_usage_run, stdout);
+            tpprof_gates_help(stdout);
+            fputs(usage_tail, stdout);
             return 1;
         } else if (strcmp(argv[i], "--full") == 0) {
             o->full = true;
@@ -621,6 +639,22 @@ static int parse_run(int argc, char **argv, run_options *o) {
             if (d == 0 || d > 128)
                 return tpprof_error_set("--depth: expected 1 to 128, got %s", v);
             o->depth = v;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--error-exitcode", &v)) != 0) {
+            uint64_t n = 0;
+            if (r < 0 || tpprof_parse_count("--error-exitcode", v, &n) != 0)
+                return -1;
+            if (n == 0 || n > 255)
+                return tpprof_error_set("--error-exitcode: expected 1 to 255, got %s", v);
+            o->error_exitcode = (int)n;
+            o->gated = true;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--check", &v)) != 0) {
+            if (r < 0 || tpprof_gate_options_parse_string(&o->gates, v) != 0)
+                return -1;
+            o->gated = true;
+        } else if ((r = tpprof_gate_option(&o->gates, argc, argv, &i)) != 0) {
+            if (r < 0)
+                return -1;
+            o->gated = true;
         } else if (argv[i][0] == '-') {
             return tpprof_error_set("unknown option '%s' (see tpprof run --help)", argv[i]);
         } else {
@@ -630,13 +664,58 @@ static int parse_run(int argc, char **argv, run_options *o) {
     if (i >= argc)
         return tpprof_error_set("missing the command to run (usage: tpprof run [options] CMD [ARGS...])");
     o->cmd = argv + i;
-    return 0;
+    if (!o->gated)
+        return 0;
+    if (!o->error_exitcode)
+        o->error_exitcode = 1;
+    // A baseline that cannot be read is refused now, not after the run.
+    if (o->gates.baseline && access(o->gates.baseline, R_OK) != 0)
+        return tpprof_error_set("--baseline: cannot read %s: %s", o->gates.baseline, strerror(errno));
+    return tpprof_gate_options_finish(&o->gates);
 }
 
-// After the program: how it ended, then the summary of what was recorded.
-// Returns tpprof's exit status (the program's).
-static int report_run(const char *cmd0, const char *template, pid_t pid, int status,
+// ---------------------------------------------------------------------------
+// Gates (gates.c): the recording the summary is of, after the summary.
+// Returns whether a gate failed (each failing gate one line on stderr).
+
+static bool gate_run(run_options *o, const char *path) {
+    tpprof_profile *p = tpprof_profile_load(path);
+    if (!p) {
+        fprintf(stderr, "tpprof: FAIL recording cannot be gated: %s\n", tpprof_error());
+        return true;
+    }
+    tpprof_profile *old = NULL;
+    if (o->gates.baseline && !(old = tpprof_profile_load(o->gates.baseline))) {
+        fprintf(stderr, "tpprof: FAIL baseline cannot be read: %s\n", tpprof_error());
+        tpprof_profile_free(p);
+        return true;
+    }
+    tpprof_gates_suppress(&o->gates, p, old, "tpprof: ");
+    tpprof_gate g[TPPROF_GATES_MAX + 4];
+    int n = tpprof_gates_evaluate(&o->gates, p, path, old, "tpprof: ", g);
+    bool failed = n < 0;
+    if (n < 0)
+        fprintf(stderr, "tpprof: FAIL the gates cannot be evaluated: %s\n", tpprof_error());
+    size_t passed = 0;
+    for (int i = 0; i < n; i++) {
+        if (g[i].failed)
+            fprintf(stderr, "tpprof: %s\n", g[i].line);
+        failed |= g[i].failed;
+        passed += !g[i].failed;
+    }
+    if (!failed)
+        fprintf(stderr, "tpprof: PASS %zu gate%s\n", passed, passed == 1 ? "" : "s");
+    tpprof_profile_free(old);
+    tpprof_profile_free(p);
+    return failed;
+}
+
+// After the program: how it ended, then the summary of what was recorded,
+// then the gates. Returns tpprof's exit status (the program's, or
+// --error-exitcode's when the program exited 0 and a gate failed).
+static int report_run(run_options *o, const char *template, pid_t pid, int status,
                       const struct timespec *started) {
+    const char *cmd0 = o->cmd[0];
     int code;
     char how[64];
     tpprof_program_end end = {.signaled = WIFSIGNALED(status)};
@@ -651,15 +730,21 @@ static int report_run(const char *cmd0, const char *template, pid_t pid, int sta
     char db[PATH_MAX];
     expand(template, pid, db, sizeof db);
     fprintf(stderr, "tpprof: %s %s\n", cmd0, how);
+    // With gates, a run that leaves nothing to gate fails them.
+    int ungated = o->gated && code == 0 ? o->error_exitcode : code;
     if (is_file(db) && !written_since(db, started)) {
         fprintf(stderr, "tpprof: no recording was written; %s is from an earlier run\n", db);
-        return code;
+        if (o->gated)
+            fprintf(stderr, "tpprof: FAIL no recording to gate\n");
+        return ungated;
     }
     if (!is_file(db)) {
         fprintf(stderr,
                 "tpprof: no recording at %s (a setuid program, or one that cleared LD_PRELOAD before it started?)\n",
                 db);
-        return code;
+        if (o->gated)
+            fprintf(stderr, "tpprof: FAIL no recording to gate\n");
+        return ungated;
     }
     char last[PATH_MAX];
     int execs = 0;
@@ -667,20 +752,31 @@ static int report_run(const char *cmd0, const char *template, pid_t pid, int sta
     summarize(last, execs, &end);
     fprintf(stderr, "tpprof: recording: %s  (tpprof report %s)\n", last, last);
     list_others(db, last, started);
+    if (o->gated && gate_run(o, last) && code == 0)
+        return o->error_exitcode;
     return code;
 }
 
+static int run_main(run_options *o, int argc, char **argv);
+
 int tpprof_cmd_run(int argc, char **argv) {
     run_options o = {0};
-    int parsed = parse_run(argc, argv, &o);
+    int status = run_main(&o, argc, argv);
+    tpprof_gate_options_free(&o.gates);
+    return status;
+}
+
+// Everything but freeing o (which parsing fills).
+static int run_main(run_options *o, int argc, char **argv) {
+    int parsed = parse_run(argc, argv, o);
     if (parsed != 0) {
         if (parsed < 0)
             fprintf(stderr, "tpprof run: %s\n", tpprof_error());
         return parsed < 0 ? TPPROF_EXIT_USAGE : TPPROF_EXIT_OK;
     }
     char preload[PATH_MAX], template[PATH_MAX];
-    if (tpprof_run_refuse_unrecordable(o.cmd) != 0 || find_preload(preload, sizeof preload) != 0 ||
-        output_template(o.output, o.cmd[0], template, sizeof template) != 0) {
+    if (tpprof_run_refuse_unrecordable(o->cmd) != 0 || find_preload(preload, sizeof preload) != 0 ||
+        output_template(o->output, o->cmd[0], template, sizeof template) != 0) {
         fprintf(stderr, "tpprof run: %s\n", tpprof_error());
         return TPPROF_EXIT_USAGE;
     }
@@ -689,14 +785,14 @@ int tpprof_cmd_run(int argc, char **argv) {
     clock_gettime(CLOCK_REALTIME, &started);
     started.tv_sec -= 1;
     int status = 0, exec_err = 0;
-    pid_t pid = launch(&o, template, preload, &status, &exec_err);
+    pid_t pid = launch(o, template, preload, &status, &exec_err);
     if (pid < 0) {
         fprintf(stderr, "tpprof run: %s\n", tpprof_error());
         return TPPROF_EXIT_USAGE;
     }
     if (exec_err) {
-        fprintf(stderr, "tpprof run: cannot run '%s': %s\n", o.cmd[0], strerror(exec_err));
+        fprintf(stderr, "tpprof run: cannot run '%s': %s\n", o->cmd[0], strerror(exec_err));
         return exec_err == ENOENT ? 127 : 126;
     }
-    return report_run(o.cmd[0], template, pid, status, &started);
+    return report_run(o, template, pid, status, &started);
 }

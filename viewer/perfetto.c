@@ -6,6 +6,14 @@
 // allocation and free as an instant event on its thread, with its stack as
 // an argument; tensor storages' lifetimes as async slices.
 //
+// A big --full recording would give a file no viewer opens (4 M events:
+// 927 MB): past max_events allocation events on a thread, its events are
+// counted, not written: a counter track per such thread ("tid N: not
+// shown": allocations, frees and bytes allocated so far, at most
+// HIDDEN_BUCKETS points over the run) and one instant event, category
+// "tpprof", with a note saying how many were left out and why. The heap,
+// mmap, RSS and allocator counters and the storage slices are always whole.
+//
 // Format reference: "Trace Event Format" (Google, the document
 // chrome://tracing implements): times in microseconds ("ts"), "ph" the event
 // type: M metadata, C counter, i instant, b/e nestable async begin/end.
@@ -19,6 +27,16 @@
 #include <string.h>
 
 #define STACK_ARG_FRAMES 32
+#define HIDDEN_BUCKETS 500
+
+// A thread's allocation events: how many were written, and once past the
+// cap what the ones not written add up to.
+typedef struct thread_count {
+    int64_t tid;
+    bool used;
+    uint64_t shown, hidden, hidden_allocs, hidden_frees, hidden_bytes;
+    int64_t first_hidden_ns, bucket;
+} thread_count;
 
 typedef struct trace {
     FILE *out;
@@ -27,6 +45,9 @@ typedef struct trace {
     bool first;
     char **stack_json; // by stack id: the "stack" argument, rendered once
     size_t nstack_json;
+    uint64_t max_events;    // per thread; 0: no cap
+    thread_count *threads;  // open addressing by tid
+    size_t nthreads, cap_threads;
 } trace;
 
 // Start the next event object (comma and newline between events).
@@ -178,6 +199,88 @@ static int device_counters(trace *t) {
 
 static const char *const op_names[] = {NULL, "alloc", "free", "realloc", "mmap", "munmap", "mremap", "commit"};
 
+// The count of thread tid (made on first use); NULL when out of memory.
+static thread_count *thread_of(trace *t, int64_t tid) {
+    if (2 * (t->nthreads + 1) > t->cap_threads) { // grow and rehash
+        size_t cap = t->cap_threads ? 2 * t->cap_threads : 64;
+        thread_count *v = calloc(cap, sizeof *v);
+        if (!v)
+            return NULL;
+        for (size_t i = 0; i < t->cap_threads; i++)
+            if (t->threads[i].used) {
+                size_t h = (size_t)t->threads[i].tid * 0x9E3779B97F4A7C15ull % cap;
+                while (v[h].used)
+                    h = (h + 1) % cap;
+                v[h] = t->threads[i];
+            }
+        free(t->threads);
+        t->threads = v;
+        t->cap_threads = cap;
+    }
+    size_t h = (size_t)tid * 0x9E3779B97F4A7C15ull % t->cap_threads;
+    while (t->threads[h].used && t->threads[h].tid != tid)
+        h = (h + 1) % t->cap_threads;
+    if (!t->threads[h].used) {
+        t->threads[h] = (thread_count){.tid = tid, .used = true, .bucket = -1};
+        t->nthreads++;
+    }
+    return &t->threads[h];
+}
+
+static void hidden_counter(trace *t, const thread_count *c, int64_t time_ns) {
+    char name[64];
+    snprintf(name, sizeof name, "tid %lld: not shown", (long long)c->tid);
+    event(t, "C", name);
+    ts(t, time_ns);
+    fprintf(t->out, ",\"args\":{\"events\":%llu,\"allocations\":%llu,\"frees\":%llu,\"bytes_allocated\":%llu}}",
+            (unsigned long long)c->hidden, (unsigned long long)c->hidden_allocs,
+            (unsigned long long)c->hidden_frees, (unsigned long long)c->hidden_bytes);
+}
+
+// An event past its thread's cap: counted, and the thread's counter track
+// written when the event starts a new bucket of the run.
+static void hide(trace *t, thread_count *c, int64_t op, int64_t size, int64_t time_ns) {
+    if (!c->hidden)
+        c->first_hidden_ns = time_ns;
+    c->hidden++;
+    if (op == 1 || op == 4) {
+        c->hidden_allocs++;
+        c->hidden_bytes += size > 0 ? (uint64_t)size : 0;
+    } else if (op == 2 || op == 5) {
+        c->hidden_frees++;
+    } else if (op == 3 || op == 6) { // a move: a free and an allocation (events counts it once)
+        c->hidden_allocs++;
+        c->hidden_frees++;
+        c->hidden_bytes += size > 0 ? (uint64_t)size : 0;
+    }
+    int64_t span = t->p->summary.duration_ns / HIDDEN_BUCKETS;
+    int64_t bucket = time_ns / (span > 1000 ? span : 1000);
+    if (bucket != c->bucket) {
+        c->bucket = bucket;
+        hidden_counter(t, c, time_ns);
+    }
+}
+
+// After the events: each capped thread's last counter point and its note.
+static void hidden_notes(trace *t, int64_t end_ns) {
+    for (size_t i = 0; i < t->cap_threads; i++) {
+        const thread_count *c = &t->threads[i];
+        if (!c->used || !c->hidden)
+            continue;
+        hidden_counter(t, c, end_ns > c->first_hidden_ns ? end_ns : c->first_hidden_ns);
+        char note[300];
+        snprintf(note, sizeof note,
+                 "%llu allocation events of this thread after its first %llu are not shown, only counted in the "
+                 "track 'tid %lld: not shown' (tpprof export --max-events-per-thread)",
+                 (unsigned long long)c->hidden, (unsigned long long)t->max_events, (long long)c->tid);
+        event(t, "i", "tpprof: events not shown");
+        ts(t, c->first_hidden_ns);
+        fprintf(t->out, ",\"tid\":%lld,\"s\":\"t\",\"cat\":\"tpprof\",\"args\":{\"note\":", (long long)c->tid);
+        tpprof_html_json_string(t->out, note);
+        fprintf(t->out, ",\"not_shown\":%llu}}", (unsigned long long)c->hidden);
+    }
+}
+
 // --full: every allocation op as an instant event on its thread.
 static int full_events(trace *t) {
     if (!t->p->mode || strcmp(t->p->mode, "full") != 0 || !tpprof_db_has_table(t->p->db, "events"))
@@ -196,8 +299,22 @@ static int full_events(trace *t) {
                            -1, &st, NULL) != SQLITE_OK)
         return tpprof_db_error(t->p->db, "reading events");
     int rc;
+    int64_t last_ns = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t op = sqlite3_column_int64(st, 2);
+        if (t->max_events) {
+            thread_count *c = thread_of(t, sqlite3_column_int64(st, 1));
+            if (!c) {
+                sqlite3_finalize(st);
+                return tpprof_error_set("out of memory");
+            }
+            last_ns = sqlite3_column_int64(st, 0);
+            if (c->shown >= t->max_events) {
+                hide(t, c, op, sqlite3_column_int64(st, 5), last_ns);
+                continue;
+            }
+            c->shown++;
+        }
         bool has_stack = sqlite3_column_type(st, 6) != SQLITE_NULL;
         // An allocation is named by its kind (malloc, calloc, mmap...).
         const char *name = op == 1 || op == 4 ? tpprof_profile_kind(t->p, sqlite3_column_int64(st, 3)) : op_names[op];
@@ -221,7 +338,10 @@ static int full_events(trace *t) {
         fputs("}}", t->out);
     }
     sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : tpprof_db_error(t->p->db, "reading events");
+    if (rc != SQLITE_DONE)
+        return tpprof_db_error(t->p->db, "reading events");
+    hidden_notes(t, t->p->summary.duration_ns > last_ns ? t->p->summary.duration_ns : last_ns);
+    return 0;
 }
 
 // Storage lifetimes: created to freed (or to the end), as async slices.
@@ -256,8 +376,10 @@ static void storages(trace *t, const tpprof_tensors *x) {
     }
 }
 
-int tpprof_export_perfetto(FILE *out, const tpprof_profile *p, const tpprof_tensors *x, const char *path) {
-    trace t = {.out = out, .p = p, .pid = p->summary.pid ? p->summary.pid : 1, .first = true};
+int tpprof_export_perfetto(FILE *out, const tpprof_profile *p, const tpprof_tensors *x, const char *path,
+                           uint64_t max_events) {
+    trace t = {.out = out, .p = p, .pid = p->summary.pid ? p->summary.pid : 1, .first = true,
+               .max_events = max_events};
     fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"tool\":\"tpprof\",\"database\":", out);
     tpprof_html_json_string(out, path);
     fputs(",\"mode\":", out);
@@ -286,5 +408,6 @@ int tpprof_export_perfetto(FILE *out, const tpprof_profile *p, const tpprof_tens
     for (size_t i = 0; i < t.nstack_json; i++)
         free(t.stack_json[i]);
     free(t.stack_json);
+    free(t.threads);
     return rc;
 }

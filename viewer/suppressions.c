@@ -10,11 +10,18 @@
 // start and a trailing `$` at the end (compiler-rt's TemplateMatch). The
 // first rule that matches a group takes it.
 //
+// `check --suppress PATTERN` (and `run --suppress`) adds a rule of another
+// kind: a shell glob on a frame's function name or module file name
+// (fnmatch), kept for the command lines written before the LSan format.
+// report, check and run share these rules and the line that says how much
+// each matched (tpprof_suppression_describe).
+//
 // This file never prints; the commands say what was suppressed.
 #define _POSIX_C_SOURCE 200809L
 #include "viewer.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,13 +65,27 @@ bool tpprof_suppression_match(const char *templ, const char *str) {
     return true;
 }
 
+int tpprof_suppressions_add(tpprof_suppressions *s, const char *pattern, bool glob) {
+    if (!pattern[0])
+        return tpprof_error_set("--suppress: empty pattern");
+    tpprof_suppression *v = tpprof_grow(s->rules, s->n, &s->cap, sizeof *v);
+    if (!v)
+        return -1;
+    s->rules = v;
+    memset(&v[s->n], 0, sizeof v[s->n]);
+    if (!(v[s->n].pattern = strdup(pattern)))
+        return tpprof_error_set("out of memory");
+    v[s->n].glob = glob;
+    s->n++;
+    return 0;
+}
+
 int tpprof_suppressions_load(const char *path, tpprof_suppressions *out) {
-    memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "r");
     if (!f)
         return tpprof_error_set("--suppressions: cannot open %s: %s", path, strerror(errno));
     char line[4096];
-    size_t cap = 0;
+    size_t before = out->n;
     int lineno = 0, rc = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {
         lineno++;
@@ -84,21 +105,28 @@ int tpprof_suppressions_load(const char *path, tpprof_suppressions *out) {
                                   path, lineno, s);
             break;
         }
-        tpprof_suppression *v = tpprof_grow(out->rules, out->n, &cap, sizeof *v);
-        if (!v || !(v[out->n].pattern = strdup(s + 5))) {
-            if (v)
-                out->rules = v;
-            rc = tpprof_error_set("out of memory");
-            break;
-        }
-        out->rules = v;
-        v[out->n].bytes = v[out->n].count = v[out->n].groups = 0;
-        out->n++;
+        rc = tpprof_suppressions_add(out, s + 5, false);
     }
+    if (rc == 0 && ferror(f))
+        rc = tpprof_error_set("--suppressions: cannot read %s: %s", path, strerror(errno));
     fclose(f);
-    if (rc != 0)
-        tpprof_suppressions_free(out);
+    // A file that fails adds nothing: the rules before it stay.
+    for (; rc != 0 && out->n > before; out->n--)
+        free(out->rules[out->n - 1].pattern);
     return rc;
+}
+
+void tpprof_suppressions_reset(tpprof_suppressions *s) {
+    for (size_t i = 0; i < s->n; i++)
+        s->rules[i].bytes = s->rules[i].count = s->rules[i].groups = 0;
+}
+
+char *tpprof_suppression_describe(const tpprof_suppression *r, char *out, size_t size) {
+    char a[32], b[32];
+    snprintf(out, size, "%s%s matched %s in %s block%s (%llu stack%s)", r->glob ? "--suppress " : "leak:",
+             r->pattern, tpprof_format_size(r->bytes, a), tpprof_format_count(r->count, b),
+             r->count == 1 ? "" : "s", (unsigned long long)r->groups, r->groups == 1 ? "" : "s");
+    return out;
 }
 
 void tpprof_suppressions_free(tpprof_suppressions *s) {
@@ -108,15 +136,22 @@ void tpprof_suppressions_free(tpprof_suppressions *s) {
     memset(s, 0, sizeof *s);
 }
 
+// A --suppress glob: the function name or the module's file name.
+static bool glob_match(const char *pattern, const tpprof_frame *f) {
+    return (f->function && fnmatch(pattern, f->function, 0) == 0) ||
+           (f->module && fnmatch(pattern, tpprof_basename(f->module), 0) == 0);
+}
+
 // The first rule matching a frame of the stack, or -1.
 static ptrdiff_t rule_for(const tpprof_profile *p, const tpprof_suppressions *s, int64_t stack_id) {
     static tpprof_frame frames[SUPPRESSION_FRAMES];
     size_t n = tpprof_stacks_frames(p->stacks, stack_id, frames, SUPPRESSION_FRAMES, NULL);
     for (size_t k = 0; k < s->n; k++)
         for (size_t i = 0; i < n; i++)
-            if (tpprof_suppression_match(s->rules[k].pattern, frames[i].function) ||
-                tpprof_suppression_match(s->rules[k].pattern, frames[i].file) ||
-                tpprof_suppression_match(s->rules[k].pattern, frames[i].module))
+            if (s->rules[k].glob ? glob_match(s->rules[k].pattern, &frames[i])
+                                 : (tpprof_suppression_match(s->rules[k].pattern, frames[i].function) ||
+                                    tpprof_suppression_match(s->rules[k].pattern, frames[i].file) ||
+                                    tpprof_suppression_match(s->rules[k].pattern, frames[i].module)))
                 return (ptrdiff_t)k;
     return -1;
 }

@@ -20,6 +20,8 @@
 //   run_preflight.c  what `tpprof run` refuses before starting the program
 //   verdict.c    the summary's first lines: lost or not, what is reachable
 //   suppressions.c  LeakSanitizer suppression files applied to a profile
+//   gates.c      check's gates in one table (check and run parse it)
+//   inputs.c     several recordings on a command line, globs expanded
 //   html*.c      report --format html: the page (html.c), its data
 //                (html_data.c: timeline, live sets) and flame tree
 //                (html_flame.c); its script and style are html/ files
@@ -913,19 +915,28 @@ int tpprof_html_flame(FILE *out, const tpprof_profile *p);
 
 typedef struct tpprof_suppression {
     char *pattern;                // after "leak:"; owned
+    bool glob;                    // a --suppress shell glob, not an LSan pattern
     uint64_t bytes, count, groups; // what it matched (set by apply)
 } tpprof_suppression;
 
 typedef struct tpprof_suppressions {
     tpprof_suppression *rules;
-    size_t n;
+    size_t n, cap;
 } tpprof_suppressions;
 
 // Read an LSan suppression file: `leak:PATTERN` lines, `#` comments, blank
-// lines. Any other line is an error naming its file and line. 0, or -1 +
-// error (out left empty).
+// lines, and append its rules to out (zeroed, or holding earlier files').
+// Any other line is an error naming its file and line. 0, or -1 + error
+// (out keeps only the rules it had).
 int tpprof_suppressions_load(const char *path, tpprof_suppressions *out);
+// Append one rule: an LSan pattern, or with glob a shell glob matched
+// against a frame's function name and module file name (--suppress). 0 or -1.
+int tpprof_suppressions_add(tpprof_suppressions *s, const char *pattern, bool glob);
 void tpprof_suppressions_free(tpprof_suppressions *s);
+// Zero what each rule matched (before applying the rules to another profile).
+void tpprof_suppressions_reset(tpprof_suppressions *s);
+// "leak:PATTERN matched 8.00 KiB in 1 block (1 stack)" into out; returns out.
+char *tpprof_suppression_describe(const tpprof_suppression *r, char *out, size_t size);
 // LSan's pattern match: substring, '*' any run, leading '^' and trailing '$'
 // anchors. false for a NULL or empty str.
 bool tpprof_suppression_match(const char *pattern, const char *str);
@@ -933,6 +944,88 @@ bool tpprof_suppression_match(const char *pattern, const char *str);
 // module), and their bytes and blocks from p->summary; each rule counts what
 // it took (the first matching rule takes a group).
 void tpprof_suppressions_apply(tpprof_profile *p, tpprof_suppressions *s);
+
+// ---------------------------------------------------------------------------
+// gates.c: check's gates, one table parsed by `check` and `run`
+
+// One row of the table: adding a gate is adding a row.
+typedef struct tpprof_gate_def {
+    const char *option; // "--max-lost-bytes"
+    const char *name;   // the JUnit testcase, "max-lost-bytes"
+    const char *what;   // in its line: "lost bytes"
+    const char *help;   // for --help
+    bool count;         // the limit is a count (no size suffixes)
+    // The figure compared with the limit into *value, and what to name when
+    // it fails (": 8192 B in f (a.c:3)") into detail (left "" when nothing).
+    // 0, or -1 + error.
+    int (*measure)(const tpprof_profile *p, uint64_t *value, char *detail, size_t size);
+} tpprof_gate_def;
+
+#define TPPROF_GATES_MAX 24
+
+// A gate evaluated on one recording.
+typedef struct tpprof_gate {
+    const char *name;  // JUnit testcase name (static)
+    int def;           // its row in the table, -1 for the recording and baseline gates
+    bool failed;
+    uint64_t value, limit;
+    char line[4096];   // "PASS ..." or "FAIL ..."
+} tpprof_gate;
+
+// Gates chosen on a command line (zero it first; free with _free).
+typedef struct tpprof_gate_options {
+    bool on[TPPROF_GATES_MAX];
+    uint64_t limit[TPPROF_GATES_MAX];
+    const char *baseline; // borrowed from argv (or owned, below)
+    bool has_growth, allow_incomplete;
+    double max_growth;
+    tpprof_suppressions suppressions;
+    char **owned; // the words of --check strings
+    size_t nowned;
+} tpprof_gate_options;
+
+// The table (borrowed) and its length.
+const tpprof_gate_def *tpprof_gate_defs(size_t *n);
+// The gates' lines of a --help text.
+void tpprof_gates_help(FILE *out);
+// If argv[*i] is a gate option (a table gate, --baseline, --max-growth,
+// --suppress, --suppressions, --allow-incomplete), take it (and its value,
+// *i advanced) and return 1; 0 if it is another argument; -1 + error.
+int tpprof_gate_option(tpprof_gate_options *o, int argc, char **argv, int *i);
+// The same for a string of gate options ("--max-lost-bytes 0
+// --max-leaked-storages 2"), split at blanks. 0, or -1 + error.
+int tpprof_gate_options_parse_string(tpprof_gate_options *o, const char *gates);
+// Was any gate chosen?
+bool tpprof_gate_options_any(const tpprof_gate_options *o);
+// After parsing: with no gate, --max-lost-bytes 0. 0, or -1 + error.
+int tpprof_gate_options_finish(tpprof_gate_options *o);
+void tpprof_gate_options_free(tpprof_gate_options *o);
+// Take the suppressed leaks out of p (and old, if given) and say on stderr
+// how much in all and per rule (each line starting with prefix, e.g.
+// "tpprof check: ").
+void tpprof_gates_suppress(tpprof_gate_options *o, tpprof_profile *p, tpprof_profile *old, const char *prefix);
+// Notes on how the program ended that change what the gates count.
+void tpprof_gates_note_ending(const tpprof_profile *p, const char *path, const char *prefix);
+// Evaluate o's gates on p (path: its name in messages; old: the baseline,
+// or NULL) into g (room for TPPROF_GATES_MAX + 4): first the recording's
+// own (a FAIL when something is missing from it, unless allow_incomplete:
+// then a warning on stderr), then the table's, then the baseline's three.
+// Returns how many, or -1 + error.
+int tpprof_gates_evaluate(const tpprof_gate_options *o, const tpprof_profile *p, const char *path,
+                          const tpprof_profile *old, const char *prefix, tpprof_gate *g);
+
+// ---------------------------------------------------------------------------
+// inputs.c: the recordings a command names (several, or a quoted glob)
+
+typedef struct tpprof_inputs {
+    char **v; // owned copies, in the order named (a glob's sorted)
+    size_t n, cap;
+} tpprof_inputs;
+
+// Add a database argument; a pattern with *, ? or [ that names no file is
+// expanded as a glob. A recording named twice is an error. 0 or -1 + error.
+int tpprof_inputs_add(tpprof_inputs *in, const char *arg);
+void tpprof_inputs_free(tpprof_inputs *in);
 
 // ---------------------------------------------------------------------------
 // cmd_merge.c
@@ -947,8 +1040,11 @@ int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet
 // perfetto.c: export --format perfetto
 
 // Write p (x: its tensor tables; path: the database, named in the trace's
-// otherData) as Chrome trace-event JSON. 0 or -1 + error.
-int tpprof_export_perfetto(FILE *out, const tpprof_profile *p, const tpprof_tensors *x, const char *path);
+// otherData) as Chrome trace-event JSON; past max_events allocation events
+// on a thread (0: no cap) the rest are counted on a counter track, with a
+// note. 0 or -1 + error.
+int tpprof_export_perfetto(FILE *out, const tpprof_profile *p, const tpprof_tensors *x, const char *path,
+                           uint64_t max_events);
 
 // ---------------------------------------------------------------------------
 // Commands: argv[0] is the command name. Each returns the process exit status.
@@ -961,7 +1057,7 @@ int tpprof_cmd_fragmentation(int argc, char **argv);
 int tpprof_cmd_export(int argc, char **argv);
 int tpprof_cmd_merge(int argc, char **argv);
 
-extern const char tpprof_usage_run[], tpprof_usage_report[], tpprof_usage_check[],
+extern const char tpprof_usage_run[], tpprof_usage_report[],
     tpprof_usage_graph[], tpprof_usage_fragmentation[], tpprof_usage_export[],
     tpprof_usage_merge[];
 

@@ -11,6 +11,14 @@ path = args.pop(0)
 want_full = '--full' in args
 want_storages = int(args[args.index('--storages') + 1]) if '--storages' in args else None
 want_allocator = args[args.index('--allocator') + 1] if '--allocator' in args else None
+# --cap N: at most N allocation events on any thread, and every thread that
+# had more carries a note and a "tid T: not shown" counter track whose last
+# point, with the events shown, adds up to --events-on TID TOTAL.
+cap = int(args[args.index('--cap') + 1]) if '--cap' in args else None
+events_on = {}
+if '--events-on' in args:
+    i = args.index('--events-on')
+    events_on[int(args[i + 1])] = int(args[i + 2])
 problems = []
 
 
@@ -28,6 +36,7 @@ if doc.get('displayTimeUnit') not in ('ms', 'ns'):
     problem('displayTimeUnit must be ms or ns')
 
 counters, instants, open_async, slices, names = {}, 0, {}, 0, set()
+per_thread, notes, last_hidden = {}, {}, {}
 for i, e in enumerate(doc['traceEvents']):
     where = 'event %d (%r)' % (i, e)[:200]
     if not isinstance(e.get('name'), str) or not isinstance(e.get('ph'), str) or not isinstance(e.get('pid'), int):
@@ -46,10 +55,22 @@ for i, e in enumerate(doc['traceEvents']):
             problem(where + ': a counter needs numeric args')
         else:
             counters.setdefault(e['name'], set()).update(a.keys())
+            if e['name'].startswith('tid ') and e['name'].endswith(': not shown'):
+                last_hidden[int(e['name'][4:-11])] = a
+    elif ph == 'i' and e.get('cat') == 'tpprof':
+        # A note: what the export left out, on the thread it concerns.
+        a = e.get('args', {})
+        if not isinstance(a.get('note'), str) or not isinstance(a.get('not_shown'), int) or \
+                not isinstance(e.get('tid'), int):
+            problem(where + ': a note needs args.note, args.not_shown and a tid')
+        else:
+            notes[e['tid']] = a['not_shown']
     elif ph == 'i':
         instants += 1
         if e.get('s') not in ('t', 'p', 'g') or not isinstance(e.get('tid'), int):
             problem(where + ': an instant needs s in t/p/g and a tid')
+        else:
+            per_thread[e['tid']] = per_thread.get(e['tid'], 0) + 1
         a = e.get('args', {})
         if not isinstance(a.get('address'), str) or not a['address'].startswith('0x'):
             problem(where + ': address must be a hex string')
@@ -89,6 +110,20 @@ if not want_full and instants:
     problem('an aggregate recording has no allocation events')
 if want_storages is not None and slices != want_storages:
     problem('%d storage slices, expected %d' % (slices, want_storages))
+if cap is not None:
+    for tid, n in per_thread.items():
+        if n > cap:
+            problem('thread %d has %d events, over the cap of %d' % (tid, n, cap))
+    for tid, hidden in notes.items():
+        h = last_hidden.get(tid)
+        if per_thread.get(tid, 0) != cap or not h:
+            problem('thread %d: a note, but %d events shown and counters %r' % (tid, per_thread.get(tid, 0), h))
+        elif h['events'] != hidden or h['allocations'] + h['frees'] < hidden:
+            problem('thread %d: the counter track says %r, the note %d' % (tid, h, hidden))
+for tid, total in events_on.items():
+    if per_thread.get(tid, 0) + notes.get(tid, 0) != total:
+        problem('thread %d: %d shown + %d not shown, expected %d in all' % (
+            tid, per_thread.get(tid, 0), notes.get(tid, 0), total))
 if 'process_name' not in names:
     problem('no process_name')
 for p in problems:

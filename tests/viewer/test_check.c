@@ -253,21 +253,42 @@ static void test_suppression_by_module_file_name(void) {
     harness_result_free(&r);
 }
 
-static void test_suppressions_file_with_comments(void) {
-    const char *file = harness_path("supp.txt");
-    FILE *f = fopen(file, "w");
-    CHECK(f != NULL, "create");
-    if (!f)
-        return;
-    fputs("# third-party leaks we live with\n\n  map_arena   # the arena is never unmapped\n"
-          "leak_once\n",
-          f);
-    fclose(f);
-    EXPECT_CHECK_PRINTS(0, "PASS lost bytes 0 <= 0\n", app_db, "--suppressions", file);
-    run_result r = harness_tpprof("check", app_db, "--suppressions", harness_path("no-such-file"), NULL);
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "create %s", path);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+// check reads LeakSanitizer's format, as report does: leak:PATTERN lines,
+// '#' comments; several files add up; each rule says what it matched.
+static void test_suppressions_files_in_lsan_format_with_comments(void) {
+    const char *file = harness_path("supp.txt"), *second = harness_path("supp2.txt");
+    write_file(file, "# third-party leaks we live with\n\n  leak:map_arena   # the arena is never unmapped\n");
+    write_file(second, "leak:^leak_on*$\nleak:no_such_function\n");
+    run_result r = harness_tpprof("check", app_db, "--suppressions", file, "--suppressions", second, NULL);
+    CHECK(r.status == 0 && strcmp(r.out, "PASS lost bytes 0 <= 0\n") == 0, "status %d: %s%s", r.status, r.out, r.err);
+    CHECK(strstr(r.err, "tpprof check: note: 12288 B in 2 blocks suppressed\n"
+                        "tpprof check: note: suppressed leak:map_arena matched 8.00 KiB in 1 block (1 stack)\n"
+                        "tpprof check: note: suppressed leak:^leak_on*$ matched 4.00 KiB in 1 block (1 stack)\n"
+                        "tpprof check: note: suppressed leak:no_such_function matched 0 B in 0 blocks (0 stacks)\n"),
+          "%s", r.err);
+    harness_result_free(&r);
+    // Only the first file: leak_once still fails the gate.
+    r = harness_tpprof("check", app_db, "--suppressions", file, NULL);
+    CHECK(r.status == 1 && strstr(r.out, "FAIL lost bytes 4096 > 0: 4096 B in leak_once"), "status %d: %s", r.status,
+          r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("check", app_db, "--suppressions", harness_path("no-such-file"), NULL);
     CHECK(r.status == 2 && harness_lines(r.err) == 1 && strstr(r.err, "--suppressions: cannot open"),
           "status %d: %s", r.status, r.err);
     harness_result_free(&r);
+    // A bare glob line (the format check read before) names its line.
+    write_file(file, "# old style\nmap_arena\n");
+    harness_expect_usage_error("a line without leak:", harness_tpprof("check", app_db, "--suppressions", file, NULL),
+                               "supp.txt:2: expected leak:PATTERN");
 }
 
 static void test_suppressions_apply_to_the_baseline_too(void) {
@@ -302,7 +323,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_clean_recording_passes_the_default_gate);
     RUN_TEST(test_suppressed_stacks_leave_the_leak_gates);
     RUN_TEST(test_suppression_by_module_file_name);
-    RUN_TEST(test_suppressions_file_with_comments);
+    RUN_TEST(test_suppressions_files_in_lsan_format_with_comments);
     RUN_TEST(test_suppressions_apply_to_the_baseline_too);
     free((void *)app_db);
     return harness_finish();

@@ -68,12 +68,18 @@ static void test_report_takes_several_recordings_or_a_glob(void) {
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
     CHECK(strstr(r.out, "tpprof report: 2 recordings: ") && strstr(r.out, "verdict     LEAK: 1.02 MiB lost in 5 blocks"),
           "%s", r.out);
+    // Under the total, each recording's own verdict.
+    char want[1200];
+    snprintf(want, sizeof want, "  recording   %s: LEAK: 12.0 KiB lost in 2 blocks\n  recording   %s: LEAK: 1.01 MiB lost in 3 blocks\n",
+             a_db, b_db);
+    CHECK(strstr(r.out, want), "want\n%s\nin\n%s", want, r.out);
     harness_result_free(&r);
     char pattern[600];
     snprintf(pattern, sizeof pattern, "%s/?.db", harness_dir());
     r = harness_tpprof("report", pattern, "--format", "json", NULL);
     CHECK(r.status == 0 && harness_json_valid(r.out), "status %d: %s", r.status, r.err);
     CHECK(strstr(r.out, "\"lost_bytes\": 1073152,"), "a.db and b.db: %s", r.out);
+    CHECK(strstr(r.out, "\"verdict\": \"leak\", \"lost_bytes\": 1060864,"), "b.db's own verdict: %s", r.out);
     harness_result_free(&r);
     snprintf(pattern, sizeof pattern, "%s/none-*.db", harness_dir());
     harness_expect_usage_error("a glob matching nothing", harness_tpprof("report", pattern, NULL), "no recording matches");
@@ -94,6 +100,60 @@ static void test_report_takes_several_recordings_or_a_glob(void) {
     if (d)
         closedir(d);
     CHECK(d && entries == 0, "%zu entries left in %s", entries, tmpdir);
+}
+
+// check takes several recordings, or a glob: a FAIL line per failing
+// recording (its failed gates joined), then each gate over the sum.
+static void test_check_gates_each_recording_and_their_total(void) {
+    const char *clean = harness_path("clean.db");
+    CHECK(fixture_write_edited(clean, &(fixture_options){0}, "DELETE FROM live_blocks") == 0, "fixture");
+    run_result r = harness_tpprof("check", a_db, b_db, clean, "--max-lost-bytes", "100k", NULL);
+    char want[2000];
+    snprintf(want, sizeof want,
+             "FAIL %s: lost bytes 1060864 > 102400: 1048576 B in grow_leak (grow.c:70)\n"
+             "FAIL total lost bytes 1073152 > 102400 over 3 recordings (1 failing): 1060864 in %s\n",
+             b_db, b_db);
+    CHECK(r.status == 1 && strcmp(r.out, want) == 0, "status %d:\n%s\nwanted\n%s", r.status, r.out, want);
+    harness_result_free(&r);
+    // The JUnit file: a testcase per failing recording, named by it, and one per total.
+    const char *junit = harness_path("several.xml");
+    r = harness_tpprof("check", a_db, b_db, clean, "--max-lost-bytes", "100k", "--junit", junit, NULL);
+    harness_result_free(&r);
+    char *xml = harness_read_file(junit);
+    snprintf(want, sizeof want, "<testcase classname=\"tpprof.check\" name=\"%s\">\n      <failure message=\"%s: lost bytes",
+             b_db, b_db);
+    CHECK(xml && strstr(xml, "<testsuites tests=\"2\" failures=\"2\">") && strstr(xml, want) &&
+              strstr(xml, "name=\"max-lost-bytes\">\n      <failure message=\"total lost bytes 1073152 &gt; 102400"),
+          "%s", xml ? xml : "(none)");
+    free(xml);
+    // Each passes 2M, but not their total 1.02 MiB under 1M.
+    r = harness_tpprof("check", a_db, b_db, "--max-lost-bytes", "1M", "--max-leaked-bytes", "2M", NULL);
+    CHECK(r.status == 1, "status %d: %s", r.status, r.out);
+    CHECK(strstr(r.out, "FAIL total lost bytes 1073152 > 1048576 over 2 recordings (1 failing)") &&
+              strstr(r.out, "PASS total leaked bytes "),
+          "%s", r.out);
+    harness_result_free(&r);
+    char pattern[600];
+    snprintf(pattern, sizeof pattern, "%s/?.db", harness_dir());
+    r = harness_tpprof("check", pattern, "--max-lost-bytes", "2M", NULL);
+    CHECK(r.status == 0 && strcmp(r.out, "PASS total lost bytes 1073152 <= 2097152 over 2 recordings (0 failing)\n") == 0,
+          "a glob: status %d: %s", r.status, r.out);
+    harness_result_free(&r);
+    // Bad input among them: one line naming it, exit 2.
+    harness_expect_usage_error("a missing file", harness_tpprof("check", a_db, harness_path("missing.db"), NULL),
+                               "missing.db");
+    harness_expect_usage_error("not a database", harness_tpprof("check", a_db, "/etc/hostname", NULL), "/etc/hostname");
+    harness_expect_usage_error("a directory", harness_tpprof("check", a_db, harness_dir(), NULL), harness_dir());
+    harness_expect_usage_error("a baseline for several", harness_tpprof("check", a_db, b_db, "--baseline", a_db, NULL),
+                               "--baseline compares one recording");
+    harness_expect_usage_error("a glob matching nothing",
+                               harness_tpprof("check", harness_path("none-*.db"), NULL), "no recording matches");
+    // report of several: the same bad inputs, the same one line.
+    harness_expect_usage_error("report: a missing file", harness_tpprof("report", a_db, harness_path("missing.db"), NULL),
+                               "missing.db");
+    harness_expect_usage_error("report: not a database", harness_tpprof("report", a_db, "/etc/hostname", NULL),
+                               "/etc/hostname");
+    harness_expect_usage_error("report: a directory", harness_tpprof("report", a_db, harness_dir(), NULL), harness_dir());
 }
 
 static void test_merge_never_overwrites_and_refuses_bad_inputs(void) {
@@ -122,6 +182,7 @@ int main(int argc, char **argv) {
         return 1;
     RUN_TEST(test_merged_recording_reads_as_one_program_with_its_processes);
     RUN_TEST(test_report_takes_several_recordings_or_a_glob);
+    RUN_TEST(test_check_gates_each_recording_and_their_total);
     RUN_TEST(test_merge_never_overwrites_and_refuses_bad_inputs);
     free(a_db);
     free(b_db);

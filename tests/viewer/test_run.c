@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static char leak_once[4096], fork_leak[4096], cpp_leak[4096], other_malloc[4096], rust_names[4096];
+static char leak_once[4096], fork_leak[4096], cpp_leak[4096], other_malloc[4096], rust_names[4096], odd_names[4096];
 
 // "lost leak_once.c:27" in the program's output -> 27 (0 if absent).
 static int printed_line(const char *out, const char *what) {
@@ -449,6 +449,161 @@ static void test_rust_names_are_demangled(void) {
     harness_result_free(&r);
 }
 
+// tpprof run OPTIONS -- leak_once [ARG]: up to 8 options before "--".
+static run_result run_gated(const char *const *opts, const char *arg) {
+    char *argv[16];
+    int n = 0;
+    argv[n++] = (char *)harness_tpprof_path();
+    argv[n++] = (char *)"run";
+    for (; *opts && n < 12; opts++)
+        argv[n++] = (char *)*opts;
+    argv[n++] = (char *)"--";
+    argv[n++] = leak_once;
+    if (arg)
+        argv[n++] = (char *)arg;
+    argv[n] = NULL;
+    return harness_run(argv, NULL, NULL);
+}
+
+// As Valgrind's --error-exitcode: a program that exits 0 but fails a gate
+// makes tpprof exit N, the failing gate in one line; with no gate given,
+// the lost gate at 0 (leak_once loses 4096 B of malloc and an 8192 B mapping).
+static void test_a_failing_gate_makes_run_exit_with_the_error_exitcode(void) {
+    const char *db = harness_path("gated.db");
+    run_result r = run_gated((const char *[]){"-o", db, "--error-exitcode", "99", NULL}, NULL);
+    CHECK(r.status == 99, "status %d:\n%s", r.status, r.err);
+    CHECK(strstr(r.err, "\ntpprof: FAIL lost bytes 12288 > 0: 8192 B in map_some (leak_once.c:"), "%s", r.err);
+    CHECK(!strstr(r.err, "PASS"), "%s", r.err);
+    harness_result_free(&r);
+    // The limit holds: the program's 0.
+    r = run_gated((const char *[]){"-o", db, "--error-exitcode", "99", "--max-lost-bytes", "12k", NULL}, NULL);
+    CHECK(r.status == 0 && strstr(r.err, "\ntpprof: PASS 1 gate\n"), "status %d:\n%s", r.status, r.err);
+    harness_result_free(&r);
+    // A gate without --error-exitcode exits 1; --check takes several gates
+    // in one argument, each failing one its own line.
+    r = run_gated((const char *[]){"-o", db, "--check", "--max-leaked-bytes 100 --max-peak-bytes=1G", NULL}, NULL);
+    CHECK(r.status == 1, "status %d:\n%s", r.status, r.err);
+    CHECK(strstr(r.err, "\ntpprof: FAIL leaked bytes 12388 > 100: 8192 B in map_some"), "%s", r.err);
+    CHECK(!strstr(r.err, "FAIL peak") && !strstr(r.err, "FAIL lost"), "only the gates given:\n%s", r.err);
+    harness_result_free(&r);
+}
+
+// The program's own failure is its status, gates or not.
+static void test_a_programs_own_nonzero_status_passes_through_the_gates(void) {
+    const char *db = harness_path("gated3.db");
+    run_result r = run_gated((const char *[]){"-o", db, "--error-exitcode", "99", NULL}, "3");
+    CHECK(r.status == 3, "status %d:\n%s", r.status, r.err);
+    CHECK(strstr(r.err, "tpprof: FAIL lost bytes 12288 > 0"), "the gate still says why:\n%s", r.err);
+    harness_result_free(&r);
+    r = run_gated((const char *[]){"-o", db, "--error-exitcode", "99", NULL}, "kill");
+    CHECK(r.status == 128 + 15, "status %d:\n%s", r.status, r.err);
+    harness_result_free(&r);
+}
+
+// run --suppressions reads LeakSanitizer's files; a note per rule says
+// what it matched, and the suppressed leaks fail no gate.
+static void test_run_suppressions_take_known_leaks_out_of_the_gates(void) {
+    const char *db = harness_path("suppressed.db"), *rules = harness_path("run.supp");
+    FILE *f = fopen(rules, "w");
+    CHECK(f != NULL, "create");
+    if (!f)
+        return;
+    fputs("# known\nleak:map_some\nleak:leak_once.c\n", f);
+    fclose(f);
+    run_result r = run_gated((const char *[]){"-o", db, "--error-exitcode", "99", "--suppressions", rules, NULL}, NULL);
+    CHECK(r.status == 0, "status %d:\n%s", r.status, r.err);
+    CHECK(strstr(r.err, "tpprof: note: suppressed leak:map_some matched 8.00 KiB in 1 block (1 stack)\n"), "%s",
+          r.err);
+    // leak_once.c names every frame of the program: the first rule took the
+    // mapping, this one the malloc'd block and the reachable one.
+    CHECK(strstr(r.err, "tpprof: note: suppressed leak:leak_once.c matched "), "%s", r.err);
+    CHECK(strstr(r.err, "tpprof: PASS 1 gate\n"), "%s", r.err);
+    harness_result_free(&r);
+}
+
+// Bad gate options are refused before the program runs: 2, one line.
+static void test_bad_gate_options_are_refused_before_the_program_runs(void) {
+    const char *db = harness_path("never.db");
+    const char *bad[][5] = {
+        {"--error-exitcode", "0", NULL},
+        {"--error-exitcode", "256", NULL},
+        {"--check", "--max-lost-bytes lots", NULL},
+        {"--check", "--frobnicate 3", NULL},
+        {"--max-growth", "5", NULL},
+        {"--suppressions", "/nonexistent/x.supp", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *opts[8] = {"-o", db, bad[i][0], bad[i][1], NULL};
+        run_result r = run_gated(opts, NULL);
+        CHECK(r.status == 2 && harness_lines(r.err) == 1 && strncmp(r.err, "tpprof run: ", 12) == 0,
+              "%s %s: status %d: %s", bad[i][0], bad[i][1], r.status, r.err);
+        CHECK(r.out[0] == 0, "the program did not run: %s", r.out);
+        harness_result_free(&r);
+    }
+    CHECK(access(db, F_OK) != 0, "nothing recorded");
+}
+
+static bool valid_utf8(const unsigned char *s) {
+    while (*s) {
+        int n = *s < 0x80 ? 0 : (*s & 0xE0) == 0xC0 ? 1 : (*s & 0xF0) == 0xE0 ? 2 : (*s & 0xF8) == 0xF0 ? 3 : -1;
+        if (n < 0)
+            return false;
+        for (s++; n > 0; n--, s++)
+            if ((*s & 0xC0) != 0x80)
+                return false;
+    }
+    return true;
+}
+
+// A real program with names HTML and JSON must escape (hold<int&>(int&),
+// operator"" _kib) run from a file whose name has '<', '&', quotes and a
+// byte that is not UTF-8: the HTML page, its data, the report's JSON and
+// the Perfetto trace escape them and stay valid UTF-8.
+static void test_odd_names_are_escaped_in_html_and_json(void) {
+    if (!odd_names[0]) {
+        fprintf(stderr, "(no C++ compiler: skipped)\n");
+        return;
+    }
+    char prog[4200];
+    snprintf(prog, sizeof prog, "%s", harness_path("odd\xff<&\"'.bin"));
+    char *cp[] = {(char *)"/bin/cp", odd_names, prog, NULL};
+    run_result r = harness_run(cp, NULL, NULL);
+    CHECK(r.status == 0, "cp: %s", r.err);
+    harness_result_free(&r);
+    const char *db = harness_path("odd.db"), *page = harness_path("odd.html"), *trace = harness_path("odd.json");
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"--full", (char *)"-o", (char *)db, prog, NULL};
+    r = harness_run(argv, NULL, NULL);
+    CHECK(r.status == 0 && strstr(r.err, "LEAK: 2.09 KiB lost in 2 blocks"), "status %d:\n%s", r.status, r.err);
+    harness_result_free(&r);
+
+    r = harness_tpprof("report", db, "--format", "html", "-o", page, NULL);
+    CHECK(r.status == 0, "html: %s", r.err);
+    harness_result_free(&r);
+    char *html = harness_read_file(page);
+    CHECK(html && valid_utf8((const unsigned char *)html), "the page is UTF-8");
+    CHECK(html && strstr(html, "hold&lt;int&amp;&gt;(int&amp;)"), "the template's name escaped in the HTML");
+    CHECK(html && strstr(html, "operator&quot;&quot; _kib(unsigned long long)"), "the literal's quotes escaped");
+    CHECK(html && strstr(html, "hold\\u003cint\\u0026\\u003e(int\\u0026)"), "and in the page's data");
+    CHECK(html && strstr(html, "odd\xef\xbf\xbd&lt;&amp;&quot;&#39;.bin"), "the program's name: U+FFFD and escapes");
+    CHECK(html && !strstr(html, "<int&>"), "no raw name in the page");
+    free(html);
+
+    r = harness_tpprof("report", db, "--format", "json", NULL);
+    CHECK(r.status == 0 && harness_json_valid(r.out) && valid_utf8((const unsigned char *)r.out), "json: %s", r.err);
+    CHECK(strstr(r.out, "hold<int&>(int&)") && strstr(r.out, "operator\\\"\\\" _kib"), "names in JSON:\n%.2000s", r.out);
+    CHECK(strstr(r.out, "odd\\ufffd<&\\\"'.bin"), "the path in JSON");
+    harness_result_free(&r);
+
+    r = harness_tpprof("export", db, "-o", trace, NULL);
+    CHECK(r.status == 0, "export: %s", r.err);
+    harness_result_free(&r);
+    char *json = harness_read_file(trace);
+    CHECK(json && harness_json_valid(json) && valid_utf8((const unsigned char *)json), "the trace is JSON in UTF-8");
+    CHECK(json && strstr(json, "hold\\u003cint\\u0026\\u003e(int\\u0026)"), "the stack argument escaped");
+    CHECK(json && strstr(json, "odd\\ufffd\\u003c\\u0026\\\"'.bin (pid "), "the process name");
+    free(json);
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     if (argc < 6 || !realpath(argv[2], leak_once) || !realpath(argv[3], fork_leak) || !realpath(argv[4], other_malloc) ||
@@ -458,7 +613,13 @@ int main(int argc, char **argv) {
     }
     if (argc > 6 && !realpath(argv[6], cpp_leak))
         cpp_leak[0] = 0;
+    if (argc > 7 && !realpath(argv[7], odd_names))
+        odd_names[0] = 0;
     RUN_TEST(test_exit_status_is_the_programs);
+    RUN_TEST(test_a_failing_gate_makes_run_exit_with_the_error_exitcode);
+    RUN_TEST(test_a_programs_own_nonzero_status_passes_through_the_gates);
+    RUN_TEST(test_run_suppressions_take_known_leaks_out_of_the_gates);
+    RUN_TEST(test_bad_gate_options_are_refused_before_the_program_runs);
     RUN_TEST(test_a_signal_handlers_frame_names_the_signal);
     RUN_TEST(test_an_allocator_preloaded_after_tpprof_is_named);
     RUN_TEST(test_killed_program_gives_128_plus_signal);
@@ -476,6 +637,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_sanitizer_built_program_is_refused_in_one_line);
     RUN_TEST(test_full_mode_and_depth_reach_the_recorder);
     RUN_TEST(test_cpp_names_are_demangled);
+    RUN_TEST(test_odd_names_are_escaped_in_html_and_json);
     RUN_TEST(test_rust_names_are_demangled);
     return harness_finish();
 }
