@@ -1053,6 +1053,7 @@ void tpprof_writer_fork_child(const char *path) {
         w->nsamples = 0;
         w->nevents = 0;
         tpprof_obs_fork_child();
+        tpprof_device_fork_child();
         if (tpprof_store_open(path)) {
             db_open = true;
             next_flush_ns = 0;
