@@ -77,8 +77,8 @@ static bool put_events(sqlite3 *db) {
     return ok;
 }
 
-// A block's row is rowid index + 1: rewritten in place when it changes
-// (freed, ended by a reset).
+// A block's row is its rowid: rewritten in place when it changes (freed,
+// ended by a reset).
 static bool put_blocks(sqlite3 *db) {
     struct tpprof_dev_state *d = &tpprof_dev;
     sqlite3_stmt *st;
@@ -90,7 +90,7 @@ static bool put_blocks(sqlite3 *db) {
     for (uint64_t i = 0; i < d->nblocks && ok; i++) {
         struct tpprof_dev_block *b = &d->blocks[i];
         if (!b->dirty) continue;
-        sqlite3_bind_int64(st, 1, (sqlite3_int64)(i + 1));
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)b->rowid);
         sqlite3_bind_int64(st, 2, (sqlite3_int64)b->address);
         sqlite3_bind_int64(st, 3, b->device);
         sqlite3_bind_int64(st, 4, TPPROF_DEV_KIND_BASE + b->kind);

@@ -20,7 +20,21 @@ struct tpprof_dev_state tpprof_dev;
 
 enum { MAP_ALLOC, MAP_RESERVE, MAP_PHYS, MAP_MAPPING, NMAPS };
 static struct tpprof_map live[NMAPS]; // key -> block index + 1
-static struct tpprof_map freed;       // device addresses freed and not allocated again -> 1
+// Keys freed and not allocated again -> 1, for telling a double free from a
+// free of a pointer never given out: the last FREED_KEEP frees only (a
+// ring), so a program that frees millions of addresses keeps this small.
+#define FREED_KEEP 65536
+static struct tpprof_map freed;
+static uint64_t freed_ring[FREED_KEEP];
+static uint32_t freed_next;
+
+static void freed_note(uint64_t key) {
+    uint64_t old = freed_ring[freed_next];
+    if (old && old != key) tpprof_map_take(&freed, old);
+    freed_ring[freed_next] = key;
+    freed_next = (freed_next + 1) % FREED_KEEP;
+    tpprof_map_put(&freed, key, 1);
+}
 // Pools' reserved bytes, last sampled (few pools: a small array).
 #define MAX_POOLS 256
 static struct {
@@ -63,11 +77,40 @@ static int64_t reserved_of(int32_t dev) {
     return known ? sum : -1;
 }
 
-static void sample(uint64_t time, int32_t dev) {
+// The device timeline: a row when a device's allocated bytes reach a new
+// high (so its peak is exact), else at most one a millisecond per device;
+// a change held back is written at the writer's next timeline tick
+// (tpprof_device_timeline_tick). A program that allocates and frees in a
+// loop would otherwise write a row per call.
+#define SAMPLE_EVERY_NS 1000000
+static struct {
+    uint64_t last_ns, held_ns;
+    int64_t peak;
+    bool held;
+} tl[TPPROF_DEV_MAX];
+
+static void emit(uint64_t time, int32_t dev) {
     struct tpprof_dev_state *d = &tpprof_dev;
-    if (dev < 0 || dev >= TPPROF_DEV_MAX) return;
     if (!grow((void **)&d->samples, &d->capsamples, d->nsamples, sizeof *d->samples)) return;
     d->samples[d->nsamples++] = (struct tpprof_dev_sample){time, dev, d->allocated[dev], reserved_of(dev)};
+    tl[dev].last_ns = time;
+    tl[dev].held = false;
+    if (d->allocated[dev] > tl[dev].peak) tl[dev].peak = d->allocated[dev];
+}
+
+static void sample(uint64_t time, int32_t dev) {
+    if (dev < 0 || dev >= TPPROF_DEV_MAX) return;
+    if (tpprof_dev.allocated[dev] > tl[dev].peak || !tl[dev].last_ns || time >= tl[dev].last_ns + SAMPLE_EVERY_NS) {
+        emit(time, dev);
+    } else {
+        tl[dev].held = true;
+        tl[dev].held_ns = time;
+    }
+}
+
+void tpprof_device_timeline_tick(void) {
+    for (int32_t dev = 0; dev < TPPROF_DEV_MAX; dev++)
+        if (tl[dev].held) emit(tl[dev].held_ns, dev);
 }
 
 static void pool_set(uint64_t pool, int32_t dev, int64_t reserved) {
@@ -103,16 +146,34 @@ static void end_block(uint32_t i, uint64_t time, uint32_t stack, const char *api
     if (counts(b->kind) && b->device >= 0 && b->device < TPPROF_DEV_MAX) tpprof_dev.allocated[b->device] -= (int64_t)b->size;
 }
 
+// Drops the blocks that ended and are written (their rows are final); the
+// live ones move down, and their map entries with them.
+static void compact(void) {
+    struct tpprof_dev_state *d = &tpprof_dev;
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < d->nblocks; i++) {
+        struct tpprof_dev_block *b = &d->blocks[i];
+        if (b->free_ns && b->stored && !b->dirty) continue;
+        if (k != i) {
+            d->blocks[k] = *b;
+            if (!d->blocks[k].free_ns) tpprof_map_put(&live[map_of_kind(d->blocks[k].kind)], d->blocks[k].address, (uint32_t)(k + 1));
+        }
+        k++;
+    }
+    d->nblocks = k;
+}
+
 static void add_block(struct tpprof_thread *t, int kind, int32_t dev, uint64_t addr, uint64_t size, uint64_t stream,
                       uint32_t stack, const char *api, uint64_t time) {
     struct tpprof_dev_state *d = &tpprof_dev;
     int m = map_of_kind(kind);
     uint32_t old = tpprof_map_take(&live[m], addr);
     if (old) end_block(old - 1, time, 0, NULL, NULL); // its free was never seen
+    if (d->nblocks == d->capblocks) compact();
     if (!grow((void **)&d->blocks, &d->capblocks, d->nblocks, sizeof *d->blocks)) return;
     if (d->nblocks >= UINT32_MAX - 1) return;
     struct tpprof_dev_block *b = &d->blocks[d->nblocks];
-    *b = (struct tpprof_dev_block){.address = addr, .size = size, .alloc_ns = time, .stream = stream, .api = api,
+    *b = (struct tpprof_dev_block){.rowid = ++d->next_rowid, .address = addr, .size = size, .alloc_ns = time, .stream = stream, .api = api,
                                    .device = dev, .stack = stack, .thread = (uint32_t)t->index, .kind = (uint8_t)kind,
                                    .dirty = true};
     if (!tpprof_map_put(&live[m], addr, (uint32_t)(d->nblocks + 1))) return;
@@ -135,7 +196,7 @@ static int free_block(int kind, uint64_t addr, int32_t result, uint32_t stack, c
         if (result == 0) {
             tpprof_map_take(&live[m], addr);
             end_block(k - 1, time, stack, api, NULL);
-            if (m == MAP_ALLOC) tpprof_map_put(&freed, addr, 1);
+            if (m == MAP_ALLOC) freed_note(addr);
         }
         return 0;
     }
@@ -195,7 +256,7 @@ void tpprof_device_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t se
         int32_t bdev = dev;
         flag = (uint8_t)free_block(kind, addr, result, stack, api, time, &bdev);
         if (flag) d->bad_frees++;
-        else if (result == 0 && map_of_kind(kind) != MAP_ALLOC) tpprof_map_put(&freed, addr ^ ((uint64_t)map_of_kind(kind) << 60), 1);
+        else if (result == 0 && map_of_kind(kind) != MAP_ALLOC) freed_note(addr ^ ((uint64_t)map_of_kind(kind) << 60));
         sample_dev = bdev;
         break;
     }

@@ -15,6 +15,7 @@
 
 // One device_blocks row.
 struct tpprof_dev_block {
+    uint64_t rowid;                            // its device_blocks row
     uint64_t address, size, alloc_ns, free_ns; // free_ns 0: not freed
     uint64_t stream;
     const char *api, *free_api, *ended_by;     // static strings; free_api/ended_by NULL when none
@@ -41,6 +42,8 @@ struct tpprof_dev_sample {
 };
 
 struct tpprof_dev_state {
+    // The blocks alive, and those ended but not written yet (written and
+    // ended ones leave: writer/device.c compacts before the array grows).
     struct tpprof_dev_block *blocks;
     uint64_t nblocks, capblocks;
     struct tpprof_dev_event *events; // pending rows
@@ -49,6 +52,7 @@ struct tpprof_dev_state {
     uint64_t nsamples, capsamples;
     int64_t allocated[TPPROF_DEV_MAX];
     int64_t calls_failed, bad_frees;
+    uint64_t next_rowid;
     bool any; // a device event was applied
 };
 
@@ -56,6 +60,9 @@ TPPROF_HIDDEN extern struct tpprof_dev_state tpprof_dev;
 
 // Applies one TPPROF_OP_DEVICE record of thread t; `seq` is its apply order.
 TPPROF_HIDDEN void tpprof_device_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t seq);
+// Writes the device timeline's held-back changes (writer/device.c): at
+// every timeline sample of the writer's, and before the final flush.
+TPPROF_HIDDEN void tpprof_device_timeline_tick(void);
 // A forked child writes a new file: every block is written again there.
 TPPROF_HIDDEN void tpprof_device_fork_child(void);
 

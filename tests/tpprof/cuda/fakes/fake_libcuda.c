@@ -16,7 +16,9 @@
  * Controls (environment): TPFAKE_CU_NODRIVER=1 makes every call fail with
  * CUDA_ERROR_NO_DEVICE (100), as a machine whose driver finds no GPU;
  * TPFAKE_CU_LIMIT=bytes (default 1 GiB) is the largest allocation that
- * succeeds (larger ones fail with CUDA_ERROR_OUT_OF_MEMORY, 2).
+ * succeeds (larger ones fail with CUDA_ERROR_OUT_OF_MEMORY, 2);
+ * TPFAKE_CU_FAST=1 hands out addresses of memory that is never mapped
+ * (no system call: bench/device_overhead times the capture, not mmap).
  * One mutex guards the table; nothing here is fast, except the
  * allocation/free pair the benchmark times (a few hash-free array scans
  * on a small table).
@@ -76,11 +78,22 @@ static size_t limit(void) {
     return v;
 }
 
+static int fast(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("TPFAKE_CU_FAST");
+        v = e && *e == '1';
+    }
+    return v;
+}
+static uintptr_t fast_next = (uintptr_t)0x7e0000000000ull;
+
 static CUresult get(size_t n, int kind, dptr *out) {
     if (nodriver()) return NO_DEVICE;
     if (!out) return INVALID_VALUE;
     if (n > limit()) return OUT_OF_MEMORY;
-    void *p = (void *)syscall(SYS_mmap, NULL, n ? n : 1, kind == K_RESERVE ? PROT_NONE : PROT_READ | PROT_WRITE,
+    void *p = fast() ? (void *)__atomic_fetch_add(&fast_next, (n + 4095) & ~(size_t)4095, __ATOMIC_RELAXED)
+                     : (void *)syscall(SYS_mmap, NULL, n ? n : 1, kind == K_RESERVE ? PROT_NONE : PROT_READ | PROT_WRITE,
                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return OUT_OF_MEMORY;
     pthread_mutex_lock(&mu);
@@ -88,7 +101,7 @@ static CUresult get(size_t n, int kind, dptr *out) {
     while (i < ntable && table[i].p) i++;
     if (i == MAXALLOC) {
         pthread_mutex_unlock(&mu);
-        syscall(SYS_munmap, p, n ? n : 1);
+        if (!fast()) syscall(SYS_munmap, p, n ? n : 1);
         return OUT_OF_MEMORY;
     }
     if (i == ntable) ntable++;
@@ -108,8 +121,9 @@ static CUresult put(dptr p, int kind) {
         if (table[i].p == p && table[i].kind == kind) {
             size_t n = table[i].size;
             table[i].p = 0;
+            while (ntable > 0 && !table[ntable - 1].p) ntable--;
             pthread_mutex_unlock(&mu);
-            syscall(SYS_munmap, (void *)(uintptr_t)p, n);
+            if (!fast()) syscall(SYS_munmap, (void *)(uintptr_t)p, n);
             return OK;
         }
     pthread_mutex_unlock(&mu);
@@ -177,7 +191,7 @@ static CUresult drop_device(int dev) {
     pthread_mutex_lock(&mu);
     for (int i = 0; i < ntable; i++)
         if (table[i].p && table[i].kind == K_DEVICE && table[i].device == dev) {
-            syscall(SYS_munmap, (void *)(uintptr_t)table[i].p, table[i].size);
+            if (!fast()) syscall(SYS_munmap, (void *)(uintptr_t)table[i].p, table[i].size);
             table[i].p = 0;
         }
     pthread_mutex_unlock(&mu);
