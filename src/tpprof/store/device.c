@@ -159,12 +159,25 @@ static bool meta_i(sqlite3 *db, const char *key, int64_t v) {
     return meta(db, key, buf);
 }
 
+// A periodic flush with nothing new for these tables costs no statement
+// (most programs make no device call); the final one always writes the
+// meta keys, so every recording says how device memory was captured.
 bool tpprof_store_device_put(sqlite3 *db, bool final) {
-    (void)final;
     struct tpprof_dev_state *d = &tpprof_dev;
+    static uint64_t wrapped_written = UINT64_MAX;
+    static const char *how_written;
+    uint64_t wrapped = atomic_load(&tpprof_device_wrapped);
     const char *how = atomic_load(&tpprof_device_capture);
     if (!how && d->any) how = "interpose";
-    return put_events(db) && put_blocks(db) && put_samples(db) && meta(db, "device_capture", how ? how : "none") &&
-           meta_i(db, "device_calls_failed", d->calls_failed) && meta_i(db, "device_bad_frees", d->bad_frees) &&
-           meta_i(db, "device_entry_points_wrapped", (int64_t)atomic_load(&tpprof_device_wrapped));
+    if (!how) how = "none";
+    if (!final && !d->changed && wrapped == wrapped_written && how == how_written) return true;
+    bool ok = put_events(db) && put_blocks(db) && put_samples(db) && meta(db, "device_capture", how) &&
+              meta_i(db, "device_calls_failed", d->calls_failed) && meta_i(db, "device_bad_frees", d->bad_frees) &&
+              meta_i(db, "device_entry_points_wrapped", (int64_t)wrapped);
+    if (ok) {
+        d->changed = false;
+        wrapped_written = wrapped;
+        how_written = how;
+    }
+    return ok;
 }

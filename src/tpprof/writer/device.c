@@ -109,8 +109,9 @@ static void sample(uint64_t time, int32_t dev) {
 }
 
 void tpprof_device_timeline_tick(void) {
+    if (!tpprof_dev.any) return;
     for (int32_t dev = 0; dev < TPPROF_DEV_MAX; dev++)
-        if (tl[dev].held) emit(tl[dev].held_ns, dev);
+        if (tl[dev].held) emit(tl[dev].held_ns, dev), tpprof_dev.changed = true;
 }
 
 static void pool_set(uint64_t pool, int32_t dev, int64_t reserved) {
@@ -239,6 +240,7 @@ void tpprof_device_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t se
     uint32_t stack = sid ? tpprof_writer_leaf_of(sid) : 0;
     uint8_t flag = 0;
     d->any = true;
+    d->changed = true;
     if (result != 0) d->calls_failed++;
     int32_t sample_dev = dev;
     switch (op) {
@@ -282,6 +284,7 @@ void tpprof_device_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t se
 
 void tpprof_device_fork_child(void) {
     struct tpprof_dev_state *d = &tpprof_dev;
+    d->changed = true;
     for (uint64_t i = 0; i < d->nblocks; i++) d->blocks[i].stored = false, d->blocks[i].dirty = true;
     d->nevents = 0;
     d->nsamples = 0;

@@ -53,7 +53,8 @@ struct tpprof_dev_state {
     int64_t allocated[TPPROF_DEV_MAX];
     int64_t calls_failed, bad_frees;
     uint64_t next_rowid;
-    bool any; // a device event was applied
+    bool any;     // a device event was applied
+    bool changed; // since the store last wrote (it clears this)
 };
 
 TPPROF_HIDDEN extern struct tpprof_dev_state tpprof_dev;
