@@ -16,6 +16,11 @@
 // What writer/device.c takes from the rest of the writer.
 struct tpprof_wstate tpprof_w;
 uint32_t tpprof_writer_leaf_of(uint32_t sid) { return sid; }
+static uint64_t block_freed_addr, block_freed_ns;
+void tpprof_obs_block_freed(uint64_t addr, uint64_t time) {
+    block_freed_addr = addr;
+    block_freed_ns = time;
+}
 
 static struct tpprof_thread thread;
 static uint64_t seq;
@@ -139,6 +144,18 @@ static void test_resets_end_what_they_own(void) {
     reset_state();
 }
 
+static void test_a_storage_backed_block_tells_the_ledger_its_end(void) {
+    rec(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_ASYNC, 0, 0xe000000, 4096, 0, "cudaMallocAsync", 1);
+    uint64_t size = 0;
+    uint16_t kind = 0;
+    CHECK_MSG(!tpprof_device_block_at(0xe000010, &size, &kind), "only the block's start is its address");
+    CHECK_MSG(tpprof_device_block_at(0xe000000, &size, &kind) && size == 4096 && kind == 14, "found: 4096 bytes, kind 14");
+    rec(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_ASYNC, 0, 0xe000000, 0, 0, "cudaFreeAsync", 42);
+    CHECK_MSG(block_freed_addr == 0xe000000 && block_freed_ns == 42, "its free told the ledger");
+    CHECK_MSG(!tpprof_device_block_at(0xe000000, &size, &kind), "gone once freed");
+    reset_state();
+}
+
 static void test_state_stays_small_as_blocks_come_and_go(void) {
     for (int round = 0; round < 50; round++) {
         for (uint64_t i = 0; i < 1000; i++) {
@@ -201,6 +218,7 @@ int main(void) {
     RUN_TEST(test_bad_frees_and_failures_are_flagged);
     RUN_TEST(test_vmm_memory_is_counted_once);
     RUN_TEST(test_resets_end_what_they_own);
+    RUN_TEST(test_a_storage_backed_block_tells_the_ledger_its_end);
     RUN_TEST(test_state_stays_small_as_blocks_come_and_go);
     RUN_TEST(test_timeline_keeps_exact_peaks_and_pools);
     return CHECK_DONE();

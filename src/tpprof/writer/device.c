@@ -139,6 +139,11 @@ static void pool_drop(uint64_t pool) {
 // Ends block i (freed or reset); its device's total goes down.
 static void end_block(uint32_t i, uint64_t time, uint32_t stack, const char *api, const char *ended_by) {
     struct tpprof_dev_block *b = &tpprof_dev.blocks[i];
+    if (b->backs) { // a tensor storage's data goes with it
+        b->backs = false;
+        tpprof_obs_block_freed(b->address, time ? time : 1);
+        b = &tpprof_dev.blocks[i];
+    }
     b->free_ns = time ? time : 1;
     b->free_stack = stack;
     b->free_api = api;
@@ -280,6 +285,16 @@ void tpprof_device_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t se
         .seq = seq, .time_ns = time, .stream = stream, .pool = pool, .address = addr, .size = size, .api = api,
         .device = dev, .result = result, .thread = (uint32_t)t->index, .stack = stack, .op = (uint8_t)op,
         .kind = (uint8_t)kind, .flag = flag};
+}
+
+bool tpprof_device_block_at(uint64_t addr, uint64_t *size, uint16_t *kind_id) {
+    uint32_t k = addr ? tpprof_map_get(&live[MAP_ALLOC], addr) : 0;
+    if (!k) return false;
+    struct tpprof_dev_block *b = &tpprof_dev.blocks[k - 1];
+    b->backs = true;
+    *size = b->size;
+    *kind_id = (uint16_t)(TPPROF_DEV_KIND_BASE + b->kind);
+    return true;
 }
 
 void tpprof_device_fork_child(void) {

@@ -24,6 +24,7 @@ struct tpprof_dev_block {
     uint32_t thread;                           // thread index
     uint8_t kind;                              // kind_code (record/device.h)
     bool stored, dirty;                        // has a row / changed since written
+    bool backs;                                // holds a storage's data (the ledger wants its end)
 };
 
 // One device_events row.
@@ -64,6 +65,10 @@ TPPROF_HIDDEN void tpprof_device_apply(struct tpprof_thread *t, const uint64_t *
 // Writes the device timeline's held-back changes (writer/device.c): at
 // every timeline sample of the writer's, and before the final flush.
 TPPROF_HIDDEN void tpprof_device_timeline_tick(void);
+// The live device allocation starting at `addr` (not a VMM block): its size
+// and kinds id; marks it as backing a tensor storage, so its end (free or
+// reset) calls tpprof_obs_block_freed (the ledger's). False if none.
+TPPROF_HIDDEN bool tpprof_device_block_at(uint64_t addr, uint64_t *size, uint16_t *kind_id);
 // A forked child writes a new file: every block is written again there.
 TPPROF_HIDDEN void tpprof_device_fork_child(void);
 

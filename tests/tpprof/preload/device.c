@@ -18,6 +18,9 @@
 //                        every call recorded as failed
 //   rtld_next            drv_app direct with another preload that uses
 //                        RTLD_NEXT, in both preload orders
+//   tensor_async,        libtensorplay's CUDA storages on its libcudart double
+//   tensor_caching       (cudaMallocAsync backend, caching allocator): each
+//                        tied to its device block
 // EXTRA: the LD_LIBRARY_PATH the program runs with ('|' then another
 // preload for rtld_next). A PROGRAM of '-' means nvcc is absent: skipped.
 #include "harness.h"
@@ -240,6 +243,37 @@ static void test_rtld_next(char *prog, char *extra) {
     }
 }
 
+// ---------------------------------------------------------------------------
+// libtensorplay's CUDA storages and their device blocks.
+
+static void test_tensor_cuda(const char *mode, char *prog, char *extra) {
+    setenv("LD_LIBRARY_PATH", extra, 1);
+    setenv("TPFAKE_DEVICES", "1", 1);
+    bool async = strcmp(mode, "tensor_async") == 0;
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record_tensors(mode, argv, async ? "TP_ALLOC_CONF=backend:cudaMallocAsync" : NULL, &r)) return;
+    unsigned long long kept = 0, freed = 0;
+    CHECK_MSG(sscanf(r.out, "kept=%llu freed=%llu", &kept, &freed) == 2, "%s: output: %s", mode, r.out);
+    CHECK_MSG(events(async ? "api = 'cudaMallocAsync' AND op = 1" : "api = 'cudaMalloc' AND op = 1") >= 1,
+              "%s: libtensorplay's dlsym'ed runtime calls captured", mode);
+    int64_t kind = async ? 14 : 13;
+    int64_t block = qi("SELECT block_address FROM storages WHERE data = %lld", (long long)kept);
+    CHECK_MSG(qi("SELECT block_kind FROM storages WHERE data = %lld", (long long)kept) == kind,
+              "%s: the kept storage's block is a device block of kind %lld", mode, (long long)kind);
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE address = %lld AND free_ns IS NULL", (long long)block) == 1,
+              "%s: that block is alive in device_blocks", mode);
+    if (async) {
+        CHECK_MSG(block == (int64_t)kept, "tensor_async: the block is the storage's own allocation");
+        CHECK_MSG(qi("SELECT count(*) FROM storages WHERE data = %lld AND block_freed_ns IS NOT NULL AND block_kind = 14",
+                     (long long)freed) == 1, "tensor_async: the released storage's block was freed (cudaFreeAsync)");
+    } else {
+        CHECK_MSG(block <= (int64_t)kept && qi("SELECT size FROM device_blocks WHERE address = %lld", (long long)block) +
+                                                  block > (int64_t)kept,
+                  "tensor_caching: the block is the caching allocator's segment around the data");
+    }
+}
+
 int preload_scenario(const char *mode, char *prog, char *extra) {
     if (strcmp(prog, "-") == 0) {
         fprintf(stderr, "nvcc not found: skipped\n");
@@ -253,6 +287,7 @@ int preload_scenario(const char *mode, char *prog, char *extra) {
     else if (strcmp(mode, "rt_static") == 0) test_runtime_static(prog, extra);
     else if (strcmp(mode, "rt_nodriver") == 0) test_runtime_nodriver(prog, extra);
     else if (strcmp(mode, "rtld_next") == 0) test_rtld_next(prog, extra);
+    else if (strcmp(mode, "tensor_async") == 0 || strcmp(mode, "tensor_caching") == 0) test_tensor_cuda(mode, prog, extra);
     else return -1;
     return check_failures;
 }
