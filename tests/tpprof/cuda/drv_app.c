@@ -204,6 +204,8 @@ STEP void bad_frees(void) {
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "gpa";
+    // A program probing for the runtime: none is loaded, whatever libtpprof.so defines.
+    printf("cudaMalloc probe: %s\n", dlsym(RTLD_DEFAULT, "cudaMalloc") ? "found" : "absent");
     if (strcmp(mode, "direct") == 0) resolve_direct();
     else if (resolve_gpa() != 0) return 2;
     printf("init: %d\n", cu_init(0));

@@ -125,6 +125,7 @@ static void test_driver(const char *mode, char *prog, char *extra) {
     if (!run_pair(mode, prog, gpa ? "gpa" : "direct", NULL, &r)) return;
     CHECK_MSG(strstr(r.out, "oom: 2\n") && strstr(r.out, "free twice: 1\n"), "%s: the double's statuses: %s", mode,
               r.out);
+    CHECK_MSG(strstr(r.out, "cudaMalloc probe: absent\n") != NULL, "%s: a probe for the runtime finds none", mode);
     check_driver(mode, gpa);
     if (gpa) CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'device_entry_points_wrapped'") >= 20,
                        "drv_gpa: entry points wrapped");
