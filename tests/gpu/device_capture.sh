@@ -69,7 +69,7 @@ static|shared|ptds)
   else
     expect "$WHAT: $want runtime allocations, each once" "SELECT count(*) FROM device_events WHERE op = 1" $want
     expect "$WHAT: nested driver calls not recorded again" \
-      "SELECT count(*) FROM device_events WHERE api LIKE 'cu%' AND api NOT LIKE 'cuda%'" 0
+      "SELECT count(*) FROM device_events WHERE api LIKE 'cu%' AND api NOT LIKE 'cuda%' AND op NOT BETWEEN 7 AND 12" 0
     async=cudaMallocAsync; [ "$WHAT" = ptds ] && async=cudaMallocAsync_ptsz
     expect "$WHAT: $async on two streams" "SELECT count(DISTINCT stream) FROM device_events WHERE api = '$async'" 2
   fi
@@ -82,6 +82,8 @@ static|shared|ptds)
   else
     echo "    | one device: the reset step is not run"
   fi
+  expect "$WHAT: VMM calls from cudaGetDriverEntryPointByVersion (reserve, create, map, unmap, release, free)" \
+    "SELECT count(DISTINCT op) FROM device_events WHERE op BETWEEN 7 AND 12 AND result = 0" 6
   expect "$WHAT: double free and unknown pointer flagged" \
     "SELECT count(*) FROM device_events WHERE flag IN (1, 2)" 2
   q "SELECT device, max(allocated_bytes), max(reserved_bytes) FROM device_timeline GROUP BY device" | sed 's/^/    | device, peak, reserved: /'

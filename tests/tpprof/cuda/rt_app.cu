@@ -6,6 +6,7 @@
 // so a run under tpprof must print the same as one without.
 #include <cstdio>
 #include <cstdlib>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #define STEP __attribute__((noinline)) static
@@ -64,6 +65,38 @@ STEP void bad_frees() {
     std::printf("free twice: %d\n", (int)cudaFree(p));
     std::printf("free unknown: %d\n", (int)cudaFree((void *)0xdead0000ull));
 }
+// PyTorch's way to the VMM calls: the driver's entry points from the
+// runtime (cudaGetDriverEntryPointByVersion), a 2 MiB handle mapped into a
+// reservation and taken down again.
+STEP void vmm_via_runtime() {
+    void *fn[6] = {};
+    const char *names[6] = {"cuMemAddressReserve", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease",
+                            "cuMemAddressFree"};
+    cudaDriverEntryPointQueryResult q;
+    for (int i = 0; i < 6; i++)
+        if (cudaGetDriverEntryPointByVersion(names[i], &fn[i], 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            fn[i] = nullptr;
+    for (int i = 0; i < 6; i++)
+        if (!fn[i]) {
+            std::printf("vmm: no %s\n", names[i]);
+            return;
+        }
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t size = 2 << 20;
+    CUdeviceptr va = 0;
+    CUmemGenericAllocationHandle h = 0;
+    std::printf("reserve: %d\n", (int)((decltype(&cuMemAddressReserve))fn[0])(&va, size, 0, 0, 0));
+    std::printf("create: %d\n", (int)((decltype(&cuMemCreate))fn[1])(&h, size, &prop, 0));
+    std::printf("map: %d\n", (int)((decltype(&cuMemMap))fn[2])(va, size, 0, h, 0));
+    std::printf("unmap: %d\n", (int)((decltype(&cuMemUnmap))fn[3])(va, size));
+    std::printf("release: %d\n", (int)((decltype(&cuMemRelease))fn[4])(h));
+    std::printf("address free: %d\n", (int)((decltype(&cuMemAddressFree))fn[5])(va, size));
+}
+
 // On device 1: its blocks end with the reset; device 0's leak stays a leak.
 // (With one device there is no reset: it would end the leak too.)
 STEP void reset_ends_blocks() {
@@ -87,6 +120,7 @@ int main() {
     pool();
     oom();
     bad_frees();
+    vmm_via_runtime();
     reset_ends_blocks();
     return 0;
 }

@@ -134,6 +134,14 @@ EXPORT int cudaGetDriverEntryPoint(const char *sym, void **fn, unsigned long lon
     READY();
     return rt(gpa(sym, fn, 13000, flags, status));
 }
+// The per-thread-stream builds' names (--default-stream per-thread).
+EXPORT int cudaGetDriverEntryPointByVersion_ptsz(const char *sym, void **fn, unsigned ver, unsigned long long flags,
+                                                 int *status) {
+    return cudaGetDriverEntryPointByVersion(sym, fn, ver, flags | 2, status);
+}
+EXPORT int cudaGetDriverEntryPoint_ptsz(const char *sym, void **fn, unsigned long long flags, int *status) {
+    return cudaGetDriverEntryPoint(sym, fn, flags | 2, status);
+}
 
 // What nvcc's host code calls at start and exit (no kernels run here).
 EXPORT void **__cudaRegisterFatBinary(void *fatbin) { static void *handle[4]; (void)fatbin; return handle; }
