@@ -13,9 +13,10 @@
 // managed and pitched memory, pinned host memory, a VMM
 // reserve/create/map/unmap/release/free, a pool, a 4 GiB allocation that
 // runs out of memory, a double free, a free of a pointer never given out,
-// and a free of a host pointer.
+// a free of a host pointer, and blocks made on one thread freed on another.
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +203,22 @@ STEP void bad_frees(void) {
     free(host);
 }
 
+static void *cross_thread_alloc(void *arg) {
+    dptr *blocks = arg;
+    int bad = 0;
+    for (int i = 0; i < 8; i++) bad += mem_alloc(&blocks[i], 64 << 10) != 0;
+    return bad ? (void *)1 : NULL;
+}
+STEP void cross_thread(void) {
+    dptr blocks[8] = {0};
+    pthread_t t;
+    void *bad = (void *)1;
+    if (pthread_create(&t, NULL, cross_thread_alloc, blocks) == 0) pthread_join(t, &bad);
+    int freed = 0;
+    for (int i = 0; i < 8; i++) freed += mem_free(blocks[i]) == 0;
+    printf("cross thread: %s, %d freed here\n", bad ? "failed" : "allocated there", freed);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "gpa";
     // A program probing for the runtime: none is loaded, whatever libtpprof.so defines.
@@ -219,6 +236,7 @@ int main(int argc, char **argv) {
     pool();
     oom();
     bad_frees();
+    cross_thread();
     puts("drv_app done");
     return 0;
 }

@@ -62,10 +62,14 @@ static void common_checks(const char *what) {
 static void check_driver(const char *what, bool via_gpa) {
     common_checks(what);
     // Each allocation once: weights, leak, two async, managed, pitch, pinned,
-    // pool, the out-of-memory one, the small one.
-    CHECK_MSG(events("op = 1") == 10, "%s: 10 allocation events, got %lld", what, (long long)events("op = 1"));
-    CHECK_MSG(events("op = 1 AND result = 0") == 9, "%s: 9 succeeded", what);
-    CHECK_MSG(events("api = 'cuMemAlloc_v2' AND op = 1") == 4, "%s: cuMemAlloc_v2 x4", what);
+    // pool, the out-of-memory one, the small one, 8 on another thread.
+    CHECK_MSG(events("op = 1") == 18, "%s: 18 allocation events, got %lld", what, (long long)events("op = 1"));
+    CHECK_MSG(events("op = 1 AND result = 0") == 17, "%s: 17 succeeded", what);
+    CHECK_MSG(events("api = 'cuMemAlloc_v2' AND op = 1") == 12, "%s: cuMemAlloc_v2 x12", what);
+    // Made on one thread, freed on another: each ended, none flagged.
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks b WHERE size = 65536 AND api = 'cuMemAlloc_v2' AND free_ns IS NOT NULL"
+                 " AND tid != (SELECT tid FROM device_events WHERE api = 'cuMemFree_v2' AND address = b.address)") == 8,
+              "%s: 8 blocks freed on another thread than their allocation's", what);
     CHECK_MSG(events("api = 'cuMemAllocAsync' AND stream = 17 AND size = 65536") == 1, "%s: legacy async on stream 1",
               what);
     CHECK_MSG(events("api = 'cuMemAllocAsync_ptsz' AND stream = 34 AND size = 131072") == 1,
@@ -136,8 +140,8 @@ static void test_driver_nodriver(char *prog, char *extra) {
     struct result r;
     if (!run_pair("nodriver", prog, "gpa", "TPFAKE_CU_NODRIVER=1", &r)) return;
     CHECK_MSG(strstr(r.out, "weights_alloc: 100\n") != NULL, "nodriver: the double failed: %s", r.out);
-    CHECK_MSG(events("op = 1") == 10 && events("result = 0") == 0, "nodriver: every allocation recorded, failed");
-    CHECK_MSG(events("op = 1 AND result = 100") == 10, "nodriver: with the driver's status");
+    CHECK_MSG(events("op = 1") == 18 && events("result = 0") == 0, "nodriver: every allocation recorded, failed");
+    CHECK_MSG(events("op = 1 AND result = 100") == 18, "nodriver: with the driver's status");
     CHECK_MSG(qi("SELECT count(*) FROM device_blocks") == 0, "nodriver: no memory");
     CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'device_calls_failed'") == events("1"),
               "nodriver: every call counted failed");
@@ -232,7 +236,7 @@ static void test_rtld_next(char *prog, char *extra) {
     char native_env[1200];
     snprintf(native_env, sizeof native_env, "LD_PRELOAD=%s", other);
     struct result native = run(NULL, argv, native_env);
-    CHECK_MSG(native.status == 0 && strstr(native.out, "other: 4 cuMemAlloc_v2 calls") &&
+    CHECK_MSG(native.status == 0 && strstr(native.out, "other: 12 cuMemAlloc_v2 calls") &&
               strstr(native.out, "[other] drv_app done"), "rtld_next: the other preload works alone: %s", native.out);
     for (int order = 0; order < 2; order++) {
         static char env[2][2200];
@@ -246,7 +250,7 @@ static void test_rtld_next(char *prog, char *extra) {
             CHECK_MSG(false, "rtld_next: no database");
             continue;
         }
-        CHECK_MSG(events("api = 'cuMemAlloc_v2' AND op = 1") == 4, "rtld_next (order %d): each allocation once", order);
+        CHECK_MSG(events("api = 'cuMemAlloc_v2' AND op = 1") == 12, "rtld_next (order %d): each allocation once", order);
     }
 }
 
