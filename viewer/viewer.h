@@ -41,7 +41,7 @@
 typedef struct sqlite3 sqlite3;
 
 // The newest schema this viewer reads (docs/schema.md).
-#define TPPROF_SCHEMA_VERSION 1
+#define TPPROF_SCHEMA_VERSION 2
 
 // Exit statuses of report/check: 0 ok, 1 a gate failed, 2 usage or input error.
 enum {

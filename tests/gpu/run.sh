@@ -2,7 +2,8 @@
 # tests/gpu/run.sh - everything CUDA on a machine with an NVIDIA GPU, in
 # well under 5 minutes: builds with -Dcuda=enabled (build-gpu/), runs every
 # CUDA test (the runtime-double ones too), the device op-by-op comparison,
-# the CUDA samples (both allocator backends) and the speed targets, and
+# the CUDA samples (both allocator backends), the speed targets and tpprof's
+# device memory capture (tests/gpu/device_capture.sh), and
 # prints one PASS/FAIL line per check with its figures, then a summary.
 #
 # usage: tests/gpu/run.sh [build-dir]     (run from anywhere in the repo)
@@ -42,6 +43,12 @@ check "sample mlp_gpu (TP_ALLOC_CONF=backend:cudaMallocAsync)" env TP_ALLOC_CONF
 check "sample stream_reuse (record_stream keeps the block)" "$B/samples/cuda/stream_reuse"
 check "sample fragmentation (caching vs cudaMallocAsync)" "$B/samples/cuda/fragmentation" cuda:0 24
 check "speed targets (bench/cuda_bench)" "$B/bench/cuda_bench"
+# tpprof's device memory capture on the real driver (docs/device.md).
+check "tpprof device tests on the doubles" meson test -C "$B" --suite device --no-rebuild --print-errorlogs
+for what in static shared ptds cublas runtime_sample; do
+  check "tpprof device capture: $what" sh tests/gpu/device_capture.sh "$B" $what
+  sh tests/gpu/device_capture.sh "$B" $what 2>&1 | grep -E '^(PASS|    \|)' | sed 's/^/    /' | head -16
+done
 "$B/bench/cuda_bench" 2>&1 | sed 's/^/    /'
 
 say "$pass passed, $fail failed, $skipped skipped in $(( $(date +%s) - start )) s"

@@ -121,10 +121,10 @@ static void test_foreign_sqlite_database_is_refused(void) {
 
 static void test_newer_schema_version_is_refused(void) {
     const char *p = harness_path("future.db");
-    fixture_options o = {.schema_version = 2};
+    fixture_options o = {.schema_version = 3};
     CHECK(fixture_write(p, &o) == 0, "fixture");
-    EXPECT_REFUSED("uses schema version 2; this tpprof reads version 1 or older", "report", p);
-    EXPECT_REFUSED("uses schema version 2", "check", p);
+    EXPECT_REFUSED("uses schema version 3; this tpprof reads version 2 or older", "report", p);
+    EXPECT_REFUSED("uses schema version 3", "check", p);
 }
 
 static void test_bad_baseline_is_an_input_error(void) {

@@ -37,7 +37,7 @@
 #ifndef TPPROF_VERSION
 #error "TPPROF_VERSION is defined by the build (src/tpprof/meson.build)"
 #endif
-#define TPPROF_SCHEMA_VERSION 1
+#define TPPROF_SCHEMA_VERSION 2 // 2: the device_* tables (docs/schema.md)
 #define TPPROF_MAX_DEPTH 128
 
 // ---------------------------------------------------------------------------

@@ -39,8 +39,15 @@ enum tpprof_op {
                                 // word 1 = words | refop << 8 | flags << 16 | stack << 32, payload after
     TPPROF_OP_ALLOC_PACKED = 10, // an ALLOC in 3 words: addr, size | stack << TPPROF_PACKED_SIZE_BITS
     TPPROF_OP_COMMIT = 11,      // addr, len, stack: mprotect made the range accessible (its reserved parts become mmap)
+    TPPROF_OP_DEVICE = 12,      // a device memory event (record/device.c): TPPROF_DEVICE_WORDS words,
+                                // op | kind << 8 | device << 32, stream, pool, address, size,
+                                // result | stack << 32, api (a static string), time_ns, pool reserved
     TPPROF_OP_WRAP = 15,        // ring padding: continue at the ring's start
 };
+
+// A DEVICE record's words (it always carries its own time: device events
+// are rare, and the timeline needs them exact).
+#define TPPROF_DEVICE_WORDS 10
 
 // ALLOC_PACKED's size bits (allocations of 1 TiB and more take the 4-word
 // ALLOC); the stack id fits in the 24 above (stacks.c asserts MAX_IDS < 2^24).
@@ -103,6 +110,7 @@ static inline int tpprof_op_words(int op) {
     case TPPROF_OP_MREMAP: return 6;
     case TPPROF_OP_REALLOC_FREE: return 2;
     case TPPROF_OP_NOP: return 1;
+    case TPPROF_OP_DEVICE: return TPPROF_DEVICE_WORDS;
     default: return 1;
     }
 }

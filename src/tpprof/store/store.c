@@ -223,7 +223,7 @@ bool tpprof_store_open(const char *path) {
     // A 16 MiB page cache (SQLite's default is 2): the final flush of a big
     // live set and the sites of a big program touch more pages than that.
     if (!exec_sql("PRAGMA synchronous=OFF; PRAGMA journal_mode=WAL; PRAGMA cache_size=-16384;") || !exec_sql("BEGIN") ||
-        !exec_sql(schema_sql))
+        !exec_sql(schema_sql) || !tpprof_store_device_schema(db))
         goto bad;
     for (int k = 1; k < TPPROF_KIND_COUNT; k++) {
         char sql[128];
@@ -628,7 +628,8 @@ bool tpprof_store_flush_begin(bool final) {
 // The parts after the steps, and the commit.
 static bool flush_end(void) {
     bool final = fl.final;
-    bool ok = tpprof_store_tensors_put(db, final) && put_meta(final) && (!final || put_live());
+    bool ok = tpprof_store_tensors_put(db, final) && tpprof_store_device_put(db, final) && put_meta(final) &&
+              (!final || put_live());
     if (ok && final && tpprof_cfg.full) ok = exec_sql("CREATE INDEX IF NOT EXISTS events_by_address ON events(address)");
     if (!ok) return false;
     fl.part = PART_DONE;

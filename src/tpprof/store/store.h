@@ -38,5 +38,9 @@ TPPROF_HIDDEN void tpprof_store_abandon(void);
 // tensor and aggregate tables (tensors.c); false on an SQLite error.
 struct sqlite3;
 TPPROF_HIDDEN bool tpprof_store_tensors_put(struct sqlite3 *db, bool final);
+// The device memory tables (device.c): created with the schema; written
+// (new events and samples, changed blocks, the device meta keys) every flush.
+TPPROF_HIDDEN bool tpprof_store_device_schema(struct sqlite3 *db);
+TPPROF_HIDDEN bool tpprof_store_device_put(struct sqlite3 *db, bool final);
 
 #endif

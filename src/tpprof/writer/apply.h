@@ -7,6 +7,7 @@
 #ifndef TPPROF_WRITER_APPLY_H
 #define TPPROF_WRITER_APPLY_H
 
+#include "writer/device.h"
 #include "writer/sites.h"
 #include "writer/writer.h"
 #include "base/base.h"
@@ -335,6 +336,9 @@ ALWAYS_INLINE int apply(struct tpprof_thread *t, const uint64_t *r, uint64_t tim
     }
     case TPPROF_OP_OBS:
         tpprof_obs_apply(t, r, time, seq);
+        break;
+    case TPPROF_OP_DEVICE:
+        tpprof_device_apply(t, r, seq);
         break;
     default:
         break;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "tensorplay/observer.h"
+#include "writer/device.h"
 #include "writer/ledger.h"
 #include "base/base.h"
 #include "base/mem.h"
@@ -340,17 +341,45 @@ static struct tpprof_block *block_of(uint64_t data) {
     return NULL;
 }
 
+// A CUDA storage's device allocation (writer/device.c): the one at its
+// data (cudaMalloc, cudaMallocAsync), or the caching allocator's segment
+// around it. Its end calls tpprof_obs_block_freed, as a host block's does.
+static __attribute__((noinline)) bool device_block_of(uint64_t data, uint64_t *addr, uint64_t *size, uint16_t *kind) {
+    if (tpprof_device_block_at(data, size, kind)) {
+        *addr = data;
+        return true;
+    }
+    for (uint32_t i = 0; i < tpprof_ledger.nsegs; i++) {
+        uint64_t base = tpprof_ledger.segs[i].base;
+        if (data >= base && data < base + tpprof_ledger.segs[i].size && tpprof_device_block_at(base, size, kind) &&
+            data < base + *size) {
+            *addr = base;
+            return true;
+        }
+    }
+    return false;
+}
+
 static inline __attribute__((always_inline)) void attach_block(struct obs_storage *s, uint32_t slot) {
     s->flags &= (uint16_t)~(S_HAS_BLOCK | S_BLOCK_FREED);
     if (!s->data) return;
-    struct tpprof_block *b = block_of(s->data);
-    if (!b) return;
-    b->backs = 1;
-    s->block_addr = b->addr;
-    s->block_size = b->size;
-    s->block_kind = tpprof_w.sites[b->site].kind;
+    // A storage on a device (not the CPU) looks among device blocks first:
+    // a runtime double hands out host memory as device memory, and a
+    // unified address space may put both in one range.
+    bool on_device = s->dev_type != 0 && tpprof_dev.any; // 0: the CPU (observer.h device types)
+    struct tpprof_block *b = NULL;
+    if (on_device && device_block_of(s->data, &s->block_addr, &s->block_size, &s->block_kind)) {
+        // found
+    } else if ((b = block_of(s->data)) != NULL) {
+        b->backs = 1;
+        s->block_addr = b->addr;
+        s->block_size = b->size;
+        s->block_kind = tpprof_w.sites[b->site].kind;
+    } else {
+        return;
+    }
     s->flags |= S_HAS_BLOCK;
-    if (!ix_swap(&tpprof_ledger.by_block, b->addr, slot + 1, &s->next_in_block)) {
+    if (!ix_swap(&tpprof_ledger.by_block, s->block_addr, slot + 1, &s->next_in_block)) {
         s->next_in_block = 0;
         s->flags &= (uint16_t)~S_HAS_BLOCK; // out of memory: not linked, not claimed
     }

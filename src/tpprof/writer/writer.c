@@ -634,6 +634,7 @@ static int64_t read_rss(void) {
 }
 
 static void sample(uint64_t now) {
+    tpprof_device_timeline_tick();
     struct tpprof_wstate *w = &tpprof_w;
     if (w->nsamples == w->capsamples) {
         uint32_t ncap = w->capsamples ? w->capsamples * 2 : 1024;
@@ -930,6 +931,7 @@ void tpprof_writer_finish(enum tpprof_end how) {
         w->end_reason = how == TPPROF_END_EXIT ? "exit" : how == TPPROF_END_EXEC ? "exec" : NULL;
         w->complete = how != TPPROF_END_QUICK;
         w->exec_pending = how == TPPROF_END_EXEC;
+        tpprof_device_timeline_tick();
         bool ok = tpprof_store_flush(true);
         tpprof_store_close(ok);
         db_open = false;
@@ -967,6 +969,7 @@ void tpprof_writer_end_signal(int sig, uintptr_t sp) {
         w->end_reason = "signal";
         w->end_signal = sig;
         w->complete = true;
+        tpprof_device_timeline_tick();
         bool ok = tpprof_store_flush(true);
         tpprof_store_close(ok);
         db_open = false;
@@ -1053,6 +1056,7 @@ void tpprof_writer_fork_child(const char *path) {
         w->nsamples = 0;
         w->nevents = 0;
         tpprof_obs_fork_child();
+        tpprof_device_fork_child();
         if (tpprof_store_open(path)) {
             db_open = true;
             next_flush_ns = 0;

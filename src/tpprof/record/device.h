@@ -1,0 +1,84 @@
+// device.h: device memory events, the hot path's side (record/device.c).
+//
+// What the CUDA hooks (record/cuda_runtime.c, record/cuda_driver.c, reached
+// directly or through record/procaddr.c's wrapped lookups) and any other
+// recorder of device memory (the CUPTI backend) call: one function, which
+// appends one TPPROF_OP_DEVICE record to the calling thread's ring. The
+// writer turns those into device_events, device_blocks and device_timeline
+// (writer/device.c, store/device.c; docs/schema.md, docs/device.md).
+//
+//     // after the real call returned r:
+//     tpprof_device_record(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, dev, 0, 0,
+//                          (uint64_t)(uintptr_t)ptr, size, r, "cudaMalloc", 1);
+//
+// Nothing here takes a lock or calls CUDA; `api` must have static storage
+// (its pointer goes into the ring and is read by the writer later).
+#ifndef TPPROF_RECORD_DEVICE_H
+#define TPPROF_RECORD_DEVICE_H
+
+#include <stdint.h>
+
+#include "base/base.h"
+
+// device_events.op
+enum tpprof_dev_op {
+    TPPROF_DEV_OP_ALLOC = 1,
+    TPPROF_DEV_OP_FREE = 2,
+    TPPROF_DEV_OP_POOL_CREATE = 3,
+    TPPROF_DEV_OP_POOL_DESTROY = 4,
+    TPPROF_DEV_OP_POOL_TRIM = 5,
+    TPPROF_DEV_OP_DEVICE_RESET = 6, // also a context destroyed (api says which)
+    TPPROF_DEV_OP_VA_RESERVE = 7,
+    TPPROF_DEV_OP_VA_FREE = 8,
+    TPPROF_DEV_OP_PHYS_CREATE = 9,
+    TPPROF_DEV_OP_PHYS_RELEASE = 10,
+    TPPROF_DEV_OP_MAP = 11,
+    TPPROF_DEV_OP_UNMAP = 12,
+    TPPROF_DEV_OP_COUNT = 13,
+};
+
+// kind_code: 1..8, in the order of the kind names ('cuda_device', ...);
+// the kinds table's id is TPPROF_DEV_KIND_BASE + kind_code.
+enum tpprof_dev_kind {
+    TPPROF_DEV_KIND_DEVICE = 1,
+    TPPROF_DEV_KIND_ASYNC = 2,
+    TPPROF_DEV_KIND_MANAGED = 3,
+    TPPROF_DEV_KIND_PITCH = 4,
+    TPPROF_DEV_KIND_PINNED_HOST = 5,
+    TPPROF_DEV_KIND_VMM_RESERVE = 6,
+    TPPROF_DEV_KIND_VMM_PHYSICAL = 7,
+    TPPROF_DEV_KIND_VMM_MAPPING = 8,
+    TPPROF_DEV_KIND_COUNT = 9,
+};
+// kinds.id of kind_code k: after the host kinds (record/format.h).
+#define TPPROF_DEV_KIND_BASE 12
+
+// Records one device memory event made by the calling thread, with its host
+// stack when with_stack (the stack of the hook's caller: tpprof's own frames
+// are left out). op and kind_code as above; device: the ordinal, -1 unknown
+// (pinned host); stream, pool: the handles (0 none); address: the device
+// pointer (a physical handle's value for PHYS_*); result: the status the call
+// returned (0 success: anything else is recorded as a failed call, never as
+// memory). Does nothing while recording is off or the thread is inside
+// tpprof. Never fails, never blocks beyond a full ring's wait.
+TPPROF_HIDDEN void tpprof_device_record(uint32_t op, uint32_t kind_code, int32_t device, uint64_t stream, uint64_t pool,
+                                        uint64_t address, uint64_t size, int32_t result, const char *api,
+                                        int with_stack);
+// The same, also carrying a sample of what the pool `pool` holds reserved
+// (bytes; UINT64_MAX: no sample), for the device timeline's reserved column.
+TPPROF_HIDDEN void tpprof_device_record_pool(uint32_t op, uint32_t kind_code, int32_t device, uint64_t stream,
+                                             uint64_t pool, uint64_t address, uint64_t size, int32_t result,
+                                             const char *api, int with_stack, uint64_t reserved);
+
+// 'interpose' once a CUDA entry point went through a tpprof hook, else
+// 'none' (the CUPTI backend sets its own): meta.device_capture.
+TPPROF_HIDDEN extern _Atomic(const char *) tpprof_device_capture;
+// Driver entry points handed out wrapped (cuGetProcAddress, dlsym,
+// cudaGetDriverEntryPoint): meta.device_entry_points_wrapped.
+TPPROF_HIDDEN extern _Atomic uint64_t tpprof_device_wrapped;
+
+// The calling thread's depth inside device API calls (the hooks'): only the
+// outermost call records (a dynamic cudaMalloc calls cuMemAlloc_v2).
+TPPROF_HIDDEN extern __thread int tpprof_device_depth TPPROF_TLS;
+
+#endif

@@ -1,0 +1,183 @@
+// device.c: the device memory tables (device_events, device_blocks,
+// device_timeline; docs/schema.md) and their meta keys. Every SQL statement
+// about device memory is here; it reads the writer's device state
+// (writer/device.h) and marks what it wrote. Called by store.c, in the
+// flush's transaction, with the writer's lock held.
+#include <stdio.h>
+#include <string.h>
+
+#include "base/sqlite_api.h"
+#include "store/store.h"
+#include "writer/device.h"
+#include "writer/writer.h"
+#include "record/device.h"
+
+static const char device_schema[] =
+    "CREATE TABLE IF NOT EXISTS device_events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER NOT NULL,"
+    " op INTEGER NOT NULL, api TEXT NOT NULL, kind INTEGER NOT NULL, device INTEGER NOT NULL, stream INTEGER,"
+    " pool INTEGER, address INTEGER, size INTEGER, stack_id INTEGER NOT NULL, result INTEGER NOT NULL,"
+    " flag INTEGER NOT NULL DEFAULT 0);"
+    "CREATE TABLE IF NOT EXISTS device_blocks(address INTEGER NOT NULL, device INTEGER NOT NULL, kind INTEGER NOT NULL,"
+    " size INTEGER NOT NULL, api TEXT NOT NULL, stream INTEGER, stack_id INTEGER NOT NULL, tid INTEGER,"
+    " alloc_ns INTEGER NOT NULL, free_ns INTEGER, free_stack_id INTEGER, free_api TEXT, ended_by TEXT);"
+    "CREATE TABLE IF NOT EXISTS device_timeline(time_ns INTEGER NOT NULL, device INTEGER NOT NULL,"
+    " allocated_bytes INTEGER NOT NULL, reserved_bytes INTEGER, PRIMARY KEY (time_ns, device));";
+
+static const char *const dev_kind_names[TPPROF_DEV_KIND_COUNT] = {
+    "", "cuda_device", "cuda_async", "cuda_managed", "cuda_pitch", "cuda_pinned_host", "cuda_vmm_reserve",
+    "cuda_vmm_physical", "cuda_vmm_mapping",
+};
+
+bool tpprof_store_device_schema(sqlite3 *db) {
+    if (sqlite3_exec(db, device_schema, NULL, NULL, NULL) != SQLITE_OK) return false;
+    for (int k = 1; k < TPPROF_DEV_KIND_COUNT; k++) {
+        char sql[160];
+        snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO kinds(id, name) VALUES(%d, '%s')", TPPROF_DEV_KIND_BASE + k,
+                 dev_kind_names[k]);
+        if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) return false;
+    }
+    return true;
+}
+
+static void bind_opt(sqlite3_stmt *st, int i, uint64_t v) {
+    if (v) sqlite3_bind_int64(st, i, (sqlite3_int64)v);
+    else sqlite3_bind_null(st, i);
+}
+
+static bool put_events(sqlite3 *db) {
+    struct tpprof_dev_state *d = &tpprof_dev;
+    if (!d->nevents) return true;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO device_events(seq, time_ns, tid, op, api, kind, device, stream,"
+                               " pool, address, size, stack_id, result, flag) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint64_t i = 0; i < d->nevents && ok; i++) {
+        const struct tpprof_dev_event *e = &d->events[i];
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)e->seq);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)e->time_ns);
+        sqlite3_bind_int64(st, 3, tpprof_wstate_tid_of(e->thread));
+        sqlite3_bind_int64(st, 4, e->op);
+        sqlite3_bind_text(st, 5, e->api ? e->api : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 6, TPPROF_DEV_KIND_BASE + e->kind);
+        sqlite3_bind_int64(st, 7, e->device);
+        bind_opt(st, 8, e->stream);
+        bind_opt(st, 9, e->pool);
+        bind_opt(st, 10, e->address);
+        bind_opt(st, 11, e->size);
+        sqlite3_bind_int64(st, 12, e->stack);
+        sqlite3_bind_int64(st, 13, e->result);
+        sqlite3_bind_int64(st, 14, e->flag);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (ok) d->nevents = 0;
+    return ok;
+}
+
+// A block's row is its rowid: rewritten in place when it changes (freed,
+// ended by a reset).
+static bool put_blocks(sqlite3 *db) {
+    struct tpprof_dev_state *d = &tpprof_dev;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO device_blocks(rowid, address, device, kind, size, api, stream,"
+                               " stack_id, tid, alloc_ns, free_ns, free_stack_id, free_api, ended_by)"
+                               " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint64_t i = 0; i < d->nblocks && ok; i++) {
+        struct tpprof_dev_block *b = &d->blocks[i];
+        if (!b->dirty) continue;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)b->rowid);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)b->address);
+        sqlite3_bind_int64(st, 3, b->device);
+        sqlite3_bind_int64(st, 4, TPPROF_DEV_KIND_BASE + b->kind);
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)b->size);
+        sqlite3_bind_text(st, 6, b->api ? b->api : "", -1, SQLITE_STATIC);
+        bind_opt(st, 7, b->stream);
+        sqlite3_bind_int64(st, 8, b->stack);
+        sqlite3_bind_int64(st, 9, tpprof_wstate_tid_of(b->thread));
+        sqlite3_bind_int64(st, 10, (sqlite3_int64)b->alloc_ns);
+        if (b->free_ns) {
+            sqlite3_bind_int64(st, 11, (sqlite3_int64)b->free_ns);
+            sqlite3_bind_int64(st, 12, b->free_stack);
+        } else {
+            sqlite3_bind_null(st, 11);
+            sqlite3_bind_null(st, 12);
+        }
+        if (b->free_api) sqlite3_bind_text(st, 13, b->free_api, -1, SQLITE_STATIC);
+        else sqlite3_bind_null(st, 13);
+        if (b->ended_by) sqlite3_bind_text(st, 14, b->ended_by, -1, SQLITE_STATIC);
+        else sqlite3_bind_null(st, 14);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+        if (ok) b->dirty = false, b->stored = true;
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static bool put_samples(sqlite3 *db) {
+    struct tpprof_dev_state *d = &tpprof_dev;
+    if (!d->nsamples) return true;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO device_timeline(time_ns, device, allocated_bytes, reserved_bytes)"
+                               " VALUES(?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint64_t i = 0; i < d->nsamples && ok; i++) {
+        const struct tpprof_dev_sample *s = &d->samples[i];
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)s->time_ns);
+        sqlite3_bind_int64(st, 2, s->device);
+        sqlite3_bind_int64(st, 3, s->allocated);
+        if (s->reserved >= 0) sqlite3_bind_int64(st, 4, s->reserved);
+        else sqlite3_bind_null(st, 4);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (ok) d->nsamples = 0;
+    return ok;
+}
+
+static bool meta(sqlite3 *db, const char *key, const char *value) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, value, -1, SQLITE_TRANSIENT);
+    bool ok = sqlite3_step(st) == SQLITE_DONE;
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static bool meta_i(sqlite3 *db, const char *key, int64_t v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    return meta(db, key, buf);
+}
+
+// A periodic flush with nothing new for these tables costs no statement
+// (most programs make no device call); the final one always writes the
+// meta keys, so every recording says how device memory was captured.
+bool tpprof_store_device_put(sqlite3 *db, bool final) {
+    struct tpprof_dev_state *d = &tpprof_dev;
+    static uint64_t wrapped_written = UINT64_MAX;
+    static const char *how_written;
+    uint64_t wrapped = atomic_load(&tpprof_device_wrapped);
+    const char *how = atomic_load(&tpprof_device_capture);
+    if (!how && d->any) how = "interpose";
+    if (!how) how = "none";
+    if (!final && !d->changed && wrapped == wrapped_written && how == how_written) return true;
+    bool ok = put_events(db) && put_blocks(db) && put_samples(db) && meta(db, "device_capture", how) &&
+              meta_i(db, "device_calls_failed", d->calls_failed) && meta_i(db, "device_bad_frees", d->bad_frees) &&
+              meta_i(db, "device_entry_points_wrapped", (int64_t)wrapped);
+    if (ok) {
+        d->changed = false;
+        wrapped_written = wrapped;
+        how_written = how;
+    }
+    return ok;
+}

@@ -1,0 +1,310 @@
+// device.c: a scenario of the preload suite (tests/tpprof/meson.build gives
+// each mode its test; harness.h runs the program under libtpprof.so):
+// device memory capture on the CUDA test doubles (tests/tpprof/cuda/).
+// Modes:
+//   drv_gpa, drv_direct  drv_app through cuGetProcAddress (both forms) or
+//                        linked calls: every allocation and free once, with
+//                        its function, the leak alive, VMM counted once,
+//                        failed and bad calls flagged
+//   drv_nosymbolic       drv_gpa on a driver double linked without -Bsymbolic,
+//                        whose lookups return tpprof's own hooks
+//   drv_nodriver         the same with a driver that finds no GPU: failed
+//                        calls recorded, no memory
+//   rt_shared, rt_ptds   rt_app (nvcc -cudart shared [per-thread stream]) on
+//                        the runtime double layered on the driver double:
+//                        the runtime's calls, not its nested driver calls
+//   rt_static            rt_app with the static runtime on the driver
+//                        double: its driver lookups are wrapped; it runs
+//                        as natively
+//   rt_nodriver          rt_app (shared) on the real libcudart, no driver:
+//                        every call recorded as failed
+//   rtld_next            drv_app direct with another preload that uses
+//                        RTLD_NEXT, in both preload orders
+//   tensor_async,        libtensorplay's CUDA storages on its libcudart double
+//   tensor_caching       (cudaMallocAsync backend, caching allocator): each
+//                        tied to its device block
+// EXTRA: the LD_LIBRARY_PATH the program runs with ('|' then another
+// preload for rtld_next). A PROGRAM of '-' means nvcc is absent: skipped.
+#include "harness.h"
+
+static char libpath[2048];
+
+// Runs prog (mode arg) natively and recorded; same exit and output.
+static bool run_pair(const char *name, char *prog, char *arg, const char *env, struct result *r) {
+    char *argv[] = {prog, arg, NULL};
+    struct result native = run(NULL, argv, env);
+    if (!record(name, argv, env, r)) return false;
+    CHECK_MSG(r->status == native.status, "%s: exit %d vs native %d", name, r->status, native.status);
+    CHECK_MSG(strcmp(r->out, native.out) == 0, "%s: same output:\n%s\n-- vs native --\n%s", name, r->out, native.out);
+    return true;
+}
+
+// Whether the innermost frame of stack `id` is in function fn.
+static bool frame0_in(int64_t id, const char *fn) {
+    int64_t ips[4];
+    int n = stack_ips(id, ips, 4);
+    return n > 0 && ip_in(ips[0], fn, NULL);
+}
+
+static int64_t events(const char *where) {
+    return qi("SELECT count(*) FROM device_events WHERE %s", where);
+}
+
+static int64_t kind_id(const char *name) { return qi("SELECT id FROM kinds WHERE name = '%s'", name); }
+
+static void common_checks(const char *what) {
+    CHECK_MSG(qi("SELECT count(*) FROM meta WHERE key = 'device_capture' AND value = 'interpose'") == 1,
+              "%s: device_capture interpose", what);
+    CHECK_MSG(kind_id("cuda_device") == 13 && kind_id("cuda_vmm_mapping") == 20, "%s: device kinds named", what);
+}
+
+// ---------------------------------------------------------------------------
+// The driver program.
+
+static void check_driver(const char *what, bool via_gpa) {
+    common_checks(what);
+    // Each allocation once: weights, leak, two async, managed, pitch, pinned,
+    // pool, the out-of-memory one, the small one, 8 on another thread.
+    CHECK_MSG(events("op = 1") == 18, "%s: 18 allocation events, got %lld", what, (long long)events("op = 1"));
+    CHECK_MSG(events("op = 1 AND result = 0") == 17, "%s: 17 succeeded", what);
+    CHECK_MSG(events("api = 'cuMemAlloc_v2' AND op = 1") == 12, "%s: cuMemAlloc_v2 x12", what);
+    // Made on one thread, freed on another: each ended, none flagged.
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks b WHERE size = 65536 AND api = 'cuMemAlloc_v2' AND free_ns IS NOT NULL"
+                 " AND tid != (SELECT tid FROM device_events WHERE api = 'cuMemFree_v2' AND address = b.address)") == 8,
+              "%s: 8 blocks freed on another thread than their allocation's", what);
+    CHECK_MSG(events("api = 'cuMemAllocAsync' AND stream = 17 AND size = 65536") == 1, "%s: legacy async on stream 1",
+              what);
+    CHECK_MSG(events("api = 'cuMemAllocAsync_ptsz' AND stream = 34 AND size = 131072") == 1,
+              "%s: per-thread async on stream 2", what);
+    CHECK_MSG(events("api = 'cuMemFreeAsync' AND op = 2") == 2 && events("api = 'cuMemFreeAsync_ptsz' AND op = 2") == 1,
+              "%s: async frees, both forms", what);
+    CHECK_MSG(events("api = 'cuMemAllocManaged' AND kind = 15") == 1, "%s: managed (via %s)", what,
+              via_gpa ? "the 4-argument cuGetProcAddress" : "the linked name");
+    CHECK_MSG(events("api = 'cuMemAllocPitch_v2' AND kind = 16 AND size = 10240") == 1, "%s: pitch, pitch x height",
+              what);
+    CHECK_MSG(events("api = 'cuMemHostAlloc' AND kind = 17 AND device = -1") == 1, "%s: pinned host, no device", what);
+    // The leak, alive, with its function; the freed block with both stacks.
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE free_ns IS NULL AND ended_by IS NULL") == 1,
+              "%s: one device block alive at exit", what);
+    int64_t leak = qi("SELECT stack_id FROM device_blocks WHERE free_ns IS NULL AND size = %d", 3 << 20);
+    CHECK_MSG(leak > 0 && frame0_in(leak, "leak_buffer"), "%s: the leak's stack is leak_buffer's", what);
+    int64_t w = qi("SELECT stack_id FROM device_blocks WHERE size = %d", 1 << 20);
+    int64_t wf = qi("SELECT free_stack_id FROM device_blocks WHERE size = %d", 1 << 20);
+    CHECK_MSG(w > 0 && frame0_in(w, "weights_alloc"), "%s: allocated in weights_alloc", what);
+    CHECK_MSG(wf > 0 && frame0_in(wf, "weights_free"), "%s: freed in weights_free", what);
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE size = %d AND free_api = 'cuMemFree_v2' AND device = 0",
+                 1 << 20) == 1, "%s: free api and device", what);
+    // VMM: three things, each once; the mapping not counted as memory.
+    CHECK_MSG(events("op = 7 AND kind = 18") == 1 && events("op = 9 AND kind = 19 AND device = 1") == 1 &&
+              events("op = 11 AND kind = 20") == 1 && events("op = 12") == 1 && events("op = 10") == 1 &&
+              events("op = 8") == 1, "%s: reserve, create (device 1), map, unmap, release, free", what);
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE kind IN (18, 19, 20) AND free_ns IS NOT NULL") == 3,
+              "%s: reservation, handle and mapping each a block, all ended", what);
+    CHECK_MSG(qi("SELECT max(allocated_bytes) FROM device_timeline WHERE device = 1") == 2 << 20,
+              "%s: device 1 peaks at the physical 2 MiB (the mapping is not counted again): %lld", what,
+              (long long)qi("SELECT max(allocated_bytes) FROM device_timeline WHERE device = 1"));
+    CHECK_MSG(qi("SELECT max(allocated_bytes) FROM device_timeline WHERE device = 0") >= 4 << 20,
+              "%s: device 0 held weights and the leak at once", what);
+    // Pools.
+    CHECK_MSG(events("op = 3 AND pool IS NOT NULL") == 1 && events("op = 5") == 1 && events("op = 4") == 1,
+              "%s: pool create, trim, destroy", what);
+    CHECK_MSG(events("api = 'cuMemAllocFromPoolAsync' AND pool IS NOT NULL AND result = 0") == 1,
+              "%s: allocation from the pool", what);
+    CHECK_MSG(qi("SELECT count(*) FROM device_timeline WHERE reserved_bytes IS NOT NULL") >= 1,
+              "%s: a pool's reserved bytes sampled", what);
+    // Faults.
+    CHECK_MSG(events("op = 1 AND result = 2 AND flag = 4 AND size = 4294967296") == 1, "%s: out of memory flagged",
+              what);
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE size = 4294967296") == 0, "%s: no block for the failure",
+              what);
+    CHECK_MSG(events("op = 2 AND flag = 1 AND result != 0") == 1, "%s: double free flagged", what);
+    CHECK_MSG(events("op = 2 AND flag = 2 AND address = 3735879680") == 1, "%s: unknown pointer flagged", what);
+    CHECK_MSG(events("op = 2 AND flag = 3") == 1, "%s: host pointer flagged", what);
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'device_bad_frees'") == 3, "%s: 3 bad frees", what);
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'device_calls_failed'") == 4, "%s: 4 failed calls", what);
+}
+
+static void test_driver(const char *mode, char *prog, char *extra) {
+    setenv("LD_LIBRARY_PATH", extra, 1);
+    struct result r;
+    bool nosym = strcmp(mode, "drv_nosymbolic") == 0, gpa = nosym || strcmp(mode, "drv_gpa") == 0;
+    if (!run_pair(mode, prog, gpa ? "gpa" : "direct", NULL, &r)) return;
+    CHECK_MSG(strstr(r.out, "oom: 2\n") && strstr(r.out, "free twice: 1\n"), "%s: the double's statuses: %s", mode,
+              r.out);
+    CHECK_MSG(strstr(r.out, "cudaMalloc probe: absent\n") != NULL, "%s: a probe for the runtime finds none", mode);
+    check_driver(mode, gpa);
+    int64_t wrapped = qi("SELECT value FROM meta WHERE key = 'device_entry_points_wrapped'");
+    if (nosym) // the double's lookups handed out tpprof's own hooks: nothing to wrap, no recursion
+        CHECK_MSG(wrapped < 5, "drv_nosymbolic: the lookups returned tpprof's hooks (%lld wrapped)", (long long)wrapped);
+    else if (gpa)
+        CHECK_MSG(wrapped >= 20, "drv_gpa: entry points wrapped (%lld)", (long long)wrapped);
+}
+
+static void test_driver_nodriver(char *prog, char *extra) {
+    setenv("LD_LIBRARY_PATH", extra, 1);
+    struct result r;
+    if (!run_pair("nodriver", prog, "gpa", "TPFAKE_CU_NODRIVER=1", &r)) return;
+    CHECK_MSG(strstr(r.out, "weights_alloc: 100\n") != NULL, "nodriver: the double failed: %s", r.out);
+    CHECK_MSG(events("op = 1") == 18 && events("result = 0") == 0, "nodriver: every allocation recorded, failed");
+    CHECK_MSG(events("op = 1 AND result = 100") == 18, "nodriver: with the driver's status");
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks") == 0, "nodriver: no memory");
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'device_calls_failed'") == events("1"),
+              "nodriver: every call counted failed");
+}
+
+// ---------------------------------------------------------------------------
+// The runtime program.
+
+static void test_runtime(const char *mode, char *prog, char *extra) {
+    setenv("LD_LIBRARY_PATH", extra, 1);
+    struct result r;
+    if (!run_pair(mode, prog, NULL, NULL, &r)) return;
+    bool ptds = strcmp(mode, "rt_ptds") == 0;
+    common_checks(mode);
+    CHECK_MSG(strstr(r.out, "weights_alloc: 0\n") && strstr(r.out, "oom: 2\n"), "%s: ran on the doubles: %s", mode,
+              r.out);
+    // The runtime's calls, each once; its nested driver calls not again.
+    CHECK_MSG(events("api LIKE 'cu%%' AND api NOT LIKE 'cuda%%' AND op NOT BETWEEN 7 AND 12") == 0,
+              "%s: no nested driver call recorded (only the program's own VMM calls carry driver names)", mode);
+    CHECK_MSG(events("op = 1") == 13, "%s: 13 allocation events, got %lld", mode, (long long)events("op = 1"));
+    CHECK_MSG(events("api = 'cudaMalloc' AND op = 1") == 5, "%s: cudaMalloc x5", mode);
+    const char *async = ptds ? "cudaMallocAsync_ptsz" : "cudaMallocAsync";
+    CHECK_MSG(qi("SELECT count(DISTINCT stream) FROM device_events WHERE api = '%s'", async) == 2,
+              "%s: %s on two streams", mode, async);
+    CHECK_MSG(events(ptds ? "api = 'cudaFreeAsync_ptsz'" : "api = 'cudaFreeAsync'") == 3, "%s: async frees", mode);
+    CHECK_MSG(events("api = 'cudaMallocManaged' AND kind = 15") == 1 && events("api = 'cudaMallocPitch' AND kind = 16") == 1 &&
+              events("api = 'cudaMalloc3D' AND kind = 16") == 1, "%s: managed, pitch, 3D", mode);
+    CHECK_MSG(events("kind = 17 AND op = 1") == 2 && events("api = 'cudaFreeHost'") == 2, "%s: pinned host", mode);
+    CHECK_MSG(events(ptds ? "api = 'cudaMallocFromPoolAsync_ptsz'" : "api = 'cudaMallocFromPoolAsync'") == 1 &&
+              events("op = 3 AND device = 0") == 1, "%s: pool", mode);
+    int64_t leak = qi("SELECT stack_id FROM device_blocks WHERE free_ns IS NULL AND ended_by IS NULL AND size = %d",
+                      3 << 20);
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE free_ns IS NULL AND ended_by IS NULL") == 1 && leak > 0 &&
+              frame0_in(leak, "_ZL11leak_bufferv"), "%s: the leak alive, in leak_buffer", mode);
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE ended_by = 'device_reset' AND device = 1 AND size = %d",
+                 2 << 20) == 1, "%s: the reset ended device 1's block", mode);
+    CHECK_MSG(events("op = 6 AND api = 'cudaDeviceReset' AND device = 1") == 1, "%s: the reset recorded", mode);
+    CHECK_MSG(events("flag = 1") == 1 && events("flag = 2") == 1 && events("flag = 4") == 1, "%s: faults flagged",
+              mode);
+    // VMM through cudaGetDriverEntryPointByVersion: the driver's names, the
+    // handle on device 0 counted once.
+    CHECK_MSG(events("op = 7 AND api = 'cuMemAddressReserve'") == 1 && events("op = 9 AND api = 'cuMemCreate' AND device = 0") == 1 &&
+              events("op = 11") == 1 && events("op = 12") == 1 && events("op = 10") == 1 && events("op = 8") == 1,
+              "%s: the VMM calls from cudaGetDriverEntryPointByVersion", mode);
+}
+
+static void test_runtime_static(char *prog, char *extra) {
+    setenv("LD_LIBRARY_PATH", extra, 1);
+    struct result r;
+    if (!run_pair("rt_static", prog, NULL, NULL, &r)) return;
+    // The static runtime found the driver through dlsym + cuGetProcAddress,
+    // and was handed tpprof's hooks for its memory entry points.
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'device_entry_points_wrapped'") >= 10,
+              "rt_static: the static runtime's driver lookups wrapped (%lld)",
+              (long long)qi("SELECT value FROM meta WHERE key = 'device_entry_points_wrapped'"));
+    CHECK_MSG(qi("SELECT count(*) FROM meta WHERE key = 'device_capture' AND value = 'interpose'") == 1,
+              "rt_static: device_capture interpose");
+    // What it did with them is what the double allows (its private export
+    // tables are not there): whatever reached the driver is recorded once,
+    // under the driver's names.
+    CHECK_MSG(events("api LIKE 'cuda%%'") == 0, "rt_static: no runtime-level names");
+    CHECK_MSG(events("op = 1 AND result = 0") == qi("SELECT count(*) FROM device_blocks WHERE kind < 18"),
+              "rt_static: a block per successful allocation");
+}
+
+static void test_runtime_nodriver(char *prog, char *extra) {
+    setenv("LD_LIBRARY_PATH", extra, 1);
+    struct result r;
+    if (!run_pair("rt_nodriver", prog, NULL, NULL, &r)) return;
+    CHECK_MSG(strstr(r.out, "weights_alloc: 35\n") != NULL, "rt_nodriver: the real runtime says 35: %s", r.out);
+    CHECK_MSG(events("op = 1 AND api = 'cudaMalloc' AND result = 35") == 4,
+              "rt_nodriver: each cudaMalloc failed, 35 (no devices: no reset step)");
+    CHECK_MSG(events("result = 0") == 0 && qi("SELECT count(*) FROM device_blocks") == 0, "rt_nodriver: no memory");
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'device_calls_failed'") == events("1"),
+              "rt_nodriver: all counted failed");
+}
+
+// ---------------------------------------------------------------------------
+// Another preload using RTLD_NEXT.
+
+static void test_rtld_next(char *prog, char *extra) {
+    char dir[1024], other[1024];
+    const char *bar = strchr(extra, '|');
+    if (!bar) {
+        CHECK_MSG(false, "rtld_next: EXTRA is DIR|OTHER");
+        return;
+    }
+    snprintf(dir, sizeof dir, "%.*s", (int)(bar - extra), extra);
+    snprintf(other, sizeof other, "%s", bar + 1);
+    setenv("LD_LIBRARY_PATH", dir, 1);
+    char *argv[] = {prog, "direct", NULL};
+    char native_env[1200];
+    snprintf(native_env, sizeof native_env, "LD_PRELOAD=%s", other);
+    struct result native = run(NULL, argv, native_env);
+    CHECK_MSG(native.status == 0 && strstr(native.out, "other: 12 cuMemAlloc_v2 calls") &&
+              strstr(native.out, "[other] drv_app done"), "rtld_next: the other preload works alone: %s", native.out);
+    for (int order = 0; order < 2; order++) {
+        static char env[2][2200];
+        snprintf(env[order], sizeof env[order], "LD_PRELOAD=%s:%s", order ? other : lib, order ? lib : other);
+        char out[600];
+        db_path(out, sizeof out, order ? "rtld_next_b.db" : "rtld_next_a.db");
+        struct result r = run(out, argv, env[order]);
+        CHECK_MSG(r.status == 0 && strcmp(r.out, native.out) == 0, "rtld_next (order %d): same output:\n%s\n-- vs --\n%s",
+                  order, r.out, native.out);
+        if (!open_db(out)) {
+            CHECK_MSG(false, "rtld_next: no database");
+            continue;
+        }
+        CHECK_MSG(events("api = 'cuMemAlloc_v2' AND op = 1") == 12, "rtld_next (order %d): each allocation once", order);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// libtensorplay's CUDA storages and their device blocks.
+
+static void test_tensor_cuda(const char *mode, char *prog, char *extra) {
+    setenv("LD_LIBRARY_PATH", extra, 1);
+    setenv("TPFAKE_DEVICES", "1", 1);
+    bool async = strcmp(mode, "tensor_async") == 0;
+    char *argv[] = {prog, NULL};
+    struct result r;
+    if (!record_tensors(mode, argv, async ? "TP_ALLOC_CONF=backend:cudaMallocAsync" : NULL, &r)) return;
+    unsigned long long kept = 0, freed = 0;
+    CHECK_MSG(sscanf(r.out, "kept=%llu freed=%llu", &kept, &freed) == 2, "%s: output: %s", mode, r.out);
+    CHECK_MSG(events(async ? "api = 'cudaMallocAsync' AND op = 1" : "api = 'cudaMalloc' AND op = 1") >= 1,
+              "%s: libtensorplay's dlsym'ed runtime calls captured", mode);
+    int64_t kind = async ? 14 : 13;
+    int64_t block = qi("SELECT block_address FROM storages WHERE data = %lld", (long long)kept);
+    CHECK_MSG(qi("SELECT block_kind FROM storages WHERE data = %lld", (long long)kept) == kind,
+              "%s: the kept storage's block is a device block of kind %lld", mode, (long long)kind);
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE address = %lld AND free_ns IS NULL", (long long)block) == 1,
+              "%s: that block is alive in device_blocks", mode);
+    if (async) {
+        CHECK_MSG(block == (int64_t)kept, "tensor_async: the block is the storage's own allocation");
+        CHECK_MSG(qi("SELECT count(*) FROM storages WHERE data = %lld AND block_freed_ns IS NOT NULL AND block_kind = 14",
+                     (long long)freed) == 1, "tensor_async: the released storage's block was freed (cudaFreeAsync)");
+    } else {
+        CHECK_MSG(block <= (int64_t)kept && qi("SELECT size FROM device_blocks WHERE address = %lld", (long long)block) +
+                                                  block > (int64_t)kept,
+                  "tensor_caching: the block is the caching allocator's segment around the data");
+    }
+}
+
+int preload_scenario(const char *mode, char *prog, char *extra) {
+    if (strcmp(prog, "-") == 0) {
+        fprintf(stderr, "nvcc not found: skipped\n");
+        skipped = true;
+        return 0;
+    }
+    if (!extra) extra = libpath;
+    if (strcmp(mode, "drv_gpa") == 0 || strcmp(mode, "drv_direct") == 0 || strcmp(mode, "drv_nosymbolic") == 0)
+        test_driver(mode, prog, extra);
+    else if (strcmp(mode, "drv_nodriver") == 0) test_driver_nodriver(prog, extra);
+    else if (strcmp(mode, "rt_shared") == 0 || strcmp(mode, "rt_ptds") == 0) test_runtime(mode, prog, extra);
+    else if (strcmp(mode, "rt_static") == 0) test_runtime_static(prog, extra);
+    else if (strcmp(mode, "rt_nodriver") == 0) test_runtime_nodriver(prog, extra);
+    else if (strcmp(mode, "rtld_next") == 0) test_rtld_next(prog, extra);
+    else if (strcmp(mode, "tensor_async") == 0 || strcmp(mode, "tensor_caching") == 0) test_tensor_cuda(mode, prog, extra);
+    else return -1;
+    return check_failures;
+}
