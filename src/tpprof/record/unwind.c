@@ -25,6 +25,7 @@
 #include "base/base.h"
 #include "base/mem.h"
 #include "base/modules.h"
+#include "record/pyframes.h"
 #include "record/rings.h"
 #include "record/stacks.h"
 
@@ -847,11 +848,17 @@ static uint32_t capture_verified(int max, uintptr_t start) {
     return capture_unw(s, gen, &w, max);
 }
 
-uint32_t tpprof_capture_at(int max, uintptr_t start) {
+static inline uint32_t capture_native(int max, uintptr_t start) {
     if (TPPROF_UNLIKELY(stack_room() < FP_ROOM_BYTES)) return 0; // no stack rather than no program
     if (tpprof_cfg.unwind_fp || !unw_bt) return capture_fp(max);
     if (tpprof_cfg.unwind_unw) return capture_unw(NULL, 0, NULL, max);
     return capture_verified(max, start);
+}
+
+// A Python program's stacks get its Python frames (pyframes.c).
+uint32_t tpprof_capture_at(int max, uintptr_t start) {
+    uint32_t id = capture_native(max, start);
+    return TPPROF_UNLIKELY(tpprof_py_on) ? tpprof_py_merge(id) : id;
 }
 
 uint32_t tpprof_capture(int max) { return tpprof_capture_at(max, 0); }
