@@ -293,7 +293,9 @@ static bool is_exe_module(const tpprof_profile *p, const char *module) {
 // libstdc++) the innermost frame and its direct caller are the same for many
 // stacks, so it is the program's own frame that led there (the first frame in
 // the executable), else the first frame outside the innermost frame's module.
-// In a Python program it is the innermost Python frame above the site.
+// In a Python program it is the innermost Python frame above the site of the
+// program's own (past the standard library's and installed packages'), else
+// the innermost Python frame.
 static size_t site_caller_index(const tpprof_profile *p, const tpprof_frame *f, size_t n) {
     if (n < 2)
         return n;

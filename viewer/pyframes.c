@@ -23,11 +23,26 @@ bool tpprof_ip_is_python(int64_t ip) { return ((uint64_t)ip >> 62) == 2; }
 
 bool tpprof_frame_is_python(const tpprof_frame *f) { return tpprof_ip_is_python(f->ip) && f->function; }
 
+bool tpprof_frame_is_python_library(const tpprof_frame *f) {
+    const char *file = f->file ? f->file : "";
+    // "<frozen importlib._bootstrap>", "<string>"; the standard library and
+    // installed packages (/usr/lib/python3.11/, /usr/lib/python3/dist-packages/,
+    // a venv's lib/python3.11/site-packages/).
+    return file[0] == '<' || strstr(file, "/lib/python") || strstr(file, "/site-packages/") ||
+           strstr(file, "/dist-packages/");
+}
+
 size_t tpprof_frames_first_python(const tpprof_frame *frames, size_t n, size_t from) {
-    for (size_t i = from; i < n; i++)
-        if (tpprof_frame_is_python(&frames[i]))
+    size_t any = n;
+    for (size_t i = from; i < n; i++) {
+        if (!tpprof_frame_is_python(&frames[i]))
+            continue;
+        if (!tpprof_frame_is_python_library(&frames[i]))
             return i;
-    return n;
+        if (any == n)
+            any = i;
+    }
+    return any;
 }
 
 void tpprof_py_table_free(tpprof_py_table *t) {

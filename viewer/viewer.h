@@ -226,7 +226,11 @@ char *tpprof_stacks_describe_caller(const tpprof_stacks *st, int64_t stack_id, c
 bool tpprof_ip_is_python(int64_t ip);
 // Whether f is a resolved Python frame ("hoard (leaky.py:12)").
 bool tpprof_frame_is_python(const tpprof_frame *f);
-// The first Python frame of frames[from..n), n if none.
+// Whether a Python frame is a library's: frozen or <string> code, the
+// standard library, an installed package (by its file's path).
+bool tpprof_frame_is_python_library(const tpprof_frame *f);
+// The first Python frame of frames[from..n) that is the program's own (not
+// a library's), else the first Python frame; n if none.
 size_t tpprof_frames_first_python(const tpprof_frame *frames, size_t n, size_t from);
 
 typedef struct tpprof_py_table tpprof_py_table;
