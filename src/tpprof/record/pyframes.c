@@ -361,6 +361,18 @@ static bool verify(const char *ts) {
     return false;
 }
 
+// Per thread: the last merges, by (native stack, Python frames): a loop
+// that allocates from one line over and over finds its merged stack here
+// without building and hashing it again. Direct-mapped; in static TLS (2
+// KiB, nothing that points into the heap).
+#define MEMO_SLOTS 128
+struct memo_entry {
+    uint64_t py;       // hash of the Python frames and their groups
+    uint32_t native;   // depot id of the native stack
+    uint32_t merged;   // depot id of the merge
+};
+static __thread struct memo_entry memo[MEMO_SLOTS] TPPROF_TLS;
+
 uint32_t tpprof_py_merge(uint32_t native_id) {
     if (!native_id || !L) return native_id;
     const char *ts = this_tstate();
@@ -372,6 +384,7 @@ uint32_t tpprof_py_merge(uint32_t native_id) {
     uintptr_t py[TPPROF_MAX_DEPTH];
     uint8_t ends[PY_GROUPS_MAX];
     int np = 0, ng = 0;
+    uint64_t h = 0x9E3779B97F4A7C15ULL;
     const char *fr = ptr_at(cf, L->cf_current);
     for (int steps = 0; aligned(fr) && steps < PY_WALK_MAX && ng < PY_GROUPS_MAX; steps++) {
         const char *code = ptr_at(fr, L->fr_code);
@@ -385,9 +398,15 @@ uint32_t tpprof_py_merge(uint32_t native_id) {
         bool incomplete = owner != L->owner_generator && unit < *(const int *)(code + L->co_firsttraceable);
         if (!incomplete && unit >= 0 && unit < size && np < TPPROF_MAX_DEPTH) {
             uint32_t cid = code_id(code);
-            if (cid) py[np++] = TPPROF_PY_TAG | (uint64_t)cid << 32 | (uint64_t)(uint32_t)unit;
+            if (cid) {
+                py[np] = TPPROF_PY_TAG | (uint64_t)cid << 32 | (uint64_t)(uint32_t)unit;
+                h = (h ^ py[np++]) * 0xff51afd7ed558ccdULL;
+            }
         }
-        if (fr[L->fr_is_entry]) ends[ng++] = (uint8_t)(np < 255 ? np : 255);
+        if (fr[L->fr_is_entry]) {
+            ends[ng++] = (uint8_t)(np < 255 ? np : 255);
+            h = (h ^ (uint64_t)np) * 0xc4ceb9fe1a85ec53ULL;
+        }
         fr = ptr_at(fr, L->fr_previous);
     }
     if (np == 0) return native_id;
@@ -395,6 +414,9 @@ uint32_t tpprof_py_merge(uint32_t native_id) {
         if (ng == PY_GROUPS_MAX) ng--;
         ends[ng++] = (uint8_t)np;
     }
+    h ^= h >> 31;
+    struct memo_entry *e = &memo[(h ^ native_id * 0x9E3779B1u) & (MEMO_SLOTS - 1)];
+    if (e->native == native_id && e->py == h && e->merged) return e->merged;
     int n;
     const uintptr_t *ips = tpprof_stack_frames(native_id, &n);
     uintptr_t out[TPPROF_MAX_DEPTH];
@@ -411,7 +433,9 @@ uint32_t tpprof_py_merge(uint32_t native_id) {
     // Evaluations below the captured native frames (TPPROF_DEPTH): their
     // Python frames go last, still in order.
     for (; from < np && m < TPPROF_MAX_DEPTH; from++) out[m++] = py[from];
-    return tpprof_stack_intern(out, m);
+    uint32_t id = tpprof_stack_intern(out, m);
+    if (id) *e = (struct memo_entry){.py = h, .native = native_id, .merged = id};
+    return id;
 }
 
 // ---------------------------------------------------------------------------
