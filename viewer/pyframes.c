@@ -1,8 +1,8 @@
 // pyframes.c: the Python frames of a recording (docs/schema.md, py_frames).
 //
 // The recorder puts a Python program's functions, files and lines into its
-// stacks as pseudo return addresses (the top two bits 10, which no
-// user-space address has) and resolves each one into a row of py_frames.
+// stacks as pseudo return addresses (bit 47 set, which no user-space
+// address has) and resolves each one into a row of py_frames.
 // Symbolizing turns those rows into symbols rows like any frame's (module
 // NULL), so every command prints "hoard (leaky.py:12)"; this file reads the
 // table and tells Python frames apart. It does not decide what is shown.
@@ -19,7 +19,10 @@ struct tpprof_py_table {
     size_t n;
 };
 
-bool tpprof_ip_is_python(int64_t ip) { return ((uint64_t)ip >> 62) == 2; }
+// Bit 47 of the address (no user-space address has it; kernel addresses are
+// never recorded); `tpprof merge` keeps the low 48 bits and puts the
+// process above them.
+bool tpprof_ip_is_python(int64_t ip) { return ((uint64_t)ip & 0xffffffffffffu) >> 47 == 1; }
 
 bool tpprof_frame_is_python(const tpprof_frame *f) { return tpprof_ip_is_python(f->ip) && f->function; }
 

@@ -52,7 +52,7 @@ def report(tpprof, db, fmt="text"):
 
 
 def is_py(ip):
-    return (ip & 0xFFFFFFFFFFFFFFFF) >> 62 == 2
+    return (ip & 0xFFFFFFFFFFFF) >> 47 == 1
 
 
 class Recording:
@@ -143,6 +143,13 @@ def test_leaky(lib, tpprof, python, tmp):
     lk = j["leaks"][0]["stack"] if j.get("leaks") else []
     check(any(f.get("function") == "hoard" and f.get("line") == line for f in lk),
           "JSON: the biggest leak's stack holds hoard at line %d" % line)
+    # Merged with another recording (ips keep 48 bits, the process above):
+    # still Python frames, still the caller.
+    merged = os.path.join(tmp, "merged.db")
+    subprocess.run([tpprof, "merge", merged, db, db], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    mtext = report(tpprof, merged)
+    check(sum(1 for l in mtext.splitlines() if "malloc" in l and l.rstrip().endswith("< " + want)) >= 2,
+          "a merge of two recordings names %s as caller in each" % want)
     big = max(rec.sites(), key=lambda s: s[2])
     check(py_names(rec.frames(big[0]))[:3] == ["hoard", "main", "<module>"],
           "the biggest site's Python frames are hoard, main, <module>: %s" % fmt(rec.frames(big[0])))

@@ -76,8 +76,9 @@ static void test_without_python_stacks_are_unchanged(void) {
     uint32_t id = tpprof_stack_intern(f, 3);
     CHECK(id != 0 && tpprof_py_merge(id) == id);
     struct tpprof_py_frame pf;
-    CHECK(!tpprof_py_resolve(TPPROF_PY_TAG | (uint64_t)5 << 32 | 3, &pf));
-    CHECK(tpprof_py_is_frame(TPPROF_PY_TAG | 1) && !tpprof_py_is_frame(0x7fffffffe000) && !tpprof_py_is_frame(~(uint64_t)0));
+    CHECK(!tpprof_py_resolve(TPPROF_PY_TAG | (uint64_t)5 << TPPROF_PY_UNIT_BITS | 3, &pf));
+    CHECK(tpprof_py_is_frame(TPPROF_PY_TAG | 1) && !tpprof_py_is_frame(0x7fffffffe000) &&
+          !tpprof_py_is_frame(0xffffffff81000000u));
 }
 
 int main(void) {

@@ -96,6 +96,7 @@ static _Atomic int verified;
 #define CODE_SLOT_BITS 17
 #define CODE_SLOTS ((uint64_t)1 << CODE_SLOT_BITS)
 #define MAX_CODES ((uint32_t)(CODE_SLOTS * 7 / 10))
+_Static_assert(MAX_CODES < (1u << TPPROF_PY_CODE_BITS), "code ids fit a pseudo frame");
 #define CODE_FAILED UINT32_MAX
 
 static inline const char *ptr_at(const char *base, size_t off) { return *(const char *const *)(base + off); }
@@ -396,10 +397,10 @@ uint32_t tpprof_py_merge(uint32_t native_id) {
         // A frame just pushed, whose code has not started (CPython's
         // _PyFrame_IsIncomplete), is not shown: tracebacks leave it out too.
         bool incomplete = owner != L->owner_generator && unit < *(const int *)(code + L->co_firsttraceable);
-        if (!incomplete && unit >= 0 && unit < size && np < TPPROF_MAX_DEPTH) {
+        if (!incomplete && unit >= 0 && unit < size && unit < (1 << TPPROF_PY_UNIT_BITS) && np < TPPROF_MAX_DEPTH) {
             uint32_t cid = code_id(code);
             if (cid) {
-                py[np] = TPPROF_PY_TAG | (uint64_t)cid << 32 | (uint64_t)(uint32_t)unit;
+                py[np] = TPPROF_PY_TAG | (uint64_t)cid << TPPROF_PY_UNIT_BITS | (uint64_t)unit;
                 h = (h ^ py[np++]) * 0xff51afd7ed558ccdULL;
             }
         }
@@ -488,12 +489,13 @@ int tpprof_py_linetable_line(const uint8_t *tab, size_t len, int first, uint32_t
 }
 
 bool tpprof_py_resolve(uint64_t ip, struct tpprof_py_frame *out) {
-    uint32_t id = (uint32_t)(ip >> 32) & 0x3fffffff;
+    uint32_t id = (uint32_t)(ip >> TPPROF_PY_UNIT_BITS) & ((1u << TPPROF_PY_CODE_BITS) - 1);
     if (!codes || id == 0 || id > MAX_CODES || !codes[id]) return false;
     const struct py_code *c = codes[id];
     out->function = c->name;
     out->file = c->file;
-    out->line = tpprof_py_linetable_line(c->ltab, c->ltab_len, c->firstlineno, (uint32_t)ip);
+    out->line = tpprof_py_linetable_line(c->ltab, c->ltab_len, c->firstlineno,
+                                         (uint32_t)ip & ((1u << TPPROF_PY_UNIT_BITS) - 1));
     if (out->line <= 0) out->line = c->firstlineno;
     return true;
 }

@@ -12,19 +12,22 @@
 //     // writer thread, later: a frame is a Python one when
 //     if (tpprof_py_is_frame(ip)) tpprof_py_resolve(ip, &f);  // store/pyframes.c
 //
-// A Python frame is a pseudo return address: TPPROF_PY_TAG in the top two
-// bits, then the interned code object's id (30 bits) and the instruction's
-// offset in code units (32 bits). No user-space address has those bits set.
+// A Python frame is a pseudo return address: bit 47 set and nothing above
+// it (no user-space address has it: they end below 2^47, and the kernel's
+// have all of bits 47-63 set), then the interned code object's id (23 bits)
+// and the instruction's offset in code units (24 bits). It fits in 48 bits,
+// which `tpprof merge` keeps (it tags the process above them).
 // TPPROF_PYTHON=0 turns it off.
 #ifndef TPPROF_RECORD_PYFRAMES_H
 #define TPPROF_RECORD_PYFRAMES_H
 
 #include "base/base.h"
 
-#define TPPROF_PY_TAG ((uint64_t)2 << 62)
-#define TPPROF_PY_TAG_MASK ((uint64_t)3 << 62)
+#define TPPROF_PY_TAG ((uint64_t)1 << 47)
+#define TPPROF_PY_CODE_BITS 23
+#define TPPROF_PY_UNIT_BITS 24
 
-static inline bool tpprof_py_is_frame(uint64_t ip) { return (ip & TPPROF_PY_TAG_MASK) == TPPROF_PY_TAG; }
+static inline bool tpprof_py_is_frame(uint64_t ip) { return (ip >> 47) == 1; }
 
 // True once a supported interpreter was found at the start (and
 // TPPROF_PYTHON is not 0): the capture then calls tpprof_py_merge.
