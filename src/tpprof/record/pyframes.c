@@ -86,12 +86,14 @@ static const char *runtime;                        // &_PyRuntime
 static const void *code_type, *str_type, *bytes_type; // &PyCode_Type, &PyUnicode_Type, &PyBytes_Type
 static uintptr_t eval_lo, eval_hi;                 // _PyEval_EvalFrameDefault
 static char meta[160];
+static void *(*gilstate_get)(void);                 // PyGILState_GetThisThreadState, for verify()
 // The offsets checked once against the interpreter's own answer
 // (PyGILState_GetThisThreadState, a plain read of the same TLS key): 0 not
 // yet, 1 agreed. A disagreement turns Python frames off.
-static _Atomic int verified;
+static _Atomic int verified, layout_bad;
+static char meta_bad[200];
 
-#define PY_WALK_MAX 1024   // frames walked at most (a deeper recursion keeps its innermost)
+#define PY_WALK_MAX 1024   // frames walked at most (frames not shown count too)
 #define PY_GROUPS_MAX 64   // C-level evaluations told apart
 #define CODE_SLOT_BITS 17
 #define CODE_SLOTS ((uint64_t)1 << CODE_SLOT_BITS)
@@ -155,11 +157,16 @@ void tpprof_py_init(void) {
         L = NULL;
         return;
     }
+    // (Looked up here: a dlsym inside a hook could allocate, and would drop
+    // the thread's pending dlerror() state.)
+    gilstate_get = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
     snprintf(meta, sizeof meta, "CPython %s", version);
+    snprintf(meta_bad, sizeof meta_bad, "CPython %s: its thread state is not where 3.%u's layout has it, native stacks only",
+             version, minor);
     tpprof_py_on = true;
 }
 
-const char *tpprof_py_meta(void) { return meta[0] ? meta : NULL; }
+const char *tpprof_py_meta(void) { return atomic_load(&layout_bad) ? meta_bad : meta[0] ? meta : NULL; }
 
 // ---------------------------------------------------------------------------
 // Code objects, interned: an id for each (code object, its name, file and
@@ -353,11 +360,11 @@ static inline const char *this_tstate(void) {
 static bool verify(const char *ts) {
     int v = atomic_load_explicit(&verified, memory_order_relaxed);
     if (TPPROF_LIKELY(v == 1)) return true;
-    void *(*get)(void) = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
-    if (get && get() == ts && codes_init()) {
+    if (gilstate_get && gilstate_get() == ts && codes_init()) {
         atomic_store(&verified, 1);
         return true;
     }
+    atomic_store(&layout_bad, 1);
     tpprof_py_on = false;
     return false;
 }
@@ -387,7 +394,8 @@ uint32_t tpprof_py_merge(uint32_t native_id) {
     int np = 0, ng = 0;
     uint64_t h = 0x9E3779B97F4A7C15ULL;
     const char *fr = ptr_at(cf, L->cf_current);
-    for (int steps = 0; aligned(fr) && steps < PY_WALK_MAX && ng < PY_GROUPS_MAX; steps++) {
+    // (A recursion deeper than a stack holds keeps its innermost frames.)
+    for (int steps = 0; aligned(fr) && steps < PY_WALK_MAX && ng < PY_GROUPS_MAX && np < TPPROF_MAX_DEPTH; steps++) {
         const char *code = ptr_at(fr, L->fr_code);
         if (!aligned(code) || *(const void *const *)(code + L->ob_type) != code_type) break; // not a frame
         const char *units = code + L->co_code;
@@ -397,7 +405,7 @@ uint32_t tpprof_py_merge(uint32_t native_id) {
         // A frame just pushed, whose code has not started (CPython's
         // _PyFrame_IsIncomplete), is not shown: tracebacks leave it out too.
         bool incomplete = owner != L->owner_generator && unit < *(const int *)(code + L->co_firsttraceable);
-        if (!incomplete && unit >= 0 && unit < size && unit < (1 << TPPROF_PY_UNIT_BITS) && np < TPPROF_MAX_DEPTH) {
+        if (!incomplete && unit >= 0 && unit < size && unit < (1 << TPPROF_PY_UNIT_BITS)) {
             uint32_t cid = code_id(code);
             if (cid) {
                 py[np] = TPPROF_PY_TAG | (uint64_t)cid << TPPROF_PY_UNIT_BITS | (uint64_t)unit;

@@ -13,19 +13,24 @@
 #include "writer/writer.h"
 
 // Nodes up to this one were looked at, in the file open now; `made`: the
-// table and meta.python are there.
+// table is there; `said`: what meta.python says (it changes once, if the
+// interpreter's layout turns out not to be the expected one).
 static uint32_t scanned;
 static bool made;
+static const char *said;
 
 void tpprof_store_py_reset(void) {
     scanned = 0;
     made = false;
+    said = NULL;
 }
 
-static bool make(sqlite3 *db, const char *note) {
-    if (sqlite3_exec(db, "CREATE TABLE IF NOT EXISTS py_frames(id INTEGER PRIMARY KEY, function TEXT NOT NULL,"
-                         " file TEXT NOT NULL, line INTEGER NOT NULL);", NULL, NULL, NULL) != SQLITE_OK)
-        return false;
+static bool make(sqlite3 *db) {
+    return sqlite3_exec(db, "CREATE TABLE IF NOT EXISTS py_frames(id INTEGER PRIMARY KEY, function TEXT NOT NULL,"
+                            " file TEXT NOT NULL, line INTEGER NOT NULL);", NULL, NULL, NULL) == SQLITE_OK;
+}
+
+static bool say(sqlite3 *db, const char *note) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES('python', ?)", -1, &st, NULL) != SQLITE_OK)
         return false;
@@ -38,8 +43,10 @@ static bool make(sqlite3 *db, const char *note) {
 bool tpprof_store_py_put(sqlite3 *db) {
     const char *note = tpprof_py_meta();
     if (!note) return true; // not a Python program: no table, no meta
-    if (!made && !make(db, note)) return false;
+    if (!made && !make(db)) return false;
     made = true;
+    if (note != said && !say(db, note)) return false;
+    said = note;
     const struct tpprof_wstate *w = &tpprof_w;
     if (!tpprof_py_on || scanned >= w->nodes_written) {
         scanned = w->nodes_written;
