@@ -101,6 +101,8 @@ static char meta_bad[200];
 _Static_assert(MAX_CODES < (1u << TPPROF_PY_CODE_BITS), "code ids fit a pseudo frame");
 #define CODE_FAILED UINT32_MAX
 
+static bool codes_init(void);
+
 static inline const char *ptr_at(const char *base, size_t off) { return *(const char *const *)(base + off); }
 static inline bool aligned(const void *p) { return p && ((uintptr_t)p & 7) == 0; }
 
@@ -157,6 +159,11 @@ void tpprof_py_init(void) {
         L = NULL;
         return;
     }
+    if (!codes_init()) {
+        snprintf(meta, sizeof meta, "CPython %s: out of memory, native stacks only", version);
+        L = NULL;
+        return;
+    }
     // (Looked up here: a dlsym inside a hook could allocate, and would drop
     // the thread's pending dlerror() state.)
     gilstate_get = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
@@ -192,7 +199,7 @@ struct py_code {
 static struct code_slot *code_slots;
 static struct py_code **codes; // id -> record
 static _Atomic uint32_t next_code = 1;
-_Atomic uint64_t tpprof_py_codes_full;
+_Atomic uint64_t tpprof_py_frames_lost;
 
 // Own memory for the copies: one offset over chunks mapped as they are
 // reached (64 MiB at most); a piece never spans two chunks.
@@ -285,8 +292,9 @@ static struct py_code *code_record(const char *code) {
     return r;
 }
 
+// Mapped at the start (touched as codes come): two threads' first
+// allocations must not both make the table.
 static bool codes_init(void) {
-    if (code_slots) return true;
     struct code_slot *s = tpprof_mem_map(CODE_SLOTS * sizeof *s);
     struct py_code **c = s ? tpprof_mem_map(((size_t)MAX_CODES + 1) * sizeof *c) : NULL;
     if (!c) {
@@ -294,7 +302,6 @@ static bool codes_init(void) {
         return false;
     }
     codes = c;
-    atomic_thread_fence(memory_order_release);
     code_slots = s;
     return true;
 }
@@ -304,7 +311,7 @@ static uint32_t code_publish(struct code_slot *s, const char *code) {
     struct py_code *r = id <= MAX_CODES ? code_record(code) : NULL;
     if (!r) {
         atomic_store_explicit(&s->id, CODE_FAILED, memory_order_release);
-        atomic_fetch_add_explicit(&tpprof_py_codes_full, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&tpprof_py_frames_lost, 1, memory_order_relaxed);
         return 0;
     }
     codes[id] = r;
@@ -317,7 +324,8 @@ static uint32_t code_id(const char *code) {
     k = (k ^ (uint64_t)(uintptr_t)ptr_at(code, L->co_qualname)) * 0x9E3779B97F4A7C15ULL;
     k = (k ^ (uint64_t)(uintptr_t)ptr_at(code, L->co_filename)) * 0xff51afd7ed558ccdULL;
     k = (k ^ (uint64_t)(uintptr_t)ptr_at(code, L->co_linetable)) * 0xc4ceb9fe1a85ec53ULL;
-    k = (k ^ (uint64_t)(uint32_t) * (const int *)(code + L->co_firstlineno)) * 0x9FB21C651E98DF25ULL;
+    uint32_t first = (uint32_t)*(const int *)(code + L->co_firstlineno);
+    k = (k ^ first) * 0x9FB21C651E98DF25ULL;
     k ^= k >> 29;
     k |= 1; // 0 marks an empty slot
     uint64_t idx = (k >> 20) & (CODE_SLOTS - 1);
@@ -337,7 +345,7 @@ static uint32_t code_id(const char *code) {
         }
         return id == CODE_FAILED ? 0 : id;
     }
-    atomic_fetch_add_explicit(&tpprof_py_codes_full, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&tpprof_py_frames_lost, 1, memory_order_relaxed);
     return 0;
 }
 
@@ -360,7 +368,7 @@ static inline const char *this_tstate(void) {
 static bool verify(const char *ts) {
     int v = atomic_load_explicit(&verified, memory_order_relaxed);
     if (TPPROF_LIKELY(v == 1)) return true;
-    if (gilstate_get && gilstate_get() == ts && codes_init()) {
+    if (gilstate_get && gilstate_get() == ts) {
         atomic_store(&verified, 1);
         return true;
     }

@@ -52,6 +52,11 @@ TPPROF_HIDDEN uint32_t tpprof_py_merge(uint32_t native_id);
 // only", "off (TPPROF_PYTHON=0)"), or NULL when the program is not Python.
 TPPROF_HIDDEN const char *tpprof_py_meta(void);
 
+// Python frames left out of stacks because their code object could not be
+// kept (the code table full: ~91,000 code objects, or out of memory):
+// meta.python_frames_lost.
+TPPROF_HIDDEN extern _Atomic uint64_t tpprof_py_frames_lost;
+
 // A Python frame resolved (writer thread): strings borrowed, valid until exit.
 struct tpprof_py_frame {
     const char *function; // co_qualname, UTF-8

@@ -30,11 +30,12 @@ static bool make(sqlite3 *db) {
                             " file TEXT NOT NULL, line INTEGER NOT NULL);", NULL, NULL, NULL) == SQLITE_OK;
 }
 
-static bool say(sqlite3 *db, const char *note) {
+static bool say(sqlite3 *db, const char *key, const char *note) {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES('python', ?)", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", -1, &st, NULL) != SQLITE_OK)
         return false;
-    sqlite3_bind_text(st, 1, note, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, note, -1, SQLITE_STATIC);
     bool ok = sqlite3_step(st) == SQLITE_DONE;
     sqlite3_finalize(st);
     return ok;
@@ -45,8 +46,14 @@ bool tpprof_store_py_put(sqlite3 *db) {
     if (!note) return true; // not a Python program: no table, no meta
     if (!made && !make(db)) return false;
     made = true;
-    if (note != said && !say(db, note)) return false;
+    if (note != said && !say(db, "python", note)) return false;
     said = note;
+    uint64_t lost = atomic_load(&tpprof_py_frames_lost);
+    if (lost) {
+        char n[32];
+        snprintf(n, sizeof n, "%llu", (unsigned long long)lost);
+        if (!say(db, "python_frames_lost", n)) return false;
+    }
     const struct tpprof_wstate *w = &tpprof_w;
     if (!tpprof_py_on || scanned >= w->nodes_written) {
         scanned = w->nodes_written;
