@@ -389,16 +389,14 @@ struct memo_entry {
 };
 static __thread struct memo_entry memo[MEMO_SLOTS] TPPROF_TLS;
 
-uint32_t tpprof_py_merge(uint32_t native_id) {
-    if (!native_id || !L) return native_id;
+// The calling thread's Python frames, innermost first, into py (np
+// returned; 0: none); ends[g] is one past the last frame of the g-th C-level
+// evaluation (its entry frame), *ng of them; *h a hash of both.
+static int py_walk(uintptr_t py[TPPROF_MAX_DEPTH], uint8_t ends[PY_GROUPS_MAX], int *ngroups, uint64_t *hash) {
     const char *ts = this_tstate();
-    if (!ts || !verify(ts)) return native_id;
+    if (!ts || !verify(ts)) return 0;
     const char *cf = ptr_at(ts, L->ts_cframe);
-    if (!aligned(cf)) return native_id;
-    // The Python frames, innermost first; ends[g]: one past the last frame of
-    // the g-th C-level evaluation (its entry frame).
-    uintptr_t py[TPPROF_MAX_DEPTH];
-    uint8_t ends[PY_GROUPS_MAX];
+    if (!aligned(cf)) return 0;
     int np = 0, ng = 0;
     uint64_t h = 0x9E3779B97F4A7C15ULL;
     const char *fr = ptr_at(cf, L->cf_current);
@@ -421,22 +419,24 @@ uint32_t tpprof_py_merge(uint32_t native_id) {
             }
         }
         if (fr[L->fr_is_entry]) {
-            ends[ng++] = (uint8_t)(np < 255 ? np : 255);
+            ends[ng++] = (uint8_t)np;
             h = (h ^ (uint64_t)np) * 0xc4ceb9fe1a85ec53ULL;
         }
         fr = ptr_at(fr, L->fr_previous);
     }
-    if (np == 0) return native_id;
-    if (ng == 0 || ends[ng - 1] != np) {
+    if (np && (ng == 0 || ends[ng - 1] != np)) { // the outermost group ended by a limit
         if (ng == PY_GROUPS_MAX) ng--;
         ends[ng++] = (uint8_t)np;
     }
-    h ^= h >> 31;
-    struct memo_entry *e = &memo[(h ^ native_id * 0x9E3779B1u) & (MEMO_SLOTS - 1)];
-    if (e->native == native_id && e->py == h && e->merged) return e->merged;
-    int n;
-    const uintptr_t *ips = tpprof_stack_frames(native_id, &n);
-    uintptr_t out[TPPROF_MAX_DEPTH];
+    *ngroups = ng;
+    *hash = h ^ h >> 31;
+    return np;
+}
+
+// The native frames ips[0..n) with the Python frames put in (see
+// tpprof_py_merge), into out; returns the count.
+static int interleave(uintptr_t out[TPPROF_MAX_DEPTH], const uintptr_t *ips, int n, const uintptr_t *py, int np,
+                      const uint8_t *ends, int ng) {
     int m = 0, g = 0, from = 0;
     for (int i = 0; i < n && m < TPPROF_MAX_DEPTH; i++) {
         uintptr_t ret = ips[i];
@@ -450,9 +450,36 @@ uint32_t tpprof_py_merge(uint32_t native_id) {
     // Evaluations below the captured native frames (TPPROF_DEPTH): their
     // Python frames go last, still in order.
     for (; from < np && m < TPPROF_MAX_DEPTH; from++) out[m++] = py[from];
-    uint32_t id = tpprof_stack_intern(out, m);
+    return m;
+}
+
+uint32_t tpprof_py_merge(uint32_t native_id) {
+    if (!native_id || !L) return native_id;
+    uintptr_t py[TPPROF_MAX_DEPTH];
+    uint8_t ends[PY_GROUPS_MAX];
+    int ng;
+    uint64_t h;
+    int np = py_walk(py, ends, &ng, &h);
+    if (np == 0) return native_id;
+    struct memo_entry *e = &memo[(h ^ native_id * 0x9E3779B1u) & (MEMO_SLOTS - 1)];
+    if (e->native == native_id && e->py == h && e->merged) return e->merged;
+    int n;
+    const uintptr_t *ips = tpprof_stack_frames(native_id, &n);
+    uintptr_t out[TPPROF_MAX_DEPTH];
+    uint32_t id = tpprof_stack_intern(out, interleave(out, ips, n, py, np, ends, ng));
     if (id) *e = (struct memo_entry){.py = h, .native = native_id, .merged = id};
     return id;
+}
+
+uint32_t tpprof_py_intern(const uintptr_t *ips, int n) {
+    uintptr_t py[TPPROF_MAX_DEPTH];
+    uint8_t ends[PY_GROUPS_MAX];
+    int ng, np = 0;
+    uint64_t h;
+    if (L && n > 0) np = py_walk(py, ends, &ng, &h);
+    if (np == 0) return tpprof_stack_intern(ips, n);
+    uintptr_t out[TPPROF_MAX_DEPTH];
+    return tpprof_stack_intern(out, interleave(out, ips, n, py, np, ends, ng));
 }
 
 // ---------------------------------------------------------------------------

@@ -6,8 +6,9 @@
 // read from the interpreter's own frame state: no Python code runs, nothing
 // is imported, no Python API call is made on the hot path.
 //
-//     uint32_t id = native capture ...;
-//     if (tpprof_py_on) id = tpprof_py_merge(id);   // unwind.c
+//     // unwind.c, a capture's last step:
+//     id = tpprof_py_on ? tpprof_py_intern(frames, n) : tpprof_stack_intern(frames, n);
+//     id = tpprof_py_on ? tpprof_py_merge(id) : id;   // where it has an id only
 //     ...
 //     // writer thread, later: a frame is a Python one when
 //     if (tpprof_py_is_frame(ip)) tpprof_py_resolve(ip, &f);  // store/pyframes.c
@@ -46,6 +47,11 @@ TPPROF_HIDDEN void tpprof_py_init(void);
 // id, or native_id when the thread runs no Python. Hot path: no locks, no
 // malloc.
 TPPROF_HIDDEN uint32_t tpprof_py_merge(uint32_t native_id);
+// The same for a capture that has its frames and no depot id yet
+// (libunwind's walk, the plain frame-pointer walk): ips[0..n) interned with
+// the Python frames put in, the native stack never interned on its own (a
+// Python stack then takes one depot id, not two).
+TPPROF_HIDDEN uint32_t tpprof_py_intern(const uintptr_t *ips, int n);
 
 // What the store writes about the interpreter in meta.python (a short
 // text: "CPython 3.11.2", "CPython 3.12.1: not supported, native stacks
