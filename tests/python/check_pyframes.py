@@ -253,6 +253,25 @@ def test_gil(lib, tpprof, python, tmp):
           "the holding thread's allocations are named holding (gil.py:%d)" % hl)
 
 
+def test_fork(lib, tpprof, python, tmp):
+    db = os.path.join(tmp, "forky.db")
+    r = record(lib, python, "forky.py", db)
+    check(r.returncode == 0, "forky.py runs under the preload (%s)" % r.stderr[-300:])
+    kids = [f for f in os.listdir(tmp) if re.match(r"forky\.[0-9]+\.db$", f)]
+    check(len(kids) == 1, "the child has its own recording: %s" % kids)
+    if not kids:
+        return
+    child = os.path.join(tmp, kids[0])
+    text = report(tpprof, child)
+    rec = Recording(child)
+    line = marker("forky.py", "CHILD")
+    s = sites_first(rec, "child_work")
+    check(sum(n for fr, n, _ in s if first_py(fr)[3] == line) >= 100,
+          "the child's 100 allocations are named child_work (forky.py:%d)" % line)
+    check("< child_work (forky.py:%d)" % line in text, "the child's report names the line as caller")
+    check(not sites_first(Recording(db), "child_work"), "the parent's recording has none of them")
+
+
 def test_torch(lib, tpprof, python, tmp):
     probe = subprocess.run([python, "-c", "import torch"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if probe.returncode != 0:
@@ -306,7 +325,7 @@ def main():
         sys.exit(77)
     with tempfile.TemporaryDirectory() as tmp:
         {"leaky": test_leaky, "off": test_off, "nested": test_nested, "threads": test_threads, "gil": test_gil,
-         "torch": test_torch}[mode](lib, tpprof, python, tmp)
+         "fork": test_fork, "torch": test_torch}[mode](lib, tpprof, python, tmp)
     sys.exit(1 if failures else 0)
 
 
