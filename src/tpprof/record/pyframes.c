@@ -150,6 +150,12 @@ void tpprof_py_init(void) {
         snprintf(meta, sizeof meta, "CPython %s: not supported (3.11 is), native stacks only", version);
         return;
     }
+    // A debug build (python3.11-dbg) lays its objects out otherwise.
+    if (dlsym(RTLD_DEFAULT, "_Py_RefTotal")) {
+        snprintf(meta, sizeof meta, "CPython %s: a debug build, not supported, native stacks only", version);
+        L = NULL;
+        return;
+    }
     runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
     code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
     str_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
