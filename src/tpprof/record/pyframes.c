@@ -383,28 +383,15 @@ static bool verify(const char *ts) {
     return false;
 }
 
-// Per thread: the last merges, by (native stack, Python frames): a loop
-// that allocates from one line over and over finds its merged stack here
-// without building and hashing it again. Direct-mapped; in static TLS (2
-// KiB, nothing that points into the heap).
-#define MEMO_SLOTS 128
-struct memo_entry {
-    uint64_t py;       // hash of the Python frames and their groups
-    uint32_t native;   // depot id of the native stack
-    uint32_t merged;   // depot id of the merge
-};
-static __thread struct memo_entry memo[MEMO_SLOTS] TPPROF_TLS;
-
 // The calling thread's Python frames, innermost first, into py (np
 // returned; 0: none); ends[g] is one past the last frame of the g-th C-level
-// evaluation (its entry frame), *ng of them; *h a hash of both.
-static int py_walk(uintptr_t py[TPPROF_MAX_DEPTH], uint8_t ends[PY_GROUPS_MAX], int *ngroups, uint64_t *hash) {
+// evaluation (its entry frame), *ngroups of them.
+static int py_walk(uintptr_t py[TPPROF_MAX_DEPTH], uint8_t ends[PY_GROUPS_MAX], int *ngroups) {
     const char *ts = this_tstate();
     if (!ts || !verify(ts)) return 0;
     const char *cf = ptr_at(ts, L->ts_cframe);
     if (!aligned(cf)) return 0;
     int np = 0, ng = 0;
-    uint64_t h = 0x9E3779B97F4A7C15ULL;
     const char *fr = ptr_at(cf, L->cf_current);
     // (A recursion deeper than a stack holds keeps its innermost frames.)
     for (int steps = 0; aligned(fr) && steps < PY_WALK_MAX && ng < PY_GROUPS_MAX && np < TPPROF_MAX_DEPTH; steps++) {
@@ -419,15 +406,9 @@ static int py_walk(uintptr_t py[TPPROF_MAX_DEPTH], uint8_t ends[PY_GROUPS_MAX], 
         bool incomplete = owner != L->owner_generator && unit < *(const int *)(code + L->co_firsttraceable);
         if (!incomplete && unit >= 0 && unit < size && unit < (1 << TPPROF_PY_UNIT_BITS)) {
             uint32_t cid = code_id(code);
-            if (cid) {
-                py[np] = TPPROF_PY_TAG | (uint64_t)cid << TPPROF_PY_UNIT_BITS | (uint64_t)unit;
-                h = (h ^ py[np++]) * 0xff51afd7ed558ccdULL;
-            }
+            if (cid) py[np++] = TPPROF_PY_TAG | (uint64_t)cid << TPPROF_PY_UNIT_BITS | (uint64_t)unit;
         }
-        if (fr[L->fr_is_entry]) {
-            ends[ng++] = (uint8_t)np;
-            h = (h ^ (uint64_t)np) * 0xc4ceb9fe1a85ec53ULL;
-        }
+        if (fr[L->fr_is_entry]) ends[ng++] = (uint8_t)np;
         fr = ptr_at(fr, L->fr_previous);
     }
     if (np && (ng == 0 || ends[ng - 1] != np)) { // the outermost group ended by a limit
@@ -435,7 +416,6 @@ static int py_walk(uintptr_t py[TPPROF_MAX_DEPTH], uint8_t ends[PY_GROUPS_MAX], 
         ends[ng++] = (uint8_t)np;
     }
     *ngroups = ng;
-    *hash = h ^ h >> 31;
     return np;
 }
 
@@ -464,25 +444,19 @@ uint32_t tpprof_py_merge(uint32_t native_id) {
     uintptr_t py[TPPROF_MAX_DEPTH];
     uint8_t ends[PY_GROUPS_MAX];
     int ng;
-    uint64_t h;
-    int np = py_walk(py, ends, &ng, &h);
+    int np = py_walk(py, ends, &ng);
     if (np == 0) return native_id;
-    struct memo_entry *e = &memo[(h ^ native_id * 0x9E3779B1u) & (MEMO_SLOTS - 1)];
-    if (e->native == native_id && e->py == h && e->merged) return e->merged;
     int n;
     const uintptr_t *ips = tpprof_stack_frames(native_id, &n);
     uintptr_t out[TPPROF_MAX_DEPTH];
-    uint32_t id = tpprof_stack_intern(out, interleave(out, ips, n, py, np, ends, ng));
-    if (id) *e = (struct memo_entry){.py = h, .native = native_id, .merged = id};
-    return id;
+    return tpprof_stack_intern(out, interleave(out, ips, n, py, np, ends, ng));
 }
 
 uint32_t tpprof_py_intern(const uintptr_t *ips, int n) {
     uintptr_t py[TPPROF_MAX_DEPTH];
     uint8_t ends[PY_GROUPS_MAX];
     int ng, np = 0;
-    uint64_t h;
-    if (L && n > 0) np = py_walk(py, ends, &ng, &h);
+    if (L && n > 0) np = py_walk(py, ends, &ng);
     if (np == 0) return tpprof_stack_intern(ips, n);
     uintptr_t out[TPPROF_MAX_DEPTH];
     return tpprof_stack_intern(out, interleave(out, ips, n, py, np, ends, ng));
