@@ -329,9 +329,18 @@ static bool is_exe_module(const tpprof_profile *p, const char *module) {
 // libstdc++) the innermost frame and its direct caller are the same for many
 // stacks, so it is the program's own frame that led there (the first frame in
 // the executable), else the first frame outside the innermost frame's module.
+// In a Python program it is the innermost Python frame above the site of the
+// program's own (past the standard library's and installed packages'), else
+// the innermost Python frame.
 static size_t site_caller_index(const tpprof_profile *p, const tpprof_frame *f, size_t n) {
     if (n < 2)
         return n;
+    // A Python program: the Python line that led there (inside libpython
+    // or an extension such as libtorch, the native frames are the
+    // interpreter's or the library's, not the program's).
+    size_t py = tpprof_frames_first_python(f, n, 1);
+    if (py < n)
+        return py;
     // Frames of the language's standard library (Rust's alloc:: and core::,
     // linked into the program; C++'s std:: templates) are passed over: the
     // caller is the program's own code.

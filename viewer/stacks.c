@@ -226,6 +226,9 @@ char *tpprof_stacks_describe_caller(const tpprof_stacks *st, int64_t stack_id, c
     }
     // Past the runtime's frames, and past a standard library's (operator new,
     // Rust's alloc::): "the biggest leak is in" the program's own code.
+    size_t py = tpprof_frames_first_python(frames, n, 0);
+    if (py < n) // a Python program: its innermost line of its own (pyframes.c)
+        return tpprof_frame_format(&frames[py], buf, size);
     size_t i = tpprof_stacks_first_caller(frames, n), j = tpprof_frames_past_stdlib(frames, n, i);
     return tpprof_frame_format(&frames[j < n ? j : i], buf, size);
 }

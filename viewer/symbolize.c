@@ -816,13 +816,20 @@ int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out) {
     }
     if (result == 0 && nips)
         qsort(own, nips, sizeof *own, cmp_owned);
+    tpprof_py_table *py = NULL;
+    if (result == 0 && nips)
+        result = tpprof_py_table_load(db, &py);
     for (size_t i = 0; i < nips && result == 0;) {
         size_t k = own[i].module, nb = 0;
         for (; i < nips && own[i].module == k; i++)
             batch[nb++] = own[i].ip;
-        if (k == nmods) {
+        if (k == nmods) { // in no module: unknown, or a Python frame (pyframes.c)
+            const char *fn, *file;
+            int64_t line;
             for (size_t j = 0; j < nb && result == 0; j++)
-                result = symtab_push(out, batch[j], 0, NULL, NULL, 0, NULL);
+                result = tpprof_py_table_find(py, batch[j], &fn, &file, &line)
+                             ? symtab_push(out, batch[j], 0, fn, file, line, NULL)
+                             : symtab_push(out, batch[j], 0, NULL, NULL, 0, NULL);
             continue;
         }
         module *m = &mods[k];
@@ -830,6 +837,7 @@ int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out) {
             m->tried = true; // never symbolize our own frames; they are dropped anyway
         result = symbolize_module(m, batch, nb, out);
     }
+    tpprof_py_table_free(py);
     free(batch);
     free(own);
     free(ips);

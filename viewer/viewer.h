@@ -224,6 +224,29 @@ char *tpprof_stacks_describe_caller(const tpprof_stacks *st, int64_t stack_id, c
                                     size_t size);
 
 // ---------------------------------------------------------------------------
+// pyframes.c: a Python program's frames (py_frames)
+
+// Whether ip is a Python pseudo frame (the recorder's tag in its top bits).
+bool tpprof_ip_is_python(int64_t ip);
+// Whether f is a resolved Python frame ("hoard (leaky.py:12)").
+bool tpprof_frame_is_python(const tpprof_frame *f);
+// Whether a Python frame is a library's: frozen or <string> code, the
+// standard library, an installed package (by its file's path).
+bool tpprof_frame_is_python_library(const tpprof_frame *f);
+// The first Python frame of frames[from..n) that is the program's own (not
+// a library's), else the first Python frame; n if none.
+size_t tpprof_frames_first_python(const tpprof_frame *frames, size_t n, size_t from);
+
+typedef struct tpprof_py_table tpprof_py_table;
+// Loads py_frames (*out NULL when the recording has none). 0 or -1 + error.
+// The caller frees *out with tpprof_py_table_free.
+int tpprof_py_table_load(tpprof_db *db, tpprof_py_table **out);
+void tpprof_py_table_free(tpprof_py_table *t);
+// The row of ip: strings borrowed from t. False if none.
+bool tpprof_py_table_find(const tpprof_py_table *t, int64_t ip, const char **function, const char **file,
+                          int64_t *line);
+
+// ---------------------------------------------------------------------------
 // profile.c
 
 enum {

@@ -30,6 +30,7 @@
 #include "base/mem.h"
 #include "base/modules.h"
 #include "base/fdguard.h"
+#include "record/pyframes.h"
 #include "record/order.h"
 #include "record/rings.h"
 #include "record/stacks.h"
@@ -505,6 +506,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
         return;
     }
     tpprof_unwind_init();
+    tpprof_py_init();
     tpprof_modules_refresh();
     if (!tpprof_writer_start(tpprof_output_path)) {
         tpprof_early_end(NULL);
@@ -622,7 +624,8 @@ static bool has_var(char *const envp[], const char *name) {
 
 static const char *const keep_vars[] = {"LD_PRELOAD", "TPPROF_OUTPUT", "TPPROF_MODE", "TPPROF_DEPTH",
                                         "TPPROF_UNWIND", "TPPROF_INTERVAL_MS", "TPPROF_RECORDED_PID",
-                                        "TPPROF_SCAN_STOP", "TPPROF_TENSORS", "TPPROF_LIFETIMES"};
+                                        "TPPROF_SCAN_STOP", "TPPROF_TENSORS", "TPPROF_LIFETIMES",
+                                        "TPPROF_PYTHON"};
 #define NKEEP (sizeof keep_vars / sizeof keep_vars[0])
 #define PREV_OUTPUT "TPPROF_PREV_OUTPUT="
 

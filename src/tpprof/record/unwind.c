@@ -25,6 +25,7 @@
 #include "base/base.h"
 #include "base/mem.h"
 #include "base/modules.h"
+#include "record/pyframes.h"
 #include "record/rings.h"
 #include "record/stacks.h"
 
@@ -772,9 +773,16 @@ static void learn(struct uwstate *s, uint32_t gen, const struct walk *w, const u
     }
 }
 
+// The depot id of frames a walk found, with a Python program's Python
+// frames put in (pyframes.c); with_python: the same for an id.
+static inline uint32_t intern_frames(const uintptr_t *f, int n) {
+    return TPPROF_UNLIKELY(tpprof_py_on) ? tpprof_py_intern(f, n) : tpprof_stack_intern(f, n);
+}
+static inline uint32_t with_python(uint32_t id) { return TPPROF_UNLIKELY(tpprof_py_on) ? tpprof_py_merge(id) : id; }
+
 static __attribute__((noinline)) uint32_t capture_fp(int max) {
     uintptr_t ips[max];
-    return tpprof_stack_intern(ips, fp_walk(ips, max));
+    return intern_frames(ips, fp_walk(ips, max));
 }
 
 // libunwind's walk (nl frames into a buffer on this frame, not the fast
@@ -787,10 +795,10 @@ static __attribute__((noinline)) uint32_t capture_unw(struct uwstate *s, uint32_
     uintptr_t l[max];
     int nl = unw_walk(l, max);
     if (nl < 0) // no room for libunwind: the frame-pointer walk, as it is
-        return w ? tpprof_stack_intern(w->f, w->nf) : capture_fp(max);
+        return w ? intern_frames(w->f, w->nf) : capture_fp(max);
     atomic_fetch_add_explicit(&tpprof_unwind_slow, 1, memory_order_relaxed);
     if (s) learn(s, gen, w, l, nl, max);
-    return tpprof_stack_intern(l, nl);
+    return intern_frames(l, nl);
 }
 
 static uint32_t capture_verified(int max, uintptr_t start) {
@@ -835,10 +843,11 @@ static uint32_t capture_verified(int max, uintptr_t start) {
         uint64_t h[2];
         tpprof_stack_hash_end(acc, len, h);
         uint32_t id = tpprof_stack_find_fp(h, (uint32_t)fp_len);
-        if (id) return id;
+        if (id) return with_python(id);
         bool ok = true;
         for (int k = 0; k + 1 < fp_len && ok; k++) ok = verdict(f[k], gen) == (k < nskip ? V_SKIP : V_OK);
-        if (ok) return tpprof_stack_intern_h(f, len, h, (uint32_t)fp_len);
+        // (Interned alone, to mark it exact for the walk's next time.)
+        if (ok) return with_python(tpprof_stack_intern_h(f, len, h, (uint32_t)fp_len));
     }
     if (nf > max) nf = max;
     // Slow path: libunwind decides, and teaches.

@@ -199,6 +199,7 @@ bool tpprof_store_open(const char *path) {
     struct tpprof_wstate *w = &tpprof_w;
     bool reopen = w->exec_pending || w->end_reason != NULL || w->nodes_written > 0;
     snprintf(db_path, sizeof db_path, "%s", path);
+    tpprof_store_py_reset();
     const char *why = NULL;
     if (!tpprof_sqlite_load(&why)) {
         tpprof_disable(path, why);
@@ -628,8 +629,8 @@ bool tpprof_store_flush_begin(bool final) {
 // The parts after the steps, and the commit.
 static bool flush_end(void) {
     bool final = fl.final;
-    bool ok = tpprof_store_tensors_put(db, final) && tpprof_store_device_put(db, final) && put_meta(final) &&
-              (!final || put_live());
+    bool ok = tpprof_store_tensors_put(db, final) && tpprof_store_device_put(db, final) && tpprof_store_py_put(db) &&
+              put_meta(final) && (!final || put_live());
     if (ok && final && tpprof_cfg.full) ok = exec_sql("CREATE INDEX IF NOT EXISTS events_by_address ON events(address)");
     if (!ok) return false;
     fl.part = PART_DONE;

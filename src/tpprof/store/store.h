@@ -42,5 +42,9 @@ TPPROF_HIDDEN bool tpprof_store_tensors_put(struct sqlite3 *db, bool final);
 // (new events and samples, changed blocks, the device meta keys) every flush.
 TPPROF_HIDDEN bool tpprof_store_device_schema(struct sqlite3 *db);
 TPPROF_HIDDEN bool tpprof_store_device_put(struct sqlite3 *db, bool final);
+// Writes the Python frames of the nodes written so far (py_frames) and
+// meta.python (pyframes.c); false on an SQLite error. _reset: a new file.
+TPPROF_HIDDEN bool tpprof_store_py_put(struct sqlite3 *db);
+TPPROF_HIDDEN void tpprof_store_py_reset(void);
 
 #endif

@@ -1,0 +1,81 @@
+// pyframes.c (store): the Python frames of the stacks (record/pyframes.h)
+// as rows of py_frames (docs/schema.md), and meta.python. Written inside the
+// store's flush transaction, after the stack nodes: each node whose ip is a
+// Python pseudo frame gets its row (function, file, line resolved here, on
+// the writer thread, from the code object's copies). Reads the writer's
+// nodes (writer/writer.h, data only); calls nothing in writer/.
+#define _GNU_SOURCE
+#include "base/sqlite_api.h"
+#include <stdio.h>
+
+#include "record/pyframes.h"
+#include "store/store.h"
+#include "writer/writer.h"
+
+// Nodes up to this one were looked at, in the file open now; `made`: the
+// table is there; `said`: what meta.python says (it changes once, if the
+// interpreter's layout turns out not to be the expected one).
+static uint32_t scanned;
+static bool made;
+static const char *said;
+
+void tpprof_store_py_reset(void) {
+    scanned = 0;
+    made = false;
+    said = NULL;
+}
+
+static bool make(sqlite3 *db) {
+    return sqlite3_exec(db, "CREATE TABLE IF NOT EXISTS py_frames(id INTEGER PRIMARY KEY, function TEXT NOT NULL,"
+                            " file TEXT NOT NULL, line INTEGER NOT NULL);", NULL, NULL, NULL) == SQLITE_OK;
+}
+
+static bool say(sqlite3 *db, const char *key, const char *note) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, note, -1, SQLITE_STATIC);
+    bool ok = sqlite3_step(st) == SQLITE_DONE;
+    sqlite3_finalize(st);
+    return ok;
+}
+
+bool tpprof_store_py_put(sqlite3 *db) {
+    const char *note = tpprof_py_meta();
+    if (!note) return true; // not a Python program: no table, no meta
+    if (!made && !make(db)) return false;
+    made = true;
+    if (note != said && !say(db, "python", note)) return false;
+    said = note;
+    uint64_t lost = atomic_load(&tpprof_py_frames_lost);
+    if (lost) {
+        char n[32];
+        snprintf(n, sizeof n, "%llu", (unsigned long long)lost);
+        if (!say(db, "python_frames_lost", n)) return false;
+    }
+    const struct tpprof_wstate *w = &tpprof_w;
+    if (!tpprof_py_on || scanned >= w->nodes_written) {
+        scanned = w->nodes_written;
+        return true;
+    }
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO py_frames(id, function, file, line) VALUES(?,?,?,?)", -1, &st,
+                           NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint32_t id = scanned + 1; id <= w->nodes_written && ok; id++) {
+        uint64_t ip = w->nodes[id].ip;
+        struct tpprof_py_frame f;
+        if (!tpprof_py_is_frame(ip) || !tpprof_py_resolve(ip, &f)) continue;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)ip);
+        sqlite3_bind_text(st, 2, f.function, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, f.file, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, f.line);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (ok) scanned = w->nodes_written;
+    return ok;
+}
