@@ -698,7 +698,9 @@ static bool gate_run(run_options *o, const char *path) {
         fprintf(stderr, "tpprof: FAIL the gates cannot be evaluated: %s\n", tpprof_error());
     size_t passed = 0;
     for (int i = 0; i < n; i++) {
-        if (g[i].failed)
+        // A passing gate is a line of its own only when the recording did
+        // not have its figure (a device gate on a program without CUDA).
+        if (g[i].failed || g[i].unrecorded)
             fprintf(stderr, "tpprof: %s\n", g[i].line);
         failed |= g[i].failed;
         passed += !g[i].failed;
