@@ -58,7 +58,8 @@ const char tpprof_usage_run[] =
 static const char usage_tail[] =
     "\n"
     "The exit status is CMD's, or 128 + the signal that killed it; with gates, N when\n"
-    "CMD exited 0 and a gate failed (each failing gate one line on stderr).\n";
+    "CMD exited 0 and a gate failed (each failing gate one line on stderr, and each\n"
+    "device gate on a recording without device memory).\n";
 
 // ---------------------------------------------------------------------------
 // Finding the preload
