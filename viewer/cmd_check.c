@@ -20,6 +20,7 @@ static const char usage_head[] =
     "                          [--baseline OLD.db [--max-growth PCT]] [--junit FILE]\n"
     "                          [--suppress PATTERN]... [--suppressions FILE]...\n"
     "                          [--max-leaked-storages N] [--max-inactive-split-bytes N]\n"
+    "                          [--max-device-leaked-bytes [DEV:]N]... [--max-device-peak-bytes [DEV:]N]...\n"
     "                          [--allow-incomplete]\n"
     "\n"
     "Gate a recording in CI. Exit 0 when every gate holds, 1 when one fails (one\n"
@@ -144,7 +145,7 @@ static int unloadable(const char *path, tpprof_gate *g) {
         tpprof_error_set("%s", load_error);
         return -1;
     }
-    *g = (tpprof_gate){.name = "complete-recording", .def = -1, .failed = true};
+    *g = (tpprof_gate){.name = "complete-recording", .def = -1, .choice = -1, .failed = true};
     snprintf(g->line, sizeof g->line, "FAIL recording cannot be vouched for: %s", why);
     return 0;
 }
@@ -190,14 +191,16 @@ static int check_one(check_options *o, FILE *junit) {
 }
 
 // Several recordings: each is gated (a FAIL line per failing recording, its
-// failed gates joined), then each table gate over the sum of their figures.
+// failed gates joined), then each chosen gate over the sum of their figures.
 static int check_several(check_options *o, FILE *junit) {
     size_t ndefs = 0;
     const tpprof_gate_def *defs = tpprof_gate_defs(&ndefs);
+    // Per chosen gate: the sum, the biggest recording's figure and which
+    // (1-based), and how many recordings had the figure at all.
     uint64_t total[TPPROF_GATES_MAX] = {0}, most[TPPROF_GATES_MAX] = {0};
-    size_t most_at[TPPROF_GATES_MAX] = {0};
+    size_t most_at[TPPROF_GATES_MAX] = {0}, recorded[TPPROF_GATES_MAX] = {0};
     // Every recording's line plus the totals, for the JUnit file and the output.
-    size_t cap = o->in.n + ndefs, n = 0, failing = 0;
+    size_t cap = o->in.n + o->gates.nchosen, n = 0, failing = 0;
     tpprof_gate *lines = calloc(cap, sizeof *lines);
     uint64_t *sup_bytes = calloc(o->gates.suppressions.n + 1, sizeof *sup_bytes);
     uint64_t *sup_blocks = calloc(o->gates.suppressions.n + 1, sizeof *sup_blocks);
@@ -226,13 +229,16 @@ static int check_several(check_options *o, FILE *junit) {
         tpprof_gate *line = &lines[n++];
         line->name = o->in.v[r]; // the testcase is the recording (o owns the path)
         line->def = -1;
+        line->choice = -1;
         int w = snprintf(line->line, sizeof line->line, "PASS %s", o->in.v[r]);
         for (int i = 0; i < k; i++) {
-            if (g[i].def >= 0) {
-                total[g[i].def] += g[i].value;
-                if (g[i].value > most[g[i].def] || !most_at[g[i].def]) {
-                    most[g[i].def] = g[i].value;
-                    most_at[g[i].def] = r + 1;
+            int c = g[i].choice;
+            if (c >= 0 && !g[i].unrecorded) {
+                total[c] += g[i].value;
+                recorded[c]++;
+                if (g[i].value > most[c] || !most_at[c]) {
+                    most[c] = g[i].value;
+                    most_at[c] = r + 1;
                 }
             }
             if (!g[i].failed || w < 0 || (size_t)w >= sizeof line->line)
@@ -265,18 +271,20 @@ static int check_several(check_options *o, FILE *junit) {
             if (lines[i].failed)
                 lines[shown++] = lines[i];
         n = shown;
-        for (size_t d = 0; d < ndefs; d++) {
-            if (!o->gates.on[d])
-                continue;
+        for (size_t c = 0; c < o->gates.nchosen; c++) {
+            const tpprof_gate_choice *ch = &o->gates.chosen[c];
             tpprof_gate *t = &lines[n++];
-            *t = (tpprof_gate){.name = defs[d].name, .def = (int)d, .value = total[d], .limit = o->gates.limit[d]};
-            t->failed = total[d] > o->gates.limit[d];
+            *t = (tpprof_gate){.name = ch->name, .def = ch->def, .choice = (int)c, .value = total[c],
+                               .limit = ch->limit, .unrecorded = !recorded[c]};
+            t->failed = total[c] > ch->limit;
             char worst[600] = "";
-            if (t->failed && most_at[d])
-                snprintf(worst, sizeof worst, ": %llu in %s", (unsigned long long)most[d], o->in.v[most_at[d] - 1]);
+            if (t->failed && most_at[c])
+                snprintf(worst, sizeof worst, ": %llu in %s", (unsigned long long)most[c], o->in.v[most_at[c] - 1]);
+            else if (t->unrecorded && defs[ch->def].unrecorded) // in none of them
+                snprintf(worst, sizeof worst, "%s", defs[ch->def].unrecorded);
             snprintf(t->line, sizeof t->line, "%s total %s %llu %s %llu over %zu recordings (%zu failing)%s",
-                     t->failed ? "FAIL" : "PASS", defs[d].what, (unsigned long long)total[d],
-                     t->failed ? ">" : "<=", (unsigned long long)o->gates.limit[d], o->in.n, failing, worst);
+                     t->failed ? "FAIL" : "PASS", ch->what, (unsigned long long)total[c], t->failed ? ">" : "<=",
+                     (unsigned long long)ch->limit, o->in.n, failing, worst);
         }
         char shown_name[64];
         snprintf(shown_name, sizeof shown_name, "%zu recordings", o->in.n);

@@ -58,7 +58,8 @@ const char tpprof_usage_run[] =
 static const char usage_tail[] =
     "\n"
     "The exit status is CMD's, or 128 + the signal that killed it; with gates, N when\n"
-    "CMD exited 0 and a gate failed (each failing gate one line on stderr).\n";
+    "CMD exited 0 and a gate failed (each failing gate one line on stderr, and each\n"
+    "device gate on a recording without device memory).\n";
 
 // ---------------------------------------------------------------------------
 // Finding the preload
@@ -698,7 +699,9 @@ static bool gate_run(run_options *o, const char *path) {
         fprintf(stderr, "tpprof: FAIL the gates cannot be evaluated: %s\n", tpprof_error());
     size_t passed = 0;
     for (int i = 0; i < n; i++) {
-        if (g[i].failed)
+        // A passing gate is a line of its own only when the recording did
+        // not have its figure (a device gate on a program without CUDA).
+        if (g[i].failed || g[i].unrecorded)
             fprintf(stderr, "tpprof: %s\n", g[i].line);
         failed |= g[i].failed;
         passed += !g[i].failed;

@@ -5,13 +5,16 @@
 // N and the like) and, when it fails, names what to look at (the worst
 // stack). Adding a gate is one row of `defs` below and its measure
 // function: check, run (--max-..., --check "GATES"), their help texts and
-// the JUnit names all come from the row. Around the table: the recording
-// must be whole (gaps.c) before a gate counts, --baseline compares three
-// figures with an older recording, and suppressions (suppressions.c) take
-// known leaks out before any leak gate sees them.
+// the JUnit names all come from the row. A row marked per_device takes
+// [DEV:]N and may be given once per device and once for all together, each
+// a gate of its own (a tpprof_gate_choice). Around the table: the
+// recording must be whole (gaps.c) before a gate counts, --baseline
+// compares three figures with an older recording, and suppressions
+// (suppressions.c) take known leaks out before any leak gate sees them.
 //
 // This file prints only notes and warnings on stderr (with the caller's
-// prefix); the commands print the gates' lines.
+// prefix; bad device frees and failed device calls are notes, never a
+// failure); the commands print the gates' lines.
 #define _POSIX_C_SOURCE 200809L
 #include "viewer.h"
 
@@ -47,7 +50,9 @@ static void where(const tpprof_profile *p, int64_t stack_id, uint64_t bytes, cha
              tpprof_stacks_describe(p->stacks, stack_id, frame, sizeof frame));
 }
 
-static int measure_lost(const tpprof_profile *p, uint64_t *value, char *detail, size_t size) {
+static int measure_lost(const tpprof_gate_subject *subj, int32_t device, uint64_t *value, char *detail, size_t size) {
+    (void)device;
+    const tpprof_profile *p = subj->p;
     const tpprof_leak *w = worst_leak(p, true);
     if (w)
         where(p, w->stack_id, w->bytes, detail, size);
@@ -55,7 +60,9 @@ static int measure_lost(const tpprof_profile *p, uint64_t *value, char *detail, 
     return 0;
 }
 
-static int measure_leaked(const tpprof_profile *p, uint64_t *value, char *detail, size_t size) {
+static int measure_leaked(const tpprof_gate_subject *subj, int32_t device, uint64_t *value, char *detail, size_t size) {
+    (void)device;
+    const tpprof_profile *p = subj->p;
     const tpprof_leak *w = worst_leak(p, false);
     if (w)
         where(p, w->stack_id, w->bytes, detail, size);
@@ -63,7 +70,9 @@ static int measure_leaked(const tpprof_profile *p, uint64_t *value, char *detail
     return 0;
 }
 
-static int measure_peak(const tpprof_profile *p, uint64_t *value, char *detail, size_t size) {
+static int measure_peak(const tpprof_gate_subject *subj, int32_t device, uint64_t *value, char *detail, size_t size) {
+    (void)device;
+    const tpprof_profile *p = subj->p;
     const tpprof_site *w = NULL;
     for (size_t i = 0; i < p->nsites; i++)
         if (p->sites[i].peak_bytes && (!w || p->sites[i].peak_bytes > w->peak_bytes))
@@ -87,7 +96,10 @@ static const char *view_of(const tpprof_tensor *x, char *out, size_t size) {
 // tensors, else a tensor alive at exit that holds them (a view or an alias:
 // the one the run summary names) and where it was made, else the biggest
 // storage's creation.
-static int measure_storages(const tpprof_profile *p, uint64_t *value, char *detail, size_t size) {
+static int measure_storages(const tpprof_gate_subject *subj, int32_t device, uint64_t *value, char *detail,
+                            size_t size) {
+    (void)device;
+    const tpprof_profile *p = subj->p;
     tpprof_tensors t;
     if (tpprof_tensors_load(p->db, &t) != 0)
         return -1;
@@ -138,7 +150,9 @@ static int measure_storages(const tpprof_profile *p, uint64_t *value, char *deta
 
 // Inactive split bytes of every allocator at exit; the detail names the
 // allocator with the most.
-static int measure_split(const tpprof_profile *p, uint64_t *value, char *detail, size_t size) {
+static int measure_split(const tpprof_gate_subject *subj, int32_t device, uint64_t *value, char *detail, size_t size) {
+    (void)device;
+    const tpprof_profile *p = subj->p;
     tpprof_alloc_state *s = NULL;
     size_t n = 0;
     if (tpprof_alloc_load(p->db, &s, &n) != 0)
@@ -166,6 +180,43 @@ static int measure_split(const tpprof_profile *p, uint64_t *value, char *detail,
     return 0;
 }
 
+// Device (CUDA) memory of one device, or of every device together
+// (device.c); the detail names the biggest leak group of device memory on
+// it, or the biggest site live at its peak, and the group's API.
+static int measure_device(const tpprof_gate_subject *subj, int32_t device, bool peak, uint64_t *value, char *detail,
+                          size_t size) {
+    const tpprof_devices *d = subj->devices;
+    if (!d->recorded)
+        return 1;
+    const tpprof_dev_stats *st = tpprof_devices_find(d, device);
+    const tpprof_dev_group *w = NULL;
+    if (!peak) {
+        for (size_t j = 0; j < d->nleaks && !w; j++) // sorted by bytes
+            if (d->leaks[j].cls == TPPROF_DEV_MEMORY && (device == TPPROF_DEV_ALL || d->leaks[j].device == device))
+                w = &d->leaks[j];
+    } else if (st && st->npeak_sites) {
+        w = &st->peak_sites[0];
+    }
+    if (w) {
+        where(subj->p, w->stack_id, w->bytes, detail, size);
+        size_t len = strlen(detail);
+        if (w->api && len < size)
+            snprintf(detail + len, size - len, " (%s)", w->api);
+    }
+    *value = !st ? 0 : peak ? st->peak_bytes : st->leaked_bytes;
+    return 0;
+}
+
+static int measure_device_leaked(const tpprof_gate_subject *subj, int32_t device, uint64_t *value, char *detail,
+                                 size_t size) {
+    return measure_device(subj, device, false, value, detail, size);
+}
+
+static int measure_device_peak(const tpprof_gate_subject *subj, int32_t device, uint64_t *value, char *detail,
+                               size_t size) {
+    return measure_device(subj, device, true, value, detail, size);
+}
+
 // ---------------------------------------------------------------------------
 // The table. One row per gate, in the order their lines are printed.
 
@@ -182,6 +233,15 @@ static const tpprof_gate_def defs[] = {
      .measure = measure_split,
      .help = "free bytes stranded inside partly used segments of the caching\n"
              "                        allocators at exit (replayed from allocator_events)"},
+    {.option = "--max-device-leaked-bytes", .name = "max-device-leaked-bytes", .what = "leaked bytes",
+     .per_device = true, .unrecorded = " (device memory was not recorded)", .measure = measure_device_leaked,
+     .help = "device (CUDA) memory still allocated at exit or ended by a\n"
+             "                        device reset, over all devices, or on device DEV (0:1G);\n"
+             "                        repeatable (pinned host memory and VMM reservations not counted)"},
+    {.option = "--max-device-peak-bytes", .name = "max-device-peak-bytes", .what = "peak bytes",
+     .per_device = true, .unrecorded = " (device memory was not recorded)", .measure = measure_device_peak,
+     .help = "the most device memory live at once, over all devices together,\n"
+             "                        or on device DEV; repeatable"},
 };
 
 _Static_assert(sizeof defs / sizeof *defs <= TPPROF_GATES_MAX, "raise TPPROF_GATES_MAX");
@@ -197,7 +257,7 @@ const tpprof_gate_def *tpprof_gate_defs(size_t *n) {
 void tpprof_gates_help(FILE *out) {
     for (size_t k = 0; k < sizeof defs / sizeof *defs; k++) {
         char head[64];
-        snprintf(head, sizeof head, "%s N", defs[k].option);
+        snprintf(head, sizeof head, "%s %s", defs[k].option, defs[k].per_device ? "[DEV:]N" : "N");
         if (strlen(head) < 22)
             fprintf(out, "  %-22s%s\n", head, defs[k].help);
         else
@@ -219,16 +279,48 @@ void tpprof_gates_help(FILE *out) {
           out);
 }
 
+// Choose row k with this device and limit: a row (and device) already
+// chosen takes the new limit, else the choice goes after the last of its
+// row or of an earlier one, so that the list is in the table's order and
+// a row's in the order given. 0, or -1 + error.
+static int choose(tpprof_gate_options *o, size_t k, int32_t device, uint64_t limit) {
+    size_t at = 0;
+    for (size_t c = 0; c < o->nchosen; c++) {
+        if (o->chosen[c].def == (int)k && o->chosen[c].device == device) {
+            o->chosen[c].limit = limit;
+            return 0;
+        }
+        if (o->chosen[c].def <= (int)k)
+            at = c + 1;
+    }
+    if (o->nchosen == TPPROF_GATES_MAX)
+        return tpprof_error_set("%s: more than %d gates", defs[k].option, TPPROF_GATES_MAX);
+    memmove(&o->chosen[at + 1], &o->chosen[at], (o->nchosen - at) * sizeof *o->chosen);
+    o->nchosen++;
+    tpprof_gate_choice *c = &o->chosen[at];
+    *c = (tpprof_gate_choice){.def = (int)k, .device = device, .limit = limit};
+    if (device == TPPROF_DEV_ALL) {
+        snprintf(c->name, sizeof c->name, "%s", defs[k].name);
+        snprintf(c->what, sizeof c->what, "%s%s", defs[k].per_device ? "device " : "", defs[k].what);
+    } else {
+        snprintf(c->name, sizeof c->name, "%s-dev%d", defs[k].name, (int)device);
+        snprintf(c->what, sizeof c->what, "device %d %s", (int)device, defs[k].what);
+    }
+    return 0;
+}
+
 int tpprof_gate_option(tpprof_gate_options *o, int argc, char **argv, int *i) {
     const char *v = NULL;
     int r;
     for (size_t k = 0; k < sizeof defs / sizeof *defs; k++)
         if ((r = tpprof_opt(argc, argv, i, defs[k].option, &v)) != 0) {
-            if (r < 0 || (defs[k].count ? tpprof_parse_count(defs[k].option, v, &o->limit[k])
-                                        : tpprof_parse_size(defs[k].option, v, &o->limit[k])))
+            int32_t device = TPPROF_DEV_ALL;
+            uint64_t limit = 0;
+            if (r < 0 || (defs[k].per_device ? tpprof_parse_device_size(defs[k].option, v, &device, &limit)
+                          : defs[k].count    ? tpprof_parse_count(defs[k].option, v, &limit)
+                                             : tpprof_parse_size(defs[k].option, v, &limit)))
                 return -1;
-            o->on[k] = true;
-            return 1;
+            return choose(o, k, device, limit) == 0 ? 1 : -1;
         }
     if ((r = tpprof_opt(argc, argv, i, "--max-growth", &v)) != 0) {
         if (r < 0 || tpprof_parse_percent("--max-growth", v, &o->max_growth))
@@ -288,19 +380,14 @@ int tpprof_gate_options_parse_string(tpprof_gate_options *o, const char *gates) 
 }
 
 bool tpprof_gate_options_any(const tpprof_gate_options *o) {
-    for (size_t k = 0; k < sizeof defs / sizeof *defs; k++)
-        if (o->on[k])
-            return true;
-    return o->baseline != NULL;
+    return o->nchosen > 0 || o->baseline != NULL;
 }
 
 int tpprof_gate_options_finish(tpprof_gate_options *o) {
     if (o->has_growth && !o->baseline)
         return tpprof_error_set("--max-growth needs --baseline OLD.db");
-    if (!tpprof_gate_options_any(o)) { // the table's first row: --max-lost-bytes 0
-        o->on[0] = true;
-        o->limit[0] = 0;
-    }
+    if (!tpprof_gate_options_any(o)) // the table's first row: --max-lost-bytes 0
+        return choose(o, 0, TPPROF_DEV_ALL, 0);
     return 0;
 }
 
@@ -353,19 +440,49 @@ void tpprof_gates_note_ending(const tpprof_profile *p, const char *path, const c
                                                                       : "no scan ran");
 }
 
+// Bad device frees and failed device calls: said, never a failure (a
+// program may free a host pointer with cudaFree and go on).
+static void note_device(const tpprof_profile *p, const tpprof_devices *d, const char *path, const char *prefix) {
+    if (!d->recorded)
+        return;
+    uint64_t failed = tpprof_devices_calls_failed(d), bad = tpprof_devices_bad_frees(d);
+    if (bad) {
+        uint64_t by_flag[TPPROF_DEV_FLAG_HOST_POINTER + 1] = {0};
+        for (size_t i = 0; i < d->nbad; i++)
+            if (d->bad[i].flag >= 0 && d->bad[i].flag <= TPPROF_DEV_FLAG_HOST_POINTER)
+                by_flag[d->bad[i].flag] += d->bad[i].count;
+        char frame[512] = "";
+        if (d->nbad)
+            tpprof_stacks_describe(p->stacks, d->bad[0].stack_id, frame, sizeof frame);
+        fprintf(stderr,
+                "%snote: %s: %llu bad device free%s (%llu double, %llu of a pointer never allocated, "
+                "%llu of a host pointer)%s%s\n",
+                prefix, path, (unsigned long long)bad, bad == 1 ? "" : "s",
+                (unsigned long long)by_flag[TPPROF_DEV_FLAG_DOUBLE_FREE],
+                (unsigned long long)by_flag[TPPROF_DEV_FLAG_UNKNOWN_POINTER],
+                (unsigned long long)by_flag[TPPROF_DEV_FLAG_HOST_POINTER], d->nbad ? ", the first in " : "", frame);
+    }
+    if (failed)
+        fprintf(stderr, "%snote: %s: %llu device call%s failed (recorded as failed, not as allocations)\n", prefix,
+                path, (unsigned long long)failed, failed == 1 ? "" : "s");
+}
+
 // ---------------------------------------------------------------------------
 // Evaluation
 
-static void gate_limit(tpprof_gate *g, const tpprof_gate_def *d, uint64_t value, uint64_t limit,
+static void gate_limit(tpprof_gate *g, const tpprof_gate_choice *c, int choice, uint64_t value, bool unrecorded,
                        const char *detail) {
-    g->name = d->name;
-    g->def = (int)(d - defs);
+    const tpprof_gate_def *d = &defs[c->def];
+    g->name = c->name;
+    g->def = c->def;
+    g->choice = choice;
     g->value = value;
-    g->limit = limit;
-    g->failed = value > limit;
-    snprintf(g->line, sizeof g->line, "%s %s %llu %s %llu%s", g->failed ? "FAIL" : "PASS", d->what,
-             (unsigned long long)value, g->failed ? ">" : "<=", (unsigned long long)limit,
-             g->failed ? detail : "");
+    g->limit = c->limit;
+    g->failed = !unrecorded && value > c->limit;
+    g->unrecorded = unrecorded;
+    snprintf(g->line, sizeof g->line, "%s %s %llu %s %llu%s", g->failed ? "FAIL" : "PASS", c->what,
+             (unsigned long long)value, g->failed ? ">" : "<=", (unsigned long long)c->limit,
+             g->failed ? detail : unrecorded && d->unrecorded ? d->unrecorded : "");
 }
 
 // Baseline: growth per quantity, the worst stack being the one that grew
@@ -399,6 +516,7 @@ static void gate_growth(tpprof_gate *g, const char *name, const char *what, uint
                         double max_pct, const char *detail) {
     g->name = name;
     g->def = -1;
+    g->choice = -1;
     g->value = now;
     g->limit = old;
     double pct = old ? 100.0 * ((double)now - (double)old) / (double)old : (now ? INFINITY : 0.0);
@@ -443,20 +561,28 @@ int tpprof_gates_evaluate(const tpprof_gate_options *o, const tpprof_profile *p,
         if (o->allow_incomplete) {
             fprintf(stderr, "%swarning: cannot vouch for %s: %s\n", prefix, path, why);
         } else {
-            g[n] = (tpprof_gate){.name = "complete-recording", .def = -1, .failed = true};
+            g[n] = (tpprof_gate){.name = "complete-recording", .def = -1, .choice = -1, .failed = true};
             snprintf(g[n].line, sizeof g[n].line, "FAIL recording cannot be vouched for: %s", why);
             n++;
         }
     }
-    for (size_t k = 0; k < sizeof defs / sizeof *defs; k++) {
-        if (!o->on[k])
-            continue;
+    tpprof_devices devices;
+    if (tpprof_devices_load(p, false, 0, &devices) != 0)
+        return -1;
+    note_device(p, &devices, path, prefix);
+    const tpprof_gate_subject subject = {.p = p, .devices = &devices};
+    for (size_t c = 0; c < o->nchosen; c++) {
+        const tpprof_gate_choice *ch = &o->chosen[c];
         uint64_t value = 0;
         char detail[1024] = "";
-        if (defs[k].measure(p, &value, detail, sizeof detail) != 0)
+        int r = defs[ch->def].measure(&subject, ch->device, &value, detail, sizeof detail);
+        if (r < 0) {
+            tpprof_devices_free(&devices);
             return -1;
-        gate_limit(&g[n++], &defs[k], value, o->limit[k], detail);
+        }
+        gate_limit(&g[n++], ch, (int)c, r == 1 ? 0 : value, r == 1, detail);
     }
+    tpprof_devices_free(&devices);
     if (old) {
         gates_of_baseline(g + n, p, old, o, prefix);
         n += 3;

@@ -262,6 +262,81 @@ static void test_check_bad_device_limits_are_usage_errors(void) {
                                "--max-device-leaked-bytes");
 }
 
+// A row (and device) given again takes the later limit: one gate, one
+// line; the lines follow the table's order, not the command line's.
+static void test_check_device_gate_given_again_takes_the_later_limit(void) {
+    EXPECT_CHECK(0,
+                 "PASS lost bytes 12288 <= 12288\n"
+                 "PASS device 0 peak bytes 13631488 <= 13631488\n"
+                 "PASS device peak bytes 22020096 <= 22020096\n",
+                 dev_db, "--max-device-peak-bytes", "0:1M", "--max-device-peak-bytes", "0:13M",
+                 "--max-device-peak-bytes", "21M", "--max-lost-bytes", "12k");
+    // Each DEV:N is a gate of its own, up to 32 on one command line.
+    char *argv[80];
+    char limits[40][16];
+    int n = 0;
+    argv[n++] = (char *)harness_tpprof_path();
+    argv[n++] = "check";
+    argv[n++] = dev_db;
+    for (int d = 0; d < 33; d++) {
+        snprintf(limits[d], sizeof limits[d], "%d:1G", d);
+        argv[n++] = "--max-device-peak-bytes";
+        argv[n++] = limits[d];
+    }
+    argv[n] = NULL;
+    harness_expect_usage_error("33 gates", harness_run(argv, NULL, NULL), "--max-device-peak-bytes: more than 32 gates");
+    argv[n - 2] = NULL; // 32: all pass, one line each
+    run_result r = harness_run(argv, NULL, NULL);
+    CHECK(r.status == 0 && harness_lines(r.out) == 32, "status %d: %s%s", r.status, r.out, r.err);
+    CHECK(strstr(r.out, "PASS device 31 peak bytes 0 <= 1073741824\n"), "%s", r.out);
+    harness_result_free(&r);
+}
+
+// Several recordings: each device gate over the sum of their figures, the
+// biggest named when it fails; a recording without device tables adds 0,
+// and a total none of them recorded says so. Notes per recording.
+static void test_check_several_recordings_sum_device_figures(void) {
+    char *dev2 = strdup(harness_path("device2.db")), *old2 = strdup(harness_path("old2.db"));
+    fixture_options fo = {0};
+    CHECK(device_fixture_write(dev2) == 0 && fixture_write(old2, &fo) == 0, "fixtures");
+    const char *junit = harness_path("several.xml");
+    run_result r = harness_tpprof("check", dev_db, dev2, old_db, "--max-device-leaked-bytes", "30M",
+                                  "--max-device-peak-bytes", "1:20M", "--junit", junit, NULL);
+    CHECK(r.status == 1, "status %d: %s%s", r.status, r.out, r.err);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "FAIL total device leaked bytes 39845888 > 31457280 over 3 recordings (0 failing): 19922944 in %s\n"
+             "FAIL total device 1 peak bytes 33554432 > 20971520 over 3 recordings (0 failing): 16777216 in %s\n",
+             dev_db, dev_db);
+    CHECK(strcmp(r.out, want) == 0, "got: %s", r.out);
+    CHECK(harness_count(r.err, " bad device frees ") == 2 && strstr(r.err, dev2) && !strstr(r.err, old_db),
+          "a note per recording with device tables: %s", r.err);
+    harness_result_free(&r);
+    char *xml = harness_read_file(junit);
+    CHECK(xml && strstr(xml, "name=\"max-device-peak-bytes-dev1\">") && strstr(xml, "tests=\"2\" failures=\"2\""),
+          "%s", xml ? xml : "(none)");
+    free(xml);
+    // A recording that fails a device gate is a line of its own.
+    r = harness_tpprof("check", dev_db, old_db, "--max-device-leaked-bytes", "0:1M", NULL);
+    CHECK(r.status == 1, "status %d: %s%s", r.status, r.out, r.err);
+    snprintf(want, sizeof want,
+             "FAIL %s: device 0 leaked bytes 3145728 > 1048576: 2097152 B in reset_all (reset.cu:30) (cudaMalloc)\n"
+             "FAIL total device 0 leaked bytes 3145728 > 1048576 over 2 recordings (1 failing): 3145728 in %s\n",
+             dev_db, dev_db);
+    CHECK(strcmp(r.out, want) == 0, "got: %s", r.out);
+    harness_result_free(&r);
+    // None recorded device memory: the total passes and says so.
+    r = harness_tpprof("check", old_db, old2, "--max-device-peak-bytes", "0", "--max-lost-bytes", "24k", NULL);
+    CHECK(r.status == 0, "status %d: %s%s", r.status, r.out, r.err);
+    CHECK(strcmp(r.out, "PASS total lost bytes 24576 <= 24576 over 2 recordings (0 failing)\n"
+                        "PASS total device peak bytes 0 <= 0 over 2 recordings (0 failing) "
+                        "(device memory was not recorded)\n") == 0,
+          "got: %s", r.out);
+    harness_result_free(&r);
+    free(dev2);
+    free(old2);
+}
+
 // ---------------------------------------------------------------------------
 // Export, HTML
 
@@ -367,6 +442,8 @@ static const struct {
     {"check_junit", test_check_device_gates_in_junit_and_with_host_gates},
     {"check_notes", test_check_reports_bad_frees_and_failed_calls_without_failing},
     {"check_usage", test_check_bad_device_limits_are_usage_errors},
+    {"check_repeat", test_check_device_gate_given_again_takes_the_later_limit},
+    {"check_several", test_check_several_recordings_sum_device_figures},
     {"perfetto", test_perfetto_has_a_counter_track_per_device},
     {"html", test_html_timeline_has_device_lines},
     {"old_recording", test_old_recording_reads_as_before},

@@ -521,6 +521,33 @@ static void test_run_suppressions_take_known_leaks_out_of_the_gates(void) {
     harness_result_free(&r);
 }
 
+// run takes check's device gates, as options and in --check, DEV:N and
+// repeats included. A program without CUDA records no device tables: each
+// device gate passes, its own line saying so; only the gates given apply
+// (leak_once's lost bytes fail no gate).
+static void test_run_device_gates_pass_a_cpu_only_program_and_say_not_recorded(void) {
+    const char *db = harness_path("device_gated.db");
+    run_result r = run_gated((const char *[]){"-o", db, "--error-exitcode", "99", "--max-device-peak-bytes", "1M",
+                                              "--check", "--max-device-leaked-bytes 0:0 --max-device-leaked-bytes=1:2k",
+                                              NULL},
+                             NULL);
+    CHECK(r.status == 0, "status %d:\n%s", r.status, r.err);
+    CHECK(strstr(r.err, "\ntpprof: PASS device 0 leaked bytes 0 <= 0 (device memory was not recorded)\n"
+                        "tpprof: PASS device 1 leaked bytes 0 <= 2048 (device memory was not recorded)\n"
+                        "tpprof: PASS device peak bytes 0 <= 1048576 (device memory was not recorded)\n"
+                        "tpprof: PASS 3 gates\n"),
+          "%s", r.err);
+    CHECK(!strstr(r.err, "FAIL") && !strstr(r.err, "bad device free"), "%s", r.err);
+    harness_result_free(&r);
+    // With a host gate beside them, the host gate still fails.
+    r = run_gated((const char *[]){"-o", db, "--max-device-leaked-bytes", "0", "--max-lost-bytes", "0", NULL}, NULL);
+    CHECK(r.status == 1, "status %d:\n%s", r.status, r.err);
+    CHECK(strstr(r.err, "\ntpprof: FAIL lost bytes 12288 > 0: 8192 B in map_some (leak_once.c:") &&
+              strstr(r.err, "\ntpprof: PASS device leaked bytes 0 <= 0 (device memory was not recorded)\n"),
+          "%s", r.err);
+    harness_result_free(&r);
+}
+
 // Bad gate options are refused before the program runs: 2, one line.
 static void test_bad_gate_options_are_refused_before_the_program_runs(void) {
     const char *db = harness_path("never.db");
@@ -531,6 +558,8 @@ static void test_bad_gate_options_are_refused_before_the_program_runs(void) {
         {"--check", "--frobnicate 3", NULL},
         {"--max-growth", "5", NULL},
         {"--suppressions", "/nonexistent/x.supp", NULL},
+        {"--max-device-peak-bytes", "x:1", NULL},
+        {"--check", "--max-device-leaked-bytes 0:", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const char *opts[8] = {"-o", db, bad[i][0], bad[i][1], NULL};
@@ -619,6 +648,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_a_failing_gate_makes_run_exit_with_the_error_exitcode);
     RUN_TEST(test_a_programs_own_nonzero_status_passes_through_the_gates);
     RUN_TEST(test_run_suppressions_take_known_leaks_out_of_the_gates);
+    RUN_TEST(test_run_device_gates_pass_a_cpu_only_program_and_say_not_recorded);
     RUN_TEST(test_bad_gate_options_are_refused_before_the_program_runs);
     RUN_TEST(test_a_signal_handlers_frame_names_the_signal);
     RUN_TEST(test_an_allocator_preloaded_after_tpprof_is_named);
