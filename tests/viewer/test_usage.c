@@ -37,7 +37,7 @@ static void test_help_wins_over_other_arguments(void) {
 static void test_version_names_tool_and_schema(void) {
     run_result r = harness_tpprof("--version", NULL);
     CHECK(r.status == 0, "status %d", r.status);
-    CHECK(strncmp(r.out, "tpprof ", 7) == 0 && strstr(r.out, "(database schema 1)\n"), "%s", r.out);
+    CHECK(strncmp(r.out, "tpprof ", 7) == 0 && strstr(r.out, "(database schema 2)\n"), "%s", r.out);
     harness_result_free(&r);
 }
 
