@@ -48,6 +48,7 @@ typedef struct tp__saved {
 
 struct tp__node {
     _Atomic uint32_t refcount;
+    uint64_t id;      /* from tp__next_id: names the node to an observer */
     const char *name; /* "MulBackward0": static */
     tp__backward_fn backward;
     int n_saved;
@@ -102,6 +103,10 @@ tp_tensor *tp__node_unpack(tp__node *node, int i);
 
 /* Releases the saved tensors (after backward without retain_graph). */
 void tp__node_release_saved(tp__node *node);
+
+/* Tells an observer of ABI version 3 that backward ran node's formula
+ * (retained: with retain_graph).  Nothing without one. */
+void tp__node_observe_ran(const tp__node *node, bool retained);
 
 /* Whether edge i carries a gradient (the input needs one). */
 static inline bool tp__edge_wants(const tp__node *n, int i) {

@@ -44,6 +44,13 @@ static inline const tp_observer *tp__observer_get(void) {
         }                                                                \
     } while (0)
 
+/* The attached observer if it takes the autograd graph's events (ABI
+ * version 3 or later), else NULL. */
+static inline const tp_observer *tp__observer_graph(void) {
+    const tp_observer *o = tp__observer_get();
+    return __builtin_expect(o != NULL, 0) && o->abi_version >= 3 ? o : NULL;
+}
+
 // ----------------------------------------------------------------------------
 // ids
 

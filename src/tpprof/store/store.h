@@ -38,5 +38,9 @@ TPPROF_HIDDEN void tpprof_store_abandon(void);
 // tensor and aggregate tables (tensors.c); false on an SQLite error.
 struct sqlite3;
 TPPROF_HIDDEN bool tpprof_store_tensors_put(struct sqlite3 *db, bool final);
+// The autograd graph's tables (graph.c: graph_nodes, graph_edges,
+// saved_tensors), at the final flush, from writer/graph.h; false on an
+// SQLite error.
+TPPROF_HIDDEN bool tpprof_store_graph_put(struct sqlite3 *db);
 
 #endif
