@@ -23,7 +23,7 @@ const char tpprof_usage_check[] =
     "                       [--baseline OLD.db [--max-growth PCT]] [--junit FILE]\n"
     "                       [--suppress PATTERN]... [--suppressions FILE]\n"
     "                       [--max-leaked-storages N] [--max-inactive-split-bytes N]\n"
-    "                       [--allow-incomplete]\n"
+    "                       [--max-graph-held-bytes N] [--allow-incomplete]\n"
     "\n"
     "Gate a recording in CI. Exit 0 when every gate holds, 1 when one fails (one\n"
     "FAIL line per failed gate, naming the worst stack) or when the recording is\n"
@@ -44,6 +44,8 @@ const char tpprof_usage_check[] =
     "  --max-leaked-storages N  tensor storages whose struct is still alive at exit\n"
     "  --max-inactive-split-bytes N  free bytes stranded inside partly used segments of the\n"
     "                        caching allocators at exit (replayed from allocator_events)\n"
+    "  --max-graph-held-bytes N  tensor storages alive at exit that autograd graphs alive then\n"
+    "                        keep (saved for a backward that never ran, or kept by retain_graph)\n"
     "  --allow-incomplete    what the recording is missing is a warning on stderr, not a\n"
     "                        failure (a recording with nothing in it still fails)\n"
     "\n"
@@ -66,9 +68,9 @@ typedef struct check_options {
     const char *path, *baseline, *junit;
     char *suppress[MAX_SUPPRESSIONS]; // owned copies
     size_t nsuppress;
-    bool has_lost, has_leaked, has_peak, has_growth, has_storages, has_split;
+    bool has_lost, has_leaked, has_peak, has_growth, has_storages, has_split, has_graph;
     bool allow_incomplete; // what the recording misses is a warning, not a failure
-    uint64_t max_lost, max_leaked, max_peak, max_storages, max_split;
+    uint64_t max_lost, max_leaked, max_peak, max_storages, max_split, max_graph;
     double max_growth;
 } check_options;
 
@@ -177,6 +179,37 @@ static int gate_storages(gate *g, const tpprof_profile *p, uint64_t limit) {
     free(groups);
     free(handles);
     gate_limit(g, "max-leaked-storages", "leaked storages", alive, limit, detail);
+    tpprof_tensors_free(&t);
+    return 0;
+}
+
+// Bytes of the storages alive at exit that autograd graphs alive then keep
+// (autograd.c); the detail names the biggest group: the graph's root, the
+// stack that made it, why it is alive, and a node that keeps a storage.
+static int gate_graph(gate *g, const tpprof_profile *p, uint64_t limit) {
+    tpprof_tensors t;
+    if (tpprof_tensors_load(p->db, &t) != 0)
+        return -1;
+    tpprof_autograd ag;
+    if (tpprof_autograd_load(p->db, &ag) != 0) {
+        tpprof_tensors_free(&t);
+        return -1;
+    }
+    size_t ng = 0;
+    uint64_t bytes = 0, count = 0;
+    tpprof_graph_group *groups = tpprof_autograd_groups(&ag, &t, &ng, &bytes, &count);
+    char detail[1024] = "", frame[512];
+    if (ng)
+        snprintf(detail, sizeof detail, ": %llu storage%s (%llu B) kept by %llu graph%s whose root %s was made in %s; "
+                 "graph alive: %s",
+                 (unsigned long long)groups[0].storages, groups[0].storages == 1 ? "" : "s",
+                 (unsigned long long)groups[0].bytes, (unsigned long long)groups[0].graphs,
+                 groups[0].graphs == 1 ? "" : "s", groups[0].root_name,
+                 tpprof_stacks_describe_caller(p->stacks, groups[0].stack_id, frame, sizeof frame),
+                 !groups[0].backward_ran ? "backward never ran" : groups[0].retained ? "retain_graph" : "backward ran");
+    gate_limit(g, "max-graph-held-bytes", "graph-held bytes", bytes, limit, detail);
+    free(groups);
+    tpprof_autograd_free(&ag);
     tpprof_tensors_free(&t);
     return 0;
 }
@@ -416,6 +449,10 @@ static int parse(int argc, char **argv, check_options *o) {
             if (r < 0 || tpprof_parse_size("--max-inactive-split-bytes", v, &o->max_split))
                 return -1;
             o->has_split = true;
+        } else if ((r = tpprof_opt(argc, argv, &i, "--max-graph-held-bytes", &v)) != 0) {
+            if (r < 0 || tpprof_parse_size("--max-graph-held-bytes", v, &o->max_graph))
+                return -1;
+            o->has_graph = true;
         } else if ((r = tpprof_opt(argc, argv, &i, "--max-growth", &v)) != 0) {
             if (r < 0 || tpprof_parse_percent("--max-growth", v, &o->max_growth))
                 return -1;
@@ -445,7 +482,7 @@ static int parse(int argc, char **argv, check_options *o) {
     if (o->has_growth && !o->baseline)
         return tpprof_error_set("--max-growth needs --baseline OLD.db");
     if (!o->has_lost && !o->has_leaked && !o->has_peak && !o->baseline && !o->has_storages &&
-        !o->has_split) {
+        !o->has_split && !o->has_graph) {
         o->has_lost = true;
         o->max_lost = 0;
     }
@@ -533,6 +570,8 @@ static int gates_of(gate *g, const tpprof_profile *p, const check_options *o) {
     if (o->has_storages && gate_storages(&g[n++], p, o->max_storages) != 0)
         return -1;
     if (o->has_split && gate_split(&g[n++], p, o->max_split) != 0)
+        return -1;
+    if (o->has_graph && gate_graph(&g[n++], p, o->max_graph) != 0)
         return -1;
     return (int)n;
 }
@@ -629,7 +668,7 @@ static int run_check(int argc, char **argv, check_options *opts) {
     tpprof_profile_warn_skipped(p, stderr, "tpprof check: note: ");
     note_ending(p, o.path);
 
-    gate gates[9];
+    gate gates[10];
     size_t n = gate_complete(&gates[0], p, &o) ? 1 : 0;
     int k = gates_of(gates + n, p, &o);
     int status = TPPROF_EXIT_USAGE;
