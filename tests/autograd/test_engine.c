@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tensorplay/tensorplay.h"
 #include "../check.h"
@@ -366,6 +367,79 @@ static void test_graph_holds_leaves_until_freed(void) {
     tp_tensor_release(w);
 }
 
+// ----------------------------------------------------------------------------
+// the observer's graph events (observer.h version 3)
+
+static struct {
+    int created, ran, freed, saved, released, other_kinds_v2;
+    uint64_t exp_id, sum_id, sum_next, saved_tensor, saved_storage;
+    uint32_t ran_flags;
+} seen;
+
+static void on_graph_event(void *user, const tp_obs_event *ev) {
+    bool v2 = user != NULL;
+    switch (ev->kind) {
+    case TP_OBS_NODE_CREATED:
+        seen.created++;
+        if (strcmp(ev->u.node.name, "ExpBackward0") == 0) seen.exp_id = ev->u.node.node_id;
+        if (strcmp(ev->u.node.name, "SumBackward1") == 0 || strcmp(ev->u.node.name, "SumBackward0") == 0) {
+            seen.sum_id = ev->u.node.node_id;
+            seen.sum_next = ev->u.node.n_next == 1 ? ev->u.node.next_ids[0] : 0;
+        }
+        break;
+    case TP_OBS_NODE_RAN: seen.ran++; seen.ran_flags |= ev->u.node.flags; break;
+    case TP_OBS_NODE_FREED: seen.freed++; break;
+    case TP_OBS_TENSOR_SAVED:
+        seen.saved++;
+        seen.saved_tensor = ev->u.saved.tensor_id;
+        seen.saved_storage = ev->u.saved.storage_id;
+        break;
+    case TP_OBS_SAVED_RELEASED: seen.released++; break;
+    default: break;
+    }
+    if (v2 && ev->kind > TP_OBS_TENSOR_REFCOUNT) seen.other_kinds_v2++;
+}
+
+static void exp_sum_backward(bool retain) {
+    tp_tensor *x = leaf(1, SHAPE(4), 0, TP_DTYPE_FLOAT32);
+    tp_tensor *y = tp_ag_unary(TP_UNARY_OP_EXP, x); /* saves its output */
+    tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
+    CHECK_EQ(tp_backward(s, NULL, retain), TP_STATUS_OK);
+    if (seen.saved) CHECK_EQ(seen.saved_storage, tp_storage_id(tp_tensor_storage(y)));
+    tp_tensor_release(s);
+    tp_tensor_release(y);
+    tp_tensor_release(x);
+}
+
+static void test_observer_sees_nodes_made_run_and_freed_with_their_saved_tensors(void) {
+    static const tp_observer v3 = {.abi_version = 3, .struct_size = sizeof v3, .on_event = on_graph_event};
+    memset(&seen, 0, sizeof seen);
+    CHECK_EQ(tp_observer_set(&v3), 0);
+    exp_sum_backward(false);
+    CHECK_EQ(seen.created, 2);
+    CHECK(seen.exp_id != 0 && seen.sum_id != 0 && seen.sum_next == seen.exp_id); /* sum's edge: exp's node */
+    CHECK_EQ(seen.saved, 1);    /* exp saves its output */
+    CHECK_EQ(seen.ran, 2);
+    CHECK_EQ(seen.ran_flags, 0u);
+    CHECK_EQ(seen.released, 1); /* by the backward, not again when freed */
+    CHECK_EQ(seen.freed, 2);
+    memset(&seen, 0, sizeof seen);
+    exp_sum_backward(true);
+    CHECK_EQ(seen.ran_flags, TP_OBS_NODE_RETAINED);
+    CHECK_EQ(seen.released, 1); /* kept by retain_graph, released when the node went */
+    CHECK_EQ(seen.freed, 2);
+    /* A version-2 observer still attaches and sees none of them. */
+    static int v2_user;
+    static const tp_observer v2 = {.abi_version = 2, .struct_size = sizeof v2, .user = &v2_user,
+                                   .on_event = on_graph_event};
+    memset(&seen, 0, sizeof seen);
+    CHECK_EQ(tp_observer_set(&v2), 0);
+    exp_sum_backward(false);
+    CHECK_EQ(seen.other_kinds_v2, 0);
+    CHECK_EQ(seen.created + seen.saved + seen.ran + seen.freed, 0);
+    CHECK_EQ(tp_observer_set(NULL), 0);
+}
+
 int main(void) {
     RUN_TEST(test_leaf_and_grad_fn);
     RUN_TEST(test_inputs_without_requires_grad_record_nothing);
@@ -386,5 +460,6 @@ int main(void) {
     RUN_TEST(test_bad_backward_arguments);
     RUN_TEST(test_grad_output_is_copied_not_adopted);
     RUN_TEST(test_graph_holds_leaves_until_freed);
+    RUN_TEST(test_observer_sees_nodes_made_run_and_freed_with_their_saved_tensors);
     return CHECK_DONE();
 }
