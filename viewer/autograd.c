@@ -285,3 +285,12 @@ tpprof_graph_group *tpprof_autograd_groups(const tpprof_autograd *g, const tppro
         qsort(groups, *n, sizeof *groups, by_bytes_desc);
     return groups;
 }
+
+const tpprof_gsaved *tpprof_autograd_saved_as(const tpprof_autograd *g, int64_t storage_id, int64_t tensor_id) {
+    const tpprof_gsaved *h[64];
+    size_t n = tpprof_autograd_holders(g, storage_id, h, 64);
+    for (size_t i = 0; i < n && i < 64; i++)
+        if (h[i]->tensor_id == tensor_id)
+            return h[i];
+    return NULL;
+}

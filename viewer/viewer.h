@@ -649,6 +649,10 @@ const char *tpprof_gnode_why(const tpprof_gnode *n);
 size_t tpprof_autograd_holders(const tpprof_autograd *g, int64_t storage_id, const tpprof_gsaved **out,
                                size_t cap);
 
+// The saved tensor that tensor_id (on storage_id) is, when a node alive at
+// the end still keeps it (borrowed), else NULL.
+const tpprof_gsaved *tpprof_autograd_saved_as(const tpprof_autograd *g, int64_t storage_id, int64_t tensor_id);
+
 // Storages alive at exit that graphs keep, grouped by the graph's root
 // (its name, the stack that made it, and why the graph is alive).
 typedef struct tpprof_graph_group {

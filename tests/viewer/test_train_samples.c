@@ -84,6 +84,19 @@ static void expect_graph_leak(const char *fn, const char *file, const char *why,
     free(sq);
     harness_result_free(&r);
 
+    // tpprof graph marks the nodes' own tensors on those storages.
+    r = harness_tpprof("graph", db, NULL);
+    snprintf(want, sizeof want, "for backward; graph alive: %s)", why);
+    CHECK(r.status == 0 && strstr(r.out, "(saved by ReluBackward0 #") && harness_count(r.out, want) >= 22,
+          "graph names the saving nodes: status %d\n%s", r.status, r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("graph", db, "--format", "json", NULL);
+    sq = r.status == 0 && harness_json_valid(r.out) ? harness_json_squash(r.out) : NULL;
+    CHECK(sq && strstr(sq, "\"saved_by\":{\"node\":") && strstr(sq, "\"name\":\"NllLossBackward0\""),
+          "graph JSON names the saving nodes");
+    free(sq);
+    harness_result_free(&r);
+
     r = harness_tpprof("check", db, "--max-graph-held-bytes", "0", NULL);
     CHECK(r.status == 1, "check --max-graph-held-bytes 0 fails: status %d\n%s", r.status, r.out);
     snprintf(want, sizeof want, "kept by 5 graphs whose root NllLossBackward0 was made in %s (%s:", fn, file);
