@@ -95,6 +95,11 @@ tp_status tp__node_save(tp__node *node, tp_tensor *t, bool is_output);
  * and marks out as requiring grad; saves out first if save_out. */
 tp_status tp__node_attach(tp__node *node, tp_tensor *out, bool save_out);
 
+/* Moves from's grad_fn to to (to's old one released) and marks to as
+ * requiring grad: an in-place op recorded out of place on a copy gives its
+ * node to the tensor it wrote into. */
+void tp__node_move(tp_tensor *from, tp_tensor *to);
+
 /* Borrowed saved tensor i, after PyTorch's checks: freed graph ("Trying to
  * backward through the graph a second time ...") or modified in place
  * since saved ("one of the variables needed for gradient computation has

@@ -163,6 +163,15 @@ tp_status tp__node_attach(tp__node *node, tp_tensor *out, bool save_out) {
     return TP_STATUS_OK;
 }
 
+void tp__node_move(tp_tensor *from, tp_tensor *to) {
+    tp__node *old = to->grad_fn;
+    to->grad_fn = from->grad_fn;
+    from->grad_fn = NULL;
+    from->requires_grad = false;
+    to->requires_grad = true;
+    tp__node_release(old);
+}
+
 tp_tensor *tp__record(tp_tensor *out, const char *name, tp__backward_fn backward, int n,
                       tp_tensor *const *inputs, tp__fill_fn fill, void *ctx) {
     if (!out) return NULL;

@@ -246,6 +246,49 @@ static void test_in_place_on_non_leaf_is_recorded(void) {
     tp_tensor_release(x);
 }
 
+static void test_in_place_needing_the_old_value_is_recorded_on_a_copy(void) {
+    tp_tensor *x = leaf(1, SHAPE(2), 1, TP_DTYPE_FLOAT64);  /* [1, 2] */
+    tp_tensor *w = leaf(1, SHAPE(2), 3, TP_DTYPE_FLOAT64);  /* [3, 4] */
+    tp_tensor *y = tp_ag_binary_scalar(TP_BINARY_OP_MUL, x, 1);
+    CHECK_EQ(tp_ag_binary_(TP_BINARY_OP_MUL, y, w), TP_STATUS_OK); /* x w */
+    CHECK_STR(tp_tensor_grad_fn_name(y), "MulBackward0");
+    CHECK_EQ(tp_tensor_version(y), 1);
+    CHECK_EQ(tp_ag_unary_(TP_UNARY_OP_EXP, y), TP_STATUS_OK); /* exp(x w) */
+    CHECK_STR(tp_tensor_grad_fn_name(y), "ExpBackward0");
+    CHECK_EQ(tp_tensor_version(y), 2);
+    tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
+    CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_OK);
+    /* d/dx exp(x w) = w exp(x w); d/dw = x exp(x w) */
+    CHECK(fabs(at(tp_tensor_grad(x), 1) - 4 * exp(8.0)) < 1e-9 * exp(8.0));
+    CHECK(fabs(at(tp_tensor_grad(w), 0) - 1 * exp(3.0)) < 1e-9 * exp(3.0));
+    tp_tensor_release(s);
+    /* a view with history, and a comparison, are refused */
+    tp_tensor *v = tp_ag_slice(y, 0, 0, 1, 1);
+    CHECK_EQ(tp_ag_unary_(TP_UNARY_OP_TANH, v), TP_STATUS_UNSUPPORTED);
+    CHECK_STR(tp_last_error(), "in-place TanhBackward0 on a view with autograd history: not recorded here "
+                               "(PyTorch's CopySlices is not implemented)");
+    CHECK_EQ(tp_ag_binary_(TP_BINARY_OP_LT, y, w), TP_STATUS_UNSUPPORTED);
+    /* a shape the in-place op cannot write: refused, y untouched */
+    tp_tensor *big = leaf(2, SHAPE(3, 2), 0, TP_DTYPE_FLOAT64);
+    CHECK_EQ(tp_ag_binary_(TP_BINARY_OP_MUL, y, big), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_EQ(tp_tensor_version(y), 2);
+    /* an in-place op on a tensor another node saved trips its check */
+    tp_tensor *z = tp_ag_mul(y, y);
+    CHECK_EQ(tp_ag_unary_(TP_UNARY_OP_SIGMOID, y), TP_STATUS_OK);
+    tp_tensor *s2 = tp_ag_sum(z, 0, NULL, false);
+    CHECK_EQ(tp_backward(s2, NULL, false), TP_STATUS_INVALID_ARGUMENT);
+    CHECK(strncmp(tp_last_error(), "one of the variables needed for gradient computation has been modified by an "
+                                   "inplace operation: [tensorplay.DoubleTensor [2]], which is output 0 of "
+                                   "ExpBackward0, is at version 3; expected version 2 instead.", 170) == 0);
+    tp_tensor_release(s2);
+    tp_tensor_release(z);
+    tp_tensor_release(big);
+    tp_tensor_release(v);
+    tp_tensor_release(y);
+    tp_tensor_release(w);
+    tp_tensor_release(x);
+}
+
 static void test_no_grad_records_nothing_but_versions_bump(void) {
     tp_tensor *x = leaf(1, SHAPE(2), 1, TP_DTYPE_FLOAT32);
     CHECK(tp_grad_is_enabled());
@@ -453,6 +496,7 @@ int main(void) {
     RUN_TEST(test_saved_tensor_modified_in_place_fails_with_pytorch_text);
     RUN_TEST(test_in_place_on_leaf_requiring_grad_is_refused);
     RUN_TEST(test_in_place_on_non_leaf_is_recorded);
+    RUN_TEST(test_in_place_needing_the_old_value_is_recorded_on_a_copy);
     RUN_TEST(test_no_grad_records_nothing_but_versions_bump);
     RUN_TEST(test_grad_mode_is_thread_local);
     RUN_TEST(test_detach_shares_storage_and_version_counter);
