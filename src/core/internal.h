@@ -52,6 +52,14 @@ static inline const tp_observer *tp__observer_graph(void) {
 }
 
 // ----------------------------------------------------------------------------
+// foreign memory (src/ops/creation.c)
+
+/* tp_from_blob for memory on `device` (a CUDA device's memory: DLPack's
+ * import); the tensor's device is the DataPtr's.  Same ownership rules. */
+tp_tensor *tp__from_blob_on(tp_device device, void *data, int ndim, const int64_t *sizes,
+                            const int64_t *strides, tp_dtype dtype, tp_deleter_fn deleter, void *ctx);
+
+// ----------------------------------------------------------------------------
 // ids
 
 /* A process-unique id (never 0) from one atomic counter shared by storages
