@@ -274,6 +274,26 @@ static void test_check_max_inactive_split_bytes_replays_to_exit(void) {
     harness_result_free(&r);
 }
 
+// A recording from before the graph tables keeps no graph: 0 bytes; a bad
+// size is a usage error; the gate has its JUnit testcase.
+static void test_check_max_graph_held_bytes_reads_an_older_recording_as_zero(void) {
+    run_result r = harness_tpprof("check", tensor_db, "--max-graph-held-bytes", "0", "--junit",
+                                  harness_path("graph.xml"), NULL);
+    CHECK(r.status == 0 && strstr(r.out, "PASS graph-held bytes 0 <= 0"), "status %d\n%s%s", r.status, r.out,
+          r.err);
+    char *xml = harness_read_file(harness_path("graph.xml"));
+    CHECK(xml && strstr(xml, "name=\"max-graph-held-bytes\""), "junit testcase: %s", xml ? xml : "(none)");
+    free(xml);
+    harness_result_free(&r);
+    r = harness_tpprof("check", tensor_db, "--max-graph-held-bytes", "lots", NULL);
+    CHECK(r.status == 2 && harness_lines(r.err) == 1 && r.out[0] == 0 && strstr(r.err, "--max-graph-held-bytes"),
+          "bad size: %d %s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("check", tensor_db, "--max-graph-held-bytes", NULL);
+    CHECK(r.status == 2 && harness_lines(r.err) == 1, "missing value: %d %s", r.status, r.err);
+    harness_result_free(&r);
+}
+
 static void test_check_gates_combine_with_the_leak_gates(void) {
     run_result r = harness_tpprof("check", tensor_db, "--max-lost-bytes", "1M",
                                   "--max-leaked-storages", "10", "--max-inactive-split-bytes",
@@ -348,6 +368,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_check_max_leaked_storages_counts_structs_alive_at_exit);
     RUN_TEST(test_check_max_leaked_storages_names_the_tensor_that_holds_them);
     RUN_TEST(test_check_max_inactive_split_bytes_replays_to_exit);
+    RUN_TEST(test_check_max_graph_held_bytes_reads_an_older_recording_as_zero);
     RUN_TEST(test_check_gates_combine_with_the_leak_gates);
     RUN_TEST(test_lifetimes_of_each_schema_generation_read);
     RUN_TEST(test_a_damaged_tensor_table_is_one_clear_error);
