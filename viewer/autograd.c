@@ -294,3 +294,22 @@ const tpprof_gsaved *tpprof_autograd_saved_as(const tpprof_autograd *g, int64_t 
             return h[i];
     return NULL;
 }
+
+bool tpprof_autograd_keeps_alone(const tpprof_autograd *g, const tpprof_tensors *t, const tpprof_storage *s) {
+    const tpprof_gsaved *h[1];
+    if (!tpprof_storage_alive(s) || !tpprof_storage_data_alive(s) || tpprof_autograd_holders(g, s->id, h, 1) == 0)
+        return false;
+    size_t non = 0;
+    const size_t *on = tpprof_tensors_on(t, s->id, &non);
+    for (size_t i = 0; i < non; i++) {
+        const tpprof_tensor *x = &t->tensors[on[i]];
+        if (tpprof_tensor_alive(x) && !tpprof_autograd_saved_as(g, s->id, x->id))
+            return false;
+    }
+    size_t nr = 0;
+    const tpprof_ref *refs = tpprof_tensors_refs(t, s->id, &nr);
+    for (size_t i = 0; i < nr; i++)
+        if (tpprof_ref_unmatched(&refs[i], false))
+            return false;
+    return true;
+}

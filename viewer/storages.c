@@ -220,6 +220,15 @@ static void text_graph_held(const tpprof_profile *p, const tpprof_tensors *t, co
     size_t alive = 0;
     for (size_t i = 0; i < g->nnodes; i++)
         alive += tpprof_gnode_alive(&g->nodes[i]);
+    uint64_t alone_bytes = 0, alone = 0;
+    for (size_t i = 0; i < t->nstorages; i++)
+        if (tpprof_autograd_keeps_alone(g, t, &t->storages[i])) {
+            alone++;
+            alone_bytes += (uint64_t)t->storages[i].nbytes;
+        }
+    char b[32];
+    printf("; %llu of them (%s) only graphs keep: they go with the graphs", (unsigned long long)alone,
+           tpprof_format_size(alone_bytes, b));
     printf(" (%zu graph node%s alive", alive, alive == 1 ? "" : "s");
     if (g->created)
         printf(" of %lld made", (long long)g->created);
@@ -539,6 +548,14 @@ static void json_graph_held(tpprof_json *j, const tpprof_profile *p, const tppro
     tpprof_json_kv_bool(j, "recorded", g->present);
     tpprof_json_kv_int(j, "bytes", (int64_t)bytes);
     tpprof_json_kv_int(j, "storages", (int64_t)count);
+    uint64_t alone_bytes = 0, alone = 0;
+    for (size_t i = 0; i < t->nstorages; i++)
+        if (tpprof_autograd_keeps_alone(g, t, &t->storages[i])) {
+            alone++;
+            alone_bytes += (uint64_t)t->storages[i].nbytes;
+        }
+    tpprof_json_kv_int(j, "only_graphs_bytes", (int64_t)alone_bytes);
+    tpprof_json_kv_int(j, "only_graphs_storages", (int64_t)alone);
     tpprof_json_kv_int(j, "nodes_alive", (int64_t)alive);
     tpprof_json_kv_int(j, "nodes_created", g->created);
     tpprof_json_object_end(j);

@@ -653,6 +653,11 @@ size_t tpprof_autograd_holders(const tpprof_autograd *g, int64_t storage_id, con
 // the end still keeps it (borrowed), else NULL.
 const tpprof_gsaved *tpprof_autograd_saved_as(const tpprof_autograd *g, int64_t storage_id, int64_t tensor_id);
 
+// Whether graphs alone keep s (data alive at exit): every tensor alive on it
+// is a saved tensor of a node alive then, and no reference no release
+// matched holds it, so it goes when the graphs go.
+bool tpprof_autograd_keeps_alone(const tpprof_autograd *g, const tpprof_tensors *t, const tpprof_storage *s);
+
 // Storages alive at exit that graphs keep, grouped by the graph's root
 // (its name, the stack that made it, and why the graph is alive).
 typedef struct tpprof_graph_group {

@@ -72,6 +72,10 @@ static void expect_graph_leak(const char *fn, const char *file, const char *why,
     CHECK(strstr(r.out, "saved by ReluBackward0 created in small_forward (leak_common.h:") != NULL,
           "the ReLU node's activation, named where the forward made it");
     CHECK(strstr(r.out, "5 graphs, 20 nodes, 22 storages") != NULL, "one group: the five graphs\n%s", r.out);
+    // Of the 22, the two parameters the graphs saved are the model's too;
+    // the 20 activations and targets only the graphs keep.
+    CHECK(strstr(r.out, "keep alive at exit: 22 holding ") && strstr(r.out, "; 20 of them ("),
+          "22 storages kept, 20 by the graphs alone\n%s", r.out);
     harness_result_free(&r);
 
     r = harness_tpprof("report", "--storages", "--format", "json", db, NULL);
