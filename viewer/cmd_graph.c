@@ -305,15 +305,13 @@ static void json_tensor(tpprof_json *j, const graph *g, const tpprof_tensor *x) 
             json_tensor(j, g, &g->t->tensors[views[i]]);
     tpprof_json_array_end(j);
     const tpprof_gnode *node = saved_by(g, x);
-    tpprof_json_key(j, "saved_by");
-    if (node) {
+    if (node) { // only then: earlier readers matched a tensor's layout ending with its views
+        tpprof_json_key(j, "saved_by");
         tpprof_json_object_begin_inline(j);
         tpprof_json_kv_int(j, "node", node->id);
         tpprof_json_kv_string(j, "name", node->name);
         tpprof_json_kv_string(j, "graph_alive", tpprof_gnode_why(node));
         tpprof_json_object_end(j);
-    } else {
-        tpprof_json_null(j);
     }
     tpprof_json_object_end(j);
 }
