@@ -114,6 +114,11 @@ tp_tensor *tp_ag_gelu(tp_tensor *a);
 tp_status tp_ag_binary_(tp_binary_op op, tp_tensor *a, tp_tensor *b);
 tp_status tp_ag_binary_scalar_(tp_binary_op op, tp_tensor *a, double b);
 tp_status tp_ag_unary_(tp_unary_op op, tp_tensor *a);
+/* copy_ (CopyBackwards: the gradient goes to src, summed to its shape) and
+ * fill_ (FillBackward0), as PyTorch's: dst's old value is overwritten, so
+ * its history gets zeros.  Same checks and view rule as above. */
+tp_status tp_ag_copy_(tp_tensor *dst, tp_tensor *src);
+tp_status tp_ag_fill_(tp_tensor *t, double value);
 
 tp_tensor *tp_ag_sum(tp_tensor *t, int ndims, const int *dims, bool keepdim);
 tp_tensor *tp_ag_mean(tp_tensor *t, int ndims, const int *dims, bool keepdim);

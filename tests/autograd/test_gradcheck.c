@@ -231,6 +231,31 @@ static void test_in_place_ops(void) {
     }
 }
 
+// copy_/fill_ overwrite: the old value's history gets zeros, so the
+// result times in[0] has d/d in[0] = the new value only.
+static tp_tensor *f_overwrite(tp_tensor **in, const void *ctx) {
+    tp_tensor *t = tp_ag_binary_scalar(TP_BINARY_OP_MUL, in[0], 1.0);
+    tp_status st = !t ? tp_last_status() : ctx ? tp_ag_copy_(t, in[1]) : tp_ag_fill_(t, 2.5);
+    tp_tensor *r = st == TP_STATUS_OK ? tp_ag_mul(t, in[0]) : NULL;
+    tp_tensor_release(t);
+    return r;
+}
+
+static void test_copy_and_fill_in_place(void) {
+    tp_tensor *in[2] = {input(2, SHAPE(2, 3), false), input(1, SHAPE(3), false)};
+    static const int copy = 1;
+    CHECK_MSG(gradcheck_impl("copy_", f_overwrite, 2, in, &copy), "copy_ (src broadcast)");
+    CHECK_MSG(gradcheck_impl("fill_", f_overwrite, 1, in, NULL), "fill_");
+    tp_tensor *t = tp_ag_binary_scalar(TP_BINARY_OP_MUL, in[0], 1.0);
+    CHECK_EQ(tp_ag_copy_(t, in[1]), TP_STATUS_OK);
+    CHECK_STR(tp_tensor_grad_fn_name(t), "CopyBackwards");
+    CHECK_EQ(tp_ag_fill_(t, 0), TP_STATUS_OK);
+    CHECK_STR(tp_tensor_grad_fn_name(t), "FillBackward0");
+    CHECK_EQ(tp_ag_fill_(in[0], 0), TP_STATUS_INVALID_ARGUMENT); /* a leaf that requires grad */
+    tp_tensor_release(t);
+    release_all(2, in);
+}
+
 static tp_tensor *f_squeeze(tp_tensor **in, const void *ctx) {
     (void)ctx;
     return tp_ag_squeeze(in[0]);
@@ -750,6 +775,7 @@ int main(void) {
     RUN_TEST(test_unary_ops);
     RUN_TEST(test_in_place_ops);
     RUN_TEST(test_squeeze_all);
+    RUN_TEST(test_copy_and_fill_in_place);
     RUN_TEST(test_gelu);
     RUN_TEST(test_sum_and_mean);
     RUN_TEST(test_matmul_cases);

@@ -411,3 +411,32 @@ tp_status tp_ag_unary_(tp_unary_op op, tp_tensor *a) {
     unary_ctx c = {op, old};
     return inplace_from_copy(a, old, tp_unary(op, old), name, unary_backward, 1, &a, unary_fill, &c);
 }
+
+// ----------------------------------------------------------------------------
+// copy_ and fill_: the tensor's old value is overwritten, so its history gets
+// zeros; copy_'s source gets the gradient (summed to its shape)
+
+static tp_status overwrite_backward(tp__node *n, tp_tensor *g, tp_tensor **out) {
+    if (tp__edge_wants(n, 0)) FAIL_IF_NULL(out[0] = tp_zeros(n->next[0].ndim, n->next[0].sizes, g->dtype));
+    if (n->n_next > 1 && tp__edge_wants(n, 1)) FAIL_IF_NULL(out[1] = tp__sum_to(g, n->next[1].ndim, n->next[1].sizes));
+    return TP_STATUS_OK;
+}
+
+tp_status tp_ag_copy_(tp_tensor *dst, tp_tensor *src) {
+    tp_status st = check_inplace(dst);
+    if (st != TP_STATUS_OK) return st;
+    if (!src) return tp__error(TP_STATUS_INVALID_ARGUMENT, "copy_: source tensor is NULL");
+    bool record = tp__needs_node(2, (tp_tensor *[]){dst, src});
+    if (record && dst->base) return refuse_view("CopyBackwards");
+    st = tp_copy_(dst, src);
+    return st != TP_STATUS_OK || !record ? st : rebase(dst, "CopyBackwards", overwrite_backward, src, 0, 0);
+}
+
+tp_status tp_ag_fill_(tp_tensor *t, double value) {
+    tp_status st = check_inplace(t);
+    if (st != TP_STATUS_OK) return st;
+    bool record = tp__needs_node(1, &t);
+    if (record && t->base) return refuse_view("FillBackward0");
+    st = tp_fill_(t, value);
+    return st != TP_STATUS_OK || !record ? st : rebase(t, "FillBackward0", overwrite_backward, NULL, 0, value);
+}
