@@ -10,7 +10,7 @@
 #include "base/base.h"
 
 #define GRAPH_NEXT 16  // edges kept per node (observe.c sends at most this many)
-#define GRAPH_SAVED 8  // saved tensors kept per node (the runtime saves at most 4)
+#define GRAPH_SAVED 4  // saved tensors kept per node (the runtime saves at most 4: TP__NODE_MAX_SAVED)
 #define GRAPH_NAMES 256
 
 enum { G_RAN = 1, G_RETAINED = 2, G_FREED = 4 };
