@@ -26,6 +26,13 @@ static int by_storage(const void *a, const void *b) {
     return x->node_id < y->node_id ? -1 : x->node_id > y->node_id;
 }
 
+static int by_leaf(const void *a, const void *b) {
+    const tpprof_gleaf *x = a, *y = b;
+    if (x->tensor_id != y->tensor_id)
+        return x->tensor_id < y->tensor_id ? -1 : 1;
+    return x->node_id < y->node_id ? -1 : x->node_id > y->node_id;
+}
+
 static int64_t col_time(sqlite3_stmt *st, int i) {
     return sqlite3_column_type(st, i) == SQLITE_NULL ? TPPROF_NO_TIME : sqlite3_column_int64(st, i);
 }
@@ -115,12 +122,23 @@ static int find_graphs(tpprof_db *db, tpprof_autograd *g) {
     sqlite3_stmt *st = NULL;
     int rc = SQLITE_DONE;
     if (tpprof_db_has_table(db, "graph_edges")) {
-        if (sqlite3_prepare_v2(db->sql, "SELECT node_id, next_id FROM graph_edges", -1, &st, NULL) != SQLITE_OK) {
+        if (sqlite3_prepare_v2(db->sql, "SELECT node_id, next_id, leaf FROM graph_edges", -1, &st, NULL) != SQLITE_OK) {
             free(parent);
             free(pointed);
             return tpprof_db_error(db, "reading graph_edges");
         }
+        size_t cap = 0;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            if (sqlite3_column_int64(st, 2)) { // a leaf input: a handle on a tensor
+                tpprof_gleaf *grown = tpprof_grow(g->leaves, g->nleaves, &cap, sizeof *grown);
+                if (!grown) {
+                    rc = SQLITE_NOMEM;
+                    break;
+                }
+                g->leaves = grown;
+                g->leaves[g->nleaves++] = (tpprof_gleaf){sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 0)};
+                continue;
+            }
             const tpprof_gnode *a = tpprof_autograd_node(g, sqlite3_column_int64(st, 0));
             const tpprof_gnode *b = tpprof_autograd_node(g, sqlite3_column_int64(st, 1));
             if (!a || !b || a == b)
@@ -149,6 +167,8 @@ static int find_graphs(tpprof_db *db, tpprof_autograd *g) {
             g->nodes[i].root = best[find_root(parent, i)];
     }
     bool ok = best != NULL;
+    if (g->nleaves)
+        qsort(g->leaves, g->nleaves, sizeof *g->leaves, by_leaf);
     free(best);
     free(parent);
     free(pointed);
@@ -180,6 +200,7 @@ void tpprof_autograd_free(tpprof_autograd *g) {
         free(g->nodes[i].name);
     free(g->nodes);
     free(g->saved);
+    free(g->leaves);
     memset(g, 0, sizeof *g);
 }
 
@@ -224,32 +245,36 @@ size_t tpprof_autograd_holders(const tpprof_autograd *g, int64_t storage_id, con
 
 static int by_bytes_desc(const void *a, const void *b) {
     const tpprof_graph_group *x = a, *y = b;
+    if (x->alone_bytes != y->alone_bytes)
+        return x->alone_bytes < y->alone_bytes ? 1 : -1;
     if (x->bytes != y->bytes)
         return x->bytes < y->bytes ? 1 : -1;
     return x->stack_id < y->stack_id ? -1 : x->stack_id > y->stack_id;
 }
 
+static bool same_group(const tpprof_graph_group *x, const tpprof_gnode *root) {
+    return x->stack_id == root->created_stack && strcmp(x->root_name, root->name) == 0 &&
+           x->backward_ran == root->backward_ran && x->retained == root->retained;
+}
+
 tpprof_graph_group *tpprof_autograd_groups(const tpprof_autograd *g, const tpprof_tensors *t, size_t *n,
-                                          uint64_t *held_bytes, uint64_t *held_storages) {
+                                          tpprof_graph_held *held) {
     *n = 0;
-    *held_bytes = *held_storages = 0;
+    memset(held, 0, sizeof *held);
     tpprof_graph_group *groups = NULL;
     size_t cap = 0;
     // One pass over the storages alive at exit; each counted once, in the
-    // graph of its first holder.
+    // graph of the first node that keeps it.
     for (size_t i = 0; i < t->nstorages; i++) {
         const tpprof_storage *s = &t->storages[i];
-        if (!tpprof_storage_alive(s) || !tpprof_storage_data_alive(s))
+        bool saved;
+        const tpprof_gnode *node = tpprof_autograd_storage_node(g, t, s, &saved);
+        if (!node)
             continue;
-        const tpprof_gsaved *h[1];
-        if (tpprof_autograd_holders(g, s->id, h, 1) == 0)
-            continue;
-        *held_bytes += (uint64_t)s->nbytes;
-        (*held_storages)++;
-        const tpprof_gnode *root = tpprof_autograd_root(g, tpprof_autograd_node(g, h[0]->node_id));
+        bool alone = tpprof_autograd_keeps_alone(g, t, s);
+        const tpprof_gnode *root = tpprof_autograd_root(g, node);
         size_t k = 0;
-        while (k < *n && !(groups[k].stack_id == root->created_stack && strcmp(groups[k].root_name, root->name) == 0 &&
-                           groups[k].backward_ran == root->backward_ran && groups[k].retained == root->retained))
+        while (k < *n && !same_group(&groups[k], root))
             k++;
         if (k == *n) {
             tpprof_graph_group *grown = tpprof_grow(groups, *n, &cap, sizeof *grown);
@@ -265,6 +290,14 @@ tpprof_graph_group *tpprof_autograd_groups(const tpprof_autograd *g, const tppro
         }
         groups[k].storages++;
         groups[k].bytes += (uint64_t)s->nbytes;
+        held->storages++;
+        held->bytes += (uint64_t)s->nbytes;
+        if (alone) {
+            groups[k].alone_storages++;
+            groups[k].alone_bytes += (uint64_t)s->nbytes;
+            held->alone_storages++;
+            held->alone_bytes += (uint64_t)s->nbytes;
+        }
     }
     // Graphs and nodes per group: every alive root, by its group.
     for (size_t i = 0; i < g->nnodes; i++) {
@@ -273,8 +306,7 @@ tpprof_graph_group *tpprof_autograd_groups(const tpprof_autograd *g, const tppro
         if (!tpprof_gnode_alive(x))
             continue;
         for (size_t k = 0; k < *n; k++)
-            if (groups[k].stack_id == root->created_stack && strcmp(groups[k].root_name, root->name) == 0 &&
-                groups[k].backward_ran == root->backward_ran && groups[k].retained == root->retained) {
+            if (same_group(&groups[k], root)) {
                 groups[k].nodes++;
                 if (root == x)
                     groups[k].graphs++;
@@ -286,24 +318,68 @@ tpprof_graph_group *tpprof_autograd_groups(const tpprof_autograd *g, const tppro
     return groups;
 }
 
-const tpprof_gsaved *tpprof_autograd_saved_as(const tpprof_autograd *g, int64_t storage_id, int64_t tensor_id) {
-    const tpprof_gsaved *h[64];
-    size_t n = tpprof_autograd_holders(g, storage_id, h, 64);
-    for (size_t i = 0; i < n && i < 64; i++)
-        if (h[i]->tensor_id == tensor_id)
-            return h[i];
+size_t tpprof_autograd_leaf_holders(const tpprof_autograd *g, int64_t tensor_id, const tpprof_gleaf **out, size_t cap) {
+    size_t lo = 0, hi = g->nleaves, n = 0;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (g->leaves[mid].tensor_id < tensor_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < g->nleaves && g->leaves[i].tensor_id == tensor_id; i++) {
+        const tpprof_gnode *node = tpprof_autograd_node(g, g->leaves[i].node_id);
+        if (!node || !tpprof_gnode_alive(node))
+            continue;
+        if (n < cap)
+            out[n] = &g->leaves[i];
+        n++;
+    }
+    return n;
+}
+
+const tpprof_gnode *tpprof_autograd_storage_node(const tpprof_autograd *g, const tpprof_tensors *t,
+                                                 const tpprof_storage *s, bool *saved) {
+    if (!tpprof_storage_alive(s) || !tpprof_storage_data_alive(s))
+        return NULL;
+    const tpprof_gsaved *h[1];
+    if (tpprof_autograd_holders(g, s->id, h, 1)) {
+        *saved = true;
+        return tpprof_autograd_node(g, h[0]->node_id);
+    }
+    size_t non = 0;
+    const size_t *on = tpprof_tensors_on(t, s->id, &non);
+    for (size_t i = 0; i < non; i++) {
+        const tpprof_tensor *x = &t->tensors[on[i]];
+        const tpprof_gleaf *l[1];
+        if (tpprof_tensor_alive(x) && tpprof_autograd_leaf_holders(g, x->id, l, 1)) {
+            *saved = false;
+            return tpprof_autograd_node(g, l[0]->node_id);
+        }
+    }
     return NULL;
 }
 
 bool tpprof_autograd_keeps_alone(const tpprof_autograd *g, const tpprof_tensors *t, const tpprof_storage *s) {
-    const tpprof_gsaved *h[1];
-    if (!tpprof_storage_alive(s) || !tpprof_storage_data_alive(s) || tpprof_autograd_holders(g, s->id, h, 1) == 0)
+    bool saved;
+    if (!tpprof_autograd_storage_node(g, t, s, &saved))
         return false;
     size_t non = 0;
     const size_t *on = tpprof_tensors_on(t, s->id, &non);
     for (size_t i = 0; i < non; i++) {
         const tpprof_tensor *x = &t->tensors[on[i]];
-        if (tpprof_tensor_alive(x) && !tpprof_autograd_saved_as(g, s->id, x->id))
+        if (!tpprof_tensor_alive(x) || tpprof_autograd_saved_as(g, s->id, x->id))
+            continue;
+        // A leaf: only graphs keep it when every handle outstanding at exit
+        // is a node's (its creator let go: no creation handle row).
+        const tpprof_gleaf *l[1];
+        size_t edges = tpprof_autograd_leaf_holders(g, x->id, l, 1);
+        size_t nh = 0;
+        int64_t handles = 0;
+        const tpprof_handle_ref *h = tpprof_tensors_handles(t, x->id, &nh);
+        for (size_t k = 0; k < nh; k++)
+            handles += h[k].count;
+        if (edges == 0 || handles != (int64_t)edges)
             return false;
     }
     size_t nr = 0;
@@ -313,3 +389,13 @@ bool tpprof_autograd_keeps_alone(const tpprof_autograd *g, const tpprof_tensors 
             return false;
     return true;
 }
+
+const tpprof_gsaved *tpprof_autograd_saved_as(const tpprof_autograd *g, int64_t storage_id, int64_t tensor_id) {
+    const tpprof_gsaved *h[64];
+    size_t n = tpprof_autograd_holders(g, storage_id, h, 64);
+    for (size_t i = 0; i < n && i < 64; i++)
+        if (h[i]->tensor_id == tensor_id)
+            return h[i];
+    return NULL;
+}
+

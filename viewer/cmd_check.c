@@ -183,9 +183,10 @@ static int gate_storages(gate *g, const tpprof_profile *p, uint64_t limit) {
     return 0;
 }
 
-// Bytes of the storages alive at exit that autograd graphs alive then keep
-// (autograd.c); the detail names the biggest group: the graph's root, the
-// stack that made it, why it is alive, and a node that keeps a storage.
+// Graph-held bytes: the storages alive at exit that only autograd graphs
+// alive then keep (autograd.c: they would go with the graphs); the detail
+// names the biggest group: the graphs' root, the stack that made it, why
+// they are alive.
 static int gate_graph(gate *g, const tpprof_profile *p, uint64_t limit) {
     tpprof_tensors t;
     if (tpprof_tensors_load(p->db, &t) != 0)
@@ -196,18 +197,18 @@ static int gate_graph(gate *g, const tpprof_profile *p, uint64_t limit) {
         return -1;
     }
     size_t ng = 0;
-    uint64_t bytes = 0, count = 0;
-    tpprof_graph_group *groups = tpprof_autograd_groups(&ag, &t, &ng, &bytes, &count);
+    tpprof_graph_held held;
+    tpprof_graph_group *groups = tpprof_autograd_groups(&ag, &t, &ng, &held);
     char detail[1024] = "", frame[512];
-    if (ng)
+    if (ng && groups[0].alone_bytes)
         snprintf(detail, sizeof detail, ": %llu storage%s (%llu B) kept by %llu graph%s whose root %s was made in %s; "
                  "graph alive: %s",
-                 (unsigned long long)groups[0].storages, groups[0].storages == 1 ? "" : "s",
-                 (unsigned long long)groups[0].bytes, (unsigned long long)groups[0].graphs,
+                 (unsigned long long)groups[0].alone_storages, groups[0].alone_storages == 1 ? "" : "s",
+                 (unsigned long long)groups[0].alone_bytes, (unsigned long long)groups[0].graphs,
                  groups[0].graphs == 1 ? "" : "s", groups[0].root_name,
                  tpprof_stacks_describe_caller(p->stacks, groups[0].stack_id, frame, sizeof frame),
                  !groups[0].backward_ran ? "backward never ran" : groups[0].retained ? "retain_graph" : "backward ran");
-    gate_limit(g, "max-graph-held-bytes", "graph-held bytes", bytes, limit, detail);
+    gate_limit(g, "max-graph-held-bytes", "graph-held bytes", held.alone_bytes, limit, detail);
     free(groups);
     tpprof_autograd_free(&ag);
     tpprof_tensors_free(&t);

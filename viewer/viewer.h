@@ -624,11 +624,19 @@ typedef struct tpprof_gsaved {
     int64_t node_id, slot, storage_id, tensor_id, saved_ns, released_ns;
 } tpprof_gsaved;
 
+// A leaf input of a node (graph_edges.leaf = 1): the node holds a handle on
+// tensor_id, a leaf that requires grad, to accumulate its gradient.
+typedef struct tpprof_gleaf {
+    int64_t tensor_id, node_id;
+} tpprof_gleaf;
+
 typedef struct tpprof_autograd {
     tpprof_gnode *nodes; // by id
     size_t nnodes;
     tpprof_gsaved *saved; // by storage, node
     size_t nsaved;
+    tpprof_gleaf *leaves; // by tensor, node
+    size_t nleaves;
     bool present;            // the recording has the tables
     int64_t created, freed;  // meta.graph_nodes_created / _freed (0: absent)
 } tpprof_autograd;
@@ -653,24 +661,42 @@ size_t tpprof_autograd_holders(const tpprof_autograd *g, int64_t storage_id, con
 // the end still keeps it (borrowed), else NULL.
 const tpprof_gsaved *tpprof_autograd_saved_as(const tpprof_autograd *g, int64_t storage_id, int64_t tensor_id);
 
+// The nodes alive at the end that hold leaf tensor_id as an input (one
+// entry a handle: a node that takes the leaf twice holds two): the first
+// cap into out (borrowed); returns how many.
+size_t tpprof_autograd_leaf_holders(const tpprof_autograd *g, int64_t tensor_id, const tpprof_gleaf **out, size_t cap);
+// The first node alive at the end that keeps storage s's data: one that
+// saved a tensor on it, else one holding a leaf alive on it. NULL if none.
+// *saved: whether it is a saved tensor (else a leaf input).
+const tpprof_gnode *tpprof_autograd_storage_node(const tpprof_autograd *g, const tpprof_tensors *t,
+                                                 const tpprof_storage *s, bool *saved);
 // Whether graphs alone keep s (data alive at exit): every tensor alive on it
-// is a saved tensor of a node alive then, and no reference no release
-// matched holds it, so it goes when the graphs go.
+// is a saved tensor of a node alive then, or a leaf whose every handle
+// outstanding at exit is a node's, and no reference no release matched
+// holds it; so it goes when the graphs go.
 bool tpprof_autograd_keeps_alone(const tpprof_autograd *g, const tpprof_tensors *t, const tpprof_storage *s);
 
-// Storages alive at exit that graphs keep, grouped by the graph's root
-// (its name, the stack that made it, and why the graph is alive).
+// Storages alive at exit that graphs keep (tpprof_autograd_storage_node),
+// grouped by the graph's root (its name, the stack that made it, and why
+// the graph is alive); storages/bytes count them all, alone_* those only
+// graphs keep (tpprof_autograd_keeps_alone).
 typedef struct tpprof_graph_group {
     int64_t stack_id;      // the root node's created_stack
     const char *root_name; // borrowed from the graph
     bool backward_ran, retained;
-    uint64_t graphs, nodes, storages, bytes;
+    uint64_t graphs, nodes, storages, bytes, alone_storages, alone_bytes;
 } tpprof_graph_group;
 
-// The groups (new array, most bytes first; caller frees; NULL when none),
-// and the total bytes and storages graphs keep (each storage once).
+// Totals over the groups (each storage once).
+typedef struct tpprof_graph_held {
+    uint64_t storages, bytes;             // storages alive at exit graphs keep
+    uint64_t alone_storages, alone_bytes; // of them, those only graphs keep: graph-held
+} tpprof_graph_held;
+
+// The groups (new array, most graph-held bytes first; caller frees; NULL
+// when none) and the totals.
 tpprof_graph_group *tpprof_autograd_groups(const tpprof_autograd *g, const tpprof_tensors *t, size_t *n,
-                                          uint64_t *held_bytes, uint64_t *held_storages);
+                                          tpprof_graph_held *held);
 
 // ---------------------------------------------------------------------------
 // replay.c

@@ -169,7 +169,10 @@ typedef struct tp_obs_tensor_ref {
 /* NODE_CREATED, NODE_RAN, NODE_FREED (version 3).  A node is made by one
  * differentiable call (tp_ag_* in autograd.h) for its one output and holds
  * its inputs' nodes (next_ids: the node ids of the inputs that have one,
- * in input order; NULL when n_next is 0) and the tensors it saved.  Its
+ * in input order; NULL when n_next is 0), a handle on each input that is a
+ * leaf requiring grad (leaf_ids: those tensors' ids, its gradient goes
+ * there; their handles were taken with tp_tensor_retain, whose
+ * TENSOR_REFCOUNT events came before) and the tensors it saved.  Its
  * id comes from the counter storages and tensors share, so it names no
  * other object.  NODE_CREATED's object (tp_obs_event.object) is the node
  * struct, allocated with the C heap in the same call.  Order for one node:
@@ -184,6 +187,9 @@ typedef struct tp_obs_node {
     const uint64_t *next_ids; /* NODE_CREATED only; valid during the callback */
     uint32_t n_next;
     uint32_t flags;           /* NODE_RAN: TP_OBS_NODE_* bits; 0 otherwise */
+    const uint64_t *leaf_ids; /* NODE_CREATED only; valid during the callback */
+    uint32_t n_leaves;
+    uint32_t reserved;
 } tp_obs_node;
 
 #define TP_OBS_NODE_RETAINED 1u /* NODE_RAN: the saved tensors were kept (retain_graph) */

@@ -65,21 +65,24 @@ const char *tp__tensor_type_name(tp_dtype dtype) {
 static void observe_node(uint32_t kind, const tp__node *node, const void *object, uint32_t flags) {
     const tp_observer *o = tp__observer_graph();
     if (!o) return;
-    uint64_t next[16], *ids = next;
-    uint32_t n = 0;
+    /* NODE_CREATED: its edges' node ids, then its leaves' tensor ids */
+    uint64_t small[32], *ids = small;
+    uint32_t n = 0, nl = 0;
     if (kind == TP_OBS_NODE_CREATED) {
-        if (node->n_next > 16 && !(ids = malloc((size_t)node->n_next * sizeof *ids))) {
-            ids = next; /* out of memory: the first 16 edges only */
+        if (2 * node->n_next > 32 && !(ids = malloc(2 * (size_t)node->n_next * sizeof *ids))) {
+            tp__error(TP_STATUS_OUT_OF_MEMORY, "autograd: no memory to report the %s node's edges", node->name);
+            return; /* the observer misses this node: nothing else changes */
         }
-        uint32_t cap = ids == next ? 16 : (uint32_t)node->n_next;
-        for (int i = 0; i < node->n_next && n < cap; i++)
+        for (int i = 0; i < node->n_next; i++)
             if (node->next[i].node) ids[n++] = node->next[i].node->id;
+        for (int i = 0; i < node->n_next; i++)
+            if (node->next[i].leaf) ids[n + nl++] = node->next[i].leaf->id;
     }
     tp_obs_event ev = {.kind = kind, .struct_size = sizeof ev, .object = (uint64_t)(uintptr_t)object};
-    ev.u.node = (tp_obs_node){.node_id = node->id, .name = node->name, .next_ids = n ? ids : NULL,
-                              .n_next = n, .flags = flags};
+    ev.u.node = (tp_obs_node){.node_id = node->id, .name = node->name, .next_ids = n ? ids : NULL, .n_next = n,
+                              .flags = flags, .leaf_ids = nl ? ids + n : NULL, .n_leaves = nl};
     o->on_event(o->user, &ev);
-    if (ids != next) free(ids);
+    if (ids != small) free(ids);
 }
 
 static void observe_saved(uint32_t kind, const tp__node *node, int slot) {

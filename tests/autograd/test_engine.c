@@ -415,7 +415,7 @@ static void test_graph_holds_leaves_until_freed(void) {
 
 static struct {
     int created, ran, freed, saved, released, other_kinds_v2;
-    uint64_t exp_id, sum_id, sum_next, saved_tensor, saved_storage;
+    uint64_t exp_id, sum_id, sum_next, exp_leaf, saved_tensor, saved_storage;
     uint32_t ran_flags;
 } seen;
 
@@ -424,7 +424,10 @@ static void on_graph_event(void *user, const tp_obs_event *ev) {
     switch (ev->kind) {
     case TP_OBS_NODE_CREATED:
         seen.created++;
-        if (strcmp(ev->u.node.name, "ExpBackward0") == 0) seen.exp_id = ev->u.node.node_id;
+        if (strcmp(ev->u.node.name, "ExpBackward0") == 0) {
+            seen.exp_id = ev->u.node.node_id;
+            seen.exp_leaf = ev->u.node.n_leaves == 1 && ev->u.node.n_next == 0 ? ev->u.node.leaf_ids[0] : 0;
+        }
         if (strcmp(ev->u.node.name, "SumBackward1") == 0 || strcmp(ev->u.node.name, "SumBackward0") == 0) {
             seen.sum_id = ev->u.node.node_id;
             seen.sum_next = ev->u.node.n_next == 1 ? ev->u.node.next_ids[0] : 0;
@@ -446,6 +449,7 @@ static void on_graph_event(void *user, const tp_obs_event *ev) {
 static void exp_sum_backward(bool retain) {
     tp_tensor *x = leaf(1, SHAPE(4), 0, TP_DTYPE_FLOAT32);
     tp_tensor *y = tp_ag_unary(TP_UNARY_OP_EXP, x); /* saves its output */
+    if (seen.created) CHECK_EQ(seen.exp_leaf, tp_tensor_id(x)); /* exp's one input: the leaf x */
     tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
     CHECK_EQ(tp_backward(s, NULL, retain), TP_STATUS_OK);
     if (seen.saved) CHECK_EQ(seen.saved_storage, tp_storage_id(tp_tensor_storage(y)));

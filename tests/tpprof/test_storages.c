@@ -187,7 +187,7 @@ static void open_db(void) {
                  "CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
                  "CREATE TABLE graph_nodes(id INTEGER PRIMARY KEY, name, created_ns, created_stack, freed_ns,"
                  " backward_ran, retained, ran_ns);"
-                 "CREATE TABLE graph_edges(node_id, next_id);"
+                 "CREATE TABLE graph_edges(node_id, next_id, leaf);"
                  "CREATE TABLE saved_tensors(node_id, slot, storage_id, tensor_id, saved_ns, released_ns,"
                  " PRIMARY KEY (node_id, slot));",
                  NULL, NULL, NULL);
@@ -799,10 +799,16 @@ static void test_untimed_storages_count_in_the_maximum_only_from_an_exact_releas
 // ---------------------------------------------------------------------------
 // The autograd graph (observer ABI 3): nodes, edges, saved tensors.
 
+static const uint64_t *leaves_next; // the leaf inputs the next ev_node sends
+static uint32_t nleaves_next;
+
 static void ev_node(int kind, uint64_t id, const char *name, const uint64_t *next, uint32_t nnext, uint32_t flags,
                     uint64_t object) {
     tp_obs_event ev = {.kind = (uint32_t)kind, .object = object,
-                       .u.node = {.node_id = id, .name = name, .next_ids = next, .n_next = nnext, .flags = flags}};
+                       .u.node = {.node_id = id, .name = name, .next_ids = next, .n_next = nnext, .flags = flags,
+                                  .leaf_ids = leaves_next, .n_leaves = nleaves_next}};
+    leaves_next = NULL;
+    nleaves_next = 0;
     send(&ev, 88);
 }
 
@@ -819,6 +825,9 @@ static void test_graph_records_keep_live_nodes_their_edges_and_saved_tensors(voi
     // retain_graph; 500 lets its second saved tensor go; 502 is made and
     // freed (aggregate mode: no row).
     remember_alloc(0x50000, 81);
+    static const uint64_t leaves[2] = {700, 701}; // two leaf inputs (tensor ids)
+    leaves_next = leaves;
+    nleaves_next = 2;
     ev_node(TP_OBS_NODE_CREATED, 500, "MmBackward0", NULL, 0, 0, 0x50000);
     CHECK_MSG(captures == before, "a node's stack is its struct's allocation's: no unwind");
     ev_saved(TP_OBS_TENSOR_SAVED, 500, 0, 600, 20);
@@ -845,8 +854,11 @@ static void test_graph_records_keep_live_nodes_their_edges_and_saved_tensors(voi
     CHECK_MSG(q("SELECT created_stack FROM graph_nodes WHERE id = 501 AND name = 'NativeLayerNormBackward0x'"
                 " AND backward_ran = 1 AND retained = 1 AND ran_ns IS NOT NULL") == 82,
               "node 501: its whole name, ran with retain_graph, made at stack 82");
-    CHECK_MSG(q("SELECT count(*) FROM graph_edges WHERE node_id = 501 AND next_id = 500") == 2, "two edges 501 -> 500");
-    CHECK_MSG(q("SELECT count(*) FROM graph_edges") == 2, "no other edge");
+    CHECK_MSG(q("SELECT count(*) FROM graph_edges WHERE node_id = 501 AND next_id = 500 AND leaf = 0") == 2,
+              "two edges 501 -> 500");
+    CHECK_MSG(q("SELECT count(*) FROM graph_edges WHERE node_id = 500 AND leaf = 1 AND next_id IN (700, 701)") == 2,
+              "500's two leaf inputs");
+    CHECK_MSG(q("SELECT count(*) FROM graph_edges") == 4, "no other edge");
     CHECK_MSG(q("SELECT storage_id FROM saved_tensors WHERE node_id = 500 AND slot = 0 AND tensor_id = 600"
                 " AND released_ns IS NULL") == 20, "500 keeps tensor 600 on storage 20");
     CHECK_MSG(q("SELECT storage_id FROM saved_tensors WHERE node_id = 500 AND slot = 1 AND tensor_id = 601"

@@ -187,8 +187,8 @@ static void test_json_pinned_views_and_lifetimes(void) {
     j = harness_json_squash(r.out);
     CHECK(strstr(j, "\"storages\":[],\"unmatched_by_stack\":[],\"weak_by_stack\":[],"
                     "\"handles_by_stack\":[],\"pinned_views\":[],"
-                    "\"graph_held\":{\"recorded\":false,\"bytes\":0,\"storages\":0,\"only_graphs_bytes\":0,"
-                    "\"only_graphs_storages\":0,\"nodes_alive\":0,"
+                    "\"graph_held\":{\"recorded\":false,\"bytes\":0,\"storages\":0,\"kept_bytes\":0,"
+                    "\"kept_storages\":0,\"nodes_alive\":0,"
                     "\"nodes_created\":0},\"graphs_by_stack\":[],\"lifetimes\":[]"),
           "%s", j);
     free(j);

@@ -6,8 +6,8 @@
 // storage alive).
 //
 // usage: test_train_samples TPPROF MODE SAMPLE
-// MODE: loss_history | retain_graph | grads_never_zeroed | clean (one
-// meson test each).
+// MODE: loss_history | retain_graph | grads_never_zeroed | model_kept |
+// clean (one meson test each).
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -59,8 +59,11 @@ static void expect_graph_leak(const char *fn, const char *file, const char *why,
     CHECK(db_int(db, "SELECT count(*) FROM saved_tensors s JOIN storages t ON t.id = s.storage_id "
                      "WHERE s.released_ns IS NULL AND t.freed_ns IS NULL") > 0,
           "saved tensors kept on storages alive at exit");
-    CHECK(db_int(db, "SELECT count(*) FROM graph_edges") == 15, "three edges a graph (%lld)",
-          db_int(db, "SELECT count(*) FROM graph_edges"));
+    CHECK(db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 0") == 15, "three node edges a graph (%lld)",
+          db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 0"));
+    // and four leaf inputs: the two Addmm nodes' weight and bias
+    CHECK(db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1") == 20, "four leaf edges a graph (%lld)",
+          db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1"));
 
     run_result r = harness_tpprof("report", "--storages", "--top", "0", db, NULL);
     CHECK(r.status == 0, "report --storages: status %d: %s", r.status, r.err);
@@ -71,11 +74,15 @@ static void expect_graph_leak(const char *fn, const char *file, const char *why,
     CHECK(harness_count(r.out, want) >= 22, "each graph-held storage says '%s'", want);
     CHECK(strstr(r.out, "saved by ReluBackward0 created in small_forward (leak_common.h:") != NULL,
           "the ReLU node's activation, named where the forward made it");
-    CHECK(strstr(r.out, "5 graphs, 20 nodes, 22 storages") != NULL, "one group: the five graphs\n%s", r.out);
-    // Of the 22, the two parameters the graphs saved are the model's too;
-    // the 20 activations and targets only the graphs keep.
-    CHECK(strstr(r.out, "keep alive at exit: 22 holding ") && strstr(r.out, "; 20 of them ("),
-          "22 storages kept, 20 by the graphs alone\n%s", r.out);
+    // 22 storages of saved tensors and the two biases the nodes hold as leaf
+    // inputs; the sample freed its model, so only the graphs keep all 24.
+    CHECK(strstr(r.out, "5 graphs, 20 nodes, 24 storages") != NULL, "one group: the five graphs\n%s", r.out);
+    CHECK(strstr(r.out, " in 24 storages only autograd graphs keep alive at exit") &&
+              strstr(r.out, "graphs keep 24 storages") && !strstr(r.out, "(also kept otherwise)"),
+          "24 storages, all graph-held\n%s", r.out);
+    CHECK(strstr(r.out, " a leaf input of AddmmBackward0 created in small_forward (leak_common.h:") &&
+              strstr(r.out, " is a leaf input of 5 graph nodes alive at exit, such as AddmmBackward0"),
+          "the biases, held as leaf inputs\n%s", r.out);
     harness_result_free(&r);
 
     r = harness_tpprof("report", "--storages", "--format", "json", db, NULL);
@@ -118,6 +125,43 @@ static void test_loss_history_graphs_never_ran_backward(void) {
 
 static void test_retain_graph_graphs_kept_their_saved_tensors(void) {
     expect_graph_leak("run", "leak_retain_graph.c", "retain_graph", 1);
+}
+
+// A graph kept while the program keeps its weight too: the graph keeps the
+// weight's storage (a leaf input), but only the saved input and activation
+// are graph-held.
+static void test_model_kept_too_is_not_graph_held(void) {
+    const char *db = harness_path("kept.db");
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, (char *)"--", prog, NULL};
+    run_result r = harness_run(argv, NULL, NULL);
+    CHECK(r.status == 0, "recording %s: status %d\n%s", prog, r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", "--storages", db, NULL);
+    CHECK(r.status == 0 && strstr(r.out, "Graph-held: 2.00 KiB in 2 storages only autograd graphs keep") &&
+              strstr(r.out, "graphs keep 3 storages (3.00 KiB) in all"),
+          "2 of 3 graph-held\n%s", r.out);
+    CHECK(strstr(r.out, "a leaf input of MmBackward0 created in main (graph_kept.c:") &&
+              strstr(r.out, "(also kept otherwise)") &&
+              strstr(r.out, "saved by ReluBackward0 created in main (graph_kept.c:"),
+          "the weight kept otherwise, the activation graph-held\n%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("report", "--storages", "--format", "json", db, NULL);
+    char *sq = r.status == 0 && harness_json_valid(r.out) ? harness_json_squash(r.out) : NULL;
+    CHECK(sq && strstr(sq, "\"graph_held\":{\"recorded\":true,\"bytes\":2048,\"storages\":2,\"kept_bytes\":3072,"
+                           "\"kept_storages\":3,\"nodes_alive\":3,\"nodes_created\":3}"),
+          "graph_held in JSON: %s", sq ? sq : r.out);
+    CHECK(sq && strstr(sq, "\"only_graphs_keep\":false") && strstr(sq, "\"leaf_input_of\":[{\"node\":"),
+          "the weight's storage: a leaf input, kept otherwise");
+    free(sq);
+    harness_result_free(&r);
+    r = harness_tpprof("check", db, "--max-graph-held-bytes", "2k", NULL);
+    CHECK(r.status == 0 && strstr(r.out, "PASS graph-held bytes 2048 <= 2048"), "2k holds: %s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("check", db, "--max-graph-held-bytes", "2047", NULL);
+    CHECK(r.status == 1 && strstr(r.out, "FAIL graph-held bytes 2048 > 2047: 2 storages (2048 B) kept by 1 graph whose "
+                                         "root SumBackward1 was made in main (graph_kept.c:"),
+          "2047 fails: %s", r.out);
+    harness_result_free(&r);
 }
 
 // Gradients never zeroed grow in value, not in memory: no graph is kept.
@@ -169,6 +213,8 @@ int main(int argc, char **argv) {
         RUN_TEST(test_retain_graph_graphs_kept_their_saved_tensors);
     else if (strcmp(mode, "grads_never_zeroed") == 0)
         RUN_TEST(test_grads_never_zeroed_keep_no_graph);
+    else if (strcmp(mode, "model_kept") == 0)
+        RUN_TEST(test_model_kept_too_is_not_graph_held);
     else if (strcmp(mode, "clean") == 0)
         RUN_TEST(test_training_sample_ends_with_nothing_alive);
     else {

@@ -555,9 +555,10 @@ static inline struct tpprof_thread *enter(void) {
 // The autograd graph (observer ABI 3): rare next to the tensor events (one
 // node an op, against a dozen tensor events), so plain records. A node's
 // creation takes the stack of the node struct's allocation (its object) and
-// carries its name (4 words: 31 characters) and the ids of the nodes its
-// inputs have (up to GRAPH_MAX_NEXT; more are cut); the others need no
-// stack: the writer names each by its node.
+// carries its name (4 words: 31 characters), the ids of the nodes its
+// inputs have, then those of its leaf inputs (GRAPH_MAX_NEXT in all; more
+// are cut, leaves first); the others need no stack: the writer names each
+// by its node.
 #define GRAPH_MAX_NEXT 16
 
 static void on_graph_node(struct tpprof_thread *t, const tp_obs_event *ev, bool full) {
@@ -575,9 +576,11 @@ static void on_graph_node(struct tpprof_thread *t, const tp_obs_event *ev, bool 
             for (int i = 0; i < 31 && x->name[i]; i++) d[i] = x->name[i];
         }
         uint32_t k = x->next_ids ? (x->n_next < GRAPH_MAX_NEXT ? x->n_next : GRAPH_MAX_NEXT) : 0;
-        w[7] = k;
+        uint32_t kl = x->leaf_ids ? (x->n_leaves < GRAPH_MAX_NEXT - k ? x->n_leaves : GRAPH_MAX_NEXT - k) : 0;
+        w[7] = k | (uint64_t)kl << 16;
         for (uint32_t i = 0; i < k; i++) w[8 + i] = x->next_ids[i];
-        n = 8 + (int)k;
+        for (uint32_t i = 0; i < kl; i++) w[8 + k + i] = x->leaf_ids[i];
+        n = 8 + (int)(k + kl);
     } else if (ev->kind == TP_OBS_NODE_RAN) {
         w[n++] = x->flags;
     }

@@ -33,9 +33,10 @@ static bool put_node(sqlite3_stmt *nodes, sqlite3_stmt *edges, sqlite3_stmt *sav
     sqlite3_bind_int(nodes, 7, (x->flags & G_RETAINED) != 0);
     bind_time(nodes, 8, x->flags & G_RAN, x->ran_ns);
     if (!step(nodes)) return false;
-    for (uint32_t i = 0; i < x->nnext; i++) {
+    for (uint32_t i = 0; i < (uint32_t)x->nnext + x->nleaves; i++) {
         sqlite3_bind_int64(edges, 1, (sqlite3_int64)x->id);
         sqlite3_bind_int64(edges, 2, (sqlite3_int64)x->next[i]);
+        sqlite3_bind_int(edges, 3, i >= x->nnext);
         if (!step(edges)) return false;
     }
     for (uint32_t i = 0; i < GRAPH_SAVED; i++) {
@@ -71,7 +72,7 @@ bool tpprof_store_graph_put(sqlite3 *db) {
     bool ok = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO graph_nodes(id, name, created_ns, created_stack, freed_ns,"
                                      " backward_ran, retained, ran_ns) VALUES(?,?,?,?,?,?,?,?)", -1, &nodes,
                                  NULL) == SQLITE_OK &&
-              sqlite3_prepare_v2(db, "INSERT INTO graph_edges(node_id, next_id) VALUES(?,?)", -1, &edges, NULL) ==
+              sqlite3_prepare_v2(db, "INSERT INTO graph_edges(node_id, next_id, leaf) VALUES(?,?,?)", -1, &edges, NULL) ==
                   SQLITE_OK &&
               sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO saved_tensors(node_id, slot, storage_id, tensor_id,"
                                      " saved_ns, released_ns) VALUES(?,?,?,?,?,?)", -1, &saved, NULL) == SQLITE_OK;

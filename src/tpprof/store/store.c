@@ -84,7 +84,7 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS graph_nodes(id INTEGER PRIMARY KEY, name TEXT NOT NULL, created_ns INTEGER,"
     " created_stack INTEGER NOT NULL, freed_ns INTEGER, backward_ran INTEGER NOT NULL, retained INTEGER NOT NULL,"
     " ran_ns INTEGER);"
-    "CREATE TABLE IF NOT EXISTS graph_edges(node_id INTEGER NOT NULL, next_id INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS graph_edges(node_id INTEGER NOT NULL, next_id INTEGER NOT NULL, leaf INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS saved_tensors(node_id INTEGER NOT NULL, slot INTEGER NOT NULL,"
     " storage_id INTEGER NOT NULL, tensor_id INTEGER NOT NULL, saved_ns INTEGER, released_ns INTEGER,"
     " PRIMARY KEY (node_id, slot));";

@@ -84,10 +84,11 @@ void tpprof_graph_apply(int kind, const uint64_t *r, uint64_t time, uint32_t sta
         x->created_ns = time;
         x->stack = stack;
         x->name = name_of(&r[3]);
-        uint32_t k = (uint32_t)r[7];
-        if (k > GRAPH_NEXT || words < 8 + k) k = 0;
-        for (uint32_t i = 0; i < k; i++) x->next[i] = r[8 + i];
-        x->nnext = k;
+        uint32_t k = (uint32_t)(r[7] & 0xffff), kl = (uint32_t)(r[7] >> 16 & 0xffff);
+        if (k + kl > GRAPH_NEXT || words < 8 + k + kl) k = kl = 0;
+        for (uint32_t i = 0; i < k + kl; i++) x->next[i] = r[8 + i];
+        x->nnext = (uint16_t)k;
+        x->nleaves = (uint16_t)kl;
         return;
     }
     case TP_OBS_NODE_RAN:

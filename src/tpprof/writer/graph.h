@@ -22,10 +22,10 @@ struct graph_saved {
 
 struct graph_node {
     uint64_t id, created_ns, freed_ns, ran_ns;
-    uint64_t next[GRAPH_NEXT]; // node ids of the inputs' nodes
+    uint64_t next[GRAPH_NEXT]; // node ids of the inputs' nodes, then tensor ids of its leaf inputs
     struct graph_saved saved[GRAPH_SAVED];
     uint32_t stack;      // stack_nodes id of its creation
-    uint32_t nnext;
+    uint16_t nnext, nleaves; // next[0..nnext): nodes; next[nnext..nnext + nleaves): leaves
     uint32_t next_free;  // free list (slot + 1)
     uint16_t name;       // index into names
     uint16_t flags;      // G_*
