@@ -17,12 +17,19 @@
  *      tensor); a call that creates a storage for a new tensor then
  *      releases the storage's creation reference (REFCOUNT RELEASE,
  *      object = the storage).
- *   2  (this header) such a call hands the creation reference to the new
+ *   2  such a call hands the creation reference to the new
  *      tensor instead, as c10 moves a new Storage into its TensorImpl: no
  *      RETAIN and no RELEASE; the tensor's TENSOR_CREATED carries
  *      TP_OBS_TENSOR_ADOPTED_REF.  Its RELEASE when the tensor is freed is
  *      unchanged, so a version-1 ledger would see a release it never saw
  *      taken: hence the new version.  tp_obs_tensor.reserved became flags.
+ *   3  (this header) the autograd graph: NODE_CREATED, NODE_RAN,
+ *      NODE_FREED, TENSOR_SAVED and SAVED_RELEASED (.node, .saved).  Only
+ *      kinds are appended, so the runtime still attaches a version-2
+ *      observer and sends it none of them: it sees exactly what a version-2
+ *      runtime sent.  An observer of version 3 is handed to a version-2
+ *      runtime only under that runtime's number (tp_observer_provide is
+ *      told it), and then gets no graph event either.
  *
  * Attaching:
  *   1. In process:  tp_observer_set(&my_observer);
