@@ -122,7 +122,9 @@ static int find_graphs(tpprof_db *db, tpprof_autograd *g) {
     sqlite3_stmt *st = NULL;
     int rc = SQLITE_DONE;
     if (tpprof_db_has_table(db, "graph_edges")) {
-        if (sqlite3_prepare_v2(db->sql, "SELECT node_id, next_id, leaf FROM graph_edges", -1, &st, NULL) != SQLITE_OK) {
+        // (graph_edges without its leaf column: every edge a node's)
+        if (sqlite3_prepare_v2(db->sql, "SELECT node_id, next_id, leaf FROM graph_edges", -1, &st, NULL) != SQLITE_OK &&
+            sqlite3_prepare_v2(db->sql, "SELECT node_id, next_id, 0 FROM graph_edges", -1, &st, NULL) != SQLITE_OK) {
             free(parent);
             free(pointed);
             return tpprof_db_error(db, "reading graph_edges");
