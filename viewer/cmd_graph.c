@@ -36,6 +36,7 @@ enum { FORMAT_TEXT, FORMAT_DOT, FORMAT_JSON };
 typedef struct graph {
     const tpprof_profile *p;
     const tpprof_tensors *t;
+    const tpprof_autograd *ag;    // the autograd graph at the end (empty without its tables)
     int at;
     int64_t time_ns;
     bool peak_counts;             // at the peak of a full recording: counts from its events
@@ -159,6 +160,15 @@ static bool kept_by_handle(const graph *g, const tpprof_tensor *x) {
     return g->at == AT_EXIT && tpprof_tensors_unmatched_handles(g->t, x->id, &stack) > 0;
 }
 
+// The node alive at exit that keeps x as a saved tensor, or NULL (at exit
+// only: the graph tables hold the end's graph).
+static const tpprof_gnode *saved_by(const graph *g, const tpprof_tensor *x) {
+    if (g->at != AT_EXIT)
+        return NULL;
+    const tpprof_gsaved *sv = tpprof_autograd_saved_as(g->ag, x->storage_id, x->id);
+    return sv ? tpprof_autograd_node(g->ag, sv->node_id) : NULL;
+}
+
 static const char *moment_name(const graph *g) {
     return g->at == AT_EXIT ? "exit" : g->at == AT_PEAK ? "peak" : "time";
 }
@@ -172,6 +182,10 @@ static void text_tensor(const graph *g, const tpprof_tensor *x, int depth) {
            x->dtype ? x->dtype : "?", x->strides ? x->strides : "?", (long long)x->offset);
     if (x->base_id && !parent_of(g, x))
         printf(", view of #%lld (not alive then)", (long long)x->base_id);
+    const tpprof_gnode *node = saved_by(g, x);
+    if (node)
+        printf("  (saved by %s #%lld for backward; graph alive: %s)", node->name, (long long)node->id,
+               tpprof_gnode_why(node));
     printf("%s\n", kept_by_handle(g, x) ? "  (kept by a handle retain)" : "");
     size_t nv = 0;
     const size_t *views = tpprof_tensors_views_of(g->t, x->id, &nv);
@@ -259,7 +273,13 @@ static void dot_graph(const graph *g) {
         dot_escaped(x->dtype ? x->dtype : "?");
         printf("\\nstrides ");
         dot_escaped(x->strides ? x->strides : "?");
-        printf(" offset %lld%s\"];\n", (long long)x->offset, kept_by_handle(g, x) ? "\\nkept by a handle retain" : "");
+        printf(" offset %lld%s", (long long)x->offset, kept_by_handle(g, x) ? "\\nkept by a handle retain" : "");
+        const tpprof_gnode *node = saved_by(g, x);
+        if (node) {
+            printf("\\nsaved by ");
+            dot_escaped(node->name);
+        }
+        printf("\"];\n");
         const tpprof_tensor *parent = parent_of(g, x);
         if (parent)
             printf("  t%lld -> t%lld [style=dashed, label=\"view\"];\n", (long long)parent->id,
@@ -284,6 +304,15 @@ static void json_tensor(tpprof_json *j, const graph *g, const tpprof_tensor *x) 
         if (g->tensor_in[views[i]] && parent_of(g, &g->t->tensors[views[i]]) == x)
             json_tensor(j, g, &g->t->tensors[views[i]]);
     tpprof_json_array_end(j);
+    const tpprof_gnode *node = saved_by(g, x);
+    if (node) { // only then: earlier readers matched a tensor's layout ending with its views
+        tpprof_json_key(j, "saved_by");
+        tpprof_json_object_begin_inline(j);
+        tpprof_json_kv_int(j, "node", node->id);
+        tpprof_json_kv_string(j, "name", node->name);
+        tpprof_json_kv_string(j, "graph_alive", tpprof_gnode_why(node));
+        tpprof_json_object_end(j);
+    }
     tpprof_json_object_end(j);
 }
 
@@ -404,8 +433,14 @@ int tpprof_cmd_graph(int argc, char **argv) {
         tpprof_profile_free(p);
         goto usage_error;
     }
+    tpprof_autograd ag;
+    if (tpprof_autograd_load(p->db, &ag) != 0) {
+        tpprof_tensors_free(&t);
+        tpprof_profile_free(p);
+        goto usage_error;
+    }
     int status = TPPROF_EXIT_OK;
-    graph g = {.p = p, .t = &t, .at = at, .time_ns = time_ns};
+    graph g = {.p = p, .t = &t, .ag = &ag, .at = at, .time_ns = time_ns};
     // A full recording's events give the counts at the peak too.
     if (at == AT_PEAK && t.full && t.peak_storage_time_ns != TPPROF_NO_TIME) {
         g.peak_counts = true;
@@ -431,6 +466,7 @@ int tpprof_cmd_graph(int argc, char **argv) {
     free(g.tensor_in);
     free(g.strong);
     free(g.weak);
+    tpprof_autograd_free(&ag);
     tpprof_tensors_free(&t);
     tpprof_profile_free(p);
     if (status == TPPROF_EXIT_OK && fflush(stdout) != 0)

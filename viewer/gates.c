@@ -180,6 +180,40 @@ static int measure_split(const tpprof_gate_subject *subj, int32_t device, uint64
     return 0;
 }
 
+// Graph-held bytes: the storages alive at exit that only autograd graphs
+// alive then keep (autograd.c: they would go with the graphs); the detail
+// names the biggest group: the graphs' root, the stack that made it, why
+// they are alive.
+static int measure_graph(const tpprof_gate_subject *subj, int32_t device, uint64_t *value, char *detail, size_t size) {
+    (void)device;
+    const tpprof_profile *p = subj->p;
+    tpprof_tensors t;
+    if (tpprof_tensors_load(p->db, &t) != 0)
+        return -1;
+    tpprof_autograd ag;
+    if (tpprof_autograd_load(p->db, &ag) != 0) {
+        tpprof_tensors_free(&t);
+        return -1;
+    }
+    size_t ng = 0;
+    tpprof_graph_held held;
+    tpprof_graph_group *groups = tpprof_autograd_groups(&ag, &t, &ng, &held);
+    char frame[512];
+    if (ng && groups[0].alone_bytes)
+        snprintf(detail, size, ": %llu storage%s (%llu B) kept by %llu graph%s whose root %s was made in %s; "
+                 "graph alive: %s",
+                 (unsigned long long)groups[0].alone_storages, groups[0].alone_storages == 1 ? "" : "s",
+                 (unsigned long long)groups[0].alone_bytes, (unsigned long long)groups[0].graphs,
+                 groups[0].graphs == 1 ? "" : "s", groups[0].root_name,
+                 tpprof_stacks_describe_caller(p->stacks, groups[0].stack_id, frame, sizeof frame),
+                 !groups[0].backward_ran ? "backward never ran" : groups[0].retained ? "retain_graph" : "backward ran");
+    *value = held.alone_bytes;
+    free(groups);
+    tpprof_autograd_free(&ag);
+    tpprof_tensors_free(&t);
+    return 0;
+}
+
 // Device (CUDA) memory of one device, or of every device together
 // (device.c); the detail names the biggest leak group of device memory on
 // it, or the biggest site live at its peak, and the group's API.
@@ -233,6 +267,11 @@ static const tpprof_gate_def defs[] = {
      .measure = measure_split,
      .help = "free bytes stranded inside partly used segments of the caching\n"
              "                        allocators at exit (replayed from allocator_events)"},
+    {.option = "--max-graph-held-bytes", .name = "max-graph-held-bytes", .what = "graph-held bytes",
+     .measure = measure_graph,
+     .help = "tensor storages alive at exit that only autograd graphs alive\n"
+             "                        then keep (saved for a backward that never ran, or kept by\n"
+             "                        retain_graph; not a weight the program still holds)"},
     {.option = "--max-device-leaked-bytes", .name = "max-device-leaked-bytes", .what = "leaked bytes",
      .per_device = true, .unrecorded = " (device memory was not recorded)", .measure = measure_device_leaked,
      .help = "device (CUDA) memory still allocated at exit or ended by a\n"

@@ -184,7 +184,115 @@ static void text_tensor_line(const tpprof_profile *p, const tpprof_tensors *t, c
     printf("\n");
 }
 
-static void text_storage(const tpprof_profile *p, const tpprof_tensors *t, const tpprof_storage *s) {
+static const char *group_why(const tpprof_graph_group *x) {
+    return !x->backward_ran ? "backward never ran" : x->retained ? "retain_graph" : "backward ran";
+}
+
+// "; its root NllLossBackward0 created in main (train.c:40)" when node is
+// not its graph's root.
+static void text_root_of(const tpprof_profile *p, const tpprof_autograd *g, const tpprof_gnode *node) {
+    const tpprof_gnode *root = tpprof_autograd_root(g, node);
+    char at[512];
+    if (root != node)
+        printf("; its root %s created in %s", root->name,
+               tpprof_stacks_describe_caller(p->stacks, root->created_stack, at, sizeof at));
+}
+
+// The nodes alive at exit that keep s: "saved by MmBackward0 (node #12, as
+// tensor #14) created in forward (model.c:88); graph alive: backward never
+// ran", and for a leaf alive on it that nodes hold as an input, "tensor #2
+// is a leaf input of 5 graph nodes alive at exit, such as AddmmBackward0
+// (node #84) created in ...".
+static void text_saved_by(const tpprof_profile *p, const tpprof_tensors *t, const tpprof_autograd *g,
+                          const tpprof_storage *s, const char *indent) {
+    const tpprof_gsaved *h[8];
+    size_t n = tpprof_autograd_holders(g, s->id, h, 8);
+    char at[512];
+    for (size_t i = 0; i < n && i < 8; i++) {
+        const tpprof_gnode *node = tpprof_autograd_node(g, h[i]->node_id);
+        printf("%ssaved by %s (node #%lld, as tensor #%lld) created in %s; graph alive: %s", indent, node->name,
+               (long long)node->id, (long long)h[i]->tensor_id,
+               tpprof_stacks_describe_caller(p->stacks, node->created_stack, at, sizeof at), tpprof_gnode_why(node));
+        text_root_of(p, g, node);
+        printf("\n");
+    }
+    if (n > 8)
+        printf("%s... saved by %zu more nodes\n", indent, n - 8);
+    size_t non = 0;
+    const size_t *on = tpprof_tensors_on(t, s->id, &non);
+    for (size_t i = 0; i < non; i++) {
+        const tpprof_tensor *x = &t->tensors[on[i]];
+        const tpprof_gleaf *l[1];
+        size_t nl = tpprof_tensor_alive(x) ? tpprof_autograd_leaf_holders(g, x->id, l, 1) : 0;
+        if (!nl)
+            continue;
+        const tpprof_gnode *node = tpprof_autograd_node(g, l[0]->node_id);
+        printf("%stensor #%lld is a leaf input of %zu graph node%s alive at exit, such as %s (node #%lld) created "
+               "in %s; graph alive: %s",
+               indent, (long long)x->id, nl, nl == 1 ? "" : "s", node->name, (long long)node->id,
+               tpprof_stacks_describe_caller(p->stacks, node->created_stack, at, sizeof at), tpprof_gnode_why(node));
+        text_root_of(p, g, node);
+        printf("\n");
+    }
+}
+
+// The storages graphs keep, one line each in the words of the issue
+// ("storage #41 (4.0 MiB) saved by MmBackward0 created in forward
+// (model.c:88); graph alive: backward never ran"), then by the stack that
+// built each graph (its root node's creation).
+static void text_graph_held(const tpprof_profile *p, const tpprof_tensors *t, const tpprof_autograd *g, size_t cap) {
+    char a[32], b[32], at[512];
+    size_t ng = 0;
+    tpprof_graph_held held;
+    tpprof_graph_group *groups = tpprof_autograd_groups(g, t, &ng, &held);
+    size_t alive = 0;
+    for (size_t i = 0; i < g->nnodes; i++)
+        alive += tpprof_gnode_alive(&g->nodes[i]);
+    printf("\nGraph-held: %s in %llu storage%s only autograd graphs keep alive at exit (they go with the graphs); "
+           "graphs keep %llu storage%s (%s) in all",
+           tpprof_format_size(held.alone_bytes, a), (unsigned long long)held.alone_storages,
+           held.alone_storages == 1 ? "" : "s", (unsigned long long)held.storages, held.storages == 1 ? "" : "s",
+           tpprof_format_size(held.bytes, b));
+    printf(" (%zu graph node%s alive", alive, alive == 1 ? "" : "s");
+    if (g->created)
+        printf(" of %lld made", (long long)g->created);
+    printf(")\n");
+    if (!g->present)
+        printf("  (no autograd graph in this recording: the runtime sent no graph events, or the recorder "
+               "predates them)\n");
+    size_t shown = 0;
+    for (size_t i = 0; i < t->nstorages && (!cap || shown < cap); i++) {
+        const tpprof_storage *s = &t->storages[i];
+        bool saved;
+        const tpprof_gnode *node = tpprof_autograd_storage_node(g, t, s, &saved);
+        if (!node)
+            continue;
+        printf("  storage #%lld (%s) %s %s created in %s; graph alive: %s%s\n", (long long)s->id,
+               tpprof_format_size((uint64_t)s->nbytes, a), saved ? "saved by" : "a leaf input of", node->name,
+               tpprof_stacks_describe_caller(p->stacks, node->created_stack, at, sizeof at), tpprof_gnode_why(node),
+               tpprof_autograd_keeps_alone(g, t, s) ? "" : " (also kept otherwise)");
+        shown++;
+    }
+    if (shown < held.storages)
+        printf("  ... %llu more storages (--top 0 shows all)\n", (unsigned long long)(held.storages - shown));
+    printf("\nGraphs keeping storages, by the stack that built them (where the root node was made): %zu stack%s\n",
+           ng, ng == 1 ? "" : "s");
+    if (ng == 0)
+        printf("  none: no graph alive at exit keeps a storage\n");
+    for (size_t i = 0; i < ng && (!cap || i < cap); i++) {
+        printf("  %llu graph%s, %llu node%s, %llu storage%s (%s), %s only theirs: root %s; graph alive: %s\n",
+               (unsigned long long)groups[i].graphs, groups[i].graphs == 1 ? "" : "s",
+               (unsigned long long)groups[i].nodes, groups[i].nodes == 1 ? "" : "s",
+               (unsigned long long)groups[i].storages, groups[i].storages == 1 ? "" : "s",
+               tpprof_format_size(groups[i].bytes, a), tpprof_format_size(groups[i].alone_bytes, b),
+               groups[i].root_name, group_why(&groups[i]));
+        tpprof_print_stack(p->stacks, groups[i].stack_id, "      ", MAX_TEXT_FRAMES, true);
+    }
+    free(groups);
+}
+
+static void text_storage(const tpprof_profile *p, const tpprof_tensors *t, const tpprof_autograd *g,
+                         const tpprof_storage *s) {
     char a[32];
     printf("  storage #%lld  %s  %s on %s  strong %lld, weak %lld", (long long)s->id,
            tpprof_format_size((uint64_t)s->nbytes, a), s->allocator ? s->allocator : "(borrowed)",
@@ -196,6 +304,7 @@ static void text_storage(const tpprof_profile *p, const tpprof_tensors *t, const
     for (size_t i = 0; i < non; i++)
         if (tpprof_tensor_alive(&t->tensors[on[i]]))
             text_tensor_line(p, t, &t->tensors[on[i]], "      ");
+    text_saved_by(p, t, g, s, "      ");
     int64_t unmatched = unmatched_of(t, s->id, false);
     if (unmatched > 0) {
         printf("      strong count is %lld but tensors hold %lld: %lld reference%s no release "
@@ -273,6 +382,11 @@ static void text_pinned(const tpprof_profile *p, const tpprof_tensors *t, bool a
 
 void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *t, size_t cap) {
     char a[32], b[32];
+    tpprof_autograd ag;
+    if (tpprof_autograd_load(p->db, &ag) != 0) { // the rest can still be shown
+        fprintf(stderr, "tpprof: the autograd graph is left out: %s\n", tpprof_error());
+        memset(&ag, 0, sizeof ag);
+    }
     size_t nlive = 0, nreleased = 0;
     const tpprof_storage **live = alive_storages(t, false, &nlive);
     const tpprof_storage **released = alive_storages(t, true, &nreleased);
@@ -287,9 +401,11 @@ void tpprof_report_storages_text(const tpprof_profile *p, const tpprof_tensors *
                "the recorder predates it)\n");
     size_t shown = cap && cap < nlive ? cap : nlive;
     for (size_t i = 0; i < shown; i++)
-        text_storage(p, t, live[i]);
+        text_storage(p, t, &ag, live[i]);
     if (shown < nlive)
         printf("  ... %zu more storages (--top 0 shows all)\n", nlive - shown);
+    text_graph_held(p, t, &ag, cap);
+    tpprof_autograd_free(&ag);
 
     size_t ng = 0;
     tpprof_ref_group *g = tpprof_ref_groups(t, false, &ng);
@@ -420,7 +536,92 @@ static void json_pinned(tpprof_json *j, const tpprof_profile *p, const tpprof_te
     free(v);
 }
 
+// "saved_by" and "leaf_input_of": the nodes alive at exit that keep
+// storage s, by a saved tensor or by a leaf input alive on it.
+static void json_node_ref(tpprof_json *j, const tpprof_profile *p, const tpprof_autograd *g, int64_t node_id,
+                          int64_t tensor) {
+    const tpprof_gnode *node = tpprof_autograd_node(g, node_id);
+    const tpprof_gnode *root = tpprof_autograd_root(g, node);
+    tpprof_json_object_begin(j);
+    tpprof_json_kv_int(j, "node", node->id);
+    tpprof_json_kv_string(j, "name", node->name);
+    tpprof_json_kv_int(j, "tensor", tensor);
+    tpprof_json_kv_bool(j, "backward_ran", node->backward_ran);
+    tpprof_json_kv_bool(j, "retain_graph", node->retained);
+    tpprof_json_kv_string(j, "graph_alive", tpprof_gnode_why(node));
+    tpprof_json_kv_int(j, "root", root->id);
+    tpprof_json_kv_string(j, "root_name", root->name);
+    tpprof_json_stack(j, p->stacks, node->created_stack);
+    tpprof_json_object_end(j);
+}
+
+static void json_saved_by(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t, const tpprof_autograd *g,
+                          const tpprof_storage *s) {
+    tpprof_json_key(j, "saved_by");
+    tpprof_json_array_begin(j);
+    const tpprof_gsaved *h[64];
+    size_t n = tpprof_autograd_holders(g, s->id, h, 64);
+    for (size_t i = 0; i < n && i < 64; i++)
+        json_node_ref(j, p, g, h[i]->node_id, h[i]->tensor_id);
+    tpprof_json_array_end(j);
+    tpprof_json_key(j, "leaf_input_of");
+    tpprof_json_array_begin(j);
+    size_t non = 0;
+    const size_t *on = tpprof_tensors_on(t, s->id, &non);
+    for (size_t i = 0; i < non; i++) {
+        const tpprof_tensor *x = &t->tensors[on[i]];
+        const tpprof_gleaf *l[64];
+        size_t nl = tpprof_tensor_alive(x) ? tpprof_autograd_leaf_holders(g, x->id, l, 64) : 0;
+        for (size_t k = 0; k < nl && k < 64; k++)
+            json_node_ref(j, p, g, l[k]->node_id, x->id);
+    }
+    tpprof_json_array_end(j);
+    tpprof_json_kv_bool(j, "only_graphs_keep", tpprof_autograd_keeps_alone(g, t, s));
+}
+
+// "graph_held" and "graphs_by_stack" (docs/report-json.md).
+static void json_graph_held(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t,
+                            const tpprof_autograd *g) {
+    size_t ng = 0, alive = 0;
+    tpprof_graph_held held;
+    tpprof_graph_group *groups = tpprof_autograd_groups(g, t, &ng, &held);
+    for (size_t i = 0; i < g->nnodes; i++)
+        alive += tpprof_gnode_alive(&g->nodes[i]);
+    tpprof_json_key(j, "graph_held");
+    tpprof_json_object_begin(j);
+    tpprof_json_kv_bool(j, "recorded", g->present);
+    tpprof_json_kv_int(j, "bytes", (int64_t)held.alone_bytes);
+    tpprof_json_kv_int(j, "storages", (int64_t)held.alone_storages);
+    tpprof_json_kv_int(j, "kept_bytes", (int64_t)held.bytes);
+    tpprof_json_kv_int(j, "kept_storages", (int64_t)held.storages);
+    tpprof_json_kv_int(j, "nodes_alive", (int64_t)alive);
+    tpprof_json_kv_int(j, "nodes_created", g->created);
+    tpprof_json_object_end(j);
+    tpprof_json_key(j, "graphs_by_stack");
+    tpprof_json_array_begin(j);
+    for (size_t i = 0; i < ng; i++) {
+        tpprof_json_object_begin(j);
+        tpprof_json_kv_string(j, "root_name", groups[i].root_name);
+        tpprof_json_kv_string(j, "graph_alive", group_why(&groups[i]));
+        tpprof_json_kv_int(j, "graphs", (int64_t)groups[i].graphs);
+        tpprof_json_kv_int(j, "nodes", (int64_t)groups[i].nodes);
+        tpprof_json_kv_int(j, "storages", (int64_t)groups[i].alone_storages);
+        tpprof_json_kv_int(j, "bytes", (int64_t)groups[i].alone_bytes);
+        tpprof_json_kv_int(j, "kept_storages", (int64_t)groups[i].storages);
+        tpprof_json_kv_int(j, "kept_bytes", (int64_t)groups[i].bytes);
+        tpprof_json_stack(j, p->stacks, groups[i].stack_id);
+        tpprof_json_object_end(j);
+    }
+    tpprof_json_array_end(j);
+    free(groups);
+}
+
 void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const tpprof_tensors *t) {
+    tpprof_autograd ag;
+    if (tpprof_autograd_load(p->db, &ag) != 0) {
+        fprintf(stderr, "tpprof: the autograd graph is left out: %s\n", tpprof_error());
+        memset(&ag, 0, sizeof ag);
+    }
     tpprof_json_key(j, "storages");
     tpprof_json_array_begin(j);
     for (int pass = 0; pass < 2; pass++) {
@@ -446,6 +647,7 @@ void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const 
             tpprof_json_array_end(j);
             json_refs(j, p, t, "unmatched_retains", s->id, false);
             json_refs(j, p, t, "weak_holders", s->id, true);
+            json_saved_by(j, p, t, &ag, s);
             tpprof_json_stack(j, p->stacks, s->created_stack);
             tpprof_json_object_end(j);
         }
@@ -464,6 +666,8 @@ void tpprof_report_storages_json(tpprof_json *j, const tpprof_profile *p, const 
     json_pinned(j, p, t, false);
     json_pinned(j, p, t, true);
     tpprof_json_array_end(j);
+    json_graph_held(j, p, t, &ag);
+    tpprof_autograd_free(&ag);
 }
 
 // ---------------------------------------------------------------------------

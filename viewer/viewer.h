@@ -737,6 +737,100 @@ tpprof_pinned *tpprof_pinned_views(const tpprof_tensors *t, bool at_peak, size_t
 int tpprof_parse_time(const char *what, const char *s, int64_t *out);
 
 // ---------------------------------------------------------------------------
+// autograd.c: what the autograd graph keeps alive (graph_nodes, graph_edges,
+// saved_tensors; docs/schema-tensors.md)
+
+// One row of graph_nodes (a grad_fn node; in aggregate mode those alive at
+// the end). root: index of its graph's root node in tpprof_autograd.nodes.
+typedef struct tpprof_gnode {
+    int64_t id;
+    char *name; // "MmBackward0"; owned
+    int64_t created_ns, created_stack, freed_ns;
+    bool backward_ran, retained;
+    int64_t root;
+} tpprof_gnode;
+
+// One row of saved_tensors: a tensor node_id saved (tensor_id: the node's
+// alias of it) on storage_id, released_ns TPPROF_NO_TIME while kept.
+typedef struct tpprof_gsaved {
+    int64_t node_id, slot, storage_id, tensor_id, saved_ns, released_ns;
+} tpprof_gsaved;
+
+// A leaf input of a node (graph_edges.leaf = 1): the node holds a handle on
+// tensor_id, a leaf that requires grad, to accumulate its gradient.
+typedef struct tpprof_gleaf {
+    int64_t tensor_id, node_id;
+} tpprof_gleaf;
+
+typedef struct tpprof_autograd {
+    tpprof_gnode *nodes; // by id
+    size_t nnodes;
+    tpprof_gsaved *saved; // by storage, node
+    size_t nsaved;
+    tpprof_gleaf *leaves; // by tensor, node
+    size_t nleaves;
+    bool present;            // the recording has the tables
+    int64_t created, freed;  // meta.graph_nodes_created / _freed (0: absent)
+} tpprof_autograd;
+
+// Load the graph tables (absent: an empty graph). 0 or -1 + error.
+int tpprof_autograd_load(tpprof_db *db, tpprof_autograd *out);
+void tpprof_autograd_free(tpprof_autograd *g);
+// The node with this id (borrowed), NULL if none; its graph's root (n itself
+// when it is one).
+const tpprof_gnode *tpprof_autograd_node(const tpprof_autograd *g, int64_t id);
+const tpprof_gnode *tpprof_autograd_root(const tpprof_autograd *g, const tpprof_gnode *n);
+bool tpprof_gnode_alive(const tpprof_gnode *n);
+// Why a node alive at the end is still there: "backward never ran",
+// "retain_graph" (it ran, keeping its saved tensors) or "backward ran".
+const char *tpprof_gnode_why(const tpprof_gnode *n);
+// The saved tensors of storage_id that nodes alive at the end still keep:
+// the first cap into out (borrowed); returns how many there are.
+size_t tpprof_autograd_holders(const tpprof_autograd *g, int64_t storage_id, const tpprof_gsaved **out,
+                               size_t cap);
+
+// The saved tensor that tensor_id (on storage_id) is, when a node alive at
+// the end still keeps it (borrowed), else NULL.
+const tpprof_gsaved *tpprof_autograd_saved_as(const tpprof_autograd *g, int64_t storage_id, int64_t tensor_id);
+
+// The nodes alive at the end that hold leaf tensor_id as an input (one
+// entry a handle: a node that takes the leaf twice holds two): the first
+// cap into out (borrowed); returns how many.
+size_t tpprof_autograd_leaf_holders(const tpprof_autograd *g, int64_t tensor_id, const tpprof_gleaf **out, size_t cap);
+// The first node alive at the end that keeps storage s's data: one that
+// saved a tensor on it, else one holding a leaf alive on it. NULL if none.
+// *saved: whether it is a saved tensor (else a leaf input).
+const tpprof_gnode *tpprof_autograd_storage_node(const tpprof_autograd *g, const tpprof_tensors *t,
+                                                 const tpprof_storage *s, bool *saved);
+// Whether graphs alone keep s (data alive at exit): every tensor alive on it
+// is a saved tensor of a node alive then, or a leaf whose every handle
+// outstanding at exit is a node's, and no reference no release matched
+// holds it; so it goes when the graphs go.
+bool tpprof_autograd_keeps_alone(const tpprof_autograd *g, const tpprof_tensors *t, const tpprof_storage *s);
+
+// Storages alive at exit that graphs keep (tpprof_autograd_storage_node),
+// grouped by the graph's root (its name, the stack that made it, and why
+// the graph is alive); storages/bytes count them all, alone_* those only
+// graphs keep (tpprof_autograd_keeps_alone).
+typedef struct tpprof_graph_group {
+    int64_t stack_id;      // the root node's created_stack
+    const char *root_name; // borrowed from the graph
+    bool backward_ran, retained;
+    uint64_t graphs, nodes, storages, bytes, alone_storages, alone_bytes;
+} tpprof_graph_group;
+
+// Totals over the groups (each storage once).
+typedef struct tpprof_graph_held {
+    uint64_t storages, bytes;             // storages alive at exit graphs keep
+    uint64_t alone_storages, alone_bytes; // of them, those only graphs keep: graph-held
+} tpprof_graph_held;
+
+// The groups (new array, most graph-held bytes first; caller frees; NULL
+// when none) and the totals.
+tpprof_graph_group *tpprof_autograd_groups(const tpprof_autograd *g, const tpprof_tensors *t, size_t *n,
+                                          tpprof_graph_held *held);
+
+// ---------------------------------------------------------------------------
 // replay.c
 
 enum {

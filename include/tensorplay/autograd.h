@@ -101,12 +101,24 @@ tp_tensor *tp_ag_gelu(tp_tensor *a);
 
 /* In place, with PyTorch's checks: a leaf that requires grad (or a view of
  * one) is refused while grad mode is on ("a leaf Variable that requires
- * grad is being used in an in-place operation.").  Recording in-place
- * history is supported for ADD/SUB (tensor or scalar) and MUL/DIV by a
- * scalar on a tensor that is not a view; other recorded cases return
- * TP_STATUS_UNSUPPORTED.  The version is bumped as in ops.h. */
+ * grad is being used in an in-place operation.").  Every differentiable
+ * binary op (tensor or scalar) and every unary op records its history on a
+ * tensor that is not a view: the node, named as the out-of-place op's
+ * (MulBackward0, ExpBackward0, ...), becomes the tensor's grad_fn.  Ops
+ * whose gradient needs the value the tensor had before (mul_/div_/pow_ by
+ * a tensor, pow_ by a scalar, the unary ops) compute out of place on a copy
+ * of it, which the node keeps, and write the result into the tensor, as
+ * PyTorch's original_self does.  On a view with history, and for
+ * comparisons, they return TP_STATUS_UNSUPPORTED (PyTorch's CopySlices is
+ * not implemented).  The version is bumped as in ops.h. */
 tp_status tp_ag_binary_(tp_binary_op op, tp_tensor *a, tp_tensor *b);
 tp_status tp_ag_binary_scalar_(tp_binary_op op, tp_tensor *a, double b);
+tp_status tp_ag_unary_(tp_unary_op op, tp_tensor *a);
+/* copy_ (CopyBackwards: the gradient goes to src, summed to its shape) and
+ * fill_ (FillBackward0), as PyTorch's: dst's old value is overwritten, so
+ * its history gets zeros.  Same checks and view rule as above. */
+tp_status tp_ag_copy_(tp_tensor *dst, tp_tensor *src);
+tp_status tp_ag_fill_(tp_tensor *t, double value);
 
 tp_tensor *tp_ag_sum(tp_tensor *t, int ndims, const int *dims, bool keepdim);
 tp_tensor *tp_ag_mean(tp_tensor *t, int ndims, const int *dims, bool keepdim);
@@ -138,6 +150,7 @@ tp_tensor *tp_ag_t(tp_tensor *t);
 tp_tensor *tp_ag_narrow(tp_tensor *t, int dim, int64_t start, int64_t length);
 tp_tensor *tp_ag_slice(tp_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
 tp_tensor *tp_ag_select(tp_tensor *t, int dim, int64_t index);
+tp_tensor *tp_ag_squeeze(tp_tensor *t); /* all size-1 dims */
 tp_tensor *tp_ag_squeeze_dim(tp_tensor *t, int dim);
 tp_tensor *tp_ag_unsqueeze(tp_tensor *t, int dim);
 tp_tensor *tp_ag_expand(tp_tensor *t, int ndim, const int64_t *sizes);

@@ -15,9 +15,11 @@
  *
  * Both the versioned struct (DLManagedTensorVersioned, DLPack >= 1.0) and
  * the unversioned one (DLManagedTensor, what NumPy < 2.1 and PyTorch 1.13
- * exchange in their "dltensor" capsules) are supported.  CPU only: the
- * runtime has no other device yet; other devices are refused with
- * TP_STATUS_UNSUPPORTED.
+ * exchange in their "dltensor" capsules) are supported.  CPU and CUDA
+ * (kDLCUDA, the tensor's device index; CUDA host memory imports as CPU);
+ * other devices are refused with TP_STATUS_UNSUPPORTED.  A CUDA tensor is
+ * handed over as its data stands on its device's current stream: there is
+ * no stream argument here, so a consumer on another stream synchronizes.
  */
 #ifndef TENSORPLAY_DLPACK_H
 #define TENSORPLAY_DLPACK_H
@@ -114,8 +116,8 @@ typedef struct DLManagedTensorVersioned {
  * flags 0) that holds a strong reference to t, so t's memory lives until
  * the consumer calls its deleter, exactly once (which releases the
  * reference and frees the struct).  shape/strides point into the struct.
- * NULL with the error set on failure (NULL tensor, a non-CPU device, out
- * of memory). */
+ * NULL with the error set on failure (NULL tensor, a device other than
+ * CPU or CUDA, out of memory). */
 DLManagedTensorVersioned *tp_to_dlpack(tp_tensor *t);
 
 /* Imports *managed without copying and CONSUMES it: *managed is set to
@@ -125,7 +127,8 @@ DLManagedTensorVersioned *tp_to_dlpack(tp_tensor *t);
  *   - version.major other than 1: refused (only the deleter is called);
  *   - a READ_ONLY tensor is copied into new memory (the runtime has no
  *     read-only tensors);
- *   - CPU only; lanes must be 1; dtypes: float16/32/64, bfloat16,
+ *   - CPU (and CUDA host) memory, or kDLCUDA on a device that exists (a
+ *     cuda:N tensor); lanes must be 1; dtypes: float16/32/64, bfloat16,
  *     int8/16/32/64, uint8, bool; negative strides are refused.
  * Returns a NEW reference, or NULL with the error set ("a DLPack tensor can
  * be consumed only once" when *managed is already NULL). */

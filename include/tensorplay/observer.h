@@ -9,19 +9,27 @@
  * depends on nothing else in tensorplay and uses only fixed-width types, so
  * an observer built against version N works with any runtime that speaks
  * version N (events are only ever appended; unknown kinds must be ignored).
- * A runtime attaches only an observer of its own version.
+ * A runtime attaches an observer of its own version or an older one it
+ * still speaks (TP_OBSERVER_ABI_VERSION_MIN; see "Versions").
  *
  * Versions:
  *   1  every tensor retains its storage (REFCOUNT RETAIN, object = the
  *      tensor); a call that creates a storage for a new tensor then
  *      releases the storage's creation reference (REFCOUNT RELEASE,
  *      object = the storage).
- *   2  (this header) such a call hands the creation reference to the new
+ *   2  such a call hands the creation reference to the new
  *      tensor instead, as c10 moves a new Storage into its TensorImpl: no
  *      RETAIN and no RELEASE; the tensor's TENSOR_CREATED carries
  *      TP_OBS_TENSOR_ADOPTED_REF.  Its RELEASE when the tensor is freed is
  *      unchanged, so a version-1 ledger would see a release it never saw
  *      taken: hence the new version.  tp_obs_tensor.reserved became flags.
+ *   3  (this header) the autograd graph: NODE_CREATED, NODE_RAN,
+ *      NODE_FREED, TENSOR_SAVED and SAVED_RELEASED (.node, .saved).  Only
+ *      kinds are appended, so the runtime still attaches a version-2
+ *      observer and sends it none of them: it sees exactly what a version-2
+ *      runtime sent.  An observer of version 3 is handed to a version-2
+ *      runtime only under that runtime's number (tp_observer_provide is
+ *      told it), and then gets no graph event either.
  *
  * Attaching:
  *   1. In process:  tp_observer_set(&my_observer);
@@ -45,6 +53,10 @@
  *         .on_event = on_event,
  *     };
  *     const tp_observer *tp_observer_provide(uint32_t runtime_abi) { return &obs; }
+ *
+ * A runtime attaches an observer whose abi_version lies between
+ * TP_OBSERVER_ABI_VERSION_MIN and its own TP_OBSERVER_ABI_VERSION, and
+ * sends it only the events of that version.
  *
  * Storage event order (counts are the values after each change):
  *     STORAGE_CREATED                      counts start at strong 1, weak 1
@@ -74,7 +86,9 @@
 extern "C" {
 #endif
 
-#define TP_OBSERVER_ABI_VERSION 2u
+#define TP_OBSERVER_ABI_VERSION 3u
+/* The oldest observer version this runtime still attaches. */
+#define TP_OBSERVER_ABI_VERSION_MIN 2u
 #define TP_OBSERVER_PROVIDER_SYMBOL "tp_observer_provide"
 
 typedef enum tp_obs_kind {
@@ -88,6 +102,12 @@ typedef enum tp_obs_kind {
     TP_OBS_VERSION_BUMPED = 8,    /* .version */
     TP_OBS_ALLOCATOR = 9,         /* .allocator (reserved for caching allocators) */
     TP_OBS_TENSOR_REFCOUNT = 10,  /* .tensor_ref: a tensor handle taken or dropped (appended to version 2) */
+    /* Version 3: the autograd graph (only to observers of version 3 or later). */
+    TP_OBS_NODE_CREATED = 11,     /* .node: a grad_fn node made by a differentiable op */
+    TP_OBS_NODE_RAN = 12,         /* .node: backward ran its formula (flags: TP_OBS_NODE_RETAINED) */
+    TP_OBS_NODE_FREED = 13,       /* .node: the node is gone (only node_id and name are set) */
+    TP_OBS_TENSOR_SAVED = 14,     /* .saved: a tensor saved into a node for backward */
+    TP_OBS_SAVED_RELEASED = 15,   /* .saved: the node let that saved tensor go */
 } tp_obs_kind;
 
 typedef enum tp_obs_refop {
@@ -153,6 +173,47 @@ typedef struct tp_obs_tensor_ref {
     uint32_t count; /* handles after the change */
 } tp_obs_tensor_ref;
 
+/* NODE_CREATED, NODE_RAN, NODE_FREED (version 3).  A node is made by one
+ * differentiable call (tp_ag_* in autograd.h) for its one output and holds
+ * its inputs' nodes (next_ids: the node ids of the inputs that have one,
+ * in input order; NULL when n_next is 0), a handle on each input that is a
+ * leaf requiring grad (leaf_ids: those tensors' ids, its gradient goes
+ * there; their handles were taken with tp_tensor_retain, whose
+ * TENSOR_REFCOUNT events came before) and the tensors it saved.  Its
+ * id comes from the counter storages and tensors share, so it names no
+ * other object.  NODE_CREATED's object (tp_obs_event.object) is the node
+ * struct, allocated with the C heap in the same call.  Order for one node:
+ * NODE_CREATED, its TENSOR_SAVED events, then for each backward through it
+ * NODE_RAN (flags: TP_OBS_NODE_RETAINED when that backward kept the saved
+ * tensors, retain_graph; without it the node's SAVED_RELEASED events
+ * follow), and last its remaining SAVED_RELEASED events and NODE_FREED.
+ * A node whose op fails after it was made is freed at once. */
+typedef struct tp_obs_node {
+    uint64_t node_id;
+    const char *name;         /* "MmBackward0": static */
+    const uint64_t *next_ids; /* NODE_CREATED only; valid during the callback */
+    uint32_t n_next;
+    uint32_t flags;           /* NODE_RAN: TP_OBS_NODE_* bits; 0 otherwise */
+    const uint64_t *leaf_ids; /* NODE_CREATED only; valid during the callback */
+    uint32_t n_leaves;
+    uint32_t reserved;
+} tp_obs_node;
+
+#define TP_OBS_NODE_RETAINED 1u /* NODE_RAN: the saved tensors were kept (retain_graph) */
+
+/* TENSOR_SAVED, SAVED_RELEASED (version 3).  The node keeps a saved tensor
+ * as a tensor of its own on the saved tensor's storage (a detached alias:
+ * tensor_id is the alias, made just before TENSOR_SAVED with its usual
+ * TENSOR_CREATED; its TENSOR_FREED follows SAVED_RELEASED), so the storage
+ * stays alive while the node keeps it. */
+typedef struct tp_obs_saved {
+    uint64_t node_id;
+    uint64_t tensor_id;  /* the node's alias */
+    uint64_t storage_id;
+    uint32_t slot;       /* which of the node's saved tensors */
+    uint32_t reserved;
+} tp_obs_saved;
+
 typedef struct tp_obs_version {
     uint64_t tensor_id;
     uint32_t version; /* value after the bump */
@@ -191,6 +252,8 @@ typedef struct tp_obs_event {
         tp_obs_version version;
         tp_obs_allocator_event allocator;
         tp_obs_tensor_ref tensor_ref;
+        tp_obs_node node;   /* version 3 */
+        tp_obs_saved saved; /* version 3 */
     } u;
     /* Appended to version 1 (present when struct_size reaches past it; an
      * older runtime's events end before it).  The address of a storage or

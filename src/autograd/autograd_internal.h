@@ -48,6 +48,7 @@ typedef struct tp__saved {
 
 struct tp__node {
     _Atomic uint32_t refcount;
+    uint64_t id;      /* from tp__next_id: names the node to an observer */
     const char *name; /* "MulBackward0": static */
     tp__backward_fn backward;
     int n_saved;
@@ -94,6 +95,11 @@ tp_status tp__node_save(tp__node *node, tp_tensor *t, bool is_output);
  * and marks out as requiring grad; saves out first if save_out. */
 tp_status tp__node_attach(tp__node *node, tp_tensor *out, bool save_out);
 
+/* Moves from's grad_fn to to (to's old one released) and marks to as
+ * requiring grad: an in-place op recorded out of place on a copy gives its
+ * node to the tensor it wrote into. */
+void tp__node_move(tp_tensor *from, tp_tensor *to);
+
 /* Borrowed saved tensor i, after PyTorch's checks: freed graph ("Trying to
  * backward through the graph a second time ...") or modified in place
  * since saved ("one of the variables needed for gradient computation has
@@ -102,6 +108,10 @@ tp_tensor *tp__node_unpack(tp__node *node, int i);
 
 /* Releases the saved tensors (after backward without retain_graph). */
 void tp__node_release_saved(tp__node *node);
+
+/* Tells an observer of ABI version 3 that backward ran node's formula
+ * (retained: with retain_graph).  Nothing without one. */
+void tp__node_observe_ran(const tp__node *node, bool retained);
 
 /* Whether edge i carries a gradient (the input needs one). */
 static inline bool tp__edge_wants(const tp__node *n, int i) {

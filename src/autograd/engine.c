@@ -191,6 +191,7 @@ static tp_status run(tp__node *root, tp_tensor *g, bool retain_graph) {
         bool noop = tp__backward_noop;
         if (grad && !noop) st = n->backward(n, grad, outs);
         tp_tensor_release(grad);
+        if (st == TP_STATUS_OK && (grad || noop)) tp__node_observe_ran(n, retain_graph);
         if (!retain_graph && st == TP_STATUS_OK && (grad || noop) && n->n_saved) tp__node_release_saved(n);
         for (int i = 0; i < n->n_next; i++) {
             tp__edge *e = &n->next[i];

@@ -59,6 +59,47 @@ const char *tp__tensor_type_name(tp_dtype dtype) {
 }
 
 // ----------------------------------------------------------------------------
+// the observer's graph events (observer.h, version 3): sent only when an
+// observer of that version is attached, so without one they cost a branch
+
+static void observe_node(uint32_t kind, const tp__node *node, const void *object, uint32_t flags) {
+    const tp_observer *o = tp__observer_graph();
+    if (!o) return;
+    /* NODE_CREATED: its edges' node ids, then its leaves' tensor ids */
+    uint64_t small[32], *ids = small;
+    uint32_t n = 0, nl = 0;
+    if (kind == TP_OBS_NODE_CREATED) {
+        if (2 * node->n_next > 32 && !(ids = malloc(2 * (size_t)node->n_next * sizeof *ids))) {
+            tp__error(TP_STATUS_OUT_OF_MEMORY, "autograd: no memory to report the %s node's edges", node->name);
+            return; /* the observer misses this node: nothing else changes */
+        }
+        for (int i = 0; i < node->n_next; i++)
+            if (node->next[i].node) ids[n++] = node->next[i].node->id;
+        for (int i = 0; i < node->n_next; i++)
+            if (node->next[i].leaf) ids[n + nl++] = node->next[i].leaf->id;
+    }
+    tp_obs_event ev = {.kind = kind, .struct_size = sizeof ev, .object = (uint64_t)(uintptr_t)object};
+    ev.u.node = (tp_obs_node){.node_id = node->id, .name = node->name, .next_ids = n ? ids : NULL, .n_next = n,
+                              .flags = flags, .leaf_ids = nl ? ids + n : NULL, .n_leaves = nl};
+    o->on_event(o->user, &ev);
+    if (ids != small) free(ids);
+}
+
+static void observe_saved(uint32_t kind, const tp__node *node, int slot) {
+    const tp_observer *o = tp__observer_graph();
+    if (!o) return;
+    const tp_tensor *t = node->saved[slot].tensor;
+    tp_obs_event ev = {.kind = kind, .struct_size = sizeof ev};
+    ev.u.saved = (tp_obs_saved){.node_id = node->id, .tensor_id = t->id, .storage_id = t->storage->id,
+                                .slot = (uint32_t)slot};
+    o->on_event(o->user, &ev);
+}
+
+void tp__node_observe_ran(const tp__node *node, bool retained) {
+    observe_node(TP_OBS_NODE_RAN, node, NULL, retained ? TP_OBS_NODE_RETAINED : 0);
+}
+
+// ----------------------------------------------------------------------------
 // making a node
 
 tp__node *tp__node_new(const char *name, tp__backward_fn backward, int n, tp_tensor *const *inputs) {
@@ -68,6 +109,7 @@ tp__node *tp__node_new(const char *name, tp__backward_fn backward, int n, tp_ten
         return NULL;
     }
     atomic_init(&node->refcount, 1);
+    node->id = tp__next_id();
     node->name = name;
     node->backward = backward;
     node->n_next = n;
@@ -86,6 +128,7 @@ tp__node *tp__node_new(const char *name, tp__backward_fn backward, int n, tp_ten
             e->leaf = tp_tensor_retain(in);
         }
     }
+    observe_node(TP_OBS_NODE_CREATED, node, node, 0);
     return node;
 }
 
@@ -101,6 +144,7 @@ tp_status tp__node_save(tp__node *node, tp_tensor *t, bool is_output) {
     s->tensor = alias;
     s->version = tp_tensor_version(t);
     s->grad_fn = is_output ? node->name : (t->grad_fn ? t->grad_fn->name : NULL);
+    observe_saved(TP_OBS_TENSOR_SAVED, node, node->n_saved - 1);
     return TP_STATUS_OK;
 }
 
@@ -120,6 +164,15 @@ tp_status tp__node_attach(tp__node *node, tp_tensor *out, bool save_out) {
     out->requires_grad = true;
     tp__node_release(old);
     return TP_STATUS_OK;
+}
+
+void tp__node_move(tp_tensor *from, tp_tensor *to) {
+    tp__node *old = to->grad_fn;
+    to->grad_fn = from->grad_fn;
+    from->grad_fn = NULL;
+    from->requires_grad = false;
+    to->requires_grad = true;
+    tp__node_release(old);
 }
 
 tp_tensor *tp__record(tp_tensor *out, const char *name, tp__backward_fn backward, int n,
@@ -176,6 +229,8 @@ tp_tensor *tp__node_unpack(tp__node *node, int i) {
 
 void tp__node_release_saved(tp__node *node) {
     for (int i = 0; i < node->n_saved; i++) {
+        if (!node->saved[i].tensor) continue;
+        observe_saved(TP_OBS_SAVED_RELEASED, node, i);
         tp_tensor_release(node->saved[i].tensor);
         node->saved[i].tensor = NULL;
     }
@@ -214,8 +269,13 @@ void tp__node_release(tp__node *node) {
             }
             stack[top++] = e->node;
         }
-        for (int i = 0; i < n->n_saved; i++) tp_tensor_release(n->saved[i].tensor);
+        for (int i = 0; i < n->n_saved; i++) {
+            if (!n->saved[i].tensor) continue;
+            observe_saved(TP_OBS_SAVED_RELEASED, n, i);
+            tp_tensor_release(n->saved[i].tensor);
+        }
         tp_tensor_release(n->buffer);
+        observe_node(TP_OBS_NODE_FREED, n, NULL, 0);
         free(n);
     }
     if (stack != small) free(stack);

@@ -44,6 +44,21 @@ static inline const tp_observer *tp__observer_get(void) {
         }                                                                \
     } while (0)
 
+/* The attached observer if it takes the autograd graph's events (ABI
+ * version 3 or later), else NULL. */
+static inline const tp_observer *tp__observer_graph(void) {
+    const tp_observer *o = tp__observer_get();
+    return __builtin_expect(o != NULL, 0) && o->abi_version >= 3 ? o : NULL;
+}
+
+// ----------------------------------------------------------------------------
+// foreign memory (src/ops/creation.c)
+
+/* tp_from_blob for memory on `device` (a CUDA device's memory: DLPack's
+ * import); the tensor's device is the DataPtr's.  Same ownership rules. */
+tp_tensor *tp__from_blob_on(tp_device device, void *data, int ndim, const int64_t *sizes,
+                            const int64_t *strides, tp_dtype dtype, tp_deleter_fn deleter, void *ctx);
+
 // ----------------------------------------------------------------------------
 // ids
 

@@ -19,10 +19,11 @@
 
 const tp_observer *_Atomic tp__observer = NULL;
 
-/* An observer we can call: the ABI we speak and a struct that reaches at
- * least to on_event. */
+/* An observer we can call: an ABI we speak (ours, or an older one whose
+ * events are a subset of ours: the graph events go only to version 3,
+ * tp__observer_graph) and a struct that reaches at least to on_event. */
 static bool tp__observer_usable(const tp_observer *o) {
-    return o->abi_version == TP_OBSERVER_ABI_VERSION &&
+    return o->abi_version >= TP_OBSERVER_ABI_VERSION_MIN && o->abi_version <= TP_OBSERVER_ABI_VERSION &&
            o->struct_size >= offsetof(tp_observer, on_event) + sizeof o->on_event &&
            o->on_event != NULL;
 }
@@ -31,9 +32,9 @@ int tp_observer_set(const tp_observer *observer) {
     if (observer && !tp__observer_usable(observer)) {
         tp__error(TP_STATUS_INVALID_ARGUMENT,
                   "observer: unsupported observer (abi_version %u, struct_size %u, on_event %s); "
-                  "this runtime speaks abi_version %u",
+                  "this runtime speaks abi_version %u to %u",
                   observer->abi_version, observer->struct_size,
-                  observer->on_event ? "set" : "NULL", TP_OBSERVER_ABI_VERSION);
+                  observer->on_event ? "set" : "NULL", TP_OBSERVER_ABI_VERSION_MIN, TP_OBSERVER_ABI_VERSION);
         return -1;
     }
     atomic_store_explicit(&tp__observer, observer, memory_order_release);

@@ -8,11 +8,15 @@
  * deleter that calls the producer's deleter, so it runs when the storage
  * releases its data (c10's DataPtr: exactly once).  This file allocates no
  * tensor memory of its own except for a read-only import, which is copied.
+ * CUDA tensors go both ways as kDLCUDA with their device index; the data
+ * is handed over as it stands on the tensor's current stream (the C API
+ * has no stream argument: a consumer on another stream synchronizes).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/internal.h"
+#include "tensorplay/cuda.h"
 #include "tensorplay/dlpack.h"
 
 // ----------------------------------------------------------------------------
@@ -81,8 +85,8 @@ static export_block *export_block_new(tp_tensor *t) {
         tp__error(TP_STATUS_INVALID_ARGUMENT, "to_dlpack: tensor is NULL");
         return NULL;
     }
-    if (t->device.type != TP_DEVICE_TYPE_CPU) {
-        tp__error(TP_STATUS_UNSUPPORTED, "to_dlpack: only CPU tensors can be exported");
+    if (t->device.type != TP_DEVICE_TYPE_CPU && t->device.type != TP_DEVICE_TYPE_CUDA) {
+        tp__error(TP_STATUS_UNSUPPORTED, "to_dlpack: only CPU and CUDA tensors can be exported");
         return NULL;
     }
     export_block *b = calloc(1, sizeof *b);
@@ -104,7 +108,8 @@ static void fill_dl_tensor(DLTensor *dl, export_block *b) {
      * the spec recommends (and PyTorch does) */
     dl->data = t->storage->data.ptr;
     dl->byte_offset = (uint64_t)t->storage_offset * tp_dtype_itemsize(t->dtype);
-    dl->device = (DLDevice){kDLCPU, 0};
+    dl->device = t->device.type == TP_DEVICE_TYPE_CUDA ? (DLDevice){kDLCUDA, t->device.index}
+                                                       : (DLDevice){kDLCPU, 0};
     dl->ndim = t->ndim;
     to_dl_dtype(t->dtype, &dl->dtype);
     dl->shape = b->shape;
@@ -151,24 +156,35 @@ static void call_unversioned_deleter(void *ctx) {
 static tp_tensor *import(const DLTensor *dl, bool read_only, tp_deleter_fn deleter, void *ctx) {
     tp_status st = TP_STATUS_OK;
     tp_dtype dtype = TP_DTYPE_FLOAT32;
-    if (dl->device.device_type != kDLCPU && dl->device.device_type != kDLCUDAHost)
-        st = tp__error(TP_STATUS_UNSUPPORTED, "from_dlpack: device type %d is not supported (CPU only)",
+    tp_device device = tp_device_cpu();
+    int ndev = 0;
+    if (dl->device.device_type == kDLCUDA) {
+        device = tp_device_cuda(dl->device.device_id);
+        if (tp_cuda_device_count(&ndev) != TP_STATUS_OK) {
+            st = tp_last_status(); /* "no CUDA device: ...", or a build without CUDA */
+        } else if (dl->device.device_id < 0 || dl->device.device_id >= ndev) {
+            st = tp__error(TP_STATUS_INVALID_ARGUMENT, "from_dlpack: CUDA device %d does not exist (%d device%s)",
+                           (int)dl->device.device_id, ndev, ndev == 1 ? "" : "s");
+        }
+    } else if (dl->device.device_type != kDLCPU && dl->device.device_type != kDLCUDAHost) {
+        st = tp__error(TP_STATUS_UNSUPPORTED, "from_dlpack: device type %d is not supported (CPU and CUDA only)",
                        (int)dl->device.device_type);
-    else if (dl->ndim < 0 || dl->ndim > TP_MAX_DIMS)
+    }
+    if (st == TP_STATUS_OK && (dl->ndim < 0 || dl->ndim > TP_MAX_DIMS))
         st = tp__error(TP_STATUS_INVALID_ARGUMENT, "from_dlpack: %d dims (at most %d)", (int)dl->ndim,
                        TP_MAX_DIMS);
-    else if (dl->ndim > 0 && !dl->shape)
+    else if (st == TP_STATUS_OK && dl->ndim > 0 && !dl->shape)
         st = tp__error(TP_STATUS_INVALID_ARGUMENT, "from_dlpack: shape is NULL");
-    else
+    else if (st == TP_STATUS_OK)
         st = from_dl_dtype(dl->dtype, &dtype);
     if (st != TP_STATUS_OK) {
         deleter(ctx);
         return NULL;
     }
     char *data = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
-    if (!read_only) return tp_from_blob(data, dl->ndim, dl->shape, dl->strides, dtype, deleter, ctx);
-    /* read-only: a borrowed view, copied, then the producer's memory let go */
-    tp_tensor *view = tp_from_blob(data, dl->ndim, dl->shape, dl->strides, dtype, NULL, NULL);
+    if (!read_only) return tp__from_blob_on(device, data, dl->ndim, dl->shape, dl->strides, dtype, deleter, ctx);
+    /* read-only: a borrowed view, copied (on its device), then the producer's memory let go */
+    tp_tensor *view = tp__from_blob_on(device, data, dl->ndim, dl->shape, dl->strides, dtype, NULL, NULL);
     tp_tensor *copy = view ? tp_clone(view) : NULL;
     tp_tensor_release(view);
     deleter(ctx);

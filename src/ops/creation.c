@@ -213,10 +213,14 @@ tp_tensor *tp_randn(int ndim, const int64_t *sizes, tp_dtype dtype, uint64_t see
 
 tp_tensor *tp_from_blob(void *data, int ndim, const int64_t *sizes, const int64_t *strides,
                         tp_dtype dtype, tp_deleter_fn deleter, void *ctx) {
+    return tp__from_blob_on(tp_device_cpu(), data, ndim, sizes, strides, dtype, deleter, ctx);
+}
+
+tp_tensor *tp__from_blob_on(tp_device device, void *data, int ndim, const int64_t *sizes, const int64_t *strides,
+                            tp_dtype dtype, tp_deleter_fn deleter, void *ctx) {
     /* c10's DataPtr frees its ctx, so a deleter without a ctx frees data. */
     if (deleter && !ctx) ctx = data;
-    tp_data_ptr dp = {.ptr = data, .ctx = deleter ? ctx : NULL, .deleter = deleter,
-                      .device = tp_device_cpu()};
+    tp_data_ptr dp = {.ptr = data, .ctx = deleter ? ctx : NULL, .deleter = deleter, .device = device};
     int64_t numel = 0;
     tp_status st = TP_STATUS_OK;
     if (!tp_dtype_is_valid(dtype))

@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tensorplay/tensorplay.h"
 #include "../check.h"
@@ -245,6 +246,49 @@ static void test_in_place_on_non_leaf_is_recorded(void) {
     tp_tensor_release(x);
 }
 
+static void test_in_place_needing_the_old_value_is_recorded_on_a_copy(void) {
+    tp_tensor *x = leaf(1, SHAPE(2), 1, TP_DTYPE_FLOAT64);  /* [1, 2] */
+    tp_tensor *w = leaf(1, SHAPE(2), 3, TP_DTYPE_FLOAT64);  /* [3, 4] */
+    tp_tensor *y = tp_ag_binary_scalar(TP_BINARY_OP_MUL, x, 1);
+    CHECK_EQ(tp_ag_binary_(TP_BINARY_OP_MUL, y, w), TP_STATUS_OK); /* x w */
+    CHECK_STR(tp_tensor_grad_fn_name(y), "MulBackward0");
+    CHECK_EQ(tp_tensor_version(y), 1);
+    CHECK_EQ(tp_ag_unary_(TP_UNARY_OP_EXP, y), TP_STATUS_OK); /* exp(x w) */
+    CHECK_STR(tp_tensor_grad_fn_name(y), "ExpBackward0");
+    CHECK_EQ(tp_tensor_version(y), 2);
+    tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
+    CHECK_EQ(tp_backward(s, NULL, false), TP_STATUS_OK);
+    /* d/dx exp(x w) = w exp(x w); d/dw = x exp(x w) */
+    CHECK(fabs(at(tp_tensor_grad(x), 1) - 4 * exp(8.0)) < 1e-9 * exp(8.0));
+    CHECK(fabs(at(tp_tensor_grad(w), 0) - 1 * exp(3.0)) < 1e-9 * exp(3.0));
+    tp_tensor_release(s);
+    /* a view with history, and a comparison, are refused */
+    tp_tensor *v = tp_ag_slice(y, 0, 0, 1, 1);
+    CHECK_EQ(tp_ag_unary_(TP_UNARY_OP_TANH, v), TP_STATUS_UNSUPPORTED);
+    CHECK_STR(tp_last_error(), "in-place TanhBackward0 on a view with autograd history: not recorded here "
+                               "(PyTorch's CopySlices is not implemented)");
+    CHECK_EQ(tp_ag_binary_(TP_BINARY_OP_LT, y, w), TP_STATUS_UNSUPPORTED);
+    /* a shape the in-place op cannot write: refused, y untouched */
+    tp_tensor *big = leaf(2, SHAPE(3, 2), 0, TP_DTYPE_FLOAT64);
+    CHECK_EQ(tp_ag_binary_(TP_BINARY_OP_MUL, y, big), TP_STATUS_INVALID_ARGUMENT);
+    CHECK_EQ(tp_tensor_version(y), 2);
+    /* an in-place op on a tensor another node saved trips its check */
+    tp_tensor *z = tp_ag_mul(y, y);
+    CHECK_EQ(tp_ag_unary_(TP_UNARY_OP_SIGMOID, y), TP_STATUS_OK);
+    tp_tensor *s2 = tp_ag_sum(z, 0, NULL, false);
+    CHECK_EQ(tp_backward(s2, NULL, false), TP_STATUS_INVALID_ARGUMENT);
+    CHECK(strncmp(tp_last_error(), "one of the variables needed for gradient computation has been modified by an "
+                                   "inplace operation: [tensorplay.DoubleTensor [2]], which is output 0 of "
+                                   "ExpBackward0, is at version 3; expected version 2 instead.", 170) == 0);
+    tp_tensor_release(s2);
+    tp_tensor_release(z);
+    tp_tensor_release(big);
+    tp_tensor_release(v);
+    tp_tensor_release(y);
+    tp_tensor_release(w);
+    tp_tensor_release(x);
+}
+
 static void test_no_grad_records_nothing_but_versions_bump(void) {
     tp_tensor *x = leaf(1, SHAPE(2), 1, TP_DTYPE_FLOAT32);
     CHECK(tp_grad_is_enabled());
@@ -366,6 +410,83 @@ static void test_graph_holds_leaves_until_freed(void) {
     tp_tensor_release(w);
 }
 
+// ----------------------------------------------------------------------------
+// the observer's graph events (observer.h version 3)
+
+static struct {
+    int created, ran, freed, saved, released, other_kinds_v2;
+    uint64_t exp_id, sum_id, sum_next, exp_leaf, saved_tensor, saved_storage;
+    uint32_t ran_flags;
+} seen;
+
+static void on_graph_event(void *user, const tp_obs_event *ev) {
+    bool v2 = user != NULL;
+    switch (ev->kind) {
+    case TP_OBS_NODE_CREATED:
+        seen.created++;
+        if (strcmp(ev->u.node.name, "ExpBackward0") == 0) {
+            seen.exp_id = ev->u.node.node_id;
+            seen.exp_leaf = ev->u.node.n_leaves == 1 && ev->u.node.n_next == 0 ? ev->u.node.leaf_ids[0] : 0;
+        }
+        if (strcmp(ev->u.node.name, "SumBackward1") == 0 || strcmp(ev->u.node.name, "SumBackward0") == 0) {
+            seen.sum_id = ev->u.node.node_id;
+            seen.sum_next = ev->u.node.n_next == 1 ? ev->u.node.next_ids[0] : 0;
+        }
+        break;
+    case TP_OBS_NODE_RAN: seen.ran++; seen.ran_flags |= ev->u.node.flags; break;
+    case TP_OBS_NODE_FREED: seen.freed++; break;
+    case TP_OBS_TENSOR_SAVED:
+        seen.saved++;
+        seen.saved_tensor = ev->u.saved.tensor_id;
+        seen.saved_storage = ev->u.saved.storage_id;
+        break;
+    case TP_OBS_SAVED_RELEASED: seen.released++; break;
+    default: break;
+    }
+    if (v2 && ev->kind > TP_OBS_TENSOR_REFCOUNT) seen.other_kinds_v2++;
+}
+
+static void exp_sum_backward(bool retain) {
+    tp_tensor *x = leaf(1, SHAPE(4), 0, TP_DTYPE_FLOAT32);
+    tp_tensor *y = tp_ag_unary(TP_UNARY_OP_EXP, x); /* saves its output */
+    if (seen.created) CHECK_EQ(seen.exp_leaf, tp_tensor_id(x)); /* exp's one input: the leaf x */
+    tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
+    CHECK_EQ(tp_backward(s, NULL, retain), TP_STATUS_OK);
+    if (seen.saved) CHECK_EQ(seen.saved_storage, tp_storage_id(tp_tensor_storage(y)));
+    tp_tensor_release(s);
+    tp_tensor_release(y);
+    tp_tensor_release(x);
+}
+
+static void test_observer_sees_nodes_made_run_and_freed_with_their_saved_tensors(void) {
+    static const tp_observer v3 = {.abi_version = 3, .struct_size = sizeof v3, .on_event = on_graph_event};
+    memset(&seen, 0, sizeof seen);
+    CHECK_EQ(tp_observer_set(&v3), 0);
+    exp_sum_backward(false);
+    CHECK_EQ(seen.created, 2);
+    CHECK(seen.exp_id != 0 && seen.sum_id != 0 && seen.sum_next == seen.exp_id); /* sum's edge: exp's node */
+    CHECK_EQ(seen.saved, 1);    /* exp saves its output */
+    CHECK_EQ(seen.ran, 2);
+    CHECK_EQ(seen.ran_flags, 0u);
+    CHECK_EQ(seen.released, 1); /* by the backward, not again when freed */
+    CHECK_EQ(seen.freed, 2);
+    memset(&seen, 0, sizeof seen);
+    exp_sum_backward(true);
+    CHECK_EQ(seen.ran_flags, TP_OBS_NODE_RETAINED);
+    CHECK_EQ(seen.released, 1); /* kept by retain_graph, released when the node went */
+    CHECK_EQ(seen.freed, 2);
+    /* A version-2 observer still attaches and sees none of them. */
+    static int v2_user;
+    static const tp_observer v2 = {.abi_version = 2, .struct_size = sizeof v2, .user = &v2_user,
+                                   .on_event = on_graph_event};
+    memset(&seen, 0, sizeof seen);
+    CHECK_EQ(tp_observer_set(&v2), 0);
+    exp_sum_backward(false);
+    CHECK_EQ(seen.other_kinds_v2, 0);
+    CHECK_EQ(seen.created + seen.saved + seen.ran + seen.freed, 0);
+    CHECK_EQ(tp_observer_set(NULL), 0);
+}
+
 int main(void) {
     RUN_TEST(test_leaf_and_grad_fn);
     RUN_TEST(test_inputs_without_requires_grad_record_nothing);
@@ -379,6 +500,7 @@ int main(void) {
     RUN_TEST(test_saved_tensor_modified_in_place_fails_with_pytorch_text);
     RUN_TEST(test_in_place_on_leaf_requiring_grad_is_refused);
     RUN_TEST(test_in_place_on_non_leaf_is_recorded);
+    RUN_TEST(test_in_place_needing_the_old_value_is_recorded_on_a_copy);
     RUN_TEST(test_no_grad_records_nothing_but_versions_bump);
     RUN_TEST(test_grad_mode_is_thread_local);
     RUN_TEST(test_detach_shares_storage_and_version_counter);
@@ -386,5 +508,6 @@ int main(void) {
     RUN_TEST(test_bad_backward_arguments);
     RUN_TEST(test_grad_output_is_copied_not_adopted);
     RUN_TEST(test_graph_holds_leaves_until_freed);
+    RUN_TEST(test_observer_sees_nodes_made_run_and_freed_with_their_saved_tensors);
     return CHECK_DONE();
 }

@@ -169,6 +169,108 @@ static void test_unary_ops(void) {
     }
 }
 
+// In place on a tensor with history (a leaf that requires grad is refused):
+// each input goes through a recorded copy first, then the in-place op.
+static tp_tensor *f_binary_inplace(tp_tensor **in, const void *ctx) {
+    tp_tensor *t = tp_ag_binary_scalar(TP_BINARY_OP_MUL, in[0], 1.0);
+    if (t && tp_ag_binary_(*(const tp_binary_op *)ctx, t, in[1]) != TP_STATUS_OK) {
+        tp_tensor_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+static tp_tensor *f_scalar_inplace(tp_tensor **in, const void *ctx) {
+    const scalar_case *c = ctx;
+    tp_tensor *t = tp_ag_binary_scalar(TP_BINARY_OP_MUL, in[0], 1.0);
+    if (t && tp_ag_binary_scalar_(c->op, t, c->s) != TP_STATUS_OK) {
+        tp_tensor_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+static tp_tensor *f_unary_inplace(tp_tensor **in, const void *ctx) {
+    tp_tensor *t = tp_ag_binary_scalar(TP_BINARY_OP_MUL, in[0], 1.0);
+    if (t && tp_ag_unary_(*(const tp_unary_op *)ctx, t) != TP_STATUS_OK) {
+        tp_tensor_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+static void test_in_place_ops(void) {
+    tp_binary_op ops[] = {TP_BINARY_OP_ADD, TP_BINARY_OP_SUB, TP_BINARY_OP_MUL, TP_BINARY_OP_DIV,
+                          TP_BINARY_OP_POW};
+    for (int k = 0; k < 5; k++) {
+        bool pos = ops[k] == TP_BINARY_OP_POW || ops[k] == TP_BINARY_OP_DIV;
+        tp_tensor *same[2] = {input(2, SHAPE(2, 3), pos), input(2, SHAPE(2, 3), pos)};
+        CHECK_MSG(gradcheck_impl("binary_", f_binary_inplace, 2, same, &ops[k]), "binary_ op %d", (int)ops[k]);
+        tp_tensor *bc[2] = {input(2, SHAPE(2, 3), pos), input(1, SHAPE(3), pos)};
+        CHECK_MSG(gradcheck_impl("binary_ broadcast", f_binary_inplace, 2, bc, &ops[k]), "binary_ op %d, b broadcast",
+                  (int)ops[k]);
+        tp_tensor_set_requires_grad(bc[0], false); /* only b needs a gradient: the copy has none */
+        CHECK_MSG(gradcheck_impl("binary_ b only", f_binary_inplace, 2, bc, &ops[k]), "binary_ op %d, b only",
+                  (int)ops[k]);
+        release_all(2, same);
+        release_all(2, bc);
+    }
+    scalar_case cases[] = {{TP_BINARY_OP_ADD, 2}, {TP_BINARY_OP_SUB, 0.5}, {TP_BINARY_OP_MUL, -3},
+                           {TP_BINARY_OP_DIV, 4}, {TP_BINARY_OP_POW, 2.5}, {TP_BINARY_OP_POW, -1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tp_tensor *x = input(2, SHAPE(3, 2), true);
+        CHECK_MSG(gradcheck_impl("binary_scalar_", f_scalar_inplace, 1, &x, &cases[k]), "scalar case %zu", k);
+        tp_tensor_release(x);
+    }
+    for (int op = 0; op < TP_UNARY_OP_COUNT; op++) {
+        bool pos = op == TP_UNARY_OP_LOG || op == TP_UNARY_OP_SQRT;
+        tp_tensor *x = input(2, SHAPE(4, 3), pos);
+        tp_unary_op u = (tp_unary_op)op;
+        CHECK_MSG(gradcheck_impl("unary_", f_unary_inplace, 1, &x, &u), "unary_ op %d", op);
+        tp_tensor_release(x);
+    }
+}
+
+// copy_/fill_ overwrite: the old value's history gets zeros, so the
+// result times in[0] has d/d in[0] = the new value only.
+static tp_tensor *f_overwrite(tp_tensor **in, const void *ctx) {
+    tp_tensor *t = tp_ag_binary_scalar(TP_BINARY_OP_MUL, in[0], 1.0);
+    tp_status st = !t ? tp_last_status() : ctx ? tp_ag_copy_(t, in[1]) : tp_ag_fill_(t, 2.5);
+    tp_tensor *r = st == TP_STATUS_OK ? tp_ag_mul(t, in[0]) : NULL;
+    tp_tensor_release(t);
+    return r;
+}
+
+static void test_copy_and_fill_in_place(void) {
+    tp_tensor *in[2] = {input(2, SHAPE(2, 3), false), input(1, SHAPE(3), false)};
+    static const int copy = 1;
+    CHECK_MSG(gradcheck_impl("copy_", f_overwrite, 2, in, &copy), "copy_ (src broadcast)");
+    CHECK_MSG(gradcheck_impl("fill_", f_overwrite, 1, in, NULL), "fill_");
+    tp_tensor *t = tp_ag_binary_scalar(TP_BINARY_OP_MUL, in[0], 1.0);
+    CHECK_EQ(tp_ag_copy_(t, in[1]), TP_STATUS_OK);
+    CHECK_STR(tp_tensor_grad_fn_name(t), "CopyBackwards");
+    CHECK_EQ(tp_ag_fill_(t, 0), TP_STATUS_OK);
+    CHECK_STR(tp_tensor_grad_fn_name(t), "FillBackward0");
+    CHECK_EQ(tp_ag_fill_(in[0], 0), TP_STATUS_INVALID_ARGUMENT); /* a leaf that requires grad */
+    tp_tensor_release(t);
+    release_all(2, in);
+}
+
+static tp_tensor *f_squeeze(tp_tensor **in, const void *ctx) {
+    (void)ctx;
+    return tp_ag_squeeze(in[0]);
+}
+
+static void test_squeeze_all(void) {
+    tp_tensor *x = input(4, SHAPE(1, 3, 1, 2), false);
+    GRADCHECK(f_squeeze, 1, &x, NULL);
+    tp_tensor *y = tp_ag_squeeze(x);
+    CHECK_EQ(tp_tensor_dim(y), 2);
+    CHECK_STR(tp_tensor_grad_fn_name(y), "SqueezeBackward0");
+    tp_tensor_release(y);
+    tp_tensor_release(x);
+}
+
 static tp_tensor *f_gelu(tp_tensor **in, const void *ctx) { (void)ctx; return tp_ag_gelu(in[0]); }
 
 static void test_gelu(void) {
@@ -671,6 +773,9 @@ int main(void) {
     RUN_TEST(test_binary_ops_with_broadcasting);
     RUN_TEST(test_scalar_ops);
     RUN_TEST(test_unary_ops);
+    RUN_TEST(test_in_place_ops);
+    RUN_TEST(test_squeeze_all);
+    RUN_TEST(test_copy_and_fill_in_place);
     RUN_TEST(test_gelu);
     RUN_TEST(test_sum_and_mean);
     RUN_TEST(test_matmul_cases);

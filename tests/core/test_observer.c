@@ -233,15 +233,16 @@ static void test_set_rejects_an_observer_of_another_abi(void) {
     CHECK_EQ(tp_last_status(), TP_STATUS_INVALID_ARGUMENT);
     char want[160];
     snprintf(want, sizeof want,
-             "observer: unsupported observer (abi_version 3, struct_size %zu, on_event set); this "
-             "runtime speaks abi_version 2",
+             "observer: unsupported observer (abi_version 4, struct_size %zu, on_event set); this "
+             "runtime speaks abi_version 2 to 3",
              sizeof(tp_observer));
     CHECK_STR(tp_last_error(), want);
     /* Version 1 observers expect a RETAIN for every tensor; since 2 a new
      * tensor adopts its storage's creation reference: not attached. */
     tp_observer v1 = recorder;
     v1.abi_version = 1;
-    CHECK_EQ(TP_OBSERVER_ABI_VERSION, 2);
+    CHECK_EQ(TP_OBSERVER_ABI_VERSION, 3);
+    CHECK_EQ(TP_OBSERVER_ABI_VERSION_MIN, 2);
     CHECK_EQ(tp_observer_set(&v1), -1);
     CHECK(tp_observer_get() == NULL);
     tp_observer small = recorder;

@@ -183,7 +183,13 @@ static void open_db(void) {
                  "CREATE TABLE storage_lifetimes(allocator PRIMARY KEY, count, live_ns_sum, live_ns_max,"
                  " release_delay_ns_sum, release_delay_ns_max, release_delay_count, live_count);"
                  "CREATE TABLE allocator_events(seq INTEGER PRIMARY KEY, time_ns, tid, allocator, action, device,"
-                 " segment, segment_size, block, block_size, requested, stream, stack_id);",
+                 " segment, segment_size, block, block_size, requested, stream, stack_id);"
+                 "CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
+                 "CREATE TABLE graph_nodes(id INTEGER PRIMARY KEY, name, created_ns, created_stack, freed_ns,"
+                 " backward_ran, retained, ran_ns);"
+                 "CREATE TABLE graph_edges(node_id, next_id, leaf);"
+                 "CREATE TABLE saved_tensors(node_id, slot, storage_id, tensor_id, saved_ns, released_ns,"
+                 " PRIMARY KEY (node_id, slot));",
                  NULL, NULL, NULL);
 }
 
@@ -790,6 +796,88 @@ static void test_untimed_storages_count_in_the_maximum_only_from_an_exact_releas
           q("SELECT live_ns_max FROM storage_lifetimes WHERE allocator = 'coarse'"));
 }
 
+// ---------------------------------------------------------------------------
+// The autograd graph (observer ABI 3): nodes, edges, saved tensors.
+
+static const uint64_t *leaves_next; // the leaf inputs the next ev_node sends
+static uint32_t nleaves_next;
+
+static void ev_node(int kind, uint64_t id, const char *name, const uint64_t *next, uint32_t nnext, uint32_t flags,
+                    uint64_t object) {
+    tp_obs_event ev = {.kind = (uint32_t)kind, .object = object,
+                       .u.node = {.node_id = id, .name = name, .next_ids = next, .n_next = nnext, .flags = flags,
+                                  .leaf_ids = leaves_next, .n_leaves = nleaves_next}};
+    leaves_next = NULL;
+    nleaves_next = 0;
+    send(&ev, 88);
+}
+
+static void ev_saved(int kind, uint64_t node, uint32_t slot, uint64_t tensor, uint64_t storage) {
+    tp_obs_event ev = {.kind = (uint32_t)kind,
+                       .u.saved = {.node_id = node, .tensor_id = tensor, .storage_id = storage, .slot = slot}};
+    send(&ev, 89);
+}
+
+static void test_graph_records_keep_live_nodes_their_edges_and_saved_tensors(void) {
+    int before = captures;
+    // Node 500 (its struct allocated at stack 81) saves two tensors; node
+    // 501 on it, with a name longer than 23 characters, runs with
+    // retain_graph; 500 lets its second saved tensor go; 502 is made and
+    // freed (aggregate mode: no row).
+    remember_alloc(0x50000, 81);
+    static const uint64_t leaves[2] = {700, 701}; // two leaf inputs (tensor ids)
+    leaves_next = leaves;
+    nleaves_next = 2;
+    ev_node(TP_OBS_NODE_CREATED, 500, "MmBackward0", NULL, 0, 0, 0x50000);
+    CHECK_MSG(captures == before, "a node's stack is its struct's allocation's: no unwind");
+    ev_saved(TP_OBS_TENSOR_SAVED, 500, 0, 600, 20);
+    ev_saved(TP_OBS_TENSOR_SAVED, 500, 1, 601, 21);
+    uint64_t next[2] = {500, 500};
+    remember_alloc(0x50100, 82);
+    ev_node(TP_OBS_NODE_CREATED, 501, "NativeLayerNormBackward0x", next, 2, 0, 0x50100);
+    ev_node(TP_OBS_NODE_RAN, 501, "NativeLayerNormBackward0x", NULL, 0, TP_OBS_NODE_RETAINED, 0);
+    ev_saved(TP_OBS_SAVED_RELEASED, 500, 1, 601, 21);
+    remember_alloc(0x50200, 83);
+    ev_node(TP_OBS_NODE_CREATED, 502, "AddBackward0", next, 1, 0, 0x50200);
+    ev_saved(TP_OBS_TENSOR_SAVED, 502, 0, 602, 22);
+    ev_saved(TP_OBS_SAVED_RELEASED, 502, 0, 602, 22);
+    ev_node(TP_OBS_NODE_FREED, 502, "AddBackward0", NULL, 0, 0, 0);
+    // Events for a node never seen change nothing.
+    ev_saved(TP_OBS_TENSOR_SAVED, 999, 0, 603, 23);
+    ev_node(TP_OBS_NODE_RAN, 999, "X", NULL, 0, 0, 0);
+    CHECK_MSG(captures == before, "graph events other than a node's creation take no stack (%d)", captures - before);
+    CHECK_MSG(tpprof_store_tensors_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count(*) FROM graph_nodes") == 2, "nodes alive: 500 and 501 (%lld)",
+              q("SELECT count(*) FROM graph_nodes"));
+    CHECK_MSG(q("SELECT created_stack FROM graph_nodes WHERE id = 500 AND name = 'MmBackward0' AND backward_ran = 0"
+                " AND retained = 0 AND freed_ns IS NULL AND ran_ns IS NULL") == 81, "node 500, made at stack 81");
+    CHECK_MSG(q("SELECT created_stack FROM graph_nodes WHERE id = 501 AND name = 'NativeLayerNormBackward0x'"
+                " AND backward_ran = 1 AND retained = 1 AND ran_ns IS NOT NULL") == 82,
+              "node 501: its whole name, ran with retain_graph, made at stack 82");
+    CHECK_MSG(q("SELECT count(*) FROM graph_edges WHERE node_id = 501 AND next_id = 500 AND leaf = 0") == 2,
+              "two edges 501 -> 500");
+    CHECK_MSG(q("SELECT count(*) FROM graph_edges WHERE node_id = 500 AND leaf = 1 AND next_id IN (700, 701)") == 2,
+              "500's two leaf inputs");
+    CHECK_MSG(q("SELECT count(*) FROM graph_edges") == 4, "no other edge");
+    CHECK_MSG(q("SELECT storage_id FROM saved_tensors WHERE node_id = 500 AND slot = 0 AND tensor_id = 600"
+                " AND released_ns IS NULL") == 20, "500 keeps tensor 600 on storage 20");
+    CHECK_MSG(q("SELECT storage_id FROM saved_tensors WHERE node_id = 500 AND slot = 1 AND tensor_id = 601"
+                " AND released_ns IS NOT NULL") == 21, "500 let tensor 601 go");
+    CHECK_MSG(q("SELECT count(*) FROM saved_tensors") == 2, "none of the freed node's or the unknown node's");
+    CHECK_MSG(q("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_created'") == 3 &&
+                  q("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_freed'") == 1,
+              "3 nodes made, 1 freed");
+}
+
+// A runtime of observer ABI 2 gets an observer that says version 2 (it
+// attaches nothing else); one older than 2 or newer than 3 gets none.
+static void test_provider_answers_runtimes_of_version_2_and_3(void) {
+    const tp_observer *v2 = tp_observer_provide(2);
+    CHECK_MSG(v2 && v2->abi_version == 2 && v2->on_event == observer->on_event, "version 2 runtime: a v2 observer");
+    CHECK_MSG(observer->abi_version == 3, "version 3 runtime: a v3 observer");
+    CHECK_MSG(tp_observer_provide(1) == NULL && tp_observer_provide(4) == NULL, "1 and 4: none");
+}
+
 static void test_many_live_records_are_each_found(void) {
     enum { N = 5000 };
     const uint64_t id0 = 1000000, addr0 = 0x40000000;
@@ -979,6 +1067,8 @@ int main(void) {
     test_observe_times_big_storages_and_one_in_eight_small();
     test_block_free_after_a_timed_release_is_its_delay_after_it();
     test_untimed_storages_count_in_the_maximum_only_from_an_exact_release();
+    test_graph_records_keep_live_nodes_their_edges_and_saved_tensors();
+    test_provider_answers_runtimes_of_version_2_and_3();
     test_many_live_records_are_each_found();
     sqlite3_close(db);
     return CHECK_DONE();

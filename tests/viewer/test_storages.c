@@ -181,11 +181,15 @@ static void test_json_pinned_views_and_lifetimes(void) {
           "%s", j);
     free(j);
     harness_result_free(&r);
-    // Without tensor tables the keys are still there, empty.
+    // Without tensor tables the keys are still there, empty (the graph's:
+    // not recorded).
     r = harness_tpprof("report", plain_db, "--format=json", NULL);
     j = harness_json_squash(r.out);
     CHECK(strstr(j, "\"storages\":[],\"unmatched_by_stack\":[],\"weak_by_stack\":[],"
-                    "\"handles_by_stack\":[],\"pinned_views\":[],\"lifetimes\":[]"),
+                    "\"handles_by_stack\":[],\"pinned_views\":[],"
+                    "\"graph_held\":{\"recorded\":false,\"bytes\":0,\"storages\":0,\"kept_bytes\":0,"
+                    "\"kept_storages\":0,\"nodes_alive\":0,"
+                    "\"nodes_created\":0},\"graphs_by_stack\":[],\"lifetimes\":[]"),
           "%s", j);
     free(j);
     harness_result_free(&r);
@@ -271,6 +275,26 @@ static void test_check_max_inactive_split_bytes_replays_to_exit(void) {
     harness_result_free(&r);
 }
 
+// A recording from before the graph tables keeps no graph: 0 bytes; a bad
+// size is a usage error; the gate has its JUnit testcase.
+static void test_check_max_graph_held_bytes_reads_an_older_recording_as_zero(void) {
+    run_result r = harness_tpprof("check", tensor_db, "--max-graph-held-bytes", "0", "--junit",
+                                  harness_path("graph.xml"), NULL);
+    CHECK(r.status == 0 && strstr(r.out, "PASS graph-held bytes 0 <= 0"), "status %d\n%s%s", r.status, r.out,
+          r.err);
+    char *xml = harness_read_file(harness_path("graph.xml"));
+    CHECK(xml && strstr(xml, "name=\"max-graph-held-bytes\""), "junit testcase: %s", xml ? xml : "(none)");
+    free(xml);
+    harness_result_free(&r);
+    r = harness_tpprof("check", tensor_db, "--max-graph-held-bytes", "lots", NULL);
+    CHECK(r.status == 2 && harness_lines(r.err) == 1 && r.out[0] == 0 && strstr(r.err, "--max-graph-held-bytes"),
+          "bad size: %d %s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("check", tensor_db, "--max-graph-held-bytes", NULL);
+    CHECK(r.status == 2 && harness_lines(r.err) == 1, "missing value: %d %s", r.status, r.err);
+    harness_result_free(&r);
+}
+
 static void test_check_gates_combine_with_the_leak_gates(void) {
     run_result r = harness_tpprof("check", tensor_db, "--max-lost-bytes", "1M",
                                   "--max-leaked-storages", "10", "--max-inactive-split-bytes",
@@ -345,6 +369,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_check_max_leaked_storages_counts_structs_alive_at_exit);
     RUN_TEST(test_check_max_leaked_storages_names_the_tensor_that_holds_them);
     RUN_TEST(test_check_max_inactive_split_bytes_replays_to_exit);
+    RUN_TEST(test_check_max_graph_held_bytes_reads_an_older_recording_as_zero);
     RUN_TEST(test_check_gates_combine_with_the_leak_gates);
     RUN_TEST(test_lifetimes_of_each_schema_generation_read);
     RUN_TEST(test_a_damaged_tensor_table_is_one_clear_error);

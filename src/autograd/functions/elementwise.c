@@ -8,6 +8,7 @@
  * darg[0] = the scalar.
  */
 #include <math.h>
+#include <string.h>
 
 #include "kernels.h"
 
@@ -320,29 +321,122 @@ static tp_status rebase(tp_tensor *a, const char *name, tp__backward_fn fn, tp_t
     return tp__node_attach(n, a, false);
 }
 
+/* An in-place op whose gradient needs a's old value, recorded as PyTorch
+ * records it with original_self: out (consumed) is the op computed out of
+ * place on old, a copy of a's old value; its node, made on inputs (a's
+ * history, b's) and saving what the out-of-place op saves (of old and out,
+ * so writing into a trips no version check), is moved to a once out is
+ * written into a.  Releases old. */
+static tp_status inplace_from_copy(tp_tensor *a, tp_tensor *old, tp_tensor *out, const char *name,
+                                   tp__backward_fn fn, int n, tp_tensor *const *inputs, tp__fill_fn fill,
+                                   void *ctx) {
+    tp_status st = TP_STATUS_OK;
+    if (!out) st = tp_last_status();
+    else if (out->ndim != a->ndim || memcmp(out->sizes, a->sizes, (size_t)a->ndim * sizeof(int64_t)) != 0) {
+        char got[256], want[256];
+        st = tp__error(TP_STATUS_INVALID_ARGUMENT,
+                       "output with shape %s doesn't match the broadcast shape %s",
+                       tp__format_shape(a->ndim, a->sizes, want, sizeof want),
+                       tp__format_shape(out->ndim, out->sizes, got, sizeof got));
+    } else if (!(out = tp__record(out, name, fn, n, inputs, fill, ctx))) {
+        st = tp_last_status();
+    } else {
+        bool prev = tp_grad_set_enabled(false);
+        st = tp_copy_(a, out); /* a's version bumps once, as the in-place op's */
+        tp_grad_set_enabled(prev);
+        if (st == TP_STATUS_OK) tp__node_move(out, a);
+    }
+    tp_tensor_release(out);
+    tp_tensor_release(old);
+    return st;
+}
+
+static tp_status refuse_view(const char *what) {
+    return tp__error(TP_STATUS_UNSUPPORTED,
+                     "in-place %s on a view with autograd history: not recorded here (PyTorch's "
+                     "CopySlices is not implemented)", what);
+}
+
 tp_status tp_ag_binary_(tp_binary_op op, tp_tensor *a, tp_tensor *b) {
     tp_status st = check_inplace(a);
     if (st != TP_STATUS_OK) return st;
     bool record = tp__needs_node(2, (tp_tensor *[]){a, b});
-    if (record && (a->base || (op != TP_BINARY_OP_ADD && op != TP_BINARY_OP_SUB)))
+    if (!record) return tp_binary_(op, a, b);
+    const char *name = (unsigned)op < TP_BINARY_OP_COUNT ? binary_node_name(op) : NULL;
+    if (!name)
         return tp__error(TP_STATUS_UNSUPPORTED,
-                         "in-place %s with autograd history: only add_/sub_ on a tensor that is "
-                         "not a view are recorded",
-                         binary_node_name(op) ? binary_node_name(op) : "op");
-    st = tp_binary_(op, a, b);
-    if (st != TP_STATUS_OK || !record) return st;
-    return rebase(a, binary_node_name(op), binary_backward, b, op, 0);
+                         "in-place comparison on a tensor with autograd history: not recorded");
+    if (a->base) return refuse_view(name);
+    if (op == TP_BINARY_OP_ADD || op == TP_BINARY_OP_SUB) { /* needs no value: rebased */
+        st = tp_binary_(op, a, b);
+        return st != TP_STATUS_OK ? st : rebase(a, name, binary_backward, b, op, 0);
+    }
+    tp_tensor *old = tp_clone(a);
+    if (!old) return tp_last_status();
+    binary_ctx c = {op, old, b};
+    return inplace_from_copy(a, old, tp_binary(op, old, b), name, binary_backward, 2, (tp_tensor *[]){a, b},
+                             binary_fill, &c);
 }
 
 tp_status tp_ag_binary_scalar_(tp_binary_op op, tp_tensor *a, double b) {
     tp_status st = check_inplace(a);
     if (st != TP_STATUS_OK) return st;
     bool record = tp__needs_node(1, &a);
-    if (record && (a->base || op == TP_BINARY_OP_POW || !scalar_node_name(op)))
+    if (!record) return tp_binary_scalar_(op, a, b);
+    const char *name = (unsigned)op < TP_BINARY_OP_COUNT ? scalar_node_name(op) : NULL;
+    if (!name)
         return tp__error(TP_STATUS_UNSUPPORTED,
-                         "in-place op with a scalar and autograd history: only add_/sub_/mul_/div_ "
-                         "on a tensor that is not a view are recorded");
-    st = tp_binary_scalar_(op, a, b);
-    if (st != TP_STATUS_OK || !record) return st;
-    return rebase(a, scalar_node_name(op), scalar_backward, NULL, op, b);
+                         "in-place comparison on a tensor with autograd history: not recorded");
+    if (a->base) return refuse_view(name);
+    if (op != TP_BINARY_OP_POW) { /* add/sub/mul/div by a scalar need no value: rebased */
+        st = tp_binary_scalar_(op, a, b);
+        return st != TP_STATUS_OK ? st : rebase(a, name, scalar_backward, NULL, op, b);
+    }
+    tp_tensor *old = tp_clone(a);
+    if (!old) return tp_last_status();
+    scalar_ctx c = {op, b, old};
+    return inplace_from_copy(a, old, tp_binary_scalar(op, old, b), name, scalar_backward, 1, &a, scalar_fill,
+                             &c);
+}
+
+tp_status tp_ag_unary_(tp_unary_op op, tp_tensor *a) {
+    tp_status st = check_inplace(a);
+    if (st != TP_STATUS_OK) return st;
+    if (!tp__needs_node(1, &a)) return tp_unary_(op, a);
+    const char *name = unary_node_name(op);
+    if (!name) return tp__error(TP_STATUS_INVALID_ARGUMENT, "in-place unary op %d: no such op", (int)op);
+    if (a->base) return refuse_view(name);
+    tp_tensor *old = tp_clone(a);
+    if (!old) return tp_last_status();
+    unary_ctx c = {op, old};
+    return inplace_from_copy(a, old, tp_unary(op, old), name, unary_backward, 1, &a, unary_fill, &c);
+}
+
+// ----------------------------------------------------------------------------
+// copy_ and fill_: the tensor's old value is overwritten, so its history gets
+// zeros; copy_'s source gets the gradient (summed to its shape)
+
+static tp_status overwrite_backward(tp__node *n, tp_tensor *g, tp_tensor **out) {
+    if (tp__edge_wants(n, 0)) FAIL_IF_NULL(out[0] = tp_zeros(n->next[0].ndim, n->next[0].sizes, g->dtype));
+    if (n->n_next > 1 && tp__edge_wants(n, 1)) FAIL_IF_NULL(out[1] = tp__sum_to(g, n->next[1].ndim, n->next[1].sizes));
+    return TP_STATUS_OK;
+}
+
+tp_status tp_ag_copy_(tp_tensor *dst, tp_tensor *src) {
+    tp_status st = check_inplace(dst);
+    if (st != TP_STATUS_OK) return st;
+    if (!src) return tp__error(TP_STATUS_INVALID_ARGUMENT, "copy_: source tensor is NULL");
+    bool record = tp__needs_node(2, (tp_tensor *[]){dst, src});
+    if (record && dst->base) return refuse_view("CopyBackwards");
+    st = tp_copy_(dst, src);
+    return st != TP_STATUS_OK || !record ? st : rebase(dst, "CopyBackwards", overwrite_backward, src, 0, 0);
+}
+
+tp_status tp_ag_fill_(tp_tensor *t, double value) {
+    tp_status st = check_inplace(t);
+    if (st != TP_STATUS_OK) return st;
+    bool record = tp__needs_node(1, &t);
+    if (record && t->base) return refuse_view("FillBackward0");
+    st = tp_fill_(t, value);
+    return st != TP_STATUS_OK || !record ? st : rebase(t, "FillBackward0", overwrite_backward, NULL, 0, value);
 }

@@ -83,6 +83,11 @@ tp_tensor *tp_ag_squeeze_dim(tp_tensor *t, int dim) {
     return record_view(tp_tensor_squeeze_dim(t, dim), t, "SqueezeBackward1", &c);
 }
 
+tp_tensor *tp_ag_squeeze(tp_tensor *t) {
+    view_ctx c = {{V_RESHAPE}, 1};
+    return record_view(tp_tensor_squeeze(t), t, "SqueezeBackward0", &c);
+}
+
 tp_tensor *tp_ag_unsqueeze(tp_tensor *t, int dim) {
     view_ctx c = {{V_RESHAPE}, 1};
     return record_view(tp_tensor_unsqueeze(t, dim), t, "UnsqueezeBackward0", &c);

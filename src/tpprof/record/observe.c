@@ -552,6 +552,53 @@ static inline struct tpprof_thread *enter(void) {
     return t;
 }
 
+// The autograd graph (observer ABI 3): rare next to the tensor events (one
+// node an op, against a dozen tensor events), so plain records. A node's
+// creation takes the stack of the node struct's allocation (its object) and
+// carries its name (4 words: 31 characters), the ids of the nodes its
+// inputs have, then those of its leaf inputs (GRAPH_MAX_NEXT in all; more
+// are cut, leaves first); the others need no stack: the writer names each
+// by its node.
+#define GRAPH_MAX_NEXT 16
+
+static void on_graph_node(struct tpprof_thread *t, const tp_obs_event *ev, bool full) {
+    settle(t);
+    const tp_obs_node *x = &ev->u.node;
+    uint32_t sid = ev->kind == TP_OBS_NODE_CREATED || full ? event_stack(ev->object, full) : 0;
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    w[2] = x->node_id;
+    int n = 3;
+    if (ev->kind == TP_OBS_NODE_CREATED) {
+        w[3] = w[4] = w[5] = w[6] = 0;
+        if (x->name) {
+            char *d = (char *)&w[3];
+            for (int i = 0; i < 31 && x->name[i]; i++) d[i] = x->name[i];
+        }
+        uint32_t k = x->next_ids ? (x->n_next < GRAPH_MAX_NEXT ? x->n_next : GRAPH_MAX_NEXT) : 0;
+        uint32_t kl = x->leaf_ids ? (x->n_leaves < GRAPH_MAX_NEXT - k ? x->n_leaves : GRAPH_MAX_NEXT - k) : 0;
+        w[7] = k | (uint64_t)kl << 16;
+        for (uint32_t i = 0; i < k; i++) w[8 + i] = x->next_ids[i];
+        for (uint32_t i = 0; i < kl; i++) w[8 + k + i] = x->leaf_ids[i];
+        n = 8 + (int)(k + kl);
+    } else if (ev->kind == TP_OBS_NODE_RAN) {
+        w[n++] = x->flags;
+    }
+    obs_commit(t, w, (int)ev->kind, 0, 0, sid, n, full);
+}
+
+static void on_graph_saved(struct tpprof_thread *t, const tp_obs_event *ev, bool full) {
+    settle(t);
+    uint32_t sid = full ? event_stack(0, full) : 0;
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    w[2] = ev->u.saved.node_id;
+    w[3] = ev->u.saved.tensor_id;
+    w[4] = ev->u.saved.storage_id;
+    w[5] = ev->u.saved.slot;
+    obs_commit(t, w, (int)ev->kind, 0, 0, sid, 6, full);
+}
+
 static void on_event(void *user, const tp_obs_event *ev) {
     (void)user;
     // The runtime sends the whole struct of its ABI version; a shorter one
@@ -574,6 +621,11 @@ static void on_event(void *user, const tp_obs_event *ev) {
     case TP_OBS_VERSION_BUMPED: on_version_bumped(t, ev); break;
     case TP_OBS_ALLOCATOR: on_allocator(t, ev); break;
     case TP_OBS_TENSOR_REFCOUNT: on_tensor_ref(t, ev); break;
+    case TP_OBS_NODE_CREATED:
+    case TP_OBS_NODE_RAN:
+    case TP_OBS_NODE_FREED: on_graph_node(t, ev, full); break;
+    case TP_OBS_TENSOR_SAVED:
+    case TP_OBS_SAVED_RELEASED: on_graph_saved(t, ev, full); break;
     default: break; // a kind from a newer runtime: ignored, as the ABI asks
     }
     tpprof_guard = 0;
@@ -849,13 +901,23 @@ static tp_observer observer_full;
 
 TPPROF_EXPORT const tp_observer *tp_observer_provide(uint32_t runtime_abi);
 
+// A runtime of version 2 (no graph events; otherwise the same events) gets
+// the same callbacks under its own version number: it attaches only that.
+static tp_observer observer_v2;
+
 const tp_observer *tp_observer_provide(uint32_t runtime_abi) {
-    if (runtime_abi != TP_OBSERVER_ABI_VERSION) return NULL;
+    if (runtime_abi < 2 || runtime_abi > TP_OBSERVER_ABI_VERSION) return NULL;
     const char *v = getenv("TPPROF_TENSORS");
     if (v && strcmp(v, "0") == 0) return NULL;
     atomic_store(&tpprof_obs_attached, 1);
-    if (!tpprof_mode_full()) return &observer;
+    if (!tpprof_mode_full()) {
+        if (runtime_abi == TP_OBSERVER_ABI_VERSION) return &observer;
+        observer_v2 = observer;
+        observer_v2.abi_version = runtime_abi;
+        return &observer_v2;
+    }
     observer_full = observer;
+    observer_full.abi_version = runtime_abi;
     observer_full.struct_size = (uint32_t)offsetof(tp_observer, on_tensor_retained);
     observer_full.on_tensor_retained = retained_general; // (should a runtime call them past struct_size)
     observer_full.on_tensor_released = released_general;

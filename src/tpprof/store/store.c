@@ -79,7 +79,15 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS allocator_events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER,"
     " allocator TEXT NOT NULL, action INTEGER NOT NULL, device TEXT, segment INTEGER, segment_size INTEGER,"
     " block INTEGER, block_size INTEGER, requested INTEGER, stream INTEGER, stack_id INTEGER NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS allocator_events_by_time ON allocator_events(time_ns);";
+    "CREATE INDEX IF NOT EXISTS allocator_events_by_time ON allocator_events(time_ns);"
+    // The autograd graph (observer ABI 3; docs/schema-tensors.md).
+    "CREATE TABLE IF NOT EXISTS graph_nodes(id INTEGER PRIMARY KEY, name TEXT NOT NULL, created_ns INTEGER,"
+    " created_stack INTEGER NOT NULL, freed_ns INTEGER, backward_ran INTEGER NOT NULL, retained INTEGER NOT NULL,"
+    " ran_ns INTEGER);"
+    "CREATE TABLE IF NOT EXISTS graph_edges(node_id INTEGER NOT NULL, next_id INTEGER NOT NULL, leaf INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS saved_tensors(node_id INTEGER NOT NULL, slot INTEGER NOT NULL,"
+    " storage_id INTEGER NOT NULL, tensor_id INTEGER NOT NULL, saved_ns INTEGER, released_ns INTEGER,"
+    " PRIMARY KEY (node_id, slot));";
 
 // ---------------------------------------------------------------------------
 // Small helpers.

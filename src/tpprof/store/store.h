@@ -46,5 +46,9 @@ TPPROF_HIDDEN bool tpprof_store_device_put(struct sqlite3 *db, bool final);
 // meta.python (pyframes.c); false on an SQLite error. _reset: a new file.
 TPPROF_HIDDEN bool tpprof_store_py_put(struct sqlite3 *db);
 TPPROF_HIDDEN void tpprof_store_py_reset(void);
+// The autograd graph's tables (graph.c: graph_nodes, graph_edges,
+// saved_tensors), at the final flush, from writer/graph.h; false on an
+// SQLite error.
+TPPROF_HIDDEN bool tpprof_store_graph_put(struct sqlite3 *db);
 
 #endif

@@ -25,6 +25,7 @@
 #include "tensorplay/observer.h"
 #include "writer/device.h"
 #include "writer/ledger.h"
+#include "writer/graph.h"
 #include "base/base.h"
 #include "base/mem.h"
 #include "record/format.h"
@@ -954,6 +955,11 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
     case TP_OBS_VERSION_BUMPED: on_version(r); break;
     case TP_OBS_ALLOCATOR: on_allocator(t, r, c.seq, c.time, c.stack); break;
     case TP_OBS_TENSOR_REFCOUNT: on_tensor_ref(&c, r, (uint32_t)(r[1] >> 8 & 0xff)); break;
+    case TP_OBS_NODE_CREATED:
+    case TP_OBS_NODE_RAN:
+    case TP_OBS_NODE_FREED:
+    case TP_OBS_TENSOR_SAVED:
+    case TP_OBS_SAVED_RELEASED: tpprof_graph_apply(kind, r, c.time, c.stack); break; // (graph.c)
     default: break;
     }
 }
