@@ -9,6 +9,7 @@
 // scan and write everything before leaving; exec* flush and mark the database ended by exec;
 // fork gives the child its own database. Also here: dlclose (the module map
 // must record a library before it goes away) and the one-line failure path.
+// Every end but a fatal signal first flushes the CUPTI backend (record/cupti.h).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <spawn.h>
@@ -25,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "record/cupti.h"
 #include "writer/writer.h"
 #include "base/base.h"
 #include "base/mem.h"
@@ -165,7 +167,18 @@ static inline __attribute__((always_inline)) uintptr_t scan_start(void) {
 }
 
 
+// Device memory the CUPTI backend still holds in its activity buffers goes
+// into the rings now, before the final write (a no-op without the backend).
+// On the calling thread with tpprof_guard clear: its records are the
+// program's. Not from a fatal signal's handler (CUPTI is not
+// async-signal-safe): those recordings lack what was not yet flushed.
+static void flush_device_activity(void) {
+    if (tpprof_guard) return;
+    tpprof_cupti_flush();
+}
+
 static void on_exit_scan(void) {
+    flush_device_activity();
     // The program's stack is read from where it called exit, as memcheck
     // and LeakSanitizer read it: not exit's own frames, nor the handlers' it
     // runs (this one is registered before the loader's, so it runs inside
@@ -543,6 +556,7 @@ __attribute__((destructor(101))) static void tpprof_stop(void) {
 // handlers (noinline: its frame is where the scan of the stack starts).
 static __attribute__((noinline)) void end_now(void) {
     if (!in_recorded_process()) return;
+    flush_device_activity();
     __builtin_unwind_init(); // the program's registers are roots too
     uintptr_t sp = scan_start();
     tpprof_guard = 1;
@@ -678,6 +692,7 @@ static bool exec_on_stack(size_t bytes) {
 
 static void before_exec(void) {
     if (!in_recorded_process()) return;
+    flush_device_activity();
     int saved = tpprof_guard;
     tpprof_guard = 1;
     tpprof_writer_finish(TPPROF_END_EXEC);

@@ -18,10 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// One device event, in the terms of record/device_entry.h.
+// One device event, in the terms of record/device.h.
 typedef struct tpprof_cupti_event {
-    uint32_t op;         // TPPROF_DEVICE_OP_*
-    uint32_t kind_code;  // TPPROF_DEVICE_KIND_*
+    uint32_t op;         // TPPROF_DEV_OP_*
+    uint32_t kind_code;  // TPPROF_DEV_KIND_*
     int32_t device;      // -1 unknown (the decoder never knows it from callback data) or pinned host
     int32_t result;      // the call's status (activity records: 0, they describe what happened)
     uint64_t stream, pool, address, size;
