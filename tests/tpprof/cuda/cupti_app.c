@@ -3,7 +3,8 @@
 // double (fakes/fake_libcuda.c), which loads CUDA_INJECTION64_PATH at
 // cuInit and reports its cuMemAlloc_v2/cuMemFree_v2 to the fake libcupti.
 //   cupti_app exit    cuInit, then 4 blocks of 64 KiB made in cupti_alloc,
-//                     3 freed, one of 1 MiB leaked; returns from main
+//                     3 of them freed; a block of 1 MiB made in cupti_leak;
+//                     returns from main (2 blocks live at the end)
 //   cupti_app _exit   the same, ending with _exit
 //   cupti_app lazy    no cuInit of its own: the driver double initializes
 //                     inside the first cuMemAlloc_v2 (TPFAKE_CU_INIT_IN_ALLOC)
@@ -18,13 +19,14 @@ int cuInit(unsigned flags);
 int cuMemAlloc_v2(dptr *p, size_t n);
 int cuMemFree_v2(dptr p);
 
-__attribute__((noinline)) static dptr cupti_alloc(size_t n) {
+// noipa: one function of this name on the stack (no constprop clone).
+__attribute__((noipa)) static dptr cupti_alloc(size_t n) {
     dptr p = 0;
     printf("alloc %zu: %d\n", n, cuMemAlloc_v2(&p, n));
     return p;
 }
 
-__attribute__((noinline)) static void cupti_leak(void) {
+__attribute__((noipa)) static void cupti_leak(void) {
     dptr p = 0;
     printf("leak: %d\n", cuMemAlloc_v2(&p, 1 << 20));
 }
