@@ -293,6 +293,24 @@ static void test_html_timeline_has_device_lines(void) {
           "device 0 line");
     CHECK(h && strstr(h, "{\"name\":\"CUDA device 1\",\"t\":[2000000,10000000],\"allocated\":[8388608,16777216]}"),
           "device 1 line");
+    // The summary: each device, pinned host memory and the capture, as the text report's.
+    CHECK(h && strstr(h, "<tr><td>device 0</td><td>5 allocations, 13.0 MiB; peak 13.0 MiB at 0.004 s; at exit 3.00 MiB "
+                         "in 2 blocks leaked (2.00 MiB in 1 ended by a device reset); pools reserved up to 16.0 MiB"
+                         "</td></tr>"),
+          "device 0 in the summary");
+    CHECK(h && strstr(h, "<tr><td>device 1</td><td>2 allocations, 24.0 MiB; peak 16.0 MiB at 0.010 s; at exit 16.0 MiB "
+                         "in 1 block leaked</td></tr>"),
+          "device 1 in the summary");
+    CHECK(h && strstr(h, "<tr><td>pinned host</td><td>2 allocations, 96.0 KiB;"), "pinned host in the summary");
+    CHECK(h && strstr(h, "<tr><td>device</td><td>capture interpose; 5 failed calls, 3 bad frees</td></tr>"),
+          "capture in the summary");
+    free(h);
+    // A recording without device memory has no such line.
+    r = harness_tpprof("report", old_db, "--format", "html", "-o", harness_path("old.html"), NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    h = harness_read_file(harness_path("old.html"));
+    CHECK(h && !strstr(h, "<tr><td>device") && !strstr(h, "<tr><td>pinned host"), "no device facts in an old page");
     free(h);
 }
 
