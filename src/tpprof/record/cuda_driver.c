@@ -1,8 +1,9 @@
 // cuda_driver.c: the driver API's memory entry points (cuMem*, VMM, pools,
 // context teardown, as libcuda.so.1 exports them). THE HOT PATH of CUDA
 // programs: each hook calls the real function, and when it is the
-// thread's outermost device API call (tpprof_device_depth) and recording is
-// on, asks the driver for the current device (cached per thread and
+// thread's outermost device API call (tpprof_device_depth), recording is
+// on and no CUPTI backend records device calls (tpprof_device_hook_records,
+// record/device.h), asks the driver for the current device (cached per thread and
 // context) and records one event (record/device.c). The return value and
 // every output are the real function's, untouched; a failed call is
 // recorded with its status, never as memory.

@@ -3,7 +3,8 @@
 // runtime dynamically (nvcc -cudart shared, libtensorplay's dlopen'ed
 // libcudart through procaddr.c's dlsym). Same rules as cuda_driver.c: the
 // real call, then one record when this is the thread's outermost device
-// call (the runtime's own driver calls inside it are not recorded again);
+// call (the runtime's own driver calls inside it are not recorded again)
+// and no CUPTI backend records device calls (tpprof_device_hook_records);
 // every return value and output untouched.
 //
 // The static runtime never calls these (its cuda* functions are inside the
