@@ -91,8 +91,10 @@ CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFun
     state.callback = callback;
     state.userdata = userdata;
     *subscriber = (CUpti_SubscriberHandle)&state;
-    // The driver double, when this process has it.
-    void (*set)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "tpfake_cu_set_cupti");
+    // The driver double, when this process has loaded it (a runtime opens
+    // it RTLD_LOCAL: asked by name, not in the global scope).
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void (*set)(void *) = cuda ? (void (*)(void *))dlsym(cuda, "tpfake_cu_set_cupti") : NULL;
     if (set)
         set((void *)driver_report);
     return CUPTI_SUCCESS;

@@ -33,6 +33,8 @@
 //                        is the hook's, the rest CUPTI's, none twice
 //   cupti_refused        another subscriber owns CUPTI: one line, and
 //                        interposition records each allocation once
+//   cupti_runtime        rt_app (-cudart shared): CUPTI starts inside the
+//                        first cudaMalloc; each allocation once
 // EXTRA: the LD_LIBRARY_PATH the program runs with ('|' then another
 // preload for rtld_next, or the fake libcupti for cupti_*). A PROGRAM of '-' means nvcc is absent: skipped.
 #include "harness.h"
@@ -323,10 +325,11 @@ static bool record_cupti(const char *name, char *prog, char *arg, char *extra, c
     unsetenv("CUDA_INJECTION64_PATH");
     unsetenv("TPPROF_CUPTI");
     if (!ok) return false;
+    if (strcmp(name, "cupti_runtime") != 0)
+        CHECK_MSG(strstr(r->out, "alloc 65536: 0\n") && strstr(r->out, "leak: 0\n"), "%s: the double allocated: %s",
+                  name, r->out);
     CHECK_MSG(r->status == native.status, "%s: exit %d vs native %d", name, r->status, native.status);
     CHECK_MSG(strcmp(r->out, native.out) == 0, "%s: same output:\n%s\n-- vs native --\n%s", name, r->out, native.out);
-    CHECK_MSG(strstr(r->out, "alloc 65536: 0\n") && strstr(r->out, "leak: 0\n"), "%s: the double allocated: %s", name,
-              r->out);
     return true;
 }
 
@@ -365,8 +368,37 @@ static int64_t allocs_with_stack(void) {
     return with;
 }
 
+// rt_app (-cudart shared) on the runtime double: its first cudaMalloc loads
+// CUPTI (the double's lazy cuInit), so that call is its hook's; every later
+// allocation reaches the driver double's cuMemAlloc_v2, which alone (with
+// cuMemFree_v2) the fake CUPTI reports: recorded by CUPTI's callback, under
+// the driver's name, once (neither the runtime hook nor the wrapped driver
+// pointer records it again).
+static void test_cupti_runtime(char *prog, char *extra) {
+    struct result r;
+    if (!record_cupti("cupti_runtime", prog, NULL, extra, NULL, &r)) return;
+    CHECK_MSG(strstr(r.out, "weights_alloc: 0\n") && strstr(r.out, "oom: 2\n"), "cupti_runtime: ran on the doubles: %s",
+              r.out);
+    CHECK_MSG(cupti_line_count(r.err) == 0, "cupti_runtime: CUPTI subscribed: %s", r.err);
+    CHECK_MSG(qi("SELECT count(*) FROM meta WHERE key = 'device_capture' AND value = 'cupti'") == 1,
+              "cupti_runtime: device_capture cupti");
+    CHECK_MSG(events("op = 1 AND size = 1048576") == 1 && events("op = 1 AND size = 1048576 AND api = 'cudaMalloc'") == 1,
+              "cupti_runtime: the first cudaMalloc once, by its hook");
+    CHECK_MSG(events("op = 1 AND api = 'cuMemAlloc_v2'") == 4 && events("op = 1 AND api = 'cuMemAlloc_v2' AND device = 3") == 4,
+              "cupti_runtime: the 4 later cudaMalloc once each, by CUPTI (%lld)",
+              (long long)events("op = 1 AND api = 'cuMemAlloc_v2'"));
+    CHECK_MSG(events("op = 1 AND api = 'cudaMalloc'") == 1, "cupti_runtime: no runtime hook recorded after CUPTI started");
+    CHECK_MSG(events("op = 1 AND size = 4294967296 AND result = 2") == 1, "cupti_runtime: the out-of-memory call, failed");
+    int64_t leak = qi("SELECT stack_id FROM device_events WHERE op = 1 AND size = %d", 3 << 20);
+    CHECK_MSG(leak > 0 && stack_has(leak, "_ZL11leak_bufferv"), "cupti_runtime: the leak with leak_buffer on its stack");
+}
+
 static void test_cupti(const char *mode, char *prog, char *extra) {
     struct result r;
+    if (strcmp(mode, "cupti_runtime") == 0) {
+        test_cupti_runtime(prog, extra);
+        return;
+    }
     if (strcmp(mode, "cupti_exit") == 0 || strcmp(mode, "cupti_exit_") == 0) {
         bool quick = strcmp(mode, "cupti_exit_") == 0;
         if (!record_cupti(mode, prog, quick ? "_exit" : "exit", extra, NULL, &r)) return;
