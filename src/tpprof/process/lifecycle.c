@@ -9,7 +9,8 @@
 // scan and write everything before leaving; exec* flush and mark the database ended by exec;
 // fork gives the child its own database. Also here: dlclose (the module map
 // must record a library before it goes away) and the one-line failure path.
-// Every end but a fatal signal first flushes the CUPTI backend (record/cupti.h).
+// _exit, quick_exit and exec first flush the CUPTI backend (record/cupti.h;
+// at exit its own atexit handler does, before libcupti's teardown).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <spawn.h>
@@ -168,17 +169,19 @@ static inline __attribute__((always_inline)) uintptr_t scan_start(void) {
 
 
 // Device memory the CUPTI backend still holds in its activity buffers goes
-// into the rings now, before the final write (a no-op without the backend).
-// On the calling thread with tpprof_guard clear: its records are the
-// program's. Not from a fatal signal's handler (CUPTI is not
-// async-signal-safe): those recordings lack what was not yet flushed.
+// into the rings now, before the final write (a no-op without the backend):
+// for the ends that run no atexit handler (at exit, the backend's own
+// handler, registered after libcupti's, flushes while libcupti is still
+// whole; from here it would run after libcupti's teardown). On the calling
+// thread with tpprof_guard clear: its records are the program's. Not from a
+// fatal signal's handler (CUPTI is not async-signal-safe): those recordings
+// lack what was not yet flushed.
 static void flush_device_activity(void) {
     if (tpprof_guard) return;
     tpprof_cupti_flush();
 }
 
 static void on_exit_scan(void) {
-    flush_device_activity();
     // The program's stack is read from where it called exit, as memcheck
     // and LeakSanitizer read it: not exit's own frames, nor the handlers' it
     // runs (this one is registered before the loader's, so it runs inside

@@ -238,6 +238,13 @@ void tpprof_cupti_flush(void) {
         api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
+// exit: registered after libcupti was loaded, so it runs before libcupti's
+// own exit teardown (its static destructors, registered at its load) and
+// before the recorder's exit scan and final write (registered at the
+// recorder's start). _exit, quick_exit and exec run no atexit handler: the
+// recorder's lifecycle flushes there (process/lifecycle.c).
+static void flush_at_exit(void) { tpprof_cupti_flush(); }
+
 // ---------------------------------------------------------------------------
 // Start
 
@@ -290,9 +297,9 @@ int InitializeInjection(void) {
     if (activity_on)
         api.activity_enable(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
     // From here the interposition hooks record nothing (device.h), and the
-    // recording says who captured (meta.device_capture). The exit paths of
-    // process/lifecycle.c flush the buffers before the final write.
+    // recording says who captured (meta.device_capture).
     atomic_store_explicit(&tpprof_device_capture, "cupti", memory_order_relaxed);
     atomic_store_explicit(&tpprof_device_by_cupti, true, memory_order_release);
+    atexit(flush_at_exit);
     return 1;
 }

@@ -12,8 +12,11 @@
 // allocation, not also the cuMemAlloc_v2 it makes. Activity records are device
 // truth: joined to the calls by correlation id, and recorded (without a
 // stack) only when no callback recorded their call. Buffers are flushed at
-// exit (cuptiActivityFlushAll, forced) by the recorder's exit paths
-// (process/lifecycle.c: exit, _exit, exec), before their final write.
+// exit (cuptiActivityFlushAll, forced), before the recorder's final write:
+// by an atexit handler of its own (registered after libcupti's, so it runs
+// before libcupti tears itself down), and by the recorder's _exit,
+// quick_exit and exec paths (process/lifecycle.c), which run no atexit
+// handler.
 // While it records, the interposition hooks record nothing
 // (tpprof_device_hook_records, record/device.h).
 //
@@ -36,8 +39,9 @@ __attribute__((visibility("default"))) int InitializeInjection(void);
 // interposition hooks then leave them to it, so none is counted twice).
 bool tpprof_cupti_active(void);
 
-// Flush CUPTI's activity buffers into the recording now (forced): at exit,
-// before the recorder's final write. Does nothing when not active.
+// Flush CUPTI's activity buffers into the recording now (forced): at _exit,
+// quick_exit and exec, before the recorder's final write (exit has its
+// atexit handler). Does nothing when not active. Not async-signal-safe.
 void tpprof_cupti_flush(void);
 
 #else // no backend in this build: never active, nothing to flush

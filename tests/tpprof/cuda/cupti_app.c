@@ -6,11 +6,13 @@
 //                     3 of them freed; a block of 1 MiB made in cupti_leak;
 //                     returns from main (2 blocks live at the end)
 //   cupti_app _exit   the same, ending with _exit
+//   cupti_app quick_exit  the same, ending with quick_exit
 //   cupti_app lazy    no cuInit of its own: the driver double initializes
 //                     inside the first cuMemAlloc_v2 (TPFAKE_CU_INIT_IN_ALLOC)
 // Every status is printed, so a run under tpprof prints the same as one
 // without.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -41,6 +43,10 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "_exit") == 0) {
         fflush(stdout);
         _exit(0);
+    }
+    if (strcmp(mode, "quick_exit") == 0) {
+        fflush(stdout);
+        quick_exit(0);
     }
     return 0;
 }

@@ -27,8 +27,9 @@
 //   cupti_exit_          CUDA_INJECTION64_PATH=libtpprof.so, the fake
 //                        libcupti): each allocation once, by CUPTI, with its
 //                        stack (exit, _exit)
-//   cupti_activity       the fake gives only activity records: they reach
-//                        the database through the exit flush (_exit)
+//   cupti_activity,      the fake gives only activity records: they reach
+//   cupti_activity_exit, the database through the exit flush (_exit, exit,
+//   cupti_activity_quick quick_exit)
 //   cupti_lazy           CUPTI starts inside the first allocation: that one
 //                        is the hook's, the rest CUPTI's, none twice
 //   cupti_refused        another subscriber owns CUPTI: one line, and
@@ -410,11 +411,14 @@ static void test_cupti(const char *mode, char *prog, char *extra) {
                   "%s: every call recorded by CUPTI's callback (device 3)", mode);
         CHECK_MSG(allocs_with_stack() == 4, "%s: each 64 KiB block with cupti_alloc on its stack (%lld)", mode,
                   (long long)allocs_with_stack());
-    } else if (strcmp(mode, "cupti_activity") == 0) {
-        if (!record_cupti(mode, prog, "_exit", extra, "TPFAKE_CUPTI_ACTIVITY_ONLY=1", &r)) return;
+    } else if (strncmp(mode, "cupti_activity", 14) == 0) {
+        char *how = strcmp(mode, "cupti_activity_exit") == 0    ? "exit"
+                    : strcmp(mode, "cupti_activity_quick") == 0 ? "quick_exit"
+                                                                : "_exit";
+        if (!record_cupti(mode, prog, how, extra, "TPFAKE_CUPTI_ACTIVITY_ONLY=1", &r)) return;
         check_cupti_counts(mode, "cupti");
-        CHECK_MSG(events("api = 'cupti:device'") == 8, "%s: all 8 from the activity records, flushed at _exit (%lld)",
-                  mode, (long long)events("api = 'cupti:device'"));
+        CHECK_MSG(events("api = 'cupti:device'") == 8, "%s: all 8 from the activity records, flushed at %s (%lld)",
+                  mode, how, (long long)events("api = 'cupti:device'"));
     } else if (strcmp(mode, "cupti_lazy") == 0) {
         if (!record_cupti(mode, prog, "lazy", extra, "TPFAKE_CU_INIT_IN_ALLOC=1", &r)) return;
         check_cupti_counts(mode, "cupti");
