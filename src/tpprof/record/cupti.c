@@ -57,6 +57,9 @@ static __thread int runtime_depth __attribute__((tls_model("initial-exec")));
 // call's ENTER was never seen, its driver call was recorded as the
 // program's, and its EXIT must not record the same block again.
 static __thread uint64_t last_driver_alloc __attribute__((tls_model("initial-exec")));
+// The device of the context this thread's cuCtxDestroy_v2 destroys, noted
+// at its ENTER (at its EXIT the context is gone): -1 unknown.
+static __thread int32_t destroyed_device __attribute__((tls_model("initial-exec"))) = -1;
 
 bool tpprof_cupti_active(void) { return atomic_load_explicit(&tpprof_device_by_cupti, memory_order_acquire); }
 
@@ -171,6 +174,10 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
         if (!entered)
             unseen_enter = true;
     } else if (cb->callbackSite != CUPTI_API_EXIT) {
+        CUcontext gone = runtime_depth > 0 ? NULL : tpprof_cupti_destroyed_context(domain, cbid, cb);
+        uint32_t dev = 0;
+        if (gone)
+            destroyed_device = api.get_device_id(gone, &dev) == CUPTI_SUCCESS ? (int32_t)dev : -1;
         return;
     } else if (runtime_depth > 0) {
         // Inside a runtime call, which is the program's own and is recorded
@@ -189,7 +196,10 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
         seen_add(e.correlation);
         return; // recorded by its driver call's callback
     }
-    if (e.device < 0 && e.kind_code != TPPROF_DEV_KIND_PINNED_HOST && cb->context) {
+    if (cbid == CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2 && domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+        e.device = destroyed_device; // not the callback's context: maybe another one, or gone
+        destroyed_device = -1;
+    } else if (e.device < 0 && e.kind_code != TPPROF_DEV_KIND_PINNED_HOST && cb->context) {
         uint32_t dev = 0;
         if (api.get_device_id(cb->context, &dev) == CUPTI_SUCCESS)
             e.device = (int32_t)dev;

@@ -64,6 +64,7 @@ const CUpti_CallbackId tpprof_cupti_driver_cbids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset,
     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2,
 };
 const size_t tpprof_cupti_driver_ncbids = sizeof tpprof_cupti_driver_cbids / sizeof *tpprof_cupti_driver_cbids;
 
@@ -347,9 +348,22 @@ static bool decode_driver(CUpti_CallbackId cbid, const void *params, tpprof_cupt
         e->device = (int32_t)p->dev;
         return true;
     }
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2:
+        // Ends the context's blocks (writer/device.c); its device is the
+        // backend's to find, at the call's ENTER (tpprof_cupti_destroyed_context).
+        set(e, TPPROF_DEV_OP_DEVICE_RESET, TPPROF_DEV_KIND_DEVICE, "cuCtxDestroy_v2");
+        return true;
     default:
         return false;
     }
+}
+
+CUcontext tpprof_cupti_destroyed_context(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                         const CUpti_CallbackData *cb) {
+    if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cbid != CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2 || !cb ||
+        !cb->functionParams)
+        return NULL;
+    return ((const cuCtxDestroy_v2_params *)cb->functionParams)->ctx;
 }
 
 bool tpprof_cupti_decode_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *cb,

@@ -44,6 +44,11 @@ extern const size_t tpprof_cupti_driver_ncbids;
 bool tpprof_cupti_decode_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *cb,
                                   tpprof_cupti_event *e);
 
+// The context a cuCtxDestroy_v2 callback destroys (its parameter), else
+// NULL: the backend asks its device at ENTER, while it still exists.
+CUcontext tpprof_cupti_destroyed_context(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                         const CUpti_CallbackData *cb);
+
 // One activity record: true and *e filled for a MEMORY2 allocation or
 // release and for a MEMORY_POOL create, destroy or trim; false for any other
 // kind or operation (skipped). r is borrowed.

@@ -296,6 +296,37 @@ static void test_call_inside_an_interposition_hook_is_left_to_the_hook(void) {
     CHECK_EQ_U64(device_nlog, 1);
 }
 
+// cuCtxDestroy_v2 ends the context's blocks: recorded as a reset named
+// cuCtxDestroy_v2 (writer/device.c: context_destroyed), on the device of the
+// destroyed context, asked at ENTER (its parameter, not the callback's
+// current context, which may be another one). Inside a runtime call it is
+// the runtime's, not recorded.
+static void test_context_destroy_is_a_reset_on_the_destroyed_contexts_device(void) {
+    start();
+    int ok = 0;
+    cuCtxDestroy_v2_params d = {.ctx = (CUcontext)0x5678};
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_API_ENTER, &d, &ok, 50, NULL);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_API_EXIT, &d, &ok, 50, NULL);
+    CHECK_EQ_U64(device_nlog, 1);
+    CHECK_EQ_U64(device_log[0].op, TPPROF_DEV_OP_DEVICE_RESET);
+    CHECK_STR_EQ(device_nlog ? device_log[0].api : "", "cuCtxDestroy_v2");
+    CHECK_EQ_U64(device_log[0].device, FAKE_CUPTI_DEVICE);
+    // An EXIT whose ENTER was not seen: device unknown, not the last one's.
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_API_EXIT, &d, &ok, 51, NULL);
+    CHECK_EQ_U64(device_nlog, 2);
+    CHECK_EQ_U64((uint64_t)(int64_t)device_log[1].device, (uint64_t)-1);
+    // Inside cudaDeviceReset: the runtime call's (recorded at its exit).
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020, CUPTI_API_ENTER, NULL, &ok, 52,
+         (CUcontext)0x1234);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_API_ENTER, &d, &ok, 53, NULL);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_API_EXIT, &d, &ok, 53, NULL);
+    CHECK_EQ_U64(device_nlog, 2);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020, CUPTI_API_EXIT, NULL, &ok, 52,
+         (CUcontext)0x1234);
+    CHECK_EQ_U64(device_nlog, 3);
+    CHECK_STR_EQ(device_nlog == 3 ? device_log[2].api : "", "cudaDeviceReset");
+}
+
 int main(int argc, char **argv) {
     const char *s = argc > 1 ? argv[1] : "";
     static const struct {
@@ -310,6 +341,7 @@ int main(int argc, char **argv) {
         {"correlation", test_activity_records_join_calls_by_correlation_id},
         {"first_call", test_first_call_started_before_the_subscription_counts_once},
         {"inside_hook", test_call_inside_an_interposition_hook_is_left_to_the_hook},
+        {"ctx_destroy", test_context_destroy_is_a_reset_on_the_destroyed_contexts_device},
     };
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
         if (strcmp(s, tests[i].name) == 0) {
