@@ -377,6 +377,11 @@ static void test_merge_carries_device_memory(void) {
     char *s = report_json(two, NULL, NULL);
     CHECK(s && strstr(s, "\"device\":{\"recorded\":true"), "%s", s ? s : "");
     free(s);
+    // report of several recordings merges them the same way.
+    r = harness_tpprof("report", dev_db, old_db, "--leaks", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.out, "\nDevice leaks: 19.0 MiB in 3 blocks of device memory from 3 stacks"), "%s", r.out);
+    harness_result_free(&r);
     // Host-only inputs: no device tables, so nothing about device memory.
     r = harness_tpprof("merge", host, old_db, old_db, NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
