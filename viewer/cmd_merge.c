@@ -9,9 +9,11 @@
 // the bits above 48 (x86-64 user addresses fit in 47), since the same
 // address means different code in two processes. The inputs are symbolized
 // first (in place when writable), so the tagged addresses never need the
-// modules again. Left out: timelines, full-mode events and tensor tables,
-// whose times and ids belong to one process; a process's own recording
-// has them.
+// modules again. Device memory (device_blocks, device_events) is merged
+// with a process column, as the host's live blocks are, when an input has
+// it. Left out: timelines (the device timeline too), full-mode events and
+// tensor tables, whose times and ids belong to one process; a process's own
+// recording has them.
 #define _POSIX_C_SOURCE 200809L
 #include "viewer.h"
 
@@ -27,7 +29,8 @@ const char tpprof_usage_merge[] =
     "file, which report and check read as one program: the leaks, sites and peaks of\n"
     "all of them, and a processes table (pid, parent, exe, command line, rank) with a\n"
     "process column on sites, live_blocks and threads for per-process questions.\n"
-    "Timelines, full-mode events and tensor tables are not merged.\n";
+    "Device memory (CUDA blocks and calls) is merged too; timelines, full-mode events\n"
+    "and tensor tables are not.\n";
 
 static const char merged_schema[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -47,7 +50,21 @@ static const char merged_schema[] =
     "  process INTEGER NOT NULL);"
     "CREATE INDEX live_blocks_by_stack ON live_blocks(stack_id);"
     "CREATE TABLE processes(id INTEGER PRIMARY KEY, path TEXT NOT NULL, pid INTEGER, parent_pid INTEGER,"
-    "  exe TEXT, cmdline TEXT, rank INTEGER, complete INTEGER, peak_bytes INTEGER, duration_ns INTEGER);";
+    "  exe TEXT, cmdline TEXT, rank INTEGER, complete INTEGER, peak_bytes INTEGER, duration_ns INTEGER);"
+    // Each input's device meta, for the merged meta (write_meta).
+    "CREATE TEMP TABLE device_meta(process INTEGER, capture TEXT, calls_failed INTEGER, bad_frees INTEGER);";
+
+// The device tables, made once an input has them (a merge of host-only
+// recordings has none, and reads as before).
+static const char device_schema[] =
+    "CREATE TABLE IF NOT EXISTS device_events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER NOT NULL,"
+    "  op INTEGER NOT NULL, api TEXT NOT NULL, kind INTEGER NOT NULL, device INTEGER NOT NULL, stream INTEGER,"
+    "  pool INTEGER, address INTEGER, size INTEGER, stack_id INTEGER NOT NULL, result INTEGER NOT NULL,"
+    "  flag INTEGER NOT NULL DEFAULT 0, process INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS device_blocks(address INTEGER NOT NULL, device INTEGER NOT NULL, kind INTEGER NOT NULL,"
+    "  size INTEGER NOT NULL, api TEXT NOT NULL, stream INTEGER, stack_id INTEGER NOT NULL, tid INTEGER,"
+    "  alloc_ns INTEGER NOT NULL, free_ns INTEGER, free_stack_id INTEGER, free_api TEXT, ended_by TEXT,"
+    "  process INTEGER NOT NULL);";
 
 // One input copied into the attached output. ?1 = the input's number,
 // ?2 = its node id offset, ?3 = its module id offset.
@@ -69,6 +86,17 @@ static const char *const copy_sql[] = {
     "  (SELECT value FROM src.meta WHERE key = 'exe'), (SELECT value FROM src.meta WHERE key = 'cmdline'),"
     "  (SELECT value FROM src.meta WHERE key = 'rank'), (SELECT value FROM src.meta WHERE key = 'complete'),"
     "  (SELECT value FROM src.meta WHERE key = 'peak_bytes'), (SELECT value FROM src.meta WHERE key = 'duration_ns')",
+    "INSERT INTO main.device_events(time_ns, tid, op, api, kind, device, stream, pool, address, size, stack_id, result,"
+    "  flag, process) SELECT time_ns, tid, op, api, kind, device, stream, pool, address, size,"
+    "  CASE stack_id WHEN 0 THEN 0 ELSE stack_id + ?2 END, result, flag, ?1 FROM src.device_events ORDER BY seq",
+    "INSERT INTO main.device_blocks SELECT address, device, kind, size, api, stream,"
+    "  CASE stack_id WHEN 0 THEN 0 ELSE stack_id + ?2 END, tid, alloc_ns, free_ns,"
+    "  CASE WHEN free_stack_id IS NULL OR free_stack_id = 0 THEN free_stack_id ELSE free_stack_id + ?2 END,"
+    "  free_api, ended_by, ?1 FROM src.device_blocks",
+    "INSERT INTO temp.device_meta SELECT ?1, (SELECT value FROM src.meta WHERE key = 'device_capture'),"
+    "  (SELECT value FROM src.meta WHERE key = 'device_calls_failed'),"
+    "  (SELECT value FROM src.meta WHERE key = 'device_bad_frees')"
+    "  WHERE EXISTS (SELECT 1 FROM src.meta WHERE key = 'device_capture')",
 };
 
 static int exec(sqlite3 *db, const char *sql, const char *doing) {
@@ -104,6 +132,8 @@ static int copy_input(sqlite3 *out, const char *path, int64_t k) {
     int64_t module_off = scalar(out, "SELECT COALESCE(MAX(id), 0) FROM main.modules");
     // One transaction per input: SQLite detaches a database only outside one.
     int status = exec(out, "BEGIN", "starting");
+    if (status == 0 && scalar(out, "SELECT count(*) FROM src.sqlite_master WHERE name = 'device_blocks'") > 0)
+        status = exec(out, device_schema, "creating the device tables");
     for (size_t i = 0; i < sizeof copy_sql / sizeof *copy_sql && status == 0; i++) {
         // Tables an older or smaller recording lacks are skipped (kinds, threads).
         if (sqlite3_prepare_v2(out, copy_sql[i], -1, &st, NULL) != SQLITE_OK) {
@@ -148,7 +178,18 @@ static int write_meta(sqlite3 *out, int n) {
              "unknown",
 #endif
              n, n);
-    return exec(out, sql, "writing meta");
+    if (exec(out, sql, "writing meta") != 0)
+        return -1;
+    // Device capture: the inputs' way when they agree, else 'mixed';
+    // failed calls and bad frees summed. Absent when no input had device memory.
+    return exec(out,
+                "INSERT INTO meta SELECT 'device_capture', CASE WHEN COUNT(DISTINCT capture) = 1 THEN MIN(capture)"
+                "  ELSE 'mixed' END FROM temp.device_meta HAVING COUNT(*) > 0;"
+                "INSERT INTO meta SELECT 'device_calls_failed', SUM(COALESCE(calls_failed, 0)) FROM temp.device_meta"
+                "  HAVING COUNT(*) > 0;"
+                "INSERT INTO meta SELECT 'device_bad_frees', SUM(COALESCE(bad_frees, 0)) FROM temp.device_meta"
+                "  HAVING COUNT(*) > 0;",
+                "writing the device meta");
 }
 
 int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet) {

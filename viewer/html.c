@@ -236,6 +236,29 @@ static void section_summary(const page *g) {
             fact(g, "allocator", line);
         }
     tpprof_alloc_states_free(st, nst);
+    // CUDA device memory (device_blocks): each device, pinned host memory,
+    // and how it was captured, as the text report's summary has them.
+    tpprof_devices dv;
+    if (tpprof_devices_load(p, false, 0, &dv) == 0) {
+        if (dv.recorded) {
+            char name[32];
+            for (size_t i = 0; i < dv.ndevices; i++) {
+                if (dv.devices[i].device < 0)
+                    snprintf(name, sizeof name, "device ?");
+                else
+                    snprintf(name, sizeof name, "device %d", (int)dv.devices[i].device);
+                fact(g, name, tpprof_dev_stats_line(&dv.devices[i], line, sizeof line));
+            }
+            if (dv.pinned.allocations)
+                fact(g, "pinned host", tpprof_dev_stats_line(&dv.pinned, line, sizeof line));
+            uint64_t failed = tpprof_devices_calls_failed(&dv), bad = tpprof_devices_bad_frees(&dv);
+            snprintf(line, sizeof line, "capture %s; %s failed call%s, %s bad free%s",
+                     dv.capture ? dv.capture : "unknown", tpprof_format_count(failed, a), failed == 1 ? "" : "s",
+                     tpprof_format_count(bad, b), bad == 1 ? "" : "s");
+            fact(g, "device", line);
+        }
+        tpprof_devices_free(&dv);
+    }
     fputs("</table>\n", out);
     if (!s->complete)
         warn(g, s->still_running ? "The program is still running: this is what it has flushed so far."

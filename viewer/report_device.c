@@ -31,21 +31,34 @@ static void device_name(int32_t device, char *buf, size_t size) {
         snprintf(buf, size, "device %d", (int)device);
 }
 
-// "3 allocations, 7.00 MiB; peak 6.00 MiB at 0.002 s; at exit ..."
-static void stats_line(const tpprof_dev_stats *s) {
+const char *tpprof_dev_stats_line(const tpprof_dev_stats *s, char *buf, size_t size) {
     char a[32], b[32], c[32];
-    printf("%s allocation%s, %s; peak %s", tpprof_format_count(s->allocations, a), plural(s->allocations),
-           tpprof_format_size(s->allocated_bytes, b), tpprof_format_size(s->peak_bytes, c));
+    size_t n = 0;
+#define PUT(...)                                                                                                 \
+    do {                                                                                                         \
+        int k_ = snprintf(buf + n, size - n, __VA_ARGS__);                                                       \
+        if (k_ > 0) n = n + (size_t)k_ < size ? n + (size_t)k_ : size - 1;                                       \
+    } while (0)
+    buf[0] = 0;
+    PUT("%s allocation%s, %s; peak %s", tpprof_format_count(s->allocations, a), plural(s->allocations),
+        tpprof_format_size(s->allocated_bytes, b), tpprof_format_size(s->peak_bytes, c));
     if (s->peak_bytes)
-        printf(" at %.3f s", (double)s->peak_time_ns / 1e9);
-    printf("; at exit %s in %s block%s leaked", tpprof_format_size(s->leaked_bytes, a),
-           tpprof_format_count(s->leaked_count, b), plural(s->leaked_count));
+        PUT(" at %.3f s", (double)s->peak_time_ns / 1e9);
+    PUT("; at exit %s in %s block%s leaked", tpprof_format_size(s->leaked_bytes, a),
+        tpprof_format_count(s->leaked_count, b), plural(s->leaked_count));
     if (s->reset_count)
-        printf(" (%s in %s ended by a device reset)", tpprof_format_size(s->reset_bytes, a),
-               tpprof_format_count(s->reset_count, b));
+        PUT(" (%s in %s ended by a device reset)", tpprof_format_size(s->reset_bytes, a),
+            tpprof_format_count(s->reset_count, b));
     if (s->pool_reserved_peak >= 0)
-        printf("; pools reserved up to %s", tpprof_format_size((uint64_t)s->pool_reserved_peak, a));
-    printf("\n");
+        PUT("; pools reserved up to %s", tpprof_format_size((uint64_t)s->pool_reserved_peak, a));
+#undef PUT
+    return buf;
+}
+
+// The summary line of s, and its failed calls' line when it has any.
+static void stats_line(const tpprof_dev_stats *s) {
+    char a[32], b[32], c[32], line[512];
+    printf("%s\n", tpprof_dev_stats_line(s, line, sizeof line));
     if (s->failed_calls || s->bad_frees) {
         printf("              %s failed call%s", tpprof_format_count(s->failed_calls, a), plural(s->failed_calls));
         if (s->oom_calls)

@@ -997,6 +997,9 @@ void tpprof_report_lifetimes_json(tpprof_json *j, const tpprof_tensors *t, size_
 
 // The summary's device lines (one line "not recorded" only when filtered).
 void tpprof_report_device_summary_text(const tpprof_devices *d);
+// One device's summary figures as a line (no newline), into buf, which it
+// returns: "3 allocations, 7.00 MiB; peak 6.00 MiB at 0.002 s; at exit ...".
+const char *tpprof_dev_stats_line(const tpprof_dev_stats *s, char *buf, size_t size);
 // The sections, each capped at top entries (0 = all); nothing when not recorded.
 void tpprof_report_device_leaks_text(const tpprof_profile *p, const tpprof_devices *d, size_t top);
 void tpprof_report_device_peak_text(const tpprof_profile *p, const tpprof_devices *d, size_t top);

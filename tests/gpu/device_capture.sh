@@ -10,6 +10,12 @@
 #                            interleaved runs)
 #   runtime_sample           libtensorplay's mlp_gpu (libcudart dlopen'ed):
 #                            its device memory seen, none left at exit
+#   cupti                    rt_app (static runtime) with the CUPTI backend
+#                            (CUDA_INJECTION64_PATH=libtpprof.so, as `tpprof
+#                            run --cupti`): captured by CUPTI, each
+#                            allocation once, the leak with leak_buffer on
+#                            its stack. On the doubles: rt_app shared and
+#                            the fake libcupti of the tests
 # TPPROF_GPU_DOUBLES=DIR runs static/shared/ptds on the CUDA doubles in DIR
 # instead (checks this script on a machine without a GPU; static skips).
 set -u
@@ -33,6 +39,10 @@ expect_ge() {
 frame0_fn() {
   ip=$(q "SELECT ip FROM stack_nodes WHERE id = $1")
   [ -n "$ip" ] || return 0
+  ip_fn "$ip"
+}
+ip_fn() { # the function of return address $1
+  ip=$1
   row=$(q "SELECT path || '|' || base FROM modules WHERE lo <= $ip AND $ip < hi ORDER BY id DESC LIMIT 1")
   path=${row%|*}; base=${row#*|}
   addr2line -f -C -e "$path" "$(printf '0x%x' $((ip - 1 - base)))" | head -1
@@ -117,6 +127,33 @@ runtime_sample)
   expect_ge "mlp_gpu: device allocations seen (libcudart dlopen'ed by libtensorplay)" \
     "SELECT count(*) FROM device_events WHERE op = 1 AND result = 0" 1
   q "SELECT api, count(*), sum(size) FROM device_events WHERE op = 1 GROUP BY api" | sed 's/^/    | /'
+  ;;
+cupti)
+  APP=$B/tests/tpprof/cuda/tpprof_cuda_rt_app_static
+  if [ -n "${TPPROF_GPU_DOUBLES:-}" ]; then
+    APP=$B/tests/tpprof/cuda/tpprof_cuda_rt_app_shared
+    export LD_LIBRARY_PATH=$TPPROF_GPU_DOUBLES TPPROF_CUPTI_LIB=$B/tests/tpprof/libfakecupti.so
+  fi
+  [ -x "$APP" ] || { echo "SKIP no $APP (built with -Dcuda=enabled)"; exit 77; }
+  "$APP" > "$TMP/cupti.native" 2>&1; nrc=$?
+  DB=$TMP/cupti.db
+  LD_PRELOAD=$LIB CUDA_INJECTION64_PATH=$LIB TPPROF_CUPTI=1 TPPROF_OUTPUT=$DB "$APP" > "$TMP/cupti.out" 2> "$TMP/cupti.err"; rc=$?
+  if [ $rc -eq $nrc ] && cmp -s "$TMP/cupti.native" "$TMP/cupti.out"; then ok "cupti: exit $rc and output as native"
+  else bad "cupti: exit $rc vs $nrc native, or output differs"; diff "$TMP/cupti.native" "$TMP/cupti.out" | head -8; fi
+  grep 'tpprof: --cupti' "$TMP/cupti.err" | sed 's/^/    | /'
+  expect "cupti: device_capture" "SELECT value FROM meta WHERE key = 'device_capture'" cupti
+  expect "cupti: the 1 MiB weights allocated once" "SELECT count(*) FROM device_events WHERE op = 1 AND size = 1048576" 1
+  expect "cupti: the 3 MiB leak allocated once, alive at exit" \
+    "SELECT count(*) FROM device_blocks WHERE free_ns IS NULL AND ended_by IS NULL AND size = 3145728" 1
+  # The leak's stack (its innermost frames are CUPTI's and the driver's).
+  leak=$(q "SELECT stack_id FROM device_blocks WHERE free_ns IS NULL AND ended_by IS NULL AND size = 3145728 LIMIT 1")
+  found=; n=0; id=${leak:-0}
+  while [ "${id:-0}" -gt 0 ] && [ $n -lt 40 ] && [ -z "$found" ]; do
+    case $(ip_fn "$(q "SELECT ip FROM stack_nodes WHERE id = $id")") in *leak_buffer*) found=1;; esac
+    id=$(q "SELECT parent FROM stack_nodes WHERE id = $id"); n=$((n+1))
+  done
+  if [ -n "$found" ]; then ok "cupti: leak_buffer on the leak's stack"; else bad "cupti: leak_buffer not on the leak's stack"; fi
+  q "SELECT api, device, count(*) FROM device_events WHERE op = 1 GROUP BY api, device" | sed 's/^/    | /'
   ;;
 *) echo "unknown check $WHAT"; exit 2 ;;
 esac

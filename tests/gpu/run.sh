@@ -45,7 +45,7 @@ check "sample fragmentation (caching vs cudaMallocAsync)" "$B/samples/cuda/fragm
 check "speed targets (bench/cuda_bench)" "$B/bench/cuda_bench"
 # tpprof's device memory capture on the real driver (docs/device.md).
 check "tpprof device tests on the doubles" meson test -C "$B" --suite device --no-rebuild --print-errorlogs
-for what in static shared ptds cublas runtime_sample; do
+for what in static shared ptds cublas runtime_sample cupti; do
   check "tpprof device capture: $what" sh tests/gpu/device_capture.sh "$B" $what
   sh tests/gpu/device_capture.sh "$B" $what 2>&1 | grep -E '^(PASS|    \|)' | sed 's/^/    /' | head -16
 done

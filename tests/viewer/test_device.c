@@ -368,6 +368,24 @@ static void test_html_timeline_has_device_lines(void) {
           "device 0 line");
     CHECK(h && strstr(h, "{\"name\":\"CUDA device 1\",\"t\":[2000000,10000000],\"allocated\":[8388608,16777216]}"),
           "device 1 line");
+    // The summary: each device, pinned host memory and the capture, as the text report's.
+    CHECK(h && strstr(h, "<tr><td>device 0</td><td>5 allocations, 13.0 MiB; peak 13.0 MiB at 0.004 s; at exit 3.00 MiB "
+                         "in 2 blocks leaked (2.00 MiB in 1 ended by a device reset); pools reserved up to 16.0 MiB"
+                         "</td></tr>"),
+          "device 0 in the summary");
+    CHECK(h && strstr(h, "<tr><td>device 1</td><td>2 allocations, 24.0 MiB; peak 16.0 MiB at 0.010 s; at exit 16.0 MiB "
+                         "in 1 block leaked</td></tr>"),
+          "device 1 in the summary");
+    CHECK(h && strstr(h, "<tr><td>pinned host</td><td>2 allocations, 96.0 KiB;"), "pinned host in the summary");
+    CHECK(h && strstr(h, "<tr><td>device</td><td>capture interpose; 5 failed calls, 3 bad frees</td></tr>"),
+          "capture in the summary");
+    free(h);
+    // A recording without device memory has no such line.
+    r = harness_tpprof("report", old_db, "--format", "html", "-o", harness_path("old.html"), NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    h = harness_read_file(harness_path("old.html"));
+    CHECK(h && !strstr(h, "<tr><td>device") && !strstr(h, "<tr><td>pinned host"), "no device facts in an old page");
     free(h);
 }
 
@@ -401,6 +419,51 @@ static void test_old_recording_reads_as_before(void) {
     char *t = harness_read_file(harness_path("old.trace.json"));
     CHECK(t && !strstr(t, "CUDA device"), "old trace");
     free(t);
+}
+
+// ---------------------------------------------------------------------------
+// merge
+
+// Device memory survives `tpprof merge`: the merged recording reports the
+// device leaks and figures of each input (with a process column), and a
+// merge of host-only recordings has no device tables at all.
+static void test_merge_carries_device_memory(void) {
+    const char *one = harness_path("merged_one.db"), *two = harness_path("merged_two.db"),
+               *host = harness_path("merged_host.db");
+    run_result r = harness_tpprof("merge", one, dev_db, old_db, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", one, "--leaks", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.out, "  device 0    5 allocations, 13.0 MiB;"), "%s", r.out);
+    CHECK(strstr(r.out, "  device 1    2 allocations, 24.0 MiB;"), "%s", r.out);
+    CHECK(strstr(r.out, "\nDevice leaks: 19.0 MiB in 3 blocks of device memory from 3 stacks"), "%s", r.out);
+    CHECK(strstr(r.out, "      leak_dev (dev.cu:10)\n"), "the leak's own stack, by name: %s", r.out);
+    CHECK(strstr(r.out, "  device      capture interpose; 5 failed calls, 3 bad frees"), "%s", r.out);
+    harness_result_free(&r);
+    // Both inputs with device memory: each one's blocks, with its process.
+    r = harness_tpprof("merge", two, dev_db, dev_db, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", two, "--leaks", NULL);
+    CHECK(strstr(r.out, "\nDevice leaks: 38.0 MiB in 6 blocks of device memory from 6 stacks"), "%s", r.out);
+    CHECK(strstr(r.out, "  device      capture interpose; 10 failed calls, 6 bad frees"), "%s", r.out);
+    harness_result_free(&r);
+    char *s = report_json(two, NULL, NULL);
+    CHECK(s && strstr(s, "\"device\":{\"recorded\":true"), "%s", s ? s : "");
+    free(s);
+    // report of several recordings merges them the same way.
+    r = harness_tpprof("report", dev_db, old_db, "--leaks", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.out, "\nDevice leaks: 19.0 MiB in 3 blocks of device memory from 3 stacks"), "%s", r.out);
+    harness_result_free(&r);
+    // Host-only inputs: no device tables, so nothing about device memory.
+    r = harness_tpprof("merge", host, old_db, old_db, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", host, NULL);
+    CHECK(r.status == 0 && !strstr(r.out, "evice"), "device lines in a host-only merge: %s", r.out);
+    harness_result_free(&r);
 }
 
 // ---------------------------------------------------------------------------
@@ -448,6 +511,7 @@ static const struct {
     {"html", test_html_timeline_has_device_lines},
     {"old_recording", test_old_recording_reads_as_before},
     {"run_cupti", test_run_cupti_sets_the_injection_library_or_says_why_not},
+    {"merge", test_merge_carries_device_memory},
 };
 
 int main(int argc, char **argv) {

@@ -9,6 +9,8 @@
 // scan and write everything before leaving; exec* flush and mark the database ended by exec;
 // fork gives the child its own database. Also here: dlclose (the module map
 // must record a library before it goes away) and the one-line failure path.
+// _exit, quick_exit and exec first flush the CUPTI backend (record/cupti.h;
+// at exit its own atexit handler does, before libcupti's teardown).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <spawn.h>
@@ -25,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "record/cupti.h"
 #include "writer/writer.h"
 #include "base/base.h"
 #include "base/mem.h"
@@ -165,6 +168,19 @@ static inline __attribute__((always_inline)) uintptr_t scan_start(void) {
     return sp;
 }
 
+
+// Device memory the CUPTI backend still holds in its activity buffers goes
+// into the rings now, before the final write (a no-op without the backend):
+// for the ends that run no atexit handler (at exit, the backend's own
+// handler, registered after libcupti's, flushes while libcupti is still
+// whole; from here it would run after libcupti's teardown). On the calling
+// thread with tpprof_guard clear: its records are the program's. Not from a
+// fatal signal's handler (CUPTI is not async-signal-safe): those recordings
+// lack what was not yet flushed.
+static void flush_device_activity(void) {
+    if (tpprof_guard) return;
+    tpprof_cupti_flush();
+}
 
 static void on_exit_scan(void) {
     // The program's stack is read from where it called exit, as memcheck
@@ -545,6 +561,7 @@ __attribute__((destructor(101))) static void tpprof_stop(void) {
 // handlers (noinline: its frame is where the scan of the stack starts).
 static __attribute__((noinline)) void end_now(void) {
     if (!in_recorded_process()) return;
+    flush_device_activity();
     __builtin_unwind_init(); // the program's registers are roots too
     uintptr_t sp = scan_start();
     tpprof_guard = 1;
@@ -681,6 +698,7 @@ static bool exec_on_stack(size_t bytes) {
 
 static void before_exec(void) {
     if (!in_recorded_process()) return;
+    flush_device_activity();
     int saved = tpprof_guard;
     tpprof_guard = 1;
     tpprof_writer_finish(TPPROF_END_EXEC);

@@ -1,8 +1,9 @@
 // cuda_driver.c: the driver API's memory entry points (cuMem*, VMM, pools,
 // context teardown, as libcuda.so.1 exports them). THE HOT PATH of CUDA
 // programs: each hook calls the real function, and when it is the
-// thread's outermost device API call (tpprof_device_depth) and recording is
-// on, asks the driver for the current device (cached per thread and
+// thread's outermost device API call (tpprof_device_depth), recording is
+// on and no CUPTI backend records device calls (tpprof_device_hook_records,
+// record/device.h), asks the driver for the current device (cached per thread and
 // context) and records one event (record/device.c). The return value and
 // every output are the real function's, untouched; a failed call is
 // recorded with its status, never as memory.
@@ -42,12 +43,6 @@ enum {
 static _Atomic(void *) slots[H_COUNT];
 
 #define REAL(n) ((n##_fn)tpprof_cuhook_real(&tpprof_cuda_driver_hooks[H_##n]))
-
-// Whether this call is one to record: the thread's outermost device call,
-// outside tpprof, while recording.
-static inline int outer(void) {
-    return tpprof_device_depth == 0 && !tpprof_guard && atomic_load_explicit(&tpprof_active, memory_order_relaxed);
-}
 
 // ---------------------------------------------------------------------------
 // What the driver is asked (not hooked: resolved once, through the real
@@ -143,7 +138,7 @@ typedef int (*cuMemAlloc_v2_fn)(cu_ptr *, size_t);
 TPPROF_EXPORT int cuMemAlloc_v2(cu_ptr *p, size_t n) {
     cuMemAlloc_v2_fn real = REAL(cuMemAlloc_v2);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(p, n);
+    if (!tpprof_device_hook_records()) return real(p, n);
     tpprof_device_depth++;
     int r = real(p, n);
     int32_t dev = tpprof_cu_device();
@@ -157,7 +152,7 @@ typedef int (*cuMemFree_v2_fn)(cu_ptr);
 TPPROF_EXPORT int cuMemFree_v2(cu_ptr p) {
     cuMemFree_v2_fn real = REAL(cuMemFree_v2);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer() || !p) return real(p);
+    if (!tpprof_device_hook_records() || !p) return real(p);
     tpprof_device_depth++;
     int r = real(p);
     int32_t dev = tpprof_cu_device();
@@ -170,7 +165,7 @@ typedef int (*async_alloc_fn)(cu_ptr *, size_t, cu_handle);
 static int async_alloc(int id, const char *api, cu_ptr *p, size_t n, cu_handle s) {
     async_alloc_fn real = (async_alloc_fn)tpprof_cuhook_real(&tpprof_cuda_driver_hooks[id]);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(p, n, s);
+    if (!tpprof_device_hook_records()) return real(p, n, s);
     tpprof_device_depth++;
     int r = real(p, n, s);
     int32_t dev = tpprof_cu_device();
@@ -192,7 +187,7 @@ typedef int (*async_free_fn)(cu_ptr, cu_handle);
 static int async_free(int id, const char *api, cu_ptr p, cu_handle s) {
     async_free_fn real = (async_free_fn)tpprof_cuhook_real(&tpprof_cuda_driver_hooks[id]);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(p, s);
+    if (!tpprof_device_hook_records()) return real(p, s);
     tpprof_device_depth++;
     int r = real(p, s);
     int32_t dev = tpprof_cu_device();
@@ -212,7 +207,7 @@ typedef int (*pool_alloc_fn)(cu_ptr *, size_t, cu_handle, cu_handle);
 static int pool_alloc(int id, const char *api, cu_ptr *p, size_t n, cu_handle pool, cu_handle s) {
     pool_alloc_fn real = (pool_alloc_fn)tpprof_cuhook_real(&tpprof_cuda_driver_hooks[id]);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(p, n, pool, s);
+    if (!tpprof_device_hook_records()) return real(p, n, pool, s);
     tpprof_device_depth++;
     int r = real(p, n, pool, s);
     int32_t dev = tpprof_cu_device();
@@ -234,7 +229,7 @@ typedef int (*cuMemAllocManaged_fn)(cu_ptr *, size_t, unsigned);
 TPPROF_EXPORT int cuMemAllocManaged(cu_ptr *p, size_t n, unsigned flags) {
     cuMemAllocManaged_fn real = REAL(cuMemAllocManaged);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(p, n, flags);
+    if (!tpprof_device_hook_records()) return real(p, n, flags);
     tpprof_device_depth++;
     int r = real(p, n, flags);
     int32_t dev = tpprof_cu_device();
@@ -248,7 +243,7 @@ typedef int (*cuMemAllocPitch_v2_fn)(cu_ptr *, size_t *, size_t, size_t, unsigne
 TPPROF_EXPORT int cuMemAllocPitch_v2(cu_ptr *p, size_t *pitch, size_t width, size_t height, unsigned elem) {
     cuMemAllocPitch_v2_fn real = REAL(cuMemAllocPitch_v2);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(p, pitch, width, height, elem);
+    if (!tpprof_device_hook_records()) return real(p, pitch, width, height, elem);
     tpprof_device_depth++;
     int r = real(p, pitch, width, height, elem);
     int32_t dev = tpprof_cu_device();
@@ -264,7 +259,7 @@ typedef int (*cuMemHostAlloc_fn)(void **, size_t, unsigned);
 TPPROF_EXPORT int cuMemHostAlloc(void **p, size_t n, unsigned flags) {
     cuMemHostAlloc_fn real = REAL(cuMemHostAlloc);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(p, n, flags);
+    if (!tpprof_device_hook_records()) return real(p, n, flags);
     tpprof_device_depth++;
     int r = real(p, n, flags);
     tpprof_device_depth--;
@@ -277,7 +272,7 @@ typedef int (*cuMemAllocHost_v2_fn)(void **, size_t);
 TPPROF_EXPORT int cuMemAllocHost_v2(void **p, size_t n) {
     cuMemAllocHost_v2_fn real = REAL(cuMemAllocHost_v2);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(p, n);
+    if (!tpprof_device_hook_records()) return real(p, n);
     tpprof_device_depth++;
     int r = real(p, n);
     tpprof_device_depth--;
@@ -290,7 +285,7 @@ typedef int (*cuMemFreeHost_fn)(void *);
 TPPROF_EXPORT int cuMemFreeHost(void *p) {
     cuMemFreeHost_fn real = REAL(cuMemFreeHost);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer() || !p) return real(p);
+    if (!tpprof_device_hook_records() || !p) return real(p);
     tpprof_device_depth++;
     int r = real(p);
     tpprof_device_depth--;
@@ -307,7 +302,7 @@ typedef int (*cuMemAddressReserve_fn)(cu_ptr *, size_t, size_t, cu_ptr, unsigned
 TPPROF_EXPORT int cuMemAddressReserve(cu_ptr *p, size_t n, size_t align, cu_ptr addr, unsigned long long flags) {
     cuMemAddressReserve_fn real = REAL(cuMemAddressReserve);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(p, n, align, addr, flags);
+    if (!tpprof_device_hook_records()) return real(p, n, align, addr, flags);
     tpprof_device_depth++;
     int r = real(p, n, align, addr, flags);
     tpprof_device_depth--;
@@ -320,7 +315,7 @@ typedef int (*cuMemAddressFree_fn)(cu_ptr, size_t);
 TPPROF_EXPORT int cuMemAddressFree(cu_ptr p, size_t n) {
     cuMemAddressFree_fn real = REAL(cuMemAddressFree);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(p, n);
+    if (!tpprof_device_hook_records()) return real(p, n);
     tpprof_device_depth++;
     int r = real(p, n);
     tpprof_device_depth--;
@@ -332,7 +327,7 @@ typedef int (*cuMemCreate_fn)(cu_ptr *, size_t, const void *, unsigned long long
 TPPROF_EXPORT int cuMemCreate(cu_ptr *h, size_t n, const void *prop, unsigned long long flags) {
     cuMemCreate_fn real = REAL(cuMemCreate);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(h, n, prop, flags);
+    if (!tpprof_device_hook_records()) return real(h, n, prop, flags);
     tpprof_device_depth++;
     int r = real(h, n, prop, flags);
     tpprof_device_depth--;
@@ -345,7 +340,7 @@ typedef int (*cuMemRelease_fn)(cu_ptr);
 TPPROF_EXPORT int cuMemRelease(cu_ptr h) {
     cuMemRelease_fn real = REAL(cuMemRelease);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(h);
+    if (!tpprof_device_hook_records()) return real(h);
     tpprof_device_depth++;
     int r = real(h);
     tpprof_device_depth--;
@@ -357,7 +352,7 @@ typedef int (*cuMemMap_fn)(cu_ptr, size_t, size_t, cu_ptr, unsigned long long);
 TPPROF_EXPORT int cuMemMap(cu_ptr p, size_t n, size_t offset, cu_ptr h, unsigned long long flags) {
     cuMemMap_fn real = REAL(cuMemMap);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(p, n, offset, h, flags);
+    if (!tpprof_device_hook_records()) return real(p, n, offset, h, flags);
     tpprof_device_depth++;
     int r = real(p, n, offset, h, flags);
     tpprof_device_depth--;
@@ -369,7 +364,7 @@ typedef int (*cuMemUnmap_fn)(cu_ptr, size_t);
 TPPROF_EXPORT int cuMemUnmap(cu_ptr p, size_t n) {
     cuMemUnmap_fn real = REAL(cuMemUnmap);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(p, n);
+    if (!tpprof_device_hook_records()) return real(p, n);
     tpprof_device_depth++;
     int r = real(p, n);
     tpprof_device_depth--;
@@ -384,7 +379,7 @@ typedef int (*cuMemPoolCreate_fn)(cu_handle *, const void *);
 TPPROF_EXPORT int cuMemPoolCreate(cu_handle *pool, const void *props) {
     cuMemPoolCreate_fn real = REAL(cuMemPoolCreate);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(pool, props);
+    if (!tpprof_device_hook_records()) return real(pool, props);
     tpprof_device_depth++;
     int r = real(pool, props);
     tpprof_device_depth--;
@@ -397,7 +392,7 @@ typedef int (*cuMemPoolDestroy_fn)(cu_handle);
 TPPROF_EXPORT int cuMemPoolDestroy(cu_handle pool) {
     cuMemPoolDestroy_fn real = REAL(cuMemPoolDestroy);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(pool);
+    if (!tpprof_device_hook_records()) return real(pool);
     tpprof_device_depth++;
     int r = real(pool);
     tpprof_device_depth--;
@@ -410,7 +405,7 @@ typedef int (*cuMemPoolTrimTo_fn)(cu_handle, size_t);
 TPPROF_EXPORT int cuMemPoolTrimTo(cu_handle pool, size_t keep) {
     cuMemPoolTrimTo_fn real = REAL(cuMemPoolTrimTo);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(pool, keep);
+    if (!tpprof_device_hook_records()) return real(pool, keep);
     tpprof_device_depth++;
     int r = real(pool, keep);
     int32_t dev = tpprof_cu_device();
@@ -436,7 +431,7 @@ typedef int (*cuCtxDestroy_v2_fn)(cu_handle);
 TPPROF_EXPORT int cuCtxDestroy_v2(cu_handle ctx) {
     cuCtxDestroy_v2_fn real = REAL(cuCtxDestroy_v2);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(ctx);
+    if (!tpprof_device_hook_records()) return real(ctx);
     tpprof_device_depth++;
     int32_t dev = device_of_ctx(ctx);
     int r = real(ctx);
@@ -450,7 +445,7 @@ typedef int (*cuDevicePrimaryCtxReset_v2_fn)(int);
 TPPROF_EXPORT int cuDevicePrimaryCtxReset_v2(int dev) {
     cuDevicePrimaryCtxReset_v2_fn real = REAL(cuDevicePrimaryCtxReset_v2);
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!outer()) return real(dev);
+    if (!tpprof_device_hook_records()) return real(dev);
     tpprof_device_depth++;
     int r = real(dev);
     cached_ctx = NULL;

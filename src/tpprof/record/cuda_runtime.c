@@ -3,7 +3,8 @@
 // runtime dynamically (nvcc -cudart shared, libtensorplay's dlopen'ed
 // libcudart through procaddr.c's dlsym). Same rules as cuda_driver.c: the
 // real call, then one record when this is the thread's outermost device
-// call (the runtime's own driver calls inside it are not recorded again);
+// call (the runtime's own driver calls inside it are not recorded again)
+// and no CUPTI backend records device calls (tpprof_device_hook_records);
 // every return value and output untouched.
 //
 // The static runtime never calls these (its cuda* functions are inside the
@@ -39,10 +40,6 @@ enum {
 static _Atomic(void *) slots[H_COUNT];
 
 #define REAL(n) ((n##_fn)tpprof_cuhook_real(&tpprof_cuda_runtime_hooks[H_##n]))
-
-static inline int outer(void) {
-    return tpprof_device_depth == 0 && !tpprof_guard && atomic_load_explicit(&tpprof_active, memory_order_relaxed);
-}
 
 #define U(p) ((uint64_t)(uintptr_t)(p))
 
@@ -114,7 +111,7 @@ typedef int (*cudaMalloc_fn)(void **, size_t);
 TPPROF_EXPORT int cudaMalloc(void **p, size_t n) {
     cudaMalloc_fn real = REAL(cudaMalloc);
     if (!real) return cudaErrorInitializationError;
-    if (!outer()) return real(p, n);
+    if (!tpprof_device_hook_records()) return real(p, n);
     SIMPLE_ALLOC(real(p, n), TPPROF_DEV_KIND_DEVICE, p ? U(*p) : 0, n, "cudaMalloc");
 }
 
@@ -123,7 +120,7 @@ TPPROF_EXPORT int cudaFree(void *p) {
     cudaFree_fn real = REAL(cudaFree);
     if (!real) return cudaErrorInitializationError;
     // cudaFree(NULL) is how programs make the context: no free.
-    if (!outer() || !p) return real(p);
+    if (!tpprof_device_hook_records() || !p) return real(p);
     tpprof_device_depth++;
     int r = real(p);
     int32_t dev = tpprof_cudart_device();
@@ -136,7 +133,7 @@ typedef int (*async_alloc_fn)(void **, size_t, rt_handle);
 static int async_alloc(int id, const char *api, void **p, size_t n, rt_handle s) {
     async_alloc_fn real = (async_alloc_fn)tpprof_cuhook_real(&tpprof_cuda_runtime_hooks[id]);
     if (!real) return cudaErrorInitializationError;
-    if (!outer()) return real(p, n, s);
+    if (!tpprof_device_hook_records()) return real(p, n, s);
     tpprof_device_depth++;
     int r = real(p, n, s);
     int32_t dev = tpprof_cudart_device();
@@ -158,7 +155,7 @@ typedef int (*async_free_fn)(void *, rt_handle);
 static int async_free(int id, const char *api, void *p, rt_handle s) {
     async_free_fn real = (async_free_fn)tpprof_cuhook_real(&tpprof_cuda_runtime_hooks[id]);
     if (!real) return cudaErrorInitializationError;
-    if (!outer() || !p) return real(p, s);
+    if (!tpprof_device_hook_records() || !p) return real(p, s);
     tpprof_device_depth++;
     int r = real(p, s);
     int32_t dev = tpprof_cudart_device();
@@ -178,7 +175,7 @@ typedef int (*pool_alloc_fn)(void **, size_t, rt_handle, rt_handle);
 static int pool_alloc(int id, const char *api, void **p, size_t n, rt_handle pool, rt_handle s) {
     pool_alloc_fn real = (pool_alloc_fn)tpprof_cuhook_real(&tpprof_cuda_runtime_hooks[id]);
     if (!real) return cudaErrorInitializationError;
-    if (!outer()) return real(p, n, pool, s);
+    if (!tpprof_device_hook_records()) return real(p, n, pool, s);
     tpprof_device_depth++;
     int r = real(p, n, pool, s);
     int32_t dev = tpprof_cudart_device();
@@ -200,7 +197,7 @@ typedef int (*cudaMallocManaged_fn)(void **, size_t, unsigned);
 TPPROF_EXPORT int cudaMallocManaged(void **p, size_t n, unsigned flags) {
     cudaMallocManaged_fn real = REAL(cudaMallocManaged);
     if (!real) return cudaErrorInitializationError;
-    if (!outer()) return real(p, n, flags);
+    if (!tpprof_device_hook_records()) return real(p, n, flags);
     SIMPLE_ALLOC(real(p, n, flags), TPPROF_DEV_KIND_MANAGED, p ? U(*p) : 0, n, "cudaMallocManaged");
 }
 
@@ -208,7 +205,7 @@ typedef int (*cudaMallocPitch_fn)(void **, size_t *, size_t, size_t);
 TPPROF_EXPORT int cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height) {
     cudaMallocPitch_fn real = REAL(cudaMallocPitch);
     if (!real) return cudaErrorInitializationError;
-    if (!outer()) return real(p, pitch, width, height);
+    if (!tpprof_device_hook_records()) return real(p, pitch, width, height);
     SIMPLE_ALLOC(real(p, pitch, width, height), TPPROF_DEV_KIND_PITCH, p ? U(*p) : 0,
                  pitch && r_ == 0 ? *pitch * height : width * height, "cudaMallocPitch");
 }
@@ -225,7 +222,7 @@ typedef int (*cudaMalloc3D_fn)(struct rt_pitched_ptr *, struct rt_extent);
 TPPROF_EXPORT int cudaMalloc3D(struct rt_pitched_ptr *p, struct rt_extent e) {
     cudaMalloc3D_fn real = REAL(cudaMalloc3D);
     if (!real) return cudaErrorInitializationError;
-    if (!outer()) return real(p, e);
+    if (!tpprof_device_hook_records()) return real(p, e);
     SIMPLE_ALLOC(real(p, e), TPPROF_DEV_KIND_PITCH, p ? U(p->ptr) : 0,
                  p && r_ == 0 ? p->pitch * e.height * e.depth : e.width * e.height * e.depth, "cudaMalloc3D");
 }
@@ -234,7 +231,7 @@ typedef int (*cudaMallocHost_fn)(void **, size_t);
 TPPROF_EXPORT int cudaMallocHost(void **p, size_t n) {
     cudaMallocHost_fn real = REAL(cudaMallocHost);
     if (!real) return cudaErrorInitializationError;
-    if (!outer()) return real(p, n);
+    if (!tpprof_device_hook_records()) return real(p, n);
     SIMPLE_ALLOC(real(p, n), TPPROF_DEV_KIND_PINNED_HOST, p ? U(*p) : 0, n, "cudaMallocHost");
 }
 
@@ -242,7 +239,7 @@ typedef int (*cudaHostAlloc_fn)(void **, size_t, unsigned);
 TPPROF_EXPORT int cudaHostAlloc(void **p, size_t n, unsigned flags) {
     cudaHostAlloc_fn real = REAL(cudaHostAlloc);
     if (!real) return cudaErrorInitializationError;
-    if (!outer()) return real(p, n, flags);
+    if (!tpprof_device_hook_records()) return real(p, n, flags);
     SIMPLE_ALLOC(real(p, n, flags), TPPROF_DEV_KIND_PINNED_HOST, p ? U(*p) : 0, n, "cudaHostAlloc");
 }
 
@@ -250,7 +247,7 @@ typedef int (*cudaFreeHost_fn)(void *);
 TPPROF_EXPORT int cudaFreeHost(void *p) {
     cudaFreeHost_fn real = REAL(cudaFreeHost);
     if (!real) return cudaErrorInitializationError;
-    if (!outer() || !p) return real(p);
+    if (!tpprof_device_hook_records() || !p) return real(p);
     tpprof_device_depth++;
     int r = real(p);
     tpprof_device_depth--;
@@ -265,7 +262,7 @@ typedef int (*cudaMemPoolCreate_fn)(rt_handle *, const void *);
 TPPROF_EXPORT int cudaMemPoolCreate(rt_handle *pool, const void *props) {
     cudaMemPoolCreate_fn real = REAL(cudaMemPoolCreate);
     if (!real) return cudaErrorInitializationError;
-    if (!outer()) return real(pool, props);
+    if (!tpprof_device_hook_records()) return real(pool, props);
     tpprof_device_depth++;
     int r = real(pool, props);
     tpprof_device_depth--;
@@ -281,7 +278,7 @@ typedef int (*cudaMemPoolDestroy_fn)(rt_handle);
 TPPROF_EXPORT int cudaMemPoolDestroy(rt_handle pool) {
     cudaMemPoolDestroy_fn real = REAL(cudaMemPoolDestroy);
     if (!real) return cudaErrorInitializationError;
-    if (!outer()) return real(pool);
+    if (!tpprof_device_hook_records()) return real(pool);
     tpprof_device_depth++;
     int r = real(pool);
     tpprof_device_depth--;
@@ -294,7 +291,7 @@ typedef int (*cudaMemPoolTrimTo_fn)(rt_handle, size_t);
 TPPROF_EXPORT int cudaMemPoolTrimTo(rt_handle pool, size_t keep) {
     cudaMemPoolTrimTo_fn real = REAL(cudaMemPoolTrimTo);
     if (!real) return cudaErrorInitializationError;
-    if (!outer()) return real(pool, keep);
+    if (!tpprof_device_hook_records()) return real(pool, keep);
     tpprof_device_depth++;
     int r = real(pool, keep);
     int32_t dev = tpprof_cudart_device();
@@ -310,7 +307,7 @@ typedef int (*cudaDeviceReset_fn)(void);
 TPPROF_EXPORT int cudaDeviceReset(void) {
     cudaDeviceReset_fn real = REAL(cudaDeviceReset);
     if (!real) return cudaErrorInitializationError;
-    if (!outer()) return real();
+    if (!tpprof_device_hook_records()) return real();
     tpprof_device_depth++;
     int32_t dev = tpprof_cudart_device();
     int r = real();

@@ -11,12 +11,13 @@
 //
 // What it must not do: call any CUPTI function but the ones resolved here;
 // print more than one line per process; return anything but 1 from
-// InitializeInjection.
+// InitializeInjection; call up into the recorder (writer/, process/: the
+// exit flush is theirs to call).
 #define _GNU_SOURCE
 #include "record/cupti.h"
 
 #include "record/cupti_decode.h"
-#include "record/device_entry.h"
+#include "record/device.h"
 
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -44,7 +45,6 @@ static struct {
 } api;
 
 static CUpti_SubscriberHandle subscriber;
-static atomic_bool active;
 static atomic_bool initialized;
 static bool activity_on;
 
@@ -57,8 +57,11 @@ static __thread int runtime_depth __attribute__((tls_model("initial-exec")));
 // call's ENTER was never seen, its driver call was recorded as the
 // program's, and its EXIT must not record the same block again.
 static __thread uint64_t last_driver_alloc __attribute__((tls_model("initial-exec")));
+// The device of the context this thread's cuCtxDestroy_v2 destroys, noted
+// at its ENTER (at its EXIT the context is gone): -1 unknown.
+static __thread int32_t destroyed_device __attribute__((tls_model("initial-exec"))) = -1;
 
-bool tpprof_cupti_active(void) { return atomic_load_explicit(&active, memory_order_acquire); }
+bool tpprof_cupti_active(void) { return atomic_load_explicit(&tpprof_device_by_cupti, memory_order_acquire); }
 
 // One line on stderr, with write(2): no stdio buffer, no allocation.
 static void say(const char *a, const char *b, const char *c) {
@@ -152,6 +155,13 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
     bool unseen_enter = false; // a runtime EXIT whose ENTER came before the subscription
     if (!cb || (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API))
         return;
+    if (tpprof_device_depth > 0) {
+        // Inside an interposition hook that began before the subscription
+        // (the call whose cuInit loaded us): the hook records that call at
+        // its exit. Its memory's activity record is marked recorded too.
+        seen_add(cb->correlationId);
+        return;
+    }
     if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
         if (cb->callbackSite == CUPTI_API_ENTER) {
             runtime_depth++;
@@ -164,6 +174,10 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
         if (!entered)
             unseen_enter = true;
     } else if (cb->callbackSite != CUPTI_API_EXIT) {
+        CUcontext gone = runtime_depth > 0 ? NULL : tpprof_cupti_destroyed_context(domain, cbid, cb);
+        uint32_t dev = 0;
+        if (gone)
+            destroyed_device = api.get_device_id(gone, &dev) == CUPTI_SUCCESS ? (int32_t)dev : -1;
         return;
     } else if (runtime_depth > 0) {
         // Inside a runtime call, which is the program's own and is recorded
@@ -176,13 +190,16 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
     if (!tpprof_cupti_decode_callback(domain, cbid, cb, &e))
         return;
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
-        last_driver_alloc = e.op == TPPROF_DEVICE_OP_ALLOC && e.result == 0 ? e.address : 0;
+        last_driver_alloc = e.op == TPPROF_DEV_OP_ALLOC && e.result == 0 ? e.address : 0;
     } else if (unseen_enter && e.address && e.address == last_driver_alloc) {
         last_driver_alloc = 0;
         seen_add(e.correlation);
         return; // recorded by its driver call's callback
     }
-    if (e.device < 0 && e.kind_code != TPPROF_DEVICE_KIND_PINNED_HOST && cb->context) {
+    if (cbid == CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2 && domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+        e.device = destroyed_device; // not the callback's context: maybe another one, or gone
+        destroyed_device = -1;
+    } else if (e.device < 0 && e.kind_code != TPPROF_DEV_KIND_PINNED_HOST && cb->context) {
         uint32_t dev = 0;
         if (api.get_device_id(cb->context, &dev) == CUPTI_SUCCESS)
             e.device = (int32_t)dev;
@@ -231,6 +248,11 @@ void tpprof_cupti_flush(void) {
         api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
+// exit: registered after libcupti was loaded, so it runs before libcupti's
+// own exit teardown (its static destructors, registered at its load) and
+// before the recorder's exit scan and final write (registered at the
+// recorder's start). _exit, quick_exit and exec run no atexit handler: the
+// recorder's lifecycle flushes there (process/lifecycle.c).
 static void flush_at_exit(void) { tpprof_cupti_flush(); }
 
 // ---------------------------------------------------------------------------
@@ -284,7 +306,10 @@ int InitializeInjection(void) {
                   api.activity_enable(CUPTI_ACTIVITY_KIND_MEMORY2) == CUPTI_SUCCESS;
     if (activity_on)
         api.activity_enable(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
-    atomic_store_explicit(&active, true, memory_order_release);
+    // From here the interposition hooks record nothing (device.h), and the
+    // recording says who captured (meta.device_capture).
+    atomic_store_explicit(&tpprof_device_capture, "cupti", memory_order_relaxed);
+    atomic_store_explicit(&tpprof_device_by_cupti, true, memory_order_release);
     atexit(flush_at_exit);
     return 1;
 }

@@ -10,7 +10,7 @@
 // it to its block by address.
 #include "record/cupti_decode.h"
 
-#include "record/device_entry.h"
+#include "record/device.h"
 
 #include <string.h>
 
@@ -64,6 +64,7 @@ const CUpti_CallbackId tpprof_cupti_driver_cbids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset,
     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2,
 };
 const size_t tpprof_cupti_driver_ncbids = sizeof tpprof_cupti_driver_cbids / sizeof *tpprof_cupti_driver_cbids;
 
@@ -82,14 +83,14 @@ static bool decode_runtime(CUpti_CallbackId cbid, const void *params, tpprof_cup
     switch (cbid) {
     case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020: {
         const cudaMalloc_v3020_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_DEVICE, "cudaMalloc");
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, "cudaMalloc");
         e->address = OUT(p->devPtr);
         e->size = p->size;
         return true;
     }
     case CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020: {
         const cudaMallocPitch_v3020_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_PITCH, "cudaMallocPitch");
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_PITCH, "cudaMallocPitch");
         e->address = OUT(p->devPtr);
         // The pitch the runtime chose, once it succeeded; the asked width before.
         e->size = (e->result == 0 && p->pitch ? *p->pitch : p->width) * p->height;
@@ -97,7 +98,7 @@ static bool decode_runtime(CUpti_CallbackId cbid, const void *params, tpprof_cup
     }
     case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020: {
         const cudaMalloc3D_v3020_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_PITCH, "cudaMalloc3D");
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_PITCH, "cudaMalloc3D");
         bool ok = e->result == 0 && p->pitchedDevPtr;
         e->address = ok ? PTR(p->pitchedDevPtr->ptr) : 0;
         uint64_t depth = p->extent.depth ? p->extent.depth : 1, height = p->extent.height ? p->extent.height : 1;
@@ -106,33 +107,33 @@ static bool decode_runtime(CUpti_CallbackId cbid, const void *params, tpprof_cup
     }
     case CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020: {
         const cudaFree_v3020_params *p = params;
-        set(e, TPPROF_DEVICE_OP_FREE, TPPROF_DEVICE_KIND_DEVICE, "cudaFree");
+        set(e, TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, "cudaFree");
         e->address = PTR(p->devPtr);
         return true;
     }
     case CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020: {
         const cudaMallocHost_v3020_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_PINNED_HOST, "cudaMallocHost");
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_PINNED_HOST, "cudaMallocHost");
         e->address = OUT(p->ptr);
         e->size = p->size;
         return true;
     }
     case CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020: {
         const cudaHostAlloc_v3020_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_PINNED_HOST, "cudaHostAlloc");
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_PINNED_HOST, "cudaHostAlloc");
         e->address = OUT(p->pHost);
         e->size = p->size;
         return true;
     }
     case CUPTI_RUNTIME_TRACE_CBID_cudaFreeHost_v3020: {
         const cudaFreeHost_v3020_params *p = params;
-        set(e, TPPROF_DEVICE_OP_FREE, TPPROF_DEVICE_KIND_PINNED_HOST, "cudaFreeHost");
+        set(e, TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_PINNED_HOST, "cudaFreeHost");
         e->address = PTR(p->ptr);
         return true;
     }
     case CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000: {
         const cudaMallocManaged_v6000_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_MANAGED, "cudaMallocManaged");
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_MANAGED, "cudaMallocManaged");
         e->address = OUT(p->devPtr);
         e->size = p->size;
         return true;
@@ -141,7 +142,7 @@ static bool decode_runtime(CUpti_CallbackId cbid, const void *params, tpprof_cup
     case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020: {
         // The _ptsz form has the same layout (generated_cuda_runtime_api_meta.h).
         const cudaMallocAsync_v11020_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_ASYNC,
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_ASYNC,
             cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020 ? "cudaMallocAsync" : "cudaMallocAsync_ptsz");
         e->address = OUT(p->devPtr);
         e->size = p->size;
@@ -151,7 +152,7 @@ static bool decode_runtime(CUpti_CallbackId cbid, const void *params, tpprof_cup
     case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020:
     case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020: {
         const cudaFreeAsync_v11020_params *p = params;
-        set(e, TPPROF_DEVICE_OP_FREE, TPPROF_DEVICE_KIND_ASYNC,
+        set(e, TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_ASYNC,
             cbid == CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020 ? "cudaFreeAsync" : "cudaFreeAsync_ptsz");
         e->address = PTR(p->devPtr);
         e->stream = PTR(p->hStream);
@@ -160,7 +161,7 @@ static bool decode_runtime(CUpti_CallbackId cbid, const void *params, tpprof_cup
     case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020:
     case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020: {
         const cudaMallocFromPoolAsync_v11020_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_ASYNC,
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_ASYNC,
             cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020 ? "cudaMallocFromPoolAsync"
                                                                            : "cudaMallocFromPoolAsync_ptsz");
         e->address = OUT(p->ptr);
@@ -171,25 +172,25 @@ static bool decode_runtime(CUpti_CallbackId cbid, const void *params, tpprof_cup
     }
     case CUPTI_RUNTIME_TRACE_CBID_cudaMemPoolCreate_v11020: {
         const cudaMemPoolCreate_v11020_params *p = params;
-        set(e, TPPROF_DEVICE_OP_POOL_CREATE, TPPROF_DEVICE_KIND_ASYNC, "cudaMemPoolCreate");
+        set(e, TPPROF_DEV_OP_POOL_CREATE, TPPROF_DEV_KIND_ASYNC, "cudaMemPoolCreate");
         e->pool = OUT(p->memPool);
         return true;
     }
     case CUPTI_RUNTIME_TRACE_CBID_cudaMemPoolDestroy_v11020: {
         const cudaMemPoolDestroy_v11020_params *p = params;
-        set(e, TPPROF_DEVICE_OP_POOL_DESTROY, TPPROF_DEVICE_KIND_ASYNC, "cudaMemPoolDestroy");
+        set(e, TPPROF_DEV_OP_POOL_DESTROY, TPPROF_DEV_KIND_ASYNC, "cudaMemPoolDestroy");
         e->pool = PTR(p->memPool);
         return true;
     }
     case CUPTI_RUNTIME_TRACE_CBID_cudaMemPoolTrimTo_v11020: {
         const cudaMemPoolTrimTo_v11020_params *p = params;
-        set(e, TPPROF_DEVICE_OP_POOL_TRIM, TPPROF_DEVICE_KIND_ASYNC, "cudaMemPoolTrimTo");
+        set(e, TPPROF_DEV_OP_POOL_TRIM, TPPROF_DEV_KIND_ASYNC, "cudaMemPoolTrimTo");
         e->pool = PTR(p->memPool);
         e->size = p->minBytesToKeep;
         return true;
     }
     case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020:
-        set(e, TPPROF_DEVICE_OP_DEVICE_RESET, TPPROF_DEVICE_KIND_DEVICE, "cudaDeviceReset");
+        set(e, TPPROF_DEV_OP_DEVICE_RESET, TPPROF_DEV_KIND_DEVICE, "cudaDeviceReset");
         return true;
     default:
         return false;
@@ -200,55 +201,55 @@ static bool decode_driver(CUpti_CallbackId cbid, const void *params, tpprof_cupt
     switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
         const cuMemAlloc_v2_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_DEVICE, "cuMemAlloc_v2");
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, "cuMemAlloc_v2");
         e->address = OUT(p->dptr);
         e->size = p->bytesize;
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
         const cuMemAllocPitch_v2_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_PITCH, "cuMemAllocPitch_v2");
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_PITCH, "cuMemAllocPitch_v2");
         e->address = OUT(p->dptr);
         e->size = (e->result == 0 && p->pPitch ? *p->pPitch : p->WidthInBytes) * p->Height;
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2: {
         const cuMemFree_v2_params *p = params;
-        set(e, TPPROF_DEVICE_OP_FREE, TPPROF_DEVICE_KIND_DEVICE, "cuMemFree_v2");
+        set(e, TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, "cuMemFree_v2");
         e->address = p->dptr;
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
         const cuMemAllocManaged_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_MANAGED, "cuMemAllocManaged");
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_MANAGED, "cuMemAllocManaged");
         e->address = OUT(p->dptr);
         e->size = p->bytesize;
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
         const cuMemHostAlloc_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_PINNED_HOST, "cuMemHostAlloc");
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_PINNED_HOST, "cuMemHostAlloc");
         e->address = OUT(p->pp);
         e->size = p->bytesize;
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2: {
         const cuMemAllocHost_v2_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_PINNED_HOST, "cuMemAllocHost_v2");
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_PINNED_HOST, "cuMemAllocHost_v2");
         e->address = OUT(p->pp);
         e->size = p->bytesize;
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost: {
         const cuMemFreeHost_params *p = params;
-        set(e, TPPROF_DEVICE_OP_FREE, TPPROF_DEVICE_KIND_PINNED_HOST, "cuMemFreeHost");
+        set(e, TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_PINNED_HOST, "cuMemFreeHost");
         e->address = PTR(p->p);
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
         const cuMemAllocAsync_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_ASYNC,
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_ASYNC,
             cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync ? "cuMemAllocAsync" : "cuMemAllocAsync_ptsz");
         e->address = OUT(p->dptr);
         e->size = p->bytesize;
@@ -258,7 +259,7 @@ static bool decode_driver(CUpti_CallbackId cbid, const void *params, tpprof_cupt
     case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
     case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz: {
         const cuMemFreeAsync_params *p = params;
-        set(e, TPPROF_DEVICE_OP_FREE, TPPROF_DEVICE_KIND_ASYNC,
+        set(e, TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_ASYNC,
             cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync ? "cuMemFreeAsync" : "cuMemFreeAsync_ptsz");
         e->address = p->dptr;
         e->stream = PTR(p->hStream);
@@ -267,7 +268,7 @@ static bool decode_driver(CUpti_CallbackId cbid, const void *params, tpprof_cupt
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
         const cuMemAllocFromPoolAsync_params *p = params;
-        set(e, TPPROF_DEVICE_OP_ALLOC, TPPROF_DEVICE_KIND_ASYNC,
+        set(e, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_ASYNC,
             cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync ? "cuMemAllocFromPoolAsync"
                                                                     : "cuMemAllocFromPoolAsync_ptsz");
         e->address = OUT(p->dptr);
@@ -278,33 +279,33 @@ static bool decode_driver(CUpti_CallbackId cbid, const void *params, tpprof_cupt
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemPoolCreate: {
         const cuMemPoolCreate_params *p = params;
-        set(e, TPPROF_DEVICE_OP_POOL_CREATE, TPPROF_DEVICE_KIND_ASYNC, "cuMemPoolCreate");
+        set(e, TPPROF_DEV_OP_POOL_CREATE, TPPROF_DEV_KIND_ASYNC, "cuMemPoolCreate");
         e->pool = OUT(p->pool);
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy: {
         const cuMemPoolDestroy_params *p = params;
-        set(e, TPPROF_DEVICE_OP_POOL_DESTROY, TPPROF_DEVICE_KIND_ASYNC, "cuMemPoolDestroy");
+        set(e, TPPROF_DEV_OP_POOL_DESTROY, TPPROF_DEV_KIND_ASYNC, "cuMemPoolDestroy");
         e->pool = PTR(p->pool);
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo: {
         const cuMemPoolTrimTo_params *p = params;
-        set(e, TPPROF_DEVICE_OP_POOL_TRIM, TPPROF_DEVICE_KIND_ASYNC, "cuMemPoolTrimTo");
+        set(e, TPPROF_DEV_OP_POOL_TRIM, TPPROF_DEV_KIND_ASYNC, "cuMemPoolTrimTo");
         e->pool = PTR(p->pool);
         e->size = p->minBytesToKeep;
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve: {
         const cuMemAddressReserve_params *p = params;
-        set(e, TPPROF_DEVICE_OP_VA_RESERVE, TPPROF_DEVICE_KIND_VMM_RESERVE, "cuMemAddressReserve");
+        set(e, TPPROF_DEV_OP_VA_RESERVE, TPPROF_DEV_KIND_VMM_RESERVE, "cuMemAddressReserve");
         e->address = OUT(p->ptr);
         e->size = p->size;
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree: {
         const cuMemAddressFree_params *p = params;
-        set(e, TPPROF_DEVICE_OP_VA_FREE, TPPROF_DEVICE_KIND_VMM_RESERVE, "cuMemAddressFree");
+        set(e, TPPROF_DEV_OP_VA_FREE, TPPROF_DEV_KIND_VMM_RESERVE, "cuMemAddressFree");
         e->address = p->ptr;
         e->size = p->size;
         return true;
@@ -312,27 +313,27 @@ static bool decode_driver(CUpti_CallbackId cbid, const void *params, tpprof_cupt
     case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
         // A physical handle is named by its handle value (no address yet).
         const cuMemCreate_params *p = params;
-        set(e, TPPROF_DEVICE_OP_PHYS_CREATE, TPPROF_DEVICE_KIND_VMM_PHYSICAL, "cuMemCreate");
+        set(e, TPPROF_DEV_OP_PHYS_CREATE, TPPROF_DEV_KIND_VMM_PHYSICAL, "cuMemCreate");
         e->address = OUT(p->handle);
         e->size = p->size;
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemRelease: {
         const cuMemRelease_params *p = params;
-        set(e, TPPROF_DEVICE_OP_PHYS_RELEASE, TPPROF_DEVICE_KIND_VMM_PHYSICAL, "cuMemRelease");
+        set(e, TPPROF_DEV_OP_PHYS_RELEASE, TPPROF_DEV_KIND_VMM_PHYSICAL, "cuMemRelease");
         e->address = p->handle;
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
         const cuMemMap_params *p = params;
-        set(e, TPPROF_DEVICE_OP_MAP, TPPROF_DEVICE_KIND_VMM_MAPPING, "cuMemMap");
+        set(e, TPPROF_DEV_OP_MAP, TPPROF_DEV_KIND_VMM_MAPPING, "cuMemMap");
         e->address = p->ptr;
         e->size = p->size;
         return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap: {
         const cuMemUnmap_params *p = params;
-        set(e, TPPROF_DEVICE_OP_UNMAP, TPPROF_DEVICE_KIND_VMM_MAPPING, "cuMemUnmap");
+        set(e, TPPROF_DEV_OP_UNMAP, TPPROF_DEV_KIND_VMM_MAPPING, "cuMemUnmap");
         e->address = p->ptr;
         e->size = p->size;
         return true;
@@ -341,15 +342,28 @@ static bool decode_driver(CUpti_CallbackId cbid, const void *params, tpprof_cupt
     case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2: {
         // The same layout in both versions: the device is known here.
         const cuDevicePrimaryCtxReset_v2_params *p = params;
-        set(e, TPPROF_DEVICE_OP_DEVICE_RESET, TPPROF_DEVICE_KIND_DEVICE,
+        set(e, TPPROF_DEV_OP_DEVICE_RESET, TPPROF_DEV_KIND_DEVICE,
             cbid == CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset ? "cuDevicePrimaryCtxReset"
                                                                     : "cuDevicePrimaryCtxReset_v2");
         e->device = (int32_t)p->dev;
         return true;
     }
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2:
+        // Ends the context's blocks (writer/device.c); its device is the
+        // backend's to find, at the call's ENTER (tpprof_cupti_destroyed_context).
+        set(e, TPPROF_DEV_OP_DEVICE_RESET, TPPROF_DEV_KIND_DEVICE, "cuCtxDestroy_v2");
+        return true;
     default:
         return false;
     }
+}
+
+CUcontext tpprof_cupti_destroyed_context(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                         const CUpti_CallbackData *cb) {
+    if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cbid != CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2 || !cb ||
+        !cb->functionParams)
+        return NULL;
+    return ((const cuCtxDestroy_v2_params *)cb->functionParams)->ctx;
 }
 
 bool tpprof_cupti_decode_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *cb,
@@ -377,9 +391,9 @@ bool tpprof_cupti_decode_callback(CUpti_CallbackDomain domain, CUpti_CallbackId 
 
 static bool decode_memory(const CUpti_ActivityMemory4 *m, tpprof_cupti_event *e) {
     if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION)
-        e->op = TPPROF_DEVICE_OP_ALLOC;
+        e->op = TPPROF_DEV_OP_ALLOC;
     else if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
-        e->op = TPPROF_DEVICE_OP_FREE;
+        e->op = TPPROF_DEV_OP_FREE;
     else
         return false;
     bool pooled = m->memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID;
@@ -388,17 +402,17 @@ static bool decode_memory(const CUpti_ActivityMemory4 *m, tpprof_cupti_event *e)
     case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE:
         return false; // ordinary host memory: the malloc hooks' business
     case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
-        e->kind_code = TPPROF_DEVICE_KIND_PINNED_HOST;
+        e->kind_code = TPPROF_DEV_KIND_PINNED_HOST;
         e->device = -1;
         e->api = "cupti:pinned";
         break;
     case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
     case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
-        e->kind_code = TPPROF_DEVICE_KIND_MANAGED;
+        e->kind_code = TPPROF_DEV_KIND_MANAGED;
         e->api = "cupti:managed";
         break;
     default: // device, static device, arrays, unknown: device memory
-        e->kind_code = m->isAsync || pooled ? TPPROF_DEVICE_KIND_ASYNC : TPPROF_DEVICE_KIND_DEVICE;
+        e->kind_code = m->isAsync || pooled ? TPPROF_DEV_KIND_ASYNC : TPPROF_DEV_KIND_DEVICE;
         e->api = m->isAsync || pooled ? "cupti:async" : "cupti:device";
         break;
     }
@@ -413,12 +427,12 @@ static bool decode_memory(const CUpti_ActivityMemory4 *m, tpprof_cupti_event *e)
 
 static bool decode_pool(const CUpti_ActivityMemoryPool3 *m, tpprof_cupti_event *e) {
     switch (m->memoryPoolOperationType) {
-    case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED: e->op = TPPROF_DEVICE_OP_POOL_CREATE; break;
-    case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED: e->op = TPPROF_DEVICE_OP_POOL_DESTROY; break;
-    case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED: e->op = TPPROF_DEVICE_OP_POOL_TRIM; break;
+    case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED: e->op = TPPROF_DEV_OP_POOL_CREATE; break;
+    case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED: e->op = TPPROF_DEV_OP_POOL_DESTROY; break;
+    case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED: e->op = TPPROF_DEV_OP_POOL_TRIM; break;
     default: return false;
     }
-    e->kind_code = m->isManagedPool ? TPPROF_DEVICE_KIND_MANAGED : TPPROF_DEVICE_KIND_ASYNC;
+    e->kind_code = m->isManagedPool ? TPPROF_DEV_KIND_MANAGED : TPPROF_DEV_KIND_ASYNC;
     e->device = (int32_t)m->deviceId;
     e->pool = m->address;
     e->size = m->size; // what the pool holds after the operation

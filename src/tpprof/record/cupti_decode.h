@@ -18,10 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// One device event, in the terms of record/device_entry.h.
+// One device event, in the terms of record/device.h.
 typedef struct tpprof_cupti_event {
-    uint32_t op;         // TPPROF_DEVICE_OP_*
-    uint32_t kind_code;  // TPPROF_DEVICE_KIND_*
+    uint32_t op;         // TPPROF_DEV_OP_*
+    uint32_t kind_code;  // TPPROF_DEV_KIND_*
     int32_t device;      // -1 unknown (the decoder never knows it from callback data) or pinned host
     int32_t result;      // the call's status (activity records: 0, they describe what happened)
     uint64_t stream, pool, address, size;
@@ -43,6 +43,11 @@ extern const size_t tpprof_cupti_driver_ncbids;
 // ENTER site. cb is borrowed (valid only inside the callback).
 bool tpprof_cupti_decode_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *cb,
                                   tpprof_cupti_event *e);
+
+// The context a cuCtxDestroy_v2 callback destroys (its parameter), else
+// NULL: the backend asks its device at ENTER, while it still exists.
+CUcontext tpprof_cupti_destroyed_context(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                         const CUpti_CallbackData *cb);
 
 // One activity record: true and *e filled for a MEMORY2 allocation or
 // release and for a MEMORY_POOL create, destroy or trim; false for any other

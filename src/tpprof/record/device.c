@@ -19,6 +19,7 @@
 _Atomic(const char *) tpprof_device_capture;
 _Atomic uint64_t tpprof_device_wrapped;
 __thread int tpprof_device_depth TPPROF_TLS;
+atomic_bool tpprof_device_by_cupti;
 
 // noinline, so the stack walk starts at a frame of tpprof's (left out) and
 // not inside the caller's inlined body.

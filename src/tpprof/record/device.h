@@ -70,8 +70,9 @@ TPPROF_HIDDEN void tpprof_device_record_pool(uint32_t op, uint32_t kind_code, in
                                              uint64_t pool, uint64_t address, uint64_t size, int32_t result,
                                              const char *api, int with_stack, uint64_t reserved);
 
-// 'interpose' once a CUDA entry point went through a tpprof hook, else
-// 'none' (the CUPTI backend sets its own): meta.device_capture.
+// 'interpose' once a CUDA entry point went through a tpprof hook, 'cupti'
+// once the CUPTI backend subscribed (it overrides), else 'none':
+// meta.device_capture.
 TPPROF_HIDDEN extern _Atomic(const char *) tpprof_device_capture;
 // Driver entry points handed out wrapped (cuGetProcAddress, dlsym,
 // cudaGetDriverEntryPoint): meta.device_entry_points_wrapped.
@@ -80,5 +81,22 @@ TPPROF_HIDDEN extern _Atomic uint64_t tpprof_device_wrapped;
 // The calling thread's depth inside device API calls (the hooks'): only the
 // outermost call records (a dynamic cudaMalloc calls cuMemAlloc_v2).
 TPPROF_HIDDEN extern __thread int tpprof_device_depth TPPROF_TLS;
+
+// Set by the CUPTI backend (record/cupti.c) once it subscribed: from then on
+// it records every device memory call, and the interposition hooks record
+// none (each call is counted once). Never cleared.
+TPPROF_HIDDEN extern atomic_bool tpprof_device_by_cupti;
+
+// Whether an interposition hook entered now records its call (at its exit):
+// the thread's outermost device call, outside tpprof, while recording, and
+// no CUPTI backend recording device calls. The one test both hook files
+// (cuda_runtime.c, cuda_driver.c) make. A hook that passed it keeps
+// tpprof_device_depth raised over its real call, which is how the CUPTI
+// backend, started inside that call (the program's first call runs cuInit,
+// which loads it), knows to leave that one call to the hook.
+static inline int tpprof_device_hook_records(void) {
+    return tpprof_device_depth == 0 && !tpprof_guard && atomic_load_explicit(&tpprof_active, memory_order_relaxed) &&
+           !atomic_load_explicit(&tpprof_device_by_cupti, memory_order_relaxed);
+}
 
 #endif

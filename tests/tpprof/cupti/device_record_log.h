@@ -1,5 +1,5 @@
 // device_record_log.h: a test implementation of the recorder's entry
-// tpprof_device_record (record/device_entry.h) that keeps every call, so the
+// tpprof_device_record (record/device.h) that keeps every call, so the
 // CUPTI backend's tests can assert what it recorded.
 #ifndef TPPROF_TEST_DEVICE_RECORD_LOG_H
 #define TPPROF_TEST_DEVICE_RECORD_LOG_H

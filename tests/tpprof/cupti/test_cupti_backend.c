@@ -2,7 +2,8 @@
 // libcupti (fake_cupti.c, named by TPPROF_CUPTI_LIB) and a test recorder
 // entry (device_record_log.c): the failed-subscribe and no-libcupti paths
 // (one line, interposition stays), the subscription, the outermost-call rule,
-// device ordinals, and activity records joined to calls by correlation id.
+// device ordinals, activity records joined to calls by correlation id, and
+// the hand-over with the interposition hooks (record/device.h).
 //
 // Usage: test_cupti_backend SCENARIO; each scenario runs in its own process
 // (InitializeInjection runs once per process), one meson test each.
@@ -12,7 +13,7 @@
 #include "device_record_log.h"
 #include "fake_cupti.h"
 #include "record/cupti_decode.h"
-#include "record/device_entry.h"
+#include "record/device.h"
 #include "../../check.h"
 
 #include <fcntl.h>
@@ -103,6 +104,10 @@ static void test_subscribes_to_every_memory_call_and_both_activity_kinds(void) {
     CHECK_EQ_U64(fake_cupti()->memory2_enabled, 1);
     CHECK_EQ_U64(fake_cupti()->pool_enabled, 1);
     CHECK(fake_cupti()->buffer_requested && fake_cupti()->buffer_completed);
+    // The hooks now leave device calls to the backend, and the recording
+    // says who captured them.
+    CHECK(atomic_load(&tpprof_device_by_cupti));
+    CHECK_STR_EQ(atomic_load(&tpprof_device_capture), "cupti");
     tpprof_cupti_flush();
     CHECK_EQ_U64(fake_cupti()->flushes_forced, 1);
 }
@@ -123,8 +128,8 @@ static void test_outermost_call_is_recorded_once_with_its_stack(void) {
     call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 10, ctx);
     CHECK_EQ_U64(device_nlog, 1);
     logged_event *e = &device_log[0];
-    CHECK_EQ_U64(e->op, TPPROF_DEVICE_OP_ALLOC);
-    CHECK_EQ_U64(e->kind_code, TPPROF_DEVICE_KIND_DEVICE);
+    CHECK_EQ_U64(e->op, TPPROF_DEV_OP_ALLOC);
+    CHECK_EQ_U64(e->kind_code, TPPROF_DEV_KIND_DEVICE);
     CHECK_EQ_U64(e->device, FAKE_CUPTI_DEVICE); // from the call's context
     CHECK_EQ_U64(e->address, 0x7f0000);
     CHECK_EQ_U64(e->size, 4096);
@@ -136,7 +141,7 @@ static void test_outermost_call_is_recorded_once_with_its_stack(void) {
     call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, CUPTI_API_EXIT, &as, &ok, 12, ctx);
     CHECK_EQ_U64(device_nlog, 2);
     CHECK_STR_EQ(device_log[1].api, "cuMemAllocAsync_ptsz");
-    CHECK_EQ_U64(device_log[1].kind_code, TPPROF_DEVICE_KIND_ASYNC);
+    CHECK_EQ_U64(device_log[1].kind_code, TPPROF_DEV_KIND_ASYNC);
     CHECK_EQ_U64(device_log[1].stream, 0x99);
     // A failed call is recorded as failed (its status; no address).
     call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &rt, &oom, 13, ctx);
@@ -249,15 +254,77 @@ static void test_activity_records_join_calls_by_correlation_id(void) {
     complete_buffer(mem, 3, &pool);
     CHECK_EQ_U64(device_nlog, 3);
     logged_event *e = &device_log[1];
-    CHECK_EQ_U64(e->op, TPPROF_DEVICE_OP_ALLOC);
+    CHECK_EQ_U64(e->op, TPPROF_DEV_OP_ALLOC);
     CHECK_EQ_U64(e->address, 0x9f0000);
     CHECK_EQ_U64(e->size, 1 << 20);
     CHECK_EQ_U64(e->device, 1);
     CHECK_EQ_U64(e->with_stack, 0); // CUPTI's thread: no program stack to take
     CHECK_STR_EQ(e->api, "cupti:device");
-    CHECK_EQ_U64(device_log[2].op, TPPROF_DEVICE_OP_POOL_TRIM);
+    CHECK_EQ_U64(device_log[2].op, TPPROF_DEV_OP_POOL_TRIM);
     CHECK_EQ_U64(device_log[2].pool, 0xabc000);
     CHECK_EQ_U64(device_log[2].size, 2 << 20);
+}
+
+// CUPTI starts inside a call an interposition hook entered before the
+// subscription (the hook keeps tpprof_device_depth raised over its real
+// call, and records the call at its exit): none of that call's callbacks
+// records, and its activity record is known as recorded. After the hook
+// returned, callbacks record again.
+static void test_call_inside_an_interposition_hook_is_left_to_the_hook(void) {
+    start();
+    CUcontext ctx = (CUcontext)0x1234;
+    int ok = 0;
+    void *dev = (void *)0x7f0000;
+    CUdeviceptr dptr = 0x7f0000;
+    cudaMalloc_v3020_params rt = {.devPtr = &dev, .size = 4096};
+    cuMemAlloc_v2_params drv = {.dptr = &dptr, .bytesize = 4096};
+    tpprof_device_depth = 1; // inside the hook's real cudaMalloc
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_ENTER, &drv, &ok, 41, ctx);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &drv, &ok, 41, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 40, ctx);
+    tpprof_device_depth = 0;
+    CHECK_EQ_U64(device_nlog, 0);
+    // The next call, the backend's: recorded once, at the runtime exit.
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &rt, &ok, 42, ctx);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &drv, &ok, 43, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 42, ctx);
+    CHECK_EQ_U64(device_nlog, 1);
+    CHECK_STR_EQ(device_nlog ? device_log[0].api : "", "cudaMalloc");
+    // The activity records of both calls: already counted, by the hook or the callback.
+    CUpti_ActivityMemory4 mem[2] = {memory_record(40, 0x7f0000, 4096), memory_record(42, 0x7f0000, 4096)};
+    complete_buffer(mem, 2, NULL);
+    CHECK_EQ_U64(device_nlog, 1);
+}
+
+// cuCtxDestroy_v2 ends the context's blocks: recorded as a reset named
+// cuCtxDestroy_v2 (writer/device.c: context_destroyed), on the device of the
+// destroyed context, asked at ENTER (its parameter, not the callback's
+// current context, which may be another one). Inside a runtime call it is
+// the runtime's, not recorded.
+static void test_context_destroy_is_a_reset_on_the_destroyed_contexts_device(void) {
+    start();
+    int ok = 0;
+    cuCtxDestroy_v2_params d = {.ctx = (CUcontext)0x5678};
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_API_ENTER, &d, &ok, 50, NULL);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_API_EXIT, &d, &ok, 50, NULL);
+    CHECK_EQ_U64(device_nlog, 1);
+    CHECK_EQ_U64(device_log[0].op, TPPROF_DEV_OP_DEVICE_RESET);
+    CHECK_STR_EQ(device_nlog ? device_log[0].api : "", "cuCtxDestroy_v2");
+    CHECK_EQ_U64(device_log[0].device, FAKE_CUPTI_DEVICE);
+    // An EXIT whose ENTER was not seen: device unknown, not the last one's.
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_API_EXIT, &d, &ok, 51, NULL);
+    CHECK_EQ_U64(device_nlog, 2);
+    CHECK_EQ_U64((uint64_t)(int64_t)device_log[1].device, (uint64_t)-1);
+    // Inside cudaDeviceReset: the runtime call's (recorded at its exit).
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020, CUPTI_API_ENTER, NULL, &ok, 52,
+         (CUcontext)0x1234);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_API_ENTER, &d, &ok, 53, NULL);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_API_EXIT, &d, &ok, 53, NULL);
+    CHECK_EQ_U64(device_nlog, 2);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020, CUPTI_API_EXIT, NULL, &ok, 52,
+         (CUcontext)0x1234);
+    CHECK_EQ_U64(device_nlog, 3);
+    CHECK_STR_EQ(device_nlog == 3 ? device_log[2].api : "", "cudaDeviceReset");
 }
 
 int main(int argc, char **argv) {
@@ -273,6 +340,8 @@ int main(int argc, char **argv) {
         {"outermost", test_outermost_call_is_recorded_once_with_its_stack},
         {"correlation", test_activity_records_join_calls_by_correlation_id},
         {"first_call", test_first_call_started_before_the_subscription_counts_once},
+        {"inside_hook", test_call_inside_an_interposition_hook_is_left_to_the_hook},
+        {"ctx_destroy", test_context_destroy_is_a_reset_on_the_destroyed_contexts_device},
     };
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
         if (strcmp(s, tests[i].name) == 0) {

@@ -8,7 +8,7 @@
 #define _GNU_SOURCE
 #include "record/cupti_decode.h"
 
-#include "record/device_entry.h"
+#include "record/device.h"
 #include "../../check.h"
 
 #include <dlfcn.h>
@@ -110,8 +110,8 @@ static void test_memory2_records_become_allocations_and_frees_by_kind(void) {
     size_t n = tpprof_cupti_walk(buffer, used, walk_by_size, sink, NULL, &skipped);
     CHECK_EQ_U64(n, 5);
     CHECK_EQ_U64(skipped, 0);
-    CHECK_EQ_U64(got[0].op, TPPROF_DEVICE_OP_ALLOC);
-    CHECK_EQ_U64(got[0].kind_code, TPPROF_DEVICE_KIND_DEVICE);
+    CHECK_EQ_U64(got[0].op, TPPROF_DEV_OP_ALLOC);
+    CHECK_EQ_U64(got[0].kind_code, TPPROF_DEV_KIND_DEVICE);
     CHECK_EQ_U64(got[0].device, 1);
     CHECK_EQ_U64(got[0].address, 0x7f0000);
     CHECK_EQ_U64(got[0].size, 4096);
@@ -120,13 +120,13 @@ static void test_memory2_records_become_allocations_and_frees_by_kind(void) {
     CHECK_EQ_U64(got[0].time_ns, 1010);
     CHECK_EQ_U64(got[0].pool, 0);
     CHECK_STR_EQ(got[0].api, "cupti:device");
-    CHECK_EQ_U64(got[1].kind_code, TPPROF_DEVICE_KIND_ASYNC);
+    CHECK_EQ_U64(got[1].kind_code, TPPROF_DEV_KIND_ASYNC);
     CHECK_EQ_U64(got[1].pool, 0xabc000);
     CHECK_STR_EQ(got[1].api, "cupti:async");
-    CHECK_EQ_U64(got[2].kind_code, TPPROF_DEVICE_KIND_MANAGED);
-    CHECK_EQ_U64(got[3].kind_code, TPPROF_DEVICE_KIND_PINNED_HOST);
+    CHECK_EQ_U64(got[2].kind_code, TPPROF_DEV_KIND_MANAGED);
+    CHECK_EQ_U64(got[3].kind_code, TPPROF_DEV_KIND_PINNED_HOST);
     CHECK_EQ_U64((uint64_t)(int64_t)got[3].device, (uint64_t)-1); // pinned host has no device
-    CHECK_EQ_U64(got[4].op, TPPROF_DEVICE_OP_FREE);
+    CHECK_EQ_U64(got[4].op, TPPROF_DEV_OP_FREE);
     CHECK_EQ_U64(got[4].address, 0x7f0000);
 }
 
@@ -136,14 +136,14 @@ static void test_pool_records_become_pool_events(void) {
     add_pool(CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED, 21, 0xabc000, 1 << 20);
     add_pool(CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED, 22, 0xabc000, 0);
     CHECK_EQ_U64(tpprof_cupti_walk(buffer, used, walk_by_size, sink, NULL, NULL), 3);
-    CHECK_EQ_U64(got[0].op, TPPROF_DEVICE_OP_POOL_CREATE);
-    CHECK_EQ_U64(got[1].op, TPPROF_DEVICE_OP_POOL_TRIM);
+    CHECK_EQ_U64(got[0].op, TPPROF_DEV_OP_POOL_CREATE);
+    CHECK_EQ_U64(got[1].op, TPPROF_DEV_OP_POOL_TRIM);
     CHECK_EQ_U64(got[1].size, 1 << 20);
-    CHECK_EQ_U64(got[2].op, TPPROF_DEVICE_OP_POOL_DESTROY);
+    CHECK_EQ_U64(got[2].op, TPPROF_DEV_OP_POOL_DESTROY);
     for (size_t i = 0; i < 3; i++) {
         CHECK_EQ_U64(got[i].pool, 0xabc000);
         CHECK_EQ_U64(got[i].device, 2);
-        CHECK_EQ_U64(got[i].kind_code, TPPROF_DEVICE_KIND_ASYNC);
+        CHECK_EQ_U64(got[i].kind_code, TPPROF_DEV_KIND_ASYNC);
         CHECK_STR_EQ(got[i].api, "cupti:pool");
     }
 }
@@ -190,9 +190,9 @@ static void test_real_cupti_walks_the_hand_built_buffer(void) {
     add_memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 42, 0x7f0000, 4096);
     CHECK_EQ_U64(tpprof_cupti_walk(buffer, used, next, sink, NULL, NULL), 3);
     CHECK_EQ_U64(got[0].correlation, 40);
-    CHECK_EQ_U64(got[1].op, TPPROF_DEVICE_OP_POOL_CREATE);
+    CHECK_EQ_U64(got[1].op, TPPROF_DEV_OP_POOL_CREATE);
     CHECK_EQ_U64(got[2].correlation, 42);
-    CHECK_EQ_U64(got[2].op, TPPROF_DEVICE_OP_FREE);
+    CHECK_EQ_U64(got[2].op, TPPROF_DEV_OP_FREE);
 }
 
 // ---------------------------------------------------------------------------
@@ -210,8 +210,8 @@ static void test_runtime_callbacks_read_their_parameters_at_exit(void) {
     cudaMalloc_v3020_params m = {.devPtr = &dev, .size = 4096};
     CUpti_CallbackData cb = exit_site(&m, &ok, 5);
     CHECK(tpprof_cupti_decode_callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, &cb, &e));
-    CHECK_EQ_U64(e.op, TPPROF_DEVICE_OP_ALLOC);
-    CHECK_EQ_U64(e.kind_code, TPPROF_DEVICE_KIND_DEVICE);
+    CHECK_EQ_U64(e.op, TPPROF_DEV_OP_ALLOC);
+    CHECK_EQ_U64(e.kind_code, TPPROF_DEV_KIND_DEVICE);
     CHECK_EQ_U64(e.address, 0x7f0000);
     CHECK_EQ_U64(e.size, 4096);
     CHECK_EQ_U64(e.result, 0);
@@ -227,33 +227,33 @@ static void test_runtime_callbacks_read_their_parameters_at_exit(void) {
     cb = exit_site(&a, &ok, 7);
     CHECK(tpprof_cupti_decode_callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
                                        &cb, &e));
-    CHECK_EQ_U64(e.kind_code, TPPROF_DEVICE_KIND_ASYNC);
+    CHECK_EQ_U64(e.kind_code, TPPROF_DEV_KIND_ASYNC);
     CHECK_EQ_U64(e.stream, 0x55);
     CHECK_STR_EQ(e.api, "cudaMallocAsync_ptsz");
     cudaFreeAsync_v11020_params f = {.devPtr = dev, .hStream = (cudaStream_t)0x55};
     cb = exit_site(&f, &ok, 8);
     CHECK(tpprof_cupti_decode_callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020, &cb, &e));
-    CHECK_EQ_U64(e.op, TPPROF_DEVICE_OP_FREE);
+    CHECK_EQ_U64(e.op, TPPROF_DEV_OP_FREE);
     CHECK_EQ_U64(e.address, 0x7f0000);
     // Pitched: the pitch the runtime chose times the rows.
     size_t pitch = 1024;
     cudaMallocPitch_v3020_params p = {.devPtr = &dev, .pitch = &pitch, .width = 1000, .height = 3};
     cb = exit_site(&p, &ok, 9);
     CHECK(tpprof_cupti_decode_callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020, &cb, &e));
-    CHECK_EQ_U64(e.kind_code, TPPROF_DEVICE_KIND_PITCH);
+    CHECK_EQ_U64(e.kind_code, TPPROF_DEV_KIND_PITCH);
     CHECK_EQ_U64(e.size, 3072);
     // Pinned host memory and pools.
     void *host = (void *)0x5000;
     cudaHostAlloc_v3020_params h = {.pHost = &host, .size = 64};
     cb = exit_site(&h, &ok, 10);
     CHECK(tpprof_cupti_decode_callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020, &cb, &e));
-    CHECK_EQ_U64(e.kind_code, TPPROF_DEVICE_KIND_PINNED_HOST);
+    CHECK_EQ_U64(e.kind_code, TPPROF_DEV_KIND_PINNED_HOST);
     CHECK_EQ_U64(e.address, 0x5000);
     cudaMemPool_t pool = (cudaMemPool_t)0xabc000;
     cudaMemPoolTrimTo_v11020_params t = {.memPool = pool, .minBytesToKeep = 100};
     cb = exit_site(&t, &ok, 11);
     CHECK(tpprof_cupti_decode_callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemPoolTrimTo_v11020, &cb, &e));
-    CHECK_EQ_U64(e.op, TPPROF_DEVICE_OP_POOL_TRIM);
+    CHECK_EQ_U64(e.op, TPPROF_DEV_OP_POOL_TRIM);
     CHECK_EQ_U64(e.pool, 0xabc000);
     CHECK_EQ_U64(e.size, 100);
 }
@@ -265,36 +265,36 @@ static void test_driver_callbacks_cover_vmm_and_the_enter_site_is_ignored(void) 
     cuMemAddressReserve_params r = {.ptr = &va, .size = 1 << 26};
     CUpti_CallbackData cb = exit_site(&r, &ok, 1);
     CHECK(tpprof_cupti_decode_callback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, &cb, &e));
-    CHECK_EQ_U64(e.op, TPPROF_DEVICE_OP_VA_RESERVE);
-    CHECK_EQ_U64(e.kind_code, TPPROF_DEVICE_KIND_VMM_RESERVE);
+    CHECK_EQ_U64(e.op, TPPROF_DEV_OP_VA_RESERVE);
+    CHECK_EQ_U64(e.kind_code, TPPROF_DEV_KIND_VMM_RESERVE);
     CHECK_EQ_U64(e.address, 0x7f10000000);
     CUmemGenericAllocationHandle handle = 77;
     cuMemCreate_params c = {.handle = &handle, .size = 1 << 21};
     cb = exit_site(&c, &ok, 2);
     CHECK(tpprof_cupti_decode_callback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemCreate, &cb, &e));
-    CHECK_EQ_U64(e.op, TPPROF_DEVICE_OP_PHYS_CREATE);
-    CHECK_EQ_U64(e.kind_code, TPPROF_DEVICE_KIND_VMM_PHYSICAL);
+    CHECK_EQ_U64(e.op, TPPROF_DEV_OP_PHYS_CREATE);
+    CHECK_EQ_U64(e.kind_code, TPPROF_DEV_KIND_VMM_PHYSICAL);
     CHECK_EQ_U64(e.address, 77);
     cuMemMap_params m = {.ptr = va, .size = 1 << 21, .handle = handle};
     cb = exit_site(&m, &ok, 3);
     CHECK(tpprof_cupti_decode_callback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemMap, &cb, &e));
-    CHECK_EQ_U64(e.op, TPPROF_DEVICE_OP_MAP);
-    CHECK_EQ_U64(e.kind_code, TPPROF_DEVICE_KIND_VMM_MAPPING);
+    CHECK_EQ_U64(e.op, TPPROF_DEV_OP_MAP);
+    CHECK_EQ_U64(e.kind_code, TPPROF_DEV_KIND_VMM_MAPPING);
     CHECK_EQ_U64(e.size, 1 << 21);
     cuMemUnmap_params u = {.ptr = va, .size = 1 << 21};
     cb = exit_site(&u, &ok, 4);
     CHECK(tpprof_cupti_decode_callback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, &cb, &e));
-    CHECK_EQ_U64(e.op, TPPROF_DEVICE_OP_UNMAP);
+    CHECK_EQ_U64(e.op, TPPROF_DEV_OP_UNMAP);
     cuMemRelease_params rel = {.handle = handle};
     cb = exit_site(&rel, &ok, 5);
     CHECK(tpprof_cupti_decode_callback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemRelease, &cb, &e));
-    CHECK_EQ_U64(e.op, TPPROF_DEVICE_OP_PHYS_RELEASE);
+    CHECK_EQ_U64(e.op, TPPROF_DEV_OP_PHYS_RELEASE);
     CHECK_EQ_U64(e.address, 77);
     cuDevicePrimaryCtxReset_v2_params reset = {.dev = 1};
     cb = exit_site(&reset, &ok, 6);
     CHECK(tpprof_cupti_decode_callback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2,
                                        &cb, &e));
-    CHECK_EQ_U64(e.op, TPPROF_DEVICE_OP_DEVICE_RESET);
+    CHECK_EQ_U64(e.op, TPPROF_DEV_OP_DEVICE_RESET);
     CHECK_EQ_U64(e.device, 1);
     // The ENTER site, a call that is no memory call, another domain: nothing.
     CUdeviceptr d = 0;

@@ -23,8 +23,21 @@
 //   tensor_async,        libtensorplay's CUDA storages on its libcudart double
 //   tensor_caching       (cudaMallocAsync backend, caching allocator): each
 //                        tied to its device block
+//   cupti_exit,          cupti_app under the CUPTI backend (TPPROF_CUPTI=1,
+//   cupti_exit_          CUDA_INJECTION64_PATH=libtpprof.so, the fake
+//                        libcupti): each allocation once, by CUPTI, with its
+//                        stack (exit, _exit)
+//   cupti_activity,      the fake gives only activity records: they reach
+//   cupti_activity_exit, the database through the exit flush (_exit, exit,
+//   cupti_activity_quick quick_exit)
+//   cupti_lazy           CUPTI starts inside the first allocation: that one
+//                        is the hook's, the rest CUPTI's, none twice
+//   cupti_refused        another subscriber owns CUPTI: one line, and
+//                        interposition records each allocation once
+//   cupti_runtime        rt_app (-cudart shared): CUPTI starts inside the
+//                        first cudaMalloc; each allocation once
 // EXTRA: the LD_LIBRARY_PATH the program runs with ('|' then another
-// preload for rtld_next). A PROGRAM of '-' means nvcc is absent: skipped.
+// preload for rtld_next, or the fake libcupti for cupti_*). A PROGRAM of '-' means nvcc is absent: skipped.
 #include "harness.h"
 
 static char libpath[2048];
@@ -290,6 +303,139 @@ static void test_tensor_cuda(const char *mode, char *prog, char *extra) {
     }
 }
 
+// ---------------------------------------------------------------------------
+// The CUPTI backend, end to end on the doubles.
+
+// Runs cupti_app ARG natively and then recorded as `tpprof run --cupti`
+// runs it; same exit and output.
+static bool record_cupti(const char *name, char *prog, char *arg, char *extra, const char *env, struct result *r) {
+    char dir[1024];
+    const char *bar = strchr(extra, '|');
+    if (!bar) {
+        CHECK_MSG(false, "%s: EXTRA is DIR|LIBCUPTI", name);
+        return false;
+    }
+    snprintf(dir, sizeof dir, "%.*s", (int)(bar - extra), extra);
+    setenv("LD_LIBRARY_PATH", dir, 1);
+    setenv("TPPROF_CUPTI_LIB", bar + 1, 1);
+    char *argv[] = {prog, arg, NULL};
+    struct result native = run(NULL, argv, env);
+    setenv("CUDA_INJECTION64_PATH", lib, 1);
+    setenv("TPPROF_CUPTI", "1", 1);
+    bool ok = record(name, argv, env, r);
+    unsetenv("CUDA_INJECTION64_PATH");
+    unsetenv("TPPROF_CUPTI");
+    if (!ok) return false;
+    if (strcmp(name, "cupti_runtime") != 0)
+        CHECK_MSG(strstr(r->out, "alloc 65536: 0\n") && strstr(r->out, "leak: 0\n"), "%s: the double allocated: %s",
+                  name, r->out);
+    CHECK_MSG(r->status == native.status, "%s: exit %d vs native %d", name, r->status, native.status);
+    CHECK_MSG(strcmp(r->out, native.out) == 0, "%s: same output:\n%s\n-- vs native --\n%s", name, r->out, native.out);
+    return true;
+}
+
+static int64_t cupti_line_count(const char *err) {
+    int64_t n = 0;
+    for (const char *p = err; (p = strstr(p, "tpprof: --cupti:")) != NULL; p++) n++;
+    return n;
+}
+
+// The allocations and frees of cupti_app, each once, whoever recorded them;
+// the 4th 64 KiB block and the 1 MiB one still live at the end.
+static void check_cupti_counts(const char *what, const char *capture) {
+    CHECK_MSG(qi("SELECT count(*) FROM meta WHERE key = 'device_capture' AND value = '%s'", capture) == 1,
+              "%s: device_capture %s", what, capture);
+    CHECK_MSG(events("op = 1") == 5, "%s: 5 allocations, got %lld", what, (long long)events("op = 1"));
+    CHECK_MSG(events("op = 2") == 3, "%s: 3 frees, got %lld", what, (long long)events("op = 2"));
+    CHECK_MSG(events("op = 1 AND result = 0 AND size = 65536") == 4 && events("op = 1 AND size = 1048576") == 1,
+              "%s: the sizes", what);
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE free_ns IS NULL") == 2, "%s: 2 blocks live at the end",
+              what);
+    CHECK_MSG(qi("SELECT count(*) FROM device_events WHERE flag != 0") == 0, "%s: no free flagged", what);
+}
+
+// How many allocations of 64 KiB have cupti_alloc on their stack.
+static int64_t allocs_with_stack(void) {
+    int64_t ids[8];
+    int n = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT stack_id FROM device_events WHERE op = 1 AND size = 65536", -1, &st, NULL) ==
+        SQLITE_OK) {
+        while (n < 8 && sqlite3_step(st) == SQLITE_ROW) ids[n++] = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    int64_t with = 0;
+    for (int i = 0; i < n; i++) with += stack_has(ids[i], "cupti_alloc");
+    return with;
+}
+
+// rt_app (-cudart shared) on the runtime double: its first cudaMalloc loads
+// CUPTI (the double's lazy cuInit), so that call is its hook's; every later
+// allocation reaches the driver double's cuMemAlloc_v2, which alone (with
+// cuMemFree_v2) the fake CUPTI reports: recorded by CUPTI's callback, under
+// the driver's name, once (neither the runtime hook nor the wrapped driver
+// pointer records it again).
+static void test_cupti_runtime(char *prog, char *extra) {
+    struct result r;
+    if (!record_cupti("cupti_runtime", prog, NULL, extra, NULL, &r)) return;
+    CHECK_MSG(strstr(r.out, "weights_alloc: 0\n") && strstr(r.out, "oom: 2\n"), "cupti_runtime: ran on the doubles: %s",
+              r.out);
+    CHECK_MSG(cupti_line_count(r.err) == 0, "cupti_runtime: CUPTI subscribed: %s", r.err);
+    CHECK_MSG(qi("SELECT count(*) FROM meta WHERE key = 'device_capture' AND value = 'cupti'") == 1,
+              "cupti_runtime: device_capture cupti");
+    CHECK_MSG(events("op = 1 AND size = 1048576") == 1 && events("op = 1 AND size = 1048576 AND api = 'cudaMalloc'") == 1,
+              "cupti_runtime: the first cudaMalloc once, by its hook");
+    CHECK_MSG(events("op = 1 AND api = 'cuMemAlloc_v2'") == 4 && events("op = 1 AND api = 'cuMemAlloc_v2' AND device = 3") == 4,
+              "cupti_runtime: the 4 later cudaMalloc once each, by CUPTI (%lld)",
+              (long long)events("op = 1 AND api = 'cuMemAlloc_v2'"));
+    CHECK_MSG(events("op = 1 AND api = 'cudaMalloc'") == 1, "cupti_runtime: no runtime hook recorded after CUPTI started");
+    CHECK_MSG(events("op = 1 AND size = 4294967296 AND result = 2") == 1, "cupti_runtime: the out-of-memory call, failed");
+    int64_t leak = qi("SELECT stack_id FROM device_events WHERE op = 1 AND size = %d", 3 << 20);
+    CHECK_MSG(leak > 0 && stack_has(leak, "_ZL11leak_bufferv"), "cupti_runtime: the leak with leak_buffer on its stack");
+}
+
+static void test_cupti(const char *mode, char *prog, char *extra) {
+    struct result r;
+    if (strcmp(mode, "cupti_runtime") == 0) {
+        test_cupti_runtime(prog, extra);
+        return;
+    }
+    if (strcmp(mode, "cupti_exit") == 0 || strcmp(mode, "cupti_exit_") == 0) {
+        bool quick = strcmp(mode, "cupti_exit_") == 0;
+        if (!record_cupti(mode, prog, quick ? "_exit" : "exit", extra, NULL, &r)) return;
+        CHECK_MSG(cupti_line_count(r.err) == 0, "%s: CUPTI subscribed, nothing said: %s", mode, r.err);
+        check_cupti_counts(mode, "cupti");
+        // CUPTI's callbacks, not the hooks (which would give the double's
+        // device 0) nor the activity records ('cupti:device', no stack).
+        CHECK_MSG(events("api = 'cuMemAlloc_v2' AND device = 3") == 5 && events("api = 'cuMemFree_v2' AND device = 3") == 3,
+                  "%s: every call recorded by CUPTI's callback (device 3)", mode);
+        CHECK_MSG(allocs_with_stack() == 4, "%s: each 64 KiB block with cupti_alloc on its stack (%lld)", mode,
+                  (long long)allocs_with_stack());
+    } else if (strncmp(mode, "cupti_activity", 14) == 0) {
+        char *how = strcmp(mode, "cupti_activity_exit") == 0    ? "exit"
+                    : strcmp(mode, "cupti_activity_quick") == 0 ? "quick_exit"
+                                                                : "_exit";
+        if (!record_cupti(mode, prog, how, extra, "TPFAKE_CUPTI_ACTIVITY_ONLY=1", &r)) return;
+        check_cupti_counts(mode, "cupti");
+        CHECK_MSG(events("api = 'cupti:device'") == 8, "%s: all 8 from the activity records, flushed at %s (%lld)",
+                  mode, how, (long long)events("api = 'cupti:device'"));
+    } else if (strcmp(mode, "cupti_lazy") == 0) {
+        if (!record_cupti(mode, prog, "lazy", extra, "TPFAKE_CU_INIT_IN_ALLOC=1", &r)) return;
+        check_cupti_counts(mode, "cupti");
+        // The first allocation started before CUPTI: the hook's (device 0);
+        // its callbacks and activity record did not count it again.
+        CHECK_MSG(events("op = 1 AND device != 3") == 1, "%s: the first allocation recorded by its hook", mode);
+        CHECK_MSG(events("op = 1 AND device = 3") == 4, "%s: the other 4 by CUPTI", mode);
+    } else {
+        if (!record_cupti(mode, prog, "exit", extra, "TPFAKE_CUPTI_MULTIPLE=1", &r)) return;
+        CHECK_MSG(cupti_line_count(r.err) == 1 && strstr(r.err, "another CUPTI subscriber owns this process"),
+                  "%s: one line on stderr: %s", mode, r.err);
+        check_cupti_counts(mode, "interpose");
+        CHECK_MSG(events("api = 'cuMemAlloc_v2' AND device != 3") == 5, "%s: every allocation by interposition", mode);
+        CHECK_MSG(allocs_with_stack() == 4, "%s: with its stack", mode);
+    }
+}
+
 int preload_scenario(const char *mode, char *prog, char *extra) {
     if (strcmp(prog, "-") == 0) {
         fprintf(stderr, "nvcc not found: skipped\n");
@@ -305,6 +451,7 @@ int preload_scenario(const char *mode, char *prog, char *extra) {
     else if (strcmp(mode, "rt_nodriver") == 0) test_runtime_nodriver(prog, extra);
     else if (strcmp(mode, "rtld_next") == 0) test_rtld_next(prog, extra);
     else if (strcmp(mode, "tensor_async") == 0 || strcmp(mode, "tensor_caching") == 0) test_tensor_cuda(mode, prog, extra);
+    else if (strncmp(mode, "cupti_", 6) == 0) test_cupti(mode, prog, extra);
     else return -1;
     return check_failures;
 }

@@ -19,11 +19,21 @@
  * succeeds (larger ones fail with CUDA_ERROR_OUT_OF_MEMORY, 2);
  * TPFAKE_CU_FAST=1 hands out addresses of memory that is never mapped
  * (no system call: bench/device_overhead times the capture, not mmap).
+ *
+ * CUDA's injection, as the real driver does it: the first successful
+ * cuInit with CUDA_INJECTION64_PATH set dlopens that library and calls its
+ * InitializeInjection (TPFAKE_CU_INIT_IN_ALLOC=1: the first cuMemAlloc_v2
+ * does, as a runtime's lazy initialization inside the program's first
+ * cudaMalloc would). And CUPTI's callbacks: a subscriber (the fake libcupti,
+ * tests/tpprof/cupti/fake_cupti.c) registers with tpfake_cu_set_cupti, and
+ * cuMemAlloc_v2 and cuMemFree_v2 then report their ENTER and EXIT to it (the
+ * other entry points do not).
  * One mutex guards the table; nothing here is fast, except the
  * allocation/free pair the benchmark times (a few hash-free array scans
  * on a small table).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -140,9 +150,41 @@ static size_t size_of(dptr p) {
 }
 
 // ---------------------------------------------------------------------------
+// Injection and CUPTI.
+
+// The subscriber's report: exit 0 (ENTER) or 1 (EXIT), the entry point, its
+// output pointer (allocations), its pointer (frees), size, status.
+typedef void (*cupti_report_fn)(int exit, const char *api, dptr *out, dptr ptr, size_t size, CUresult result);
+static cupti_report_fn _Atomic cupti_report;
+EXPORT void tpfake_cu_set_cupti(cupti_report_fn f) { cupti_report = f; }
+
+static void inject_once(void) {
+    const char *path = getenv("CUDA_INJECTION64_PATH");
+    if (!path || !*path) return;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    int (*init)(void) = h ? (int (*)(void))dlsym(h, "InitializeInjection") : NULL;
+    if (init) init();
+}
+static pthread_once_t injected = PTHREAD_ONCE_INIT;
+
+static int init_in_alloc(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("TPFAKE_CU_INIT_IN_ALLOC");
+        v = e && *e == '1';
+    }
+    return v;
+}
+
+// ---------------------------------------------------------------------------
 // Driver, devices, contexts.
 
-EXPORT CUresult cuInit(unsigned flags) { return flags ? INVALID_VALUE : nodriver() ? NO_DEVICE : OK; }
+EXPORT CUresult cuInit(unsigned flags) {
+    if (flags) return INVALID_VALUE;
+    if (nodriver()) return NO_DEVICE;
+    pthread_once(&injected, inject_once);
+    return OK;
+}
 EXPORT CUresult cuDriverGetVersion(int *v) {
     if (!v) return INVALID_VALUE;
     *v = 13000;
@@ -213,8 +255,22 @@ EXPORT CUresult cuGetExportTable(const void **table_out, const void *uuid) {
 // ---------------------------------------------------------------------------
 // Memory.
 
-EXPORT CUresult cuMemAlloc_v2(dptr *p, size_t n) { return get(n, K_DEVICE, p); }
-EXPORT CUresult cuMemFree_v2(dptr p) { return put(p, K_DEVICE); }
+EXPORT CUresult cuMemAlloc_v2(dptr *p, size_t n) {
+    if (init_in_alloc()) pthread_once(&injected, inject_once);
+    cupti_report_fn f = cupti_report;
+    if (f) f(0, "cuMemAlloc_v2", p, 0, n, OK);
+    CUresult r = get(n, K_DEVICE, p);
+    if (f) f(1, "cuMemAlloc_v2", p, 0, n, r);
+    return r;
+}
+EXPORT CUresult cuMemFree_v2(dptr p) {
+    cupti_report_fn f = cupti_report;
+    size_t n = f ? size_of(p) : 0;
+    if (f) f(0, "cuMemFree_v2", NULL, p, n, OK);
+    CUresult r = put(p, K_DEVICE);
+    if (f) f(1, "cuMemFree_v2", NULL, p, n, r);
+    return r;
+}
 EXPORT CUresult cuMemAllocManaged(dptr *p, size_t n, unsigned flags) {
     (void)flags;
     return get(n, K_DEVICE, p);
