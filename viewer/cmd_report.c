@@ -11,7 +11,6 @@
 #include "viewer.h"
 
 #include <errno.h>
-#include <glob.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -748,203 +747,120 @@ static void json_diff(tpprof_json *j, const diff_context *c, const report_option
 }
 
 // ---------------------------------------------------------------------------
-// Folded stacks ("main;parse;malloc_site 4096"), the input of flamegraph.pl,
-// inferno and speedscope. Frames are function names only, so that the calls
-// of one function merge into one box; a frame without a name is its module.
-
-static void folded_frame(FILE *out, const tpprof_frame *f) {
-    const char *name = f->function;
-    if (!name) {
-        fprintf(out, "[%s]", f->module ? tpprof_basename(f->module) : "unknown");
-        return;
-    }
-    for (const char *c = name; *c; c++)
-        fputc(*c == ';' || *c == '\n' ? '_' : *c, out); // ';' separates frames
-}
-
-static void folded_line(const tpprof_profile *p, int64_t stack_id, uint64_t value) {
-    static tpprof_frame frames[MAX_FRAMES];
-    if (value == 0)
-        return;
-    size_t n = tpprof_stacks_frames(p->stacks, stack_id, frames, MAX_FRAMES, NULL);
-    if (n == 0) {
-        printf("[no stack] %llu\n", (unsigned long long)value);
-        return;
-    }
-    for (size_t i = n; i-- > 0;) {
-        folded_frame(stdout, &frames[i]);
-        if (i)
-            putchar(';');
-    }
-    printf(" %llu\n", (unsigned long long)value);
-}
-
-static void folded_report(const tpprof_profile *p, unsigned chosen) {
-    if (chosen & SECTION_LEAKS) {
-        for (size_t i = 0; i < p->nleaks; i++)
-            folded_line(p, p->leaks[i].stack_id, p->leaks[i].bytes);
-        return;
-    }
-    for (size_t i = 0; i < p->nsites; i++) {
-        const tpprof_site *s = &p->sites[i];
-        uint64_t v = chosen & SECTION_PEAK ? s->peak_bytes
-                     : chosen & SECTION_TEMPORARY ? s->temp_count
-                                                  : s->alloc_bytes;
-        folded_line(p, s->stack_id, v);
-    }
-}
-
-
-// ---------------------------------------------------------------------------
-// Several recordings
-
-typedef struct report_inputs {
-    char **v;       // owned copies
-    size_t n, cap;
-    char *merged;   // the temporary merged database (owned), NULL for one input
-    char *dir;      // its directory (owned)
-    char shown[512];
-} report_inputs;
-
-static int push_input(report_inputs *in, const char *path) {
-    for (size_t i = 0; i < in->n; i++)
-        if (strcmp(in->v[i], path) == 0)
-            return tpprof_error_set("'%s' is named twice (several recordings are merged: each once)", path);
-    char **v = tpprof_grow(in->v, in->n, &in->cap, sizeof *v);
-    if (!v)
-        return -1;
-    in->v = v;
-    if (!(v[in->n] = strdup(path)))
-        return tpprof_error_set("out of memory");
-    in->n++;
-    return 0;
-}
-
-// A database argument; a pattern with *, ? or [ that names no file is
-// expanded as a glob (for a quoted 'tpprof.train.*.db').
-static int add_database(report_inputs *in, const char *arg) {
-    if (!strpbrk(arg, "*?[") || access(arg, F_OK) == 0)
-        return push_input(in, arg);
-    glob_t g;
-    int rc = glob(arg, 0, NULL, &g);
-    if (rc == GLOB_NOMATCH)
-        return tpprof_error_set("no recording matches '%s'", arg);
-    if (rc != 0)
-        return tpprof_error_set("cannot expand '%s'", arg);
-    for (size_t i = 0; i < g.gl_pathc && rc == 0; i++)
-        rc = push_input(in, g.gl_pathv[i]);
-    globfree(&g);
-    return rc;
-}
-
-static int merge_inputs(report_inputs *in) {
-    const char *tmp = getenv("TMPDIR");
-    char dir[600];
-    if (!tmp || !*tmp || strlen(tmp) > 500)
-        tmp = "/tmp";
-    snprintf(dir, sizeof dir, "%s/tpprof-report-XXXXXX", tmp);
-    if (!mkdtemp(dir))
-        return tpprof_error_set("cannot make a temporary directory in %s: %s", tmp, strerror(errno));
-    in->dir = strdup(dir);
-    in->merged = malloc(strlen(dir) + sizeof "/merged.db");
-    if (!in->dir || !in->merged)
-        return tpprof_error_set("out of memory");
-    sprintf(in->merged, "%s/merged.db", dir);
-    int n = snprintf(in->shown, sizeof in->shown, "%zu recordings:", in->n);
-    for (size_t i = 0; i < in->n && n > 0 && (size_t)n < sizeof in->shown; i++)
-        n += snprintf(in->shown + n, sizeof in->shown - (size_t)n, " %s", in->v[i]);
-    return tpprof_merge(in->merged, in->v, in->n, false);
-}
-
-static void inputs_free(report_inputs *in) {
-    if (in->merged) {
-        unlink(in->merged);
-        free(in->merged);
-    }
-    if (in->dir) {
-        rmdir(in->dir);
-        free(in->dir);
-    }
-    for (size_t i = 0; i < in->n; i++)
-        free(in->v[i]);
-    free(in->v);
-}
-
-// ---------------------------------------------------------------------------
 // Command
 
-static int report_main(int argc, char **argv, report_inputs *in) {
-    report_options o = {.top = 10};
-    unsigned chosen = 0;
+// Reads the command line into *o (and the recordings into *in, merged into
+// one when several); *chosen: the section flags given. 0; 1 when --help was
+// printed; -1 + error for a usage error.
+static int report_args(int argc, char **argv, tpprof_inputs *in, report_options *o, unsigned *chosen) {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(tpprof_usage_report, stdout);
-            return TPPROF_EXIT_OK;
+            return 1;
         } else if (strcmp(argv[i], "--leaks") == 0) {
-            chosen |= SECTION_LEAKS;
+            *chosen |= SECTION_LEAKS;
         } else if (strcmp(argv[i], "--peak") == 0) {
-            chosen |= SECTION_PEAK;
+            *chosen |= SECTION_PEAK;
         } else if (strcmp(argv[i], "--temporary") == 0) {
-            chosen |= SECTION_TEMPORARY;
+            *chosen |= SECTION_TEMPORARY;
         } else if (strcmp(argv[i], "--timeline") == 0) {
-            chosen |= SECTION_TIMELINE;
+            *chosen |= SECTION_TIMELINE;
         } else if (strcmp(argv[i], "--storages") == 0) {
-            chosen |= SECTION_STORAGES;
+            *chosen |= SECTION_STORAGES;
         } else if (strcmp(argv[i], "--lifetimes") == 0) {
-            chosen |= SECTION_LIFETIMES;
+            *chosen |= SECTION_LIFETIMES;
         } else if ((r = tpprof_opt(argc, argv, &i, "--top", &v)) != 0) {
-            if (r < 0 || tpprof_parse_count("--top", v, &o.top) != 0)
-                goto usage_error;
-            chosen |= SECTION_TOP;
+            if (r < 0 || tpprof_parse_count("--top", v, &o->top) != 0)
+                return -1;
+            *chosen |= SECTION_TOP;
         } else if ((r = tpprof_opt(argc, argv, &i, "--diff", &v)) != 0) {
             if (r < 0)
-                goto usage_error;
-            o.diff = v;
+                return -1;
+            o->diff = v;
         } else if ((r = tpprof_opt(argc, argv, &i, "--format", &v)) != 0) {
             if (r < 0)
-                goto usage_error;
-            o.json = strcmp(v, "json") == 0;
-            o.folded = strcmp(v, "folded") == 0;
-            o.html = strcmp(v, "html") == 0;
-            if (!o.json && !o.folded && !o.html && strcmp(v, "text") != 0) {
-                tpprof_error_set("--format: expected text, json, folded or html, got '%s'", v);
-                goto usage_error;
-            }
+                return -1;
+            o->json = strcmp(v, "json") == 0;
+            o->folded = strcmp(v, "folded") == 0;
+            o->html = strcmp(v, "html") == 0;
+            if (!o->json && !o->folded && !o->html && strcmp(v, "text") != 0)
+                return tpprof_error_set("--format: expected text, json, folded or html, got '%s'", v);
         } else if ((r = tpprof_opt(argc, argv, &i, "--suppressions", &v)) != 0) {
             if (r < 0)
-                goto usage_error;
-            o.suppressions_path = v;
+                return -1;
+            o->suppressions_path = v;
         } else if ((r = tpprof_opt(argc, argv, &i, "-o", &v)) != 0 ||
                    (r = tpprof_opt(argc, argv, &i, "--output", &v)) != 0) {
             if (r < 0)
-                goto usage_error;
-            o.output = v;
+                return -1;
+            o->output = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            tpprof_error_set("unknown option '%s' (see tpprof report --help)", argv[i]);
-            goto usage_error;
-        } else if (add_database(in, argv[i]) != 0) {
-            goto usage_error;
+            return tpprof_error_set("unknown option '%s' (see tpprof report --help)", argv[i]);
+        } else if (tpprof_inputs_add(in, argv[i]) != 0) {
+            return -1;
         }
     }
     // Several recordings (or a glob naming several): merged into a
     // temporary database, reported as one program (tpprof merge).
     if (in->n == 1) {
-        o.path = in->v[0];
+        o->path = in->v[0];
     } else if (in->n > 1) {
-        if (merge_inputs(in) != 0)
-            goto usage_error;
-        o.path = in->merged;
+        if (tpprof_inputs_merge(in) != 0)
+            return -1;
+        o->path = in->merged;
     }
-    o.shown = in->n > 1 ? in->shown : o.path;
-    if (!o.path) {
-        tpprof_error_set("missing the database (usage: tpprof report DB [options])");
+    o->shown = in->n > 1 ? in->shown : o->path;
+    if (!o->path)
+        return tpprof_error_set("missing the database (usage: tpprof report DB [options])");
+    o->sections = *chosen ? *chosen : SECTION_ALL;
+    if (o->html)
+        o->sections = SECTION_ALL | SECTION_TENSORS; // the page has every section
+    return 0;
+}
+
+// The report in the chosen format, on stdout. 0, or -1 + error.
+static int report_write(const tpprof_profile *p, report_options *o, unsigned chosen, const diff_context *diff) {
+    if (o->html)
+        return tpprof_report_html(stdout, p, o->tensors, o->backings, o->nbackings, o->path);
+    if (o->folded) {
+        tpprof_report_folded(p, chosen & SECTION_LEAKS       ? TPPROF_FOLDED_LEAKS
+                                : chosen & SECTION_PEAK      ? TPPROF_FOLDED_PEAK
+                                : chosen & SECTION_TEMPORARY ? TPPROF_FOLDED_TEMPORARY
+                                                             : TPPROF_FOLDED_ALLOCATED);
+    } else if (o->json) {
+        json_report(p, o, o->diff ? diff : NULL);
+    } else {
+        text_summary(p, o);
+        if (o->sections & SECTION_LEAKS)
+            text_leaks(p, o);
+        if (o->sections & SECTION_PEAK)
+            text_peak(p, o);
+        if (o->sections & SECTION_TOP)
+            text_top(p, o);
+        if (o->sections & SECTION_TEMPORARY)
+            text_temporary(p, o);
+        if (o->sections & SECTION_TIMELINE)
+            text_timeline(p);
+        if (o->sections & SECTION_STORAGES)
+            tpprof_report_storages_text(p, o->tensors, (size_t)o->top);
+        if (o->sections & SECTION_LIFETIMES)
+            tpprof_report_lifetimes_text(o->tensors, (size_t)o->top);
+        if (o->diff)
+            text_diff(diff, o);
+    }
+    return 0;
+}
+
+static int report_main(int argc, char **argv, tpprof_inputs *in) {
+    report_options o = {.top = 10};
+    unsigned chosen = 0;
+    int args = report_args(argc, argv, in, &o, &chosen);
+    if (args > 0)
+        return TPPROF_EXIT_OK;
+    if (args < 0)
         goto usage_error;
-    }
-    o.sections = chosen ? chosen : SECTION_ALL;
-    if (o.html)
-        o.sections = SECTION_ALL | SECTION_TENSORS; // the page has every section
 
     if (o.suppressions_path && tpprof_suppressions_load(o.suppressions_path, &o.suppressions) != 0)
         goto usage_error;
@@ -1007,33 +923,9 @@ static int report_main(int argc, char **argv, report_inputs *in) {
     if (file)
         stdout = file;
     int status = TPPROF_EXIT_OK;
-    if (o.html) {
-        if (tpprof_report_html(stdout, p, &tensors, backings, o.nbackings, o.path) != 0) {
-            fprintf(stderr, "tpprof report: %s\n", tpprof_error());
-            status = TPPROF_EXIT_USAGE;
-        }
-    } else if (o.folded) {
-        folded_report(p, chosen);
-    } else if (o.json) {
-        json_report(p, &o, o.diff ? &diff : NULL);
-    } else {
-        text_summary(p, &o);
-        if (o.sections & SECTION_LEAKS)
-            text_leaks(p, &o);
-        if (o.sections & SECTION_PEAK)
-            text_peak(p, &o);
-        if (o.sections & SECTION_TOP)
-            text_top(p, &o);
-        if (o.sections & SECTION_TEMPORARY)
-            text_temporary(p, &o);
-        if (o.sections & SECTION_TIMELINE)
-            text_timeline(p);
-        if (o.sections & SECTION_STORAGES)
-            tpprof_report_storages_text(p, &tensors, (size_t)o.top);
-        if (o.sections & SECTION_LIFETIMES)
-            tpprof_report_lifetimes_text(&tensors, (size_t)o.top);
-        if (o.diff)
-            text_diff(&diff, &o);
+    if (report_write(p, &o, chosen, &diff) != 0) {
+        fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+        status = TPPROF_EXIT_USAGE;
     }
     tpprof_diff_free(diff.rows, diff.n);
     tpprof_profile_free(diff.old);
@@ -1060,8 +952,8 @@ usage_error:
 }
 
 int tpprof_cmd_report(int argc, char **argv) {
-    report_inputs in = {0};
+    tpprof_inputs in = {0};
     int status = report_main(argc, argv, &in);
-    inputs_free(&in);
+    tpprof_inputs_free(&in);
     return status;
 }

@@ -825,6 +825,41 @@ void tpprof_suppressions_apply(tpprof_profile *p, tpprof_suppressions *s);
 int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet);
 
 // ---------------------------------------------------------------------------
+// folded.c: report --format folded
+
+typedef enum tpprof_folded_value {
+    TPPROF_FOLDED_ALLOCATED, // bytes allocated, per site
+    TPPROF_FOLDED_LEAKS,     // bytes live at exit, per leak group
+    TPPROF_FOLDED_PEAK,      // bytes live at the peak, per site
+    TPPROF_FOLDED_TEMPORARY, // temporary allocation calls, per site
+} tpprof_folded_value;
+
+// Writes one line per stack with a non-zero value to stdout: its frames,
+// outermost first, separated by ';', then the value.
+void tpprof_report_folded(const tpprof_profile *p, tpprof_folded_value what);
+
+// ---------------------------------------------------------------------------
+// inputs.c: the recordings a command is given
+
+typedef struct tpprof_inputs {
+    char **v;        // the paths (owned copies)
+    size_t n, cap;
+    char *merged;    // the temporary merged database (owned), NULL for one input
+    char *dir;       // its directory (owned)
+    char shown[512]; // how to name the inputs in a report ("3 recordings: a b c")
+} tpprof_inputs;
+
+// Adds a database argument; a pattern with *, ? or [ that names no file
+// is expanded as a glob (for a quoted 'tpprof.train.*.db'). 0, or -1 +
+// error (no match, a path named twice, out of memory).
+int tpprof_inputs_add(tpprof_inputs *in, const char *arg);
+// Merges the inputs (n > 1) into in->merged, a new database in a new
+// temporary directory ($TMPDIR or /tmp), and sets in->shown. 0, or -1 + error.
+int tpprof_inputs_merge(tpprof_inputs *in);
+// Removes the merged database and its directory, and frees *in.
+void tpprof_inputs_free(tpprof_inputs *in);
+
+// ---------------------------------------------------------------------------
 // perfetto.c: export --format perfetto
 
 // Write p (x: its tensor tables; path: the database, named in the trace's

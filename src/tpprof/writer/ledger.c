@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "tensorplay/observer.h"
-#include "writer/ledger.h"
+#include "writer/state.h"
 #include "base/base.h"
 #include "base/mem.h"
 #include "record/format.h"
