@@ -30,7 +30,7 @@
 #endif
 
 const char tpprof_usage_run[] =
-    "usage: tpprof run [-o PATH] [--depth N] [--full] [--] CMD [ARGS...]\n"
+    "usage: tpprof run [-o PATH] [--depth N] [--full] [--keep-processes] [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD with libtpprof.so preloaded and record its allocations into a SQLite\n"
     "database, then symbolize it and print a short summary on stderr.\n"
@@ -40,6 +40,9 @@ const char tpprof_usage_run[] =
     "                     <PATH without .db>.<child pid>.db\n"
     "  --depth N          record at most N frames per stack (1 to 128; default 32)\n"
     "  --full             also record every event in order (much larger database)\n"
+    "  --keep-processes   a run that records more than 10 processes (a script, a build)\n"
+    "                     leaves them merged into PATH, one recording (tpprof merge);\n"
+    "                     with this, one file each\n"
     "\n"
     "The exit status is CMD's, or 128 + the signal that killed it.\n";
 
@@ -462,6 +465,59 @@ static int output_template(const char *output, const char *cmd0, char *template,
 }
 
 // ---------------------------------------------------------------------------
+// Folding a run's many recordings into one
+
+// A run that left more recordings than the summary lists (a shell script, a
+// build, a test suite: hundreds of short processes) leaves one file instead:
+// they are merged as `tpprof merge` does (their symbols, saved by the
+// listing above while the programs' files are still there, come along)
+// into db, the run's recording's name, and the files merged are removed.
+// What cannot be read stays apart. Returns how many were folded (0: none).
+static size_t fold_run(const char *db, const struct timespec *since) {
+    char **children = list_children(db, since);
+    size_t n = 0;
+    for (size_t c = 0; children && children[c]; c++)
+        n++;
+    bool main_too = is_file(db) && written_since(db, since);
+    char **in = calloc(n + 2, sizeof *in);
+    size_t k = 0;
+    for (size_t c = 0; in && c <= n; c++) {
+        const char *path = c == 0 ? (main_too ? db : NULL) : children[c - 1];
+        tpprof_db *h = path ? tpprof_db_open(path, false) : NULL;
+        if (h)
+            in[k++] = (char *)path;
+        tpprof_db_close(h);
+    }
+    size_t folded = 0;
+    char tmp[PATH_MAX + 16];
+    snprintf(tmp, sizeof tmp, "%s.fold", db);
+    unlink(tmp);
+    if (k > OTHERS_SHOWN + 2) {
+        if (tpprof_merge(tmp, in, k, true) != 0) {
+            fprintf(stderr, "tpprof: the run's %zu recordings stay apart: %s\n", k, tpprof_error());
+        } else {
+            static const char *const sidecar[] = {"", "-wal", "-shm", "-journal"};
+            char side[PATH_MAX + 16];
+            for (size_t i = 0; i < k; i++)
+                for (size_t j = 0; j < 4; j++) {
+                    snprintf(side, sizeof side, "%s%s", in[i], sidecar[j]);
+                    unlink(side);
+                }
+            if (rename(tmp, db) != 0) {
+                fprintf(stderr, "tpprof: cannot name the run's recording %s: %s; it is %s\n", db, strerror(errno), tmp);
+            } else {
+                folded = k;
+                fprintf(stderr, "tpprof: the run's %zu recordings are folded into %s, one recording of %zu processes"
+                                " (tpprof report %s; --keep-processes keeps one file each)\n", k, db, k, db);
+            }
+        }
+    }
+    free(in);
+    free_list(children);
+    return folded;
+}
+
+// ---------------------------------------------------------------------------
 // Running the program. Signals: the terminal's ^C reaches the program;
 // tpprof waits and reports.
 
@@ -475,6 +531,7 @@ static void forward(int sig) {
 typedef struct run_options {
     const char *output, *depth;
     bool full;
+    bool keep_processes; // --keep-processes: no fold_run
     char **cmd; // the program and its arguments (argv's)
 } run_options;
 
@@ -577,6 +634,8 @@ static int parse_run(int argc, char **argv, run_options *o) {
             return 1;
         } else if (strcmp(argv[i], "--full") == 0) {
             o->full = true;
+        } else if (strcmp(argv[i], "--keep-processes") == 0) {
+            o->keep_processes = true;
         } else if ((r = tpprof_opt(argc, argv, &i, "-o", &v)) != 0 ||
                    (r = tpprof_opt(argc, argv, &i, "--output", &v)) != 0) {
             if (r < 0)
@@ -605,7 +664,7 @@ static int parse_run(int argc, char **argv, run_options *o) {
 // After the program: how it ended, then the summary of what was recorded.
 // Returns tpprof's exit status (the program's).
 static int report_run(const char *cmd0, const char *template, pid_t pid, int status,
-                      const struct timespec *started) {
+                      const struct timespec *started, bool fold) {
     int code;
     char how[64];
     tpprof_program_end end = {.signaled = WIFSIGNALED(status)};
@@ -636,6 +695,8 @@ static int report_run(const char *cmd0, const char *template, pid_t pid, int sta
     summarize(last, execs, &end);
     fprintf(stderr, "tpprof: recording: %s  (tpprof report %s)\n", last, last);
     list_others(db, last, started);
+    if (fold)
+        fold_run(db, started);
     return code;
 }
 
@@ -667,5 +728,5 @@ int tpprof_cmd_run(int argc, char **argv) {
         fprintf(stderr, "tpprof run: cannot run '%s': %s\n", o.cmd[0], strerror(exec_err));
         return exec_err == ENOENT ? 127 : 126;
     }
-    return report_run(o.cmd[0], template, pid, status, &started);
+    return report_run(o.cmd[0], template, pid, status, &started, !o.keep_processes);
 }
