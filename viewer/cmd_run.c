@@ -472,7 +472,9 @@ static int output_template(const char *output, const char *cmd0, char *template,
 // they are merged as `tpprof merge` does (their symbols, saved by the
 // listing above while the programs' files are still there, come along)
 // into db, the run's recording's name, and the files merged are removed.
-// What cannot be read stays apart. Returns how many were folded (0: none).
+// What cannot be read, or is not complete (a process killed, or one still
+// running after the program: a daemon writing on), stays apart as it is.
+// Returns how many were folded (0: none).
 static size_t fold_run(const char *db, const struct timespec *since) {
     char **children = list_children(db, since);
     size_t n = 0;
@@ -484,8 +486,10 @@ static size_t fold_run(const char *db, const struct timespec *since) {
     for (size_t c = 0; in && c <= n; c++) {
         const char *path = c == 0 ? (main_too ? db : NULL) : children[c - 1];
         tpprof_db *h = path ? tpprof_db_open(path, false) : NULL;
-        if (h)
+        char *complete = h ? tpprof_db_meta(h, "complete") : NULL;
+        if (complete && strcmp(complete, "1") == 0)
             in[k++] = (char *)path;
+        free(complete);
         tpprof_db_close(h);
     }
     size_t folded = 0;
