@@ -492,10 +492,18 @@ static size_t fold_run(const char *db, const struct timespec *since) {
         free(complete);
         tpprof_db_close(h);
     }
-    size_t folded = 0;
-    char tmp[PATH_MAX + 16];
-    snprintf(tmp, sizeof tmp, "%s.fold", db);
+    // Into db, unless the run's own recording is there and stays apart (not
+    // complete): then beside it, <db without .db>.run.db.
+    char target[PATH_MAX + 16], tmp[PATH_MAX + 32];
+    size_t stem;
+    const char *suffix = db_suffix(db, &stem);
+    if (main_too && (!k || in[0] != db))
+        snprintf(target, sizeof target, "%.*s.run%s", (int)stem, db, suffix);
+    else
+        snprintf(target, sizeof target, "%s", db);
+    snprintf(tmp, sizeof tmp, "%s.fold", target);
     unlink(tmp);
+    size_t folded = 0;
     if (k > OTHERS_SHOWN + 2) {
         if (tpprof_merge(tmp, in, k, true) != 0) {
             fprintf(stderr, "tpprof: the run's %zu recordings stay apart: %s\n", k, tpprof_error());
@@ -507,12 +515,13 @@ static size_t fold_run(const char *db, const struct timespec *since) {
                     snprintf(side, sizeof side, "%s%s", in[i], sidecar[j]);
                     unlink(side);
                 }
-            if (rename(tmp, db) != 0) {
-                fprintf(stderr, "tpprof: cannot name the run's recording %s: %s; it is %s\n", db, strerror(errno), tmp);
+            if (rename(tmp, target) != 0) {
+                fprintf(stderr, "tpprof: cannot name the run's recording %s: %s; it is %s\n", target, strerror(errno),
+                        tmp);
             } else {
                 folded = k;
                 fprintf(stderr, "tpprof: the run's %zu recordings are folded into %s, one recording of %zu processes"
-                                " (tpprof report %s; --keep-processes keeps one file each)\n", k, db, k, db);
+                                " (tpprof report %s; --keep-processes keeps one file each)\n", k, target, k, target);
             }
         }
     }
