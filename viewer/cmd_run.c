@@ -473,7 +473,9 @@ static int output_template(const char *output, const char *cmd0, char *template,
 // listing above while the programs' files are still there, come along)
 // into db, the run's recording's name, and the files merged are removed.
 // What cannot be read, or is not complete (a process killed, or one still
-// running after the program: a daemon writing on), stays apart as it is.
+// running after the program: a daemon writing on), stays apart as it is,
+// and so does what a merge would lose: a full-mode recording's events, a
+// tensor recording's tables.
 // Returns how many were folded (0: none).
 static size_t fold_run(const char *db, const struct timespec *since) {
     char **children = list_children(db, since);
@@ -486,10 +488,13 @@ static size_t fold_run(const char *db, const struct timespec *since) {
     for (size_t c = 0; in && c <= n; c++) {
         const char *path = c == 0 ? (main_too ? db : NULL) : children[c - 1];
         tpprof_db *h = path ? tpprof_db_open(path, false) : NULL;
-        char *complete = h ? tpprof_db_meta(h, "complete") : NULL;
-        if (complete && strcmp(complete, "1") == 0)
+        char *complete = h ? tpprof_db_meta(h, "complete") : NULL, *mode = h ? tpprof_db_meta(h, "mode") : NULL,
+             *tensors = h ? tpprof_db_meta(h, "tensors") : NULL;
+        if (complete && strcmp(complete, "1") == 0 && !(mode && strcmp(mode, "full") == 0) && !tensors)
             in[k++] = (char *)path;
         free(complete);
+        free(mode);
+        free(tensors);
         tpprof_db_close(h);
     }
     // Into db, unless the run's own recording is there and stays apart (not
