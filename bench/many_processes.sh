@@ -1,9 +1,9 @@
-#!/bin/sh
+#!/bin/bash
 # bench/many_processes.sh - many short processes under tpprof, as in a build
 # or a test suite: what each process pays for being recorded, and what the
 # run leaves on disk.
 #
-# Usage: bench/many_processes.sh BUILD_DIR [files] [rounds] [LIBTPPROF]
+# Usage: bash bench/many_processes.sh BUILD_DIR [files] [rounds] [LIBTPPROF]
 #
 # 1. The fixed cost per process: /bin/true and `gcc -c` of one small file,
 #    native and under the preload (LD_PRELOAD, TPPROF_OUTPUT), 40 runs each,
