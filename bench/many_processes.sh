@@ -31,22 +31,17 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 now() { date +%s%N; }
-cpu() { # user+system seconds of this shell's finished children, in ns
-  times | tail -1 | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", (u[1] * 60 + u[2] + s[1] * 60 + s[2]) * 1e9 }'
-}
 
 # --- 1. fixed cost per process -------------------------------------------
 cat > "$tmp/small.c" <<'EOF'
 #include <stdlib.h>
 int small(int n) { int *p = malloc(sizeof *p * (size_t)n); int s = 0; for (int i = 0; i < n; i++) s += p[i] = i; free(p); return s; }
 EOF
-per_process() { # label, command... -> "wall_ns cpu_ns" per run
+per_process() { # label, command... -> "label wall_ns cpu_ns" per run
   label=$1; shift
-  c0=$(cpu); t0=$(now)
-  i=0
-  while [ $i -lt 40 ]; do "$@" >/dev/null 2>&1; i=$((i + 1)); done
-  t1=$(now); c1=$(cpu)
-  echo "$label $(( (t1 - t0) / 40 )) $(( (c1 - c0) / 40 ))"
+  local TIMEFORMAT='%R %U %S' t
+  t=$( { time (i=0; while [ $i -lt 40 ]; do "$@" >/dev/null 2>&1; i=$((i + 1)); done) ; } 2>&1 )
+  echo "$label $t" | awk '{ printf "%s %.0f %.0f\n", $1, $2 * 1e9 / 40, ($3 + $4) * 1e9 / 40 }'
 }
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in 1 2; do
@@ -122,7 +117,7 @@ for round in $(seq "$rounds"); do
   ratios="$ratios $ratio"
   echo "round $round: native $native ms, tpprof run $traced ms, ratio ${ratio}x (load $(cut -d' ' -f1 /proc/loadavg))"
 done
-procs=$(grep -o 'recorded [0-9]* processes' "$tmp/run.err" | grep -o '[0-9]*' || true)
+procs=$(grep -o 'one recording of [0-9]* processes' "$tmp/run.err" | grep -o '[0-9][0-9]*' || true)
 [ -n "$procs" ] || procs=$(ls "$out" | grep -c '\.db$' || true)
 echo "median ratio: $(echo $ratios | tr ' ' '\n' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')x over $rounds rounds"
 echo "processes recorded: $procs; overhead per process: $(awk -v a="$traced" -v b="$native" -v n="$procs" 'BEGIN { printf "%.1f", (a - b) / (n ? n : 1) }') ms (last round)"
