@@ -33,7 +33,7 @@
 #endif
 
 const char tpprof_usage_run[] =
-    "usage: tpprof run [-o PATH] [--depth N] [--full] [--cupti]\n"
+    "usage: tpprof run [-o PATH] [--depth N] [--full] [--cupti] [--keep-processes]\n"
     "                  [--error-exitcode N] [--check \"GATES\"] [gates] [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD with libtpprof.so preloaded and record its allocations into a SQLite\n"
@@ -48,6 +48,9 @@ const char tpprof_usage_run[] =
     "                     (CUDA_INJECTION64_PATH): device memory calls through CUPTI's\n"
     "                     callbacks and activity records, however the program reaches\n"
     "                     the driver; another CUPTI user (nsys) leaves interposition\n"
+    "  --keep-processes   a run that records more than 10 processes (a script, a build)\n"
+    "                     leaves them merged into PATH, one recording (tpprof merge);\n"
+    "                     with this, one file each\n"
     "  --error-exitcode N when CMD exits 0 but the recording fails a gate, exit N\n"
     "                     (1 to 255; default 1 when a gate is given). With no gate,\n"
     "                     --max-lost-bytes 0 applies, as in tpprof check\n"
@@ -480,6 +483,77 @@ static int output_template(const char *output, const char *cmd0, char *template,
 }
 
 // ---------------------------------------------------------------------------
+// Folding a run's many recordings into one
+
+// A run that left more recordings than the summary lists (a shell script, a
+// build, a test suite: hundreds of short processes) leaves one file instead:
+// they are merged as `tpprof merge` does (their symbols, saved by the
+// listing above while the programs' files are still there, come along)
+// into db, the run's recording's name, and the files merged are removed.
+// What cannot be read, or is not complete (a process killed, or one still
+// running after the program: a daemon writing on), stays apart as it is,
+// and so does what a merge would lose: a full-mode recording's events, a
+// tensor recording's tables.
+// Returns how many were folded (0: none).
+static size_t fold_run(const char *db, const struct timespec *since) {
+    char **children = list_children(db, since);
+    size_t n = 0;
+    for (size_t c = 0; children && children[c]; c++)
+        n++;
+    bool main_too = is_file(db) && written_since(db, since);
+    char **in = calloc(n + 2, sizeof *in);
+    size_t k = 0;
+    for (size_t c = 0; in && c <= n; c++) {
+        const char *path = c == 0 ? (main_too ? db : NULL) : children[c - 1];
+        tpprof_db *h = path ? tpprof_db_open(path, false) : NULL;
+        char *complete = h ? tpprof_db_meta(h, "complete") : NULL, *mode = h ? tpprof_db_meta(h, "mode") : NULL,
+             *tensors = h ? tpprof_db_meta(h, "tensors") : NULL;
+        if (complete && strcmp(complete, "1") == 0 && !(mode && strcmp(mode, "full") == 0) && !tensors)
+            in[k++] = (char *)path;
+        free(complete);
+        free(mode);
+        free(tensors);
+        tpprof_db_close(h);
+    }
+    // Into db, unless the run's own recording is there and stays apart (not
+    // complete): then beside it, <db without .db>.run.db.
+    char target[PATH_MAX + 16], tmp[PATH_MAX + 32];
+    size_t stem;
+    const char *suffix = db_suffix(db, &stem);
+    if (main_too && (!k || in[0] != db))
+        snprintf(target, sizeof target, "%.*s.run%s", (int)stem, db, suffix);
+    else
+        snprintf(target, sizeof target, "%s", db);
+    snprintf(tmp, sizeof tmp, "%s.fold", target);
+    unlink(tmp);
+    size_t folded = 0;
+    if (k > OTHERS_SHOWN + 2) {
+        if (tpprof_merge(tmp, in, k, true) != 0) {
+            fprintf(stderr, "tpprof: the run's %zu recordings stay apart: %s\n", k, tpprof_error());
+        } else {
+            static const char *const sidecar[] = {"", "-wal", "-shm", "-journal"};
+            char side[PATH_MAX + 16];
+            for (size_t i = 0; i < k; i++)
+                for (size_t j = 0; j < 4; j++) {
+                    snprintf(side, sizeof side, "%s%s", in[i], sidecar[j]);
+                    unlink(side);
+                }
+            if (rename(tmp, target) != 0) {
+                fprintf(stderr, "tpprof: cannot name the run's recording %s: %s; it is %s\n", target, strerror(errno),
+                        tmp);
+            } else {
+                folded = k;
+                fprintf(stderr, "tpprof: the run's %zu recordings are folded into %s, one recording of %zu processes"
+                                " (tpprof report %s; --keep-processes keeps one file each)\n", k, target, k, target);
+            }
+        }
+    }
+    free(in);
+    free_list(children);
+    return folded;
+}
+
+// ---------------------------------------------------------------------------
 // Running the program. Signals: the terminal's ^C reaches the program;
 // tpprof waits and reports.
 
@@ -494,6 +568,7 @@ typedef struct run_options {
     const char *output, *depth;
     bool full;
     bool cupti; // --cupti: the preload is also CUDA's injection library
+    bool keep_processes; // --keep-processes: no fold_run
     char **cmd; // the program and its arguments (argv's)
     bool gated; // a gate or --error-exitcode was given
     int error_exitcode;
@@ -627,6 +702,8 @@ static int parse_run(int argc, char **argv, run_options *o) {
             if (check_cupti() != 0)
                 return -1;
             o->cupti = true;
+        } else if (strcmp(argv[i], "--keep-processes") == 0) {
+            o->keep_processes = true;
         } else if ((r = tpprof_opt(argc, argv, &i, "-o", &v)) != 0 ||
                    (r = tpprof_opt(argc, argv, &i, "--output", &v)) != 0) {
             if (r < 0)
@@ -755,7 +832,10 @@ static int report_run(run_options *o, const char *template, pid_t pid, int statu
     summarize(last, execs, &end);
     fprintf(stderr, "tpprof: recording: %s  (tpprof report %s)\n", last, last);
     list_others(db, last, started);
-    if (o->gated && gate_run(o, last) && code == 0)
+    bool gate_failed = o->gated && gate_run(o, last);
+    if (!o->keep_processes)
+        fold_run(db, started);
+    if (gate_failed && code == 0)
         return o->error_exitcode;
     return code;
 }

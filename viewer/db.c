@@ -285,6 +285,12 @@ tpprof_db *tpprof_db_open(const char *path, bool writable) {
         return NULL;
     }
     sqlite3_busy_timeout(db->sql, 5000);
+    // What the viewer writes into a recording (its symbols) is derived and
+    // made again if lost: no fsync for it. Two per saved table, on a virtual
+    // disk a third of symbolizing a small recording (tpprof run's listing of
+    // a build's hundreds of recordings).
+    if (writable)
+        sqlite3_exec(db->sql, "PRAGMA synchronous=OFF", NULL, NULL, NULL);
     if (validate(db) != 0) {
         tpprof_db_close(db);
         return NULL;

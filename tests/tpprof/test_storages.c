@@ -13,7 +13,7 @@
 
 #include "tensorplay/observer.h"
 #include "store/store.h"
-#include "writer/ledger.h"
+#include "writer/state.h"
 #include "writer/writer.h"
 #include "base/base.h"
 #include "record/format.h"

@@ -154,7 +154,11 @@ static void test_a_program_killed_by_sigkill_fails_check(void) {
     CHECK(r.status == 1 && strstr(r.out, "FAIL recording cannot be vouched for: incomplete: it ends before the program did"),
           "status %d: %s%s", r.status, r.out, r.err);
     harness_result_free(&r);
-    const char *allow[] = {harness_tpprof_path(), "check", db, "--allow-incomplete", NULL};
+    // A gate the blocks live at the last flush fit: whether a periodic flush
+    // came before the kill (with the shell's blocks, unscanned, counted as
+    // lost) is the scheduler's, and not what this checks.
+    const char *allow[] = {harness_tpprof_path(), "check", db, "--allow-incomplete", "--max-lost-bytes", "1000000",
+                           NULL};
     r = run_argv(allow);
     CHECK(r.status == 0 && !strstr(r.out, "FAIL") &&
               strstr(r.err, "tpprof check: warning: cannot vouch for ") && strstr(r.err, ": incomplete: it ends"),

@@ -18,8 +18,7 @@
 #include <unistd.h>
 
 #include "store/store.h"
-#include "writer/ledger.h"
-#include "writer/writer.h"
+#include "writer/state.h"
 #include "base/base.h"
 #include "base/mem.h"
 #include "base/modules.h"

@@ -2,8 +2,8 @@
 //
 // Every SQL statement of the recorder is in store/: store.c (opening the
 // file, the schema, the host tables, meta) and tensors.c (the tensor
-// ledger's tables). The store reads the writer's state (writer/writer.h,
-// writer/ledger.h) and marks what it wrote (a site's `stored`, the pending
+// ledger's tables). The store reads the writer's state (writer/state.h,
+// data only) and marks what it wrote (a site's `stored`, the pending
 // rows it consumed); it calls nothing in writer/. It is driven by the
 // writer, with the writer's lock held.
 //

@@ -1,15 +1,14 @@
 // tensors.c: the tensor ledger's tables (docs/schema-tensors.md), written
 // inside the store's flush transaction: allocator_events at every flush; at
 // the final one storages, storage_refs, tensors, tensor_refs and the
-// aggregates. Reads writer/ledger.h; calls nothing in writer/.
+// aggregates. Reads writer/state.h; calls nothing in writer/.
 #define _GNU_SOURCE
 #include "base/sqlite_api.h"
 #include <stdio.h>
 #include <string.h>
 
 #include "store/store.h"
-#include "writer/ledger.h"
-#include "writer/writer.h"
+#include "writer/state.h"
 
 static void device_text(char *out, size_t cap, int type, int index) {
     if (type == 0) snprintf(out, cap, "cpu");

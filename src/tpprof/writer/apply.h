@@ -1,9 +1,10 @@
 // apply.h: applying one record to the writer's tables (the live table, the
-// mappings, sites and totals, full mode's events). Included by writer.c
-// only, where the merge loop calls apply() once per record: its code is
-// here, not in a .c of its own, so that it still inlines into that loop as
-// it did when it was part of writer.c (always_inline: the writer competes
-// with the program for a CPU). Writer-owned (writer.h).
+// mappings, sites and totals, full mode's events), and the blocks from
+// before the start (tpprof_writer_adopt_early). Included by merge.c only,
+// where the merge loop calls apply() once per record: its code is here, not
+// in a .c of its own, so that it still inlines into that loop as it did
+// when it was part of writer.c (always_inline: the writer competes with the
+// program for a CPU). Writer-owned (writer.h).
 #ifndef TPPROF_WRITER_APPLY_H
 #define TPPROF_WRITER_APPLY_H
 
@@ -344,6 +345,27 @@ ALWAYS_INLINE int apply(struct tpprof_thread *t, const uint64_t *r, uint64_t tim
         break;
     }
     return tpprof_rec_words(r);
+}
+
+// Blocks and mappings from before the start (early.c) are held under a site
+// of kind 0, which no allocation has: the leak scan sees them and looks inside
+// them, but they are not allocations of the recording (not counted in the
+// totals, the timeline or the peak), and neither the site nor the blocks are
+// written (store/store.c). A free of one only takes it out (heap_free).
+void tpprof_writer_adopt_early(uint64_t addr, uint64_t size, bool mapping) {
+    struct tpprof_wstate *w = &tpprof_w;
+    struct tpprof_site *s = tpprof_site_lookup(0, TPPROF_KIND_EARLY);
+    if (!s) return;
+    if (mapping) { // unlike map_add: no site_add, no mmap_bytes
+        if (!maps_room()) return;
+        w->maps[w->nmaps++] = (struct tpprof_block){.addr = addr, .size = page_up(size), .site = (uint32_t)(s - w->sites)};
+        maps_index(w->nmaps - 1);
+        return;
+    }
+    bool existed;
+    struct tpprof_block *b = tpprof_live_insert(&w->live, addr, &existed);
+    if (!b || existed) return;
+    *b = (struct tpprof_block){.addr = addr, .size = size, .site = (uint32_t)(s - w->sites)};
 }
 
 #endif

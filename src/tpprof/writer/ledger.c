@@ -24,8 +24,8 @@
 
 #include "tensorplay/observer.h"
 #include "writer/device.h"
-#include "writer/ledger.h"
 #include "writer/graph.h"
+#include "writer/state.h"
 #include "base/base.h"
 #include "base/mem.h"
 #include "record/format.h"

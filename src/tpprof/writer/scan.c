@@ -28,6 +28,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "writer/roots.h"
 #include "writer/writer.h"
 #include "base/base.h"
 #include "base/mem.h"
@@ -304,26 +305,17 @@ static void scan_safe(uintptr_t lo, uintptr_t hi) {
 // ---------------------------------------------------------------------------
 // Roots.
 
-static bool is_libc(const struct dl_phdr_info *info) {
-    const char *name = info->dlpi_name ? info->dlpi_name : "";
-    const char *slash = strrchr(name, '/');
-    return strncmp(slash ? slash + 1 : name, "libc.so", 7) == 0;
-}
-
 // The data of the modules of one pass: *arg false, all but libc and the
-// loader; true, those two.
+// loader; true, those two (roots.c picks the segments).
 static int module_roots(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
-    bool libc = is_libc(info), loader = info->dlpi_addr == getauxval(AT_BASE);
-    if ((libc || loader) != *(const bool *)arg) return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W)) continue;
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-        if (lo >= tpprof_self_lo && lo < tpprof_self_hi) continue; // tpprof's own globals
-        exact_only = libc;
-        heap_only = loader;
-        scan_safe(lo, hi);
+    const struct tpprof_root_rules rules = {
+        .loader_base = getauxval(AT_BASE), .self_lo = tpprof_self_lo, .self_hi = tpprof_self_hi};
+    struct tpprof_root r;
+    for (int i = 0; tpprof_roots_next_segment(info, &rules, *(const bool *)arg, &i, &r);) {
+        exact_only = r.exact_only;
+        heap_only = r.heap_only;
+        scan_safe(r.lo, r.hi);
         exact_only = heap_only = false;
     }
     return 0;
@@ -332,7 +324,7 @@ static int module_roots(struct dl_phdr_info *info, size_t size, void *arg) {
 // libc's code: the span of its PT_LOAD segments (arg: lo, hi).
 static int libc_range(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
-    if (!is_libc(info)) return 0;
+    if (!tpprof_roots_is_libc(info)) return 0;
     uintptr_t *r = arg;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -684,16 +676,10 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
     dl_iterate_phdr(tls_size, &tls);
     struct tpprof_thread *me = tpprof_self;
     for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) {
-        if (t == me) {
-            uintptr_t hi = t->stack_hi > sp ? t->stack_hi : sp + 4096;
-            scan_safe(sp, hi);
-        } else if (!atomic_load(&t->exited)) {
-            uintptr_t from = atomic_load(&t->stop_sp); // stopped: from its handler's frame up
-            scan_safe(from > t->stack_lo && from < t->stack_hi ? from : t->stack_lo, t->stack_hi);
-        } else {
-            continue;
-        }
-        if (t->tp) scan_safe(t->tp - tls, t->tp + 2048);
+        struct tpprof_root r[2];
+        int n = tpprof_roots_of_thread(t, me, sp, tls, r);
+        if (!n) continue;
+        for (int k = 0; k < n; k++) scan_safe(r[k].lo, r[k].hi);
         drain_work();
     }
     if (!me) { // exiting thread never allocated: still a root

@@ -1,17 +1,151 @@
-// ledger.h: the tensor ledger's state (writer/ledger.c keeps it; store/tensors.c
-// writes it out): storages, tensors, outstanding references, allocator events
-// and their aggregates (docs/schema-tensors.md).
+// state.h: the writer's state, data only: what the writer keeps (the live
+// set, sites, the stack trie, totals, pending rows, the tensor ledger) and
+// what the store reads to write it out. store/ includes this header and no
+// other of writer/; the writer's functions are declared in writer.h.
 //
-// Writer-owned like everything in writer.h: touched with the writer's lock
-// held, never from a program thread.
-#ifndef TPPROF_WRITER_LEDGER_H
-#define TPPROF_WRITER_LEDGER_H
+// Everything here is owned by the writer: it is touched only with the
+// writer's mutex held (by the writer thread, or by the thread running exit,
+// _exit, exec or fork). Never touched from inside a malloc hook.
+#ifndef TPPROF_WRITER_STATE_H
+#define TPPROF_WRITER_STATE_H
 
-#include "writer/writer.h"
+#include <sys/types.h>
+
 #include "base/base.h"
+#include "record/order.h"
 
 // ---------------------------------------------------------------------------
-// Records.
+// Tables (livetable.c; their operations: writer.h).
+
+// A heap block or a mapping still live. 32 bytes: two to a cache line, as
+// the live table is probed once per event.
+struct tpprof_block {
+    uint64_t addr;
+    uint64_t size;
+    uint32_t site;          // index into tpprof_wstate.sites
+    uint32_t thread : 29;   // thread index
+    uint32_t reach : 2;     // 0 not scanned, 1 lost, 2 reachable, 3 a stdio buffer (scan.c)
+    uint32_t backs : 1;     // holds a storage's data (ledger.c wants its free)
+    uint64_t time_ns;
+};
+_Static_assert(sizeof(struct tpprof_block) == 32, "live blocks are 32 bytes");
+
+// Address -> block, open addressing with backward-shift deletion: a free
+// slot has addr 0 (scan.c and store/store.c walk `slots` for the live blocks).
+struct tpprof_livetable {
+    struct tpprof_block *slots;
+    uint64_t cap, count;
+    uint64_t limit; // most blocks before it grows (tpprof_live_grow sets it)
+};
+
+// u64 key (never 0) -> u32 value (0 = absent): sites, the stack trie, and
+// the tensor ledger's id and block indexes (which also delete).
+struct tpprof_map {
+    uint64_t *keys;
+    uint32_t *vals;
+    uint64_t cap, count;
+};
+
+// ---------------------------------------------------------------------------
+// Aggregates.
+
+// What every event touches comes first, in one cache line.
+struct tpprof_site {
+    _Alignas(64) uint32_t stack; // stack_nodes id of the innermost frame (0: unknown)
+    uint16_t kind;
+    bool dirty;                  // changed since the last flush
+    bool stored;                 // has a row in the database file
+    uint64_t snap_epoch;
+    int64_t live_count, live_bytes, alloc_count, alloc_bytes, free_count, freed_bytes;
+    int64_t snap_count, snap_bytes; // live at the peak, if snap_epoch == peak_epoch
+    int64_t temp_count, temp_bytes;
+};
+
+struct tpprof_node {
+    uint32_t parent;
+    uint64_t ip;
+};
+
+struct tpprof_sample {
+    uint64_t time_ns;
+    int64_t heap_bytes, heap_blocks, mmap_bytes, alloc_calls, free_calls, rss_bytes;
+};
+
+struct tpprof_event {
+    uint64_t seq, time_ns;
+    uint32_t tid, op, kind, stack;
+    uint64_t addr, size, old_addr;
+};
+
+struct tpprof_wstate {
+    // Live set.
+    struct tpprof_livetable live;
+    struct tpprof_block *maps;  // live mappings: unsorted array
+    uint64_t nmaps, capmaps;
+    struct tpprof_map maps_at;  // a live mapping's start address -> its index + 1
+
+    // Sites: (stack, kind) -> index.
+    struct tpprof_map site_index;
+    struct tpprof_site *sites;
+    uint32_t nsites, capsites;
+
+    // Stack trie: nodes[1..nnodes]; depot id -> leaf node.
+    struct tpprof_map trie;
+    struct tpprof_node *nodes;
+    uint32_t nnodes, capnodes, nodes_written;
+    uint32_t *leaf_of;
+    uint32_t capleaf;
+
+    // Totals.
+    int64_t heap_bytes, heap_blocks, mmap_bytes, alloc_calls, free_calls;
+    int64_t peak_bytes;
+    uint64_t peak_time_ns, peak_epoch;
+
+    // Pending rows.
+    struct tpprof_sample *samples;
+    uint32_t nsamples, capsamples;
+    struct tpprof_event *events;
+    uint64_t nevents, capevents;
+
+    // Merge: each stripe's next ticket, and the number of the next record
+    // applied (full mode's events.seq and the tensor records' order).
+    uint32_t expected[TPPROF_STRIPES];
+    uint64_t order;
+    uint64_t batch_time_ns;
+
+    // Run.
+    uint64_t start_unix_ns;
+    const char *end_reason;     // NULL while running
+    bool complete, scanned, exec_pending;
+    int end_signal;             // the signal the program died of (end_reason "signal"), or 0
+    pid_t parent_pid;
+
+    // Tids by thread index (a record's thread field): the writer fills it
+    // as rings appear; the store reads it (tpprof_wstate_tid_of). (Tids,
+    // not structs: a struct serves another thread once its own is gone.)
+    uint32_t *tid_of;
+    uint32_t captid_of;
+    // The threads table rows of threads whose structs were handed back
+    // since the last flush (writer.c retire_threads; the store writes them).
+    struct tpprof_thread_row {
+        pid_t tid;
+        char name[32];
+        uint64_t first_ns, last_ns;
+    } *gone;
+    uint32_t ngone, capgone;
+};
+
+TPPROF_HIDDEN extern struct tpprof_wstate tpprof_w;
+
+// The kernel's tid of the thread of index i, or 0 if unknown.
+static inline uint32_t tpprof_wstate_tid_of(uint32_t i) {
+    return i < tpprof_w.captid_of ? tpprof_w.tid_of[i] : 0;
+}
+
+// ---------------------------------------------------------------------------
+// The tensor ledger (writer/ledger.c keeps it; store/tensors.c writes it
+// out): storages, tensors, outstanding references, allocator events and
+// their aggregates (docs/schema-tensors.md).
 
 enum {
     S_RESIZABLE = 1, S_RELEASED = 2, S_FREED = 4, S_HAS_BLOCK = 8, S_BLOCK_FREED = 16,

@@ -1,0 +1,46 @@
+#!/bin/bash
+# Many short processes under `tpprof run`, as in a build or a test suite: a
+# shell runs /bin/true 50 times. What the run leaves: one recording, every
+# process in it (the shell, seq and the 50 trues), each complete, far smaller
+# than one file each; `tpprof check` and `report` read it as one program.
+# With --keep-processes, one file each, complete, nothing else left (no
+# -wal or -shm).
+# usage: many_processes.sh TPPROF
+set -u
+tpprof=$(realpath "$1") || exit 1
+dir=$(mktemp -d) || exit 1
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+script='for i in $(seq 50); do /bin/true; done'
+
+mkdir "$dir/one" "$dir/each"
+"$tpprof" run -o "$dir/one/loop.db" -- /bin/sh -c "$script" >"$dir/out" 2>"$dir/err" || fail "run: $(cat "$dir/err")"
+left=$(ls "$dir/one")
+[ "$left" = loop.db ] || fail "one file left, got: $left"
+grep -q "recordings are folded into $dir/one/loop.db" "$dir/err" || fail "the fold is said: $(cat "$dir/err")"
+q() { sqlite3 "$dir/one/loop.db" "$1"; }
+trues=$(q "SELECT count(*) FROM processes WHERE exe = '/usr/bin/true'")
+[ "$trues" = 50 ] || fail "50 trues in the recording, got $trues"
+all=$(q "SELECT count(*) FROM processes")
+complete=$(q "SELECT count(*) FROM processes WHERE complete = 1")
+[ "$all" -ge 52 ] && [ "$complete" = "$all" ] || fail "$complete of $all processes complete (want the shell, seq and 50 trues)"
+one=$(stat -c %s "$dir/one/loop.db")
+"$tpprof" check "$dir/one/loop.db" --max-lost-bytes 0 >"$dir/check" 2>&1 || fail "check: $(cat "$dir/check")"
+"$tpprof" report "$dir/one/loop.db" >"$dir/report" 2>&1 || fail "report: $(cat "$dir/report")"
+grep -q "merged: $all recordings" "$dir/report" || fail "report reads one program of $all: $(head -5 "$dir/report")"
+
+"$tpprof" run --keep-processes -o "$dir/each/loop.db" -- /bin/sh -c "$script" >"$dir/out" 2>"$dir/err" || fail "run: $(cat "$dir/err")"
+n=$(ls "$dir/each" | grep -c '\.db$')
+[ "$n" -ge 52 ] || fail "one file each: $n"
+extra=$(ls "$dir/each" | grep -v '\.db$' || true)
+[ -z "$extra" ] || fail "nothing but recordings left (no -wal or -shm): $extra"
+total=0 shorts=0
+for f in "$dir"/each/*.db; do
+    total=$((total + $(stat -c %s "$f")))
+    c=$(sqlite3 "$f" "SELECT value FROM meta WHERE key = 'complete'")
+    [ "$c" = 1 ] || fail "$f complete: '$c'"
+    [ "$(sqlite3 "$f" "SELECT value FROM meta WHERE key = 'exe'")" = /usr/bin/true ] && shorts=$((shorts + 1))
+done
+[ "$shorts" = 50 ] || fail "50 trues kept apart, got $shorts"
+[ $((one * 4)) -lt "$total" ] || fail "the one recording ($one B) is far smaller than the files ($total B)"
+echo "ok: $all processes in one recording of $one B; $n files of $total B in all when kept apart"
