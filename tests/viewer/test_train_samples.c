@@ -17,6 +17,12 @@
 
 static char prog[4096];
 
+// The storages the leak samples' five graphs keep alone: 22 saved tensors',
+// the two biases the nodes hold as leaf inputs, and the four gradients of
+// the weights and biases (a parameter holds its .grad; the sample freed its
+// model, so only the graphs hold the parameters).
+#define GRAPH_HELD_STORAGES 28
+
 static long long db_int(const char *db, const char *sql) {
     sqlite3 *h = NULL;
     long long v = -1;
@@ -31,15 +37,55 @@ static long long db_int(const char *db, const char *sql) {
 }
 
 // Records prog with `steps` under tpprof into db; false (a failure noted)
-// when the run did not exit as the sample does (0).
-static bool record(const char *db, const char *steps) {
+// when the run did not exit as the sample does (0). summary: run's summary
+// (its stderr) copied there, when not NULL.
+static bool record(const char *db, const char *steps, char *summary, size_t size) {
     char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, (char *)"--", prog,
                     (char *)steps, NULL};
     run_result r = harness_run(argv, NULL, NULL);
     bool ok = r.status == 0;
     CHECK(ok, "recording %s %s: status %d\n%s", prog, steps, r.status, r.err);
+    if (summary)
+        snprintf(summary, size, "%s", r.err ? r.err : "");
     harness_result_free(&r);
     return ok;
+}
+
+// The line of run's summary that starts with `start` ("" if none), copied.
+static const char *summary_line(const char *summary, const char *start, char *buf, size_t size) {
+    const char *at = strstr(summary, start);
+    buf[0] = 0;
+    if (at) {
+        size_t n = strcspn(at, "\n");
+        snprintf(buf, size, "%.*s", (int)(n < size ? n : size - 1), at);
+    }
+    return buf;
+}
+
+// The HTML page's summary row named `name` ("" if none), copied.
+static const char *html_fact(const char *db, const char *name, char *buf, size_t size) {
+    const char *out = harness_path("page.html");
+    run_result r = harness_tpprof("report", db, "--format", "html", "-o", out, NULL);
+    CHECK(r.status == 0, "report --format html: status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    buf[0] = 0;
+    FILE *f = fopen(out, "r");
+    if (!f)
+        return buf;
+    static char page[1 << 22];
+    size_t n = fread(page, 1, sizeof page - 1, f);
+    page[n] = 0;
+    fclose(f);
+    char key[64];
+    snprintf(key, sizeof key, "<tr><td>%s</td><td>", name);
+    const char *at = strstr(page, key);
+    if (at) {
+        at += strlen(key);
+        const char *end = strstr(at, "</td>");
+        size_t len = end ? (size_t)(end - at) : strlen(at);
+        snprintf(buf, size, "%.*s", (int)(len < size ? len : size - 1), at);
+    }
+    return buf;
 }
 
 // A leak sample: report and check name the node and why its graph lives.
@@ -47,7 +93,8 @@ static bool record(const char *db, const char *steps) {
 // "backward never ran" or "retain_graph".
 static void expect_graph_leak(const char *fn, const char *file, const char *why, int ran) {
     const char *db = harness_path("leak.db");
-    if (!record(db, "5"))
+    static char summary[1 << 16];
+    if (!record(db, "5", summary, sizeof summary))
         return;
     // Five steps keep five graphs of four nodes (Addmm, Relu, Addmm, NllLoss).
     CHECK(db_int(db, "SELECT count(*) FROM graph_nodes WHERE freed_ns IS NULL") == 20, "20 nodes alive, got %lld",
@@ -65,21 +112,38 @@ static void expect_graph_leak(const char *fn, const char *file, const char *why,
     CHECK(db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1") == 20, "four leaf edges a graph (%lld)",
           db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1"));
 
+    // run's summary says it in one line, the HTML page's summary too.
+    char line[1024], want[256];
+    summary_line(summary, "tpprof: graphs: ", line, sizeof line);
+    snprintf(want, sizeof want, " in %d storages kept by 5 autograd graphs (root NllLossBackward0 made in %s (%s:",
+             GRAPH_HELD_STORAGES, fn, file);
+    CHECK(strstr(line, want) && strstr(line, why) && !strstr(line, "also keep"), "run's graph line: %s\n%s", want,
+          summary);
+    html_fact(db, "graphs", line, sizeof line);
+    CHECK(strstr(line, want) && strstr(line, why), "the HTML summary's graphs row: %s", line);
+
     run_result r = harness_tpprof("report", "--storages", "--top", "0", db, NULL);
     CHECK(r.status == 0, "report --storages: status %d: %s", r.status, r.err);
-    char want[256];
     snprintf(want, sizeof want, "saved by NllLossBackward0 created in %s (%s:", fn, file);
     CHECK(strstr(r.out, want) != NULL, "a storage saved by the loss node: %s\n%s", want, r.out);
     snprintf(want, sizeof want, "graph alive: %s", why);
     CHECK(harness_count(r.out, want) >= 22, "each graph-held storage says '%s'", want);
     CHECK(strstr(r.out, "saved by ReluBackward0 created in small_forward (leak_common.h:") != NULL,
           "the ReLU node's activation, named where the forward made it");
-    // 22 storages of saved tensors and the two biases the nodes hold as leaf
-    // inputs; the sample freed its model, so only the graphs keep all 24.
-    CHECK(strstr(r.out, "5 graphs, 20 nodes, 24 storages") != NULL, "one group: the five graphs\n%s", r.out);
-    CHECK(strstr(r.out, " in 24 storages only autograd graphs keep alive at exit") &&
-              strstr(r.out, "graphs keep 24 storages") && !strstr(r.out, "(also kept otherwise)"),
-          "24 storages, all graph-held\n%s", r.out);
+    // 22 storages of saved tensors, the two biases the nodes hold as leaf
+    // inputs and the four parameters' grads; the sample freed its model, so
+    // only the graphs keep all 28.
+    CHECK(strstr(r.out, "5 graphs, 20 nodes, 28 storages") != NULL, "one group: the five graphs\n%s", r.out);
+    CHECK(strstr(r.out, " in 28 storages only autograd graphs keep alive at exit") &&
+              strstr(r.out, "graphs keep 28 storages") && !strstr(r.out, "(also kept otherwise)"),
+          "28 storages, all graph-held\n%s", r.out);
+    CHECK(db_int(db, "SELECT count(*) FROM tensor_grads g JOIN tensors t ON t.id = g.tensor_id "
+                     "WHERE t.freed_ns IS NULL") == 4,
+          "the four parameters' grad links");
+    CHECK(harness_count(r.out, " the grad of a leaf input of AddmmBackward0 created in small_forward (leak_common.h:") ==
+                  4 &&
+              harness_count(r.out, " is the grad of tensor #") == 4,
+          "each parameter's grad named with the node that holds the parameter\n%s", r.out);
     CHECK(strstr(r.out, " a leaf input of AddmmBackward0 created in small_forward (leak_common.h:") &&
               strstr(r.out, " is a leaf input of 5 graph nodes alive at exit, such as AddmmBackward0"),
           "the biases, held as leaf inputs\n%s", r.out);
@@ -90,6 +154,8 @@ static void expect_graph_leak(const char *fn, const char *file, const char *why,
     char *sq = harness_json_squash(r.out);
     CHECK(sq && strstr(sq, "\"graph_held\":{\"recorded\":true,\"bytes\":") != NULL, "graph_held in the JSON");
     CHECK(sq && strstr(sq, "\"saved_by\":[{\"node\":") != NULL, "a storage's saved_by");
+    CHECK(sq && strstr(sq, "\"saved_by\":[],\"leaf_input_of\":[],\"grad_of_leaf_input_of\":[{\"node\":"),
+          "a grad's storage: grad_of_leaf_input_of");
     snprintf(want, sizeof want, "\"root_name\":\"NllLossBackward0\",\"graph_alive\":\"%s\",\"graphs\":5", why);
     CHECK(sq && strstr(sq, want) != NULL, "graphs_by_stack: %s", want);
     free(sq);
@@ -135,6 +201,12 @@ static void test_model_kept_too_is_not_graph_held(void) {
     char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, (char *)"--", prog, NULL};
     run_result r = harness_run(argv, NULL, NULL);
     CHECK(r.status == 0, "recording %s: status %d\n%s", prog, r.status, r.err);
+    char line[1024];
+    summary_line(r.err, "tpprof: graphs: ", line, sizeof line);
+    CHECK(strstr(line, "graphs: 2.00 KiB in 2 storages kept by 1 autograd graph (root SumBackward1 made in main "
+                       "(graph_kept.c:") &&
+              strstr(line, "backward never ran; they also keep 1.00 KiB in 1 storage the program still holds"),
+          "run's graph line names the graph and the weight the program keeps: %s", line);
     harness_result_free(&r);
     r = harness_tpprof("report", "--storages", db, NULL);
     CHECK(r.status == 0 && strstr(r.out, "Graph-held: 2.00 KiB in 2 storages only autograd graphs keep") &&
@@ -167,8 +239,10 @@ static void test_model_kept_too_is_not_graph_held(void) {
 // Gradients never zeroed grow in value, not in memory: no graph is kept.
 static void test_grads_never_zeroed_keep_no_graph(void) {
     const char *db = harness_path("grads.db");
-    if (!record(db, "5"))
+    static char summary[1 << 16];
+    if (!record(db, "5", summary, sizeof summary))
         return;
+    CHECK(!strstr(summary, "tpprof: graphs:"), "no graph line in run's summary:\n%s", summary);
     CHECK(db_int(db, "SELECT count(*) FROM graph_nodes") == 0, "no node alive at exit");
     CHECK(db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_created'") == 20,
           "20 nodes made");
@@ -185,6 +259,7 @@ static void test_training_sample_ends_with_nothing_alive(void) {
     run_result r = harness_run(argv, NULL, NULL);
     // 10 steps is too few for the samples' own loss check (exit 1); the run must end normally.
     CHECK(r.status == 0 || r.status == 1, "recording %s: status %d\n%s", prog, r.status, r.err);
+    CHECK(!strstr(r.err, "tpprof: graphs:"), "no graph alive, no graph line:\n%s", r.err);
     harness_result_free(&r);
     long long made = db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_created'");
     CHECK(made > 0 && made == db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_freed'"),

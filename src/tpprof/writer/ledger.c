@@ -24,6 +24,7 @@
 
 #include "tensorplay/observer.h"
 #include "writer/device.h"
+#include "writer/graph.h"
 #include "writer/ledger.h"
 #include "writer/graph.h"
 #include "base/base.h"
@@ -527,6 +528,8 @@ static inline __attribute__((always_inline)) void tensor_freed_at(uint64_t id, u
     if (tpprof_ledger.peak_seq && !tpprof_ledger.peak_end) tpprof_ledger.peak_end = seq;
     // Full mode keeps every record under its id; aggregate mode lets go of it.
     bool full = tpprof_cfg.full;
+    // Its grad link (writer/graph.c) goes with it: a test when none is kept.
+    if (!full && TPPROF_UNLIKELY(tpprof_graph.grad_ids.count)) tpprof_graph_tensor_freed(id);
     uint32_t k = full ? ix_get(&tpprof_ledger.tn_ids, id) : ix_take(&tpprof_ledger.tn_ids, id);
     if (!k) return;
     uint32_t slot = k - 1;
