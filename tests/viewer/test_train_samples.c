@@ -7,7 +7,8 @@
 //
 // usage: test_train_samples TPPROF MODE SAMPLE
 // MODE: loss_history | retain_graph | grads_never_zeroed | model_kept |
-// clean (one meson test each).
+// grad_dropped | grad_kept | full (SAMPLE: progs/graph_grad) | wide
+// (progs/graph_wide) | clean (one meson test each).
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -39,9 +40,13 @@ static long long db_int(const char *db, const char *sql) {
 // Records prog with `steps` under tpprof into db; false (a failure noted)
 // when the run did not exit as the sample does (0). summary: run's summary
 // (its stderr) copied there, when not NULL.
-static bool record(const char *db, const char *steps, char *summary, size_t size) {
+static bool record_mode(const char *db, const char *steps, bool full, char *summary, size_t size) {
     char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, (char *)"--", prog,
-                    (char *)steps, NULL};
+                    (char *)steps, NULL, NULL};
+    if (full) { // tpprof run --full -o DB -- PROG STEPS
+        memmove(&argv[3], &argv[2], 5 * sizeof *argv);
+        argv[2] = (char *)"--full";
+    }
     run_result r = harness_run(argv, NULL, NULL);
     bool ok = r.status == 0;
     CHECK(ok, "recording %s %s: status %d\n%s", prog, steps, r.status, r.err);
@@ -49,6 +54,10 @@ static bool record(const char *db, const char *steps, char *summary, size_t size
         snprintf(summary, size, "%s", r.err ? r.err : "");
     harness_result_free(&r);
     return ok;
+}
+
+static bool record(const char *db, const char *steps, char *summary, size_t size) {
+    return record_mode(db, steps, false, summary, size);
 }
 
 // The line of run's summary that starts with `start` ("" if none), copied.
@@ -273,6 +282,92 @@ static void test_training_sample_ends_with_nothing_alive(void) {
     harness_result_free(&r);
 }
 
+// A parameter's .grad goes with the parameter (tensor_grads): graph-held
+// when only the graph holds the parameter ("drop"), kept but not
+// graph-held when the program holds it too ("keep").
+static void test_grad_goes_with_its_parameter(bool drop) {
+    const char *db = harness_path("grad.db");
+    static char summary[1 << 16];
+    if (!record(db, drop ? "drop" : "keep", summary, sizeof summary))
+        return;
+    CHECK(db_int(db, "SELECT count(*) FROM tensor_grads") == 1, "one grad link (w's)");
+    CHECK(db_int(db, "SELECT count(*) FROM tensor_grads g JOIN tensors t ON t.id = g.grad_id "
+                     "WHERE t.storage_id = g.grad_storage_id AND t.sizes = '[16, 16]'") == 1,
+          "the link names w.grad and its storage");
+    char line[1024];
+    summary_line(summary, "tpprof: graphs: ", line, sizeof line);
+    if (drop)
+        CHECK(strstr(line, "graphs: 4.00 KiB in 4 storages kept by 1 autograd graph (root SumBackward") &&
+                  strstr(line, "(graph_grad.c:") && strstr(line, "; retain_graph") && !strstr(line, "also keep"),
+              "x and h saved, w the leaf input, and w.grad: all graph-held: %s", line);
+    else
+        CHECK(strstr(line, "graphs: 2.00 KiB in 2 storages kept by 1 autograd graph (root SumBackward") &&
+                  strstr(line, "; retain_graph; they also keep 2.00 KiB in 2 storages the program still holds"),
+              "w and its grad kept by the program too: %s", line);
+    run_result r = harness_tpprof("report", "--storages", "--top", "0", db, NULL);
+    CHECK(r.status == 0 && strstr(r.out, " the grad of a leaf input of MmBackward0 created in main (graph_grad.c:") &&
+              strstr(r.out, " is the grad of tensor #"),
+          "report names the grad by its parameter's node\n%s", r.out);
+    CHECK(drop == !strstr(r.out, "(also kept otherwise)"), "kept otherwise only when the program keeps w\n%s", r.out);
+    harness_result_free(&r);
+    r = harness_tpprof("check", db, "--max-graph-held-bytes", drop ? "4095" : "2047", NULL);
+    CHECK(r.status == 1 && strstr(r.out, drop ? "FAIL graph-held bytes 4096 > 4095" : "FAIL graph-held bytes 2048 > 2047"),
+          "the gate counts the grad only when the graph alone keeps w: %s", r.out);
+    harness_result_free(&r);
+}
+
+static void test_grad_of_a_dropped_parameter_is_graph_held(void) { test_grad_goes_with_its_parameter(true); }
+static void test_grad_of_a_kept_parameter_is_not_graph_held(void) { test_grad_goes_with_its_parameter(false); }
+
+// A cat of 40 inputs: every edge recorded, one graph.
+static void test_wide_cat_is_one_graph(void) {
+    const char *db = harness_path("wide.db");
+    static char summary[1 << 16];
+    if (!record(db, "0", summary, sizeof summary))
+        return;
+    CHECK(db_int(db, "SELECT count(*) FROM graph_nodes WHERE freed_ns IS NULL") == 42, "42 nodes alive");
+    CHECK(db_int(db, "SELECT count(*) FROM graph_edges e JOIN graph_nodes n ON n.id = e.node_id "
+                     "WHERE n.name = 'CatBackward0' AND e.leaf = 0") == 40,
+          "the cat's 40 node edges (%lld)",
+          db_int(db, "SELECT count(*) FROM graph_edges e JOIN graph_nodes n ON n.id = e.node_id "
+                     "WHERE n.name = 'CatBackward0'"));
+    CHECK(db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1") == 40, "40 leaf edges");
+    char line[1024];
+    summary_line(summary, "tpprof: graphs: ", line, sizeof line);
+    CHECK(strstr(line, " in 40 storages kept by 1 autograd graph (root SumBackward") && strstr(line, "(graph_wide.c:"),
+          "one graph keeps the 40 inputs: %s", line);
+    run_result r = harness_tpprof("report", "--storages", db, NULL);
+    CHECK(r.status == 0 && strstr(r.out, "1 graph, 42 nodes, 40 storages"), "one group of one graph\n%s", r.out);
+    harness_result_free(&r);
+}
+
+// Full mode: the graph's events are rows of `events` (ops 18-23).
+static void test_full_mode_graph_events(void) {
+    const char *db = harness_path("full.db");
+    if (!record_mode(db, "drop", true, NULL, 0))
+        return;
+    // Mm, Relu, Sum: made (18), each ran once (19, size = flags: 1 retain_graph)
+    CHECK(db_int(db, "SELECT count(*) FROM events e JOIN graph_nodes n ON n.id = e.address WHERE e.op = 18") == 3,
+          "three nodes made (%lld)", db_int(db, "SELECT count(*) FROM events WHERE op = 18"));
+    CHECK(db_int(db, "SELECT count(*) FROM events WHERE op = 19 AND size = 1") == 3, "three ran, retaining");
+    CHECK(db_int(db, "SELECT count(*) FROM events WHERE op = 20") == 0, "none freed: the graph is alive at exit");
+    // saved (21): address = node, size = the alias, old_address = its
+    // storage, kind = slot (NULL for 0); Mm saves x (w's gradient needs it)
+    CHECK(db_int(db, "SELECT count(*) FROM events e JOIN saved_tensors s ON s.node_id = e.address AND "
+                     "s.tensor_id = e.size AND s.storage_id = e.old_address AND s.slot = ifnull(e.kind, 0) "
+                     "WHERE e.op = 21") == 2,
+          "x and h saved (%lld)", db_int(db, "SELECT count(*) FROM events WHERE op = 21"));
+    CHECK(db_int(db, "SELECT count(*) FROM events WHERE op = 22") == 0, "nothing released (retain_graph)");
+    // grad set (23): address = w, size = w.grad, old_address = its storage
+    CHECK(db_int(db, "SELECT count(*) FROM events e JOIN tensor_grads g ON g.tensor_id = e.address AND "
+                     "g.grad_id = e.size AND g.grad_storage_id = e.old_address WHERE e.op = 23") == 1,
+          "w's grad set (%lld)", db_int(db, "SELECT count(*) FROM events WHERE op = 23"));
+    // Order: the first node made before the first ran, the grad set between.
+    CHECK(db_int(db, "SELECT (SELECT min(seq) FROM events WHERE op = 18) < (SELECT min(seq) FROM events WHERE op = 19)"
+                     " AND (SELECT min(seq) FROM events WHERE op = 19) < (SELECT seq FROM events WHERE op = 23)") == 1,
+          "made, ran, then the grad set");
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     if (argc < 4) {
@@ -290,6 +385,14 @@ int main(int argc, char **argv) {
         RUN_TEST(test_grads_never_zeroed_keep_no_graph);
     else if (strcmp(mode, "model_kept") == 0)
         RUN_TEST(test_model_kept_too_is_not_graph_held);
+    else if (strcmp(mode, "grad_dropped") == 0)
+        RUN_TEST(test_grad_of_a_dropped_parameter_is_graph_held);
+    else if (strcmp(mode, "grad_kept") == 0)
+        RUN_TEST(test_grad_of_a_kept_parameter_is_not_graph_held);
+    else if (strcmp(mode, "wide") == 0)
+        RUN_TEST(test_wide_cat_is_one_graph);
+    else if (strcmp(mode, "full") == 0)
+        RUN_TEST(test_full_mode_graph_events);
     else if (strcmp(mode, "clean") == 0)
         RUN_TEST(test_training_sample_ends_with_nothing_alive);
     else {
