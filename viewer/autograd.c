@@ -1,8 +1,9 @@
 // autograd.c: what the autograd graph keeps alive (graph_nodes, graph_edges,
-// saved_tensors: docs/schema-tensors.md). Loads the graph a recording holds
-// at its end, splits it into graphs (connected by edges) each named by its
-// root (the node no other node of the graph points to: the loss's), and
-// says which node keeps which storage and why the graph is still there
+// saved_tensors, tensor_grads: docs/schema-tensors.md). Loads the graph a
+// recording holds at its end, splits it into graphs (connected by edges)
+// each named by its root (the node no other node of the graph points to:
+// the loss's), and says which node keeps which storage (a tensor it saved,
+// a leaf input, or that leaf's .grad) and why the graph is still there
 // (backward never ran through it, or ran with retain_graph).
 //
 // A recording made before these tables, or of a runtime that sends no graph

@@ -738,7 +738,7 @@ int tpprof_parse_time(const char *what, const char *s, int64_t *out);
 
 // ---------------------------------------------------------------------------
 // autograd.c: what the autograd graph keeps alive (graph_nodes, graph_edges,
-// saved_tensors; docs/schema-tensors.md)
+// saved_tensors, tensor_grads; docs/schema-tensors.md)
 
 // One row of graph_nodes (a grad_fn node; in aggregate mode those alive at
 // the end). root: index of its graph's root node in tpprof_autograd.nodes.
