@@ -1,8 +1,9 @@
 // autograd.c: what the autograd graph keeps alive (graph_nodes, graph_edges,
-// saved_tensors: docs/schema-tensors.md). Loads the graph a recording holds
-// at its end, splits it into graphs (connected by edges) each named by its
-// root (the node no other node of the graph points to: the loss's), and
-// says which node keeps which storage and why the graph is still there
+// saved_tensors, tensor_grads: docs/schema-tensors.md). Loads the graph a
+// recording holds at its end, splits it into graphs (connected by edges)
+// each named by its root (the node no other node of the graph points to:
+// the loss's), and says which node keeps which storage (a tensor it saved,
+// a leaf input, or that leaf's .grad) and why the graph is still there
 // (backward never ran through it, or ran with retain_graph).
 //
 // A recording made before these tables, or of a runtime that sends no graph
@@ -31,6 +32,11 @@ static int by_leaf(const void *a, const void *b) {
     if (x->tensor_id != y->tensor_id)
         return x->tensor_id < y->tensor_id ? -1 : 1;
     return x->node_id < y->node_id ? -1 : x->node_id > y->node_id;
+}
+
+static int by_grad(const void *a, const void *b) {
+    const tpprof_ggrad *x = a, *y = b;
+    return x->grad_id < y->grad_id ? -1 : x->grad_id > y->grad_id;
 }
 
 static int64_t col_time(sqlite3_stmt *st, int i) {
@@ -92,6 +98,32 @@ static int load_saved(tpprof_db *db, tpprof_autograd *g) {
         return tpprof_db_error(db, "reading saved_tensors");
     if (g->nsaved)
         qsort(g->saved, g->nsaved, sizeof *g->saved, by_storage);
+    return 0;
+}
+
+// tensor_grads (absent in recordings from before it: no grad is linked).
+static int load_grads(tpprof_db *db, tpprof_autograd *g) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db->sql, "SELECT grad_id, tensor_id, grad_storage_id FROM tensor_grads", -1, &st, NULL) !=
+        SQLITE_OK)
+        return tpprof_db_error(db, "reading tensor_grads");
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        tpprof_ggrad *grown = tpprof_grow(g->grads, g->ngrads, &cap, sizeof *grown);
+        if (!grown) {
+            sqlite3_finalize(st);
+            return -1;
+        }
+        g->grads = grown;
+        g->grads[g->ngrads++] = (tpprof_ggrad){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                                               sqlite3_column_int64(st, 2)};
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return tpprof_db_error(db, "reading tensor_grads");
+    if (g->ngrads)
+        qsort(g->grads, g->ngrads, sizeof *g->grads, by_grad);
     return 0;
 }
 
@@ -190,7 +222,7 @@ int tpprof_autograd_load(tpprof_db *db, tpprof_autograd *out) {
     if (!out->present)
         return 0;
     if (load_nodes(db, out) != 0 || (tpprof_db_has_table(db, "saved_tensors") && load_saved(db, out) != 0) ||
-        find_graphs(db, out) != 0) {
+        find_graphs(db, out) != 0 || (tpprof_db_has_table(db, "tensor_grads") && load_grads(db, out) != 0)) {
         tpprof_autograd_free(out);
         return -1;
     }
@@ -203,6 +235,7 @@ void tpprof_autograd_free(tpprof_autograd *g) {
     free(g->nodes);
     free(g->saved);
     free(g->leaves);
+    free(g->grads);
     memset(g, 0, sizeof *g);
 }
 
@@ -269,8 +302,8 @@ tpprof_graph_group *tpprof_autograd_groups(const tpprof_autograd *g, const tppro
     // graph of the first node that keeps it.
     for (size_t i = 0; i < t->nstorages; i++) {
         const tpprof_storage *s = &t->storages[i];
-        bool saved;
-        const tpprof_gnode *node = tpprof_autograd_storage_node(g, t, s, &saved);
+        int how;
+        const tpprof_gnode *node = tpprof_autograd_storage_node(g, t, s, &how, NULL);
         if (!node)
             continue;
         bool alone = tpprof_autograd_keeps_alone(g, t, s);
@@ -340,31 +373,89 @@ size_t tpprof_autograd_leaf_holders(const tpprof_autograd *g, int64_t tensor_id,
     return n;
 }
 
-const tpprof_gnode *tpprof_autograd_storage_node(const tpprof_autograd *g, const tpprof_tensors *t,
-                                                 const tpprof_storage *s, bool *saved) {
-    if (!tpprof_storage_alive(s) || !tpprof_storage_data_alive(s))
+const tpprof_tensor *tpprof_autograd_grad_owner(const tpprof_autograd *g, const tpprof_tensors *t, int64_t tensor_id) {
+    tpprof_ggrad key = {.grad_id = tensor_id};
+    const tpprof_ggrad *r = g->ngrads ? bsearch(&key, g->grads, g->ngrads, sizeof key, by_grad) : NULL;
+    if (!r)
         return NULL;
-    const tpprof_gsaved *h[1];
-    if (tpprof_autograd_holders(g, s->id, h, 1)) {
-        *saved = true;
-        return tpprof_autograd_node(g, h[0]->node_id);
+    // A row per tensor: its grad now (a cleared grad has none). One grad may
+    // be two tensors' (set_grad twice), and in full mode a freed tensor
+    // keeps its row: the first alive owner wins.
+    while (r > g->grads && r[-1].grad_id == tensor_id)
+        r--;
+    for (; r < g->grads + g->ngrads && r->grad_id == tensor_id; r++) {
+        const tpprof_tensor *owner = tpprof_tensors_tensor(t, r->tensor_id);
+        if (owner && tpprof_tensor_alive(owner))
+            return owner;
     }
+    return NULL;
+}
+
+// The first node alive at the end holding a leaf alive on storage s (its
+// leaf into *leaf), or NULL.
+static const tpprof_gnode *leaf_node_on(const tpprof_autograd *g, const tpprof_tensors *t, int64_t storage_id,
+                                        int64_t *leaf) {
     size_t non = 0;
-    const size_t *on = tpprof_tensors_on(t, s->id, &non);
+    const size_t *on = tpprof_tensors_on(t, storage_id, &non);
     for (size_t i = 0; i < non; i++) {
         const tpprof_tensor *x = &t->tensors[on[i]];
         const tpprof_gleaf *l[1];
         if (tpprof_tensor_alive(x) && tpprof_autograd_leaf_holders(g, x->id, l, 1)) {
-            *saved = false;
+            *leaf = x->id;
             return tpprof_autograd_node(g, l[0]->node_id);
         }
     }
     return NULL;
 }
 
-bool tpprof_autograd_keeps_alone(const tpprof_autograd *g, const tpprof_tensors *t, const tpprof_storage *s) {
-    bool saved;
-    if (!tpprof_autograd_storage_node(g, t, s, &saved))
+const tpprof_gnode *tpprof_autograd_storage_node(const tpprof_autograd *g, const tpprof_tensors *t,
+                                                 const tpprof_storage *s, int *how, int64_t *tensor) {
+    int64_t unused;
+    if (!tensor)
+        tensor = &unused;
+    if (!tpprof_storage_alive(s) || !tpprof_storage_data_alive(s))
+        return NULL;
+    const tpprof_gsaved *h[1];
+    if (tpprof_autograd_holders(g, s->id, h, 1)) {
+        *how = TPPROF_GKEEP_SAVED;
+        *tensor = h[0]->tensor_id;
+        return tpprof_autograd_node(g, h[0]->node_id);
+    }
+    const tpprof_gnode *node = leaf_node_on(g, t, s->id, tensor);
+    if (node) {
+        *how = TPPROF_GKEEP_LEAF;
+        return node;
+    }
+    // A gradient: kept by the leaf whose .grad it is, that a node holds.
+    size_t non = 0;
+    const size_t *on = tpprof_tensors_on(t, s->id, &non);
+    for (size_t i = 0; i < non && g->ngrads; i++) {
+        const tpprof_tensor *x = &t->tensors[on[i]];
+        const tpprof_tensor *owner = tpprof_tensor_alive(x) ? tpprof_autograd_grad_owner(g, t, x->id) : NULL;
+        const tpprof_gleaf *l[1];
+        if (owner && tpprof_autograd_leaf_holders(g, owner->id, l, 1)) {
+            *how = TPPROF_GKEEP_GRAD;
+            *tensor = owner->id;
+            return tpprof_autograd_node(g, l[0]->node_id);
+        }
+    }
+    return NULL;
+}
+
+static int64_t handles_of(const tpprof_tensors *t, int64_t tensor_id) {
+    size_t nh = 0;
+    int64_t handles = 0;
+    const tpprof_handle_ref *h = tpprof_tensors_handles(t, tensor_id, &nh);
+    for (size_t k = 0; k < nh; k++)
+        handles += h[k].count;
+    return handles;
+}
+
+// keeps_alone; depth 1: checking the storage of a leaf whose grad is on
+// the storage asked about (a grad of a grad is not followed).
+static bool keeps_alone_at(const tpprof_autograd *g, const tpprof_tensors *t, const tpprof_storage *s, int depth) {
+    int how;
+    if (!tpprof_autograd_storage_node(g, t, s, &how, NULL))
         return false;
     size_t non = 0;
     const size_t *on = tpprof_tensors_on(t, s->id, &non);
@@ -372,16 +463,25 @@ bool tpprof_autograd_keeps_alone(const tpprof_autograd *g, const tpprof_tensors 
         const tpprof_tensor *x = &t->tensors[on[i]];
         if (!tpprof_tensor_alive(x) || tpprof_autograd_saved_as(g, s->id, x->id))
             continue;
+        // A tensor holding x as its .grad holds it with a handle
+        // tensor_refs does not show (the runtime's own).
+        const tpprof_tensor *owner = tpprof_autograd_grad_owner(g, t, x->id);
         // A leaf: only graphs keep it when every handle outstanding at exit
-        // is a node's (its creator let go: no creation handle row).
+        // is a node's (its creator let go: no creation handle row), and no
+        // tensor holds it as its .grad.
         const tpprof_gleaf *l[1];
         size_t edges = tpprof_autograd_leaf_holders(g, x->id, l, 1);
-        size_t nh = 0;
-        int64_t handles = 0;
-        const tpprof_handle_ref *h = tpprof_tensors_handles(t, x->id, &nh);
-        for (size_t k = 0; k < nh; k++)
-            handles += h[k].count;
-        if (edges == 0 || handles != (int64_t)edges)
+        if (edges) {
+            if (owner || handles_of(t, x->id) != (int64_t)edges)
+                return false;
+            continue;
+        }
+        // A gradient: only graphs keep it when only its leaf holds it (no
+        // handle of its own) and only graphs keep that leaf's storage.
+        if (!owner || depth > 0 || handles_of(t, x->id) != 0 || !tpprof_autograd_leaf_holders(g, owner->id, l, 1))
+            return false;
+        const tpprof_storage *os = tpprof_tensors_storage(t, owner->storage_id);
+        if (!os || !keeps_alone_at(g, t, os, depth + 1))
             return false;
     }
     size_t nr = 0;
@@ -390,6 +490,10 @@ bool tpprof_autograd_keeps_alone(const tpprof_autograd *g, const tpprof_tensors 
         if (tpprof_ref_unmatched(&refs[i], false))
             return false;
     return true;
+}
+
+bool tpprof_autograd_keeps_alone(const tpprof_autograd *g, const tpprof_tensors *t, const tpprof_storage *s) {
+    return keeps_alone_at(g, t, s, 0);
 }
 
 const tpprof_gsaved *tpprof_autograd_saved_as(const tpprof_autograd *g, int64_t storage_id, int64_t tensor_id) {

@@ -355,8 +355,14 @@ static void summarize(const char *path, int execs, const tpprof_program_end *end
     tpprof_tensors t;
     bool tensors = tpprof_tensors_load(p->db, &t) == 0 && t.attached;
     summarize_biggest_leak(p, &t, tensors);
-    if (tensors)
+    if (tensors) {
         summarize_tensors(p, &t);
+        // What autograd graphs alive at exit keep (verdict.c), as report
+        // --storages' graph-held line.
+        char graphs[1024];
+        if (tpprof_verdict_graphs(p, &t, graphs, sizeof graphs))
+            fprintf(stderr, "tpprof: %s\n", graphs);
+    }
     tpprof_tensors_free(&t);
     tpprof_profile_free(p);
 }

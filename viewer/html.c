@@ -225,6 +225,8 @@ static void section_summary(const page *g) {
         snprintf(line, sizeof line, "%zu storages and %zu tensors in the tables, peak of storage bytes %s",
                  g->t->nstorages, g->t->ntensors, tpprof_format_size((uint64_t)g->t->peak_storage_bytes, a));
         fact(g, "tensors", line);
+        if (tpprof_verdict_graphs(p, g->t, line, sizeof line))
+            fact(g, "graphs", line + strlen("graphs: "));
     }
     // Device memory: each caching allocator's device and peak.
     tpprof_alloc_state *st = NULL;

@@ -234,6 +234,22 @@ static void text_saved_by(const tpprof_profile *p, const tpprof_tensors *t, cons
         text_root_of(p, g, node);
         printf("\n");
     }
+    // A gradient on it: its leaf holds it, and nodes hold the leaf.
+    for (size_t i = 0; i < non; i++) {
+        const tpprof_tensor *x = &t->tensors[on[i]];
+        const tpprof_tensor *owner = tpprof_tensor_alive(x) ? tpprof_autograd_grad_owner(g, t, x->id) : NULL;
+        const tpprof_gleaf *l[1];
+        size_t nl = owner ? tpprof_autograd_leaf_holders(g, owner->id, l, 1) : 0;
+        if (!nl)
+            continue;
+        const tpprof_gnode *node = tpprof_autograd_node(g, l[0]->node_id);
+        printf("%stensor #%lld is the grad of tensor #%lld, a leaf input of %zu graph node%s alive at exit, such as "
+               "%s (node #%lld) created in %s; graph alive: %s",
+               indent, (long long)x->id, (long long)owner->id, nl, nl == 1 ? "" : "s", node->name, (long long)node->id,
+               tpprof_stacks_describe_caller(p->stacks, node->created_stack, at, sizeof at), tpprof_gnode_why(node));
+        text_root_of(p, g, node);
+        printf("\n");
+    }
 }
 
 // The storages graphs keep, one line each in the words of the issue
@@ -263,12 +279,16 @@ static void text_graph_held(const tpprof_profile *p, const tpprof_tensors *t, co
     size_t shown = 0;
     for (size_t i = 0; i < t->nstorages && (!cap || shown < cap); i++) {
         const tpprof_storage *s = &t->storages[i];
-        bool saved;
-        const tpprof_gnode *node = tpprof_autograd_storage_node(g, t, s, &saved);
+        int how;
+        const tpprof_gnode *node = tpprof_autograd_storage_node(g, t, s, &how, NULL);
         if (!node)
             continue;
         printf("  storage #%lld (%s) %s %s created in %s; graph alive: %s%s\n", (long long)s->id,
-               tpprof_format_size((uint64_t)s->nbytes, a), saved ? "saved by" : "a leaf input of", node->name,
+               tpprof_format_size((uint64_t)s->nbytes, a),
+               how == TPPROF_GKEEP_SAVED  ? "saved by"
+               : how == TPPROF_GKEEP_LEAF ? "a leaf input of"
+                                          : "the grad of a leaf input of",
+               node->name,
                tpprof_stacks_describe_caller(p->stacks, node->created_stack, at, sizeof at), tpprof_gnode_why(node),
                tpprof_autograd_keeps_alone(g, t, s) ? "" : " (also kept otherwise)");
         shown++;
@@ -574,6 +594,18 @@ static void json_saved_by(tpprof_json *j, const tpprof_profile *p, const tpprof_
         size_t nl = tpprof_tensor_alive(x) ? tpprof_autograd_leaf_holders(g, x->id, l, 64) : 0;
         for (size_t k = 0; k < nl && k < 64; k++)
             json_node_ref(j, p, g, l[k]->node_id, x->id);
+    }
+    tpprof_json_array_end(j);
+    // The nodes holding a leaf whose .grad is on s ("tensor": that leaf).
+    tpprof_json_key(j, "grad_of_leaf_input_of");
+    tpprof_json_array_begin(j);
+    for (size_t i = 0; i < non; i++) {
+        const tpprof_tensor *x = &t->tensors[on[i]];
+        const tpprof_tensor *owner = tpprof_tensor_alive(x) ? tpprof_autograd_grad_owner(g, t, x->id) : NULL;
+        const tpprof_gleaf *l[64];
+        size_t nl = owner ? tpprof_autograd_leaf_holders(g, owner->id, l, 64) : 0;
+        for (size_t k = 0; k < nl && k < 64; k++)
+            json_node_ref(j, p, g, l[k]->node_id, owner->id);
     }
     tpprof_json_array_end(j);
     tpprof_json_kv_bool(j, "only_graphs_keep", tpprof_autograd_keeps_alone(g, t, s));

@@ -128,3 +128,45 @@ char *tpprof_verdict_reachable(const tpprof_verdict *v, char *buf, size_t size) 
                  100.0 * (double)v->holder_bytes / (double)(v->reachable_bytes ? v->reachable_bytes : 1));
     return buf;
 }
+
+bool tpprof_verdict_graphs(const tpprof_profile *p, const tpprof_tensors *t, char *buf, size_t size) {
+    buf[0] = 0;
+    tpprof_autograd g;
+    if (tpprof_autograd_load(p->db, &g) != 0)
+        return false;
+    uint64_t alive = 0, graphs = 0;
+    for (size_t i = 0; i < g.nnodes; i++)
+        if (tpprof_gnode_alive(&g.nodes[i])) {
+            alive++;
+            graphs += tpprof_autograd_root(&g, &g.nodes[i]) == &g.nodes[i];
+        }
+    if (!alive) {
+        tpprof_autograd_free(&g);
+        return false;
+    }
+    size_t ng = 0;
+    tpprof_graph_held held;
+    tpprof_graph_group *groups = tpprof_autograd_groups(&g, t, &ng, &held);
+    char a[32], b[32], at[512];
+    if (!ng) {
+        snprintf(buf, size, "graphs: %llu autograd graph%s (%llu node%s) alive at exit, keeping no storage",
+                 (unsigned long long)graphs, graphs == 1 ? "" : "s", (unsigned long long)alive, alive == 1 ? "" : "s");
+    } else {
+        // groups[0] holds the most graph-held bytes (then the most kept).
+        const tpprof_graph_group *top = &groups[0];
+        int n = snprintf(buf, size, "graphs: %s in %llu storage%s kept by %llu autograd graph%s (root %s made in %s); %s",
+                         tpprof_format_size(held.alone_bytes, a), (unsigned long long)held.alone_storages,
+                         held.alone_storages == 1 ? "" : "s", (unsigned long long)graphs, graphs == 1 ? "" : "s",
+                         top->root_name, tpprof_stacks_describe_caller(p->stacks, top->stack_id, at, sizeof at),
+                         !top->backward_ran ? "backward never ran" : top->retained ? "retain_graph" : "backward ran");
+        // Storages the graphs keep that the program holds too: not graph-held.
+        if (held.storages > held.alone_storages && n >= 0 && (size_t)n < size)
+            snprintf(buf + n, size - (size_t)n, "; they also keep %s in %llu storage%s the program still holds",
+                     tpprof_format_size(held.bytes - held.alone_bytes, b),
+                     (unsigned long long)(held.storages - held.alone_storages),
+                     held.storages - held.alone_storages == 1 ? "" : "s");
+    }
+    free(groups);
+    tpprof_autograd_free(&g);
+    return true;
+}

@@ -738,7 +738,7 @@ int tpprof_parse_time(const char *what, const char *s, int64_t *out);
 
 // ---------------------------------------------------------------------------
 // autograd.c: what the autograd graph keeps alive (graph_nodes, graph_edges,
-// saved_tensors; docs/schema-tensors.md)
+// saved_tensors, tensor_grads; docs/schema-tensors.md)
 
 // One row of graph_nodes (a grad_fn node; in aggregate mode those alive at
 // the end). root: index of its graph's root node in tpprof_autograd.nodes.
@@ -762,6 +762,12 @@ typedef struct tpprof_gleaf {
     int64_t tensor_id, node_id;
 } tpprof_gleaf;
 
+// A row of tensor_grads: tensor_id holds grad_id as its .grad (the runtime's
+// own handle, not in tensor_refs).
+typedef struct tpprof_ggrad {
+    int64_t grad_id, tensor_id, grad_storage_id;
+} tpprof_ggrad;
+
 typedef struct tpprof_autograd {
     tpprof_gnode *nodes; // by id
     size_t nnodes;
@@ -769,6 +775,8 @@ typedef struct tpprof_autograd {
     size_t nsaved;
     tpprof_gleaf *leaves; // by tensor, node
     size_t nleaves;
+    tpprof_ggrad *grads; // by grad_id (empty without tensor_grads)
+    size_t ngrads;
     bool present;            // the recording has the tables
     int64_t created, freed;  // meta.graph_nodes_created / _freed (0: absent)
 } tpprof_autograd;
@@ -797,15 +805,28 @@ const tpprof_gsaved *tpprof_autograd_saved_as(const tpprof_autograd *g, int64_t 
 // entry a handle: a node that takes the leaf twice holds two): the first
 // cap into out (borrowed); returns how many.
 size_t tpprof_autograd_leaf_holders(const tpprof_autograd *g, int64_t tensor_id, const tpprof_gleaf **out, size_t cap);
+// The tensor alive at exit whose .grad tensor_id is (borrowed), NULL if none.
+const tpprof_tensor *tpprof_autograd_grad_owner(const tpprof_autograd *g, const tpprof_tensors *t, int64_t tensor_id);
+
+// How a node keeps a storage (tpprof_autograd_storage_node).
+enum {
+    TPPROF_GKEEP_SAVED = 0, // a saved tensor of the node is on it
+    TPPROF_GKEEP_LEAF = 1,  // a leaf input of the node is on it
+    TPPROF_GKEEP_GRAD = 2,  // the .grad of a leaf input of the node is on it
+};
 // The first node alive at the end that keeps storage s's data: one that
-// saved a tensor on it, else one holding a leaf alive on it. NULL if none.
-// *saved: whether it is a saved tensor (else a leaf input).
+// saved a tensor on it, else one holding a leaf alive on it, else one
+// holding a leaf whose .grad is alive on it. NULL if none. *how:
+// TPPROF_GKEEP_*; *tensor (when not NULL): the saved alias, the leaf, or
+// the leaf whose grad it is.
 const tpprof_gnode *tpprof_autograd_storage_node(const tpprof_autograd *g, const tpprof_tensors *t,
-                                                 const tpprof_storage *s, bool *saved);
+                                                 const tpprof_storage *s, int *how, int64_t *tensor);
 // Whether graphs alone keep s (data alive at exit): every tensor alive on it
 // is a saved tensor of a node alive then, or a leaf whose every handle
-// outstanding at exit is a node's, and no reference no release matched
-// holds it; so it goes when the graphs go.
+// outstanding at exit is a node's and that no tensor holds as its .grad,
+// or the .grad of such a leaf (on a storage graphs alone keep) that no
+// handle of its own holds; and no reference no release matched holds it;
+// so it goes when the graphs go.
 bool tpprof_autograd_keeps_alone(const tpprof_autograd *g, const tpprof_tensors *t, const tpprof_storage *s);
 
 // Storages alive at exit that graphs keep (tpprof_autograd_storage_node),
@@ -829,6 +850,15 @@ typedef struct tpprof_graph_held {
 // when none) and the totals.
 tpprof_graph_group *tpprof_autograd_groups(const tpprof_autograd *g, const tpprof_tensors *t, size_t *n,
                                           tpprof_graph_held *held);
+
+// The summary's graph line (verdict.c; run's summary and the HTML page):
+// "graphs: 490 KiB in 24 storages kept by 5 autograd graphs (root
+// NllLossBackward0 made in main (leak_loss_history.c:39)); backward never
+// ran" into buf: the graph-held bytes (those only graphs keep), the alive
+// graphs, and the root, creation site and why of the group that holds the
+// most. false (buf "") when no graph node is alive at exit or the graph
+// cannot be read (a recording without graph tables has none).
+bool tpprof_verdict_graphs(const tpprof_profile *p, const tpprof_tensors *t, char *buf, size_t size);
 
 // ---------------------------------------------------------------------------
 // replay.c

@@ -154,6 +154,13 @@ tp_tensor *tp_ag_squeeze(tp_tensor *t); /* all size-1 dims */
 tp_tensor *tp_ag_squeeze_dim(tp_tensor *t, int dim);
 tp_tensor *tp_ag_unsqueeze(tp_tensor *t, int dim);
 tp_tensor *tp_ag_expand(tp_tensor *t, int ndim, const int64_t *sizes);
+/* tp_tensor_as_strided with a gradient (AsStridedBackward0: put back through
+ * the storage, as PyTorch's as_strided_backward).  When a node is made, the
+ * output and the input must each have no two elements on one storage
+ * element: else NULL with TP_STATUS_UNSUPPORTED ("as_strided: the gradient
+ * through an output whose elements overlap ..."). */
+tp_tensor *tp_ag_as_strided(tp_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides,
+                            int64_t storage_offset);
 
 tp_tensor *tp_ag_cat(int n, tp_tensor *const *tensors, int dim);
 tp_tensor *tp_ag_stack(int n, tp_tensor *const *tensors, int dim);

@@ -29,7 +29,9 @@
  *      observer and sends it none of them: it sees exactly what a version-2
  *      runtime sent.  An observer of version 3 is handed to a version-2
  *      runtime only under that runtime's number (tp_observer_provide is
- *      told it), and then gets no graph event either.
+ *      told it), and then gets no graph event either.  GRAD_SET (.grad)
+ *      was appended to version 3 later: the number stayed, since an
+ *      observer ignores kinds it does not know.
  *
  * Attaching:
  *   1. In process:  tp_observer_set(&my_observer);
@@ -108,6 +110,7 @@ typedef enum tp_obs_kind {
     TP_OBS_NODE_FREED = 13,       /* .node: the node is gone (only node_id and name are set) */
     TP_OBS_TENSOR_SAVED = 14,     /* .saved: a tensor saved into a node for backward */
     TP_OBS_SAVED_RELEASED = 15,   /* .saved: the node let that saved tensor go */
+    TP_OBS_GRAD_SET = 16,         /* .grad: a tensor's .grad was set or cleared (appended to version 3) */
 } tp_obs_kind;
 
 typedef enum tp_obs_refop {
@@ -214,6 +217,19 @@ typedef struct tp_obs_saved {
     uint32_t reserved;
 } tp_obs_saved;
 
+/* GRAD_SET (appended to version 3: a version-3 observer built before it
+ * ignores the kind, as every observer must ignore kinds it does not know).
+ * Sent by tp_tensor_set_grad, which the engine's AccumulateGrad uses for a
+ * leaf's first gradient, and zero_grad(set_to_none) to clear one.  The
+ * tensor holds its grad with a handle of the runtime's own (no
+ * TENSOR_REFCOUNT for it), so this is how an observer learns which tensor
+ * keeps a gradient alive. */
+typedef struct tp_obs_grad {
+    uint64_t tensor_id;       /* the tensor whose .grad changed (a leaf, a parameter) */
+    uint64_t grad_id;         /* the new grad tensor; 0: cleared */
+    uint64_t grad_storage_id; /* its storage; 0 when cleared */
+} tp_obs_grad;
+
 typedef struct tp_obs_version {
     uint64_t tensor_id;
     uint32_t version; /* value after the bump */
@@ -254,6 +270,7 @@ typedef struct tp_obs_event {
         tp_obs_tensor_ref tensor_ref;
         tp_obs_node node;   /* version 3 */
         tp_obs_saved saved; /* version 3 */
+        tp_obs_grad grad;   /* version 3 (GRAD_SET) */
     } u;
     /* Appended to version 1 (present when struct_size reaches past it; an
      * older runtime's events end before it).  The address of a storage or

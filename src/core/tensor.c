@@ -451,6 +451,15 @@ tp_status tp_tensor_set_grad(tp_tensor *t, tp_tensor *grad) {
     }
     tp_tensor *old = t->grad;
     t->grad = tp__tensor_retain_quiet(grad);
+    /* The handle above is not a TENSOR_REFCOUNT: tell a graph observer who
+     * keeps the grad (a gradient goes with its parameter). */
+    const tp_observer *o = tp__observer_graph();
+    if (o && (grad || old)) {
+        tp_obs_event ev = {.kind = TP_OBS_GRAD_SET, .struct_size = sizeof ev};
+        ev.u.grad = (tp_obs_grad){.tensor_id = t->id, .grad_id = grad ? grad->id : 0,
+                                  .grad_storage_id = grad ? grad->storage->id : 0};
+        o->on_event(o->user, &ev);
+    }
     tp__tensor_release_quiet(old);
     return TP_STATUS_OK;
 }

@@ -414,8 +414,9 @@ static void test_graph_holds_leaves_until_freed(void) {
 // the observer's graph events (observer.h version 3)
 
 static struct {
-    int created, ran, freed, saved, released, other_kinds_v2;
+    int created, ran, freed, saved, released, grads_set, other_kinds_v2;
     uint64_t exp_id, sum_id, sum_next, exp_leaf, saved_tensor, saved_storage;
+    uint64_t grad_tensor, grad_id, grad_storage; /* the last GRAD_SET */
     uint32_t ran_flags;
 } seen;
 
@@ -441,6 +442,12 @@ static void on_graph_event(void *user, const tp_obs_event *ev) {
         seen.saved_storage = ev->u.saved.storage_id;
         break;
     case TP_OBS_SAVED_RELEASED: seen.released++; break;
+    case TP_OBS_GRAD_SET:
+        seen.grads_set++;
+        seen.grad_tensor = ev->u.grad.tensor_id;
+        seen.grad_id = ev->u.grad.grad_id;
+        seen.grad_storage = ev->u.grad.grad_storage_id;
+        break;
     default: break;
     }
     if (v2 && ev->kind > TP_OBS_TENSOR_REFCOUNT) seen.other_kinds_v2++;
@@ -453,6 +460,13 @@ static void exp_sum_backward(bool retain) {
     tp_tensor *s = tp_ag_sum(y, 0, NULL, false);
     CHECK_EQ(tp_backward(s, NULL, retain), TP_STATUS_OK);
     if (seen.saved) CHECK_EQ(seen.saved_storage, tp_storage_id(tp_tensor_storage(y)));
+    if (seen.grads_set) { /* x's first gradient: AccumulateGrad set it */
+        tp_tensor *g = tp_tensor_grad(x);
+        CHECK(g != NULL);
+        CHECK_EQ(seen.grad_tensor, tp_tensor_id(x));
+        CHECK_EQ(seen.grad_id, g ? tp_tensor_id(g) : 0);
+        CHECK_EQ(seen.grad_storage, g ? tp_storage_id(tp_tensor_storage(g)) : 0);
+    }
     tp_tensor_release(s);
     tp_tensor_release(y);
     tp_tensor_release(x);
@@ -470,6 +484,7 @@ static void test_observer_sees_nodes_made_run_and_freed_with_their_saved_tensors
     CHECK_EQ(seen.ran_flags, 0u);
     CHECK_EQ(seen.released, 1); /* by the backward, not again when freed */
     CHECK_EQ(seen.freed, 2);
+    CHECK_EQ(seen.grads_set, 1); /* x's grad: set once, freed with x (no event) */
     memset(&seen, 0, sizeof seen);
     exp_sum_backward(true);
     CHECK_EQ(seen.ran_flags, TP_OBS_NODE_RETAINED);
@@ -483,7 +498,33 @@ static void test_observer_sees_nodes_made_run_and_freed_with_their_saved_tensors
     CHECK_EQ(tp_observer_set(&v2), 0);
     exp_sum_backward(false);
     CHECK_EQ(seen.other_kinds_v2, 0);
-    CHECK_EQ(seen.created + seen.saved + seen.ran + seen.freed, 0);
+    CHECK_EQ(seen.created + seen.saved + seen.ran + seen.freed + seen.grads_set, 0);
+    CHECK_EQ(tp_observer_set(NULL), 0);
+}
+
+/* tp_tensor_set_grad tells a version-3 observer who holds which grad (its
+ * handle on the grad is the runtime's own): set, replaced, cleared. */
+static void test_observer_sees_each_grad_set_and_cleared(void) {
+    static const tp_observer v3 = {.abi_version = 3, .struct_size = sizeof v3, .on_event = on_graph_event};
+    memset(&seen, 0, sizeof seen);
+    CHECK_EQ(tp_observer_set(&v3), 0);
+    tp_tensor *w = leaf(1, SHAPE(3), 0, TP_DTYPE_FLOAT32);
+    tp_tensor *g = tp_zeros(1, SHAPE(3), TP_DTYPE_FLOAT32);
+    CHECK_EQ(tp_tensor_set_grad(w, g), TP_STATUS_OK);
+    CHECK_EQ(seen.grads_set, 1);
+    CHECK_EQ(seen.grad_tensor, tp_tensor_id(w));
+    CHECK_EQ(seen.grad_id, tp_tensor_id(g));
+    CHECK_EQ(seen.grad_storage, tp_storage_id(tp_tensor_storage(g)));
+    CHECK_EQ(tp_tensor_set_grad(w, NULL), TP_STATUS_OK); /* zero_grad(set_to_none) */
+    CHECK_EQ(seen.grads_set, 2);
+    CHECK_EQ(seen.grad_id, 0u);
+    CHECK_EQ(seen.grad_storage, 0u);
+    CHECK_EQ(tp_tensor_set_grad(w, NULL), TP_STATUS_OK); /* nothing to clear: no event */
+    CHECK_EQ(seen.grads_set, 2);
+    CHECK(tp_tensor_set_grad(w, w) != TP_STATUS_OK); /* refused: no event */
+    CHECK_EQ(seen.grads_set, 2);
+    tp_tensor_release(g);
+    tp_tensor_release(w);
     CHECK_EQ(tp_observer_set(NULL), 0);
 }
 
@@ -508,6 +549,7 @@ int main(void) {
     RUN_TEST(test_bad_backward_arguments);
     RUN_TEST(test_grad_output_is_copied_not_adopted);
     RUN_TEST(test_graph_holds_leaves_until_freed);
+    RUN_TEST(test_observer_sees_each_grad_set_and_cleared);
     RUN_TEST(test_observer_sees_nodes_made_run_and_freed_with_their_saved_tensors);
     return CHECK_DONE();
 }

@@ -11,6 +11,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tensorplay/tensorplay.h"
 #include "../check.h"
@@ -398,6 +399,72 @@ static void test_views(void) {
     }
 }
 
+/* as_strided: sizes/strides/offset on the storage, through a plain input,
+ * a transposed one and a slice of it (its storage offset not 0). */
+static tp_tensor *f_as_strided(tp_tensor **in, const void *ctx) {
+    tp_tensor *x = in[0];
+    switch (*(const int *)ctx) {
+    case 0: return tp_ag_as_strided(x, 2, SHAPE(3, 2), SHAPE(4, 1), 5); /* a window: the rest gets 0 */
+    case 1: return tp_ag_as_strided(x, 2, SHAPE(4, 6), SHAPE(1, 4), 0); /* the whole storage, transposed */
+    case 2: { /* the input a transposed view, the output a strided window of the storage */
+        tp_tensor *t = tp_ag_transpose(x, 0, 2);
+        tp_tensor *r = tp_ag_as_strided(t, 3, SHAPE(2, 2, 2), SHAPE(12, 4, 2), 1);
+        tp_tensor_release(t);
+        return r;
+    }
+    case 3: { /* the input at storage offset 12 (an output must stay on the
+               * input's elements: one reaching past them reads values that
+               * are not its input's, as in PyTorch) */
+        tp_tensor *sl = tp_ag_slice(x, 0, 1, 2, 1);
+        tp_tensor *r = tp_ag_as_strided(sl, 2, SHAPE(3, 3), SHAPE(1, 4), 13);
+        tp_tensor_release(sl);
+        return r;
+    }
+    default: { /* an as_strided of an as_strided, used twice */
+        tp_tensor *a = tp_ag_as_strided(x, 2, SHAPE(2, 6), SHAPE(12, 2), 0);
+        tp_tensor *r = tp_ag_mul(a, a);
+        tp_tensor_release(a);
+        return r;
+    }
+    }
+}
+
+static void test_as_strided(void) {
+    for (int k = 0; k <= 4; k++) {
+        tp_tensor *x = input(3, SHAPE(2, 3, 4), false);
+        CHECK_MSG(gradcheck_impl("as_strided", f_as_strided, 1, &x, &k), "as_strided case %d", k);
+        tp_tensor_release(x);
+    }
+}
+
+/* Overlapping elements (stride 0, or strides that meet) are refused when a
+ * node would be made, with a message; without one the view is made. */
+static void test_as_strided_refuses_overlap(void) {
+    tp_tensor *x = input(2, SHAPE(3, 4), false);
+    tp_tensor *y = tp_ag_as_strided(x, 2, SHAPE(3, 3), SHAPE(1, 1), 0);
+    CHECK(y == NULL);
+    CHECK(tp_last_status() == TP_STATUS_UNSUPPORTED);
+    CHECK_MSG(strstr(tp_last_error(), "as_strided: the gradient through an output whose elements overlap "
+                                      "(sizes [3, 3], strides [1, 1])") != NULL,
+              "%s", tp_last_error());
+    y = tp_ag_as_strided(x, 2, SHAPE(2, 4), SHAPE(0, 1), 0); /* a broadcast row */
+    CHECK(y == NULL && strstr(tp_last_error(), "strides [0, 1]"));
+    tp_tensor *e = tp_ag_expand(x, 3, SHAPE(2, 3, 4)); /* an input that overlaps */
+    y = e ? tp_ag_as_strided(e, 1, SHAPE(4), SHAPE(1), 0) : NULL;
+    CHECK(e && y == NULL && strstr(tp_last_error(), "through an input whose elements overlap"));
+    tp_tensor_release(e);
+    bool prev = tp_grad_set_enabled(false);
+    y = tp_ag_as_strided(x, 2, SHAPE(3, 3), SHAPE(1, 1), 0);
+    CHECK(y && !tp_tensor_requires_grad(y));
+    tp_tensor_release(y);
+    tp_grad_set_enabled(prev);
+    /* non-overlapping with size-1 dims of any stride is fine */
+    y = tp_ag_as_strided(x, 3, SHAPE(1, 3, 2), SHAPE(0, 4, 2), 1);
+    CHECK_MSG(y && strcmp(tp_tensor_grad_fn_name(y), "AsStridedBackward0") == 0, "%s", tp_last_error());
+    tp_tensor_release(y);
+    tp_tensor_release(x);
+}
+
 static tp_tensor *f_cat(tp_tensor **in, const void *ctx) { return tp_ag_cat(3, in, *(const int *)ctx); }
 static tp_tensor *f_stack(tp_tensor **in, const void *ctx) { (void)ctx; return tp_ag_stack(2, in, 1); }
 
@@ -781,6 +848,8 @@ int main(void) {
     RUN_TEST(test_matmul_cases);
     RUN_TEST(test_linear);
     RUN_TEST(test_views);
+    RUN_TEST(test_as_strided);
+    RUN_TEST(test_as_strided_refuses_overlap);
     RUN_TEST(test_cat_and_stack);
     RUN_TEST(test_index_select);
     RUN_TEST(test_softmax_and_log_softmax);

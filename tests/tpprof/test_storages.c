@@ -189,7 +189,8 @@ static void open_db(void) {
                  " backward_ran, retained, ran_ns);"
                  "CREATE TABLE graph_edges(node_id, next_id, leaf);"
                  "CREATE TABLE saved_tensors(node_id, slot, storage_id, tensor_id, saved_ns, released_ns,"
-                 " PRIMARY KEY (node_id, slot));",
+                 " PRIMARY KEY (node_id, slot));"
+                 "CREATE TABLE tensor_grads(tensor_id INTEGER PRIMARY KEY, grad_id, grad_storage_id, set_ns);",
                  NULL, NULL, NULL);
 }
 
@@ -869,6 +870,60 @@ static void test_graph_records_keep_live_nodes_their_edges_and_saved_tensors(voi
               "3 nodes made, 1 freed");
 }
 
+// A node of more inputs than one record holds (a cat of 40 tensors): every
+// edge is kept, in the order sent, node edges and leaf edges each.
+static void test_graph_keeps_every_edge_of_a_wide_node(void) {
+    static uint64_t next[40], leaves[30];
+    for (int i = 0; i < 40; i++) next[i] = 1000 + (uint64_t)i;
+    for (int i = 0; i < 30; i++) leaves[i] = 2000 + (uint64_t)i;
+    leaves_next = leaves;
+    nleaves_next = 30;
+    remember_alloc(0x51000, 84);
+    ev_node(TP_OBS_NODE_CREATED, 510, "CatBackward0", next, 40, 0, 0x51000);
+    CHECK_MSG(tpprof_store_tensors_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count(*) FROM graph_edges WHERE node_id = 510 AND leaf = 0") == 40 &&
+                  q("SELECT count(DISTINCT next_id) FROM graph_edges WHERE node_id = 510 AND leaf = 0 AND "
+                    "next_id BETWEEN 1000 AND 1039") == 40,
+              "40 node edges (%lld)", q("SELECT count(*) FROM graph_edges WHERE node_id = 510 AND leaf = 0"));
+    CHECK_MSG(q("SELECT count(DISTINCT next_id) FROM graph_edges WHERE node_id = 510 AND leaf = 1 AND "
+                "next_id BETWEEN 2000 AND 2029") == 30 &&
+                  q("SELECT count(*) FROM graph_edges WHERE node_id = 510") == 70,
+              "30 leaf edges, nothing else (%lld)", q("SELECT count(*) FROM graph_edges WHERE node_id = 510"));
+    // in input order: the rows were inserted as sent
+    CHECK_MSG(q("SELECT count(*) FROM (SELECT next_id, lag(next_id) OVER (ORDER BY rowid) p FROM graph_edges "
+                "WHERE node_id = 510 AND leaf = 0) WHERE p IS NOT NULL AND p >= next_id") == 0,
+              "node edges in input order");
+    ev_node(TP_OBS_NODE_FREED, 510, "CatBackward0", NULL, 0, 0, 0);
+}
+
+static void ev_grad(uint64_t tensor, uint64_t grad, uint64_t storage) {
+    tp_obs_event ev = {.kind = TP_OBS_GRAD_SET,
+                       .u.grad = {.tensor_id = tensor, .grad_id = grad, .grad_storage_id = storage}};
+    send(&ev, 90);
+}
+
+// GRAD_SET: tensor_grads holds each tensor's grad now, while the tensor lives.
+static void test_grad_links_follow_their_tensor(void) {
+    ev_grad(800, 810, 40); // kept
+    ev_grad(801, 811, 41); // replaced
+    ev_grad(801, 812, 42);
+    ev_grad(802, 813, 43); // cleared (set_to_none)
+    ev_grad(802, 0, 0);
+    ev_grad(803, 814, 44); // its tensor freed
+    ev_tensor(TP_OBS_TENSOR_FREED, 803, 45, 91); // tp_tensor_release's order: the free, then its release
+    ev_refcount(45, TP_OBS_REFOP_RELEASE, 0, 1, 92);
+    CHECK_MSG(tpprof_store_tensors_put(db, true), "written: %s", sqlite3_errmsg(db));
+    CHECK_MSG(q("SELECT count(*) FROM tensor_grads") == 2, "800 and 801 (%lld)", q("SELECT count(*) FROM tensor_grads"));
+    CHECK_MSG(q("SELECT grad_storage_id FROM tensor_grads WHERE tensor_id = 800 AND grad_id = 810 AND "
+                "set_ns IS NOT NULL") == 40,
+              "800 holds 810 on storage 40");
+    CHECK_MSG(q("SELECT grad_storage_id FROM tensor_grads WHERE tensor_id = 801 AND grad_id = 812") == 42,
+              "801 holds its newer grad");
+    ev_grad(800, 0, 0);
+    ev_grad(801, 0, 0);
+    CHECK_MSG(tpprof_store_tensors_put(db, true) && q("SELECT count(*) FROM tensor_grads") == 0, "all cleared");
+}
+
 // A runtime of observer ABI 2 gets an observer that says version 2 (it
 // attaches nothing else); one older than 2 or newer than 3 gets none.
 static void test_provider_answers_runtimes_of_version_2_and_3(void) {
@@ -1068,6 +1123,8 @@ int main(void) {
     test_block_free_after_a_timed_release_is_its_delay_after_it();
     test_untimed_storages_count_in_the_maximum_only_from_an_exact_release();
     test_graph_records_keep_live_nodes_their_edges_and_saved_tensors();
+    test_graph_keeps_every_edge_of_a_wide_node();
+    test_grad_links_follow_their_tensor();
     test_provider_answers_runtimes_of_version_2_and_3();
     test_many_live_records_are_each_found();
     sqlite3_close(db);

@@ -8,7 +8,8 @@
  *   transpose / permute: the inverse permutation;
  *   slice / narrow / select: zeros of the input's shape, the same view of
  *     them, the gradient copied in;
- *   expand: summed over the expanded dims.
+ *   expand: summed over the expanded dims;
+ *   as_strided: through the storage (below).
  * Node parameters: iarg[0] = the kind, then the view's own arguments.
  */
 #include <string.h>
@@ -137,6 +138,107 @@ tp_tensor *tp_ag_select(tp_tensor *t, int dim, int64_t index) {
 tp_tensor *tp_ag_expand(tp_tensor *t, int ndim, const int64_t *sizes) {
     view_ctx c = {{V_EXPAND}, 1};
     return record_view(tp_tensor_expand(t, ndim, sizes), t, "ExpandBackward0", &c);
+}
+
+// ----------------------------------------------------------------------------
+// as_strided: geometry on the storage itself, so the gradient is put back
+// through the storage too (PyTorch's as_strided_backward, the case where
+// neither the output nor the input has elements that overlap): zeros over
+// the storage span both geometries cover, the gradient copied in through
+// the output's strides (no element twice: the copy is the scatter-add),
+// read back through the input's.  Overlapping geometries are refused when
+// a node would be made.
+// Node parameters: iarg[0, ndim) the output's strides, iarg[TP_MAX_DIMS,
+// TP_MAX_DIMS + input ndim) the input's, then the output's storage offset
+// and the input's.
+
+#define AS_STRIDED_OFF (2 * TP_MAX_DIMS)
+
+/* One past the last storage element the geometry reaches, from 0; 0 if empty. */
+static int64_t span_of(int ndim, const int64_t *sizes, const int64_t *strides) {
+    int64_t last = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (sizes[i] == 0) return 0;
+        last += (sizes[i] - 1) * strides[i];
+    }
+    return last + 1;
+}
+
+/* No two indices reach one storage element: ordered by stride, each dim of
+ * size > 1 steps past everything the smaller ones reach. */
+static bool non_overlapping(int ndim, const int64_t *sizes, const int64_t *strides) {
+    int order[TP_MAX_DIMS], n = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (sizes[i] == 0) return true;
+        if (sizes[i] > 1) order[n++] = i;
+    }
+    for (int a = 1; a < n; a++) /* insertion sort by stride: at most TP_MAX_DIMS */
+        for (int b = a; b > 0 && strides[order[b]] < strides[order[b - 1]]; b--) {
+            int k = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = k;
+        }
+    int64_t reach = 0; /* the largest offset the dims so far reach */
+    for (int i = 0; i < n; i++) {
+        int d = order[i];
+        if (strides[d] <= reach) return false;
+        reach += (sizes[d] - 1) * strides[d];
+    }
+    return true;
+}
+
+static tp_status as_strided_backward(tp__node *n, tp_tensor *g, tp_tensor **out) {
+    const tp__edge *e = &n->next[0];
+    const int64_t *os = n->iarg, *is = n->iarg + TP_MAX_DIMS;
+    int64_t ooff = n->iarg[AS_STRIDED_OFF], ioff = n->iarg[AS_STRIDED_OFF + 1];
+    int64_t ospan = span_of(n->out_ndim, n->out_sizes, os), ispan = span_of(e->ndim, e->sizes, is);
+    int64_t lo = ooff < ioff ? ooff : ioff;
+    int64_t hi = ooff + ospan > ioff + ispan ? ooff + ospan : ioff + ispan;
+    int64_t len = hi - lo;
+    tp_tensor *buf = tp_zeros(1, &len, g->dtype); // the storage span, as offsets from lo
+    tp_tensor *v = buf ? tp_tensor_as_strided(buf, n->out_ndim, n->out_sizes, os, ooff - lo) : NULL;
+    tp_status st = v ? tp_copy_(v, g) : tp_last_status();
+    tp_tensor_release(v);
+    tp_tensor *r = st == TP_STATUS_OK ? tp_tensor_as_strided(buf, e->ndim, e->sizes, is, ioff - lo) : NULL;
+    tp_tensor_release(buf);
+    if (!r) return st == TP_STATUS_OK ? tp_last_status() : st;
+    out[0] = tp_contiguous(r);
+    tp_tensor_release(r);
+    return out[0] ? TP_STATUS_OK : tp_last_status();
+}
+
+typedef struct as_strided_ctx {
+    const tp_tensor *in;
+    const int64_t *strides;
+    int64_t offset;
+} as_strided_ctx;
+
+static tp_status as_strided_fill(tp__node *n, tp_tensor *out, void *vctx) {
+    const as_strided_ctx *c = vctx;
+    const tp_tensor *in = c->in;
+    if (!non_overlapping(out->ndim, out->sizes, c->strides) || !non_overlapping(in->ndim, in->sizes, in->strides)) {
+        char a[256], b[256];
+        bool o = !non_overlapping(out->ndim, out->sizes, c->strides);
+        tp__format_shape(o ? out->ndim : in->ndim, o ? out->sizes : in->sizes, a, sizeof a);
+        tp__format_shape(o ? out->ndim : in->ndim, o ? c->strides : in->strides, b, sizeof b);
+        return tp__error(TP_STATUS_UNSUPPORTED,
+                         "as_strided: the gradient through an %s whose elements overlap (sizes %s, strides %s) is "
+                         "not implemented: AsStridedBackward0 needs every element of the %s at its own storage "
+                         "element (compute it under no_grad, or build it from differentiable views)",
+                         o ? "output" : "input", a, b, o ? "output" : "input");
+    }
+    for (int i = 0; i < out->ndim; i++) n->iarg[i] = c->strides[i];
+    for (int i = 0; i < in->ndim; i++) n->iarg[TP_MAX_DIMS + i] = in->strides[i];
+    n->iarg[AS_STRIDED_OFF] = c->offset;
+    n->iarg[AS_STRIDED_OFF + 1] = in->storage_offset;
+    return TP_STATUS_OK;
+}
+
+tp_tensor *tp_ag_as_strided(tp_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides,
+                            int64_t storage_offset) {
+    as_strided_ctx c = {t, strides, storage_offset};
+    return tp__record(tp_tensor_as_strided(t, ndim, sizes, strides, storage_offset), "AsStridedBackward0",
+                      as_strided_backward, 1, &t, as_strided_fill, &c);
 }
 
 // ----------------------------------------------------------------------------

@@ -93,6 +93,15 @@ static inline uint32_t tpprof_alloc_sid(const uint64_t *r, int op) {
 // allocator names are static, tensorplay/allocator.h), so it carries none:
 // its storage's words are 4, not 7 (observe.c put_storage).
 #define TPPROF_OBS_SAME_NAME ((uint64_t)1 << 23)
+// MORE_EDGES: a NODE_CREATED that continues the one before it for the same
+// node (a node of more inputs than one record holds: a wide cat): word 2
+// the node id, word 3 its node edges | its leaf edges << 16, then their ids
+// (observe.c on_graph_node, writer/graph.c).
+#define TPPROF_OBS_MORE_EDGES ((uint64_t)1 << 25)
+// GRAD: a TENSOR_SAVED record that carries the observer's GRAD_SET (the
+// ring has 4 bits of kind, all taken): word 2 the tensor, 3 its new grad
+// tensor (0: cleared), 4 the grad's storage.
+#define TPPROF_OBS_GRAD ((uint64_t)1 << 26)
 // (Bit 24 was PACKED, compact layouts of a tensor's release and of a
 // WITH_TENSOR record: measured 2-3 points dearer on bench/tensor_overhead,
 // it went.)

@@ -556,10 +556,23 @@ static inline struct tpprof_thread *enter(void) {
 // node an op, against a dozen tensor events), so plain records. A node's
 // creation takes the stack of the node struct's allocation (its object) and
 // carries its name (4 words: 31 characters), the ids of the nodes its
-// inputs have, then those of its leaf inputs (GRAPH_MAX_NEXT in all; more
-// are cut, leaves first); the others need no stack: the writer names each
-// by its node.
+// inputs have, then those of its leaf inputs: GRAPH_MAX_NEXT of them, the
+// rest in records flagged TPPROF_OBS_MORE_EDGES of GRAPH_MORE_NEXT each
+// (every edge is kept: a cat of 40 inputs is one graph); the others need
+// no stack: the writer names each by its node.
 #define GRAPH_MAX_NEXT 16
+#define GRAPH_MORE_NEXT (OBS_MAX_WORDS - 5) // words 2-3 and the full-mode time left out
+
+// The ids of a node's edges from index `from`, `count` of them: node
+// edges (next_ids) first, then leaf edges; into w, with their split.
+static uint64_t put_edges(uint64_t *w, const tp_obs_node *x, uint32_t from, uint32_t count) {
+    uint32_t nn = x->next_ids ? x->n_next : 0, k = 0, kl = 0;
+    for (uint32_t i = from; i < from + count; i++) {
+        if (i < nn) w[k++] = x->next_ids[i];
+        else w[k + kl++] = x->leaf_ids[i - nn];
+    }
+    return k | (uint64_t)kl << 16;
+}
 
 static void on_graph_node(struct tpprof_thread *t, const tp_obs_event *ev, bool full) {
     settle(t);
@@ -575,16 +588,34 @@ static void on_graph_node(struct tpprof_thread *t, const tp_obs_event *ev, bool 
             char *d = (char *)&w[3];
             for (int i = 0; i < 31 && x->name[i]; i++) d[i] = x->name[i];
         }
-        uint32_t k = x->next_ids ? (x->n_next < GRAPH_MAX_NEXT ? x->n_next : GRAPH_MAX_NEXT) : 0;
-        uint32_t kl = x->leaf_ids ? (x->n_leaves < GRAPH_MAX_NEXT - k ? x->n_leaves : GRAPH_MAX_NEXT - k) : 0;
-        w[7] = k | (uint64_t)kl << 16;
-        for (uint32_t i = 0; i < k; i++) w[8 + i] = x->next_ids[i];
-        for (uint32_t i = 0; i < kl; i++) w[8 + k + i] = x->leaf_ids[i];
-        n = 8 + (int)(k + kl);
+        uint32_t all = (x->next_ids ? x->n_next : 0) + (x->leaf_ids ? x->n_leaves : 0);
+        uint32_t first = all < GRAPH_MAX_NEXT ? all : GRAPH_MAX_NEXT;
+        w[7] = put_edges(&w[8], x, 0, first);
+        obs_commit(t, w, (int)ev->kind, 0, 0, sid, 8 + (int)first, full);
+        for (uint32_t from = first; from < all; from += GRAPH_MORE_NEXT) {
+            uint32_t count = all - from < GRAPH_MORE_NEXT ? all - from : GRAPH_MORE_NEXT;
+            if (!(w = obs_slot(t))) return;
+            w[2] = x->node_id;
+            w[3] = put_edges(&w[4], x, from, count);
+            obs_commit(t, w, (int)ev->kind, 0, TPPROF_OBS_MORE_EDGES, 0, 4 + (int)count, full);
+        }
+        return;
     } else if (ev->kind == TP_OBS_NODE_RAN) {
         w[n++] = x->flags;
     }
     obs_commit(t, w, (int)ev->kind, 0, 0, sid, n, full);
+}
+
+// GRAD_SET, as a TENSOR_SAVED record flagged TPPROF_OBS_GRAD (format.h).
+static void on_graph_grad(struct tpprof_thread *t, const tp_obs_event *ev, bool full) {
+    settle(t);
+    uint32_t sid = full ? event_stack(0, full) : 0;
+    uint64_t *w = obs_slot(t);
+    if (!w) return;
+    w[2] = ev->u.grad.tensor_id;
+    w[3] = ev->u.grad.grad_id;
+    w[4] = ev->u.grad.grad_storage_id;
+    obs_commit(t, w, TP_OBS_TENSOR_SAVED, 0, TPPROF_OBS_GRAD, sid, 5, full);
 }
 
 static void on_graph_saved(struct tpprof_thread *t, const tp_obs_event *ev, bool full) {
@@ -626,6 +657,7 @@ static void on_event(void *user, const tp_obs_event *ev) {
     case TP_OBS_NODE_FREED: on_graph_node(t, ev, full); break;
     case TP_OBS_TENSOR_SAVED:
     case TP_OBS_SAVED_RELEASED: on_graph_saved(t, ev, full); break;
+    case TP_OBS_GRAD_SET: on_graph_grad(t, ev, full); break;
     default: break; // a kind from a newer runtime: ignored, as the ABI asks
     }
     tpprof_guard = 0;

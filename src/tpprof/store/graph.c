@@ -33,10 +33,11 @@ static bool put_node(sqlite3_stmt *nodes, sqlite3_stmt *edges, sqlite3_stmt *sav
     sqlite3_bind_int(nodes, 7, (x->flags & G_RETAINED) != 0);
     bind_time(nodes, 8, x->flags & G_RAN, x->ran_ns);
     if (!step(nodes)) return false;
-    for (uint32_t i = 0; i < (uint32_t)x->nnext + x->nleaves; i++) {
+    for (uint32_t i = 0; i < x->nedges; i++) {
+        uint64_t e = tpprof_graph_edge(x, i);
         sqlite3_bind_int64(edges, 1, (sqlite3_int64)x->id);
-        sqlite3_bind_int64(edges, 2, (sqlite3_int64)x->next[i]);
-        sqlite3_bind_int(edges, 3, i >= x->nnext);
+        sqlite3_bind_int64(edges, 2, (sqlite3_int64)(e & ~GRAPH_LEAF));
+        sqlite3_bind_int(edges, 3, (e & GRAPH_LEAF) != 0);
         if (!step(edges)) return false;
     }
     for (uint32_t i = 0; i < GRAPH_SAVED; i++) {
@@ -81,6 +82,19 @@ bool tpprof_store_graph_put(sqlite3 *db) {
     sqlite3_finalize(nodes);
     sqlite3_finalize(edges);
     sqlite3_finalize(saved);
+    sqlite3_stmt *grads = NULL;
+    ok = ok && sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO tensor_grads(tensor_id, grad_id, grad_storage_id, set_ns)"
+                                      " VALUES(?,?,?,?)", -1, &grads, NULL) == SQLITE_OK;
+    for (uint32_t i = 0; ok && i < g->ngrads; i++) {
+        const struct graph_grad *x = &g->grads[i];
+        if (!x->used) continue;
+        sqlite3_bind_int64(grads, 1, (sqlite3_int64)x->tensor);
+        sqlite3_bind_int64(grads, 2, (sqlite3_int64)x->grad);
+        sqlite3_bind_int64(grads, 3, (sqlite3_int64)x->storage);
+        sqlite3_bind_int64(grads, 4, (sqlite3_int64)x->set_ns);
+        ok = step(grads);
+    }
+    sqlite3_finalize(grads);
     return ok && put_meta_count(db, "graph_nodes_created", g->created) &&
            put_meta_count(db, "graph_nodes_freed", g->freed);
 }

@@ -86,7 +86,9 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS graph_edges(node_id INTEGER NOT NULL, next_id INTEGER NOT NULL, leaf INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS saved_tensors(node_id INTEGER NOT NULL, slot INTEGER NOT NULL,"
     " storage_id INTEGER NOT NULL, tensor_id INTEGER NOT NULL, saved_ns INTEGER, released_ns INTEGER,"
-    " PRIMARY KEY (node_id, slot));";
+    " PRIMARY KEY (node_id, slot));"
+    "CREATE TABLE IF NOT EXISTS tensor_grads(tensor_id INTEGER PRIMARY KEY, grad_id INTEGER NOT NULL,"
+    " grad_storage_id INTEGER NOT NULL, set_ns INTEGER);";
 
 // ---------------------------------------------------------------------------
 // Small helpers.

@@ -268,7 +268,8 @@ bool tpprof_store_tensors_put(sqlite3 *db, bool final) {
     if (!final) return true;
     // The final state replaces whatever an earlier image (a forked parent) wrote.
     return exec_sql(db, "DELETE FROM storages; DELETE FROM storage_refs; DELETE FROM tensors; DELETE FROM tensor_refs;"
-                        " DELETE FROM graph_nodes; DELETE FROM graph_edges; DELETE FROM saved_tensors;") &&
+                        " DELETE FROM graph_nodes; DELETE FROM graph_edges; DELETE FROM saved_tensors;"
+                        " DELETE FROM tensor_grads;") &&
            put_storages(db) && put_tensors(db) && put_tensor_refs(db) && put_aggregates(db) &&
            tpprof_store_graph_put(db);
 }

@@ -9,7 +9,7 @@
 #include "writer/writer.h"
 #include "base/base.h"
 
-#define GRAPH_NEXT 16  // edges kept per node (observe.c sends at most this many)
+#define GRAPH_NEXT 16  // edges kept in the node itself; a wider node's others in `more`
 #define GRAPH_SAVED 4  // saved tensors kept per node (the runtime saves at most 4: TP__NODE_MAX_SAVED)
 #define GRAPH_NAMES 256
 
@@ -20,12 +20,17 @@ struct graph_saved {
     bool used, released;
 };
 
+// An edge's id with GRAPH_LEAF set is a leaf input's tensor id, else the
+// input's node id (ids come from one counter that stays far below 2^63).
+#define GRAPH_LEAF ((uint64_t)1 << 63)
+
 struct graph_node {
     uint64_t id, created_ns, freed_ns, ran_ns;
-    uint64_t next[GRAPH_NEXT]; // node ids of the inputs' nodes, then tensor ids of its leaf inputs
+    uint64_t next[GRAPH_NEXT]; // its first edges (| GRAPH_LEAF for a leaf input), in the order sent
+    uint64_t *more;            // edges GRAPH_NEXT.. (own memory, base/mem.h), NULL if none
+    uint32_t nedges, capmore;  // edges in all; capacity of more, in edges
     struct graph_saved saved[GRAPH_SAVED];
     uint32_t stack;      // stack_nodes id of its creation
-    uint16_t nnext, nleaves; // next[0..nnext): nodes; next[nnext..nnext + nleaves): leaves
     uint32_t next_free;  // free list (slot + 1)
     uint16_t name;       // index into names
     uint16_t flags;      // G_*
@@ -39,6 +44,11 @@ struct tpprof_graph {
     char names[GRAPH_NAMES][32];
     uint32_t nnames; // names[0] is "?"
     uint64_t created, freed; // nodes seen made and freed over the run
+    // The grad each tensor holds (GRAD_SET), while the tensor lives: its
+    // tensor id -> slot + 1 of grads.
+    struct graph_grad { uint64_t tensor, grad, storage, set_ns; bool used; } *grads;
+    uint32_t ngrads, capgrads, free_grad; // free_grad: a free slot + 1 (chained through .grad)
+    struct tpprof_map grad_ids;
 };
 
 TPPROF_HIDDEN extern struct tpprof_graph tpprof_graph;
@@ -47,5 +57,14 @@ TPPROF_HIDDEN extern struct tpprof_graph tpprof_graph;
 // TP_OBS_SAVED_RELEASED), r as the ring holds it; stack: the stack_nodes id
 // of its stack (NODE_CREATED), time its time.
 TPPROF_HIDDEN void tpprof_graph_apply(int kind, const uint64_t *r, uint64_t time, uint32_t stack);
+
+// Edge i of x (GRAPH_LEAF set for a leaf input).
+static inline uint64_t tpprof_graph_edge(const struct graph_node *x, uint32_t i) {
+    return i < GRAPH_NEXT ? x->next[i] : x->more[i - GRAPH_NEXT];
+}
+
+// A tensor was freed: its grad link goes (aggregate mode; full mode keeps
+// it, the viewer checks the tensor's freed_ns).
+TPPROF_HIDDEN void tpprof_graph_tensor_freed(uint64_t tensor_id);
 
 #endif

@@ -527,6 +527,8 @@ static inline __attribute__((always_inline)) void tensor_freed_at(uint64_t id, u
     if (tpprof_ledger.peak_seq && !tpprof_ledger.peak_end) tpprof_ledger.peak_end = seq;
     // Full mode keeps every record under its id; aggregate mode lets go of it.
     bool full = tpprof_cfg.full;
+    // Its grad link (writer/graph.c) goes with it: a test when none is kept.
+    if (!full && TPPROF_UNLIKELY(tpprof_graph.grad_ids.count)) tpprof_graph_tensor_freed(id);
     uint32_t k = full ? ix_get(&tpprof_ledger.tn_ids, id) : ix_take(&tpprof_ledger.tn_ids, id);
     if (!k) return;
     uint32_t slot = k - 1;
@@ -855,9 +857,14 @@ static void on_allocator(struct tpprof_thread *t, const uint64_t *r, uint64_t se
 // events rows (full mode): op 10.. as docs/schema-tensors.md lists them.
 static void keep_event(struct tpprof_thread *t, const uint64_t *r, int kind, uint32_t refop, uint64_t seq,
                        uint64_t time, uint32_t sid) {
-    static const int op_of[] = {0, 10, 11, 12, 13, 0, 14, 15, 16, 0, 17};
+    static const int op_of[] = {0, 10, 11, 12, 13, 0, 14, 15, 16, 0, 17, 18, 19, 20, 21, 22};
     uint64_t addr = r[2], size = 0, old = 0;
     int k = 0;
+    if (kind == TP_OBS_NODE_CREATED && (r[1] & TPPROF_OBS_MORE_EDGES)) return; // the rest of an 18's edges
+    if (kind == TP_OBS_TENSOR_SAVED && (r[1] & TPPROF_OBS_GRAD)) { // GRAD_SET
+        tpprof_writer_keep_event(t, seq, 23, 0, time, r[2], r[3], sid, r[4]);
+        return;
+    }
     switch (kind) {
     case TP_OBS_STORAGE_CREATED: size = r[4]; old = r[3]; break;
     case TP_OBS_STORAGE_REFCOUNT: size = r[3] & 0xffffffffu; old = r[3] >> 32; k = (int)refop; break;
@@ -865,6 +872,10 @@ static void keep_event(struct tpprof_thread *t, const uint64_t *r, int kind, uin
     case TP_OBS_TENSOR_FREED: size = r[3]; break;
     case TP_OBS_VERSION_BUMPED: size = r[3]; break;
     case TP_OBS_TENSOR_REFCOUNT: size = r[3]; k = (int)refop; break;
+    // The graph: address = the node id (the node's edges are graph_edges rows)
+    case TP_OBS_NODE_RAN: size = r[3]; break;
+    case TP_OBS_TENSOR_SAVED:
+    case TP_OBS_SAVED_RELEASED: size = r[3]; old = r[4]; k = (int)r[5]; break;
     default: break;
     }
     if (kind < (int)(sizeof op_of / sizeof op_of[0]) && op_of[kind]) tpprof_writer_keep_event(t, seq, op_of[kind], k, time, addr, size, sid, old);
@@ -891,7 +902,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
     int kind = (int)(r[0] & 15);
     // Its events row needs nothing from the ledger: kept first.
     if (TPPROF_UNLIKELY(tpprof_cfg.full) &&
-        ((kind >= TP_OBS_STORAGE_CREATED && kind <= TP_OBS_VERSION_BUMPED) || kind == TP_OBS_TENSOR_REFCOUNT))
+        ((kind >= TP_OBS_STORAGE_CREATED && kind <= TP_OBS_VERSION_BUMPED) || kind >= TP_OBS_TENSOR_REFCOUNT))
         keep_event(t, r, kind, (uint32_t)(r[1] >> 8 & 0xff), order, time, (uint32_t)(r[1] >> 32));
     uint32_t slot;
     struct obs_storage *s;
