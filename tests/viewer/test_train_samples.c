@@ -11,24 +11,10 @@
 #define _GNU_SOURCE
 #include "harness.h"
 
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
 static char prog[4096];
-
-static long long db_int(const char *db, const char *sql) {
-    sqlite3 *h = NULL;
-    long long v = -1;
-    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-            v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(h);
-    return v;
-}
 
 // Records prog with `steps` under tpprof into db; false (a failure noted)
 // when the run did not exit as the sample does (0).
@@ -50,20 +36,20 @@ static void expect_graph_leak(const char *fn, const char *file, const char *why,
     if (!record(db, "5"))
         return;
     // Five steps keep five graphs of four nodes (Addmm, Relu, Addmm, NllLoss).
-    CHECK(db_int(db, "SELECT count(*) FROM graph_nodes WHERE freed_ns IS NULL") == 20, "20 nodes alive, got %lld",
-          db_int(db, "SELECT count(*) FROM graph_nodes"));
-    CHECK(db_int(db, "SELECT count(*) FROM graph_nodes WHERE name = 'NllLossBackward0'") == 5, "five loss nodes");
+    CHECK(harness_db_int(db, "SELECT count(*) FROM graph_nodes WHERE freed_ns IS NULL") == 20, "20 nodes alive, got %lld",
+          harness_db_int(db, "SELECT count(*) FROM graph_nodes"));
+    CHECK(harness_db_int(db, "SELECT count(*) FROM graph_nodes WHERE name = 'NllLossBackward0'") == 5, "five loss nodes");
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM graph_nodes WHERE backward_ran = %d AND retained = %d", ran, ran);
-    CHECK(db_int(db, sql) == 20, "every node alive: backward_ran %d, retained %d", ran, ran);
-    CHECK(db_int(db, "SELECT count(*) FROM saved_tensors s JOIN storages t ON t.id = s.storage_id "
+    CHECK(harness_db_int(db, sql) == 20, "every node alive: backward_ran %d, retained %d", ran, ran);
+    CHECK(harness_db_int(db, "SELECT count(*) FROM saved_tensors s JOIN storages t ON t.id = s.storage_id "
                      "WHERE s.released_ns IS NULL AND t.freed_ns IS NULL") > 0,
           "saved tensors kept on storages alive at exit");
-    CHECK(db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 0") == 15, "three node edges a graph (%lld)",
-          db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 0"));
+    CHECK(harness_db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 0") == 15, "three node edges a graph (%lld)",
+          harness_db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 0"));
     // and four leaf inputs: the two Addmm nodes' weight and bias
-    CHECK(db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1") == 20, "four leaf edges a graph (%lld)",
-          db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1"));
+    CHECK(harness_db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1") == 20, "four leaf edges a graph (%lld)",
+          harness_db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1"));
 
     run_result r = harness_tpprof("report", "--storages", "--top", "0", db, NULL);
     CHECK(r.status == 0, "report --storages: status %d: %s", r.status, r.err);
@@ -169,8 +155,8 @@ static void test_grads_never_zeroed_keep_no_graph(void) {
     const char *db = harness_path("grads.db");
     if (!record(db, "5"))
         return;
-    CHECK(db_int(db, "SELECT count(*) FROM graph_nodes") == 0, "no node alive at exit");
-    CHECK(db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_created'") == 20,
+    CHECK(harness_db_int(db, "SELECT count(*) FROM graph_nodes") == 0, "no node alive at exit");
+    CHECK(harness_db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_created'") == 20,
           "20 nodes made");
     run_result r = harness_tpprof("check", db, "--max-graph-held-bytes", "0", NULL);
     CHECK(r.status == 0 && strstr(r.out, "PASS graph-held bytes 0 <= 0"), "status %d\n%s", r.status, r.out);
@@ -186,8 +172,8 @@ static void test_training_sample_ends_with_nothing_alive(void) {
     // 10 steps is too few for the samples' own loss check (exit 1); the run must end normally.
     CHECK(r.status == 0 || r.status == 1, "recording %s: status %d\n%s", prog, r.status, r.err);
     harness_result_free(&r);
-    long long made = db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_created'");
-    CHECK(made > 0 && made == db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_freed'"),
+    long long made = harness_db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_created'");
+    CHECK(made > 0 && made == harness_db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_freed'"),
           "every node made (%lld) is freed", made);
     r = harness_tpprof("check", db, "--max-lost-bytes", "0", "--max-leaked-storages", "0", "--max-graph-held-bytes",
                        "0", NULL);
