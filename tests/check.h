@@ -106,4 +106,27 @@ static int check_failures;
 
 #define CHECK_DONE() (check_failures ? (fprintf(stderr, "%d check(s) failed\n", check_failures), 1) : 0)
 
+/* A program of named scenarios, one meson test each:
+ *
+ *     static const check_scenario scenarios[] = {{"pool", test_pool_records}, ...};
+ *     return check_run_scenarios(argc > 1 ? argv[1] : NULL, scenarios, sizeof scenarios / sizeof *scenarios);
+ *
+ * runs the scenario called `name` (NULL: every one, in order) and returns
+ * CHECK_DONE(); a name no scenario has is a failure that says so. */
+typedef struct check_scenario {
+    const char *name;
+    void (*fn)(void);
+} check_scenario;
+
+static inline int check_run_scenarios(const char *name, const check_scenario *scenarios, size_t n) {
+    int ran = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!name || strcmp(name, scenarios[i].name) == 0) {
+            scenarios[i].fn();
+            ran = 1;
+        }
+    CHECK_MSG(ran, "no scenario '%s'", name);
+    return CHECK_DONE();
+}
+
 #endif

@@ -108,18 +108,11 @@ bool tpprof_py_table_find(const tpprof_py_table *t, int64_t ip, const char **fun
                           int64_t *line) {
     if (!t || !tpprof_ip_is_python(ip))
         return false;
-    size_t lo = 0, hi = t->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t->ids[mid] < ip)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo >= t->n || t->ids[lo] != ip)
+    ptrdiff_t i = tpprof_ids_index(t->ids, t->n, ip);
+    if (i < 0)
         return false;
-    *function = t->function[lo];
-    *file = t->file[lo];
-    *line = t->line[lo];
+    *function = t->function[i];
+    *file = t->file[i];
+    *line = t->line[i];
     return true;
 }

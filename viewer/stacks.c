@@ -79,19 +79,23 @@ void tpprof_stacks_free(tpprof_stacks *st) {
 // ---------------------------------------------------------------------------
 // Lookups
 
-static ptrdiff_t find_node(const tpprof_stacks *st, int64_t id) {
-    // Recorders number nodes 1, 2, 3, ...: try the direct slot first.
-    if (id >= 1 && (size_t)id <= st->n && st->ids[id - 1] == id)
-        return (ptrdiff_t)(id - 1);
-    size_t lo = 0, hi = st->n;
+ptrdiff_t tpprof_ids_index(const int64_t *ids, size_t n, int64_t id) {
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (st->ids[mid] < id)
+        if (ids[mid] < id)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < st->n && st->ids[lo] == id ? (ptrdiff_t)lo : -1;
+    return lo < n && ids[lo] == id ? (ptrdiff_t)lo : -1;
+}
+
+static ptrdiff_t find_node(const tpprof_stacks *st, int64_t id) {
+    // Recorders number nodes 1, 2, 3, ...: try the direct slot first.
+    if (id >= 1 && (size_t)id <= st->n && st->ids[id - 1] == id)
+        return (ptrdiff_t)(id - 1);
+    return tpprof_ids_index(st->ids, st->n, id);
 }
 
 // Index of the first symbol row of ip, or -1.

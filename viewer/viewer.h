@@ -189,6 +189,10 @@ typedef struct tpprof_frame {
 
 typedef struct tpprof_stacks tpprof_stacks;
 
+// The index of id in ids[0..n) (sorted ascending, as the recorder numbers
+// stack nodes and Python frames), or -1 (stacks.c).
+ptrdiff_t tpprof_ids_index(const int64_t *ids, size_t n, int64_t id);
+
 // Load the whole stack trie and the symbols into memory (one query each).
 // Takes ownership of the contents of `symbols` (left empty).
 tpprof_stacks *tpprof_stacks_load(tpprof_db *db, tpprof_symtab *symbols);

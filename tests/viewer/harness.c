@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "harness.h"
 
+#include <sqlite3.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -321,4 +323,17 @@ size_t harness_count(const char *s, const char *needle) {
     for (const char *p = s; len && (p = strstr(p, needle)) != NULL; p += len)
         n++;
     return n;
+}
+
+long long harness_db_int(const char *db, const char *sql) {
+    sqlite3 *h = NULL;
+    long long v = -1;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(h);
+    return v;
 }

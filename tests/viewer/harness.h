@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 extern int harness_failures;
 
@@ -48,6 +49,16 @@ const char *harness_tpprof_path(void);
 void harness_expect_usage_error_at(const char *file, int line, const char *what, run_result r,
                                    const char *message);
 
+// Run `tpprof check ARGS...` and expect exit status `want_status` and
+// exactly `want_out` on stdout (a failure names the caller's line).
+#define HARNESS_EXPECT_CHECK(want_status, want_out, ...)                                          \
+    do {                                                                                           \
+        run_result r_ = harness_tpprof("check", __VA_ARGS__, NULL);                                \
+        CHECK(r_.status == (want_status), "status %d: %s%s", r_.status, r_.out, r_.err);           \
+        CHECK(strcmp(r_.out, want_out) == 0, "got: %s", r_.out);                                   \
+        harness_result_free(&r_);                                                                  \
+    } while (0)
+
 // Count lines in s (a trailing newline ends the last line).
 size_t harness_lines(const char *s);
 
@@ -60,6 +71,11 @@ char *harness_json_squash(const char *s);
 
 // How many times needle occurs in s.
 size_t harness_count(const char *s, const char *needle);
+
+// One integer from a recording: the first column of the first row sql
+// returns from database file db, opened read-only; -1 when the file, the
+// query or the row is missing.
+long long harness_db_int(const char *db, const char *sql);
 
 // A fresh scratch directory (removed by harness_finish) and paths inside it.
 const char *harness_dir(void);

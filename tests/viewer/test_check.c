@@ -10,18 +10,8 @@
 
 static const char *app_db;
 
-// Run `tpprof check ARGS...` and expect exit status `want_status` and
-// exactly `want_out` on stdout.
-#define EXPECT_CHECK_PRINTS(want_status, want_out, ...)                                            \
-    do {                                                                                           \
-        run_result r_ = harness_tpprof("check", __VA_ARGS__, NULL);                                \
-        CHECK(r_.status == (want_status), "status %d: %s%s", r_.status, r_.out, r_.err);           \
-        CHECK(strcmp(r_.out, want_out) == 0, "got: %s", r_.out);                                   \
-        harness_result_free(&r_);                                                                  \
-    } while (0)
-
 static void test_default_gate_fails_on_lost_bytes_naming_the_biggest_lost_stack(void) {
-    EXPECT_CHECK_PRINTS(1, "FAIL lost bytes 12288 > 0: 8192 B in map_arena (arena.c:30)\n", app_db);
+    HARNESS_EXPECT_CHECK(1, "FAIL lost bytes 12288 > 0: 8192 B in map_arena (arena.c:30)\n", app_db);
 }
 
 static void test_all_gates_pass_when_limits_hold(void) {
@@ -36,13 +26,13 @@ static void test_all_gates_pass_when_limits_hold(void) {
 }
 
 static void test_leaked_gate_counts_reachable_blocks_too(void) {
-    EXPECT_CHECK_PRINTS(1, "FAIL leaked bytes 12488 > 12288: 8192 B in map_arena (arena.c:30)\n",
-                        app_db, "--max-leaked-bytes", "12288");
+    HARNESS_EXPECT_CHECK(1, "FAIL leaked bytes 12488 > 12288: 8192 B in map_arena (arena.c:30)\n",
+                         app_db, "--max-leaked-bytes", "12288");
 }
 
 static void test_peak_gate_names_the_largest_site_live_at_the_peak(void) {
-    EXPECT_CHECK_PRINTS(1, "FAIL peak bytes 23028 > 20480: 10240 B in inner_helper (helpers.h:7)\n",
-                        app_db, "--max-peak-bytes", "20k");
+    HARNESS_EXPECT_CHECK(1, "FAIL peak bytes 23028 > 20480: 10240 B in inner_helper (helpers.h:7)\n",
+                         app_db, "--max-peak-bytes", "20k");
 }
 
 static void test_one_fail_line_per_violated_gate(void) {

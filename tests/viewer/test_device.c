@@ -183,42 +183,38 @@ static void test_json_device_object_has_the_figures(void) {
 // ---------------------------------------------------------------------------
 // check
 
-#define EXPECT_CHECK(want_status, want_out, ...)                                                   \
-    do {                                                                                           \
-        run_result r_ = harness_tpprof("check", __VA_ARGS__, NULL);                                \
-        CHECK(r_.status == (want_status), "status %d: %s%s", r_.status, r_.out, r_.err);           \
-        CHECK(strcmp(r_.out, want_out) == 0, "got: %s", r_.out);                                   \
-        harness_result_free(&r_);                                                                  \
-    } while (0)
-
 static void test_check_device_gates_pass_and_fail_with_exit_codes(void) {
     // Only device gates: the default lost gate does not apply (the host
     // side has 12 KiB lost), so all passing is exit 0.
-    EXPECT_CHECK(0,
-                 "PASS device leaked bytes 19922944 <= 19922944\n"
-                 "PASS device peak bytes 22020096 <= 22020096\n",
-                 dev_db, "--max-device-leaked-bytes", "19M", "--max-device-peak-bytes", "21M");
-    EXPECT_CHECK(1, "FAIL device leaked bytes 19922944 > 0: 16777216 B in dev1_work (multi.cu:70) (cudaMallocManaged)\n",
-                 dev_db, "--max-device-leaked-bytes", "0");
-    EXPECT_CHECK(1,
-                 "FAIL device peak bytes 22020096 > 20971520: 8388608 B in train_step (train.cu:20) (cudaMallocAsync)\n",
-                 dev_db, "--max-device-peak-bytes", "20M");
+    HARNESS_EXPECT_CHECK(0,
+                         "PASS device leaked bytes 19922944 <= 19922944\n"
+                         "PASS device peak bytes 22020096 <= 22020096\n",
+                         dev_db, "--max-device-leaked-bytes", "19M", "--max-device-peak-bytes", "21M");
+    HARNESS_EXPECT_CHECK(1,
+                         "FAIL device leaked bytes 19922944 > 0: 16777216 B in dev1_work (multi.cu:70) "
+                         "(cudaMallocManaged)\n",
+                         dev_db, "--max-device-leaked-bytes", "0");
+    HARNESS_EXPECT_CHECK(1,
+                         "FAIL device peak bytes 22020096 > 20971520: 8388608 B in train_step (train.cu:20) "
+                         "(cudaMallocAsync)\n",
+                         dev_db, "--max-device-peak-bytes", "20M");
     // Per device (DEV:N), repeatable, in the order given per gate.
-    EXPECT_CHECK(1,
-                 "PASS device 0 leaked bytes 3145728 <= 3145728\n"
-                 "FAIL device 1 leaked bytes 16777216 > 16776192: 16777216 B in dev1_work (multi.cu:70) "
-                 "(cudaMallocManaged)\n"
-                 "PASS device 0 peak bytes 13631488 <= 13631488\n"
-                 "FAIL device 1 peak bytes 16777216 > 15728640: 16777216 B in dev1_work (multi.cu:70) "
-                 "(cudaMallocManaged)\n"
-                 "PASS device 5 peak bytes 0 <= 0\n",
-                 dev_db, "--max-device-leaked-bytes", "0:3M", "--max-device-leaked-bytes=1:16383k",
-                 "--max-device-peak-bytes", "0:13M", "--max-device-peak-bytes", "1:15M", "--max-device-peak-bytes",
-                 "5:0");
+    HARNESS_EXPECT_CHECK(1,
+                         "PASS device 0 leaked bytes 3145728 <= 3145728\n"
+                         "FAIL device 1 leaked bytes 16777216 > 16776192: 16777216 B in dev1_work (multi.cu:70) "
+                         "(cudaMallocManaged)\n"
+                         "PASS device 0 peak bytes 13631488 <= 13631488\n"
+                         "FAIL device 1 peak bytes 16777216 > 15728640: 16777216 B in dev1_work (multi.cu:70) "
+                         "(cudaMallocManaged)\n"
+                         "PASS device 5 peak bytes 0 <= 0\n",
+                         dev_db, "--max-device-leaked-bytes", "0:3M", "--max-device-leaked-bytes=1:16383k",
+                         "--max-device-peak-bytes", "0:13M", "--max-device-peak-bytes", "1:15M",
+                         "--max-device-peak-bytes", "5:0");
     // The reset's block counts as leaked on device 0.
-    EXPECT_CHECK(1,
-                 "FAIL device 0 leaked bytes 3145728 > 1048576: 2097152 B in reset_all (reset.cu:30) (cudaMalloc)\n",
-                 dev_db, "--max-device-leaked-bytes", "0:1M");
+    HARNESS_EXPECT_CHECK(1,
+                         "FAIL device 0 leaked bytes 3145728 > 1048576: 2097152 B in reset_all (reset.cu:30) "
+                         "(cudaMalloc)\n",
+                         dev_db, "--max-device-leaked-bytes", "0:1M");
 }
 
 static void test_check_device_gates_in_junit_and_with_host_gates(void) {
@@ -265,12 +261,12 @@ static void test_check_bad_device_limits_are_usage_errors(void) {
 // A row (and device) given again takes the later limit: one gate, one
 // line; the lines follow the table's order, not the command line's.
 static void test_check_device_gate_given_again_takes_the_later_limit(void) {
-    EXPECT_CHECK(0,
-                 "PASS lost bytes 12288 <= 12288\n"
-                 "PASS device 0 peak bytes 13631488 <= 13631488\n"
-                 "PASS device peak bytes 22020096 <= 22020096\n",
-                 dev_db, "--max-device-peak-bytes", "0:1M", "--max-device-peak-bytes", "0:13M",
-                 "--max-device-peak-bytes", "21M", "--max-lost-bytes", "12k");
+    HARNESS_EXPECT_CHECK(0,
+                         "PASS lost bytes 12288 <= 12288\n"
+                         "PASS device 0 peak bytes 13631488 <= 13631488\n"
+                         "PASS device peak bytes 22020096 <= 22020096\n",
+                         dev_db, "--max-device-peak-bytes", "0:1M", "--max-device-peak-bytes", "0:13M",
+                         "--max-device-peak-bytes", "21M", "--max-lost-bytes", "12k");
     // Each DEV:N is a gate of its own, up to 32 on one command line.
     char *argv[80];
     char limits[40][16];

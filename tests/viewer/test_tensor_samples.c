@@ -12,7 +12,6 @@
 #define _GNU_SOURCE
 #include "harness.h"
 
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,20 +30,6 @@ static void record_ok(const char *db, int prog, const char *arg1, const char *ar
     run_result r = record(db, prog, arg1, arg2);
     CHECK(r.status == 0, "recording %s: status %d: %s\n%s", progs[prog], r.status, r.out, r.err);
     harness_result_free(&r);
-}
-
-// One integer from the database (-1 on error).
-static long long db_int(const char *db, const char *sql) {
-    sqlite3 *h = NULL;
-    long long v = -1;
-    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-            v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(h);
-    return v;
 }
 
 // The text of the stack array that starts at the first '[' after p, up to
@@ -248,14 +233,14 @@ static void test_train_loop_leaks_no_storage_and_no_byte(void) {
     r = harness_tpprof("report", db, "--storages", "--format=json", NULL);
     char *j = harness_json_squash(r.out);
     CHECK(strstr(j, "\"storages\":[],\"unmatched_by_stack\":[],\"weak_by_stack\":[]"), "%s", r.out);
-    CHECK(db_int(db, "SELECT COUNT(*) FROM storages") > 0, "the peak rows are there");
+    CHECK(harness_db_int(db, "SELECT COUNT(*) FROM storages") > 0, "the peak rows are there");
     free(j);
     harness_result_free(&r);
     // 200 steps: past the allocator's first 64, its small storages' lifetimes
     // are a sample, and the report says how many were timed and how.
     const char *longer = harness_path("train_loop_200.db");
     record_ok(longer, TRAIN_LOOP, "200", NULL);
-    int64_t timed = db_int(longer, "SELECT live_count FROM storage_lifetimes WHERE allocator = 'cpu'");
+    int64_t timed = harness_db_int(longer, "SELECT live_count FROM storage_lifetimes WHERE allocator = 'cpu'");
     r = harness_tpprof("report", longer, "--lifetimes", NULL);
     char line[64];
     snprintf(line, sizeof line, "  cpu               1405  %8lld ", (long long)timed);
@@ -337,7 +322,7 @@ static void check_seq_batches(const char *name, const char *fixed) {
              "SELECT seq FROM allocator_events WHERE allocator = 'caching' AND action = 4 "
              "ORDER BY seq DESC LIMIT 1 OFFSET %d",
              kept - 1);
-    long long first_cleanup = db_int(db, sql);
+    long long first_cleanup = harness_db_int(db, sql);
     CHECK(first_cleanup > 0, "%s: the cleanup's first free", name);
     char at[32];
     snprintf(at, sizeof at, "%lld", first_cleanup - 1);
@@ -413,7 +398,7 @@ int main(int argc, char **argv) {
     // Does this recorder write the tensor tables yet?
     const char *probe = harness_path("probe.db");
     run_result r = record(probe, CAT_STORAGE, NULL, NULL);
-    long long attached = db_int(probe, "SELECT value FROM meta WHERE key = 'tensors'");
+    long long attached = harness_db_int(probe, "SELECT value FROM meta WHERE key = 'tensors'");
     harness_result_free(&r);
     if (attached != 1) {
         fprintf(stderr, "FAIL: tpprof did not attach to the runtime (meta.tensors is not 1)\n");

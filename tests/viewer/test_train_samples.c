@@ -12,7 +12,6 @@
 #define _GNU_SOURCE
 #include "harness.h"
 
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,19 +22,6 @@ static char prog[4096];
 // the weights and biases (a parameter holds its .grad; the sample freed its
 // model, so only the graphs hold the parameters).
 #define GRAPH_HELD_STORAGES 28
-
-static long long db_int(const char *db, const char *sql) {
-    sqlite3 *h = NULL;
-    long long v = -1;
-    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-            v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(h);
-    return v;
-}
 
 // Records prog with `steps` under tpprof into db; false (a failure noted)
 // when the run did not exit as the sample does (0). summary: run's summary
@@ -106,20 +92,20 @@ static void expect_graph_leak(const char *fn, const char *file, const char *why,
     if (!record(db, "5", summary, sizeof summary))
         return;
     // Five steps keep five graphs of four nodes (Addmm, Relu, Addmm, NllLoss).
-    CHECK(db_int(db, "SELECT count(*) FROM graph_nodes WHERE freed_ns IS NULL") == 20, "20 nodes alive, got %lld",
-          db_int(db, "SELECT count(*) FROM graph_nodes"));
-    CHECK(db_int(db, "SELECT count(*) FROM graph_nodes WHERE name = 'NllLossBackward0'") == 5, "five loss nodes");
+    CHECK(harness_db_int(db, "SELECT count(*) FROM graph_nodes WHERE freed_ns IS NULL") == 20, "20 nodes alive, got %lld",
+          harness_db_int(db, "SELECT count(*) FROM graph_nodes"));
+    CHECK(harness_db_int(db, "SELECT count(*) FROM graph_nodes WHERE name = 'NllLossBackward0'") == 5, "five loss nodes");
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM graph_nodes WHERE backward_ran = %d AND retained = %d", ran, ran);
-    CHECK(db_int(db, sql) == 20, "every node alive: backward_ran %d, retained %d", ran, ran);
-    CHECK(db_int(db, "SELECT count(*) FROM saved_tensors s JOIN storages t ON t.id = s.storage_id "
+    CHECK(harness_db_int(db, sql) == 20, "every node alive: backward_ran %d, retained %d", ran, ran);
+    CHECK(harness_db_int(db, "SELECT count(*) FROM saved_tensors s JOIN storages t ON t.id = s.storage_id "
                      "WHERE s.released_ns IS NULL AND t.freed_ns IS NULL") > 0,
           "saved tensors kept on storages alive at exit");
-    CHECK(db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 0") == 15, "three node edges a graph (%lld)",
-          db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 0"));
+    CHECK(harness_db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 0") == 15, "three node edges a graph (%lld)",
+          harness_db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 0"));
     // and four leaf inputs: the two Addmm nodes' weight and bias
-    CHECK(db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1") == 20, "four leaf edges a graph (%lld)",
-          db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1"));
+    CHECK(harness_db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1") == 20, "four leaf edges a graph (%lld)",
+          harness_db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1"));
 
     // run's summary says it in one line, the HTML page's summary too.
     char line[1024], want[256];
@@ -146,7 +132,7 @@ static void expect_graph_leak(const char *fn, const char *file, const char *why,
     CHECK(strstr(r.out, " in 28 storages only autograd graphs keep alive at exit") &&
               strstr(r.out, "graphs keep 28 storages") && !strstr(r.out, "(also kept otherwise)"),
           "28 storages, all graph-held\n%s", r.out);
-    CHECK(db_int(db, "SELECT count(*) FROM tensor_grads g JOIN tensors t ON t.id = g.tensor_id "
+    CHECK(harness_db_int(db, "SELECT count(*) FROM tensor_grads g JOIN tensors t ON t.id = g.tensor_id "
                      "WHERE t.freed_ns IS NULL") == 4,
           "the four parameters' grad links");
     CHECK(harness_count(r.out, " the grad of a leaf input of AddmmBackward0 created in small_forward (leak_common.h:") ==
@@ -252,8 +238,8 @@ static void test_grads_never_zeroed_keep_no_graph(void) {
     if (!record(db, "5", summary, sizeof summary))
         return;
     CHECK(!strstr(summary, "tpprof: graphs:"), "no graph line in run's summary:\n%s", summary);
-    CHECK(db_int(db, "SELECT count(*) FROM graph_nodes") == 0, "no node alive at exit");
-    CHECK(db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_created'") == 20,
+    CHECK(harness_db_int(db, "SELECT count(*) FROM graph_nodes") == 0, "no node alive at exit");
+    CHECK(harness_db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_created'") == 20,
           "20 nodes made");
     run_result r = harness_tpprof("check", db, "--max-graph-held-bytes", "0", NULL);
     CHECK(r.status == 0 && strstr(r.out, "PASS graph-held bytes 0 <= 0"), "status %d\n%s", r.status, r.out);
@@ -270,8 +256,8 @@ static void test_training_sample_ends_with_nothing_alive(void) {
     CHECK(r.status == 0 || r.status == 1, "recording %s: status %d\n%s", prog, r.status, r.err);
     CHECK(!strstr(r.err, "tpprof: graphs:"), "no graph alive, no graph line:\n%s", r.err);
     harness_result_free(&r);
-    long long made = db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_created'");
-    CHECK(made > 0 && made == db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_freed'"),
+    long long made = harness_db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_created'");
+    CHECK(made > 0 && made == harness_db_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_freed'"),
           "every node made (%lld) is freed", made);
     r = harness_tpprof("check", db, "--max-lost-bytes", "0", "--max-leaked-storages", "0", "--max-graph-held-bytes",
                        "0", NULL);
@@ -290,8 +276,8 @@ static void test_grad_goes_with_its_parameter(bool drop) {
     static char summary[1 << 16];
     if (!record(db, drop ? "drop" : "keep", summary, sizeof summary))
         return;
-    CHECK(db_int(db, "SELECT count(*) FROM tensor_grads") == 1, "one grad link (w's)");
-    CHECK(db_int(db, "SELECT count(*) FROM tensor_grads g JOIN tensors t ON t.id = g.grad_id "
+    CHECK(harness_db_int(db, "SELECT count(*) FROM tensor_grads") == 1, "one grad link (w's)");
+    CHECK(harness_db_int(db, "SELECT count(*) FROM tensor_grads g JOIN tensors t ON t.id = g.grad_id "
                      "WHERE t.storage_id = g.grad_storage_id AND t.sizes = '[16, 16]'") == 1,
           "the link names w.grad and its storage");
     char line[1024];
@@ -325,13 +311,13 @@ static void test_wide_cat_is_one_graph(void) {
     static char summary[1 << 16];
     if (!record(db, "0", summary, sizeof summary))
         return;
-    CHECK(db_int(db, "SELECT count(*) FROM graph_nodes WHERE freed_ns IS NULL") == 42, "42 nodes alive");
-    CHECK(db_int(db, "SELECT count(*) FROM graph_edges e JOIN graph_nodes n ON n.id = e.node_id "
+    CHECK(harness_db_int(db, "SELECT count(*) FROM graph_nodes WHERE freed_ns IS NULL") == 42, "42 nodes alive");
+    CHECK(harness_db_int(db, "SELECT count(*) FROM graph_edges e JOIN graph_nodes n ON n.id = e.node_id "
                      "WHERE n.name = 'CatBackward0' AND e.leaf = 0") == 40,
           "the cat's 40 node edges (%lld)",
-          db_int(db, "SELECT count(*) FROM graph_edges e JOIN graph_nodes n ON n.id = e.node_id "
+          harness_db_int(db, "SELECT count(*) FROM graph_edges e JOIN graph_nodes n ON n.id = e.node_id "
                      "WHERE n.name = 'CatBackward0'"));
-    CHECK(db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1") == 40, "40 leaf edges");
+    CHECK(harness_db_int(db, "SELECT count(*) FROM graph_edges WHERE leaf = 1") == 40, "40 leaf edges");
     char line[1024];
     summary_line(summary, "tpprof: graphs: ", line, sizeof line);
     CHECK(strstr(line, " in 40 storages kept by 1 autograd graph (root SumBackward") && strstr(line, "(graph_wide.c:"),
@@ -347,23 +333,23 @@ static void test_full_mode_graph_events(void) {
     if (!record_mode(db, "drop", true, NULL, 0))
         return;
     // Mm, Relu, Sum: made (18), each ran once (19, size = flags: 1 retain_graph)
-    CHECK(db_int(db, "SELECT count(*) FROM events e JOIN graph_nodes n ON n.id = e.address WHERE e.op = 18") == 3,
-          "three nodes made (%lld)", db_int(db, "SELECT count(*) FROM events WHERE op = 18"));
-    CHECK(db_int(db, "SELECT count(*) FROM events WHERE op = 19 AND size = 1") == 3, "three ran, retaining");
-    CHECK(db_int(db, "SELECT count(*) FROM events WHERE op = 20") == 0, "none freed: the graph is alive at exit");
+    CHECK(harness_db_int(db, "SELECT count(*) FROM events e JOIN graph_nodes n ON n.id = e.address WHERE e.op = 18") == 3,
+          "three nodes made (%lld)", harness_db_int(db, "SELECT count(*) FROM events WHERE op = 18"));
+    CHECK(harness_db_int(db, "SELECT count(*) FROM events WHERE op = 19 AND size = 1") == 3, "three ran, retaining");
+    CHECK(harness_db_int(db, "SELECT count(*) FROM events WHERE op = 20") == 0, "none freed: the graph is alive at exit");
     // saved (21): address = node, size = the alias, old_address = its
     // storage, kind = slot (NULL for 0); Mm saves x (w's gradient needs it)
-    CHECK(db_int(db, "SELECT count(*) FROM events e JOIN saved_tensors s ON s.node_id = e.address AND "
+    CHECK(harness_db_int(db, "SELECT count(*) FROM events e JOIN saved_tensors s ON s.node_id = e.address AND "
                      "s.tensor_id = e.size AND s.storage_id = e.old_address AND s.slot = ifnull(e.kind, 0) "
                      "WHERE e.op = 21") == 2,
-          "x and h saved (%lld)", db_int(db, "SELECT count(*) FROM events WHERE op = 21"));
-    CHECK(db_int(db, "SELECT count(*) FROM events WHERE op = 22") == 0, "nothing released (retain_graph)");
+          "x and h saved (%lld)", harness_db_int(db, "SELECT count(*) FROM events WHERE op = 21"));
+    CHECK(harness_db_int(db, "SELECT count(*) FROM events WHERE op = 22") == 0, "nothing released (retain_graph)");
     // grad set (23): address = w, size = w.grad, old_address = its storage
-    CHECK(db_int(db, "SELECT count(*) FROM events e JOIN tensor_grads g ON g.tensor_id = e.address AND "
+    CHECK(harness_db_int(db, "SELECT count(*) FROM events e JOIN tensor_grads g ON g.tensor_id = e.address AND "
                      "g.grad_id = e.size AND g.grad_storage_id = e.old_address WHERE e.op = 23") == 1,
-          "w's grad set (%lld)", db_int(db, "SELECT count(*) FROM events WHERE op = 23"));
+          "w's grad set (%lld)", harness_db_int(db, "SELECT count(*) FROM events WHERE op = 23"));
     // Order: the first node made before the first ran, the grad set between.
-    CHECK(db_int(db, "SELECT (SELECT min(seq) FROM events WHERE op = 18) < (SELECT min(seq) FROM events WHERE op = 19)"
+    CHECK(harness_db_int(db, "SELECT (SELECT min(seq) FROM events WHERE op = 18) < (SELECT min(seq) FROM events WHERE op = 19)"
                      " AND (SELECT min(seq) FROM events WHERE op = 19) < (SELECT seq FROM events WHERE op = 23)") == 1,
           "made, ran, then the grad set");
 }

@@ -59,4 +59,62 @@ TPPROF_HIDDEN void tpprof_cu_wrap_entry(const char *symbol, void **pfn, int vers
 TPPROF_HIDDEN int32_t tpprof_cudart_device(void);
 TPPROF_HIDDEN int32_t tpprof_cu_device(void);
 
+// ---------------------------------------------------------------------------
+// What the hooks ask CUDA besides their real calls (the device, what a pool
+// holds): functions not hooked, looked up when first needed, by the hook
+// file's own lookup (the runtime's library, or the driver's
+// cuGetProcAddress); a function not found is looked for three times at most.
+
+struct tpprof_cuaux {
+    const char *name;     // the runtime's name, or the driver's base name (cuGetProcAddress's)
+    const char *exported; // the driver's exported symbol (unused by the runtime)
+    int version;          // the driver's cuGetProcAddress version (unused by the runtime)
+    _Atomic(void *) fn;
+    _Atomic int tried;
+};
+
+// a's function, or NULL: the one found before, else what find(a) finds now.
+static inline void *tpprof_cuaux_get(struct tpprof_cuaux *a, void *(*find)(const struct tpprof_cuaux *)) {
+    void *p = atomic_load_explicit(&a->fn, memory_order_acquire);
+    if (!p && atomic_load_explicit(&a->tried, memory_order_relaxed) < 3) {
+        atomic_fetch_add(&a->tried, 1);
+        p = find(a);
+        atomic_store(&a->fn, p);
+    }
+    return p;
+}
+
+// cuDeviceGetDefaultMemPool / cudaDeviceGetDefaultMemPool and
+// cuMemPoolGetAttribute / cudaMemPoolGetAttribute (the same signatures, the
+// same attribute number).
+typedef int (*tpprof_cu_default_pool_fn)(void **pool, int device);
+typedef int (*tpprof_cu_pool_attr_fn)(void *pool, int attr, void *value);
+#define TPPROF_CU_POOL_ATTR_RESERVED_MEM_CURRENT 5
+
+// Whether a hook samples a pool now: at most once a millisecond per thread
+// (*next_ns: the hook file's thread-local), always when `always` (after a
+// trim). The timeline's reserved column is sampled, not exact.
+static inline bool tpprof_cu_pool_sample_due(uint64_t *next_ns, int always) {
+    uint64_t now = tpprof_now_ns();
+    if (!always && now < *next_ns) return false;
+    *next_ns = now + 1000000;
+    return true;
+}
+
+// What pool *pool holds reserved (bytes), or UINT64_MAX. *pool NULL: the
+// default pool of `device`, found and left in *pool. default_pool and
+// pool_attr are the functions above, looked up (find) only when needed.
+static inline uint64_t tpprof_cu_pool_reserved(void **pool, int32_t device, struct tpprof_cuaux *default_pool,
+                                               struct tpprof_cuaux *pool_attr,
+                                               void *(*find)(const struct tpprof_cuaux *)) {
+    if (!*pool) {
+        tpprof_cu_default_pool_fn dp = (tpprof_cu_default_pool_fn)tpprof_cuaux_get(default_pool, find);
+        if (device < 0 || !dp || dp(pool, device) != 0) return UINT64_MAX;
+    }
+    tpprof_cu_pool_attr_fn pa = (tpprof_cu_pool_attr_fn)tpprof_cuaux_get(pool_attr, find);
+    uint64_t v = 0;
+    if (!pa || pa(*pool, TPPROF_CU_POOL_ATTR_RESERVED_MEM_CURRENT, &v) != 0) return UINT64_MAX;
+    return v;
+}
+
 #endif

@@ -99,4 +99,36 @@ static inline int tpprof_device_hook_records(void) {
            !atomic_load_explicit(&tpprof_device_by_cupti, memory_order_relaxed);
 }
 
+// A hook's two halves around its real call, the shape of every hook in both
+// hook files:
+//
+//     if (!tpprof_device_hook_enter()) return real(p, n);   // not recorded
+//     int r = real(p, n);
+//     int32_t dev = tpprof_cu_device();                       // asked inside
+//     return tpprof_device_hook_leave(r, TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, dev,
+//                                     r == 0 && p ? *p : 0, n, "cuMemAlloc_v2");
+//
+// enter: whether this call records (tpprof_device_hook_records), and if so
+// raises tpprof_device_depth over it. leave: lowers it again, records one
+// event (stream and pool 0; _pool: a pool call, kind TPPROF_DEV_KIND_ASYNC,
+// with what the pool holds reserved or UINT64_MAX) and gives r back. Inline:
+// a hook costs what it did written out by hand.
+static inline bool tpprof_device_hook_enter(void) {
+    if (!tpprof_device_hook_records()) return false;
+    tpprof_device_depth++;
+    return true;
+}
+static inline int tpprof_device_hook_leave(int r, uint32_t op, uint32_t kind_code, int32_t device, uint64_t address,
+                                           uint64_t size, const char *api) {
+    tpprof_device_depth--;
+    tpprof_device_record(op, kind_code, device, 0, 0, address, size, r, api, 1);
+    return r;
+}
+static inline int tpprof_device_hook_leave_pool(int r, uint32_t op, int32_t device, uint64_t stream, uint64_t pool,
+                                                uint64_t address, uint64_t size, const char *api, uint64_t reserved) {
+    tpprof_device_depth--;
+    tpprof_device_record_pool(op, TPPROF_DEV_KIND_ASYNC, device, stream, pool, address, size, r, api, 1, reserved);
+    return r;
+}
+
 #endif

@@ -7,20 +7,9 @@
 #include "base/sqlite_api.h"
 #include <stdio.h>
 
+#include "store/rows.h"
 #include "store/store.h"
 #include "writer/graph.h"
-
-static bool step(sqlite3_stmt *st) {
-    bool ok = sqlite3_step(st) == SQLITE_DONE;
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    return ok;
-}
-
-static void bind_time(sqlite3_stmt *st, int col, bool set, uint64_t v) {
-    if (set) sqlite3_bind_int64(st, col, (sqlite3_int64)v);
-    else sqlite3_bind_null(st, col);
-}
 
 static bool put_node(sqlite3_stmt *nodes, sqlite3_stmt *edges, sqlite3_stmt *saved, const struct graph_node *x) {
     const struct tpprof_graph *g = &tpprof_graph;
@@ -28,17 +17,17 @@ static bool put_node(sqlite3_stmt *nodes, sqlite3_stmt *edges, sqlite3_stmt *sav
     sqlite3_bind_text(nodes, 2, x->name < g->nnames ? g->names[x->name] : "?", -1, SQLITE_STATIC);
     sqlite3_bind_int64(nodes, 3, (sqlite3_int64)x->created_ns);
     sqlite3_bind_int64(nodes, 4, x->stack);
-    bind_time(nodes, 5, x->flags & G_FREED, x->freed_ns);
+    tpprof_store_bind_time(nodes, 5, x->flags & G_FREED, x->freed_ns);
     sqlite3_bind_int(nodes, 6, (x->flags & G_RAN) != 0);
     sqlite3_bind_int(nodes, 7, (x->flags & G_RETAINED) != 0);
-    bind_time(nodes, 8, x->flags & G_RAN, x->ran_ns);
-    if (!step(nodes)) return false;
+    tpprof_store_bind_time(nodes, 8, x->flags & G_RAN, x->ran_ns);
+    if (!tpprof_store_step(nodes)) return false;
     for (uint32_t i = 0; i < x->nedges; i++) {
         uint64_t e = tpprof_graph_edge(x, i);
         sqlite3_bind_int64(edges, 1, (sqlite3_int64)x->id);
         sqlite3_bind_int64(edges, 2, (sqlite3_int64)(e & ~GRAPH_LEAF));
         sqlite3_bind_int(edges, 3, (e & GRAPH_LEAF) != 0);
-        if (!step(edges)) return false;
+        if (!tpprof_store_step(edges)) return false;
     }
     for (uint32_t i = 0; i < GRAPH_SAVED; i++) {
         const struct graph_saved *s = &x->saved[i];
@@ -48,8 +37,8 @@ static bool put_node(sqlite3_stmt *nodes, sqlite3_stmt *edges, sqlite3_stmt *sav
         sqlite3_bind_int64(saved, 3, (sqlite3_int64)s->storage);
         sqlite3_bind_int64(saved, 4, (sqlite3_int64)s->tensor);
         sqlite3_bind_int64(saved, 5, (sqlite3_int64)s->saved_ns);
-        bind_time(saved, 6, s->released, s->released_ns);
-        if (!step(saved)) return false;
+        tpprof_store_bind_time(saved, 6, s->released, s->released_ns);
+        if (!tpprof_store_step(saved)) return false;
     }
     return true;
 }
@@ -62,7 +51,7 @@ static bool put_meta_count(sqlite3 *db, const char *key, uint64_t v) {
     snprintf(text, sizeof text, "%llu", (unsigned long long)v);
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, text, -1, SQLITE_TRANSIENT);
-    bool ok = step(st);
+    bool ok = tpprof_store_step(st);
     sqlite3_finalize(st);
     return ok;
 }
@@ -92,7 +81,7 @@ bool tpprof_store_graph_put(sqlite3 *db) {
         sqlite3_bind_int64(grads, 2, (sqlite3_int64)x->grad);
         sqlite3_bind_int64(grads, 3, (sqlite3_int64)x->storage);
         sqlite3_bind_int64(grads, 4, (sqlite3_int64)x->set_ns);
-        ok = step(grads);
+        ok = tpprof_store_step(grads);
     }
     sqlite3_finalize(grads);
     return ok && put_meta_count(db, "graph_nodes_created", g->created) &&

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "store/rows.h"
 #include "store/store.h"
 #include "writer/state.h"
 
@@ -17,18 +18,6 @@ static void device_text(char *out, size_t cap, int type, int index) {
 }
 // ---------------------------------------------------------------------------
 // Output.
-
-static bool step(sqlite3_stmt *st) {
-    bool ok = sqlite3_step(st) == SQLITE_DONE;
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    return ok;
-}
-
-static void bind_time(sqlite3_stmt *st, int col, bool set, uint64_t v) {
-    if (set) sqlite3_bind_int64(st, col, (sqlite3_int64)v);
-    else sqlite3_bind_null(st, col);
-}
 
 static void dims_json(char *out, size_t cap, const int64_t *v, int n) {
     size_t k = 0;
@@ -67,7 +56,7 @@ static bool put_allocator_events(sqlite3 *db) {
         sqlite3_bind_int64(st, 11, (sqlite3_int64)e->requested);
         sqlite3_bind_int64(st, 12, (sqlite3_int64)e->stream);
         sqlite3_bind_int64(st, 13, e->stack);
-        ok = step(st);
+        ok = tpprof_store_step(st);
     }
     sqlite3_finalize(st);
     if (ok) tpprof_ledger.naev = 0;
@@ -112,7 +101,7 @@ static bool storage_ref_row(sqlite3_stmt *st, uint64_t storage, uint32_t op, uin
     sqlite3_bind_int64(st, 3, stack);
     sqlite3_bind_int64(st, 4, (sqlite3_int64)holder);
     sqlite3_bind_int64(st, 5, n);
-    return step(st);
+    return tpprof_store_step(st);
 }
 
 static bool put_storages(sqlite3 *db) {
@@ -141,9 +130,9 @@ static bool put_storages(sqlite3 *db) {
         sqlite3_bind_int(st, 6, (s->flags & S_RESIZABLE) != 0);
         sqlite3_bind_int64(st, 7, (sqlite3_int64)s->created_ns);
         sqlite3_bind_int64(st, 8, s->created_stack);
-        bind_time(st, 9, s->flags & S_LAST_RELEASE, s->last_release_ns);
-        bind_time(st, 10, s->flags & S_RELEASED, s->data_released_ns);
-        bind_time(st, 11, s->flags & S_FREED, s->freed_ns);
+        tpprof_store_bind_time(st, 9, s->flags & S_LAST_RELEASE, s->last_release_ns);
+        tpprof_store_bind_time(st, 10, s->flags & S_RELEASED, s->data_released_ns);
+        tpprof_store_bind_time(st, 11, s->flags & S_FREED, s->freed_ns);
         sqlite3_bind_int64(st, 12, s->strong);
         sqlite3_bind_int64(st, 13, s->weak);
         if (s->flags & S_HAS_BLOCK) {
@@ -151,10 +140,10 @@ static bool put_storages(sqlite3 *db) {
             sqlite3_bind_int64(st, 15, (sqlite3_int64)s->block_size);
             sqlite3_bind_int64(st, 16, s->block_kind);
         }
-        bind_time(st, 17, s->flags & S_BLOCK_FREED, s->block_freed_ns);
+        tpprof_store_bind_time(st, 17, s->flags & S_BLOCK_FREED, s->block_freed_ns);
         sqlite3_bind_int(st, 18, alive_at_peak(s->created_seq, s->flags & S_RELEASED, s->released_seq));
         sqlite3_bind_int64(st, 19, s->version_bumps);
-        ok = step(st);
+        ok = tpprof_store_step(st);
         if (ok) ok = put_ref_rows(rs, s->id, s->refs, storage_ref_row);
     }
     sqlite3_finalize(st);
@@ -189,10 +178,10 @@ static bool put_tensors(sqlite3 *db) {
         sqlite3_bind_int64(st, 8, x->itemsize);
         sqlite3_bind_int64(st, 9, (sqlite3_int64)x->created_ns);
         sqlite3_bind_int64(st, 10, x->created_stack);
-        bind_time(st, 11, x->freed, x->freed_ns);
+        tpprof_store_bind_time(st, 11, x->freed, x->freed_ns);
         sqlite3_bind_int64(st, 12, x->version);
         sqlite3_bind_int(st, 13, alive_at_peak(x->created_seq, x->freed, x->freed_seq));
-        ok = step(st);
+        ok = tpprof_store_step(st);
     }
     sqlite3_finalize(st);
     return ok;
@@ -204,7 +193,7 @@ static bool tensor_ref_row(sqlite3_stmt *st, uint64_t tensor, uint32_t op, uint3
     sqlite3_bind_int(st, 2, (int)op);
     sqlite3_bind_int64(st, 3, stack);
     sqlite3_bind_int64(st, 4, n);
-    return step(st);
+    return tpprof_store_step(st);
 }
 
 // tensor_refs: the handles of every tensor alive at the end, by (op,
@@ -236,7 +225,7 @@ static bool put_aggregates(sqlite3 *db) {
         sqlite3_bind_int64(st, 1, tpprof_ledger.rc[i].op);
         sqlite3_bind_int64(st, 2, tpprof_ledger.rc[i].stack);
         sqlite3_bind_int64(st, 3, tpprof_ledger.rc[i].count);
-        ok = step(st);
+        ok = tpprof_store_step(st);
     }
     sqlite3_finalize(st);
     if (!ok) return false;
@@ -255,7 +244,7 @@ static bool put_aggregates(sqlite3 *db) {
         sqlite3_bind_int64(st, 6, l->delay_max);
         sqlite3_bind_int64(st, 7, l->delay_count);
         sqlite3_bind_int64(st, 8, l->live_count);
-        ok = step(st);
+        ok = tpprof_store_step(st);
     }
     sqlite3_finalize(st);
     return ok;

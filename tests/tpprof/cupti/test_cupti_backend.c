@@ -112,20 +112,46 @@ static void test_subscribes_to_every_memory_call_and_both_activity_kinds(void) {
     CHECK_EQ_U64(fake_cupti()->flushes_forced, 1);
 }
 
+// The program's cudaMalloc of 4096 bytes at 0x7f0000 and the cuMemAlloc_v2
+// it makes inside, as their callbacks' parameters (a test sets dev and dptr
+// for its next block).
+typedef struct malloc_params {
+    void *dev;
+    CUdeviceptr dptr;
+    cudaMalloc_v3020_params rt;
+    cuMemAlloc_v2_params drv;
+} malloc_params;
+
+static void malloc_params_init(malloc_params *m) {
+    m->dev = (void *)0x7f0000;
+    m->dptr = 0x7f0000;
+    m->rt = (cudaMalloc_v3020_params){.devPtr = &m->dev, .size = 4096};
+    m->drv = (cuMemAlloc_v2_params){.dptr = &m->dptr, .bytesize = 4096};
+}
+
+// The callbacks of one whole cudaMalloc (m) the backend saw start: its
+// ENTER and EXIT (correlation id corr) around its driver call's EXIT
+// (corr + 1), both successful, in context ctx.
+static void whole_malloc(malloc_params *m, uint32_t corr, CUcontext ctx) {
+    int ok = 0;
+    const CUpti_CallbackId rt = CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, drv = CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2;
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, rt, CUPTI_API_ENTER, &m->rt, &ok, corr, ctx);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, drv, CUPTI_API_EXIT, &m->drv, &ok, corr + 1, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, rt, CUPTI_API_EXIT, &m->rt, &ok, corr, ctx);
+}
+
 static void test_outermost_call_is_recorded_once_with_its_stack(void) {
     start();
     CUcontext ctx = (CUcontext)0x1234;
     int ok = 0, oom = 2;
-    void *dev = (void *)0x7f0000;
-    CUdeviceptr dptr = 0x7f0000;
-    cudaMalloc_v3020_params rt = {.devPtr = &dev, .size = 4096};
-    cuMemAlloc_v2_params drv = {.dptr = &dptr, .bytesize = 4096};
+    malloc_params m;
+    malloc_params_init(&m);
     // cudaMalloc, and the cuMemAlloc_v2 it makes inside: one allocation.
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &rt, &ok, 10, ctx);
-    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_ENTER, &drv, &ok, 11, ctx);
-    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &drv, &ok, 11, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &m.rt, &ok, 10, ctx);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_ENTER, &m.drv, &ok, 11, ctx);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &m.drv, &ok, 11, ctx);
     CHECK_EQ_U64(device_nlog, 0);
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 10, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &m.rt, &ok, 10, ctx);
     CHECK_EQ_U64(device_nlog, 1);
     logged_event *e = &device_log[0];
     CHECK_EQ_U64(e->op, TPPROF_DEV_OP_ALLOC);
@@ -136,7 +162,7 @@ static void test_outermost_call_is_recorded_once_with_its_stack(void) {
     CHECK_EQ_U64(e->with_stack, 1);
     CHECK_STR_EQ(e->api, "cudaMalloc");
     // A driver call of the program's own, after: recorded (the runtime call is over).
-    cuMemAllocAsync_ptsz_params as = {.dptr = &dptr, .bytesize = 256, .hStream = (CUstream)0x99};
+    cuMemAllocAsync_ptsz_params as = {.dptr = &m.dptr, .bytesize = 256, .hStream = (CUstream)0x99};
     call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, CUPTI_API_ENTER, &as, &ok, 12, ctx);
     call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, CUPTI_API_EXIT, &as, &ok, 12, ctx);
     CHECK_EQ_U64(device_nlog, 2);
@@ -144,8 +170,8 @@ static void test_outermost_call_is_recorded_once_with_its_stack(void) {
     CHECK_EQ_U64(device_log[1].kind_code, TPPROF_DEV_KIND_ASYNC);
     CHECK_EQ_U64(device_log[1].stream, 0x99);
     // A failed call is recorded as failed (its status; no address).
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &rt, &oom, 13, ctx);
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &oom, 13, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &m.rt, &oom, 13, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &m.rt, &oom, 13, ctx);
     CHECK_EQ_U64(device_nlog, 3);
     CHECK_EQ_U64(device_log[2].result, 2);
     CHECK_EQ_U64(device_log[2].address, 0);
@@ -156,8 +182,8 @@ static void test_outermost_call_is_recorded_once_with_its_stack(void) {
     call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020, CUPTI_API_ENTER, &mh, &ok, 14, ctx);
     call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020, CUPTI_API_EXIT, &mh, &ok, 14, ctx);
     CHECK_EQ_U64((uint64_t)(int64_t)device_log[3].device, (uint64_t)-1);
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &rt, &ok, 15, NULL);
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 15, NULL);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &m.rt, &ok, 15, NULL);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &m.rt, &ok, 15, NULL);
     CHECK_EQ_U64((uint64_t)(int64_t)device_log[4].device, (uint64_t)-1);
     CHECK_EQ_U64(device_nlog, 5);
 }
@@ -170,26 +196,22 @@ static void test_first_call_started_before_the_subscription_counts_once(void) {
     start();
     CUcontext ctx = (CUcontext)0x1234;
     int ok = 0;
-    void *dev = (void *)0x7f0000;
-    CUdeviceptr dptr = 0x7f0000;
-    cudaMalloc_v3020_params rt = {.devPtr = &dev, .size = 4096};
-    cuMemAlloc_v2_params drv = {.dptr = &dptr, .bytesize = 4096};
-    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &drv, &ok, 31, ctx);
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 30, ctx);
+    malloc_params m;
+    malloc_params_init(&m);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &m.drv, &ok, 31, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &m.rt, &ok, 30, ctx);
     CHECK_EQ_U64(device_nlog, 1);
     CHECK_STR_EQ(device_log[0].api, "cuMemAlloc_v2");
     // The next cudaMalloc, whole: one event, named by the runtime call.
-    dev = (void *)0x7f8000;
-    dptr = 0x7f8000;
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &rt, &ok, 32, ctx);
-    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &drv, &ok, 33, ctx);
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 32, ctx);
+    m.dev = (void *)0x7f8000;
+    m.dptr = 0x7f8000;
+    whole_malloc(&m, 32, ctx);
     CHECK_EQ_U64(device_nlog, 2);
     CHECK_STR_EQ(device_log[1].api, "cudaMalloc");
     CHECK_EQ_U64(device_log[1].address, 0x7f8000);
     // A runtime EXIT without ENTER whose block no driver call recorded is recorded.
-    dev = (void *)0x7f9000;
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 34, ctx);
+    m.dev = (void *)0x7f9000;
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &m.rt, &ok, 34, ctx);
     CHECK_EQ_U64(device_nlog, 3);
     CHECK_EQ_U64(device_log[2].address, 0x7f9000);
 }
@@ -231,14 +253,9 @@ static CUpti_ActivityMemory4 memory_record(uint32_t corr, uint64_t address, uint
 static void test_activity_records_join_calls_by_correlation_id(void) {
     start();
     CUcontext ctx = (CUcontext)0x1234;
-    int ok = 0;
-    void *dev = (void *)0x7f0000;
-    CUdeviceptr dptr = 0x7f0000;
-    cudaMalloc_v3020_params rt = {.devPtr = &dev, .size = 4096};
-    cuMemAlloc_v2_params drv = {.dptr = &dptr, .bytesize = 4096};
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &rt, &ok, 20, ctx);
-    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &drv, &ok, 21, ctx);
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 20, ctx);
+    malloc_params m;
+    malloc_params_init(&m);
+    whole_malloc(&m, 20, ctx);
     CHECK_EQ_U64(device_nlog, 1);
     // Records of the recorded call (by its own id or its driver call's) are
     // not counted again; one no callback saw (id 90) is, without a stack.
@@ -274,20 +291,16 @@ static void test_call_inside_an_interposition_hook_is_left_to_the_hook(void) {
     start();
     CUcontext ctx = (CUcontext)0x1234;
     int ok = 0;
-    void *dev = (void *)0x7f0000;
-    CUdeviceptr dptr = 0x7f0000;
-    cudaMalloc_v3020_params rt = {.devPtr = &dev, .size = 4096};
-    cuMemAlloc_v2_params drv = {.dptr = &dptr, .bytesize = 4096};
+    malloc_params m;
+    malloc_params_init(&m);
     tpprof_device_depth = 1; // inside the hook's real cudaMalloc
-    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_ENTER, &drv, &ok, 41, ctx);
-    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &drv, &ok, 41, ctx);
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 40, ctx);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_ENTER, &m.drv, &ok, 41, ctx);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &m.drv, &ok, 41, ctx);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &m.rt, &ok, 40, ctx);
     tpprof_device_depth = 0;
     CHECK_EQ_U64(device_nlog, 0);
     // The next call, the backend's: recorded once, at the runtime exit.
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, &rt, &ok, 42, ctx);
-    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &drv, &ok, 43, ctx);
-    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, &rt, &ok, 42, ctx);
+    whole_malloc(&m, 42, ctx);
     CHECK_EQ_U64(device_nlog, 1);
     CHECK_STR_EQ(device_nlog ? device_log[0].api : "", "cudaMalloc");
     // The activity records of both calls: already counted, by the hook or the callback.
@@ -328,11 +341,7 @@ static void test_context_destroy_is_a_reset_on_the_destroyed_contexts_device(voi
 }
 
 int main(int argc, char **argv) {
-    const char *s = argc > 1 ? argv[1] : "";
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } tests[] = {
+    static const check_scenario scenarios[] = {
         {"multiple_subscribers", test_another_subscriber_is_one_line_and_interposition_stays},
         {"subscribe_error", test_other_subscribe_errors_are_named},
         {"no_libcupti", test_missing_libcupti_is_one_line},
@@ -343,11 +352,6 @@ int main(int argc, char **argv) {
         {"inside_hook", test_call_inside_an_interposition_hook_is_left_to_the_hook},
         {"ctx_destroy", test_context_destroy_is_a_reset_on_the_destroyed_contexts_device},
     };
-    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
-        if (strcmp(s, tests[i].name) == 0) {
-            tests[i].fn();
-            return CHECK_DONE();
-        }
-    fprintf(stderr, "usage: test_cupti_backend SCENARIO (no scenario '%s')\n", s);
-    return 2;
+    // One scenario a process (the backend starts once): none named is a failure.
+    return check_run_scenarios(argc > 1 ? argv[1] : "", scenarios, sizeof scenarios / sizeof *scenarios);
 }

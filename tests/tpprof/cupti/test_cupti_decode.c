@@ -328,11 +328,7 @@ static void test_every_subscribed_callback_decodes(void) {
 }
 
 int main(int argc, char **argv) {
-    const char *s = argc > 1 ? argv[1] : "";
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } tests[] = {
+    static const check_scenario scenarios[] = {
         {"memory2", test_memory2_records_become_allocations_and_frees_by_kind},
         {"pool", test_pool_records_become_pool_events},
         {"skipped", test_other_records_are_skipped_and_the_walk_stops_at_the_end},
@@ -341,12 +337,5 @@ int main(int argc, char **argv) {
         {"driver_callbacks", test_driver_callbacks_cover_vmm_and_the_enter_site_is_ignored},
         {"every_cbid", test_every_subscribed_callback_decodes},
     };
-    bool ran = false;
-    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
-        if (!*s || strcmp(s, tests[i].name) == 0) {
-            tests[i].fn();
-            ran = true;
-        }
-    CHECK_MSG(ran, "no scenario '%s'", s);
-    return CHECK_DONE();
+    return check_run_scenarios(argc > 1 ? argv[1] : NULL, scenarios, sizeof scenarios / sizeof *scenarios);
 }
