@@ -1,15 +1,23 @@
 // stacks.c: the stack depot, naming each distinct stack with a small id.
 //
-// Runs inside malloc hooks on any thread at once, so it is lock-free: an
-// open-addressing table of slots keyed by a 128-bit hash of the frames (two
-// independent 64-bit hashes; a false match needs both to collide, about
-// 2^-128 per pair, far below the chance of a hardware fault, so frames are
-// not compared). A new stack claims an empty slot by CAS on its first hash,
-// stores the second, copies its frames into an append-only arena, then
-// publishes the id (release). A per-thread direct-mapped cache in front
-// keeps the hot stacks in L1/L2: the table itself is a cache miss.
-// Nothing is ever removed. The writer builds the stack_nodes trie from the
-// frames. This file must not call malloc.
+// Runs inside malloc hooks on any thread at once, so it is lock-free. It
+// grows with the program: a chain of open-addressing tables ("levels"),
+// each twice the size of the one before, made as the newest fills to 70%;
+// nothing is ever moved or removed, so a slot found stays valid. A slot is
+// keyed by a 128-bit hash of the frames (two independent 64-bit hashes; a
+// false match needs both to collide, about 2^-128 per pair, far below the
+// chance of a hardware fault, so frames are not compared). A lookup probes
+// the older levels first, then the newest, where a new stack claims an
+// empty slot by CAS on its first hash, stores the second, copies its frames
+// into an append-only arena, then publishes the id (release). Two threads
+// that race with the making of a new level may each give one stack an id
+// (one in the old level, one in the new): harmless, the writer maps both to
+// the same trie leaf and so to the same site. Only a failed mmap (memory
+// exhausted) leaves a stack without an id: counted (meta.stacks_full), and
+// `tpprof check` fails on it. A per-thread 4-way cache in front keeps the
+// hot stacks in L1/L2: the tables themselves are a cache miss. The writer
+// builds the stack_nodes trie from the frames. This file must not call
+// malloc.
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdlib.h>
@@ -21,14 +29,22 @@
 #include "record/rings.h"
 #include "record/stacks.h"
 
-#define SLOT_BITS 19
-#define SLOTS ((uint64_t)1 << SLOT_BITS)
-#define MAX_IDS (SLOTS * 7 / 10)       // keep probe chains short
-// The frames' arena: up to 256 MiB, mapped a MiB at a time as stacks come
-// (one mapping of it all was 256 MiB of address space in every process,
-// which a program under `ulimit -v` or strict overcommit then lacked).
+// Level k has 2^(first_bits + k) slots (first_bits: FIRST_BITS, or fewer for
+// tests: TPPROF_TEST_STACK_SLOT_BITS). 24 bytes a slot: the first level is
+// 12 MiB of address space, touched as used; 2^31 slots in all.
+#define FIRST_BITS 19
+#define LEVELS 13
+#define FILL_PCT 70                   // keep probe chains short
+#define PROBES 64
+// The frames' arena, mapped a MiB at a time as stacks come (one mapping of
+// it all would be address space in every process, which a program under
+// `ulimit -v` or strict overcommit then lacked); up to 64 GiB.
 #define ARENA_CHUNK ((size_t)1 << 20)
-#define ARENA_CHUNKS 256
+#define ARENA_CHUNKS ((size_t)1 << 16)
+// id -> frames: a directory of chunks of 2^16 pointers, mapped as ids come.
+#define ID_CHUNK_BITS 16
+#define ID_CHUNK ((uint32_t)1 << ID_CHUNK_BITS)
+#define ID_CHUNKS ((uint32_t)1 << 16)
 #define ID_FAILED UINT32_MAX
 #define CACHE_SLOTS 16384          // 256 KiB per thread, touched as used
 #define CACHE_WAYS 4               // entries per set (one cache line)
@@ -41,43 +57,67 @@ struct slot {
     uint32_t unused;
 };
 
+struct level {
+    _Atomic(struct slot *) slots;
+    _Atomic uint64_t used;            // slots claimed
+};
+
 // Per-thread: the last stacks seen, by h1, 4-way set associative: a set is
 // one cache line, so a lookup touches one line, and a few thousand hot stacks
 // no longer evict each other (direct-mapped, one in five lookups of a program
 // with 3,600 sites missed and went to the depot). 16 bytes an entry: the
-// cache compares all of h1 and the low half of h2 (96 bits; a false match is
-// still far less likely than a hardware fault), the depot behind it all 128.
+// cache compares all of h1 and the low 24 bits of h2 (88 bits; a false
+// match is still far less likely than a hardware fault), the depot behind
+// it all 128.
 struct cache_entry {
     uint64_t h1;
-    uint32_t h2lo;
-    uint32_t id : 24;     // ids stay below MAX_IDS < 2^24
+    uint32_t id;
+    uint32_t h2lo : 24;
     uint32_t fp_len : 8;  // > 0: an FP walk that yields these frames is exact up to here (unwind.c)
 };
 _Static_assert(sizeof(struct cache_entry) == 16, "stack cache entries are 16 bytes");
 _Static_assert(TPPROF_MAX_DEPTH < 256, "fp_len fits the cache entry");
-_Static_assert(MAX_IDS < (1u << 24), "ids fit the cache entry");
+#define H2LO(h2) ((uint32_t)(h2) & 0xffffffu)
 static __thread struct cache_entry *cache TPPROF_TLS;
 
-static struct slot *slots;
-static uint64_t **by_id;               // id -> {n, frames...}
-// The most ids given: MAX_IDS, or fewer for tests (TPPROF_TEST_MAX_STACKS).
-static uint32_t max_ids = MAX_IDS;
-// Stacks not kept because the depot was full (meta.stacks_full): their
+static struct level levels[LEVELS];
+static _Atomic int top;                // the newest level
+static unsigned first_bits = FIRST_BITS;
+typedef _Atomic(uint64_t *) id_ptr;
+static _Atomic(id_ptr *) by_id[ID_CHUNKS]; // id -> {n, frames...}
+// The most ids given: all, or fewer for tests (TPPROF_TEST_MAX_STACKS, which
+// stands for memory running out).
+static uint32_t max_ids = ID_FAILED - 1;
+// Stacks not kept because memory ran out (meta.stacks_full): their
 // allocations are recorded without a stack.
 _Atomic uint64_t tpprof_stacks_full;
 static _Atomic uint32_t next_id = 1;
 static _Atomic(char *) arena[ARENA_CHUNKS];
 static _Atomic size_t arena_used;
 
+static uint64_t level_slots(int k) { return (uint64_t)1 << (first_bits + (unsigned)k); }
+
+// Level k's table, mapped now if no thread did yet; NULL when out of memory.
+static struct slot *level_map(int k) {
+    struct slot *s = atomic_load_explicit(&levels[k].slots, memory_order_acquire);
+    if (s) return s;
+    size_t bytes = level_slots(k) * sizeof *s;
+    struct slot *fresh = tpprof_mem_map(bytes);
+    if (!fresh) return NULL;
+    // Lookups land anywhere in it: with 4 KiB pages nearly every one is a
+    // TLB miss as well as a cache miss.
+    madvise(fresh, bytes, MADV_HUGEPAGE);
+    if (atomic_compare_exchange_strong(&levels[k].slots, &s, fresh)) return fresh;
+    tpprof_mem_unmap(fresh, bytes); // another thread mapped it first
+    return s;
+}
+
 bool tpprof_stacks_init(void) {
     const char *cap = getenv("TPPROF_TEST_MAX_STACKS");
-    if (cap && atol(cap) > 0 && atol(cap) < (long)MAX_IDS) max_ids = (uint32_t)atol(cap);
-    slots = tpprof_mem_map(SLOTS * sizeof *slots);
-    // Lookups land anywhere in 12 MiB: with 4 KiB pages nearly every one is a
-    // TLB miss as well as a cache miss.
-    if (slots) madvise(slots, SLOTS * sizeof *slots, MADV_HUGEPAGE);
-    by_id = tpprof_mem_map((MAX_IDS + 1) * sizeof *by_id);
-    return slots && by_id;
+    if (cap && atol(cap) > 0 && atol(cap) < (long)max_ids) max_ids = (uint32_t)atol(cap);
+    const char *bits = getenv("TPPROF_TEST_STACK_SLOT_BITS");
+    if (bits && atoi(bits) >= 4 && atoi(bits) <= FIRST_BITS) first_bits = (unsigned)atoi(bits);
+    return level_map(0) != NULL;
 }
 
 static inline void hash_frames(const uintptr_t *ips, int n, uint64_t *h1, uint64_t *h2) {
@@ -109,33 +149,59 @@ static uint64_t *arena_take(size_t bytes) {
     }
 }
 
+// Where id's frames pointer lives, its chunk mapped now if need be; NULL
+// when out of memory.
+static id_ptr *id_slot(uint32_t id) {
+    uint32_t c = id >> ID_CHUNK_BITS;
+    id_ptr *chunk = atomic_load_explicit(&by_id[c], memory_order_acquire);
+    if (!chunk) {
+        id_ptr *fresh = tpprof_mem_map(ID_CHUNK * sizeof *fresh);
+        if (!fresh) return NULL;
+        if (atomic_compare_exchange_strong(&by_id[c], &chunk, fresh)) chunk = fresh;
+        else tpprof_mem_unmap(fresh, ID_CHUNK * sizeof *fresh);
+    }
+    return &chunk[id & (ID_CHUNK - 1)];
+}
+
 static uint32_t publish(struct slot *s, uint64_t h2, const uintptr_t *ips, int n) {
     atomic_store_explicit(&s->h2, h2, memory_order_relaxed);
     uint32_t id = atomic_fetch_add(&next_id, 1);
     uint64_t *rec = id > max_ids ? NULL : arena_take(((size_t)n + 1) * sizeof(uint64_t));
-    if (!rec) {
+    id_ptr *at = rec ? id_slot(id) : NULL;
+    if (!at) {
         atomic_store_explicit(&s->id, ID_FAILED, memory_order_release);
         atomic_fetch_add_explicit(&tpprof_stacks_full, 1, memory_order_relaxed);
         return 0;
     }
     rec[0] = (uint64_t)n;
     memcpy(rec + 1, ips, (size_t)n * sizeof *ips);
-    by_id[id] = rec;
+    atomic_store_explicit(at, rec, memory_order_relaxed); // the id's release below publishes it
     atomic_store_explicit(&s->id, id, memory_order_release);
     return id;
 }
 
-static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
-    uint64_t idx = h1 & (SLOTS - 1);
-    for (uint64_t probe = 0; probe < 64; probe++, idx = (idx + 1) & (SLOTS - 1)) {
+enum { PROBE_MISS = 0, PROBE_FULL = -1 };
+
+// Looks for (h1, h2) in level k; claims an empty slot for it if `insert`.
+// Returns its id, PROBE_MISS (not there, not inserted), PROBE_FULL (the level
+// is full or its probe chain too long: try the next level) or ID_FAILED
+// (memory ran out: counted).
+static int64_t probe(int k, bool insert, uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
+    struct slot *slots = atomic_load_explicit(&levels[k].slots, memory_order_acquire);
+    uint64_t mask = level_slots(k) - 1, idx = h1 & mask;
+    for (int p = 0; p < PROBES; p++, idx = (idx + 1) & mask) {
         struct slot *s = &slots[idx];
         uint64_t cur = atomic_load_explicit(&s->h1, memory_order_acquire);
         if (cur == 0) {
-            if (atomic_load_explicit(&next_id, memory_order_relaxed) > max_ids) {
-                atomic_fetch_add_explicit(&tpprof_stacks_full, 1, memory_order_relaxed);
-                return 0;
+            if (!insert) return PROBE_MISS;
+            if (atomic_load_explicit(&levels[k].used, memory_order_relaxed) >= level_slots(k) * FILL_PCT / 100)
+                return PROBE_FULL;
+            if (atomic_load_explicit(&next_id, memory_order_relaxed) > max_ids) return ID_FAILED;
+            if (atomic_compare_exchange_strong(&s->h1, &cur, h1)) {
+                atomic_fetch_add_explicit(&levels[k].used, 1, memory_order_relaxed);
+                uint32_t id = publish(s, h2, ips, n);
+                return id ? (int64_t)id : -2; // -2: publish counted the failure
             }
-            if (atomic_compare_exchange_strong(&s->h1, &cur, h1)) return publish(s, h2, ips, n);
         }
         if (cur != h1) continue;
         uint32_t id;
@@ -149,7 +215,27 @@ static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
         if (id == 0 || id == ID_FAILED) continue;
         if (atomic_load_explicit(&s->h2, memory_order_relaxed) == h2) return id;
     }
-    atomic_fetch_add_explicit(&tpprof_stacks_full, 1, memory_order_relaxed); // a probe chain too long: as full
+    return insert ? PROBE_FULL : PROBE_MISS;
+}
+
+static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
+    int t = atomic_load_explicit(&top, memory_order_acquire);
+    for (int k = 0; k < t; k++) { // the older levels, as they are
+        int64_t r = probe(k, false, h1, h2, ips, n);
+        if (r > 0 && r != ID_FAILED) return (uint32_t)r;
+    }
+    for (;;) {
+        int64_t r = probe(t, true, h1, h2, ips, n);
+        if (r == -2) return 0;
+        if (r == ID_FAILED) break;
+        if (r > 0) return (uint32_t)r;
+        // The newest level is full: on to the next, made now if need be.
+        if (t + 1 >= LEVELS || !level_map(t + 1)) break;
+        int cur = t;
+        atomic_compare_exchange_strong(&top, &cur, t + 1);
+        t++;
+    }
+    atomic_fetch_add_explicit(&tpprof_stacks_full, 1, memory_order_relaxed);
     return 0;
 }
 
@@ -169,7 +255,7 @@ static inline struct cache_entry *cache_set(uint64_t h1) {
 
 static inline struct cache_entry *cache_find(struct cache_entry *set, const uint64_t h[2]) {
     for (int i = 0; i < CACHE_WAYS; i++)
-        if (set[i].h1 == h[0] && set[i].h2lo == (uint32_t)h[1]) return &set[i];
+        if (set[i].h1 == h[0] && set[i].h2lo == H2LO(h[1])) return &set[i];
     return NULL;
 }
 
@@ -180,7 +266,7 @@ uint32_t tpprof_stack_find_fp(const uint64_t h[2], uint32_t fp_len) {
 }
 
 uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const uint64_t h[2], uint32_t fp_len) {
-    if (TPPROF_UNLIKELY(!slots)) return 0;
+    if (TPPROF_UNLIKELY(!atomic_load_explicit(&levels[0].slots, memory_order_relaxed))) return 0;
     struct cache_entry *set = cache_set(h[0]);
     struct cache_entry *e = set ? cache_find(set, h) : NULL;
     if (e) {
@@ -191,8 +277,8 @@ uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const uint64_t h[2],
     if (set && id) { // newest first; the oldest of the set goes
         memmove(&set[1], &set[0], (CACHE_WAYS - 1) * sizeof *set);
         set[0].h1 = h[0];
-        set[0].h2lo = (uint32_t)h[1];
-        set[0].id = id & 0xffffff;
+        set[0].h2lo = H2LO(h[1]);
+        set[0].id = id;
         set[0].fp_len = fp_len & 255;
     }
     return id;
@@ -205,16 +291,16 @@ uint32_t tpprof_stack_intern(const uintptr_t *ips, int n) {
 }
 
 const uintptr_t *tpprof_stack_frames(uint32_t id, int *n) {
-    if (id == 0 || id > MAX_IDS || !by_id[id]) {
+    id_ptr *chunk = id == 0 || id == ID_FAILED ? NULL : atomic_load_explicit(&by_id[id >> ID_CHUNK_BITS], memory_order_acquire);
+    const uint64_t *rec = chunk ? atomic_load_explicit(&chunk[id & (ID_CHUNK - 1)], memory_order_acquire) : NULL;
+    if (!rec) {
         *n = 0;
         return NULL;
     }
-    const uint64_t *rec = by_id[id];
     *n = (int)rec[0];
     return (const uintptr_t *)(rec + 1);
 }
 
-uint32_t tpprof_stack_count(void) {
-    uint32_t n = atomic_load(&next_id);
-    return n > MAX_IDS + 1 ? (uint32_t)MAX_IDS + 1 : n;
-}
+uint32_t tpprof_stack_count(void) { return atomic_load(&next_id); }
+
+int tpprof_stack_levels(void) { return atomic_load(&top) + 1; }

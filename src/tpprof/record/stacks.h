@@ -27,8 +27,9 @@ TPPROF_HIDDEN uintptr_t tpprof_unwind_exit_caller_sp(void);
 // libunwind's per-thread state made now (rings.c, as a thread gets its ring).
 TPPROF_HIDDEN void tpprof_unwind_thread_warm(void);
 
-// The depot names each distinct stack with a dense id >= 1 (lock-free).
-// Returns 0 when out of memory.
+// The depot names each distinct stack with a dense id >= 1 (lock-free); it
+// grows with the program. Returns 0 only when out of memory (counted in
+// tpprof_stacks_full).
 TPPROF_HIDDEN uint32_t tpprof_stack_intern(const uintptr_t *ips, int n);
 
 // The depot's 128-bit hash of n frames: two chains over the frames in
@@ -66,6 +67,8 @@ TPPROF_HIDDEN uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const 
 // The frames of a stack id (borrowed, lives until exit).
 TPPROF_HIDDEN const uintptr_t *tpprof_stack_frames(uint32_t id, int *n);
 TPPROF_HIDDEN uint32_t tpprof_stack_count(void);
+// The depot's tables in use (it adds one, twice the last, as that fills).
+TPPROF_HIDDEN int tpprof_stack_levels(void);
 TPPROF_HIDDEN bool tpprof_stacks_init(void);
 
 // ---------------------------------------------------------------------------
