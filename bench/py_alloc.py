@@ -1,60 +1,49 @@
 """bench/py_alloc.py - a pure-Python allocation-heavy script, for bench/real_workloads.sh.
 
-Builds and drops dicts, lists, strings and small objects from a few
-hundred call sites at different depths (recursion gives distinct stacks),
-so the interpreter's allocator and malloc both work hard.  Deterministic.
+Objects above pymalloc's 512 bytes go to malloc: lists of a hundred items,
+dicts of dozens of keys, strings of a few hundred characters, bytes, made
+and dropped from call sites at different depths (recursion: distinct
+stacks), about a million malloc calls in all.  Deterministic.
 Usage: python3 py_alloc.py [rounds]
 """
 import sys
 
-rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 16
 
 
-class Node:
-    __slots__ = ("key", "value", "children")
-
-    def __init__(self, key, value):
-        self.key = key
-        self.value = value
-        self.children = []
+def leaf(i):
+    row = list(range(i % 50, i % 50 + 100))         # 800+ bytes of items
+    rec = {f"k{j}": j for j in range(i % 7 + 40)}    # a dict's table above 512 bytes
+    text = ("x%d," % i) * (100 + i % 50)             # a string of ~400-800 chars
+    return len(row) + len(rec) + len(text)
 
 
-def build(depth, width, tag):
-    node = Node(tag, {"name": f"n{tag}-{depth}", "data": list(range(width))})
-    if depth > 0:
-        for i in range(width):
-            node.children.append(build(depth - 1, width, tag * 7 + i))
-    return node
+def nest(depth, i):
+    if depth == 0:
+        return leaf(i)
+    chunk = bytes(600 + depth * 8)                   # one block per level
+    return nest(depth - 1, i + depth) + len(chunk)
 
 
-def walk(node, acc):
-    acc.append(str(node.key) + node.value["name"])
-    for c in node.children:
-        walk(c, acc)
-    return acc
+def churn(n):
+    keep = []
+    total = 0
+    for i in range(n):
+        total += nest(i % 12, i)
+        keep.append([i] * (70 + i % 40))             # some live for a while
+        if len(keep) > 2000:
+            del keep[:1000]
+    return total
 
 
 def text_work(n):
-    words = [("w%d" % (i * 31 % 977)) * (1 + i % 5) for i in range(n)]
-    counts = {}
-    for w in words:
-        counts[w] = counts.get(w, 0) + 1
-    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
-
-
-def big_blocks(n):
-    # a few large allocations (bytearray, list growth) beside the small ones
-    out = []
-    for i in range(n):
-        out.append(bytearray(1 << (10 + i % 8)))
-    return sum(len(b) for b in out)
+    parts = ["%06d:%s" % (i, "ab" * (i % 300)) for i in range(n)]
+    joined = "|".join(parts)
+    return len(joined.split("|"))
 
 
 total = 0
 for r in range(rounds):
-    tree = build(5, 5, r)
-    total += len(walk(tree, []))
-    total += len(text_work(20000))
-    total += big_blocks(200)
-    total += len({i: str(i) for i in range(20000)})
+    total += churn(6000)
+    total += text_work(5000)
 print(f"total={total}")

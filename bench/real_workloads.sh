@@ -8,7 +8,7 @@
 # Python, allocation-heavy); default both. Each round runs, per workload,
 # in turn: native, the preload alone (LD_PRELOAD, what the program pays),
 # `tpprof run` end to end (recording, symbolizing, the summary), heaptrack
-# (heaptrack --record-only, when installed) and memray (python3 -m memray run
+# (heaptrack -r: raw data, not interpreted; when installed) and memray (python3 -m memray run
 # --native, when importable), each under /usr/bin/time. Prints the median of
 # the per-round ratios to native of wall time, CPU (user+sys, all the
 # process's threads) and peak RSS (added MiB), and the load average.
@@ -39,7 +39,7 @@ one() {
     native) set -- "$py" "$s" ;;
     preload) set -- env LD_PRELOAD="$lib" TPPROF_OUTPUT="$tmp/out/p.db" "$py" "$s" ;;
     run) set -- "$cli" run -o "$tmp/out/r.db" -- "$py" "$s" ;;
-    heaptrack) set -- heaptrack --record-only -o "$tmp/out/h" "$py" "$s" ;;
+    heaptrack) set -- heaptrack -r -o "$tmp/out/h" "$py" "$s" ;;
     memray) set -- "$py" -m memray run --native -q -o "$tmp/out/m.bin" "$s" ;;
   esac
   /usr/bin/time -f '%e %U %S %M' -o "$tmp/time" "$@" > "$tmp/stdout" 2> "$tmp/stderr" || {

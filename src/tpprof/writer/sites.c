@@ -29,6 +29,34 @@ static uint64_t trie_hash(uint32_t parent, uint64_t ip) {
 
 #define TRIE_TAG(h) ((h) & 0xffffffff00000000ULL)
 
+// The trie node of each stack's outer part (its first p frames from the
+// root), by a 128-bit hash of those frames: a new stack shares all but its
+// innermost few frames with one seen before, so the walk starts at the
+// longest outer part found here instead of at the root (each step of a walk
+// from the root is two cache misses, the slot and the node, in tables of
+// millions of nodes: a PyTorch run's 600,000 stacks of 32 frames made that
+// walk an eighth of the whole process's time). Direct-mapped, a quarter of
+// the trie's slots (remade empty as the trie grows: 16 MiB at 3 million
+// nodes); a miss costs only a longer walk. The two hashes are the depot's two chains
+// (stacks.h), so a false match is as unlikely as there.
+struct prefix_entry {
+    uint64_t h1;
+    uint32_t h2lo;
+    uint32_t node;
+};
+static struct prefix_entry *prefix_cache;
+static uint64_t prefix_cap;
+
+static inline struct prefix_entry *prefix_at(const uint64_t h[2]) {
+    return &prefix_cache[(h[0] >> 20) & (prefix_cap - 1)];
+}
+
+static void prefix_remake(uint64_t cap) {
+    if (prefix_cache) tpprof_mem_unmap(prefix_cache, prefix_cap * sizeof *prefix_cache);
+    prefix_cache = tpprof_mem_map(cap * sizeof *prefix_cache);
+    prefix_cap = prefix_cache ? cap : 0;
+}
+
 static bool trie_grow(void) {
     uint64_t ncap = trie_cap ? trie_cap * 2 : 1 << 14;
     uint64_t *ns = tpprof_mem_map(ncap * sizeof *ns);
@@ -44,6 +72,7 @@ static bool trie_grow(void) {
     tpprof_mem_unmap(trie_slots, trie_cap * sizeof *trie_slots);
     trie_slots = ns;
     trie_cap = ncap;
+    prefix_remake(ncap / 4);
     return true;
 }
 
@@ -71,29 +100,7 @@ static uint32_t trie_child(uint32_t parent, uint64_t ip) {
     return id;
 }
 
-// The trie node of each stack's outer part (its first p frames from the
-// root), by a 128-bit hash of those frames: a new stack shares all but its
-// innermost few frames with one seen before, so the walk starts at the
-// longest outer part found here instead of at the root (each step of a walk
-// from the root is two cache misses, the slot and the node, in tables of
-// millions of nodes: a PyTorch run's 600,000 stacks of 32 frames made that
-// walk an eighth of the whole process's time). Direct-mapped, 16 MiB; a
-// miss costs only a longer walk. The two hashes are the depot's two chains
-// (stacks.h), so a false match is as unlikely as there.
-#define PREFIX_BITS 20
-struct prefix_entry {
-    uint64_t h1;
-    uint32_t h2lo;
-    uint32_t node;
-};
-static struct prefix_entry *prefix_cache;
-
-static inline struct prefix_entry *prefix_at(const uint64_t h[2]) {
-    return &prefix_cache[(h[0] >> 20) & ((1u << PREFIX_BITS) - 1)];
-}
-
 static uint32_t prefix_walk(const uintptr_t *ips, int n) {
-    if (!prefix_cache) prefix_cache = tpprof_mem_map(((size_t)1 << PREFIX_BITS) * sizeof *prefix_cache);
     uint64_t hs[TPPROF_MAX_DEPTH + 1][2];
     uint64_t acc[2] = {0, 0};
     for (int p = 1; p <= n; p++) { // hs[p]: the outer p frames
