@@ -12,7 +12,9 @@
 # --native, when importable), each under /usr/bin/time. Prints the median of
 # the per-round ratios to native of wall time, CPU (user+sys, all the
 # process's threads) and peak RSS (added MiB), and the load average.
-# The interpreter is /usr/bin/python3 (PYTHON= to change it).
+# The interpreter is /usr/bin/python3 (PYTHON= to change it). BASE=BUILD_DIR
+# adds that build's preload and `tpprof run` (base-preload, base-run) to
+# the rounds: a before/after comparison in one run.
 # A benchmark: it never fails a build.
 set -eu
 build=$(cd "$1" && pwd)
@@ -26,6 +28,7 @@ cli="$build/viewer/tpprof"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 tools="native preload run"
+[ -n "${BASE:-}" ] && base=$(cd "$BASE" && pwd) && tools="$tools base-preload base-run"
 command -v heaptrack > /dev/null && tools="$tools heaptrack"
 "$py" -c 'import memray' 2> /dev/null && tools="$tools memray"
 
@@ -39,6 +42,8 @@ one() {
     native) set -- "$py" "$s" ;;
     preload) set -- env LD_PRELOAD="$lib" TPPROF_OUTPUT="$tmp/out/p.db" "$py" "$s" ;;
     run) set -- "$cli" run -o "$tmp/out/r.db" -- "$py" "$s" ;;
+    base-preload) set -- env LD_PRELOAD="$base/src/tpprof/libtpprof.so" TPPROF_OUTPUT="$tmp/out/p.db" "$py" "$s" ;;
+    base-run) set -- "$base/viewer/tpprof" run -o "$tmp/out/r.db" -- "$py" "$s" ;;
     heaptrack) set -- heaptrack -r -o "$tmp/out/h" "$py" "$s" ;;
     memray) set -- "$py" -m memray run --native -q -o "$tmp/out/m.bin" "$s" ;;
   esac
@@ -58,7 +63,7 @@ echo "load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 # Median over rounds of each round's ratio (wall, cpu) and RSS difference.
 for w in $workloads; do
   echo "== $w ($(basename "$(script_of "$w")"), $rounds rounds; native: median wall s, cpu s, peak RSS MiB)"
-  awk '{print $1}' "$tmp/$w.native" | sort -n | awk '{v[NR]=$1} END {printf "   native     wall %.2f s", v[int((NR+1)/2)]}'
+  awk '{print $1}' "$tmp/$w.native" | sort -n | awk '{v[NR]=$1} END {printf "   native       wall %.2f s", v[int((NR+1)/2)]}'
   awk '{print $2}' "$tmp/$w.native" | sort -n | awk '{v[NR]=$1} END {printf "  cpu %.2f s", v[int((NR+1)/2)]}'
   awk '{print $3}' "$tmp/$w.native" | sort -n | awk '{v[NR]=$1} END {printf "  rss %.0f MiB\n", v[int((NR+1)/2)] / 1024}'
   for t in $tools; do
@@ -70,6 +75,6 @@ for w in $workloads; do
         for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j > 0 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
         return a[int((n + 1) / 2)]
       }
-      END { n = NR; printf "   %-10s wall %.2fx  cpu %.2fx  rss +%.0f MiB\n", t, med(wall, n), med(cpu, n), med(rss, n) }'
+      END { n = NR; printf "   %-12s wall %.2fx  cpu %.2fx  rss +%.0f MiB\n", t, med(wall, n), med(cpu, n), med(rss, n) }'
   done
 done

@@ -64,8 +64,14 @@ static inline void tpprof_stack_hash_end(const uint64_t acc[2], int n, uint64_t 
 TPPROF_HIDDEN uint32_t tpprof_stack_find_fp(const uint64_t h[2], uint32_t fp_len);
 // Interns frames already hashed; fp_len > 0 marks them exact for an FP walk.
 TPPROF_HIDDEN uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const uint64_t h[2], uint32_t fp_len);
-// The frames of a stack id (borrowed, lives until exit).
+// The frames of a stack id (borrowed: until tpprof_stack_release(id)).
 TPPROF_HIDDEN const uintptr_t *tpprof_stack_frames(uint32_t id, int *n);
+// The writer is done with id's frames (it made their trie leaf): they go,
+// and with them, once all its stacks are released, their arena chunk; the
+// id's frames are then NULL. Writer only (one thread).
+TPPROF_HIDDEN void tpprof_stack_release(uint32_t id);
+// The frames' arena chunks (1 MiB each) mapped now.
+TPPROF_HIDDEN size_t tpprof_stack_arena_chunks(void);
 TPPROF_HIDDEN uint32_t tpprof_stack_count(void);
 // The depot's tables in use (it adds one, twice the last, as that fills).
 TPPROF_HIDDEN int tpprof_stack_levels(void);

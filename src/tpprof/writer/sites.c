@@ -151,6 +151,7 @@ uint32_t tpprof_writer_leaf_of(uint32_t sid) {
     if (n > TPPROF_MAX_DEPTH) n = TPPROF_MAX_DEPTH;
     uint32_t node = prefix_walk(ips, n);
     w->leaf_of[sid] = node;
+    if (node) tpprof_stack_release(sid); // (out of memory: kept, tried again)
     return node;
 }
 
