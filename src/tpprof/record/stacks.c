@@ -47,8 +47,8 @@
 #define ID_CHUNKS ((uint32_t)1 << 16)
 #define ID_FAILED UINT32_MAX
 #define CACHE_SLOTS 16384          // 256 KiB per thread, touched as used
+#define CACHE_BIG_SLOTS 65536      // 1 MiB, for a thread that misses often
 #define CACHE_WAYS 4               // entries per set (one cache line)
-#define CACHE_SETS (CACHE_SLOTS / CACHE_WAYS)
 
 struct slot {
     _Atomic uint64_t h1;
@@ -79,6 +79,13 @@ _Static_assert(sizeof(struct cache_entry) == 16, "stack cache entries are 16 byt
 _Static_assert(TPPROF_MAX_DEPTH < 256, "fp_len fits the cache entry");
 #define H2LO(h2) ((uint32_t)(h2) & 0xffffffu)
 static __thread struct cache_entry *cache TPPROF_TLS;
+// The cache's sets - 1, and its misses so far: a thread that has missed as
+// many times as the cache has entries gets one four times the size, once
+// (alloc_heavy built with clang allocates from 46,000 distinct stacks, and
+// one in ten of its lookups went on to the depot's tables, a cache and TLB
+// miss each).
+static __thread uint32_t cache_mask TPPROF_TLS;
+static __thread uint32_t cache_misses TPPROF_TLS;
 
 static struct level levels[LEVELS];
 static _Atomic int top;                // the newest level
@@ -269,18 +276,26 @@ static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
     return 0;
 }
 
+// Maps the calling thread's cache of `slots` entries (the old one goes).
+static struct cache_entry *cache_make(uint32_t slots) {
+    struct cache_entry *c = tpprof_mem_map(slots * sizeof *c);
+    if (!c) return NULL;
+    if (cache) tpprof_mem_unmap(cache, ((size_t)cache_mask + 1) * CACHE_WAYS * sizeof *cache);
+    cache = c;
+    cache_mask = slots / CACHE_WAYS - 1;
+    if (tpprof_self) { // released with the thread's ring
+        tpprof_self->cache_mem = c;
+        tpprof_self->cache_bytes = slots * sizeof *c;
+    }
+    return c;
+}
+
 // The set of h1 (CACHE_WAYS entries, one cache line: the mapping is page
 // aligned), or NULL when out of memory.
 static inline struct cache_entry *cache_set(uint64_t h1) {
     struct cache_entry *c = cache;
-    if (TPPROF_UNLIKELY(!c)) {
-        c = cache = tpprof_mem_map(CACHE_SLOTS * sizeof *c);
-        if (c && tpprof_self) { // released with the thread's ring
-            tpprof_self->cache_mem = c;
-            tpprof_self->cache_bytes = CACHE_SLOTS * sizeof *c;
-        }
-    }
-    return c ? &c[((h1 >> 40) & (CACHE_SETS - 1)) * CACHE_WAYS] : NULL;
+    if (TPPROF_UNLIKELY(!c) && !(c = cache_make(CACHE_SLOTS))) return NULL;
+    return &c[((h1 >> 40) & cache_mask) * CACHE_WAYS];
 }
 
 static inline struct cache_entry *cache_find(struct cache_entry *set, const uint64_t h[2]) {
@@ -304,6 +319,7 @@ uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const uint64_t h[2],
         return e->id;
     }
     uint32_t id = lookup(h[0], h[1], ips, n);
+    if (TPPROF_UNLIKELY(++cache_misses == CACHE_SLOTS) && cache_make(CACHE_BIG_SLOTS)) set = cache_set(h[0]);
     if (set && id) { // newest first; the oldest of the set goes
         memmove(&set[1], &set[0], (CACHE_WAYS - 1) * sizeof *set);
         set[0].h1 = h[0];
