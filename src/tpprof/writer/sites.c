@@ -136,7 +136,7 @@ static uint32_t prefix_walk(const uintptr_t *ips, int n) {
 
 uint32_t tpprof_writer_leaf_of(uint32_t sid) {
     struct tpprof_wstate *w = &tpprof_w;
-    if (sid == 0) return 0;
+    if (sid == 0 || sid >= 1u << 31) return 0; // (2^31 stacks: memory ran out long before)
     if (sid >= w->capleaf) {
         uint32_t ncap = w->capleaf ? w->capleaf : 1 << 12;
         while (ncap <= sid) ncap *= 2;
@@ -165,6 +165,7 @@ struct tpprof_site *tpprof_site_get_slow(uint32_t sid, int kind) {
     struct tpprof_site *s = tpprof_site_lookup(sid, kind);
     if (!s) return NULL;
     struct tpprof_site_hints *h = &tpprof_site_hints;
+    if (sid >= 1u << 31) return s;
     if (sid >= h->cap) {
         uint32_t ncap = h->cap ? h->cap : 1 << 12;
         while (ncap <= sid) ncap *= 2;
