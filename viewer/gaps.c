@@ -68,7 +68,7 @@ size_t tpprof_profile_gaps(const tpprof_profile *p, const char *path, const tppr
             s->threads_unrecorded ? "those threads', or a signal handler's made inside one of tpprof's hooks"
                                   : "a signal handler's, made while its thread was inside one of tpprof's hooks");
     if (s->stacks_full)
-        add(g, "%lld allocations have no stack (the stack table filled up)", (long long)s->stacks_full);
+        add(g, "%lld allocations have no stack (tpprof ran out of memory for the stack table)", (long long)s->stacks_full);
     if (s->complete && !s->leak_scanned && s->unscanned_count && p->end_reason &&
         strcmp(p->end_reason, "exit") == 0)
         add(g, "the leak scan did not finish: %llu blocks were not scanned",

@@ -273,7 +273,7 @@ static void section_summary(const page *g) {
         warn(g, line);
     }
     if (s->stacks_full) {
-        snprintf(line, sizeof line, "The stack table filled up: %lld allocations were recorded without a stack.",
+        snprintf(line, sizeof line, "tpprof ran out of memory for the stack table: %lld allocations were recorded without a stack.",
                  (long long)s->stacks_full);
         warn(g, line);
     }

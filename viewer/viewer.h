@@ -287,7 +287,7 @@ typedef struct tpprof_summary {
     bool complete;
     bool leak_scanned; // meta.leak_scan = 1: unscanned blocks came after the scan
     int64_t dropped_events; // meta.dropped_events: a dropped free fakes a leak
-    int64_t stacks_full;    // meta.stacks_full: allocations recorded without a stack, the stack table full
+    int64_t stacks_full;    // meta.stacks_full: allocations recorded without a stack (memory ran out for the stack table)
     int64_t pid, duration_ns;
     // The recording ended without its final flush (killed, the OOM killer,
     // a crash) and has no live set: the leaks are what each site had live

@@ -195,7 +195,7 @@ static void test_a_full_stack_table_is_warned_about(void) {
     CHECK(fixture_write_edited(db, &(fixture_options){0}, "INSERT INTO meta VALUES ('stacks_full', '725')") == 0,
           "fixture");
     run_result r = harness_tpprof("report", db, NULL);
-    CHECK(strstr(r.out, "  MISSING     725 allocations have no stack (the stack table filled up)"), "%s", r.out);
+    CHECK(strstr(r.out, "  MISSING     725 allocations have no stack (tpprof ran out of memory for the stack table)"), "%s", r.out);
     harness_result_free(&r);
     r = harness_tpprof("report", db, "--format", "json", NULL);
     CHECK(strstr(r.out, "\"stacks_full\": 725,"), "%s", r.out);

@@ -49,8 +49,8 @@ enum tpprof_op {
 // are rare, and the timeline needs them exact).
 #define TPPROF_DEVICE_WORDS 10
 
-// ALLOC_PACKED's size bits (allocations of 1 TiB and more take the 4-word
-// ALLOC); the stack id fits in the 24 above (stacks.c asserts MAX_IDS < 2^24).
+// ALLOC_PACKED's size bits (allocations of 1 TiB and more, and stack ids of
+// 2^24 and more, take the 4-word ALLOC): the stack id in the 24 above.
 #define TPPROF_PACKED_SIZE_BITS 40
 
 static inline uint64_t tpprof_packed_size(const uint64_t *r) {

@@ -116,7 +116,7 @@ __attribute__((noinline)) static void record_alloc(int op, void *p, size_t size,
                 op == TPPROF_OP_MMAP || op == TPPROF_OP_COMMIT ? 0 : tpprof_stripe_of((uint64_t)(uintptr_t)p);
             // The common case in 3 words (less of the ring to write, and for
             // the writer to read, per allocation).
-            bool packed = op == TPPROF_OP_ALLOC && size >> TPPROF_PACKED_SIZE_BITS == 0;
+            bool packed = op == TPPROF_OP_ALLOC && size >> TPPROF_PACKED_SIZE_BITS == 0 && sid >> 24 == 0;
             r[0] = tpprof_hdr(tpprof_order_tag(stripe, (size & ~TPPROF_MMAP_FIXED) >= TPPROF_BIG_BYTES),
                               packed ? TPPROF_OP_ALLOC_PACKED : op,
                               kind);

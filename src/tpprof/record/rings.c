@@ -302,6 +302,13 @@ static bool ring_wait(struct tpprof_thread *t, uint64_t words) {
                 }
             }
         }
-        sched_yield();
+        // A few yields, then naps of 20 us: a writer busy with new stacks
+        // (a PyTorch run's 600,000) kept the program's thread spinning in
+        // sched_yield for a tenth of the process's CPU time, and on a loaded
+        // machine the spinning took the core the writer needed. (The system
+        // call itself: the C library's nanosleep is a cancellation point,
+        // and this runs inside the program's malloc.)
+        if (spins < 16) sched_yield();
+        else syscall(SYS_nanosleep, &(struct timespec){0, 20000}, NULL);
     }
 }

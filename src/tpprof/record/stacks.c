@@ -1,15 +1,23 @@
 // stacks.c: the stack depot, naming each distinct stack with a small id.
 //
-// Runs inside malloc hooks on any thread at once, so it is lock-free: an
-// open-addressing table of slots keyed by a 128-bit hash of the frames (two
-// independent 64-bit hashes; a false match needs both to collide, about
-// 2^-128 per pair, far below the chance of a hardware fault, so frames are
-// not compared). A new stack claims an empty slot by CAS on its first hash,
-// stores the second, copies its frames into an append-only arena, then
-// publishes the id (release). A per-thread direct-mapped cache in front
-// keeps the hot stacks in L1/L2: the table itself is a cache miss.
-// Nothing is ever removed. The writer builds the stack_nodes trie from the
-// frames. This file must not call malloc.
+// Runs inside malloc hooks on any thread at once, so it is lock-free. It
+// grows with the program: a chain of open-addressing tables ("levels"),
+// each twice the size of the one before, made as the newest fills to 70%;
+// nothing is ever moved or removed, so a slot found stays valid. A slot is
+// keyed by a 128-bit hash of the frames (two independent 64-bit hashes; a
+// false match needs both to collide, about 2^-128 per pair, far below the
+// chance of a hardware fault, so frames are not compared). A lookup probes
+// the older levels first, then the newest, where a new stack claims an
+// empty slot by CAS on its first hash, stores the second, copies its frames
+// into an append-only arena, then publishes the id (release). Two threads
+// that race with the making of a new level may each give one stack an id
+// (one in the old level, one in the new): harmless, the writer maps both to
+// the same trie leaf and so to the same site. Only a failed mmap (memory
+// exhausted) leaves a stack without an id: counted (meta.stacks_full), and
+// `tpprof check` fails on it. A per-thread 4-way cache in front keeps the
+// hot stacks in L1/L2: the tables themselves are a cache miss. The writer
+// builds the stack_nodes trie from the frames. This file must not call
+// malloc.
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdlib.h>
@@ -21,18 +29,26 @@
 #include "record/rings.h"
 #include "record/stacks.h"
 
-#define SLOT_BITS 19
-#define SLOTS ((uint64_t)1 << SLOT_BITS)
-#define MAX_IDS (SLOTS * 7 / 10)       // keep probe chains short
-// The frames' arena: up to 256 MiB, mapped a MiB at a time as stacks come
-// (one mapping of it all was 256 MiB of address space in every process,
-// which a program under `ulimit -v` or strict overcommit then lacked).
+// Level k has 2^(first_bits + k) slots (first_bits: FIRST_BITS, or fewer for
+// tests: TPPROF_TEST_STACK_SLOT_BITS). 24 bytes a slot: the first level is
+// 12 MiB of address space, touched as used; 2^31 slots in all.
+#define FIRST_BITS 19
+#define LEVELS 13
+#define FILL_PCT 70                   // keep probe chains short
+#define PROBES 64
+// The frames' arena, mapped a MiB at a time as stacks come (one mapping of
+// it all would be address space in every process, which a program under
+// `ulimit -v` or strict overcommit then lacked); up to 64 GiB.
 #define ARENA_CHUNK ((size_t)1 << 20)
-#define ARENA_CHUNKS 256
+#define ARENA_CHUNKS ((size_t)1 << 16)
+// id -> frames: a directory of chunks of 2^16 pointers, mapped as ids come.
+#define ID_CHUNK_BITS 16
+#define ID_CHUNK ((uint32_t)1 << ID_CHUNK_BITS)
+#define ID_CHUNKS ((uint32_t)1 << 16)
 #define ID_FAILED UINT32_MAX
 #define CACHE_SLOTS 16384          // 256 KiB per thread, touched as used
+#define CACHE_BIG_SLOTS 65536      // 1 MiB, for a thread that misses often
 #define CACHE_WAYS 4               // entries per set (one cache line)
-#define CACHE_SETS (CACHE_SLOTS / CACHE_WAYS)
 
 struct slot {
     _Atomic uint64_t h1;
@@ -41,43 +57,83 @@ struct slot {
     uint32_t unused;
 };
 
+struct level {
+    _Atomic(struct slot *) slots;
+    _Atomic uint64_t used;            // slots claimed
+};
+
 // Per-thread: the last stacks seen, by h1, 4-way set associative: a set is
 // one cache line, so a lookup touches one line, and a few thousand hot stacks
 // no longer evict each other (direct-mapped, one in five lookups of a program
 // with 3,600 sites missed and went to the depot). 16 bytes an entry: the
-// cache compares all of h1 and the low half of h2 (96 bits; a false match is
-// still far less likely than a hardware fault), the depot behind it all 128.
+// cache compares all of h1 and the low 24 bits of h2 (88 bits; a false
+// match is still far less likely than a hardware fault), the depot behind
+// it all 128.
 struct cache_entry {
     uint64_t h1;
-    uint32_t h2lo;
-    uint32_t id : 24;     // ids stay below MAX_IDS < 2^24
+    uint32_t id;
+    uint32_t h2lo : 24;
     uint32_t fp_len : 8;  // > 0: an FP walk that yields these frames is exact up to here (unwind.c)
 };
 _Static_assert(sizeof(struct cache_entry) == 16, "stack cache entries are 16 bytes");
 _Static_assert(TPPROF_MAX_DEPTH < 256, "fp_len fits the cache entry");
-_Static_assert(MAX_IDS < (1u << 24), "ids fit the cache entry");
+#define H2LO(h2) ((uint32_t)(h2) & 0xffffffu)
 static __thread struct cache_entry *cache TPPROF_TLS;
+// The cache's sets - 1, and its misses so far: a thread that has missed as
+// many times as the cache has entries gets one four times the size, once
+// (alloc_heavy built with clang allocates from 46,000 distinct stacks, and
+// one in ten of its lookups went on to the depot's tables, a cache and TLB
+// miss each).
+static __thread uint32_t cache_mask TPPROF_TLS;
+static __thread uint32_t cache_misses TPPROF_TLS;
 
-static struct slot *slots;
-static uint64_t **by_id;               // id -> {n, frames...}
-// The most ids given: MAX_IDS, or fewer for tests (TPPROF_TEST_MAX_STACKS).
-static uint32_t max_ids = MAX_IDS;
-// Stacks not kept because the depot was full (meta.stacks_full): their
+static struct level levels[LEVELS];
+static _Atomic int top;                // the newest level
+static unsigned first_bits = FIRST_BITS;
+typedef _Atomic(uint64_t *) id_ptr;
+static _Atomic(id_ptr *) by_id[ID_CHUNKS]; // id -> {n, frames...}
+// The most ids given: all, or fewer for tests (TPPROF_TEST_MAX_STACKS, which
+// stands for memory running out).
+static uint32_t max_ids = ID_FAILED - 1;
+// Stacks not kept because memory ran out (meta.stacks_full): their
 // allocations are recorded without a stack.
 _Atomic uint64_t tpprof_stacks_full;
 static _Atomic uint32_t next_id = 1;
 static _Atomic(char *) arena[ARENA_CHUNKS];
 static _Atomic size_t arena_used;
+// A chunk's frames are needed until the writer has turned each of its
+// stacks into a trie leaf (tpprof_stack_release): then it is unmapped (a
+// PyTorch run's 600,000 stacks of 32 frames were 160 MiB). The ranges taken
+// from arena_used tile the arena, so a chunk is complete when every range
+// that touches it was accounted for: chunk_done sums those bytes (a record
+// that would span two chunks accounts for the tail of one and its own
+// start in the next), after chunk_recs counted its record.
+static _Atomic uint32_t chunk_done[ARENA_CHUNKS], chunk_recs[ARENA_CHUNKS];
+static uint32_t chunk_released[ARENA_CHUNKS]; // the writer's
+
+static uint64_t level_slots(int k) { return (uint64_t)1 << (first_bits + (unsigned)k); }
+
+// Level k's table, mapped now if no thread did yet; NULL when out of memory.
+static struct slot *level_map(int k) {
+    struct slot *s = atomic_load_explicit(&levels[k].slots, memory_order_acquire);
+    if (s) return s;
+    size_t bytes = level_slots(k) * sizeof *s;
+    struct slot *fresh = tpprof_mem_map(bytes);
+    if (!fresh) return NULL;
+    // Lookups land anywhere in it: with 4 KiB pages nearly every one is a
+    // TLB miss as well as a cache miss.
+    madvise(fresh, bytes, MADV_HUGEPAGE);
+    if (atomic_compare_exchange_strong(&levels[k].slots, &s, fresh)) return fresh;
+    tpprof_mem_unmap(fresh, bytes); // another thread mapped it first
+    return s;
+}
 
 bool tpprof_stacks_init(void) {
     const char *cap = getenv("TPPROF_TEST_MAX_STACKS");
-    if (cap && atol(cap) > 0 && atol(cap) < (long)MAX_IDS) max_ids = (uint32_t)atol(cap);
-    slots = tpprof_mem_map(SLOTS * sizeof *slots);
-    // Lookups land anywhere in 12 MiB: with 4 KiB pages nearly every one is a
-    // TLB miss as well as a cache miss.
-    if (slots) madvise(slots, SLOTS * sizeof *slots, MADV_HUGEPAGE);
-    by_id = tpprof_mem_map((MAX_IDS + 1) * sizeof *by_id);
-    return slots && by_id;
+    if (cap && atol(cap) > 0 && atol(cap) < (long)max_ids) max_ids = (uint32_t)atol(cap);
+    const char *bits = getenv("TPPROF_TEST_STACK_SLOT_BITS");
+    if (bits && atoi(bits) >= 4 && atoi(bits) <= FIRST_BITS) first_bits = (unsigned)atoi(bits);
+    return level_map(0) != NULL;
 }
 
 static inline void hash_frames(const uintptr_t *ips, int n, uint64_t *h1, uint64_t *h2) {
@@ -89,53 +145,100 @@ static inline void hash_frames(const uintptr_t *ips, int n, uint64_t *h1, uint64
 }
 
 // Room for a record of `bytes` (at most a few KiB) in the arena, or NULL
-// when it is full or a chunk cannot be mapped. A record never spans two
-// chunks: one that would is given the next chunk's start instead (the rest
-// of this one stays unused).
-static uint64_t *arena_take(size_t bytes) {
+// when it is full or a chunk cannot be mapped; *chunk says which. A record
+// never spans two chunks: one that would is given the next chunk's start
+// instead (the rest of this one stays unused). The taker calls arena_done
+// once the record is written (or given up).
+static uint64_t *arena_take(size_t bytes, size_t *chunk) {
     for (;;) {
         size_t off = atomic_fetch_add(&arena_used, bytes);
         size_t c = off / ARENA_CHUNK;
         if (c >= ARENA_CHUNKS) return NULL;
-        if ((off + bytes - 1) / ARENA_CHUNK != c) continue;
+        if ((off + bytes - 1) / ARENA_CHUNK != c) { // the tail of c, and a start in c + 1
+            size_t tail = (c + 1) * ARENA_CHUNK - off;
+            atomic_fetch_add_explicit(&chunk_done[c], (uint32_t)tail, memory_order_release);
+            if (c + 1 < ARENA_CHUNKS)
+                atomic_fetch_add_explicit(&chunk_done[c + 1], (uint32_t)(bytes - tail), memory_order_release);
+            continue;
+        }
         char *base = atomic_load_explicit(&arena[c], memory_order_acquire);
         if (!base) {
             char *fresh = tpprof_mem_map(ARENA_CHUNK);
-            if (!fresh) return NULL;
+            if (!fresh) {
+                atomic_fetch_add_explicit(&chunk_done[c], (uint32_t)bytes, memory_order_release);
+                return NULL;
+            }
             if (atomic_compare_exchange_strong(&arena[c], &base, fresh)) base = fresh;
             else tpprof_mem_unmap(fresh, ARENA_CHUNK); // another thread mapped it first
         }
+        *chunk = c;
         return (uint64_t *)(base + off % ARENA_CHUNK);
     }
+}
+
+// The record taken from chunk c is written (rec: the writer will release
+// it) or given up.
+static void arena_done(size_t c, size_t bytes, bool rec) {
+    if (rec) atomic_fetch_add_explicit(&chunk_recs[c], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&chunk_done[c], (uint32_t)bytes, memory_order_release);
+}
+
+// Where id's frames pointer lives, its chunk mapped now if need be; NULL
+// when out of memory.
+static id_ptr *id_slot(uint32_t id) {
+    uint32_t c = id >> ID_CHUNK_BITS;
+    id_ptr *chunk = atomic_load_explicit(&by_id[c], memory_order_acquire);
+    if (!chunk) {
+        id_ptr *fresh = tpprof_mem_map(ID_CHUNK * sizeof *fresh);
+        if (!fresh) return NULL;
+        if (atomic_compare_exchange_strong(&by_id[c], &chunk, fresh)) chunk = fresh;
+        else tpprof_mem_unmap(fresh, ID_CHUNK * sizeof *fresh);
+    }
+    return &chunk[id & (ID_CHUNK - 1)];
 }
 
 static uint32_t publish(struct slot *s, uint64_t h2, const uintptr_t *ips, int n) {
     atomic_store_explicit(&s->h2, h2, memory_order_relaxed);
     uint32_t id = atomic_fetch_add(&next_id, 1);
-    uint64_t *rec = id > max_ids ? NULL : arena_take(((size_t)n + 1) * sizeof(uint64_t));
-    if (!rec) {
+    size_t bytes = ((size_t)n + 1) * sizeof(uint64_t), c = 0;
+    uint64_t *rec = id > max_ids ? NULL : arena_take(bytes, &c);
+    id_ptr *at = rec ? id_slot(id) : NULL;
+    if (!at) {
+        if (rec) arena_done(c, bytes, false);
         atomic_store_explicit(&s->id, ID_FAILED, memory_order_release);
         atomic_fetch_add_explicit(&tpprof_stacks_full, 1, memory_order_relaxed);
         return 0;
     }
-    rec[0] = (uint64_t)n;
+    rec[0] = (uint64_t)n | (uint64_t)c << 32;
     memcpy(rec + 1, ips, (size_t)n * sizeof *ips);
-    by_id[id] = rec;
+    atomic_store_explicit(at, rec, memory_order_relaxed); // the id's release below publishes it
+    arena_done(c, bytes, true);
     atomic_store_explicit(&s->id, id, memory_order_release);
     return id;
 }
 
-static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
-    uint64_t idx = h1 & (SLOTS - 1);
-    for (uint64_t probe = 0; probe < 64; probe++, idx = (idx + 1) & (SLOTS - 1)) {
+enum { PROBE_MISS = 0, PROBE_FULL = -1 };
+
+// Looks for (h1, h2) in level k; claims an empty slot for it if `insert`.
+// Returns its id, PROBE_MISS (not there, not inserted), PROBE_FULL (the level
+// is full or its probe chain too long: try the next level) or ID_FAILED
+// (memory ran out: counted).
+static int64_t probe(int k, bool insert, uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
+    struct slot *slots = atomic_load_explicit(&levels[k].slots, memory_order_acquire);
+    uint64_t mask = level_slots(k) - 1, idx = h1 & mask;
+    for (int p = 0; p < PROBES; p++, idx = (idx + 1) & mask) {
         struct slot *s = &slots[idx];
         uint64_t cur = atomic_load_explicit(&s->h1, memory_order_acquire);
         if (cur == 0) {
-            if (atomic_load_explicit(&next_id, memory_order_relaxed) > max_ids) {
-                atomic_fetch_add_explicit(&tpprof_stacks_full, 1, memory_order_relaxed);
-                return 0;
+            if (!insert) return PROBE_MISS;
+            if (atomic_load_explicit(&levels[k].used, memory_order_relaxed) >= level_slots(k) * FILL_PCT / 100)
+                return PROBE_FULL;
+            if (atomic_load_explicit(&next_id, memory_order_relaxed) > max_ids) return ID_FAILED;
+            if (atomic_compare_exchange_strong(&s->h1, &cur, h1)) {
+                atomic_fetch_add_explicit(&levels[k].used, 1, memory_order_relaxed);
+                uint32_t id = publish(s, h2, ips, n);
+                return id ? (int64_t)id : -2; // -2: publish counted the failure
             }
-            if (atomic_compare_exchange_strong(&s->h1, &cur, h1)) return publish(s, h2, ips, n);
         }
         if (cur != h1) continue;
         uint32_t id;
@@ -149,27 +252,55 @@ static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
         if (id == 0 || id == ID_FAILED) continue;
         if (atomic_load_explicit(&s->h2, memory_order_relaxed) == h2) return id;
     }
-    atomic_fetch_add_explicit(&tpprof_stacks_full, 1, memory_order_relaxed); // a probe chain too long: as full
+    return insert ? PROBE_FULL : PROBE_MISS;
+}
+
+static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
+    int t = atomic_load_explicit(&top, memory_order_acquire);
+    for (int k = 0; k < t; k++) { // the older levels, as they are
+        int64_t r = probe(k, false, h1, h2, ips, n);
+        if (r > 0 && r != ID_FAILED) return (uint32_t)r;
+    }
+    for (;;) {
+        int64_t r = probe(t, true, h1, h2, ips, n);
+        if (r == -2) return 0;
+        if (r == ID_FAILED) break;
+        if (r > 0) return (uint32_t)r;
+        // The newest level is full: on to the next, made now if need be.
+        if (t + 1 >= LEVELS || !level_map(t + 1)) break;
+        int cur = t;
+        atomic_compare_exchange_strong(&top, &cur, t + 1);
+        t++;
+    }
+    atomic_fetch_add_explicit(&tpprof_stacks_full, 1, memory_order_relaxed);
     return 0;
+}
+
+// Maps the calling thread's cache of `slots` entries (the old one goes).
+static struct cache_entry *cache_make(uint32_t slots) {
+    struct cache_entry *c = tpprof_mem_map(slots * sizeof *c);
+    if (!c) return NULL;
+    if (cache) tpprof_mem_unmap(cache, ((size_t)cache_mask + 1) * CACHE_WAYS * sizeof *cache);
+    cache = c;
+    cache_mask = slots / CACHE_WAYS - 1;
+    if (tpprof_self) { // released with the thread's ring
+        tpprof_self->cache_mem = c;
+        tpprof_self->cache_bytes = slots * sizeof *c;
+    }
+    return c;
 }
 
 // The set of h1 (CACHE_WAYS entries, one cache line: the mapping is page
 // aligned), or NULL when out of memory.
 static inline struct cache_entry *cache_set(uint64_t h1) {
     struct cache_entry *c = cache;
-    if (TPPROF_UNLIKELY(!c)) {
-        c = cache = tpprof_mem_map(CACHE_SLOTS * sizeof *c);
-        if (c && tpprof_self) { // released with the thread's ring
-            tpprof_self->cache_mem = c;
-            tpprof_self->cache_bytes = CACHE_SLOTS * sizeof *c;
-        }
-    }
-    return c ? &c[((h1 >> 40) & (CACHE_SETS - 1)) * CACHE_WAYS] : NULL;
+    if (TPPROF_UNLIKELY(!c) && !(c = cache_make(CACHE_SLOTS))) return NULL;
+    return &c[((h1 >> 40) & cache_mask) * CACHE_WAYS];
 }
 
 static inline struct cache_entry *cache_find(struct cache_entry *set, const uint64_t h[2]) {
     for (int i = 0; i < CACHE_WAYS; i++)
-        if (set[i].h1 == h[0] && set[i].h2lo == (uint32_t)h[1]) return &set[i];
+        if (set[i].h1 == h[0] && set[i].h2lo == H2LO(h[1])) return &set[i];
     return NULL;
 }
 
@@ -180,7 +311,7 @@ uint32_t tpprof_stack_find_fp(const uint64_t h[2], uint32_t fp_len) {
 }
 
 uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const uint64_t h[2], uint32_t fp_len) {
-    if (TPPROF_UNLIKELY(!slots)) return 0;
+    if (TPPROF_UNLIKELY(!atomic_load_explicit(&levels[0].slots, memory_order_relaxed))) return 0;
     struct cache_entry *set = cache_set(h[0]);
     struct cache_entry *e = set ? cache_find(set, h) : NULL;
     if (e) {
@@ -188,11 +319,12 @@ uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const uint64_t h[2],
         return e->id;
     }
     uint32_t id = lookup(h[0], h[1], ips, n);
+    if (TPPROF_UNLIKELY(++cache_misses == CACHE_SLOTS) && cache_make(CACHE_BIG_SLOTS)) set = cache_set(h[0]);
     if (set && id) { // newest first; the oldest of the set goes
         memmove(&set[1], &set[0], (CACHE_WAYS - 1) * sizeof *set);
         set[0].h1 = h[0];
-        set[0].h2lo = (uint32_t)h[1];
-        set[0].id = id & 0xffffff;
+        set[0].h2lo = H2LO(h[1]);
+        set[0].id = id;
         set[0].fp_len = fp_len & 255;
     }
     return id;
@@ -205,16 +337,43 @@ uint32_t tpprof_stack_intern(const uintptr_t *ips, int n) {
 }
 
 const uintptr_t *tpprof_stack_frames(uint32_t id, int *n) {
-    if (id == 0 || id > MAX_IDS || !by_id[id]) {
+    id_ptr *chunk = id == 0 || id == ID_FAILED ? NULL : atomic_load_explicit(&by_id[id >> ID_CHUNK_BITS], memory_order_acquire);
+    const uint64_t *rec = chunk ? atomic_load_explicit(&chunk[id & (ID_CHUNK - 1)], memory_order_acquire) : NULL;
+    if (!rec) {
         *n = 0;
         return NULL;
     }
-    const uint64_t *rec = by_id[id];
-    *n = (int)rec[0];
+    *n = (int)(uint32_t)rec[0];
     return (const uintptr_t *)(rec + 1);
 }
 
-uint32_t tpprof_stack_count(void) {
-    uint32_t n = atomic_load(&next_id);
-    return n > MAX_IDS + 1 ? (uint32_t)MAX_IDS + 1 : n;
+// Unmaps chunk c if it is complete and the writer released all its stacks.
+static void chunk_try_free(size_t c) {
+    if (atomic_load_explicit(&chunk_done[c], memory_order_acquire) == ARENA_CHUNK &&
+        chunk_released[c] == atomic_load_explicit(&chunk_recs[c], memory_order_relaxed)) {
+        char *base = atomic_exchange(&arena[c], NULL);
+        if (base) tpprof_mem_unmap(base, ARENA_CHUNK);
+    }
+}
+
+void tpprof_stack_release(uint32_t id) {
+    id_ptr *chunk = id == 0 || id == ID_FAILED ? NULL : atomic_load_explicit(&by_id[id >> ID_CHUNK_BITS], memory_order_acquire);
+    uint64_t *rec = chunk ? atomic_exchange_explicit(&chunk[id & (ID_CHUNK - 1)], NULL, memory_order_acquire) : NULL;
+    if (!rec) return;
+    size_t c = (size_t)(rec[0] >> 32);
+    chunk_released[c]++;
+    chunk_try_free(c);
+    // The chunk before was likely still being filled when its last stack
+    // was released.
+    if (c > 0) chunk_try_free(c - 1);
+}
+
+uint32_t tpprof_stack_count(void) { return atomic_load(&next_id); }
+
+int tpprof_stack_levels(void) { return atomic_load(&top) + 1; }
+
+size_t tpprof_stack_arena_chunks(void) {
+    size_t n = 0, used = atomic_load(&arena_used) / ARENA_CHUNK + 1;
+    for (size_t c = 0; c < used && c < ARENA_CHUNKS; c++) n += atomic_load(&arena[c]) != NULL;
+    return n;
 }

@@ -27,8 +27,9 @@ TPPROF_HIDDEN uintptr_t tpprof_unwind_exit_caller_sp(void);
 // libunwind's per-thread state made now (rings.c, as a thread gets its ring).
 TPPROF_HIDDEN void tpprof_unwind_thread_warm(void);
 
-// The depot names each distinct stack with a dense id >= 1 (lock-free).
-// Returns 0 when out of memory.
+// The depot names each distinct stack with a dense id >= 1 (lock-free); it
+// grows with the program. Returns 0 only when out of memory (counted in
+// tpprof_stacks_full).
 TPPROF_HIDDEN uint32_t tpprof_stack_intern(const uintptr_t *ips, int n);
 
 // The depot's 128-bit hash of n frames: two chains over the frames in
@@ -63,9 +64,17 @@ static inline void tpprof_stack_hash_end(const uint64_t acc[2], int n, uint64_t 
 TPPROF_HIDDEN uint32_t tpprof_stack_find_fp(const uint64_t h[2], uint32_t fp_len);
 // Interns frames already hashed; fp_len > 0 marks them exact for an FP walk.
 TPPROF_HIDDEN uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const uint64_t h[2], uint32_t fp_len);
-// The frames of a stack id (borrowed, lives until exit).
+// The frames of a stack id (borrowed: until tpprof_stack_release(id)).
 TPPROF_HIDDEN const uintptr_t *tpprof_stack_frames(uint32_t id, int *n);
+// The writer is done with id's frames (it made their trie leaf): they go,
+// and with them, once all its stacks are released, their arena chunk; the
+// id's frames are then NULL. Writer only (one thread).
+TPPROF_HIDDEN void tpprof_stack_release(uint32_t id);
+// The frames' arena chunks (1 MiB each) mapped now.
+TPPROF_HIDDEN size_t tpprof_stack_arena_chunks(void);
 TPPROF_HIDDEN uint32_t tpprof_stack_count(void);
+// The depot's tables in use (it adds one, twice the last, as that fills).
+TPPROF_HIDDEN int tpprof_stack_levels(void);
 TPPROF_HIDDEN bool tpprof_stacks_init(void);
 
 // ---------------------------------------------------------------------------

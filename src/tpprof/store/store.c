@@ -41,7 +41,6 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS modules(id INTEGER PRIMARY KEY, path TEXT NOT NULL, build_id TEXT,"
     " base INTEGER NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL, loaded_ns INTEGER, unloaded_ns INTEGER);"
     "CREATE TABLE IF NOT EXISTS stack_nodes(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, ip INTEGER NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS stack_nodes_by_parent ON stack_nodes(parent);"
     "CREATE TABLE IF NOT EXISTS symbols(ip INTEGER NOT NULL, idx INTEGER NOT NULL, function TEXT, file TEXT,"
     " line INTEGER, module TEXT, PRIMARY KEY (ip, idx)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS threads(tid INTEGER PRIMARY KEY, name TEXT, first_ns INTEGER, last_ns INTEGER);"
@@ -410,8 +409,10 @@ static bool put_threads(bool final) {
 }
 
 // The values of a site's row, as ?1 to ?10 in both statements of put_sites.
-static void bind_site(sqlite3_stmt *st, const struct tpprof_site *s) {
+static void bind_site(sqlite3_stmt *st, struct tpprof_site *s) {
     bool snap = s->snap_epoch == tpprof_w.peak_epoch;
+    s->stored_peak_count = snap ? s->snap_count : s->live_count;
+    s->stored_peak_bytes = snap ? s->snap_bytes : s->live_bytes;
     sqlite3_bind_int64(st, 1, s->stack);
     sqlite3_bind_int64(st, 2, s->kind);
     sqlite3_bind_int64(st, 3, s->alloc_count);
@@ -621,8 +622,18 @@ bool tpprof_store_flush_begin(bool final) {
     fl.part = PART_NODES;
     fl.row = fl.end = 0;
     if (!exec_sql("BEGIN")) return fail("writing");
-    if (final) // every site's share of the peak may have changed since its last write
-        for (uint32_t i = 0; i < tpprof_w.nsites; i++) tpprof_w.sites[i].dirty = true;
+    // Any site's share of the peak may have changed since its last write (a
+    // new peak since): the final flush rewrites those whose row holds
+    // another value than the peak's now (rewriting all 600,000 sites of a
+    // PyTorch run took longer than everything else in the final flush).
+    if (final)
+        for (uint32_t i = 0; i < tpprof_w.nsites; i++) {
+            struct tpprof_site *s = &tpprof_w.sites[i];
+            bool snap = s->snap_epoch == tpprof_w.peak_epoch;
+            if (!s->stored || s->stored_peak_count != (snap ? s->snap_count : s->live_count) ||
+                s->stored_peak_bytes != (snap ? s->snap_bytes : s->live_bytes))
+                s->dirty = true;
+        }
     // Modules that call the C library's allocator directly (modules.c): looked
     // at once more before the modules are written.
     static char bypassing[8192];

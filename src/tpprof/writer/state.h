@@ -59,6 +59,7 @@ struct tpprof_site {
     int64_t live_count, live_bytes, alloc_count, alloc_bytes, free_count, freed_bytes;
     int64_t snap_count, snap_bytes; // live at the peak, if snap_epoch == peak_epoch
     int64_t temp_count, temp_bytes;
+    int64_t stored_peak_count, stored_peak_bytes; // the peak values its row holds (if stored)
 };
 
 struct tpprof_node {
