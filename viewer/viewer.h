@@ -1042,6 +1042,42 @@ void tpprof_report_device_top_text(const tpprof_profile *p, const tpprof_devices
 void tpprof_report_device_json(tpprof_json *j, const tpprof_profile *p, const tpprof_devices *d, size_t top);
 
 // ---------------------------------------------------------------------------
+// report_diff.c: report --diff OLD.db (text and the JSON `diff` object)
+
+// Two recordings matched stack by stack (diff.c), for the report.
+typedef struct tpprof_report_diff {
+    const tpprof_profile *now; // borrowed
+    tpprof_profile *old;       // the baseline (owned)
+    tpprof_delta *rows;        // owned
+    size_t n;
+    const char *baseline;      // its path, as shown
+    uint64_t top;              // rows shown per list (0 = all)
+} tpprof_report_diff;
+
+// Loads the baseline and matches it with now. 0 or -1 + error; either way
+// c is for tpprof_report_diff_free (which a zeroed c also takes).
+int tpprof_report_diff_load(tpprof_report_diff *c, const tpprof_profile *now, const char *baseline, uint64_t top);
+void tpprof_report_diff_free(tpprof_report_diff *c);
+// The "Changes against" section; the JSON "diff" key and object.
+void tpprof_report_diff_text(const tpprof_report_diff *c);
+void tpprof_report_diff_json(tpprof_json *j, const tpprof_report_diff *c);
+
+// ---------------------------------------------------------------------------
+// folded.c: report --format folded (flame graph input), one line per stack
+
+// The value each stack's line carries.
+typedef enum tpprof_folded_value {
+    TPPROF_FOLDED_ALLOCATED, // bytes allocated over the run (sites)
+    TPPROF_FOLDED_LEAKS,     // bytes live at exit (leak groups)
+    TPPROF_FOLDED_PEAK,      // bytes live at the peak (sites)
+    TPPROF_FOLDED_TEMPORARY, // temporary allocations (sites)
+} tpprof_folded_value;
+
+// Writes p's stacks to stdout, outermost frame first; stacks whose value is
+// 0 are left out.
+void tpprof_report_folded(const tpprof_profile *p, tpprof_folded_value what);
+
+// ---------------------------------------------------------------------------
 // html.c, html_data.c, html_flame.c: report --format html
 
 // Write the whole page for p (t: its tensor tables; b: the storages its live
