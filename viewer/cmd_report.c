@@ -3,9 +3,10 @@
 //
 // Sections: summary (always), leaks grouped by stack (lost first, then by
 // bytes), the peak with the sites live at it, top sites by bytes and by
-// calls, temporary allocations, the timeline, and a stack-by-stack diff
-// against an older recording. All numbers come from profile.c, timeline.c
-// and diff.c; this file only chooses, orders and prints. It never writes
+// calls, temporary allocations, the timeline; the stack-by-stack diff
+// against an older recording is report_diff.c's, the folded format
+// folded.c's, the HTML page html.c's. All numbers come from profile.c and
+// timeline.c; this file only chooses, orders and prints. It never writes
 // the database (profile.c may save symbols into a writable one).
 #define _POSIX_C_SOURCE 200809L
 #include "viewer.h"
@@ -97,11 +98,8 @@ typedef struct report_options {
     const tpprof_devices *devices; // device memory (recorded false without its tables)
 } report_options;
 
-// Two recordings matched by --diff (defined with the --diff code below).
-typedef struct diff_context diff_context;
 
 #define MAX_TEXT_FRAMES 8
-#define MAX_FRAMES 2048 // 128 recorded frames, each possibly several inlined ones
 
 static size_t cap_of(const report_options *o, size_t n) {
     return o->top && o->top < n ? (size_t)o->top : n;
@@ -483,76 +481,85 @@ static void json_site_list(tpprof_json *j, const tpprof_profile *p, const report
     free(v);
 }
 
-static void json_diff(tpprof_json *j, const diff_context *c, const report_options *o);
+// The "program" object: what ran, how the recording went, what it misses.
+static void json_program(tpprof_json *j, const tpprof_profile *p, const report_options *o) {
+    const tpprof_summary *s = &p->summary;
+    tpprof_json_key(j, "program");
+    tpprof_json_object_begin(j);
+    tpprof_json_kv_string(j, "exe", p->exe);
+    tpprof_json_kv_int(j, "pid", s->pid);
+    tpprof_json_kv_string(j, "mode", p->mode);
+    tpprof_json_kv_bool(j, "complete", s->complete);
+    tpprof_json_kv_bool(j, "still_running", s->still_running);
+    tpprof_json_kv_id(j, "end_signal", s->end_signal); // null: it did not die of a signal
+    tpprof_json_kv_int(j, "duration_ns", s->duration_ns);
+    tpprof_json_kv_string(j, "tool_version", p->tool_version);
+    tpprof_json_kv_string(j, "malloc_replaced_by", p->malloc_owner);
+    tpprof_json_kv_string(j, "malloc_skipped", p->malloc_skipped);
+    tpprof_json_kv_int(j, "dropped_events", s->dropped_events);
+    tpprof_json_kv_int(j, "stacks_full", s->stacks_full);
+    tpprof_json_key(j, "bypassing_modules");
+    tpprof_json_array_begin_inline(j);
+    for (size_t i = 0; i < p->nbypassing; i++)
+        tpprof_json_string(j, p->bypassing[i]);
+    tpprof_json_array_end(j);
+    tpprof_json_kv_int(j, "threads_unrecorded", s->threads_unrecorded);
+    tpprof_json_kv_int(j, "events_unrecorded", s->events_unrecorded);
+    // What the recording is missing, as the text report and check say it.
+    tpprof_gaps gaps;
+    tpprof_profile_gaps(p, o->path, NULL, &gaps);
+    tpprof_json_key(j, "missing");
+    tpprof_json_array_begin(j);
+    for (size_t i = 0; i < gaps.n; i++)
+        tpprof_json_string(j, gaps.reason[i]);
+    tpprof_json_array_end(j);
+    tpprof_json_object_end(j);
+}
+
+// The "summary" object, the verdict included.
+static void json_summary(tpprof_json *j, const tpprof_profile *p) {
+    const tpprof_summary *s = &p->summary;
+    tpprof_json_key(j, "summary");
+    tpprof_json_object_begin(j);
+    tpprof_json_kv_uint(j, "allocations", s->allocations);
+    tpprof_json_kv_uint(j, "frees", s->frees);
+    tpprof_json_kv_uint(j, "total_bytes", s->total_bytes);
+    tpprof_json_kv_uint(j, "temporary_count", s->temporary_count);
+    tpprof_json_kv_uint(j, "temporary_bytes", s->temporary_bytes);
+    tpprof_json_kv_uint(j, "peak_bytes", s->peak_bytes);
+    tpprof_json_kv_int(j, "peak_time_ns", s->peak_time_ns);
+    tpprof_json_kv_uint(j, "leaked_bytes", s->leaked_bytes);
+    tpprof_json_kv_uint(j, "leaked_count", s->leaked_count);
+    tpprof_json_kv_uint(j, "lost_bytes", s->lost_bytes);
+    tpprof_json_kv_uint(j, "lost_count", s->lost_count);
+    tpprof_json_kv_uint(j, "reachable_bytes", s->reachable_bytes);
+    tpprof_json_kv_uint(j, "reachable_count", s->reachable_count);
+    tpprof_json_kv_uint(j, "unscanned_bytes", s->unscanned_bytes);
+    tpprof_json_kv_uint(j, "unscanned_count", s->unscanned_count);
+    tpprof_json_kv_uint(j, "reserved_total_bytes", s->reserved_total_bytes);
+    tpprof_json_kv_uint(j, "reserved_count", s->reserved_count);
+    tpprof_json_kv_uint(j, "reserved_bytes", s->reserved_bytes);
+    tpprof_json_kv_uint(j, "libc_bytes", s->libc_bytes);
+    tpprof_json_kv_uint(j, "libc_count", s->libc_count);
+    tpprof_json_kv_bool(j, "live_from_sites", s->live_from_sites);
+    tpprof_verdict v;
+    tpprof_verdict_of(p, &v);
+    tpprof_json_kv_string(j, "verdict", tpprof_verdict_name(v.verdict));
+    tpprof_json_kv_uint(j, "verdict_lost_bytes", v.lost_bytes);
+    tpprof_json_kv_uint(j, "verdict_lost_count", v.lost_count);
+    tpprof_json_kv_string(j, "reachable_top_module", v.holder[0] ? v.holder : NULL);
+    tpprof_json_kv_uint(j, "reachable_top_module_bytes", v.holder_bytes);
+    tpprof_json_object_end(j);
+}
 
 static void json_report(const tpprof_profile *p, const report_options *o,
-                        const diff_context *diff) {
+                        const tpprof_report_diff *diff) {
     tpprof_json j;
     const tpprof_summary *s = &p->summary;
     tpprof_json_document_begin(&j, stdout, "tpprof-report", 1, o->shown);
 
-    tpprof_json_key(&j, "program");
-    tpprof_json_object_begin(&j);
-    tpprof_json_kv_string(&j, "exe", p->exe);
-    tpprof_json_kv_int(&j, "pid", s->pid);
-    tpprof_json_kv_string(&j, "mode", p->mode);
-    tpprof_json_kv_bool(&j, "complete", s->complete);
-    tpprof_json_kv_bool(&j, "still_running", s->still_running);
-    tpprof_json_kv_id(&j, "end_signal", s->end_signal); // null: it did not die of a signal
-    tpprof_json_kv_int(&j, "duration_ns", s->duration_ns);
-    tpprof_json_kv_string(&j, "tool_version", p->tool_version);
-    tpprof_json_kv_string(&j, "malloc_replaced_by", p->malloc_owner);
-    tpprof_json_kv_string(&j, "malloc_skipped", p->malloc_skipped);
-    tpprof_json_kv_int(&j, "dropped_events", s->dropped_events);
-    tpprof_json_kv_int(&j, "stacks_full", s->stacks_full);
-    tpprof_json_key(&j, "bypassing_modules");
-    tpprof_json_array_begin_inline(&j);
-    for (size_t i = 0; i < p->nbypassing; i++)
-        tpprof_json_string(&j, p->bypassing[i]);
-    tpprof_json_array_end(&j);
-    tpprof_json_kv_int(&j, "threads_unrecorded", s->threads_unrecorded);
-    tpprof_json_kv_int(&j, "events_unrecorded", s->events_unrecorded);
-    // What the recording is missing, as the text report and check say it.
-    tpprof_gaps gaps;
-    tpprof_profile_gaps(p, o->path, NULL, &gaps);
-    tpprof_json_key(&j, "missing");
-    tpprof_json_array_begin(&j);
-    for (size_t i = 0; i < gaps.n; i++)
-        tpprof_json_string(&j, gaps.reason[i]);
-    tpprof_json_array_end(&j);
-    tpprof_json_object_end(&j);
-
-    tpprof_json_key(&j, "summary");
-    tpprof_json_object_begin(&j);
-    tpprof_json_kv_uint(&j, "allocations", s->allocations);
-    tpprof_json_kv_uint(&j, "frees", s->frees);
-    tpprof_json_kv_uint(&j, "total_bytes", s->total_bytes);
-    tpprof_json_kv_uint(&j, "temporary_count", s->temporary_count);
-    tpprof_json_kv_uint(&j, "temporary_bytes", s->temporary_bytes);
-    tpprof_json_kv_uint(&j, "peak_bytes", s->peak_bytes);
-    tpprof_json_kv_int(&j, "peak_time_ns", s->peak_time_ns);
-    tpprof_json_kv_uint(&j, "leaked_bytes", s->leaked_bytes);
-    tpprof_json_kv_uint(&j, "leaked_count", s->leaked_count);
-    tpprof_json_kv_uint(&j, "lost_bytes", s->lost_bytes);
-    tpprof_json_kv_uint(&j, "lost_count", s->lost_count);
-    tpprof_json_kv_uint(&j, "reachable_bytes", s->reachable_bytes);
-    tpprof_json_kv_uint(&j, "reachable_count", s->reachable_count);
-    tpprof_json_kv_uint(&j, "unscanned_bytes", s->unscanned_bytes);
-    tpprof_json_kv_uint(&j, "unscanned_count", s->unscanned_count);
-    tpprof_json_kv_uint(&j, "reserved_total_bytes", s->reserved_total_bytes);
-    tpprof_json_kv_uint(&j, "reserved_count", s->reserved_count);
-    tpprof_json_kv_uint(&j, "reserved_bytes", s->reserved_bytes);
-    tpprof_json_kv_uint(&j, "libc_bytes", s->libc_bytes);
-    tpprof_json_kv_uint(&j, "libc_count", s->libc_count);
-    tpprof_json_kv_bool(&j, "live_from_sites", s->live_from_sites);
-    tpprof_verdict v;
-    tpprof_verdict_of(p, &v);
-    tpprof_json_kv_string(&j, "verdict", tpprof_verdict_name(v.verdict));
-    tpprof_json_kv_uint(&j, "verdict_lost_bytes", v.lost_bytes);
-    tpprof_json_kv_uint(&j, "verdict_lost_count", v.lost_count);
-    tpprof_json_kv_string(&j, "reachable_top_module", v.holder[0] ? v.holder : NULL);
-    tpprof_json_kv_uint(&j, "reachable_top_module_bytes", v.holder_bytes);
-    tpprof_json_object_end(&j);
+    json_program(&j, p, o);
+    json_summary(&j, p);
 
     if (o->ninputs > 1) {
         tpprof_json_key(&j, "recordings");
@@ -643,220 +650,10 @@ static void json_report(const tpprof_profile *p, const report_options *o,
     if (o->sections & SECTION_LIFETIMES)
         tpprof_report_lifetimes_json(&j, o->tensors, (size_t)o->top);
     if (diff)
-        json_diff(&j, diff, o);
+        tpprof_report_diff_json(&j, diff);
     tpprof_json_object_end(&j);
     tpprof_json_finish(&j);
 }
-
-// ---------------------------------------------------------------------------
-// --diff: what changed against an older recording
-
-static int by_leaked_change(const void *a, const void *b) {
-    const tpprof_delta *x = *(const tpprof_delta *const *)a, *y = *(const tpprof_delta *const *)b;
-    int64_t dx = llabs(x->leaked_new - x->leaked_old), dy = llabs(y->leaked_new - y->leaked_old);
-    if (dx != dy)
-        return dx > dy ? -1 : 1;
-    return strcmp(x->key, y->key);
-}
-
-static int by_bytes_change(const void *a, const void *b) {
-    const tpprof_delta *x = *(const tpprof_delta *const *)a, *y = *(const tpprof_delta *const *)b;
-    int64_t dx = llabs(x->bytes_new - x->bytes_old), dy = llabs(y->bytes_new - y->bytes_old);
-    if (dx != dy)
-        return dx > dy ? -1 : 1;
-    return strcmp(x->key, y->key);
-}
-
-// Rows whose leaked (leaks true) or allocated bytes changed, largest change
-// first. New array of borrowed pointers (caller frees); *m its length.
-static const tpprof_delta **changed_rows(const tpprof_delta *d, size_t n, bool leaks, size_t *m) {
-    const tpprof_delta **v = malloc((n + 1) * sizeof *v);
-    *m = 0;
-    if (!v)
-        return NULL;
-    for (size_t i = 0; i < n; i++)
-        if (leaks ? d[i].leaked_new != d[i].leaked_old : d[i].bytes_new != d[i].bytes_old)
-            v[(*m)++] = &d[i];
-    if (*m)
-        qsort(v, *m, sizeof *v, leaks ? by_leaked_change : by_bytes_change);
-    return v;
-}
-
-static char *signed_size(int64_t v, char buf[40]) {
-    char s[32];
-    snprintf(buf, 40, "%c%s", v < 0 ? '-' : '+', tpprof_format_size(v < 0 ? (uint64_t)-v : (uint64_t)v, s));
-    return buf;
-}
-
-static char *signed_count(int64_t v, char buf[40]) {
-    char s[32];
-    snprintf(buf, 40, "%c%s", v < 0 ? '-' : '+', tpprof_format_count(v < 0 ? (uint64_t)-v : (uint64_t)v, s));
-    return buf;
-}
-
-struct diff_context {
-    const tpprof_profile *now;
-    tpprof_profile *old; // owned
-    tpprof_delta *rows;  // owned
-    size_t n;
-};
-
-// The run and stack to show for a row: the new run's when it has the stack.
-static const tpprof_profile *row_stack(const diff_context *c, const tpprof_delta *d, int64_t *stack) {
-    *stack = d->stack_new >= 0 ? d->stack_new : d->stack_old;
-    return d->stack_new >= 0 ? c->now : c->old;
-}
-
-static void text_diff(const diff_context *c, const report_options *o) {
-    const tpprof_summary *a = &c->old->summary, *b = &c->now->summary;
-    char x[40], y[40], z[40];
-    printf("\nChanges against %s (stacks matched by function names)\n", o->diff);
-    printf("  %-12s  %12s  %12s  %12s\n", "", "baseline", "now", "change");
-    printf("  %-12s  %12s  %12s  %12s\n", "allocations", tpprof_format_count(a->allocations, x),
-           tpprof_format_count(b->allocations, y),
-           signed_count((int64_t)b->allocations - (int64_t)a->allocations, z));
-    struct { const char *name; uint64_t old, now; } rows[] = {
-        {"allocated", a->total_bytes, b->total_bytes},
-        {"peak", a->peak_bytes, b->peak_bytes},
-        {"leaked", a->leaked_bytes, b->leaked_bytes},
-        {"lost", a->lost_bytes, b->lost_bytes},
-    };
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
-        printf("  %-12s  %12s  %12s  %12s\n", rows[i].name, tpprof_format_size(rows[i].old, x),
-               tpprof_format_size(rows[i].now, y),
-               signed_size((int64_t)rows[i].now - (int64_t)rows[i].old, z));
-    for (int pass = 0; pass < 2; pass++) {
-        bool leaks = pass == 0;
-        size_t m = 0;
-        const tpprof_delta **v = changed_rows(c->rows, c->n, leaks, &m);
-        printf("\n  %s by stack (%zu changed)\n",
-               leaks ? "Leaked at exit" : "Allocated over the run", m);
-        size_t shown = cap_of(o, m);
-        for (size_t i = 0; i < shown; i++) {
-            int64_t before = leaks ? v[i]->leaked_old : v[i]->bytes_old;
-            int64_t after = leaks ? v[i]->leaked_new : v[i]->bytes_new;
-            int64_t stack = 0;
-            const tpprof_profile *p = row_stack(c, v[i], &stack);
-            tpprof_frame f[2];
-            size_t nf = tpprof_stacks_frames(p->stacks, stack, f, 2, NULL);
-            char site[512] = "(no stack recorded)", caller[512] = "";
-            if (nf > 0)
-                tpprof_frame_format(&f[0], site, sizeof site);
-            if (nf > 1)
-                tpprof_frame_format(&f[1], caller, sizeof caller);
-            printf("  %12s  %10s -> %-10s  %s%s%s%s\n", signed_size(after - before, z),
-                   tpprof_format_size((uint64_t)before, x), tpprof_format_size((uint64_t)after, y),
-                   site, nf > 1 ? "  < " : "", caller, v[i]->stack_new < 0 ? "  (gone)" : "");
-        }
-        if (shown < m)
-            printf("  ... %zu more stacks\n", m - shown);
-        free(v);
-    }
-}
-
-static void json_pair(tpprof_json *j, const char *key, int64_t old, int64_t now) {
-    tpprof_json_key(j, key);
-    tpprof_json_object_begin_inline(j);
-    tpprof_json_kv_int(j, "old", old);
-    tpprof_json_kv_int(j, "new", now);
-    tpprof_json_kv_int(j, "delta", now - old);
-    tpprof_json_object_end(j);
-}
-
-static void json_diff(tpprof_json *j, const diff_context *c, const report_options *o) {
-    const tpprof_summary *a = &c->old->summary, *b = &c->now->summary;
-    tpprof_json_key(j, "diff");
-    tpprof_json_object_begin(j);
-    tpprof_json_kv_string(j, "baseline", o->diff);
-    tpprof_json_key(j, "summary");
-    tpprof_json_object_begin(j);
-    json_pair(j, "allocations", (int64_t)a->allocations, (int64_t)b->allocations);
-    json_pair(j, "total_bytes", (int64_t)a->total_bytes, (int64_t)b->total_bytes);
-    json_pair(j, "peak_bytes", (int64_t)a->peak_bytes, (int64_t)b->peak_bytes);
-    json_pair(j, "leaked_bytes", (int64_t)a->leaked_bytes, (int64_t)b->leaked_bytes);
-    json_pair(j, "lost_bytes", (int64_t)a->lost_bytes, (int64_t)b->lost_bytes);
-    tpprof_json_object_end(j);
-    for (int pass = 0; pass < 2; pass++) {
-        bool leaks = pass == 0;
-        size_t m = 0;
-        const tpprof_delta **v = changed_rows(c->rows, c->n, leaks, &m);
-        tpprof_json_key(j, leaks ? "leaks" : "sites");
-        tpprof_json_array_begin(j);
-        for (size_t i = 0; i < cap_of(o, m); i++) {
-            const tpprof_delta *d = v[i];
-            tpprof_json_object_begin(j);
-            if (leaks) {
-                tpprof_json_kv_uint(j, "bytes_old", (uint64_t)d->leaked_old);
-                tpprof_json_kv_uint(j, "bytes_new", (uint64_t)d->leaked_new);
-                tpprof_json_kv_int(j, "delta", d->leaked_new - d->leaked_old);
-                tpprof_json_kv_uint(j, "lost_old", (uint64_t)d->lost_old);
-                tpprof_json_kv_uint(j, "lost_new", (uint64_t)d->lost_new);
-            } else {
-                tpprof_json_kv_uint(j, "alloc_bytes_old", (uint64_t)d->bytes_old);
-                tpprof_json_kv_uint(j, "alloc_bytes_new", (uint64_t)d->bytes_new);
-                tpprof_json_kv_int(j, "delta", d->bytes_new - d->bytes_old);
-                tpprof_json_kv_uint(j, "alloc_count_old", (uint64_t)d->calls_old);
-                tpprof_json_kv_uint(j, "alloc_count_new", (uint64_t)d->calls_new);
-            }
-            tpprof_json_kv_bool(j, "in_new", d->stack_new >= 0);
-            int64_t stack = 0;
-            const tpprof_profile *p = row_stack(c, d, &stack);
-            json_stack(j, p, stack);
-            tpprof_json_object_end(j);
-        }
-        tpprof_json_array_end(j);
-        free(v);
-    }
-    tpprof_json_object_end(j);
-}
-
-// ---------------------------------------------------------------------------
-// Folded stacks ("main;parse;malloc_site 4096"), the input of flamegraph.pl,
-// inferno and speedscope. Frames are function names only, so that the calls
-// of one function merge into one box; a frame without a name is its module.
-
-static void folded_frame(FILE *out, const tpprof_frame *f) {
-    const char *name = f->function;
-    if (!name) {
-        fprintf(out, "[%s]", f->module ? tpprof_basename(f->module) : "unknown");
-        return;
-    }
-    for (const char *c = name; *c; c++)
-        fputc(*c == ';' || *c == '\n' ? '_' : *c, out); // ';' separates frames
-}
-
-static void folded_line(const tpprof_profile *p, int64_t stack_id, uint64_t value) {
-    static tpprof_frame frames[MAX_FRAMES];
-    if (value == 0)
-        return;
-    size_t n = tpprof_stacks_frames(p->stacks, stack_id, frames, MAX_FRAMES, NULL);
-    if (n == 0) {
-        printf("[no stack] %llu\n", (unsigned long long)value);
-        return;
-    }
-    for (size_t i = n; i-- > 0;) {
-        folded_frame(stdout, &frames[i]);
-        if (i)
-            putchar(';');
-    }
-    printf(" %llu\n", (unsigned long long)value);
-}
-
-static void folded_report(const tpprof_profile *p, unsigned chosen) {
-    if (chosen & SECTION_LEAKS) {
-        for (size_t i = 0; i < p->nleaks; i++)
-            folded_line(p, p->leaks[i].stack_id, p->leaks[i].bytes);
-        return;
-    }
-    for (size_t i = 0; i < p->nsites; i++) {
-        const tpprof_site *s = &p->sites[i];
-        uint64_t v = chosen & SECTION_PEAK ? s->peak_bytes
-                     : chosen & SECTION_TEMPORARY ? s->temp_count
-                                                  : s->alloc_bytes;
-        folded_line(p, s->stack_id, v);
-    }
-}
-
 
 // ---------------------------------------------------------------------------
 // Several recordings
@@ -902,220 +699,232 @@ static void inputs_free(report_inputs *in) {
 // ---------------------------------------------------------------------------
 // Command
 
-static int report_main(int argc, char **argv, report_inputs *in) {
-    report_options o = {.top = 10};
-    unsigned chosen = 0;
+// Reads the command line into o and chosen (the section flags named) and
+// merges several recordings (in). 0; 1 after --help; -1 + error.
+static int report_args(int argc, char **argv, report_inputs *in, report_options *o, unsigned *chosen) {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(tpprof_usage_report, stdout);
-            return TPPROF_EXIT_OK;
+            return 1;
         } else if (strcmp(argv[i], "--leaks") == 0) {
-            chosen |= SECTION_LEAKS;
+            *chosen |= SECTION_LEAKS;
         } else if (strcmp(argv[i], "--peak") == 0) {
-            chosen |= SECTION_PEAK;
+            *chosen |= SECTION_PEAK;
         } else if (strcmp(argv[i], "--temporary") == 0) {
-            chosen |= SECTION_TEMPORARY;
+            *chosen |= SECTION_TEMPORARY;
         } else if (strcmp(argv[i], "--timeline") == 0) {
-            chosen |= SECTION_TIMELINE;
+            *chosen |= SECTION_TIMELINE;
         } else if (strcmp(argv[i], "--storages") == 0) {
-            chosen |= SECTION_STORAGES;
+            *chosen |= SECTION_STORAGES;
         } else if (strcmp(argv[i], "--lifetimes") == 0) {
-            chosen |= SECTION_LIFETIMES;
+            *chosen |= SECTION_LIFETIMES;
         } else if ((r = tpprof_opt(argc, argv, &i, "--top", &v)) != 0) {
-            if (r < 0 || tpprof_parse_count("--top", v, &o.top) != 0)
-                goto usage_error;
-            chosen |= SECTION_TOP;
+            if (r < 0 || tpprof_parse_count("--top", v, &o->top) != 0)
+                return -1;
+            *chosen |= SECTION_TOP;
         } else if ((r = tpprof_opt(argc, argv, &i, "--diff", &v)) != 0) {
             if (r < 0)
-                goto usage_error;
-            o.diff = v;
+                return -1;
+            o->diff = v;
         } else if ((r = tpprof_opt(argc, argv, &i, "--format", &v)) != 0) {
             if (r < 0)
-                goto usage_error;
-            o.json = strcmp(v, "json") == 0;
-            o.folded = strcmp(v, "folded") == 0;
-            o.html = strcmp(v, "html") == 0;
-            if (!o.json && !o.folded && !o.html && strcmp(v, "text") != 0) {
+                return -1;
+            o->json = strcmp(v, "json") == 0;
+            o->folded = strcmp(v, "folded") == 0;
+            o->html = strcmp(v, "html") == 0;
+            if (!o->json && !o->folded && !o->html && strcmp(v, "text") != 0) {
                 tpprof_error_set("--format: expected text, json, folded or html, got '%s'", v);
-                goto usage_error;
+                return -1;
             }
         } else if ((r = tpprof_opt(argc, argv, &i, "--suppressions", &v)) != 0) {
-            if (r < 0 || tpprof_suppressions_load(v, &o.suppressions) != 0)
-                goto usage_error;
-            o.suppressions_path = v; // several: each file's rules appended
+            if (r < 0 || tpprof_suppressions_load(v, &o->suppressions) != 0)
+                return -1;
+            o->suppressions_path = v; // several: each file's rules appended
         } else if ((r = tpprof_opt(argc, argv, &i, "--device", &v)) != 0) {
             uint64_t ordinal = 0;
             if (r < 0 || tpprof_parse_count("--device", v, &ordinal) != 0)
-                goto usage_error;
+                return -1;
             if (ordinal > INT32_MAX) {
                 tpprof_error_set("--device: %s is not a device ordinal", v);
-                goto usage_error;
+                return -1;
             }
-            o.device_filtered = true;
-            o.device = (int32_t)ordinal;
+            o->device_filtered = true;
+            o->device = (int32_t)ordinal;
         } else if ((r = tpprof_opt(argc, argv, &i, "-o", &v)) != 0 ||
                    (r = tpprof_opt(argc, argv, &i, "--output", &v)) != 0) {
             if (r < 0)
-                goto usage_error;
-            o.output = v;
+                return -1;
+            o->output = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             tpprof_error_set("unknown option '%s' (see tpprof report --help)", argv[i]);
-            goto usage_error;
+            return -1;
         } else if (tpprof_inputs_add(&in->in, argv[i]) != 0) {
-            goto usage_error;
+            return -1;
         }
     }
     // Several recordings (or a glob naming several): merged into a
     // temporary database, reported as one program (tpprof merge).
     if (in->in.n == 1) {
-        o.path = in->in.v[0];
+        o->path = in->in.v[0];
     } else if (in->in.n > 1) {
         if (merge_inputs(in) != 0)
-            goto usage_error;
-        o.path = in->merged;
+            return -1;
+        o->path = in->merged;
     }
-    o.shown = in->in.n > 1 ? in->shown : o.path;
-    o.inputs = in->in.v;
-    o.ninputs = in->in.n;
-    if (!o.path) {
+    o->shown = in->in.n > 1 ? in->shown : o->path;
+    o->inputs = in->in.v;
+    o->ninputs = in->in.n;
+    if (!o->path) {
         tpprof_error_set("missing the database (usage: tpprof report DB [options])");
-        goto usage_error;
+        return -1;
     }
-    o.sections = chosen ? chosen : SECTION_ALL;
-    if (o.html)
-        o.sections = SECTION_ALL | SECTION_TENSORS; // the page has every section
+    o->sections = *chosen ? *chosen : SECTION_ALL;
+    if (o->html)
+        o->sections = SECTION_ALL | SECTION_TENSORS; // the page has every section
+    return 0;
+}
 
-    tpprof_profile *p = tpprof_profile_load(o.path);
-    if (!p) {
-        fprintf(stderr, "tpprof report: %s\n", tpprof_error());
-        tpprof_suppressions_free(&o.suppressions);
-        return TPPROF_EXIT_USAGE;
-    }
+// The recording and what the sections read (owned; report_data_free).
+typedef struct report_data {
+    tpprof_profile *p;
+    tpprof_tensors tensors;
+    bool tensors_loaded, devices_loaded;
+    tpprof_backing *backings; // (only the leaks section shows them)
+    tpprof_devices devices;
+    tpprof_report_diff diff; // --diff
+} report_data;
+
+// Loads the recording o names and what its sections read into d, and
+// points o at them. 0, or -1 with the message printed (d is then for
+// report_data_free still).
+static int report_load(report_options *o, unsigned chosen, report_data *d) {
+    d->p = tpprof_profile_load(o->path);
+    if (!d->p)
+        goto failed;
     // Suppressed leaks leave every section and figure, the verdict included.
-    tpprof_suppressions_apply(p, &o.suppressions);
-    tpprof_tensors tensors = {0};
-    if (tpprof_tensors_load(p->db, &tensors) != 0) {
-        fprintf(stderr, "tpprof report: %s\n", tpprof_error());
-        tpprof_profile_free(p);
-        tpprof_suppressions_free(&o.suppressions);
-        return TPPROF_EXIT_USAGE;
-    }
+    tpprof_suppressions_apply(d->p, &o->suppressions);
+    if (tpprof_tensors_load(d->p->db, &d->tensors) != 0)
+        goto failed;
+    d->tensors_loaded = true;
     // By default the tensor sections appear when the recording has tensors;
     // JSON always has their keys.
-    if (!chosen && (o.json || tensors.attached || tensors.nstorages))
-        o.sections |= SECTION_TENSORS;
-    o.tensors = &tensors;
-    tpprof_backing *backings = NULL; // (only the leaks section shows them)
-    if ((o.sections & SECTION_LEAKS) && tpprof_backings_load(p->db, &tensors, &backings, &o.nbackings) != 0) {
-        fprintf(stderr, "tpprof report: %s\n", tpprof_error());
-        tpprof_tensors_free(&tensors);
-        tpprof_profile_free(p);
-        tpprof_suppressions_free(&o.suppressions);
-        return TPPROF_EXIT_USAGE;
+    if (!chosen && (o->json || d->tensors.attached || d->tensors.nstorages))
+        o->sections |= SECTION_TENSORS;
+    o->tensors = &d->tensors;
+    tpprof_backing *backings = NULL;
+    if ((o->sections & SECTION_LEAKS) && tpprof_backings_load(d->p->db, &d->tensors, &backings, &o->nbackings) != 0)
+        goto failed;
+    o->backings = d->backings = backings;
+    if (tpprof_devices_load(d->p, o->device_filtered, o->device, &d->devices) != 0)
+        goto failed;
+    d->devices_loaded = true;
+    o->devices = &d->devices;
+    if (o->diff && tpprof_report_diff_load(&d->diff, d->p, o->diff, o->top) != 0) {
+        fprintf(stderr, "tpprof report: --diff: %s\n", tpprof_error());
+        return -1;
     }
-    o.backings = backings;
-    tpprof_devices devices;
-    if (tpprof_devices_load(p, o.device_filtered, o.device, &devices) != 0) {
-        fprintf(stderr, "tpprof report: %s\n", tpprof_error());
-        free(backings);
-        tpprof_tensors_free(&tensors);
-        tpprof_profile_free(p);
-        tpprof_suppressions_free(&o.suppressions);
-        return TPPROF_EXIT_USAGE;
+    return 0;
+failed:
+    fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+    return -1;
+}
+
+static void report_data_free(report_data *d) {
+    if (d->devices_loaded)
+        tpprof_devices_free(&d->devices);
+    tpprof_report_diff_free(&d->diff);
+    free(d->backings);
+    if (d->tensors_loaded)
+        tpprof_tensors_free(&d->tensors);
+    tpprof_profile_free(d->p);
+}
+
+// The text report: the summary and the chosen sections.
+static void report_text(const report_options *o, const report_data *d) {
+    const tpprof_profile *p = d->p;
+    text_summary(p, o);
+    if (o->sections & SECTION_LEAKS) {
+        text_leaks(p, o);
+        tpprof_report_device_leaks_text(p, &d->devices, (size_t)o->top);
     }
-    o.devices = &devices;
-    diff_context diff = {.now = p};
-    if (o.diff) {
-        tpprof_profile *old = tpprof_profile_load(o.diff);
-        if (!old || tpprof_diff(p, old, 0, &diff.rows, &diff.n) != 0) {
-            fprintf(stderr, "tpprof report: --diff: %s\n", tpprof_error());
-            tpprof_profile_free(old);
-            tpprof_devices_free(&devices);
-            free(backings);
-            tpprof_tensors_free(&tensors);
-            tpprof_profile_free(p);
-            tpprof_suppressions_free(&o.suppressions);
-            return TPPROF_EXIT_USAGE;
-        }
-        diff.old = old;
+    if (o->sections & SECTION_PEAK) {
+        text_peak(p, o);
+        tpprof_report_device_peak_text(p, &d->devices, (size_t)o->top);
     }
+    if (o->sections & SECTION_TOP) {
+        text_top(p, o);
+        tpprof_report_device_top_text(p, &d->devices, (size_t)o->top);
+    }
+    if (o->sections & SECTION_TEMPORARY)
+        text_temporary(p, o);
+    if (o->sections & SECTION_TIMELINE)
+        text_timeline(p);
+    if (o->sections & SECTION_STORAGES)
+        tpprof_report_storages_text(p, &d->tensors, (size_t)o->top);
+    if (o->sections & SECTION_LIFETIMES)
+        tpprof_report_lifetimes_text(&d->tensors, (size_t)o->top);
+    if (o->diff)
+        tpprof_report_diff_text(&d->diff);
+}
+
+// Writes the report in o's format, to -o's file or stdout. The exit status.
+static int report_write(const report_options *o, const report_data *d, unsigned chosen) {
     // -o: the output file replaces stdout for every format (opened only now,
     // so a bad database leaves no empty file behind).
     FILE *file = NULL, *saved_stdout = stdout;
-    if (o.output && !(file = fopen(o.output, "w"))) {
-        fprintf(stderr, "tpprof report: cannot write %s: %s\n", o.output, strerror(errno));
-        tpprof_devices_free(&devices);
-        tpprof_diff_free(diff.rows, diff.n);
-        tpprof_profile_free(diff.old);
-        free(backings);
-        tpprof_tensors_free(&tensors);
-        tpprof_profile_free(p);
-        tpprof_suppressions_free(&o.suppressions);
+    if (o->output && !(file = fopen(o->output, "w"))) {
+        fprintf(stderr, "tpprof report: cannot write %s: %s\n", o->output, strerror(errno));
         return TPPROF_EXIT_USAGE;
     }
     if (file)
         stdout = file;
     int status = TPPROF_EXIT_OK;
-    if (o.html) {
-        if (tpprof_report_html(stdout, p, &tensors, backings, o.nbackings, o.path) != 0) {
+    if (o->html) {
+        if (tpprof_report_html(stdout, d->p, &d->tensors, d->backings, o->nbackings, o->path) != 0) {
             fprintf(stderr, "tpprof report: %s\n", tpprof_error());
             status = TPPROF_EXIT_USAGE;
         }
-    } else if (o.folded) {
-        folded_report(p, chosen);
-    } else if (o.json) {
-        json_report(p, &o, o.diff ? &diff : NULL);
+    } else if (o->folded) {
+        tpprof_report_folded(d->p, chosen & SECTION_LEAKS       ? TPPROF_FOLDED_LEAKS
+                                   : chosen & SECTION_PEAK      ? TPPROF_FOLDED_PEAK
+                                   : chosen & SECTION_TEMPORARY ? TPPROF_FOLDED_TEMPORARY
+                                                                : TPPROF_FOLDED_ALLOCATED);
+    } else if (o->json) {
+        json_report(d->p, o, o->diff ? &d->diff : NULL);
     } else {
-        text_summary(p, &o);
-        if (o.sections & SECTION_LEAKS) {
-            text_leaks(p, &o);
-            tpprof_report_device_leaks_text(p, &devices, (size_t)o.top);
-        }
-        if (o.sections & SECTION_PEAK) {
-            text_peak(p, &o);
-            tpprof_report_device_peak_text(p, &devices, (size_t)o.top);
-        }
-        if (o.sections & SECTION_TOP) {
-            text_top(p, &o);
-            tpprof_report_device_top_text(p, &devices, (size_t)o.top);
-        }
-        if (o.sections & SECTION_TEMPORARY)
-            text_temporary(p, &o);
-        if (o.sections & SECTION_TIMELINE)
-            text_timeline(p);
-        if (o.sections & SECTION_STORAGES)
-            tpprof_report_storages_text(p, &tensors, (size_t)o.top);
-        if (o.sections & SECTION_LIFETIMES)
-            tpprof_report_lifetimes_text(&tensors, (size_t)o.top);
-        if (o.diff)
-            text_diff(&diff, &o);
+        report_text(o, d);
     }
-    tpprof_devices_free(&devices);
-    tpprof_diff_free(diff.rows, diff.n);
-    tpprof_profile_free(diff.old);
-    free(backings);
-    tpprof_tensors_free(&tensors);
-    tpprof_profile_free(p);
-    tpprof_suppressions_free(&o.suppressions);
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "tpprof report: cannot write %s: %s\n", o.output ? o.output : "stdout", strerror(errno));
+        fprintf(stderr, "tpprof report: cannot write %s: %s\n", o->output ? o->output : "stdout", strerror(errno));
         status = TPPROF_EXIT_USAGE;
     }
     if (file) {
         stdout = saved_stdout;
         if (fclose(file) != 0 && status == TPPROF_EXIT_OK) {
-            fprintf(stderr, "tpprof report: cannot write %s: %s\n", o.output, strerror(errno));
+            fprintf(stderr, "tpprof report: cannot write %s: %s\n", o->output, strerror(errno));
             status = TPPROF_EXIT_USAGE;
         }
     }
     return status;
+}
 
-usage_error:
-    fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+static int report_main(int argc, char **argv, report_inputs *in) {
+    report_options o = {.top = 10};
+    unsigned chosen = 0;
+    int r = report_args(argc, argv, in, &o, &chosen);
+    if (r != 0) {
+        if (r < 0)
+            fprintf(stderr, "tpprof report: %s\n", tpprof_error());
+        tpprof_suppressions_free(&o.suppressions);
+        return r < 0 ? TPPROF_EXIT_USAGE : TPPROF_EXIT_OK;
+    }
+    report_data d = {0};
+    int status = report_load(&o, chosen, &d) == 0 ? report_write(&o, &d, chosen) : TPPROF_EXIT_USAGE;
+    report_data_free(&d);
     tpprof_suppressions_free(&o.suppressions);
-    return TPPROF_EXIT_USAGE;
+    return status;
 }
 
 int tpprof_cmd_report(int argc, char **argv) {

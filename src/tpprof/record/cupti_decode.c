@@ -197,7 +197,9 @@ static bool decode_runtime(CUpti_CallbackId cbid, const void *params, tpprof_cup
     }
 }
 
-static bool decode_driver(CUpti_CallbackId cbid, const void *params, tpprof_cupti_event *e) {
+// The driver's allocation calls: device, pitched, managed and pinned host
+// memory, stream-ordered allocation and its pools.
+static bool decode_driver_alloc(CUpti_CallbackId cbid, const void *params, tpprof_cupti_event *e) {
     switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
         const cuMemAlloc_v2_params *p = params;
@@ -296,6 +298,15 @@ static bool decode_driver(CUpti_CallbackId cbid, const void *params, tpprof_cupt
         e->size = p->minBytesToKeep;
         return true;
     }
+    default:
+        return false;
+    }
+}
+
+// The driver's virtual memory management calls (reserve, create, map) and
+// what ends a device's or a context's blocks.
+static bool decode_driver_vmm(CUpti_CallbackId cbid, const void *params, tpprof_cupti_event *e) {
+    switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve: {
         const cuMemAddressReserve_params *p = params;
         set(e, TPPROF_DEV_OP_VA_RESERVE, TPPROF_DEV_KIND_VMM_RESERVE, "cuMemAddressReserve");
@@ -356,6 +367,10 @@ static bool decode_driver(CUpti_CallbackId cbid, const void *params, tpprof_cupt
     default:
         return false;
     }
+}
+
+static bool decode_driver(CUpti_CallbackId cbid, const void *params, tpprof_cupti_event *e) {
+    return decode_driver_alloc(cbid, params, e) || decode_driver_vmm(cbid, params, e);
 }
 
 CUcontext tpprof_cupti_destroyed_context(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,

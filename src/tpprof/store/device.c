@@ -1,15 +1,14 @@
 // device.c: the device memory tables (device_events, device_blocks,
 // device_timeline; docs/schema.md) and their meta keys. Every SQL statement
 // about device memory is here; it reads the writer's device state
-// (writer/device.h) and marks what it wrote. Called by store.c, in the
-// flush's transaction, with the writer's lock held.
+// (writer/device_state.h, through state.h) and marks what it wrote. Called
+// by store.c, in the flush's transaction, with the writer's lock held.
 #include <stdio.h>
 #include <string.h>
 
 #include "base/sqlite_api.h"
 #include "store/store.h"
-#include "writer/device.h"
-#include "writer/writer.h"
+#include "writer/state.h"
 #include "record/device.h"
 
 static const char device_schema[] =

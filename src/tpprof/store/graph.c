@@ -1,15 +1,16 @@
 // graph.c: the autograd graph's tables (docs/schema-tensors.md): the nodes
-// the graph ledger kept (writer/graph.h: alive at the end, or all of them in
-// full mode), their edges and saved tensors, and the run's node counts in
-// meta. Written at the final flush, inside its transaction, after the
-// tensor tables. Reads writer/graph.h; calls nothing in writer/.
+// the graph ledger kept (writer/graph_state.h: alive at the end, or all of
+// them in full mode), their edges and saved tensors, and the run's node
+// counts in meta. Written at the final flush, inside its transaction, after
+// the tensor tables. Reads the ledger through writer/state.h; calls nothing
+// in writer/.
 #define _GNU_SOURCE
 #include "base/sqlite_api.h"
 #include <stdio.h>
 
 #include "store/rows.h"
 #include "store/store.h"
-#include "writer/graph.h"
+#include "writer/state.h"
 
 static bool put_node(sqlite3_stmt *nodes, sqlite3_stmt *edges, sqlite3_stmt *saved, const struct graph_node *x) {
     const struct tpprof_graph *g = &tpprof_graph;

@@ -3,14 +3,14 @@
 // store's flush transaction, after the stack nodes: each node whose ip is a
 // Python pseudo frame gets its row (function, file, line resolved here, on
 // the writer thread, from the code object's copies). Reads the writer's
-// nodes (writer/writer.h, data only); calls nothing in writer/.
+// nodes (writer/state.h, data only); calls nothing in writer/.
 #define _GNU_SOURCE
 #include "base/sqlite_api.h"
 #include <stdio.h>
 
 #include "record/pyframes.h"
 #include "store/store.h"
-#include "writer/writer.h"
+#include "writer/state.h"
 
 // Nodes up to this one were looked at, in the file open now; `made`: the
 // table is there; `said`: what meta.python says (it changes once, if the

@@ -1,7 +1,9 @@
 // state.h: the writer's state, data only: what the writer keeps (the live
-// set, sites, the stack trie, totals, pending rows, the tensor ledger) and
-// what the store reads to write it out. store/ includes this header and no
-// other of writer/; the writer's functions are declared in writer.h.
+// set, sites, the stack trie, totals, pending rows, the tensor ledger; the
+// device state and the autograd graph ledger in the two data-only headers
+// it includes at its end) and what the store reads to write it out. store/
+// includes this header and no other of writer/; the writer's functions are
+// declared in writer.h, device.h and graph.h.
 //
 // Everything here is owned by the writer: it is touched only with the
 // writer's mutex held (by the writer thread, or by the thread running exit,
@@ -287,5 +289,12 @@ static inline bool alive_at_peak(uint64_t created_seq, bool dead, uint64_t dead_
     uint64_t end = tpprof_ledger.peak_end ? tpprof_ledger.peak_end : UINT64_MAX;
     return tpprof_ledger.peak_seq && created_seq < end && (!dead || dead_seq >= end);
 }
+
+// ---------------------------------------------------------------------------
+// The device state and the graph ledger: data only, in their own headers
+// (graph_state.h needs struct tpprof_map, defined above).
+
+#include "writer/device_state.h"
+#include "writer/graph_state.h"
 
 #endif

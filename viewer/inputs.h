@@ -1,0 +1,30 @@
+// inputs.h: several recordings on a command line, globs expanded (inputs.c), and merging them into one (cmd_merge.c).
+// Private to viewer/; viewer.h includes every header of the viewer.
+#ifndef TPPROF_VIEWER_INPUTS_H
+#define TPPROF_VIEWER_INPUTS_H
+
+#include "util.h"
+
+// ---------------------------------------------------------------------------
+// inputs.c: the recordings a command names (several, or a quoted glob)
+
+typedef struct tpprof_inputs {
+    char **v; // owned copies, in the order named (a glob's sorted)
+    size_t n, cap;
+} tpprof_inputs;
+
+// Add a database argument; a pattern with *, ? or [ that names no file is
+// expanded as a glob. A recording named twice is an error. 0 or -1 + error.
+int tpprof_inputs_add(tpprof_inputs *in, const char *arg);
+void tpprof_inputs_free(tpprof_inputs *in);
+
+// ---------------------------------------------------------------------------
+// cmd_merge.c
+
+// Merge the recordings inputs[0..n) into a new database at out_path
+// (docs/schema.md, "Merged recordings"); refuses an existing out_path.
+// quiet: no warning for an input that cannot be symbolized. 0, or -1 +
+// error (nothing left at out_path).
+int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet);
+
+#endif

@@ -1,0 +1,85 @@
+// stacks.h: the stack trie and its symbols, loaded once (stacks.c), and a Python program's frames (pyframes.c).
+// Private to viewer/; viewer.h includes every header of the viewer.
+#ifndef TPPROF_VIEWER_STACKS_H
+#define TPPROF_VIEWER_STACKS_H
+
+#include "util.h"
+#include "db.h"
+#include "symbolize.h"
+
+// ---------------------------------------------------------------------------
+// stacks.c
+
+// A printable frame; strings borrowed from the stacks object.
+typedef struct tpprof_frame {
+    int64_t ip;
+    const char *function; // NULL: unknown (print the ip)
+    const char *file;     // NULL: unknown
+    int64_t line;         // 0: unknown
+    const char *module;   // NULL: unknown
+} tpprof_frame;
+
+typedef struct tpprof_stacks tpprof_stacks;
+
+// The index of id in ids[0..n) (sorted ascending, as the recorder numbers
+// stack nodes and Python frames), or -1 (stacks.c).
+ptrdiff_t tpprof_ids_index(const int64_t *ids, size_t n, int64_t id);
+
+// Load the whole stack trie and the symbols into memory (one query each).
+// Takes ownership of the contents of `symbols` (left empty).
+tpprof_stacks *tpprof_stacks_load(tpprof_db *db, tpprof_symtab *symbols);
+void tpprof_stacks_free(tpprof_stacks *st);
+
+// The frames of stack `stack_id`, innermost first, inlined frames expanded,
+// frames in libtpprof.so dropped. Returns the number of frames written (at
+// most cap); *total gets the full count when not NULL.
+size_t tpprof_stacks_frames(const tpprof_stacks *st, int64_t stack_id,
+                            tpprof_frame *out, size_t cap, size_t *total);
+
+// "function (file:line)", "function (module)" or "0x1234 (module)" for one
+// frame, into buf (truncated to size). Returns buf.
+char *tpprof_frame_format(const tpprof_frame *f, char *buf, size_t size);
+
+// The first frame of a stack formatted as above, or "(no stack)".
+char *tpprof_stacks_describe(const tpprof_stacks *st, int64_t stack_id, char *buf, size_t size);
+
+// Frames of the tensor runtime itself (a libtensorplay* module, or a tp_*
+// function): tensor, reference and allocator events are recorded inside it.
+bool tpprof_frame_is_runtime(const tpprof_frame *f);
+// Whether f is a frame of a language's standard library by its (demangled)
+// name: Rust's alloc::, core:: and std:: (statically linked into the
+// program, so they are in its own module), C++'s std:: and __gnu_cxx::
+// templates, operator new.
+bool tpprof_frame_is_stdlib(const tpprof_frame *f);
+// The first of frames[from..n) that is not a standard library's (n if none).
+size_t tpprof_frames_past_stdlib(const tpprof_frame *frames, size_t n, size_t from);
+// The index of the first frame outside the runtime (0 when all are inside).
+size_t tpprof_stacks_first_caller(const tpprof_frame *frames, size_t n);
+// tpprof_stacks_describe of that first frame outside the runtime.
+char *tpprof_stacks_describe_caller(const tpprof_stacks *st, int64_t stack_id, char *buf,
+                                    size_t size);
+
+// ---------------------------------------------------------------------------
+// pyframes.c: a Python program's frames (py_frames)
+
+// Whether ip is a Python pseudo frame (the recorder's tag in its top bits).
+bool tpprof_ip_is_python(int64_t ip);
+// Whether f is a resolved Python frame ("hoard (leaky.py:12)").
+bool tpprof_frame_is_python(const tpprof_frame *f);
+// Whether a Python frame is a library's: frozen or <string> code, the
+// standard library, an installed package (by its file's path).
+bool tpprof_frame_is_python_library(const tpprof_frame *f);
+// The first Python frame of frames[from..n) that is the program's own (not
+// a library's), else the first Python frame; n if none.
+size_t tpprof_frames_first_python(const tpprof_frame *frames, size_t n, size_t from);
+
+typedef struct tpprof_py_table tpprof_py_table;
+// Loads py_frames (*out NULL when the recording has none). 0 or -1 + error.
+// The caller frees *out with tpprof_py_table_free.
+int tpprof_py_table_load(tpprof_db *db, tpprof_py_table **out);
+void tpprof_py_table_free(tpprof_py_table *t);
+// The row of ip: strings borrowed from t. False if none.
+bool tpprof_py_table_find(const tpprof_py_table *t, int64_t ip, const char **function, const char **file,
+                          int64_t *line);
+
+#endif
