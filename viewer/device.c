@@ -441,6 +441,15 @@ int tpprof_devices_load(const tpprof_profile *p, bool filtered, int32_t device, 
     tpprof_db_meta_i64(p->db, "device_calls_failed", &out->meta_calls_failed);
     tpprof_db_meta_i64(p->db, "device_bad_frees", &out->meta_bad_frees);
     out->recorded = tpprof_db_has_table(p->db, "device_blocks");
+    // The recorder makes the device tables in every recording; a program
+    // that made no CUDA call tpprof saw (device_capture 'none', no rows)
+    // has no device memory to show, as a recording without the tables.
+    if (out->recorded && out->capture && strcmp(out->capture, "none") == 0) {
+        int64_t rows = 0;
+        if (tpprof_db_scalar(p->db, "SELECT (SELECT count(*) FROM device_blocks) + (SELECT count(*) FROM device_events)",
+                                &rows) == 0 && rows == 0)
+            out->recorded = false;
+    }
     if (!out->recorded)
         return 0;
     // Mappings are told from reservations by kind name (both are address space).
