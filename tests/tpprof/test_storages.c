@@ -6,6 +6,8 @@
 // Then observe.c itself, fed runtime events in the runtime's order, its
 // records applied as the writer would: which events it folds together and
 // which unwinds it skips, and that the ledger comes out the same.
+// The set-up shared with test_graph_ledger.c (the autograd graph) is
+// ledger_harness.c's.
 // No preload: runs under ASan+UBSan too.
 #include <sqlite3.h>
 #include <stdio.h>
@@ -19,83 +21,8 @@
 #include "record/format.h"
 #include "record/order.h"
 #include "record/rings.h"
-#include "record/stacks.h"
+#include "ledger_harness.h"
 #include "../check.h"
-
-// ---------------------------------------------------------------------------
-// What ledger.c needs from the rest of the writer.
-
-struct tpprof_wstate tpprof_w;
-struct tpprof_config tpprof_cfg = {.depth = 32};
-static int kept_events;
-
-uint32_t tpprof_writer_leaf_of(uint32_t sid) { return sid; } // stack ids pass through
-void tpprof_writer_keep_event(struct tpprof_thread *t, uint64_t seq, int op, int kind, uint64_t time, uint64_t addr,
-                              uint64_t size, uint32_t sid, uint64_t old) {
-    (void)t, (void)seq, (void)op, (void)kind, (void)time, (void)addr, (void)size, (void)sid, (void)old;
-    kept_events++;
-}
-// Threads 0-3 have tids 1000-1003 (tpprof_wstate_tid_of reads them).
-static uint32_t tid_of[4] = {1000, 1001, 1002, 1003};
-int64_t tpprof_writer_map_at(uint64_t addr) { // (no mappings here: writer.c keeps them)
-    (void)addr;
-    return -1;
-}
-// Ticks are ns + 5 here (the real calibration is writer.c's), capped like it.
-uint64_t tpprof_writer_ticks_to_ns(uint64_t ticks, uint64_t batch_ns) {
-    return ticks - 5 < batch_ns ? ticks - 5 : batch_ns;
-}
-
-// ---------------------------------------------------------------------------
-// What observe.c needs from the hooks' side: one ring that hands each record
-// straight to the writer's apply, and stacks named by the test.
-
-_Atomic int tpprof_active = 1;
-__thread int tpprof_guard;
-__thread struct tpprof_thread *tpprof_self; // NULL: observe.c asks tpprof_thread_get
-__thread struct tpprof_recent_allocs tpprof_recent; // the hooks' last allocations (set by the test)
-struct tpprof_order_line tpprof_stripes[TPPROF_STRIPES];
-struct tpprof_order_line tpprof_epoch;
-uint64_t tpprof_t0_ns;
-uint64_t tpprof_now_ns(void) { return 0; } // full mode's record times (unused here)
-static uint64_t obs_ring[1024];
-static struct tpprof_thread obs_thread = {.index = 2, .ring = obs_ring, .mask = 1023};
-static uint32_t site;        // the stack id the next capture returns
-static int captures, records;
-static uint64_t record_words; // of the records obs_drain applied
-
-struct tpprof_thread *tpprof_thread_get(void) { return &obs_thread; }
-uint32_t tpprof_capture(int max) {
-    (void)max;
-    captures++;
-    return site;
-}
-bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words) {
-    (void)t, (void)words;
-    return false; // obs_drain empties the ring after every event
-}
-_Atomic int tpprof_drainer_napping; // (no drainer here: never napping)
-bool tpprof_prefetchw;              // (the read prefetch: rings.c is not linked)
-void tpprof_drainer_kick(void) {}
-
-// Hands what observe.c put in the ring straight to the writer's apply.
-static void obs_drain(void) {
-    struct tpprof_thread *t = &obs_thread;
-    uint64_t tail = atomic_load(&t->tail);
-    while (t->w_head < tail) {
-        const uint64_t *r = &t->ring[t->w_head & t->mask];
-        if ((r[0] >> 4 & 15) == TPPROF_OP_WRAP) {
-            t->w_head += t->mask + 1 - (t->w_head & t->mask);
-            continue;
-        }
-        records++;
-        record_words += (uint64_t)tpprof_rec_words(r);
-        tpprof_obs_apply(t, r, 1000000 + tpprof_hdr_ticket(r[0]), tpprof_hdr_ticket(r[0]));
-        t->w_head += (uint64_t)tpprof_rec_words(r);
-    }
-    t->p_head = t->w_head;
-}
-
 // ---------------------------------------------------------------------------
 // Records, laid out as observe.c writes them.
 
@@ -164,96 +91,6 @@ static void tensor_freed(struct tpprof_thread *t, uint64_t id, uint64_t storage)
     put(t, TP_OBS_TENSOR_FREED, 0, 0, w, 4);
 }
 
-// ---------------------------------------------------------------------------
-// The database.
-
-static sqlite3 *db;
-
-static void open_db(void) {
-    sqlite3_open(":memory:", &db);
-    sqlite3_exec(db,
-                 "CREATE TABLE storages(id INTEGER PRIMARY KEY, data, nbytes, allocator, device, resizable, created_ns,"
-                 " created_stack, last_release_ns, data_released_ns, freed_ns, strong, weak, block_address, block_size,"
-                 " block_kind, block_freed_ns, at_peak, version_bumps);"
-                 "CREATE TABLE storage_refs(storage_id, op, stack_id, tensor_id, count);"
-                 "CREATE TABLE tensor_refs(tensor_id, op, stack_id, count);"
-                 "CREATE TABLE tensors(id INTEGER PRIMARY KEY, storage_id, base_id, storage_offset, sizes, strides,"
-                 " dtype, itemsize, created_ns, created_stack, freed_ns, version, at_peak);"
-                 "CREATE TABLE refcount_sites(op, stack_id, count, PRIMARY KEY (op, stack_id));"
-                 "CREATE TABLE storage_lifetimes(allocator PRIMARY KEY, count, live_ns_sum, live_ns_max,"
-                 " release_delay_ns_sum, release_delay_ns_max, release_delay_count, live_count);"
-                 "CREATE TABLE allocator_events(seq INTEGER PRIMARY KEY, time_ns, tid, allocator, action, device,"
-                 " segment, segment_size, block, block_size, requested, stream, stack_id);"
-                 "CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
-                 "CREATE TABLE graph_nodes(id INTEGER PRIMARY KEY, name, created_ns, created_stack, freed_ns,"
-                 " backward_ran, retained, ran_ns);"
-                 "CREATE TABLE graph_edges(node_id, next_id, leaf);"
-                 "CREATE TABLE saved_tensors(node_id, slot, storage_id, tensor_id, saved_ns, released_ns,"
-                 " PRIMARY KEY (node_id, slot));"
-                 "CREATE TABLE tensor_grads(tensor_id INTEGER PRIMARY KEY, grad_id, grad_storage_id, set_ns);",
-                 NULL, NULL, NULL);
-}
-
-static long long q(const char *sql) {
-    sqlite3_stmt *st;
-    long long v = -1;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "sql: %s: %s\n", sqlite3_errmsg(db), sql);
-        return -2;
-    }
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
-// ---------------------------------------------------------------------------
-// observe.c, fed runtime events.
-
-// Runtime events, as libtensorplay sends them to the observer (found
-// through observe.c's provider, as the runtime finds it).
-const tp_observer *tp_observer_provide(uint32_t runtime_abi);
-static const tp_observer *observer;
-
-static void send(tp_obs_event *ev, uint32_t stack) {
-    ev->struct_size = sizeof *ev;
-    site = stack;
-    observer->on_event(observer->user, ev);
-    obs_drain();
-}
-
-static void ev_created(uint64_t id, uint64_t nbytes, uint32_t stack) {
-    tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED,
-                       .u.storage = {.storage_id = id, .data = 0, .nbytes = nbytes, .allocator = "cpu"}};
-    send(&ev, stack);
-}
-
-static void ev_refcount(uint64_t id, uint32_t op, uint32_t strong, uint32_t weak, uint32_t stack) {
-    tp_obs_event ev = {.kind = TP_OBS_STORAGE_REFCOUNT,
-                       .u.refcount = {.storage_id = id, .op = op, .strong = strong, .weak = weak}};
-    send(&ev, stack);
-}
-
-static void ev_storage(int kind, uint64_t id) {
-    tp_obs_event ev = {.kind = (uint32_t)kind, .u.storage = {.storage_id = id}};
-    send(&ev, 77);
-}
-
-static void ev_tensor(int kind, uint64_t id, uint64_t storage, uint32_t stack) {
-    static const int64_t sizes[1] = {4}, strides[1] = {1};
-    tp_obs_event ev = {.kind = (uint32_t)kind,
-                       .u.tensor = {.tensor_id = id, .storage_id = storage, .ndim = 1, .sizes = sizes,
-                                    .strides = strides, .itemsize = 4}};
-    send(&ev, stack);
-}
-
-// The hooks' record of an allocation this thread just made (the struct an
-// event's `object` names), as hooks.c keeps it.
-static void remember_alloc(uint64_t addr, uint32_t sid) {
-    uint32_t i = tpprof_recent.next++ & (TPPROF_RECENT - 1);
-    tpprof_recent.addr[i] = ~addr;
-    tpprof_recent.sid[i] = sid;
-}
-
 // A tensor made on storage 20 in tensor_make's order: its struct allocated
 // at stack 71, the retain of its reference, then TENSOR_CREATED, both
 // naming the struct.
@@ -262,12 +99,12 @@ static void make_tensor(uint64_t id, uint32_t strong) {
     remember_alloc(addr, 71);
     tp_obs_event ev = {.kind = TP_OBS_STORAGE_REFCOUNT, .object = addr,
                        .u.refcount = {.storage_id = 20, .op = TP_OBS_REFOP_RETAIN, .strong = strong, .weak = 1}};
-    send(&ev, 99);
+    obs_send(&ev, 99);
     static const int64_t sizes[1] = {4}, strides[1] = {1};
     ev = (tp_obs_event){.kind = TP_OBS_TENSOR_CREATED, .object = addr,
                         .u.tensor = {.tensor_id = id, .storage_id = 20, .ndim = 1, .sizes = sizes,
                                      .strides = strides, .itemsize = 4}};
-    send(&ev, 99);
+    obs_send(&ev, 99);
 }
 
 // tp_tensor_release's order: TENSOR_FREED, then the release of its reference.
@@ -296,7 +133,7 @@ static void test_observe_folds_tensor_events_and_skips_known_stacks(void) {
     remember_alloc(0x9000, 71);
     tp_obs_event held = {.kind = TP_OBS_STORAGE_REFCOUNT, .object = 0x9000,
                          .u.refcount = {.storage_id = 20, .op = TP_OBS_REFOP_RETAIN, .strong = 3, .weak = 1}};
-    send(&held, 99);
+    obs_send(&held, 99);
     CHECK_MSG(captures == 1 && records == 4, "the retain is held");
     ev_refcount(20, TP_OBS_REFOP_RETAIN, 4, 1, 75);
     CHECK_MSG(captures == 2 && records == 6, "both retains sent (%d, %d)", captures, records);
@@ -366,26 +203,26 @@ static void test_observe_takes_the_creating_calls_allocation_stack(void) {
     remember_alloc(0x5000, 90); // the storage struct
     tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED, .object = 0x5000,
                        .u.storage = {.storage_id = 120, .nbytes = 8, .allocator = "cpu"}};
-    send(&ev, 99);
+    obs_send(&ev, 99);
     CHECK_MSG(captures == c0 && records == r0 + 1, "storage created: no unwind (%d), one record (%d)", captures - c0,
           records - r0);
     remember_alloc(0x6000, 91); // the tensor struct, then its version counter
     remember_alloc(0x6100, 92);
     ev = (tp_obs_event){.kind = TP_OBS_STORAGE_REFCOUNT, .object = 0x6000,
                         .u.refcount = {.storage_id = 120, .op = TP_OBS_REFOP_RETAIN, .strong = 2, .weak = 1}};
-    send(&ev, 99);
+    obs_send(&ev, 99);
     CHECK_MSG(records == r0 + 1, "the tensor's retain is held");
     static const int64_t sizes[1] = {2}, strides[1] = {1};
     ev = (tp_obs_event){.kind = TP_OBS_TENSOR_CREATED, .object = 0x6000,
                         .u.tensor = {.tensor_id = 121, .storage_id = 120, .ndim = 1, .sizes = sizes,
                                      .strides = strides, .itemsize = 4}};
-    send(&ev, 99);
+    obs_send(&ev, 99);
     CHECK_MSG(captures == c0 && records == r0 + 2, "tensor and retain: no unwind (%d), one record (%d)",
           captures - c0, records - r0);
     // A struct this thread did not just allocate: unwound as before.
     ev = (tp_obs_event){.kind = TP_OBS_STORAGE_CREATED, .object = 0x7000,
                         .u.storage = {.storage_id = 122, .nbytes = 8, .allocator = "cpu"}};
-    send(&ev, 98);
+    obs_send(&ev, 98);
     CHECK_MSG(captures == c0 + 1, "unknown struct: one unwind");
     // An event shorter than this ABI's is not one we can read: ignored.
     int r1 = records;
@@ -460,13 +297,13 @@ static void test_observe_passes_on_an_adopted_reference(void) {
     remember_alloc(0x8000, 110); // the storage struct
     tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED, .object = 0x8000,
                        .u.storage = {.storage_id = 230, .nbytes = 8, .allocator = "cpu"}};
-    send(&ev, 99);
+    obs_send(&ev, 99);
     remember_alloc(0x9000, 111); // the tensor struct
     static const int64_t sizes[1] = {2}, strides[1] = {1};
     ev = (tp_obs_event){.kind = TP_OBS_TENSOR_CREATED, .object = 0x9000,
                         .u.tensor = {.tensor_id = 231, .storage_id = 230, .ndim = 1, .sizes = sizes,
                                      .strides = strides, .itemsize = 4, .flags = TP_OBS_TENSOR_ADOPTED_REF}};
-    send(&ev, 99);
+    obs_send(&ev, 99);
     CHECK_MSG(captures == c0 && records == r0 + 2, "storage and adopting tensor: no unwind (%d), two records (%d)",
           captures - c0, records - r0);
     CHECK_MSG(tpprof_store_tensors_put(db, true), "written: %s", sqlite3_errmsg(db));
@@ -575,7 +412,7 @@ static void test_allocator_names_travel_once_per_run(void) {
             obs_drain();
         } else {
             tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED, .u.storage = st};
-            send(&ev, 132);
+            obs_send(&ev, 132);
         }
         // Words: 2 + 4 of the storage, 3 of its name where it travels, 8
         // of its tensor (its stack, id, storage, base, offset and shape),
@@ -699,7 +536,7 @@ static bool made_and_dropped(uint64_t id, uint64_t nbytes, const char *name, boo
     int64_t count0 = q(sql[0]), live0 = q(sql[1]);
     tp_obs_event ev = {.kind = TP_OBS_STORAGE_CREATED,
                        .u.storage = {.storage_id = id, .nbytes = nbytes, .allocator = name}};
-    send(&ev, 60);
+    obs_send(&ev, 60);
     ev_refcount(id, TP_OBS_REFOP_RELEASE, 0, 1, 61);
     ev_storage(TP_OBS_STORAGE_DATA_RELEASED, id);
     ev_storage(TP_OBS_STORAGE_FREED, id);
@@ -797,134 +634,6 @@ static void test_untimed_storages_count_in_the_maximum_only_from_an_exact_releas
           q("SELECT live_ns_max FROM storage_lifetimes WHERE allocator = 'coarse'"));
 }
 
-// ---------------------------------------------------------------------------
-// The autograd graph (observer ABI 3): nodes, edges, saved tensors.
-
-static const uint64_t *leaves_next; // the leaf inputs the next ev_node sends
-static uint32_t nleaves_next;
-
-static void ev_node(int kind, uint64_t id, const char *name, const uint64_t *next, uint32_t nnext, uint32_t flags,
-                    uint64_t object) {
-    tp_obs_event ev = {.kind = (uint32_t)kind, .object = object,
-                       .u.node = {.node_id = id, .name = name, .next_ids = next, .n_next = nnext, .flags = flags,
-                                  .leaf_ids = leaves_next, .n_leaves = nleaves_next}};
-    leaves_next = NULL;
-    nleaves_next = 0;
-    send(&ev, 88);
-}
-
-static void ev_saved(int kind, uint64_t node, uint32_t slot, uint64_t tensor, uint64_t storage) {
-    tp_obs_event ev = {.kind = (uint32_t)kind,
-                       .u.saved = {.node_id = node, .tensor_id = tensor, .storage_id = storage, .slot = slot}};
-    send(&ev, 89);
-}
-
-static void test_graph_records_keep_live_nodes_their_edges_and_saved_tensors(void) {
-    int before = captures;
-    // Node 500 (its struct allocated at stack 81) saves two tensors; node
-    // 501 on it, with a name longer than 23 characters, runs with
-    // retain_graph; 500 lets its second saved tensor go; 502 is made and
-    // freed (aggregate mode: no row).
-    remember_alloc(0x50000, 81);
-    static const uint64_t leaves[2] = {700, 701}; // two leaf inputs (tensor ids)
-    leaves_next = leaves;
-    nleaves_next = 2;
-    ev_node(TP_OBS_NODE_CREATED, 500, "MmBackward0", NULL, 0, 0, 0x50000);
-    CHECK_MSG(captures == before, "a node's stack is its struct's allocation's: no unwind");
-    ev_saved(TP_OBS_TENSOR_SAVED, 500, 0, 600, 20);
-    ev_saved(TP_OBS_TENSOR_SAVED, 500, 1, 601, 21);
-    uint64_t next[2] = {500, 500};
-    remember_alloc(0x50100, 82);
-    ev_node(TP_OBS_NODE_CREATED, 501, "NativeLayerNormBackward0x", next, 2, 0, 0x50100);
-    ev_node(TP_OBS_NODE_RAN, 501, "NativeLayerNormBackward0x", NULL, 0, TP_OBS_NODE_RETAINED, 0);
-    ev_saved(TP_OBS_SAVED_RELEASED, 500, 1, 601, 21);
-    remember_alloc(0x50200, 83);
-    ev_node(TP_OBS_NODE_CREATED, 502, "AddBackward0", next, 1, 0, 0x50200);
-    ev_saved(TP_OBS_TENSOR_SAVED, 502, 0, 602, 22);
-    ev_saved(TP_OBS_SAVED_RELEASED, 502, 0, 602, 22);
-    ev_node(TP_OBS_NODE_FREED, 502, "AddBackward0", NULL, 0, 0, 0);
-    // Events for a node never seen change nothing.
-    ev_saved(TP_OBS_TENSOR_SAVED, 999, 0, 603, 23);
-    ev_node(TP_OBS_NODE_RAN, 999, "X", NULL, 0, 0, 0);
-    CHECK_MSG(captures == before, "graph events other than a node's creation take no stack (%d)", captures - before);
-    CHECK_MSG(tpprof_store_tensors_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK_MSG(q("SELECT count(*) FROM graph_nodes") == 2, "nodes alive: 500 and 501 (%lld)",
-              q("SELECT count(*) FROM graph_nodes"));
-    CHECK_MSG(q("SELECT created_stack FROM graph_nodes WHERE id = 500 AND name = 'MmBackward0' AND backward_ran = 0"
-                " AND retained = 0 AND freed_ns IS NULL AND ran_ns IS NULL") == 81, "node 500, made at stack 81");
-    CHECK_MSG(q("SELECT created_stack FROM graph_nodes WHERE id = 501 AND name = 'NativeLayerNormBackward0x'"
-                " AND backward_ran = 1 AND retained = 1 AND ran_ns IS NOT NULL") == 82,
-              "node 501: its whole name, ran with retain_graph, made at stack 82");
-    CHECK_MSG(q("SELECT count(*) FROM graph_edges WHERE node_id = 501 AND next_id = 500 AND leaf = 0") == 2,
-              "two edges 501 -> 500");
-    CHECK_MSG(q("SELECT count(*) FROM graph_edges WHERE node_id = 500 AND leaf = 1 AND next_id IN (700, 701)") == 2,
-              "500's two leaf inputs");
-    CHECK_MSG(q("SELECT count(*) FROM graph_edges") == 4, "no other edge");
-    CHECK_MSG(q("SELECT storage_id FROM saved_tensors WHERE node_id = 500 AND slot = 0 AND tensor_id = 600"
-                " AND released_ns IS NULL") == 20, "500 keeps tensor 600 on storage 20");
-    CHECK_MSG(q("SELECT storage_id FROM saved_tensors WHERE node_id = 500 AND slot = 1 AND tensor_id = 601"
-                " AND released_ns IS NOT NULL") == 21, "500 let tensor 601 go");
-    CHECK_MSG(q("SELECT count(*) FROM saved_tensors") == 2, "none of the freed node's or the unknown node's");
-    CHECK_MSG(q("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_created'") == 3 &&
-                  q("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'graph_nodes_freed'") == 1,
-              "3 nodes made, 1 freed");
-}
-
-// A node of more inputs than one record holds (a cat of 40 tensors): every
-// edge is kept, in the order sent, node edges and leaf edges each.
-static void test_graph_keeps_every_edge_of_a_wide_node(void) {
-    static uint64_t next[40], leaves[30];
-    for (int i = 0; i < 40; i++) next[i] = 1000 + (uint64_t)i;
-    for (int i = 0; i < 30; i++) leaves[i] = 2000 + (uint64_t)i;
-    leaves_next = leaves;
-    nleaves_next = 30;
-    remember_alloc(0x51000, 84);
-    ev_node(TP_OBS_NODE_CREATED, 510, "CatBackward0", next, 40, 0, 0x51000);
-    CHECK_MSG(tpprof_store_tensors_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK_MSG(q("SELECT count(*) FROM graph_edges WHERE node_id = 510 AND leaf = 0") == 40 &&
-                  q("SELECT count(DISTINCT next_id) FROM graph_edges WHERE node_id = 510 AND leaf = 0 AND "
-                    "next_id BETWEEN 1000 AND 1039") == 40,
-              "40 node edges (%lld)", q("SELECT count(*) FROM graph_edges WHERE node_id = 510 AND leaf = 0"));
-    CHECK_MSG(q("SELECT count(DISTINCT next_id) FROM graph_edges WHERE node_id = 510 AND leaf = 1 AND "
-                "next_id BETWEEN 2000 AND 2029") == 30 &&
-                  q("SELECT count(*) FROM graph_edges WHERE node_id = 510") == 70,
-              "30 leaf edges, nothing else (%lld)", q("SELECT count(*) FROM graph_edges WHERE node_id = 510"));
-    // in input order: the rows were inserted as sent
-    CHECK_MSG(q("SELECT count(*) FROM (SELECT next_id, lag(next_id) OVER (ORDER BY rowid) p FROM graph_edges "
-                "WHERE node_id = 510 AND leaf = 0) WHERE p IS NOT NULL AND p >= next_id") == 0,
-              "node edges in input order");
-    ev_node(TP_OBS_NODE_FREED, 510, "CatBackward0", NULL, 0, 0, 0);
-}
-
-static void ev_grad(uint64_t tensor, uint64_t grad, uint64_t storage) {
-    tp_obs_event ev = {.kind = TP_OBS_GRAD_SET,
-                       .u.grad = {.tensor_id = tensor, .grad_id = grad, .grad_storage_id = storage}};
-    send(&ev, 90);
-}
-
-// GRAD_SET: tensor_grads holds each tensor's grad now, while the tensor lives.
-static void test_grad_links_follow_their_tensor(void) {
-    ev_grad(800, 810, 40); // kept
-    ev_grad(801, 811, 41); // replaced
-    ev_grad(801, 812, 42);
-    ev_grad(802, 813, 43); // cleared (set_to_none)
-    ev_grad(802, 0, 0);
-    ev_grad(803, 814, 44); // its tensor freed
-    ev_tensor(TP_OBS_TENSOR_FREED, 803, 45, 91); // tp_tensor_release's order: the free, then its release
-    ev_refcount(45, TP_OBS_REFOP_RELEASE, 0, 1, 92);
-    CHECK_MSG(tpprof_store_tensors_put(db, true), "written: %s", sqlite3_errmsg(db));
-    CHECK_MSG(q("SELECT count(*) FROM tensor_grads") == 2, "800 and 801 (%lld)", q("SELECT count(*) FROM tensor_grads"));
-    CHECK_MSG(q("SELECT grad_storage_id FROM tensor_grads WHERE tensor_id = 800 AND grad_id = 810 AND "
-                "set_ns IS NOT NULL") == 40,
-              "800 holds 810 on storage 40");
-    CHECK_MSG(q("SELECT grad_storage_id FROM tensor_grads WHERE tensor_id = 801 AND grad_id = 812") == 42,
-              "801 holds its newer grad");
-    ev_grad(800, 0, 0);
-    ev_grad(801, 0, 0);
-    CHECK_MSG(tpprof_store_tensors_put(db, true) && q("SELECT count(*) FROM tensor_grads") == 0, "all cleared");
-}
-
-// A runtime of observer ABI 2 gets an observer that says version 2 (it
 // attaches nothing else); one older than 2 or newer than 3 gets none.
 static void test_provider_answers_runtimes_of_version_2_and_3(void) {
     const tp_observer *v2 = tp_observer_provide(2);
@@ -987,9 +696,7 @@ static void test_many_live_records_are_each_found(void) {
 // ---------------------------------------------------------------------------
 
 int main(void) {
-    tpprof_w.tid_of = tid_of;
-    tpprof_w.captid_of = 4;
-    open_db();
+    ledger_harness_open();
     // A live heap block that will back storage 1 (one posix_memalign site).
     tpprof_w.sites = (struct tpprof_site[1]){{.kind = TPPROF_KIND_POSIX_MEMALIGN}};
     tpprof_w.nsites = 1;
@@ -1122,9 +829,6 @@ int main(void) {
     test_observe_times_big_storages_and_one_in_eight_small();
     test_block_free_after_a_timed_release_is_its_delay_after_it();
     test_untimed_storages_count_in_the_maximum_only_from_an_exact_release();
-    test_graph_records_keep_live_nodes_their_edges_and_saved_tensors();
-    test_graph_keeps_every_edge_of_a_wide_node();
-    test_grad_links_follow_their_tensor();
     test_provider_answers_runtimes_of_version_2_and_3();
     test_many_live_records_are_each_found();
     sqlite3_close(db);
