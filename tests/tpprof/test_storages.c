@@ -23,6 +23,7 @@
 #include "record/rings.h"
 #include "ledger_harness.h"
 #include "../check.h"
+
 // ---------------------------------------------------------------------------
 // Records, laid out as observe.c writes them.
 
