@@ -486,9 +486,11 @@ static inline void rc_count(uint32_t op, uint32_t stack, uint32_t sid) {
 }
 
 // r: the record, its storage's words from r[2]; `name`: its allocator's index.
-static void on_storage_created(const struct rec *c, const uint64_t *r, uint16_t name) {
+// Returns the storage's creation reference (0: none kept), for a tensor
+// that adopts it in the same record.
+static uint32_t on_storage_created(const struct rec *c, const uint64_t *r, uint16_t name) {
     uint32_t slot = new_storage_slot();
-    if (slot == UINT32_MAX) return;
+    if (slot == UINT32_MAX) return 0;
     struct obs_storage *s = &tpprof_ledger.st[slot];
     *s = (struct obs_storage){
         .id = r[2],
@@ -509,12 +511,13 @@ static void on_storage_created(const struct rec *c, const uint64_t *r, uint16_t 
         s->used = false;
         s->next_kept = tpprof_ledger.free_st;
         tpprof_ledger.free_st = slot + 1;
-        return;
+        return 0;
     }
-    ref_add(s, 0, c->stack, c->sid);
+    uint32_t ref = ref_add(s, 0, c->stack, c->sid);
     attach_block(s, slot);
     tpprof_ledger.storage_bytes += (int64_t)s->nbytes;
     if (tpprof_ledger.storage_bytes > tpprof_ledger.peak_bytes) new_peak(c->seq, c->time);
+    return ref;
 }
 
 // The tensor `id` is freed (its storage reference is paired by the caller).
@@ -682,13 +685,17 @@ static inline uint32_t creation_ref(const struct obs_storage *s) {
 // so the tensor's free pairs with it, its release counts under the tensor's
 // stack, and a tensor alive at the end is that reference's holder.
 // Otherwise the RETAIN just before, if of this storage, is its.
-static inline void on_tensor_created(const struct rec *c, const uint64_t *r, bool adopted) {
+// `made`: the creation reference of a storage made in the same record (0:
+// none, or the storage came in a record of its own): the one adopted.
+static inline void on_tensor_created(const struct rec *c, const uint64_t *r, bool adopted, uint32_t made) {
     struct obs_thread *th = c->th;
     uint32_t ref = 0; // the reference it owns now (its free releases it)
     if (adopted) {
         uint32_t slot;
-        struct obs_storage *s = storage_get(r[3], &slot);
-        if (s && (ref = creation_ref(s)) != 0 && c->sid) {
+        struct obs_storage *s;
+        ref = made;
+        if (!ref && (s = storage_get(r[3], &slot)) != NULL) ref = creation_ref(s);
+        if (ref && c->sid) {
             tpprof_ledger.refs[ref].stack = c->stack;
             tpprof_ledger.refs[ref].sid = c->sid;
         }
@@ -930,7 +937,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
             }
             on_refcount(&c, r[3], r[7 + 2 * nd], TP_OBS_REFOP_RETAIN, false, 0, &slot);
         }
-        on_tensor_created(&c, r, (r[1] & TPPROF_OBS_ADOPTED) != 0);
+        on_tensor_created(&c, r, (r[1] & TPPROF_OBS_ADOPTED) != 0, 0);
         if (c.th) c.th->retain_storage = 0;
         return;
     }
@@ -944,7 +951,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
         if (words < b) break;
         uint16_t name = named ? name_index(&r[6], true) : has_name ? t->w_obs_name : 0;
         if (named) t->w_obs_name = name;
-        on_storage_created(&c, r, name);
+        uint32_t made = on_storage_created(&c, r, name);
         if (!(r[1] & TPPROF_OBS_WITH_TENSOR)) break;
         // And the tensor made on it: record + b - 1 reads as its own.
         const uint64_t *x = r + b - 1;
@@ -954,7 +961,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
         struct rec ct = c;
         ct.sid = tsid;
         ct.stack = stack_of(tsid);
-        on_tensor_created(&ct, x, (r[1] & TPPROF_OBS_ADOPTED) != 0);
+        on_tensor_created(&ct, x, (r[1] & TPPROF_OBS_ADOPTED) != 0, made);
         break;
     }
     case TP_OBS_STORAGE_DATA_RELEASED:
