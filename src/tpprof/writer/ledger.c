@@ -210,20 +210,16 @@ static inline uint32_t ref_push(uint32_t *head, uint32_t op, uint32_t stack, uin
 }
 
 // Unlinks reference r from the list *head and gives it back to the pool
-// (its fields stay readable until the next ref_push).
+// (its stack and sid stay readable until the next ref_push; its owner is
+// cleared, so a tensor's obs_tensor.ref naming it is seen to be stale).
 static inline void ref_unlink(uint32_t *head, uint32_t r) {
     uint32_t p = tpprof_ledger.refs[r].prev, n = tpprof_ledger.refs[r].next;
     if (p) tpprof_ledger.refs[p].next = n;
     else *head = n;
     if (n) tpprof_ledger.refs[n].prev = p;
     tpprof_ledger.refs[r].next = tpprof_ledger.free_ref;
+    tpprof_ledger.refs[r].tensor = 0;
     tpprof_ledger.free_ref = r;
-}
-
-// Reference r now belongs to tensor `id` (its free releases it).
-static inline void ref_own(uint32_t r, uint64_t id) {
-    tpprof_ledger.refs[r].tensor = id;
-    ix_put(&tpprof_ledger.ref_of, id, r); // out of memory: ref_remove finds it by a walk
 }
 
 static inline uint32_t ref_add(struct obs_storage *s, uint32_t op, uint32_t stack, uint32_t sid) {
@@ -235,7 +231,7 @@ static inline void refs_release(uint32_t *head) {
     while (*head) {
         uint32_t r = *head;
         *head = tpprof_ledger.refs[r].next;
-        if (tpprof_ledger.refs[r].tensor && ix_get(&tpprof_ledger.ref_of, tpprof_ledger.refs[r].tensor) == r) ix_take(&tpprof_ledger.ref_of, tpprof_ledger.refs[r].tensor);
+        tpprof_ledger.refs[r].tensor = 0;
         tpprof_ledger.refs[r].next = tpprof_ledger.free_ref;
         tpprof_ledger.free_ref = r;
     }
@@ -243,18 +239,18 @@ static inline void refs_release(uint32_t *head) {
 
 // Unlinks the newest reference matching (tensor != 0: owned by it; else an
 // unowned one of the given strength); NULL if none, else the reference,
-// whose fields stay readable until the next ref_add.
-// A tensor's reference is found through ref_of, not by a walk: a storage
-// with 100,000 live views freed oldest first took 12 s here when each free
-// walked its list.
-static inline const struct obs_ref *ref_remove(struct obs_storage *s, uint64_t tensor, bool weak) {
-    if (tensor) {
-        uint32_t r = ix_get(&tpprof_ledger.ref_of, tensor);
-        if (TPPROF_LIKELY(r && tpprof_ledger.refs[r].tensor == tensor)) {
-            ix_take(&tpprof_ledger.ref_of, tensor);
-            ref_unlink(&s->refs, r);
-            return &tpprof_ledger.refs[r];
-        }
+// whose stack and sid stay readable until the next ref_add.
+// A tensor's reference is found by `hint` (its obs_tensor.ref, which the
+// tensor's free handed on), not by a walk: a storage with 100,000 live
+// views freed oldest first took 12 s here when each free walked its list.
+// (A tensor-id index of the references did that before: three index
+// operations a tensor and 64 KiB; without it the writer spends ~3% less on
+// bench/tensor_overhead's records.) The walk is left for a tensor whose
+// record was not kept (out of memory).
+static inline const struct obs_ref *ref_remove(struct obs_storage *s, uint64_t tensor, uint32_t hint, bool weak) {
+    if (tensor && TPPROF_LIKELY(hint && tpprof_ledger.refs[hint].tensor == tensor)) {
+        ref_unlink(&s->refs, hint);
+        return &tpprof_ledger.refs[hint];
     }
     for (uint32_t r = s->refs; r; r = tpprof_ledger.refs[r].next) {
         struct obs_ref *x = &tpprof_ledger.refs[r];
@@ -262,7 +258,6 @@ static inline const struct obs_ref *ref_remove(struct obs_storage *s, uint64_t t
                             : x->tensor == 0 && (weak ? x->op == TP_OBS_REFOP_WEAK_RETAIN
                                                       : x->op != TP_OBS_REFOP_WEAK_RETAIN);
         if (!match) continue;
-        if (tensor && ix_get(&tpprof_ledger.ref_of, tensor) == r) ix_take(&tpprof_ledger.ref_of, tensor);
         ref_unlink(&s->refs, r);
         return x;
     }
@@ -491,9 +486,11 @@ static inline void rc_count(uint32_t op, uint32_t stack, uint32_t sid) {
 }
 
 // r: the record, its storage's words from r[2]; `name`: its allocator's index.
-static void on_storage_created(const struct rec *c, const uint64_t *r, uint16_t name) {
+// Returns the storage's creation reference (0: none kept), for a tensor
+// that adopts it in the same record.
+static uint32_t on_storage_created(const struct rec *c, const uint64_t *r, uint16_t name) {
     uint32_t slot = new_storage_slot();
-    if (slot == UINT32_MAX) return;
+    if (slot == UINT32_MAX) return 0;
     struct obs_storage *s = &tpprof_ledger.st[slot];
     *s = (struct obs_storage){
         .id = r[2],
@@ -514,30 +511,33 @@ static void on_storage_created(const struct rec *c, const uint64_t *r, uint16_t 
         s->used = false;
         s->next_kept = tpprof_ledger.free_st;
         tpprof_ledger.free_st = slot + 1;
-        return;
+        return 0;
     }
-    ref_add(s, 0, c->stack, c->sid);
+    uint32_t ref = ref_add(s, 0, c->stack, c->sid);
     attach_block(s, slot);
     tpprof_ledger.storage_bytes += (int64_t)s->nbytes;
     if (tpprof_ledger.storage_bytes > tpprof_ledger.peak_bytes) new_peak(c->seq, c->time);
+    return ref;
 }
 
 // The tensor `id` is freed (its storage reference is paired by the caller).
-static inline __attribute__((always_inline)) void tensor_freed_at(uint64_t id, uint64_t seq, uint64_t time) {
+// Returns the reference it owned as its record says (obs_tensor.ref, 0 if
+// no record: ref_remove checks it is still the tensor's).
+static inline __attribute__((always_inline)) uint32_t tensor_freed_at(uint64_t id, uint64_t seq, uint64_t time) {
     if (tpprof_ledger.peak_seq && !tpprof_ledger.peak_end) tpprof_ledger.peak_end = seq;
     // Full mode keeps every record under its id; aggregate mode lets go of it.
     bool full = tpprof_cfg.full;
     // Its grad link (writer/graph.c) goes with it: a test when none is kept.
     if (!full && TPPROF_UNLIKELY(tpprof_graph.grad_ids.count)) tpprof_graph_tensor_freed(id);
     uint32_t k = full ? ix_get(&tpprof_ledger.tn_ids, id) : ix_take(&tpprof_ledger.tn_ids, id);
-    if (!k) return;
+    if (!k) return 0;
     uint32_t slot = k - 1;
     struct obs_tensor *x = &tpprof_ledger.tn[slot];
     x->freed = true;
     x->freed_ns = time;
     x->freed_seq = seq;
     refs_release(&x->handle_refs); // its handles went with it
-    if (full) return;
+    if (full) return x->ref;
     if (alive_at_peak(x->created_seq, true, seq)) {
         x->next_kept = tpprof_ledger.kept_tn;
         tpprof_ledger.kept_tn = slot + 1;
@@ -546,6 +546,7 @@ static inline __attribute__((always_inline)) void tensor_freed_at(uint64_t id, u
         x->next_kept = tpprof_ledger.free_tn;
         tpprof_ledger.free_tn = slot + 1;
     }
+    return x->ref;
 }
 
 // One refcount change of storage `id`, to `counts` (strong | weak << 32).
@@ -558,7 +559,8 @@ static inline __attribute__((always_inline)) struct obs_storage *
 on_refcount(const struct rec *c, uint64_t id, uint64_t counts, uint32_t refop, bool tensor_ref, uint64_t tensor,
             uint32_t *slot) {
     struct obs_thread *th = c->th;
-    if (tensor_ref) tensor_freed_at(tensor, c->seq, c->time);
+    uint32_t owner_ref = 0;
+    if (tensor_ref) owner_ref = tensor_freed_at(tensor, c->seq, c->time);
     else rc_count(refop, c->stack, c->sid);
     struct obs_storage *s = storage_get(id, slot);
     if (!s) {
@@ -574,13 +576,14 @@ on_refcount(const struct rec *c, uint64_t id, uint64_t counts, uint32_t refop, b
             for (uint32_t i = th->nfreed; i-- > 0;)
                 if (f->e[i].storage == s->id) {
                     owner = f->e[i].tensor;
+                    owner_ref = f->e[i].ref;
                     memmove(&f->e[i], &f->e[i + 1], (th->nfreed - i - 1) * sizeof f->e[0]);
                     th->nfreed--;
                     break;
                 }
         }
-        const struct obs_ref *gone = owner ? ref_remove(s, owner, false) : NULL;
-        if (!gone) gone = ref_remove(s, 0, false);
+        const struct obs_ref *gone = owner ? ref_remove(s, owner, owner_ref, false) : NULL;
+        if (!gone) gone = ref_remove(s, 0, 0, false);
         if (tensor_ref) rc_count(refop, gone ? gone->stack : 0, gone ? gone->sid : 0);
         if (s->strong == 0) {
             s->flags |= S_LAST_RELEASE;
@@ -598,7 +601,7 @@ on_refcount(const struct rec *c, uint64_t id, uint64_t counts, uint32_t refop, b
         ref_add(s, refop, c->stack, c->sid);
     } else if (refop == TP_OBS_REFOP_WEAK_RELEASE) {
         if (s->strong == 0 && s->implicit_weak == c->tindex + 1) s->implicit_weak = 0; // c10's +1
-        else ref_remove(s, 0, true);
+        else ref_remove(s, 0, 0, true);
     }
     if (th) th->retain_storage = 0;
     return s;
@@ -682,21 +685,24 @@ static inline uint32_t creation_ref(const struct obs_storage *s) {
 // so the tensor's free pairs with it, its release counts under the tensor's
 // stack, and a tensor alive at the end is that reference's holder.
 // Otherwise the RETAIN just before, if of this storage, is its.
-static inline void on_tensor_created(const struct rec *c, const uint64_t *r, bool adopted) {
+// `made`: the creation reference of a storage made in the same record (0:
+// none, or the storage came in a record of its own): the one adopted.
+static inline void on_tensor_created(const struct rec *c, const uint64_t *r, bool adopted, uint32_t made) {
     struct obs_thread *th = c->th;
+    uint32_t ref = 0; // the reference it owns now (its free releases it)
     if (adopted) {
-        uint32_t slot, ref;
-        struct obs_storage *s = storage_get(r[3], &slot);
-        if (s && (ref = creation_ref(s)) != 0) {
-            ref_own(ref, r[2]);
-            if (c->sid) {
-                tpprof_ledger.refs[ref].stack = c->stack;
-                tpprof_ledger.refs[ref].sid = c->sid;
-            }
+        uint32_t slot;
+        struct obs_storage *s;
+        ref = made;
+        if (!ref && (s = storage_get(r[3], &slot)) != NULL) ref = creation_ref(s);
+        if (ref && c->sid) {
+            tpprof_ledger.refs[ref].stack = c->stack;
+            tpprof_ledger.refs[ref].sid = c->sid;
         }
     } else if (th && th->retain_storage == r[3] && th->retain_ref) {
-        ref_own(th->retain_ref, r[2]);
+        ref = th->retain_ref;
     }
+    if (ref) tpprof_ledger.refs[ref].tensor = r[2];
     uint32_t slot = new_tensor_slot();
     if (slot == UINT32_MAX) return;
     struct obs_tensor *x = &tpprof_ledger.tn[slot];
@@ -723,6 +729,7 @@ static inline void on_tensor_created(const struct rec *c, const uint64_t *r, boo
         x->strides[i] = (int64_t)r[7 + nd + i];
     }
     x->handle_refs = 0;
+    x->ref = ref;
     x->creation_dropped = false;
     if (!ix_put(&tpprof_ledger.tn_ids, x->id, slot + 1)) {
         x->used = false;
@@ -743,9 +750,11 @@ static void on_tensor_freed(const struct rec *c, const uint64_t *r) {
         }
         f->e[th->nfreed].tensor = r[2];
         f->e[th->nfreed].storage = r[3];
+        f->e[th->nfreed].ref = tensor_freed_at(r[2], c->seq, c->time);
         th->nfreed++;
+    } else {
+        tensor_freed_at(r[2], c->seq, c->time);
     }
-    tensor_freed_at(r[2], c->seq, c->time);
 }
 
 #define HANDLE_WINDOW 16
@@ -928,7 +937,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
             }
             on_refcount(&c, r[3], r[7 + 2 * nd], TP_OBS_REFOP_RETAIN, false, 0, &slot);
         }
-        on_tensor_created(&c, r, (r[1] & TPPROF_OBS_ADOPTED) != 0);
+        on_tensor_created(&c, r, (r[1] & TPPROF_OBS_ADOPTED) != 0, 0);
         if (c.th) c.th->retain_storage = 0;
         return;
     }
@@ -942,7 +951,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
         if (words < b) break;
         uint16_t name = named ? name_index(&r[6], true) : has_name ? t->w_obs_name : 0;
         if (named) t->w_obs_name = name;
-        on_storage_created(&c, r, name);
+        uint32_t made = on_storage_created(&c, r, name);
         if (!(r[1] & TPPROF_OBS_WITH_TENSOR)) break;
         // And the tensor made on it: record + b - 1 reads as its own.
         const uint64_t *x = r + b - 1;
@@ -952,7 +961,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
         struct rec ct = c;
         ct.sid = tsid;
         ct.stack = stack_of(tsid);
-        on_tensor_created(&ct, x, (r[1] & TPPROF_OBS_ADOPTED) != 0);
+        on_tensor_created(&ct, x, (r[1] & TPPROF_OBS_ADOPTED) != 0, made);
         break;
     }
     case TP_OBS_STORAGE_DATA_RELEASED:

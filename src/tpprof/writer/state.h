@@ -181,6 +181,8 @@ struct obs_tensor {
     uint64_t created_ns, created_seq, freed_ns, freed_seq;
     uint32_t created_stack, itemsize, version, next_kept;
     uint32_t handle_refs; // outstanding tp_tensor_retain handles, newest first (ref pool index, 0 none)
+    uint32_t ref;         // the storage reference it owns (ref pool index; 0 none; current only while
+                          // that obs_ref's tensor is this id: a reference given back clears it)
     int32_t dtype;
     uint8_t ndim;
     bool freed, used;
@@ -192,7 +194,7 @@ struct obs_ref {
     uint32_t next;   // older reference of the same storage
     uint32_t prev;   // newer one (0: the list's head)
     uint32_t stack;  // stack_nodes id
-    uint64_t tensor; // owning tensor, 0 none
+    uint64_t tensor; // owning tensor, 0 none (cleared when the reference is given back)
     uint32_t op;     // 0 creation, 1 retain, 3 weak retain, 5 lock
     uint32_t sid;    // depot id of the stack (rc_count's hint, for its release)
 };
@@ -244,7 +246,8 @@ struct obs_thread {
     uint32_t nfreed;         // entries in the thread's freed stack
 };
 struct freed_stack {
-    struct { uint64_t tensor, storage; } e[FREED_STACK]; // TENSOR_FREED awaiting their RELEASE
+    struct { uint64_t tensor, storage; uint32_t ref; } e[FREED_STACK]; // TENSOR_FREED awaiting their RELEASE
+                                                                        // (ref: obs_tensor.ref)
 };
 
 struct tpprof_ledger {
@@ -256,7 +259,6 @@ struct tpprof_ledger {
     uint32_t nrefs, caprefs, free_ref;
     struct ledger_index st_ids, tn_ids;
     struct ledger_index by_block;  // live block address -> first storage slot + 1
-    struct ledger_index ref_of;    // tensor id -> the storage reference it owns (ref pool index)
     uint32_t kept_st, kept_tn;    // freed, but alive at the current peak
     struct obs_thread *threads;
     struct freed_stack *freed;
