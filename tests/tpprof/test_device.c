@@ -61,6 +61,7 @@ static void reset_state(void) {
     for (uint64_t i = 0; i < tpprof_dev.nblocks; i++) tpprof_dev.blocks[i].stored = true, tpprof_dev.blocks[i].dirty = false;
     tpprof_dev.nevents = 0;
     tpprof_dev.nsamples = 0;
+    tpprof_dev.unwritten = 0;
 }
 
 static void test_a_block_lives_from_its_allocation_to_its_free(void) {
@@ -106,6 +107,26 @@ static void test_calls_the_block_cannot_hold_stay_rows(void) {
     CHECK_MSG(tpprof_dev.nevents == 2 && block_at(0xb8000000)->alloc_seq == 0, "a reservation is a row");
     rec(TPPROF_DEV_OP_VA_FREE, TPPROF_DEV_KIND_VMM_RESERVE, -1, 0xb8000000, 1 << 20, 0, "cuMemAddressFree", 33);
     CHECK_MSG(tpprof_dev.nevents == 3, "and its free");
+    reset_state();
+}
+
+static void test_a_flush_is_due_once_many_rows_wait(void) {
+    CHECK_MSG(!tpprof_device_flush_due(), "nothing waits: no flush due");
+    uint64_t pairs = 0;
+    while (!tpprof_device_flush_due() && pairs < 1000000) {
+        rec(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 0, 0x10000000 + pairs * 256, 256, 0, "cudaMalloc", 100 + 2 * pairs);
+        rec(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 0, 0x10000000 + pairs * 256, 0, 0, "cudaFree", 101 + 2 * pairs);
+        pairs++;
+    }
+    CHECK_MSG(pairs == 65536, "due after 65,536 blocks made and ended unwritten, got %llu", (unsigned long long)pairs);
+    reset_state(); // what the store does once it wrote them
+    CHECK_MSG(!tpprof_device_flush_due(), "written: no flush due");
+    // A block written alive counts again when it ends.
+    rec(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 0, 0x7300000, 256, 0, "cudaMalloc", 1);
+    CHECK_MSG(tpprof_dev.unwritten == 1, "a new block waits");
+    reset_state();
+    rec(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 0, 0x7300000, 0, 0, "cudaFree", 2);
+    CHECK_MSG(tpprof_dev.unwritten == 1, "its end waits");
     reset_state();
 }
 
@@ -277,5 +298,6 @@ int main(void) {
     RUN_TEST(test_a_storage_backed_block_tells_the_ledger_its_end);
     RUN_TEST(test_state_stays_small_as_blocks_come_and_go);
     RUN_TEST(test_timeline_keeps_exact_peaks_and_pools);
+    RUN_TEST(test_a_flush_is_due_once_many_rows_wait); // last: it grows the block array past what the above allow
     return CHECK_DONE();
 }

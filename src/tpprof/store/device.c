@@ -140,6 +140,7 @@ static bool put_blocks(sqlite3 *db) {
         if (ok) b->dirty = false, b->stored = true;
     }
     sqlite3_finalize(st);
+    if (ok) d->unwritten = 0;
     return ok;
 }
 

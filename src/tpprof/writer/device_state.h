@@ -62,6 +62,7 @@ struct tpprof_dev_state {
     int64_t allocated[TPPROF_DEV_MAX];
     int64_t calls_failed, bad_frees;
     uint64_t next_rowid;
+    uint64_t unwritten; // blocks made or ended since the store last wrote (it clears this)
     bool any;     // a device event was applied
     bool changed; // since the store last wrote (it clears this)
 };
