@@ -118,7 +118,7 @@ static void test_a_flush_is_due_once_many_rows_wait(void) {
         rec(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 0, 0x10000000 + pairs * 256, 0, 0, "cudaFree", 101 + 2 * pairs);
         pairs++;
     }
-    CHECK_MSG(pairs == 65536, "due after 65,536 blocks made and ended unwritten, got %llu", (unsigned long long)pairs);
+    CHECK_MSG(pairs == 262144, "due after 262,144 blocks made and ended unwritten, got %llu", (unsigned long long)pairs);
     reset_state(); // what the store does once it wrote them
     CHECK_MSG(!tpprof_device_flush_due(), "written: no flush due");
     // A block written alive counts again when it ends.
