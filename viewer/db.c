@@ -210,7 +210,7 @@ bool tpprof_recording_unwritten(const char *path, char *why, size_t size) {
 bool tpprof_db_has_table(tpprof_db *db, const char *name) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db->sql,
-                           "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1,
+                           "SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?1", -1,
                            &st, NULL) != SQLITE_OK)
         return false;
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);

@@ -40,7 +40,8 @@ int tpprof_db_scalar(tpprof_db *db, const char *sql, int64_t *out);
 // Turn a failed SQLite call on db into an error message ("reading X: ...").
 int tpprof_db_error(tpprof_db *db, const char *doing);
 
-// Does the database have this table? Optional tables (docs/schema-tensors.md)
+// Does the database have this table (or a view of that name: device_events
+// is one in recordings since December 2026)? Optional tables (docs/schema-tensors.md)
 // read as empty when absent.
 bool tpprof_db_has_table(tpprof_db *db, const char *name);
 

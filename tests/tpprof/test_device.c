@@ -37,7 +37,18 @@ static void rec(int op, int kind, int dev, uint64_t addr, uint64_t size, int res
     rec_full(op, kind, dev, 0, addr, size, result, api, time, UINT64_MAX);
 }
 
-static const struct tpprof_dev_event *last_event(void) { return &tpprof_dev.events[tpprof_dev.nevents - 1]; }
+// The last device_calls row (NULL: none pending).
+static const struct tpprof_dev_event *last_event(void) {
+    static const struct tpprof_dev_event none = {.flag = 0xff};
+    return tpprof_dev.nevents ? &tpprof_dev.events[tpprof_dev.nevents - 1] : &none;
+}
+
+static const struct tpprof_dev_block *block_at(uint64_t addr) {
+    const struct tpprof_dev_block *found = NULL;
+    for (uint64_t i = 0; i < tpprof_dev.nblocks; i++)
+        if (tpprof_dev.blocks[i].address == addr) found = &tpprof_dev.blocks[i];
+    return found;
+}
 
 static int64_t live_blocks(void) {
     int64_t n = 0;
@@ -50,19 +61,82 @@ static void reset_state(void) {
     for (uint64_t i = 0; i < tpprof_dev.nblocks; i++) tpprof_dev.blocks[i].stored = true, tpprof_dev.blocks[i].dirty = false;
     tpprof_dev.nevents = 0;
     tpprof_dev.nsamples = 0;
+    tpprof_dev.unwritten = 0;
 }
 
 static void test_a_block_lives_from_its_allocation_to_its_free(void) {
+    uint64_t seq0 = seq;
     rec(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 0, 0x7000000, 1 << 20, 0, "cudaMalloc", 10);
     CHECK_MSG(tpprof_dev.allocated[0] == 1 << 20, "device 0 holds 1 MiB");
     CHECK_MSG(live_blocks() == 1, "one live block");
-    rec(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 0, 0x7000000, 0, 0, "cudaFree", 20);
-    CHECK_MSG(last_event()->flag == 0, "a good free is not flagged");
+    rec(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 2, 0x7000000, 0, 0, "cudaFree", 20);
     CHECK_MSG(tpprof_dev.allocated[0] == 0, "device 0 back to 0");
     CHECK_MSG(live_blocks() == 0, "no live block");
     const struct tpprof_dev_block *b = &tpprof_dev.blocks[tpprof_dev.nblocks - 1];
     CHECK_MSG(b->free_ns == 20 && b->free_api && strcmp(b->free_api, "cudaFree") == 0 && b->free_stack == 7,
           "the free's time, api and stack");
+    // Both calls are the block's row, not device_calls rows of their own.
+    CHECK_MSG(tpprof_dev.nevents == 0, "no device_calls row for a plain allocation and free, got %llu",
+              (unsigned long long)tpprof_dev.nevents);
+    CHECK_MSG(b->alloc_seq == seq0 && b->free_seq == seq0 + 1, "the block carries both calls' seq");
+    CHECK_MSG(b->free_kind == TPPROF_DEV_KIND_DEVICE && b->free_device == 2, "and the free's own kind and device");
+    reset_state();
+}
+
+static void test_calls_the_block_cannot_hold_stay_rows(void) {
+    // A stream-ordered free names its stream and pool: a row of its own.
+    uint64_t r[TPPROF_DEVICE_WORDS] = {
+        tpprof_hdr(0, TPPROF_OP_DEVICE, 0),
+        (uint64_t)TPPROF_DEV_OP_ALLOC | (uint64_t)TPPROF_DEV_KIND_ASYNC << 8, 34, 0x900, 0x7100000, 512, 0,
+        (uint64_t)(uintptr_t)"cudaMallocAsync", 30, UINT64_MAX};
+    tpprof_device_apply(&thread, r, seq++);
+    CHECK_MSG(tpprof_dev.nevents == 0, "the allocation is its block's (stream %llu, pool %#llx)",
+              (unsigned long long)block_at(0x7100000)->stream, (unsigned long long)block_at(0x7100000)->pool);
+    CHECK_MSG(block_at(0x7100000)->pool == 0x900 && block_at(0x7100000)->stream == 34, "with its stream and pool");
+    r[1] = (uint64_t)TPPROF_DEV_OP_FREE | (uint64_t)TPPROF_DEV_KIND_ASYNC << 8;
+    r[5] = 0;
+    r[7] = (uint64_t)(uintptr_t)"cudaFreeAsync";
+    r[8] = 31;
+    tpprof_device_apply(&thread, r, seq++);
+    CHECK_MSG(tpprof_dev.nevents == 1 && last_event()->op == TPPROF_DEV_OP_FREE && last_event()->stream == 34,
+              "the stream-ordered free is a row, with its stream");
+    CHECK_MSG(block_at(0x7100000)->free_ns == 31 && block_at(0x7100000)->free_seq == 0,
+              "its block ended, without a free_seq");
+    // VMM calls stay rows (their ops are not the view's 1 and 2).
+    rec(TPPROF_DEV_OP_VA_RESERVE, TPPROF_DEV_KIND_VMM_RESERVE, -1, 0xb8000000, 1 << 20, 0, "cuMemAddressReserve", 32);
+    CHECK_MSG(tpprof_dev.nevents == 2 && block_at(0xb8000000)->alloc_seq == 0, "a reservation is a row");
+    rec(TPPROF_DEV_OP_VA_FREE, TPPROF_DEV_KIND_VMM_RESERVE, -1, 0xb8000000, 1 << 20, 0, "cuMemAddressFree", 33);
+    CHECK_MSG(tpprof_dev.nevents == 3, "and its free");
+    reset_state();
+}
+
+static void test_a_flush_is_due_once_many_rows_wait(void) {
+    CHECK_MSG(!tpprof_device_flush_due(), "nothing waits: no flush due");
+    uint64_t pairs = 0;
+    while (!tpprof_device_flush_due() && pairs < 1000000) {
+        rec(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 0, 0x10000000 + pairs * 256, 256, 0, "cudaMalloc", 100 + 2 * pairs);
+        rec(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 0, 0x10000000 + pairs * 256, 0, 0, "cudaFree", 101 + 2 * pairs);
+        pairs++;
+    }
+    CHECK_MSG(pairs == 262144, "due after 262,144 blocks made and ended unwritten, got %llu", (unsigned long long)pairs);
+    reset_state(); // what the store does once it wrote them
+    CHECK_MSG(!tpprof_device_flush_due(), "written: no flush due");
+    // A block written alive counts again when it ends.
+    rec(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 0, 0x7300000, 256, 0, "cudaMalloc", 1);
+    CHECK_MSG(tpprof_dev.unwritten == 1, "a new block waits");
+    reset_state();
+    rec(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 0, 0x7300000, 0, 0, "cudaFree", 2);
+    CHECK_MSG(tpprof_dev.unwritten == 1, "its end waits");
+    reset_state();
+}
+
+static void test_a_forked_child_keeps_blocks_not_the_parents_calls(void) {
+    rec(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 0, 0x7200000, 4096, 0, "cudaMalloc", 40);
+    CHECK_MSG(block_at(0x7200000)->alloc_seq != 0, "the parent's allocation is its block's");
+    tpprof_device_fork_child();
+    CHECK_MSG(block_at(0x7200000)->alloc_seq == 0 && block_at(0x7200000)->dirty, "the child rewrites the block, without it");
+    rec(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 0, 0x7200000, 0, 0, "cudaFree", 41);
+    CHECK_MSG(block_at(0x7200000)->free_seq != 0 && live_blocks() == 0, "the child's free is");
     reset_state();
 }
 
@@ -85,7 +159,8 @@ static void test_bad_frees_and_failures_are_flagged(void) {
     rec(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 0, 0x9000000, 0, 1, "cudaFree", 7);
     CHECK_MSG(last_event()->flag == 3 && live_blocks() == 1, "pinned memory through cudaFree: flag 3, still alive");
     rec(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_PINNED_HOST, -1, 0x9000000, 0, 0, "cudaFreeHost", 8);
-    CHECK_MSG(last_event()->flag == 0 && live_blocks() == 0, "cudaFreeHost frees it");
+    CHECK_MSG(block_at(0x9000000)->free_seq == seq - 1 && block_at(0x9000000)->free_kind == TPPROF_DEV_KIND_PINNED_HOST &&
+              live_blocks() == 0, "cudaFreeHost frees it (a good free: the block's)");
     // Out of memory: an event, no block.
     uint64_t blocks = tpprof_dev.nblocks;
     rec(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 0, 0, (uint64_t)4 << 30, 2, "cudaMalloc", 9);
@@ -215,11 +290,14 @@ static void test_timeline_keeps_exact_peaks_and_pools(void) {
 
 int main(void) {
     RUN_TEST(test_a_block_lives_from_its_allocation_to_its_free);
+    RUN_TEST(test_calls_the_block_cannot_hold_stay_rows);
+    RUN_TEST(test_a_forked_child_keeps_blocks_not_the_parents_calls);
     RUN_TEST(test_bad_frees_and_failures_are_flagged);
     RUN_TEST(test_vmm_memory_is_counted_once);
     RUN_TEST(test_resets_end_what_they_own);
     RUN_TEST(test_a_storage_backed_block_tells_the_ledger_its_end);
     RUN_TEST(test_state_stays_small_as_blocks_come_and_go);
     RUN_TEST(test_timeline_keeps_exact_peaks_and_pools);
+    RUN_TEST(test_a_flush_is_due_once_many_rows_wait); // last: it grows the block array past what the above allow
     return CHECK_DONE();
 }

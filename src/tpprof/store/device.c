@@ -1,5 +1,6 @@
-// device.c: the device memory tables (device_events, device_blocks,
-// device_timeline; docs/schema.md) and their meta keys. Every SQL statement
+// device.c: the device memory tables (device_calls, device_blocks,
+// device_timeline, and the device_events view over the first two;
+// docs/schema.md) and their meta keys. Every SQL statement
 // about device memory is here; it reads the writer's device state
 // (writer/device_state.h, through state.h) and marks what it wrote. Called
 // by store.c, in the flush's transaction, with the writer's lock held.
@@ -11,14 +12,27 @@
 #include "writer/state.h"
 #include "record/device.h"
 
+// A plain successful allocation and its free are the block's row (alloc_seq,
+// free_seq and the free_* columns), not rows of their own: one row per pair
+// instead of three, which was most of what tpprof added to a program that
+// allocates and frees device memory in a loop (docs/device.md, "Cost").
+// device_events is the view that shows every call as before.
 static const char device_schema[] =
-    "CREATE TABLE IF NOT EXISTS device_events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER NOT NULL,"
+    "CREATE TABLE IF NOT EXISTS device_calls(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER NOT NULL,"
     " op INTEGER NOT NULL, api TEXT NOT NULL, kind INTEGER NOT NULL, device INTEGER NOT NULL, stream INTEGER,"
     " pool INTEGER, address INTEGER, size INTEGER, stack_id INTEGER NOT NULL, result INTEGER NOT NULL,"
     " flag INTEGER NOT NULL DEFAULT 0);"
     "CREATE TABLE IF NOT EXISTS device_blocks(address INTEGER NOT NULL, device INTEGER NOT NULL, kind INTEGER NOT NULL,"
     " size INTEGER NOT NULL, api TEXT NOT NULL, stream INTEGER, stack_id INTEGER NOT NULL, tid INTEGER,"
-    " alloc_ns INTEGER NOT NULL, free_ns INTEGER, free_stack_id INTEGER, free_api TEXT, ended_by TEXT);"
+    " alloc_ns INTEGER NOT NULL, free_ns INTEGER, free_stack_id INTEGER, free_api TEXT, ended_by TEXT,"
+    " pool INTEGER, alloc_seq INTEGER, free_seq INTEGER, free_tid INTEGER, free_kind INTEGER, free_device INTEGER);"
+    "CREATE VIEW IF NOT EXISTS device_events AS"
+    " SELECT seq, time_ns, tid, op, api, kind, device, stream, pool, address, size, stack_id, result, flag"
+    " FROM device_calls"
+    " UNION ALL SELECT alloc_seq, alloc_ns, tid, 1, api, kind, device, stream, pool, address, NULLIF(size, 0),"
+    " stack_id, 0, 0 FROM device_blocks WHERE alloc_seq IS NOT NULL"
+    " UNION ALL SELECT free_seq, free_ns, free_tid, 2, free_api, free_kind, free_device, NULL, NULL, address, NULL,"
+    " free_stack_id, 0, 0 FROM device_blocks WHERE free_seq IS NOT NULL;"
     "CREATE TABLE IF NOT EXISTS device_timeline(time_ns INTEGER NOT NULL, device INTEGER NOT NULL,"
     " allocated_bytes INTEGER NOT NULL, reserved_bytes INTEGER, PRIMARY KEY (time_ns, device));";
 
@@ -47,7 +61,7 @@ static bool put_events(sqlite3 *db) {
     struct tpprof_dev_state *d = &tpprof_dev;
     if (!d->nevents) return true;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO device_events(seq, time_ns, tid, op, api, kind, device, stream,"
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO device_calls(seq, time_ns, tid, op, api, kind, device, stream,"
                                " pool, address, size, stack_id, result, flag) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            -1, &st, NULL) != SQLITE_OK)
         return false;
@@ -82,8 +96,9 @@ static bool put_blocks(sqlite3 *db) {
     struct tpprof_dev_state *d = &tpprof_dev;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO device_blocks(rowid, address, device, kind, size, api, stream,"
-                               " stack_id, tid, alloc_ns, free_ns, free_stack_id, free_api, ended_by)"
-                               " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+                               " stack_id, tid, alloc_ns, free_ns, free_stack_id, free_api, ended_by, pool, alloc_seq,"
+                               " free_seq, free_tid, free_kind, free_device)"
+                               " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
         return false;
     bool ok = true;
     for (uint64_t i = 0; i < d->nblocks && ok; i++) {
@@ -110,11 +125,22 @@ static bool put_blocks(sqlite3 *db) {
         else sqlite3_bind_null(st, 13);
         if (b->ended_by) sqlite3_bind_text(st, 14, b->ended_by, -1, SQLITE_STATIC);
         else sqlite3_bind_null(st, 14);
+        bind_opt(st, 15, b->pool);
+        bind_opt(st, 16, b->alloc_seq);
+        if (b->free_seq) {
+            sqlite3_bind_int64(st, 17, (sqlite3_int64)b->free_seq);
+            sqlite3_bind_int64(st, 18, tpprof_wstate_tid_of(b->free_thread));
+            sqlite3_bind_int64(st, 19, TPPROF_DEV_KIND_BASE + b->free_kind);
+            sqlite3_bind_int64(st, 20, b->free_device);
+        } else {
+            for (int c = 17; c <= 20; c++) sqlite3_bind_null(st, c);
+        }
         ok = sqlite3_step(st) == SQLITE_DONE;
         sqlite3_reset(st);
         if (ok) b->dirty = false, b->stored = true;
     }
     sqlite3_finalize(st);
+    if (ok) d->unwritten = 0;
     return ok;
 }
 

@@ -148,6 +148,7 @@ static void end_block(uint32_t i, uint64_t time, uint32_t stack, const char *api
     b->free_stack = stack;
     b->free_api = api;
     b->ended_by = ended_by;
+    if (b->stored && !b->dirty) tpprof_dev.unwritten++; // else counted when it was made
     b->dirty = true;
     if (counts(b->kind) && b->device >= 0 && b->device < TPPROF_DEV_MAX) tpprof_dev.allocated[b->device] -= (int64_t)b->size;
 }
@@ -169,29 +170,42 @@ static void compact(void) {
     d->nblocks = k;
 }
 
-static void add_block(struct tpprof_thread *t, int kind, int32_t dev, uint64_t addr, uint64_t size, uint64_t stream,
-                      uint32_t stack, const char *api, uint64_t time) {
+// Rows waiting that make a flush due (tpprof_device_flush_due): about 0.25
+// s of SQLite, ~36 MB of blocks. 65,536 kept the writer at 54 MB instead
+// of 100 but took 25% longer than no bound (the flush's fixed costs, and
+// the program waiting while the writer flushes) on bench/device_overhead's
+// 3,000,000 pairs.
+#define FLUSH_DUE_ROWS 262144
+
+bool tpprof_device_flush_due(void) { return tpprof_dev.unwritten + tpprof_dev.nevents >= FLUSH_DUE_ROWS; }
+
+// Adds a block; its index + 1, or 0 when it could not be kept.
+static uint64_t add_block(struct tpprof_thread *t, int kind, int32_t dev, uint64_t addr, uint64_t size, uint64_t stream,
+                          uint32_t stack, const char *api, uint64_t time) {
     struct tpprof_dev_state *d = &tpprof_dev;
     int m = map_of_kind(kind);
     uint32_t old = tpprof_map_take(&live[m], addr);
     if (old) end_block(old - 1, time, 0, NULL, NULL); // its free was never seen
     if (d->nblocks == d->capblocks) compact();
-    if (!grow((void **)&d->blocks, &d->capblocks, d->nblocks, sizeof *d->blocks)) return;
-    if (d->nblocks >= UINT32_MAX - 1) return;
+    if (!grow((void **)&d->blocks, &d->capblocks, d->nblocks, sizeof *d->blocks)) return 0;
+    if (d->nblocks >= UINT32_MAX - 1) return 0;
     struct tpprof_dev_block *b = &d->blocks[d->nblocks];
     *b = (struct tpprof_dev_block){.rowid = ++d->next_rowid, .address = addr, .size = size, .alloc_ns = time, .stream = stream, .api = api,
                                    .device = dev, .stack = stack, .thread = (uint32_t)t->index, .kind = (uint8_t)kind,
                                    .dirty = true};
-    if (!tpprof_map_put(&live[m], addr, (uint32_t)(d->nblocks + 1))) return;
+    if (!tpprof_map_put(&live[m], addr, (uint32_t)(d->nblocks + 1))) return 0;
     d->nblocks++;
+    d->unwritten++;
     if (m == MAP_ALLOC) tpprof_map_take(&freed, addr);
     if (counts(kind) && dev >= 0 && dev < TPPROF_DEV_MAX) d->allocated[dev] += (int64_t)size;
+    return d->nblocks;
 }
 
 // A free, release, unmap or address free: the block's end, or a bad free's
-// flag (1 double, 2 unknown, 3 a host pointer).
+// flag (1 double, 2 unknown, 3 a host pointer). *ended: the index + 1 of
+// the block it ended (0: none).
 static int free_block(int kind, uint64_t addr, int32_t result, uint32_t stack, const char *api, uint64_t time,
-                      int32_t *dev_out) {
+                      int32_t *dev_out, uint64_t *ended) {
     int m = map_of_kind(kind);
     uint32_t k = tpprof_map_get(&live[m], addr);
     if (k) {
@@ -202,6 +216,7 @@ static int free_block(int kind, uint64_t addr, int32_t result, uint32_t stack, c
         if (result == 0) {
             tpprof_map_take(&live[m], addr);
             end_block(k - 1, time, stack, api, NULL);
+            *ended = k;
             if (m == MAP_ALLOC) freed_note(addr);
         }
         return 0;
@@ -248,20 +263,44 @@ void tpprof_device_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t se
     d->changed = true;
     if (result != 0) d->calls_failed++;
     int32_t sample_dev = dev;
+    // A plain successful allocation or free is written as part of its
+    // block's row, not as a device_calls row (store/device.c: one row per
+    // pair instead of three; the device_events view shows both calls).
+    bool in_block = false;
     switch (op) {
     case TPPROF_DEV_OP_ALLOC:
     case TPPROF_DEV_OP_VA_RESERVE:
     case TPPROF_DEV_OP_PHYS_CREATE:
     case TPPROF_DEV_OP_MAP:
-        if (result == 0 && addr) add_block(t, kind, dev, addr, size, stream, stack, api, time);
-        else if (result == 2) flag = 4; // cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY
+        if (result == 0 && addr) {
+            uint64_t k = add_block(t, kind, dev, addr, size, stream, stack, api, time);
+            if (k && op == TPPROF_DEV_OP_ALLOC) {
+                struct tpprof_dev_block *b = &d->blocks[k - 1];
+                b->alloc_seq = seq;
+                b->pool = pool;
+                in_block = true;
+            }
+        } else if (result == 2) {
+            flag = 4; // cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY
+        }
         break;
     case TPPROF_DEV_OP_FREE:
     case TPPROF_DEV_OP_VA_FREE:
     case TPPROF_DEV_OP_PHYS_RELEASE:
     case TPPROF_DEV_OP_UNMAP: {
         int32_t bdev = dev;
-        flag = (uint8_t)free_block(kind, addr, result, stack, api, time, &bdev);
+        uint64_t k = 0;
+        flag = (uint8_t)free_block(kind, addr, result, stack, api, time, &bdev, &k);
+        // Only what the block's columns hold: a free naming a stream, a pool
+        // or a size (stream-ordered frees, CUPTI's records) keeps its row.
+        if (k && op == TPPROF_DEV_OP_FREE && !flag && !stream && !pool && !size) {
+            struct tpprof_dev_block *b = &d->blocks[k - 1];
+            b->free_seq = seq;
+            b->free_thread = (uint32_t)t->index;
+            b->free_kind = (uint8_t)kind;
+            b->free_device = dev;
+            in_block = true;
+        }
         if (flag) d->bad_frees++;
         else if (result == 0 && map_of_kind(kind) != MAP_ALLOC) freed_note(addr ^ ((uint64_t)map_of_kind(kind) << 60));
         sample_dev = bdev;
@@ -280,6 +319,7 @@ void tpprof_device_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t se
     if (result == 0 && op != TPPROF_DEV_OP_MAP && op != TPPROF_DEV_OP_UNMAP && op != TPPROF_DEV_OP_VA_RESERVE &&
         op != TPPROF_DEV_OP_VA_FREE)
         sample(time, sample_dev);
+    if (in_block) return;
     if (!grow((void **)&d->events, &d->capevents, d->nevents, sizeof *d->events)) return;
     d->events[d->nevents++] = (struct tpprof_dev_event){
         .seq = seq, .time_ns = time, .stream = stream, .pool = pool, .address = addr, .size = size, .api = api,
@@ -300,7 +340,13 @@ bool tpprof_device_block_at(uint64_t addr, uint64_t *size, uint16_t *kind_id) {
 void tpprof_device_fork_child(void) {
     struct tpprof_dev_state *d = &tpprof_dev;
     d->changed = true;
-    for (uint64_t i = 0; i < d->nblocks; i++) d->blocks[i].stored = false, d->blocks[i].dirty = true;
+    // The parent's calls are not the child's (their device_calls rows are
+    // dropped below): its blocks carry no allocation or free event.
+    for (uint64_t i = 0; i < d->nblocks; i++) {
+        struct tpprof_dev_block *b = &d->blocks[i];
+        b->stored = false, b->dirty = true, b->alloc_seq = 0, b->free_seq = 0;
+    }
+    d->unwritten = d->nblocks;
     d->nevents = 0;
     d->nsamples = 0;
 }

@@ -19,6 +19,12 @@ TPPROF_HIDDEN void tpprof_device_timeline_tick(void);
 // and kinds id; marks it as backing a tensor storage, so its end (free or
 // reset) calls tpprof_obs_block_freed (the ledger's). False if none.
 TPPROF_HIDDEN bool tpprof_device_block_at(uint64_t addr, uint64_t *size, uint16_t *kind_id);
+// Whether device rows wait in such numbers that the writer should flush
+// now, before its next periodic flush: their writing costs the same per
+// row however they are batched, and a program allocating in a loop would
+// otherwise keep millions of them in memory until the exit (the flush
+// period grows with the flush's cost: writer.c, FLUSH_SHARE).
+TPPROF_HIDDEN bool tpprof_device_flush_due(void);
 // A forked child writes a new file: every block is written again there.
 TPPROF_HIDDEN void tpprof_device_fork_child(void);
 

@@ -15,21 +15,27 @@
 
 #define TPPROF_DEV_MAX 64 // device ordinals the timeline follows (0..63)
 
-// One device_blocks row.
+// One device_blocks row. A plain successful allocation and free (the
+// commonest calls by far) are not device_calls rows of their own: the
+// block carries their event's facts (alloc_seq, pool; free_seq,
+// free_thread, free_kind, free_device) and the device_events view reads
+// them back (store/device.c). 0 in alloc_seq/free_seq: that call is a
+// device_calls row, or was not seen.
 struct tpprof_dev_block {
     uint64_t rowid;                            // its device_blocks row
     uint64_t address, size, alloc_ns, free_ns; // free_ns 0: not freed
-    uint64_t stream;
+    uint64_t stream, pool;
+    uint64_t alloc_seq, free_seq;              // device_events seq of the allocation / the free
     const char *api, *free_api, *ended_by;     // static strings; free_api/ended_by NULL when none
-    int32_t device;
+    int32_t device, free_device;
     uint32_t stack, free_stack;                // stack_nodes ids
-    uint32_t thread;                           // thread index
-    uint8_t kind;                              // kind_code (record/device.h)
+    uint32_t thread, free_thread;              // thread index
+    uint8_t kind, free_kind;                   // kind_code (record/device.h)
     bool stored, dirty;                        // has a row / changed since written
     bool backs;                                // holds a storage's data (the ledger wants its end)
 };
 
-// One device_events row.
+// One device_calls row (the device_events view's other calls).
 struct tpprof_dev_event {
     uint64_t seq, time_ns, stream, pool, address, size;
     const char *api;
@@ -56,6 +62,7 @@ struct tpprof_dev_state {
     int64_t allocated[TPPROF_DEV_MAX];
     int64_t calls_failed, bad_frees;
     uint64_t next_rowid;
+    uint64_t unwritten; // blocks made or ended since the store last wrote (it clears this)
     bool any;     // a device event was applied
     bool changed; // since the store last wrote (it clears this)
 };

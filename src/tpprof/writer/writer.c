@@ -302,7 +302,9 @@ static void *writer_main(void *arg) {
             sample(now);
             next_sample_ns = now + (uint64_t)tpprof_cfg.interval_ms * 1000000u;
         }
-        if (now >= next_flush_ns) {
+        // Or early when device rows pile up (writer/device.c: their cost is
+        // per row, so waiting saves nothing and holds them all in memory).
+        if (now >= next_flush_ns || tpprof_device_flush_due()) {
             uint64_t t0 = tpprof_now_ns();
             // In steps, draining the rings between them (store.h).
             int r = tpprof_store_flush_begin(false) ? 1 : -1;
