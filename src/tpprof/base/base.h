@@ -65,6 +65,11 @@ TPPROF_HIDDEN extern __thread int tpprof_guard TPPROF_TLS;
 // The guard's value inside a hook's record (hooks.c): a heap call made
 // there is a signal handler's, and is counted as unrecorded.
 #define TPPROF_GUARD_HOOK 2
+// The guard's value while a hook captures its stack, before it has written
+// anything to its ring (hooks.c): a heap call made then (the loader growing
+// the thread's TLS vector when the unwinder first touches its own TLS after
+// a dlopen, or a signal handler) is recorded, without a stack.
+#define TPPROF_GUARD_CAPTURE 3
 
 TPPROF_HIDDEN uint64_t tpprof_now_ns(void);       // since tpprof_t0_ns
 

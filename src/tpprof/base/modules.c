@@ -19,6 +19,7 @@
 #include "base/modules.h"
 
 uintptr_t tpprof_self_lo, tpprof_self_hi;
+uintptr_t tpprof_loader_lo, tpprof_loader_hi;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tpprof_module *mods;
@@ -314,12 +315,15 @@ void tpprof_modules_mark_all_unwritten(void) {
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
-    uintptr_t me = (uintptr_t)arg;
+    uintptr_t me = (uintptr_t)arg, loader = (uintptr_t)getauxval(AT_BASE);
     struct range r = load_range(info);
     if (me >= r.lo && me < r.hi) {
         tpprof_self_lo = r.lo;
         tpprof_self_hi = r.hi;
-        return 1;
+    }
+    if (loader && info->dlpi_addr == loader) {
+        tpprof_loader_lo = r.lo;
+        tpprof_loader_hi = r.hi;
     }
     return 0;
 }

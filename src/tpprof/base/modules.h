@@ -32,8 +32,11 @@ TPPROF_HIDDEN void tpprof_modules_mark_all_unwritten(void);
 TPPROF_HIDDEN int tpprof_modules_bypassing(char *out, size_t cap);
 TPPROF_HIDDEN void tpprof_modules_lock(void);
 TPPROF_HIDDEN void tpprof_modules_unlock(void);
-// Address range of libtpprof.so itself.
+// Address range of libtpprof.so itself, and of the dynamic loader (ld.so),
+// both set by tpprof_self_range_init (the loader's stays 0 for a program
+// started without one).
 TPPROF_HIDDEN extern uintptr_t tpprof_self_lo, tpprof_self_hi;
+TPPROF_HIDDEN extern uintptr_t tpprof_loader_lo, tpprof_loader_hi;
 TPPROF_HIDDEN void tpprof_self_range_init(void);
 
 #endif

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/modules.h"
 #include "record/format.h"
 #include "record/order.h"
 #include "record/rings.h"
@@ -56,12 +57,26 @@ static inline bool early_now(void) {
 
 // An allocation p of n bytes made by a hook of the heap family: recorded, or
 // noted before the start.
+// The hook's caller (the address its call returns to).
+#define CALLER ((uintptr_t)__builtin_return_address(0))
+
 #define NOTE_ALLOC(p, n, kind)                                                       \
     do {                                                                             \
-        if (TPPROF_LIKELY(want())) record_alloc(TPPROF_OP_ALLOC, p, n, kind);        \
+        if (TPPROF_LIKELY(want())) record_alloc(TPPROF_OP_ALLOC, p, n, kind, CALLER); \
         else if (TPPROF_UNLIKELY(early_now())) tpprof_early_alloc(p, n);             \
+        else if (TPPROF_UNLIKELY(in_capture())) record_nested_alloc(p, n, kind);     \
         else missed();                                                               \
     } while (0)
+
+// A heap call made while this thread's hook captures its stack (the guard
+// is TPPROF_GUARD_CAPTURE): nothing of the hook's record is in the ring yet,
+// so the call is recorded, without a stack (capturing one would re-enter the
+// unwinder).
+static inline bool in_capture(void) {
+    return tpprof_guard == TPPROF_GUARD_CAPTURE && atomic_load_explicit(&tpprof_active, memory_order_relaxed);
+}
+static void record_nested_alloc(void *p, size_t n, int kind);
+static void record_nested_free(void *p);
 
 // A heap call that is not recorded because a signal handler made it while
 // its thread was inside a hook (the guard says so): counted. (Not mmap and
@@ -83,6 +98,13 @@ static inline void missed(void) { missed_n(1); }
 // a hook that tail-calls record_realloc has no frame left by then.
 #define capture() tpprof_capture_at(tpprof_cfg.depth, (uintptr_t)__builtin_frame_address(0))
 
+// The stack of a hook called from `caller`: the loader's calls are walked
+// without libunwind (stacks.h, tpprof_capture_loader).
+static inline bool from_loader(uintptr_t caller) {
+    return TPPROF_UNLIKELY(caller - tpprof_loader_lo < tpprof_loader_hi - tpprof_loader_lo);
+}
+#define capture_from(caller) (from_loader(caller) ? tpprof_capture_loader(tpprof_cfg.depth) : capture())
+
 // Appends header+payload, plus the timestamp in full mode.
 static inline void emit(struct tpprof_thread *t, uint64_t *w, int n) {
     if (tpprof_cfg.full) w[n++] = tpprof_now_ns();
@@ -102,11 +124,13 @@ static void unrecorded(int events) {
 
 // The two hottest records are written straight into the ring (no staging
 // copy): a slot for the longest form, the words, then the commit.
-__attribute__((noinline)) static void record_alloc(int op, void *p, size_t size, int kind) {
+__attribute__((noinline)) static void record_alloc(int op, void *p, size_t size, int kind, uintptr_t caller) {
     tpprof_guard = TPPROF_GUARD_HOOK;
     struct tpprof_thread *t = self();
     if (t) {
-        uint32_t sid = capture();
+        tpprof_guard = TPPROF_GUARD_CAPTURE;
+        uint32_t sid = capture_from(caller);
+        tpprof_guard = TPPROF_GUARD_HOOK;
         uint32_t i = tpprof_recent.next++ & (TPPROF_RECENT - 1);
         tpprof_recent.addr[i] = ~(uint64_t)(uintptr_t)p;
         tpprof_recent.sid[i] = sid;
@@ -159,17 +183,46 @@ __attribute__((noinline)) static void record_free(int op, void *p, size_t len) {
     tpprof_guard = 0;
 }
 
+// The heap calls made inside a capture (in_capture): recorded with stack 0,
+// under the hook guard, and the capture's guard given back.
+static void record_nested_alloc(void *p, size_t n, int kind) {
+    tpprof_guard = TPPROF_GUARD_HOOK;
+    struct tpprof_thread *t = self();
+    uint64_t w[5];
+    if (t && tpprof_ring_reserve(t, 5)) {
+        w[0] = tpprof_hdr(tpprof_order_tag(tpprof_stripe_of((uint64_t)(uintptr_t)p), n >= TPPROF_BIG_BYTES),
+                          TPPROF_OP_ALLOC, kind);
+        w[1] = (uint64_t)(uintptr_t)p;
+        w[2] = n;
+        w[3] = 0;
+        emit(t, w, 4);
+    } else if (!t) {
+        unrecorded(1);
+    }
+    tpprof_guard = TPPROF_GUARD_CAPTURE;
+}
+
+static void record_nested_free(void *p) {
+    record_free(TPPROF_OP_FREE, p, 0);
+    tpprof_guard = TPPROF_GUARD_CAPTURE;
+}
+
 // realloc: the old block is released inside the call and the new one
 // obtained there, so the record pair takes one number before and one after.
-__attribute__((noinline)) static void *record_realloc(void *old, size_t n, int kind) {
+__attribute__((noinline)) static void *record_realloc(void *old, size_t n, int kind, uintptr_t caller) {
     tpprof_guard = TPPROF_GUARD_HOOK;
     struct tpprof_thread *t = self();
     void *p;
+    uint32_t sid = 0;
+    if (t) { // the stack first, before anything of this record is in the ring
+        tpprof_guard = TPPROF_GUARD_CAPTURE;
+        sid = capture_from(caller);
+        tpprof_guard = TPPROF_GUARD_HOOK;
+    }
     if (!t || !tpprof_ring_reserve(t, 10)) {
         p = __libc_realloc(old, n);
         if (!t) unrecorded(p ? 2 : 0);
     } else {
-        uint32_t sid = capture();
         uint64_t s1 = tpprof_order_tag(tpprof_stripe_of((uint64_t)(uintptr_t)old),
                                        tpprof_chunk_bytes(old) >= TPPROF_BIG_BYTES);
         p = __libc_realloc(old, n);
@@ -224,6 +277,7 @@ TPPROF_EXPORT void free(void *p) {
     if (p) {
         if (TPPROF_LIKELY(want())) record_free(TPPROF_OP_FREE, p, 0);
         else if (TPPROF_UNLIKELY(early_now())) tpprof_early_free(p);
+        else if (TPPROF_UNLIKELY(in_capture())) record_nested_free(p);
         else missed();
     }
     __libc_free(p);
@@ -235,7 +289,7 @@ TPPROF_EXPORT void *calloc(size_t k, size_t n) {
     return p;
 }
 
-static void *realloc_kind(void *old, size_t n, int kind) {
+static void *realloc_kind(void *old, size_t n, int kind, uintptr_t caller) {
     if (!want()) {
         void *p = __libc_realloc(old, n);
         if (TPPROF_UNLIKELY(early_now()) && (p || n == 0)) { // moved, resized or freed
@@ -248,17 +302,17 @@ static void *realloc_kind(void *old, size_t n, int kind) {
     }
     if (!old) {
         void *p = __libc_realloc(NULL, n);
-        if (p) record_alloc(TPPROF_OP_ALLOC, p, n, kind);
+        if (p) record_alloc(TPPROF_OP_ALLOC, p, n, kind, caller);
         return p;
     }
     if (n == 0) { // glibc frees and returns NULL
         record_free(TPPROF_OP_FREE, old, 0);
         return __libc_realloc(old, 0);
     }
-    return record_realloc(old, n, kind);
+    return record_realloc(old, n, kind, caller);
 }
 
-TPPROF_EXPORT void *realloc(void *old, size_t n) { return realloc_kind(old, n, TPPROF_KIND_REALLOC); }
+TPPROF_EXPORT void *realloc(void *old, size_t n) { return realloc_kind(old, n, TPPROF_KIND_REALLOC, CALLER); }
 
 TPPROF_EXPORT void *reallocarray(void *old, size_t k, size_t n) {
     size_t bytes;
@@ -266,7 +320,7 @@ TPPROF_EXPORT void *reallocarray(void *old, size_t k, size_t n) {
         errno = ENOMEM;
         return NULL;
     }
-    return realloc_kind(old, bytes, TPPROF_KIND_REALLOCARRAY);
+    return realloc_kind(old, bytes, TPPROF_KIND_REALLOCARRAY, CALLER);
 }
 
 TPPROF_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
@@ -327,7 +381,8 @@ static void *map_hook(void *addr, size_t len, int prot, int flags, int fd, off_t
                                             : TPPROF_KIND_MMAP;
         if (kind == TPPROF_KIND_MMAP_RESERVED && !atomic_load_explicit(&reserved_seen, memory_order_relaxed))
             atomic_store_explicit(&reserved_seen, 1, memory_order_relaxed);
-        record_alloc(TPPROF_OP_MMAP, p, (len & ~TPPROF_MMAP_FIXED) | (flags & MAP_FIXED ? TPPROF_MMAP_FIXED : 0), kind);
+        record_alloc(TPPROF_OP_MMAP, p, (len & ~TPPROF_MMAP_FIXED) | (flags & MAP_FIXED ? TPPROF_MMAP_FIXED : 0), kind,
+                     CALLER);
     } else if (TPPROF_UNLIKELY(early_now()) && (flags & MAP_ANONYMOUS) && (prot & PROT_WRITE))
         tpprof_early_map(p, len); // a pool a constructor maps: scanned, not recorded
     return p;
@@ -344,7 +399,7 @@ TPPROF_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, 
 TPPROF_EXPORT int mprotect(void *addr, size_t len, int prot) {
     int r = (int)syscall(SYS_mprotect, addr, len, prot);
     if (r == 0 && prot != PROT_NONE && atomic_load_explicit(&reserved_seen, memory_order_relaxed) && want())
-        record_alloc(TPPROF_OP_COMMIT, addr, len, TPPROF_KIND_MMAP);
+        record_alloc(TPPROF_OP_COMMIT, addr, len, TPPROF_KIND_MMAP, CALLER);
     return r;
 }
 

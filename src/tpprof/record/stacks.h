@@ -16,6 +16,13 @@ TPPROF_HIDDEN uint32_t tpprof_capture(int max);
 // address is the program's, so the walk does not step through tpprof's own
 // frames first to find it. tpprof's frames at `start` are still skipped.
 TPPROF_HIDDEN uint32_t tpprof_capture_at(int max, uintptr_t start);
+// The stack of an allocation the dynamic loader makes (its TLS vector grown
+// inside dlopen or a thread's first use of a new module's TLS): the
+// frame-pointer walk only. libunwind reaches its own TLS through
+// __tls_get_addr, which, called while the loader grows this thread's TLS
+// vector, grows it again inside the first growth: ld.so then loses one of
+// the two (a leak tpprof would cause).
+TPPROF_HIDDEN uint32_t tpprof_capture_loader(int max);
 TPPROF_HIDDEN void tpprof_unwind_init(void);
 TPPROF_HIDDEN void tpprof_unwind_flush(void);
 // Unmaps a gone thread's unwinder stack (tpprof_thread_release).

@@ -864,3 +864,8 @@ uint32_t tpprof_capture_at(int max, uintptr_t start) {
 }
 
 uint32_t tpprof_capture(int max) { return tpprof_capture_at(max, 0); }
+
+uint32_t tpprof_capture_loader(int max) {
+    if (TPPROF_UNLIKELY(stack_room() < FP_ROOM_BYTES)) return 0;
+    return capture_fp(max);
+}
