@@ -52,7 +52,7 @@ typedef struct tpprof_dev_group {
 typedef struct tpprof_dev_stats {
     int32_t device;
     uint64_t allocations, allocated_bytes, frees;
-    uint64_t peak_bytes;      // the most bytes live at once (device_blocks swept by time)
+    uint64_t peak_bytes;      // the most bytes live at once (device_sites, or device_blocks swept by time)
     int64_t peak_time_ns;     // when first reached
     uint64_t leaked_bytes, leaked_count; // alive at exit or ended by a reset
     uint64_t reset_bytes, reset_count;   // ... of which ended by a reset
