@@ -8,7 +8,8 @@
 //                        failed and bad calls flagged
 //   drv_nosymbolic       drv_gpa on a driver double linked without -Bsymbolic,
 //                        whose lookups return tpprof's own hooks
-//   drv_loop             drv_app's loop of 3000 pairs at one site and a leak:
+//   drv_loop             drv_app's loop of 3000 allocations at one site, the
+//                        last one leaked, and a 3 MiB leak:
 //                        aggregate mode's device_sites and the rows it keeps
 //   drv_nodriver         the same with a driver that finds no GPU: failed
 //                        calls recorded, no memory
@@ -162,23 +163,29 @@ static void test_driver_loop(char *prog, char *extra) {
     struct result r;
     if (!run_pair("drv_loop", prog, "loop", NULL, &r)) return;
     CHECK_MSG(strstr(r.out, "loop: 3000 pairs\n") != NULL, "drv_loop: the double's statuses: %s", r.out);
-    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE size = 4096") == 1024,
-              "drv_loop: the loop site's first 1024 blocks are rows, got %lld",
+    // The loop site's first 1024 blocks, and its last (alive at the end).
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE size = 4096") == 1025,
+              "drv_loop: the loop site's first 1024 blocks and its leak are rows, got %lld",
               (long long)qi("SELECT count(*) FROM device_blocks WHERE size = 4096"));
-    CHECK_MSG(events("op = 1 AND size = 4096") == 1024 && events("op = 2") == 1025, "drv_loop: their calls in device_events");
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE size = 4096 AND free_ns IS NULL AND ended_by IS NULL") == 1,
+              "drv_loop: the quiet block alive at the end is a row (a leak)");
+    CHECK_MSG(events("op = 1 AND size = 4096") == 1025 && events("op = 2") == 1025,
+              "drv_loop: their calls in device_events");
     CHECK_MSG(qi("SELECT count(*) FROM device_sites WHERE alloc_count = 3000 AND alloc_bytes = 3000 * 4096"
-                 " AND free_count = 3000 AND freed_bytes = 3000 * 4096 AND peak_count = 0 AND device = 0") == 1,
-              "drv_loop: its site counts all 3000, nothing of it live at the peak");
+                 " AND free_count = 2999 AND freed_bytes = 2999 * 4096 AND peak_count = 1 AND peak_bytes = 4096"
+                 " AND device = 0") == 1,
+              "drv_loop: its site counts all 3000, one block live at the peak");
     CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE free_ns IS NULL AND size = %d", 3 << 20) == 1,
-              "drv_loop: the leak is a row");
-    CHECK_MSG(qi("SELECT peak_bytes FROM device_peaks WHERE scope = 'device' AND device = 0") == 4 << 20 &&
-                  qi("SELECT peak_bytes FROM device_peaks WHERE scope = 'total'") == 4 << 20,
-              "drv_loop: device 0 and the total peak at 4 MiB");
-    CHECK_MSG(qi("SELECT sum(peak_bytes) FROM device_sites WHERE device = 0") == 4 << 20 &&
-                  qi("SELECT sum(total_peak_bytes) FROM device_sites") == 4 << 20 &&
-                  qi("SELECT count(*) FROM device_sites WHERE peak_count = 1") == 2,
-              "drv_loop: the two sites live at the peak add up to it");
-    CHECK_MSG(qi("SELECT max(allocated_bytes) FROM device_timeline WHERE device = 0") == 4 << 20,
+              "drv_loop: the 3 MiB leak is a row");
+    int64_t peak = (4 << 20) + 4096;
+    CHECK_MSG(qi("SELECT peak_bytes FROM device_peaks WHERE scope = 'device' AND device = 0") == peak &&
+                  qi("SELECT peak_bytes FROM device_peaks WHERE scope = 'total'") == peak,
+              "drv_loop: device 0 and the total peak at 4 MiB + 4 KiB");
+    CHECK_MSG(qi("SELECT sum(peak_bytes) FROM device_sites WHERE device = 0") == peak &&
+                  qi("SELECT sum(total_peak_bytes) FROM device_sites") == peak &&
+                  qi("SELECT count(*) FROM device_sites WHERE peak_count = 1") == 3,
+              "drv_loop: the three sites live at the peak add up to it");
+    CHECK_MSG(qi("SELECT max(allocated_bytes) FROM device_timeline WHERE device = 0") == peak,
               "drv_loop: the timeline's peak agrees");
 }
 
