@@ -208,6 +208,43 @@ static int load_pool_peaks(const tpprof_profile *p, tpprof_devices *d) {
     return rc == SQLITE_DONE ? 0 : tpprof_db_error(p->db, "reading device_timeline");
 }
 
+// device_sites (recordings since the site totals: docs/schema.md). In
+// aggregate mode device_blocks then holds only each site's first blocks,
+// the leaks and the resets, so counts, sites and peaks come from here.
+static int load_sites(const tpprof_profile *p, tpprof_devices *d) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(p->db->sql,
+                           "SELECT stack_id, kind, device, api, alloc_count, alloc_bytes, free_count, peak_count, peak_bytes,"
+                           " total_peak_count, total_peak_bytes FROM device_sites WHERE ?1 = 0 OR device = ?2"
+                           " ORDER BY device, stack_id, kind",
+                           -1, &st, NULL) != SQLITE_OK)
+        return tpprof_db_error(p->db, "reading device_sites");
+    sqlite3_bind_int(st, 1, d->filtered);
+    sqlite3_bind_int(st, 2, d->filter_device);
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        tpprof_dev_site *v = tpprof_grow(d->site_rows, d->nsite_rows, &cap, sizeof *v);
+        if (!v) {
+            sqlite3_finalize(st);
+            return -1;
+        }
+        d->site_rows = v;
+        tpprof_dev_site *r = &v[d->nsite_rows++];
+        uint64_t c[7];
+        for (int i = 0; i < 7; i++)
+            c[i] = sqlite3_column_int64(st, 4 + i) > 0 ? (uint64_t)sqlite3_column_int64(st, 4 + i) : 0;
+        *r = (tpprof_dev_site){.stack_id = sqlite3_column_int64(st, 0), .kind = sqlite3_column_int64(st, 1),
+                               .device = (int32_t)sqlite3_column_int64(st, 2), .api = column_text(st, 3),
+                               .alloc_count = c[0], .alloc_bytes = c[1], .free_count = c[2], .peak_count = c[3],
+                               .peak_bytes = c[4], .total_peak_count = c[5], .total_peak_bytes = c[6]};
+        r->cls = tpprof_device_kind_class(p, r->kind);
+        r->is_mapping = strcmp(tpprof_profile_kind(p, r->kind), "cuda_vmm_mapping") == 0;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : tpprof_db_error(p->db, "reading device_sites");
+}
+
 // ---------------------------------------------------------------------------
 // Figures
 
@@ -431,6 +468,134 @@ static int compute(tpprof_devices *d) {
     return 0;
 }
 
+// When a peak was first reached (device_peaks; 0 when the row is absent).
+static int64_t peak_time(const tpprof_profile *p, const char *scope, int32_t device) {
+    sqlite3_stmt *st = NULL;
+    int64_t t = 0;
+    if (!tpprof_db_has_table(p->db, "device_peaks") ||
+        sqlite3_prepare_v2(p->db->sql, "SELECT peak_time_ns FROM device_peaks WHERE scope = ?1 AND device = ?2", -1, &st,
+                           NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_text(st, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, device);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        t = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return t;
+}
+
+// s's peak from the sites of (cls, device; TPPROF_DEV_ALL: every device,
+// at the all-devices peak): its bytes, and the sites live then.
+static int sites_peak(const tpprof_devices *d, int cls, int32_t device, tpprof_dev_stats *s) {
+    size_t cap = 0;
+    s->peak_bytes = 0;
+    for (size_t i = 0; i < d->nsite_rows; i++) {
+        const tpprof_dev_site *r = &d->site_rows[i];
+        if (r->cls != cls || (device != TPPROF_DEV_ALL && r->device != device))
+            continue;
+        bool all = device == TPPROF_DEV_ALL && cls == TPPROF_DEV_MEMORY;
+        uint64_t count = all ? r->total_peak_count : r->peak_count, bytes = all ? r->total_peak_bytes : r->peak_bytes;
+        if (!count)
+            continue;
+        tpprof_dev_group *v = tpprof_grow(s->peak_sites, s->npeak_sites, &cap, sizeof *v);
+        if (!v)
+            return -1;
+        s->peak_sites = v;
+        v[s->npeak_sites++] = (tpprof_dev_group){.device = r->device, .stack_id = r->stack_id, .kind = r->kind,
+                                                 .cls = r->cls, .api = r->api, .bytes = bytes, .count = count};
+        s->peak_bytes += bytes;
+    }
+    if (s->peak_bytes == 0) {
+        free(s->peak_sites);
+        s->peak_sites = NULL;
+        s->npeak_sites = 0;
+    } else if (s->npeak_sites > 1) {
+        qsort(s->peak_sites, s->npeak_sites, sizeof *s->peak_sites, by_group_bytes);
+    }
+    return 0;
+}
+
+// compute() for a recording with device_sites: counts, sites and peaks
+// from the sites, leaks from the blocks (every leaked block is a row).
+static int compute_sites(const tpprof_profile *p, tpprof_devices *d) {
+    d->total = (tpprof_dev_stats){.device = TPPROF_DEV_ALL, .pool_reserved_peak = -1};
+    size_t cap = 0;
+    for (size_t i = 0; i < d->nsite_rows; i++) {
+        const tpprof_dev_site *r = &d->site_rows[i];
+        tpprof_dev_stats *s = r->cls == TPPROF_DEV_PINNED ? &d->pinned : stats_of(d, r->device);
+        if (!s)
+            return -1;
+        for (int k = 0; k < 2; k++, s = &d->total) {
+            if (r->cls == TPPROF_DEV_ADDRESS) {
+                if (r->is_mapping) {
+                    s->vmm_mappings += r->alloc_count;
+                    s->vmm_mapped_bytes += r->alloc_bytes;
+                } else {
+                    s->vmm_reservations += r->alloc_count;
+                    s->vmm_reserved_bytes += r->alloc_bytes;
+                }
+            } else {
+                s->allocations += r->alloc_count;
+                s->allocated_bytes += r->alloc_bytes;
+                s->frees += r->free_count;
+            }
+            if (r->cls == TPPROF_DEV_PINNED)
+                break;
+        }
+        tpprof_dev_group *v = tpprof_grow(d->sites, d->nsites, &cap, sizeof *v);
+        if (!v)
+            return -1;
+        d->sites = v;
+        v[d->nsites++] = (tpprof_dev_group){.device = r->device, .stack_id = r->stack_id, .kind = r->kind,
+                                            .cls = r->cls, .api = r->api, .bytes = r->alloc_bytes,
+                                            .count = r->alloc_count};
+    }
+    for (size_t i = 0; i < d->nblocks; i++) {
+        const tpprof_dev_block *b = &d->blocks[i];
+        if (b->cls == TPPROF_DEV_ADDRESS || !tpprof_dev_block_leaked(b))
+            continue;
+        tpprof_dev_stats *s = b->cls == TPPROF_DEV_PINNED ? &d->pinned : stats_of(d, b->device);
+        if (!s)
+            return -1;
+        for (int k = 0; k < 2; k++, s = &d->total) {
+            s->leaked_bytes += b->size;
+            s->leaked_count++;
+            if (b->ended_by) {
+                s->reset_bytes += b->size;
+                s->reset_count++;
+            }
+            if (b->cls == TPPROF_DEV_PINNED)
+                break;
+        }
+    }
+    if (group_blocks(d, leaked, 0, true, &d->leaks, &d->nleaks) != 0)
+        return -1;
+    if (d->nleaks > 1)
+        qsort(d->leaks, d->nleaks, sizeof *d->leaks, by_leak_order);
+    if (d->nsites > 1)
+        qsort(d->sites, d->nsites, sizeof *d->sites, by_leak_order);
+    for (size_t i = 0; i < d->ndevices; i++) {
+        tpprof_dev_stats *s = &d->devices[i];
+        d->total.failed_calls += s->failed_calls;
+        d->total.oom_calls += s->oom_calls;
+        d->total.bad_frees += s->bad_frees;
+        if (s->pool_reserved_peak > d->total.pool_reserved_peak)
+            d->total.pool_reserved_peak = s->pool_reserved_peak;
+        if (sites_peak(d, TPPROF_DEV_MEMORY, s->device, s) != 0)
+            return -1;
+        s->peak_time_ns = s->peak_bytes ? peak_time(p, "device", s->device >= 0 && s->device < 64 ? s->device : -1) : 0;
+    }
+    // Filtered to one device, the total is that device's.
+    if (sites_peak(d, TPPROF_DEV_MEMORY, d->filtered ? d->filter_device : TPPROF_DEV_ALL, &d->total) != 0 ||
+        sites_peak(d, TPPROF_DEV_PINNED, TPPROF_DEV_ALL, &d->pinned) != 0)
+        return -1;
+    d->total.peak_time_ns = !d->total.peak_bytes ? 0
+                            : d->filtered        ? peak_time(p, "device", d->filter_device)
+                                                 : peak_time(p, "total", -1);
+    d->pinned.peak_time_ns = d->pinned.peak_bytes ? peak_time(p, "pinned", -1) : 0;
+    return 0;
+}
+
 int tpprof_devices_load(const tpprof_profile *p, bool filtered, int32_t device, tpprof_devices *out) {
     *out = (tpprof_devices){.filtered = filtered, .filter_device = device};
     out->pinned = (tpprof_dev_stats){.device = -1, .pool_reserved_peak = -1};
@@ -460,8 +625,11 @@ int tpprof_devices_load(const tpprof_profile *p, bool filtered, int32_t device, 
         rc = load_events(p, out);
     if (rc == 0)
         rc = load_pool_peaks(p, out);
+    bool sites = rc == 0 && tpprof_db_has_table(p->db, "device_sites");
+    if (sites)
+        rc = load_sites(p, out);
     if (rc == 0)
-        rc = compute(out);
+        rc = sites ? compute_sites(p, out) : compute(out);
     if (rc != 0)
         tpprof_devices_free(out);
     return rc;
@@ -471,6 +639,9 @@ void tpprof_devices_free(tpprof_devices *d) {
     for (size_t i = 0; i < d->nblocks; i++)
         block_free(&d->blocks[i]);
     free(d->blocks);
+    for (size_t i = 0; i < d->nsite_rows; i++)
+        free(d->site_rows[i].api);
+    free(d->site_rows);
     for (size_t i = 0; i < d->ndevices; i++)
         free(d->devices[i].peak_sites);
     free(d->devices);

@@ -52,7 +52,7 @@ typedef struct tpprof_dev_group {
 typedef struct tpprof_dev_stats {
     int32_t device;
     uint64_t allocations, allocated_bytes, frees;
-    uint64_t peak_bytes;      // the most bytes live at once (device_blocks swept by time)
+    uint64_t peak_bytes;      // the most bytes live at once (device_sites, or device_blocks swept by time)
     int64_t peak_time_ns;     // when first reached
     uint64_t leaked_bytes, leaked_count; // alive at exit or ended by a reset
     uint64_t reset_bytes, reset_count;   // ... of which ended by a reset
@@ -62,6 +62,18 @@ typedef struct tpprof_dev_stats {
     tpprof_dev_group *peak_sites;        // live at the peak, by bytes; owned
     size_t npeak_sites;
 } tpprof_dev_stats;
+
+// One row of device_sites (recordings that have the table): a site's
+// totals and what it held at the peaks. api owned by the tpprof_devices.
+typedef struct tpprof_dev_site {
+    int64_t stack_id, kind;
+    int32_t device;
+    int cls;
+    bool is_mapping;
+    char *api;
+    uint64_t alloc_count, alloc_bytes, free_count;
+    uint64_t peak_count, peak_bytes, total_peak_count, total_peak_bytes;
+} tpprof_dev_site;
 
 // Bad frees grouped by (flag, device, stack, api).
 typedef struct tpprof_dev_bad {
@@ -78,8 +90,10 @@ typedef struct tpprof_devices {
     char *capture;          // meta.device_capture; owned, NULL when absent
     int64_t meta_calls_failed, meta_bad_frees; // -1 when absent
     uint64_t failed_calls, bad_frees;          // counted in device_events
-    tpprof_dev_block *blocks; // by alloc_ns
+    tpprof_dev_block *blocks; // by alloc_ns (with device_sites: the leaks and each site's first blocks only)
     size_t nblocks;
+    tpprof_dev_site *site_rows; // device_sites, when the recording has it (counts, sites and peaks come from it)
+    size_t nsite_rows;
     tpprof_dev_stats *devices; // device memory per ordinal, ascending
     size_t ndevices, cap_devices;
     tpprof_dev_stats total;    // every device together (device TPPROF_DEV_ALL)

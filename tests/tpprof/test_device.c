@@ -15,6 +15,7 @@
 
 // What writer/device.c takes from the rest of the writer.
 struct tpprof_wstate tpprof_w;
+struct tpprof_config tpprof_cfg = {.depth = 32}; // aggregate mode
 uint32_t tpprof_writer_leaf_of(uint32_t sid) { return sid; }
 static uint64_t block_freed_addr, block_freed_ns;
 void tpprof_obs_block_freed(uint64_t addr, uint64_t time) {
@@ -111,6 +112,7 @@ static void test_calls_the_block_cannot_hold_stay_rows(void) {
 }
 
 static void test_a_flush_is_due_once_many_rows_wait(void) {
+    tpprof_cfg.full = true; // every block a row
     CHECK_MSG(!tpprof_device_flush_due(), "nothing waits: no flush due");
     uint64_t pairs = 0;
     while (!tpprof_device_flush_due() && pairs < 1000000) {
@@ -127,6 +129,88 @@ static void test_a_flush_is_due_once_many_rows_wait(void) {
     reset_state();
     rec(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 0, 0x7300000, 0, 0, "cudaFree", 2);
     CHECK_MSG(tpprof_dev.unwritten == 1, "its end waits");
+    reset_state();
+    tpprof_cfg.full = false;
+}
+
+static const struct tpprof_dev_site *site_with(uint32_t stack, int kind, int32_t dev) {
+    for (uint64_t i = 0; i < tpprof_dev.nsites; i++)
+        if (tpprof_dev.sites[i].stack == stack && tpprof_dev.sites[i].kind == kind && tpprof_dev.sites[i].device == dev)
+            return &tpprof_dev.sites[i];
+    return NULL;
+}
+
+static void rec_stack(int op, int kind, int dev, uint64_t addr, uint64_t size, uint32_t stack, uint64_t time) {
+    uint64_t r[TPPROF_DEVICE_WORDS] = {
+        tpprof_hdr(0, TPPROF_OP_DEVICE, 0), (uint64_t)op | (uint64_t)kind << 8 | (uint64_t)(uint32_t)dev << 32, 0, 0,
+        addr, size, (uint64_t)stack << 32, (uint64_t)(uintptr_t)(op == TPPROF_DEV_OP_ALLOC ? "cudaMalloc" : "cudaFree"),
+        time, UINT64_MAX};
+    tpprof_device_apply(&thread, r, seq++);
+}
+
+static void test_aggregate_mode_writes_a_site_not_a_row_per_block(void) {
+    // A loop at one site: its first 1024 blocks are rows, the rest only
+    // its totals; no flush ever becomes due, and the state stays small.
+    uint64_t pairs = 0, ended_rows = 0;
+    for (; pairs < 1000000; pairs++) {
+        rec_stack(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 3, 0x20000000 + pairs * 512, 512, 41, 10 + 2 * pairs);
+        rec_stack(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 3, 0x20000000 + pairs * 512, 0, 42, 11 + 2 * pairs);
+        CHECK_MSG(!tpprof_device_flush_due(), "no flush due after %llu pairs", (unsigned long long)pairs);
+        if (tpprof_device_flush_due()) break;
+    }
+    ended_rows = tpprof_dev.unwritten;
+    CHECK_MSG(ended_rows == 1024, "1024 rows wait (the site's detail rows), got %llu", (unsigned long long)ended_rows);
+    CHECK_MSG(tpprof_dev.nevents == 0, "no device_calls row");
+    const struct tpprof_dev_site *s = site_with(41, TPPROF_DEV_KIND_DEVICE, 3);
+    CHECK_MSG(s && s->alloc_count == 1000000 && s->alloc_bytes == 512000000 && s->free_count == 1000000 &&
+                  s->freed_bytes == 512000000 && s->live_count == 0,
+              "the site counts every pair");
+    CHECK_MSG(tpprof_dev.capblocks <= 4096, "the state stays small: room for %llu blocks",
+              (unsigned long long)tpprof_dev.capblocks);
+    reset_state();
+    // A quiet block alive at the end waits for the final flush (no row
+    // before); one a reset ends is a row (a leak).
+    rec_stack(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 3, 0x30000000, 4096, 41, 3000000);
+    rec_stack(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 3, 0x30010000, 4096, 41, 3000001);
+    const struct tpprof_dev_block *q = block_at(0x30000000);
+    CHECK_MSG(q && q->quiet && !q->dirty && !q->stored && tpprof_dev.unwritten == 0, "a quiet block: no row yet");
+    rec(TPPROF_DEV_OP_DEVICE_RESET, TPPROF_DEV_KIND_DEVICE, 3, 0, 0, 0, "cudaDeviceReset", 3000002);
+    q = block_at(0x30000000);
+    CHECK_MSG(q->dirty && q->ended_by && strcmp(q->ended_by, "device_reset") == 0 && tpprof_dev.unwritten == 2,
+              "ended by the reset: both rows wait, got %llu", (unsigned long long)tpprof_dev.unwritten);
+    s = site_with(41, TPPROF_DEV_KIND_DEVICE, 3);
+    CHECK_MSG(s->free_count == 1000000 && s->live_count == 0, "a reset is no free");
+    reset_state();
+}
+
+static void test_sites_keep_what_was_live_at_each_peak(void) {
+    // Device 5: A 100 (t1), B 300 (t2) -> peak 400; A freed, then A 50:
+    // device 5's peak holds A 100 + B 300. Device 6: C (1 TiB, past what
+    // the earlier tests left) at t5 makes the all-devices peak: B 300, A 50, C.
+    rec_stack(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 5, 0x40000000, 100, 51, 1);
+    rec_stack(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 5, 0x40001000, 300, 52, 2);
+    rec_stack(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 5, 0x40000000, 0, 51, 3);
+    rec_stack(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 5, 0x40002000, 50, 51, 4);
+    rec_stack(TPPROF_DEV_OP_ALLOC, TPPROF_DEV_KIND_DEVICE, 6, 0x40003000, 1ull << 40, 53, 5);
+    rec_stack(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 6, 0x40003000, 0, 53, 6);
+    int64_t a[4], b[4], c[4];
+    tpprof_dev_site_peaks(site_with(51, TPPROF_DEV_KIND_DEVICE, 5), a);
+    tpprof_dev_site_peaks(site_with(52, TPPROF_DEV_KIND_DEVICE, 5), b);
+    tpprof_dev_site_peaks(site_with(53, TPPROF_DEV_KIND_DEVICE, 6), c);
+    CHECK_MSG(tpprof_dev.scope_peak[5] == 400 && tpprof_dev.scope_peak_ns[5] == 2, "device 5 peaks at 400 at t2");
+    CHECK_MSG(a[0] == 1 && a[1] == 100 && b[1] == 300, "device 5's peak: A 100 + B 300, got %lld + %lld",
+              (long long)a[1], (long long)b[1]);
+    CHECK_MSG(c[1] == 1ll << 40 && tpprof_dev.scope_peak[6] == 1ll << 40, "device 6's peak: C");
+    int64_t total = tpprof_dev.scope_peak[TPPROF_DEV_SCOPE_TOTAL];
+    CHECK_MSG(a[3] == 50 && b[3] == 300 && c[3] == 1ll << 40 && tpprof_dev.scope_peak_ns[TPPROF_DEV_SCOPE_TOTAL] == 5 &&
+                  total >= (1ll << 40) + 350,
+              "the all-devices peak: A 50 + B 300 + C (got %lld %lld %lld)", (long long)a[3], (long long)b[3],
+              (long long)c[3]);
+    rec_stack(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 5, 0x40001000, 0, 52, 7);
+    rec_stack(TPPROF_DEV_OP_FREE, TPPROF_DEV_KIND_DEVICE, 5, 0x40002000, 0, 51, 8);
+    tpprof_dev_site_peaks(site_with(51, TPPROF_DEV_KIND_DEVICE, 5), a);
+    CHECK_MSG(a[1] == 100 && a[3] == 50, "frees after the peaks change no peak figure");
+    tpprof_device_timeline_tick();
     reset_state();
 }
 
@@ -292,6 +376,8 @@ int main(void) {
     RUN_TEST(test_a_block_lives_from_its_allocation_to_its_free);
     RUN_TEST(test_calls_the_block_cannot_hold_stay_rows);
     RUN_TEST(test_a_forked_child_keeps_blocks_not_the_parents_calls);
+    RUN_TEST(test_aggregate_mode_writes_a_site_not_a_row_per_block);
+    RUN_TEST(test_sites_keep_what_was_live_at_each_peak);
     RUN_TEST(test_bad_frees_and_failures_are_flagged);
     RUN_TEST(test_vmm_memory_is_counted_once);
     RUN_TEST(test_resets_end_what_they_own);

@@ -6,6 +6,8 @@
 // per scenario (device_<scenario>).
 #define _POSIX_C_SOURCE 200809L
 #include "device_fixture.h"
+
+#include <sqlite3.h>
 #include "fixture.h"
 #include "harness.h"
 
@@ -14,6 +16,40 @@
 #include <string.h>
 
 static char *dev_db, *old_db;
+// dev_db as aggregate mode writes it: device_sites and device_peaks, and
+// without the blocks a quiet site's freed ones (train_step's two).
+static char *sites_db;
+static const char sites_sql[] =
+    "CREATE TABLE device_sites(stack_id INTEGER NOT NULL, kind INTEGER NOT NULL, device INTEGER NOT NULL,"
+    " api TEXT NOT NULL, alloc_count INTEGER NOT NULL, alloc_bytes INTEGER NOT NULL, free_count INTEGER NOT NULL,"
+    " freed_bytes INTEGER NOT NULL, peak_count INTEGER NOT NULL, peak_bytes INTEGER NOT NULL,"
+    " total_peak_count INTEGER NOT NULL, total_peak_bytes INTEGER NOT NULL, PRIMARY KEY (stack_id, kind, device));"
+    "CREATE TABLE device_peaks(scope TEXT NOT NULL, device INTEGER NOT NULL, peak_bytes INTEGER NOT NULL,"
+    " peak_time_ns INTEGER NOT NULL, PRIMARY KEY (scope, device));"
+    "INSERT INTO device_sites VALUES"
+    " (20, 20, 0, 'cudaMalloc', 1, 1048576, 0, 0, 1, 1048576, 1, 1048576),"
+    " (21, 21, 0, 'cudaMallocAsync', 2, 8388608, 2, 8388608, 2, 8388608, 2, 8388608),"
+    " (22, 20, 0, 'cudaMalloc', 1, 2097152, 0, 0, 1, 2097152, 1, 2097152),"
+    " (23, 25, 0, 'cuMemAddressReserve', 1, 67108864, 0, 0, 0, 0, 0, 0),"
+    " (23, 26, 0, 'cuMemCreate', 1, 2097152, 1, 2097152, 1, 2097152, 1, 2097152),"
+    " (23, 27, 0, 'cuMemMap', 1, 2097152, 1, 2097152, 0, 0, 0, 0),"
+    " (26, 20, 1, 'cuMemAlloc_v2', 1, 8388608, 1, 8388608, 0, 0, 1, 8388608),"
+    " (26, 22, 1, 'cudaMallocManaged', 1, 16777216, 0, 0, 1, 16777216, 0, 0),"
+    " (25, 24, -1, 'cudaMallocHost', 2, 98304, 1, 65536, 1, 65536, 0, 0);"
+    "INSERT INTO device_peaks VALUES ('device', 0, 13631488, 4000000), ('device', 1, 16777216, 10000000),"
+    " ('total', -1, 22020096, 4000000), ('pinned', -1, 65536, 1000000);"
+    "DELETE FROM device_blocks WHERE stack_id = 21;";
+
+static int sites_fixture_write(const char *path) {
+    if (device_fixture_write(path) != 0)
+        return -1;
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open(path, &db) == SQLITE_OK && sqlite3_exec(db, sites_sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+    if (rc != 0)
+        fprintf(stderr, "sites fixture: %s\n", sqlite3_errmsg(db));
+    sqlite3_close(db);
+    return rc;
+}
 
 // The JSON of `report DB ARGS... --format json`, squashed (caller frees).
 static char *report_json(const char *db, const char *a, const char *b) {
@@ -27,6 +63,35 @@ static char *report_json(const char *db, const char *a, const char *b) {
 
 // ---------------------------------------------------------------------------
 // report
+
+// The recorder's device_sites (aggregate mode: freed blocks past a site's
+// first ones are no rows) give every figure the blocks gave: counts, top
+// sites, per-device and total peaks with their stacks, leaks, pools.
+static void test_sites_give_the_same_report_as_the_blocks(void) {
+    const char *args[][4] = {
+        {"--format", "json", "--peak", "--leaks"}, {"--peak", "--leaks", "--device", "0"},
+        {"--peak", "--leaks", "--device", "1"}, {"--format", "json", "--device", "1"}, {"--peak", "--leaks", "--top", "20"},
+    };
+    for (size_t i = 0; i < sizeof args / sizeof *args; i++) {
+        run_result a = harness_tpprof("report", dev_db, args[i][0], args[i][1], args[i][2], args[i][3], NULL);
+        run_result b = harness_tpprof("report", sites_db, args[i][0], args[i][1], args[i][2], args[i][3], NULL);
+        CHECK(a.status == 0 && b.status == 0, "%s %s: status %d %d: %s%s", args[i][0], args[i][2], a.status, b.status,
+              a.err, b.err);
+        // The paths differ; nothing else may.
+        for (char *at; (at = strstr(b.out, "device_sites.db"));)
+            memmove(at + strlen("device"), at + strlen("device_sites"), strlen(at + strlen("device_sites")) + 1);
+        size_t k = 0;
+        while (a.out[k] && a.out[k] == b.out[k])
+            k++;
+        CHECK(a.out[k] == b.out[k], "%s %s %s: reports differ at:\n%.400s\n-- blocks above, sites below --\n%.400s",
+              args[i][0], args[i][1], args[i][2], a.out + k, b.out + k);
+        harness_result_free(&a);
+        harness_result_free(&b);
+    }
+    run_result r = harness_tpprof("report", sites_db, "--peak", NULL);
+    CHECK(strstr(r.out, "\nDevice peak: all devices together 21.0 MiB at 0.004 s;"), "%s", r.out);
+    harness_result_free(&r);
+}
 
 static void test_summary_has_each_device_pinned_host_and_vmm_apart(void) {
     run_result r = harness_tpprof("report", dev_db, "--leaks", NULL);
@@ -508,6 +573,7 @@ static const struct {
     {"old_recording", test_old_recording_reads_as_before},
     {"run_cupti", test_run_cupti_sets_the_injection_library_or_says_why_not},
     {"merge", test_merge_carries_device_memory},
+    {"sites", test_sites_give_the_same_report_as_the_blocks},
 };
 
 int main(int argc, char **argv) {
@@ -516,8 +582,9 @@ int main(int argc, char **argv) {
     cupti_built = argc > 3 && strcmp(argv[3], "1") == 0;
     dev_db = strdup(harness_path("device.db"));
     old_db = strdup(harness_path("old.db"));
+    sites_db = strdup(harness_path("device_sites.db"));
     fixture_options o = {0};
-    if (device_fixture_write(dev_db) != 0 || fixture_write(old_db, &o) != 0)
+    if (device_fixture_write(dev_db) != 0 || fixture_write(old_db, &o) != 0 || sites_fixture_write(sites_db) != 0)
         return 1;
     bool ran = false;
     for (size_t i = 0; i < sizeof scenarios / sizeof *scenarios; i++) {
@@ -534,5 +601,6 @@ int main(int argc, char **argv) {
     }
     free(dev_db);
     free(old_db);
+    free(sites_db);
     return harness_finish();
 }

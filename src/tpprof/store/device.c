@@ -33,6 +33,12 @@ static const char device_schema[] =
     " stack_id, 0, 0 FROM device_blocks WHERE alloc_seq IS NOT NULL"
     " UNION ALL SELECT free_seq, free_ns, free_tid, 2, free_api, free_kind, free_device, NULL, NULL, address, NULL,"
     " free_stack_id, 0, 0 FROM device_blocks WHERE free_seq IS NOT NULL;"
+    "CREATE TABLE IF NOT EXISTS device_sites(stack_id INTEGER NOT NULL, kind INTEGER NOT NULL, device INTEGER NOT NULL,"
+    " api TEXT NOT NULL, alloc_count INTEGER NOT NULL, alloc_bytes INTEGER NOT NULL, free_count INTEGER NOT NULL,"
+    " freed_bytes INTEGER NOT NULL, peak_count INTEGER NOT NULL, peak_bytes INTEGER NOT NULL,"
+    " total_peak_count INTEGER NOT NULL, total_peak_bytes INTEGER NOT NULL, PRIMARY KEY (stack_id, kind, device));"
+    "CREATE TABLE IF NOT EXISTS device_peaks(scope TEXT NOT NULL, device INTEGER NOT NULL, peak_bytes INTEGER NOT NULL,"
+    " peak_time_ns INTEGER NOT NULL, PRIMARY KEY (scope, device));"
     "CREATE TABLE IF NOT EXISTS device_timeline(time_ns INTEGER NOT NULL, device INTEGER NOT NULL,"
     " allocated_bytes INTEGER NOT NULL, reserved_bytes INTEGER, PRIMARY KEY (time_ns, device));";
 
@@ -91,8 +97,9 @@ static bool put_events(sqlite3 *db) {
 }
 
 // A block's row is its rowid: rewritten in place when it changes (freed,
-// ended by a reset).
-static bool put_blocks(sqlite3 *db) {
+// ended by a reset). A quiet block (aggregate mode, past its site's detail
+// rows: writer/device.c) is written by the final flush if still alive.
+static bool put_blocks(sqlite3 *db, bool final) {
     struct tpprof_dev_state *d = &tpprof_dev;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO device_blocks(rowid, address, device, kind, size, api, stream,"
@@ -103,7 +110,7 @@ static bool put_blocks(sqlite3 *db) {
     bool ok = true;
     for (uint64_t i = 0; i < d->nblocks && ok; i++) {
         struct tpprof_dev_block *b = &d->blocks[i];
-        if (!b->dirty) continue;
+        if (!b->dirty && !(final && !b->stored && !b->free_ns)) continue;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)b->rowid);
         sqlite3_bind_int64(st, 2, (sqlite3_int64)b->address);
         sqlite3_bind_int64(st, 3, b->device);
@@ -141,6 +148,53 @@ static bool put_blocks(sqlite3 *db) {
     }
     sqlite3_finalize(st);
     if (ok) d->unwritten = 0;
+    return ok;
+}
+
+// The sites changed since the last flush (every site at the final one:
+// a new peak changes what untouched sites held at it), and the peaks.
+static bool put_sites(sqlite3 *db, bool final) {
+    struct tpprof_dev_state *d = &tpprof_dev;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO device_sites(stack_id, kind, device, api, alloc_count, alloc_bytes,"
+                               " free_count, freed_bytes, peak_count, peak_bytes, total_peak_count, total_peak_bytes)"
+                               " VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    for (uint64_t i = 0; i < d->nsites && ok; i++) {
+        struct tpprof_dev_site *s = &d->sites[i];
+        if (!s->dirty && !final) continue;
+        int64_t pk[4];
+        tpprof_dev_site_peaks(s, pk);
+        sqlite3_bind_int64(st, 1, s->stack);
+        sqlite3_bind_int64(st, 2, TPPROF_DEV_KIND_BASE + s->kind);
+        sqlite3_bind_int64(st, 3, s->device);
+        sqlite3_bind_text(st, 4, s->api ? s->api : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)s->alloc_count);
+        sqlite3_bind_int64(st, 6, (sqlite3_int64)s->alloc_bytes);
+        sqlite3_bind_int64(st, 7, (sqlite3_int64)s->free_count);
+        sqlite3_bind_int64(st, 8, (sqlite3_int64)s->freed_bytes);
+        for (int c = 0; c < 4; c++) sqlite3_bind_int64(st, 9 + c, pk[c]);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+        if (ok) s->dirty = false;
+    }
+    sqlite3_finalize(st);
+    if (!ok || !final) return ok;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO device_peaks(scope, device, peak_bytes, peak_time_ns) VALUES(?,?,?,?)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return false;
+    for (int sc = 0; sc < TPPROF_DEV_SCOPES && ok; sc++) {
+        if (!d->scope_peak[sc]) continue;
+        const char *scope = sc == TPPROF_DEV_SCOPE_PINNED ? "pinned" : sc == TPPROF_DEV_SCOPE_TOTAL ? "total" : "device";
+        sqlite3_bind_text(st, 1, scope, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, sc < TPPROF_DEV_MAX ? sc : -1);
+        sqlite3_bind_int64(st, 3, d->scope_peak[sc]);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)d->scope_peak_ns[sc]);
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
     return ok;
 }
 
@@ -196,7 +250,7 @@ bool tpprof_store_device_put(sqlite3 *db, bool final) {
     if (!how && d->any) how = "interpose";
     if (!how) how = "none";
     if (!final && !d->changed && wrapped == wrapped_written && how == how_written) return true;
-    bool ok = put_events(db) && put_blocks(db) && put_samples(db) && meta(db, "device_capture", how) &&
+    bool ok = put_events(db) && put_blocks(db, final) && put_sites(db, final) && put_samples(db) && meta(db, "device_capture", how) &&
               meta_i(db, "device_calls_failed", d->calls_failed) && meta_i(db, "device_bad_frees", d->bad_frees) &&
               meta_i(db, "device_entry_points_wrapped", (int64_t)wrapped);
     if (ok) {

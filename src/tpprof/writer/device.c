@@ -69,6 +69,80 @@ static bool counts(int kind) {
            kind == TPPROF_DEV_KIND_PITCH || kind == TPPROF_DEV_KIND_VMM_PHYSICAL;
 }
 
+// ---------------------------------------------------------------------------
+// Sites (device_sites): per (stack, kind, device) totals, and each site's
+// live blocks at its scope's peak and at all devices' peak, as the host
+// sites keep theirs. In aggregate mode a site's first DETAIL_ROWS
+// allocations get a device_blocks row as made; later ones are "quiet": a
+// row only if still alive at the end or ended by a reset (a leak), so a
+// program allocating and freeing in a loop writes a row per site, not per
+// allocation (docs/device.md, "Cost"). Full mode writes every block.
+#define DETAIL_ROWS 1024
+static struct tpprof_map site_at; // (stack, kind, device) -> index + 1
+
+static int scope_of(int kind, int32_t dev) {
+    if (kind == TPPROF_DEV_KIND_PINNED_HOST) return TPPROF_DEV_SCOPE_PINNED;
+    if (!counts(kind)) return -1;
+    return dev >= 0 && dev < TPPROF_DEV_MAX ? dev : TPPROF_DEV_SCOPE_OTHER;
+}
+
+static struct tpprof_dev_site *site_of(int kind, int32_t dev, uint32_t stack, const char *api, uint32_t *index) {
+    struct tpprof_dev_state *d = &tpprof_dev;
+    uint64_t key = (uint64_t)stack << 32 | (uint64_t)(kind & 0xff) << 24 | ((uint32_t)dev & 0xffffff);
+    uint32_t k = tpprof_map_get(&site_at, key);
+    if (k && d->sites[k - 1].device == dev) {
+        *index = k - 1;
+        return &d->sites[k - 1];
+    }
+    if (k) return NULL; // an ordinal past 2^24 colliding: not kept
+    if (d->nsites >= UINT32_MAX - 1 || !grow((void **)&d->sites, &d->capsites, d->nsites, sizeof *d->sites)) return NULL;
+    struct tpprof_dev_site *s = &d->sites[d->nsites];
+    int sc = scope_of(kind, dev);
+    // Made after its scopes' last peaks: it held nothing then.
+    *s = (struct tpprof_dev_site){.api = api, .stack = stack, .device = dev, .kind = (uint8_t)kind, .scope = (int8_t)sc,
+                                  .dirty = true, .peak_epoch = sc >= 0 ? d->scope_epoch[sc] : 0,
+                                  .total_peak_epoch = d->scope_epoch[TPPROF_DEV_SCOPE_TOTAL]};
+    if (!tpprof_map_put(&site_at, key, (uint32_t)(d->nsites + 1))) return NULL;
+    *index = (uint32_t)d->nsites++;
+    return s;
+}
+
+// Before a site's live blocks change: keep what it held at its scopes'
+// last peaks, if not kept since.
+static void site_keep_peak(struct tpprof_dev_site *s) {
+    const uint64_t *ep = tpprof_dev.scope_epoch;
+    if (s->peak_epoch != ep[s->scope]) {
+        s->peak_epoch = ep[s->scope];
+        s->peak_count = s->live_count, s->peak_bytes = s->live_bytes;
+    }
+    if (s->scope != TPPROF_DEV_SCOPE_PINNED && s->total_peak_epoch != ep[TPPROF_DEV_SCOPE_TOTAL]) {
+        s->total_peak_epoch = ep[TPPROF_DEV_SCOPE_TOTAL];
+        s->total_peak_count = s->live_count, s->total_peak_bytes = s->live_bytes;
+    }
+}
+
+static void scope_add(int sc, int64_t bytes, uint64_t time) {
+    struct tpprof_dev_state *d = &tpprof_dev;
+    d->scope_live[sc] += bytes;
+    if (bytes > 0 && d->scope_live[sc] > d->scope_peak[sc]) {
+        d->scope_peak[sc] = d->scope_live[sc];
+        d->scope_peak_ns[sc] = time;
+        d->scope_epoch[sc]++; // every site's live value is now its peak value
+    }
+}
+
+// A site's live blocks change by `count` blocks of `bytes` at `time`.
+static void site_live(struct tpprof_dev_site *s, int64_t count, int64_t bytes, uint64_t time) {
+    s->dirty = true;
+    if (s->scope < 0) return;
+    site_keep_peak(s);
+    s->live_count += count;
+    s->live_bytes += bytes;
+    scope_add(s->scope, bytes, time);
+    if (s->scope != TPPROF_DEV_SCOPE_PINNED) scope_add(TPPROF_DEV_SCOPE_TOTAL, bytes, time);
+}
+
+
 static int64_t reserved_of(int32_t dev) {
     int64_t sum = 0;
     bool known = false;
@@ -148,8 +222,17 @@ static void end_block(uint32_t i, uint64_t time, uint32_t stack, const char *api
     b->free_stack = stack;
     b->free_api = api;
     b->ended_by = ended_by;
-    if (b->stored && !b->dirty) tpprof_dev.unwritten++; // else counted when it was made
-    b->dirty = true;
+    if (b->quiet && !ended_by) {
+        b->stored = true, b->dirty = false; // freed: no row (its site counts it)
+    } else {
+        if (b->quiet || (b->stored && !b->dirty)) tpprof_dev.unwritten++; // else counted when it was made
+        b->dirty = true;
+    }
+    if (b->site < tpprof_dev.nsites) {
+        struct tpprof_dev_site *s = &tpprof_dev.sites[b->site];
+        if (!ended_by) s->free_count++, s->freed_bytes += b->size;
+        site_live(s, -1, -(int64_t)b->size, b->free_ns);
+    }
     if (counts(b->kind) && b->device >= 0 && b->device < TPPROF_DEV_MAX) tpprof_dev.allocated[b->device] -= (int64_t)b->size;
 }
 
@@ -189,13 +272,24 @@ static uint64_t add_block(struct tpprof_thread *t, int kind, int32_t dev, uint64
     if (d->nblocks == d->capblocks) compact();
     if (!grow((void **)&d->blocks, &d->capblocks, d->nblocks, sizeof *d->blocks)) return 0;
     if (d->nblocks >= UINT32_MAX - 1) return 0;
+    uint32_t si = UINT32_MAX;
+    struct tpprof_dev_site *s = site_of(kind, dev, stack, api, &si);
+    // Only plain allocations go quiet: VMM calls are device_calls rows, and
+    // their blocks' rows say what was mapped where.
+    bool quiet = !tpprof_cfg.full && s && m == MAP_ALLOC && s->rows >= DETAIL_ROWS;
     struct tpprof_dev_block *b = &d->blocks[d->nblocks];
     *b = (struct tpprof_dev_block){.rowid = ++d->next_rowid, .address = addr, .size = size, .alloc_ns = time, .stream = stream, .api = api,
                                    .device = dev, .stack = stack, .thread = (uint32_t)t->index, .kind = (uint8_t)kind,
-                                   .dirty = true};
+                                   .dirty = !quiet, .quiet = quiet, .site = si};
     if (!tpprof_map_put(&live[m], addr, (uint32_t)(d->nblocks + 1))) return 0;
     d->nblocks++;
-    d->unwritten++;
+    if (!quiet) d->unwritten++;
+    if (s) {
+        if (!quiet) s->rows++;
+        s->alloc_count++;
+        s->alloc_bytes += size;
+        site_live(s, 1, (int64_t)size, time);
+    }
     if (m == MAP_ALLOC) tpprof_map_take(&freed, addr);
     if (counts(kind) && dev >= 0 && dev < TPPROF_DEV_MAX) d->allocated[dev] += (int64_t)size;
     return d->nblocks;
@@ -293,7 +387,10 @@ void tpprof_device_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t se
         flag = (uint8_t)free_block(kind, addr, result, stack, api, time, &bdev, &k);
         // Only what the block's columns hold: a free naming a stream, a pool
         // or a size (stream-ordered frees, CUPTI's records) keeps its row.
-        if (k && op == TPPROF_DEV_OP_FREE && !flag && !stream && !pool && !size) {
+        // A quiet block's plain free is in its site's totals only.
+        if (k && op == TPPROF_DEV_OP_FREE && !flag && d->blocks[k - 1].quiet) {
+            in_block = true;
+        } else if (k && op == TPPROF_DEV_OP_FREE && !flag && !stream && !pool && !size) {
             struct tpprof_dev_block *b = &d->blocks[k - 1];
             b->free_seq = seq;
             b->free_thread = (uint32_t)t->index;
@@ -347,6 +444,18 @@ void tpprof_device_fork_child(void) {
         b->stored = false, b->dirty = true, b->alloc_seq = 0, b->free_seq = 0;
     }
     d->unwritten = d->nblocks;
+    // Its sites start from the blocks it has (the parent's live ones, each
+    // written again as a block of its own).
+    for (uint64_t i = 0; i < d->nsites; i++) {
+        struct tpprof_dev_site *s = &d->sites[i];
+        s->alloc_count = (uint64_t)s->live_count, s->alloc_bytes = (uint64_t)s->live_bytes;
+        s->free_count = s->freed_bytes = 0;
+        s->rows = (uint32_t)s->live_count;
+        s->dirty = true;
+    }
+    for (int sc = 0; sc < TPPROF_DEV_SCOPES; sc++)
+        d->scope_peak[sc] = d->scope_live[sc], d->scope_peak_ns[sc] = 0, d->scope_epoch[sc]++;
+    for (uint64_t i = 0; i < d->nblocks; i++) d->blocks[i].quiet = false;
     d->nevents = 0;
     d->nsamples = 0;
 }

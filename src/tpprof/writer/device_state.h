@@ -33,7 +33,32 @@ struct tpprof_dev_block {
     uint8_t kind, free_kind;                   // kind_code (record/device.h)
     bool stored, dirty;                        // has a row / changed since written
     bool backs;                                // holds a storage's data (the ledger wants its end)
+    bool quiet;                                // aggregate mode, past its site's detail rows: a row only if alive at the end or reset
+    uint32_t site;                             // its tpprof_dev_site index
 };
+// One device_sites row: a (stack, kind, device) allocation site's totals
+// for the whole run (writer/device.c). peak_*: its live blocks at its
+// scope's peak (its device's memory, or pinned host memory); total_peak_*:
+// at the peak of all devices' memory together. Both kept lazily: a site
+// touched since its scope's last peak holds its value then (*_epoch equal
+// to the scope's), an untouched one's value is its live one.
+struct tpprof_dev_site {
+    uint64_t alloc_count, alloc_bytes, free_count, freed_bytes;
+    int64_t live_count, live_bytes;
+    int64_t peak_count, peak_bytes, total_peak_count, total_peak_bytes;
+    uint64_t peak_epoch, total_peak_epoch;
+    const char *api; // the first allocation's
+    uint32_t stack, rows; // rows: its blocks given a device_blocks row as made
+    int32_t device;
+    uint8_t kind;
+    int8_t scope; // TPPROF_DEV_SCOPE_*, or a device ordinal; -1 address space (no peak)
+    bool dirty;
+};
+// Peak scopes: 0..TPPROF_DEV_MAX-1 a device's memory, then these.
+#define TPPROF_DEV_SCOPE_OTHER TPPROF_DEV_MAX         // memory of an unknown device (or an ordinal >= 64)
+#define TPPROF_DEV_SCOPE_PINNED (TPPROF_DEV_MAX + 1)  // pinned host memory
+#define TPPROF_DEV_SCOPE_TOTAL (TPPROF_DEV_MAX + 2)   // every device's memory together
+#define TPPROF_DEV_SCOPES (TPPROF_DEV_MAX + 3)
 
 // One device_calls row (the device_events view's other calls).
 struct tpprof_dev_event {
@@ -60,6 +85,10 @@ struct tpprof_dev_state {
     struct tpprof_dev_sample *samples; // pending rows
     uint64_t nsamples, capsamples;
     int64_t allocated[TPPROF_DEV_MAX];
+    struct tpprof_dev_site *sites; // device_sites rows, by index
+    uint64_t nsites, capsites;
+    int64_t scope_live[TPPROF_DEV_SCOPES], scope_peak[TPPROF_DEV_SCOPES];
+    uint64_t scope_peak_ns[TPPROF_DEV_SCOPES], scope_epoch[TPPROF_DEV_SCOPES];
     int64_t calls_failed, bad_frees;
     uint64_t next_rowid;
     uint64_t unwritten; // blocks made or ended since the store last wrote (it clears this)
@@ -68,5 +97,18 @@ struct tpprof_dev_state {
 };
 
 TPPROF_HIDDEN extern struct tpprof_dev_state tpprof_dev;
+
+// A site's live blocks at its scope's peak (out[0] count, out[1] bytes)
+// and at all devices' peak (out[2], out[3]); 0s where it has none.
+static inline void tpprof_dev_site_peaks(const struct tpprof_dev_site *s, int64_t out[4]) {
+    const uint64_t *ep = tpprof_dev.scope_epoch;
+    bool mem = s->scope >= 0 && s->scope != TPPROF_DEV_SCOPE_PINNED;
+    bool kept = s->scope >= 0 && s->peak_epoch == ep[s->scope];
+    bool tkept = s->total_peak_epoch == ep[TPPROF_DEV_SCOPE_TOTAL];
+    out[0] = s->scope < 0 ? 0 : kept ? s->peak_count : s->live_count;
+    out[1] = s->scope < 0 ? 0 : kept ? s->peak_bytes : s->live_bytes;
+    out[2] = !mem ? 0 : tkept ? s->total_peak_count : s->live_count;
+    out[3] = !mem ? 0 : tkept ? s->total_peak_bytes : s->live_bytes;
+}
 
 #endif

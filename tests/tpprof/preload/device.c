@@ -8,6 +8,9 @@
 //                        failed and bad calls flagged
 //   drv_nosymbolic       drv_gpa on a driver double linked without -Bsymbolic,
 //                        whose lookups return tpprof's own hooks
+//   drv_loop             drv_app's loop of 3000 allocations at one site, the
+//                        last one leaked, and a 3 MiB leak:
+//                        aggregate mode's device_sites and the rows it keeps
 //   drv_nodriver         the same with a driver that finds no GPU: failed
 //                        calls recorded, no memory
 //   rt_shared, rt_ptds   rt_app (nvcc -cudart shared [per-thread stream]) on
@@ -151,6 +154,39 @@ static void test_driver(const char *mode, char *prog, char *extra) {
         CHECK_MSG(wrapped < 5, "drv_nosymbolic: the lookups returned tpprof's hooks (%lld wrapped)", (long long)wrapped);
     else if (gpa)
         CHECK_MSG(wrapped >= 20, "drv_gpa: entry points wrapped (%lld)", (long long)wrapped);
+}
+
+// drv_app loop: 3000 pairs at one site, then 1 MiB and the 3 MiB leak
+// live together (device 0's peak), then the 1 MiB freed.
+static void test_driver_loop(char *prog, char *extra) {
+    setenv("LD_LIBRARY_PATH", extra, 1);
+    struct result r;
+    if (!run_pair("drv_loop", prog, "loop", NULL, &r)) return;
+    CHECK_MSG(strstr(r.out, "loop: 3000 pairs\n") != NULL, "drv_loop: the double's statuses: %s", r.out);
+    // The loop site's first 1024 blocks, and its last (alive at the end).
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE size = 4096") == 1025,
+              "drv_loop: the loop site's first 1024 blocks and its leak are rows, got %lld",
+              (long long)qi("SELECT count(*) FROM device_blocks WHERE size = 4096"));
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE size = 4096 AND free_ns IS NULL AND ended_by IS NULL") == 1,
+              "drv_loop: the quiet block alive at the end is a row (a leak)");
+    CHECK_MSG(events("op = 1 AND size = 4096") == 1025 && events("op = 2") == 1025,
+              "drv_loop: their calls in device_events");
+    CHECK_MSG(qi("SELECT count(*) FROM device_sites WHERE alloc_count = 3000 AND alloc_bytes = 3000 * 4096"
+                 " AND free_count = 2999 AND freed_bytes = 2999 * 4096 AND peak_count = 1 AND peak_bytes = 4096"
+                 " AND device = 0") == 1,
+              "drv_loop: its site counts all 3000, one block live at the peak");
+    CHECK_MSG(qi("SELECT count(*) FROM device_blocks WHERE free_ns IS NULL AND size = %d", 3 << 20) == 1,
+              "drv_loop: the 3 MiB leak is a row");
+    int64_t peak = (4 << 20) + 4096;
+    CHECK_MSG(qi("SELECT peak_bytes FROM device_peaks WHERE scope = 'device' AND device = 0") == peak &&
+                  qi("SELECT peak_bytes FROM device_peaks WHERE scope = 'total'") == peak,
+              "drv_loop: device 0 and the total peak at 4 MiB + 4 KiB");
+    CHECK_MSG(qi("SELECT sum(peak_bytes) FROM device_sites WHERE device = 0") == peak &&
+                  qi("SELECT sum(total_peak_bytes) FROM device_sites") == peak &&
+                  qi("SELECT count(*) FROM device_sites WHERE peak_count = 1") == 3,
+              "drv_loop: the three sites live at the peak add up to it");
+    CHECK_MSG(qi("SELECT max(allocated_bytes) FROM device_timeline WHERE device = 0") == peak,
+              "drv_loop: the timeline's peak agrees");
 }
 
 static void test_driver_nodriver(char *prog, char *extra) {
@@ -446,6 +482,7 @@ int preload_scenario(const char *mode, char *prog, char *extra) {
     if (strcmp(mode, "drv_gpa") == 0 || strcmp(mode, "drv_direct") == 0 || strcmp(mode, "drv_nosymbolic") == 0)
         test_driver(mode, prog, extra);
     else if (strcmp(mode, "drv_nodriver") == 0) test_driver_nodriver(prog, extra);
+    else if (strcmp(mode, "drv_loop") == 0) test_driver_loop(prog, extra);
     else if (strcmp(mode, "rt_shared") == 0 || strcmp(mode, "rt_ptds") == 0) test_runtime(mode, prog, extra);
     else if (strcmp(mode, "rt_static") == 0) test_runtime_static(prog, extra);
     else if (strcmp(mode, "rt_nodriver") == 0) test_runtime_nodriver(prog, extra);
