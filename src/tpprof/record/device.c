@@ -37,11 +37,13 @@ __attribute__((noinline)) void tpprof_device_record_pool(uint32_t op, uint32_t k
         return;
     }
     uint32_t sid = with_stack ? tpprof_capture_at(tpprof_cfg.depth, (uintptr_t)__builtin_frame_address(0)) : 0;
-    if (tpprof_ring_reserve(t, TPPROF_DEVICE_WORDS)) {
+    if (tpprof_ring_reserve(t, TPPROF_DEVICE_WORDS + 1)) {
         // Ordered with the other events on the address (a free on another
         // thread is applied after the allocation it frees), and exactly
         // against every other thread's events when big, as host blocks are.
-        uint64_t w[TPPROF_DEVICE_WORDS];
+        // In full mode every record ends with a timestamp word the merge
+        // reads (format.h), this one too.
+        uint64_t w[TPPROF_DEVICE_WORDS + 1];
         w[0] = tpprof_hdr(tpprof_order_tag(tpprof_stripe_of(address), size >= TPPROF_BIG_BYTES), TPPROF_OP_DEVICE, 0);
         w[1] = (uint64_t)op | (uint64_t)kind_code << 8 | (uint64_t)(uint32_t)device << 32;
         w[2] = stream;
@@ -52,7 +54,9 @@ __attribute__((noinline)) void tpprof_device_record_pool(uint32_t op, uint32_t k
         w[7] = (uint64_t)(uintptr_t)api;
         w[8] = tpprof_now_ns();
         w[9] = reserved;
-        tpprof_ring_put(t, w, TPPROF_DEVICE_WORDS);
+        int n = TPPROF_DEVICE_WORDS;
+        if (tpprof_cfg.full) w[n++] = w[8];
+        tpprof_ring_put(t, w, n);
     }
     tpprof_guard = 0;
 }
