@@ -65,6 +65,16 @@ static const char device_schema[] =
     "  size INTEGER NOT NULL, api TEXT NOT NULL, stream INTEGER, stack_id INTEGER NOT NULL, tid INTEGER,"
     "  alloc_ns INTEGER NOT NULL, free_ns INTEGER, free_stack_id INTEGER, free_api TEXT, ended_by TEXT,"
     "  process INTEGER NOT NULL);";
+// Device site totals (aggregate recordings since device_sites: their blocks
+// past a site's first 1,024 are not rows), made once an input has them.
+// Stack ids are offset per input, so sites of two processes stay apart; a
+// device's peak read from them is the sum of the processes' peaks, as the
+// host peak of a merge is.
+static const char device_sites_schema[] =
+    "CREATE TABLE IF NOT EXISTS device_sites(stack_id INTEGER NOT NULL, kind INTEGER NOT NULL, device INTEGER NOT NULL,"
+    "  api TEXT NOT NULL, alloc_count INTEGER NOT NULL, alloc_bytes INTEGER NOT NULL, free_count INTEGER NOT NULL,"
+    "  freed_bytes INTEGER NOT NULL, peak_count INTEGER NOT NULL, peak_bytes INTEGER NOT NULL,"
+    "  total_peak_count INTEGER NOT NULL, total_peak_bytes INTEGER NOT NULL, process INTEGER NOT NULL);";
 
 // One input copied into the attached output. ?1 = the input's number,
 // ?2 = its node id offset, ?3 = its module id offset.
@@ -93,6 +103,9 @@ static const char *const copy_sql[] = {
     "  CASE stack_id WHEN 0 THEN 0 ELSE stack_id + ?2 END, tid, alloc_ns, free_ns,"
     "  CASE WHEN free_stack_id IS NULL OR free_stack_id = 0 THEN free_stack_id ELSE free_stack_id + ?2 END,"
     "  free_api, ended_by, ?1 FROM src.device_blocks",
+    "INSERT INTO main.device_sites SELECT CASE stack_id WHEN 0 THEN 0 ELSE stack_id + ?2 END, kind, device, api,"
+    "  alloc_count, alloc_bytes, free_count, freed_bytes, peak_count, peak_bytes, total_peak_count, total_peak_bytes,"
+    "  ?1 FROM src.device_sites",
     "INSERT INTO temp.device_meta SELECT ?1, (SELECT value FROM src.meta WHERE key = 'device_capture'),"
     "  (SELECT value FROM src.meta WHERE key = 'device_calls_failed'),"
     "  (SELECT value FROM src.meta WHERE key = 'device_bad_frees')"
@@ -134,6 +147,8 @@ static int copy_input(sqlite3 *out, const char *path, int64_t k) {
     int status = exec(out, "BEGIN", "starting");
     if (status == 0 && scalar(out, "SELECT count(*) FROM src.sqlite_master WHERE name = 'device_blocks'") > 0)
         status = exec(out, device_schema, "creating the device tables");
+    if (status == 0 && scalar(out, "SELECT count(*) FROM src.sqlite_master WHERE name = 'device_sites'") > 0)
+        status = exec(out, device_sites_schema, "creating the device site table");
     for (size_t i = 0; i < sizeof copy_sql / sizeof *copy_sql && status == 0; i++) {
         // Tables an older or smaller recording lacks are skipped (kinds, threads).
         if (sqlite3_prepare_v2(out, copy_sql[i], -1, &st, NULL) != SQLITE_OK) {

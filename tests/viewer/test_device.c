@@ -518,6 +518,17 @@ static void test_merge_carries_device_memory(void) {
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
     CHECK(strstr(r.out, "\nDevice leaks: 19.0 MiB in 3 blocks of device memory from 3 stacks"), "%s", r.out);
     harness_result_free(&r);
+    // Recordings with device_sites (a quiet site's freed blocks are not
+    // rows): the merge carries the sites, so the counts are each input's
+    // in full, not only what the blocks left (13.0 MiB in 5 each).
+    const char *sites = harness_path("merged_sites.db");
+    r = harness_tpprof("merge", sites, sites_db, sites_db, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", sites, "--leaks", NULL);
+    CHECK(strstr(r.out, "  device 0    10 allocations, 26.0 MiB;"), "merged site totals: %s", r.out);
+    CHECK(strstr(r.out, "\nDevice leaks: 38.0 MiB in 6 blocks of device memory from 6 stacks"), "%s", r.out);
+    harness_result_free(&r);
     // Host-only inputs: no device tables, so nothing about device memory.
     r = harness_tpprof("merge", host, old_db, old_db, NULL);
     CHECK(r.status == 0, "status %d: %s", r.status, r.err);
