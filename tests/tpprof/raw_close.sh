@@ -3,7 +3,10 @@
 # call and then opens files of its own on every number (rawcloser.c) must
 # keep its files exactly as it wrote them: the recorder stops writing, says
 # so in one line on the program's stderr, and leaves a recording that does
-# not claim to be complete.
+# not claim to be complete. Under load the recorder's write could fall after
+# the close: libunwind's validation pipe (moved to tpprof's numbers) was
+# written into the program's file on its number; the recorder now stops at
+# the program's first open that returns one of its numbers.
 # usage: raw_close.sh LIBTPPROF RAWCLOSER
 set -u
 lib=$(realpath "$1") prog=$(realpath "$2") || exit 1

@@ -383,6 +383,84 @@ TPPROF_EXPORT void closefrom(int lowfd) {
         if (!is_own((int)fd)) do_close((int)fd);
 }
 
+// ---------------------------------------------------------------------------
+// A file the program opens on one of tpprof's numbers: the program closed
+// that descriptor with a raw system call (the C library's close is guarded
+// above). Recording stops at once, with one line, before anything of
+// tpprof's (SQLite's writes, libunwind's writes into its validation pipe,
+// which happen inside the hooks and cannot be checked one by one) reaches
+// the program's file on that number.
+
+static void opened_on_own(int fd) {
+    if (fd < 0 || tpprof_guard || !is_own(fd)) return;
+    char why[200];
+    snprintf(why, sizeof why,
+             "the program closed its descriptor %d behind the C library's back (a raw close system call) and "
+             "opened a file of its own on it; nothing more is written",
+             fd);
+    tpprof_disable("the recording", why);
+}
+
+static int (*real_open)(const char *, int, ...), (*real_openat)(int, const char *, int, ...);
+
+// The mode argument, where the flags say there is one.
+static mode_t open_mode(int flags, va_list ap) {
+    return flags & (O_CREAT | O_TMPFILE) ? (mode_t)va_arg(ap, int) : 0;
+}
+
+static int guarded_open(const char *path, int flags, mode_t mode) {
+    if (!real_open) *(void **)&real_open = dlsym(RTLD_NEXT, "open64");
+    int fd = real_open ? real_open(path, flags, mode) : (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+    opened_on_own(fd);
+    return fd;
+}
+
+static int guarded_openat(int dirfd, const char *path, int flags, mode_t mode) {
+    if (!real_openat) *(void **)&real_openat = dlsym(RTLD_NEXT, "openat64");
+    int fd = real_openat ? real_openat(dirfd, path, flags, mode) : (int)syscall(SYS_openat, dirfd, path, flags, mode);
+    opened_on_own(fd);
+    return fd;
+}
+
+// Under _FILE_OFFSET_BITS=64 the headers name open open64: each symbol is
+// defined by its own name here (glibc's two are one function on 64-bit).
+TPPROF_EXPORT int tpprof_open_(const char *path, int flags, ...) __asm__("open");
+TPPROF_EXPORT int tpprof_open64_(const char *path, int flags, ...) __asm__("open64");
+TPPROF_EXPORT int tpprof_openat_(int dirfd, const char *path, int flags, ...) __asm__("openat");
+TPPROF_EXPORT int tpprof_openat64_(int dirfd, const char *path, int flags, ...) __asm__("openat64");
+
+int tpprof_open_(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = open_mode(flags, ap);
+    va_end(ap);
+    return guarded_open(path, flags, mode);
+}
+
+int tpprof_open64_(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = open_mode(flags, ap);
+    va_end(ap);
+    return guarded_open(path, flags, mode);
+}
+
+int tpprof_openat_(int dirfd, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = open_mode(flags, ap);
+    va_end(ap);
+    return guarded_openat(dirfd, path, flags, mode);
+}
+
+int tpprof_openat64_(int dirfd, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = open_mode(flags, ap);
+    va_end(ap);
+    return guarded_openat(dirfd, path, flags, mode);
+}
+
 // libunwind checks that an address is readable by writing from it into a
 // pipe it opens (with tpprof_guard set: it runs inside the hooks); a
 // program's close loop would take those numbers too.

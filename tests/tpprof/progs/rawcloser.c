@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -31,6 +32,11 @@ int main(int argc, char **argv) {
     // Between the recorder's writes (it writes at its start and then about
     // every 200 ms): a raw close that lands during one of its writes, after
     // its check, can still reach the file that takes the number (fdguard.c).
+    // So after its first write: the recording file there and written (its
+    // writer thread may start late on a loaded machine), then a little more.
+    const char *rec = getenv("TPPROF_OUTPUT");
+    struct stat sb;
+    for (int i = 0; rec && i < 200 && !(stat(rec, &sb) == 0 && sb.st_size > 0); i++) usleep(5000);
     usleep(60000);
     for (long fd = 3; fd < top; fd++) syscall(SYS_close, fd);
     static int fds[4096];
