@@ -10,8 +10,11 @@
 
 typedef struct sqlite3 sqlite3;
 
-// The newest schema this viewer reads (docs/schema.md).
-#define TPPROF_SCHEMA_VERSION 2
+// The newest schema this viewer reads (docs/schema.md): TPPROF_SCHEMA_VERSION,
+// defined by the build (meson.build), as for the recorder that writes it.
+#ifndef TPPROF_SCHEMA_VERSION
+#error "TPPROF_SCHEMA_VERSION is defined by the build (meson.build)"
+#endif
 
 // Exit statuses of report/check: 0 ok, 1 a gate failed, 2 usage or input error.
 enum {

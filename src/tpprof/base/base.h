@@ -37,7 +37,9 @@
 #ifndef TPPROF_VERSION
 #error "TPPROF_VERSION is defined by the build (src/tpprof/meson.build)"
 #endif
-#define TPPROF_SCHEMA_VERSION 2 // 2: the device_* tables (docs/schema.md)
+#ifndef TPPROF_SCHEMA_VERSION
+#error "TPPROF_SCHEMA_VERSION is defined by the build (meson.build)"
+#endif
 #define TPPROF_MAX_DEPTH 128
 
 // ---------------------------------------------------------------------------
