@@ -60,6 +60,7 @@ int captures, records;
 uint64_t record_words; // of the records obs_drain applied
 
 struct tpprof_thread *tpprof_thread_get(void) { return &obs_thread; }
+_Atomic(struct tpprof_thread *) tpprof_threads = &obs_thread; // (the writer's list: this one ring)
 uint32_t tpprof_capture(int max) {
     (void)max;
     captures++;

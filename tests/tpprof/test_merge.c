@@ -64,6 +64,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
 }
 void tpprof_obs_block_freed(uint64_t addr, uint64_t time) { (void)addr, (void)time; }
 void tpprof_obs_fork_child(void) {}
+void tpprof_obs_fold_collect(struct tpprof_thread *t) { (void)t; }
 // Device records are not part of these rings; the merge links to the writer's entry.
 void tpprof_device_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t seq) { (void)t, (void)r, (void)seq; }
 

@@ -21,6 +21,7 @@
 // checks that recording is on and dispatches, each kind has a small handler
 // of its own, and state is touched only by the events that need it.
 #define _GNU_SOURCE
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,12 @@ struct obs_recent {
     const char *alloc_name[4]; // the allocators of the storages made here lately...
     uint32_t alloc_made[4];    // ...and how many each made (timed_by_allocator)
     uint32_t alloc_next;
+    // Folded views (below): this thread's storage bytes as its records say...
+    int64_t live, high;        // ...now, and at most since the last rebase
+    struct { uint64_t id, nbytes; } made[64]; // storages it made, whose release lowers live (by id's low bits)
+    bool settled;              // a tensor's free was sent since the last potential peak move
+    bool owner_seen;           // it owns the observer stripe, and live was rebased when it found so
+    bool lost;                 // a record could not be written: nothing is folded any more
 };
 static __thread struct obs_recent recent TPPROF_TLS;
 
@@ -142,6 +149,95 @@ static inline bool release_untimed(uint64_t id) {
 }
 
 // ---------------------------------------------------------------------------
+// Folded views.
+//
+// A view made and freed while nothing needs to see it on its own (the
+// narrow() a small op takes and drops) reaches the recording only through
+// two counts: a retain and a release at its creation stack in
+// refcount_sites. Such a view's two records (its TENSOR_CREATED with the
+// RETAIN, its TENSOR_FREED with the RELEASE) were a third of the records of
+// a small tensor op, and each costs the program its ring words and the
+// writer its merge and ledger work (bench/tensor_overhead.sh). So in
+// aggregate mode the fused on_tensor_retained does not write a view's
+// record at once: it keeps it in the thread struct (t->obs_held, at most
+// TPPROF_OBS_HELD); if the view's free comes first, leaving its storage
+// alive, the two are folded into t->fold_count[its stack], which the writer
+// adds to refcount_sites at the end (ledger.c). Anything else about a held
+// view, or its storage, writes it first (flush_held), in order, so the
+// writer sees what it saw before.
+//
+// What a fold must not change:
+//  - The peak. A view is in the tensors table when it is alive at the
+//    storage peak's last moment (writer/state.h alive_at_peak): created
+//    before peak_end, the first tensor free or data release after the peak
+//    moved, and freed after it. So a view is held only when the writer's
+//    peak_end is set already (`settled`: a tensor's free was written since
+//    the last storage event that may have moved the peak), and every held
+//    view is written before such an event (a storage made that takes live
+//    above high, a data swap). A view held and folded then was made after
+//    peak_end and is not in the peak, and its free would not have set
+//    peak_end.
+//  - Other threads. Only while this thread owns the observer stripe
+//    (record/order.h) does it know every storage event: nothing is held
+//    otherwise. A thread that takes the stripe away (obsorder.c) takes the
+//    held views too and writes them before its own records: a view passed
+//    to another thread is recorded in full.
+//  - The storage's counts. Records carry a storage's counts after the
+//    event; a view's record held while another record of its storage is
+//    written would bring back counts from before it: any record naming a
+//    held view's storage writes the held views first, and a view is folded
+//    only if no newer held view is on its storage.
+//  - Views whose free releases the storage's data (strong 0): written.
+//
+// Whether a storage event may move the peak: from the moment the thread
+// found it owns the stripe (a rebase: then the writer's peak is at least
+// its storage total), only this thread's records change that total; live
+// follows them (+nbytes when a storage is made, -nbytes when the data of
+// one made here, and still in `made`, is released: one not found is never
+// taken off, which only overstates live) and the peak can move only when
+// live exceeds high, its maximum since the rebase.
+
+static inline bool fold_on(void) { return !recent.lost; }
+
+// A storage of `nbytes` made: whether it may move the peak (then nothing
+// is settled any more: the caller has written the held views first).
+static inline bool fold_storage_made(uint64_t id, uint64_t nbytes) {
+    recent.live += (int64_t)nbytes;
+    recent.made[id & 63].id = id;
+    recent.made[id & 63].nbytes = nbytes;
+    if (TPPROF_LIKELY(recent.live <= recent.high)) return false;
+    recent.high = recent.live;
+    recent.settled = false;
+    return true;
+}
+
+// Storage id's data released, in a record written.
+static inline void fold_storage_gone(uint64_t id) {
+    if (recent.made[id & 63].id != id) return;
+    recent.made[id & 63].id = 0;
+    recent.live -= (int64_t)recent.made[id & 63].nbytes;
+}
+
+// The writer's total changes by what this thread cannot tell (a data swap,
+// or it just found it owns the stripe): start again from here.
+static inline void fold_rebase(void) {
+    recent.high = recent.live;
+    recent.settled = false;
+}
+
+// Opens the thread's observer window; whether it owns the stripe (its
+// held views are then its own until the window closes).
+static inline bool stripe_open(struct tpprof_thread *t) {
+    atomic_store_explicit(&t->obs_window, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); // (obsorder.c: the revoker's membarrier does the CPU's part)
+    return atomic_load_explicit(&tpprof_obs_owner, memory_order_relaxed) == (uintptr_t)t;
+}
+
+static inline void stripe_close(struct tpprof_thread *t) {
+    atomic_store_explicit(&t->obs_window, 0, memory_order_release);
+}
+
+// ---------------------------------------------------------------------------
 // Recording.
 //
 // The fused callbacks' fast path (below) checks the ring with one compare:
@@ -167,7 +263,10 @@ static inline void obs_limit(struct tpprof_thread *t) {
 // before it to drain, and a dozen stores to ring lines the writer last read
 // are each a cache miss.
 static inline __attribute__((always_inline)) uint64_t *obs_slot(struct tpprof_thread *t) {
-    if (!tpprof_ring_reserve(t, OBS_MAX_WORDS + 1)) return NULL;
+    if (!tpprof_ring_reserve(t, OBS_MAX_WORDS + 1)) {
+        recent.lost = true; // (the writer misses a record: folding would no longer know its totals)
+        return NULL;
+    }
     uint64_t tag = tpprof_obs_tag(t);
     uint64_t *w = tpprof_ring_slot(t, OBS_MAX_WORDS + 1);
     obs_limit(t);
@@ -201,9 +300,73 @@ __attribute__((noinline)) static void flush_retain(struct tpprof_thread *t) {
     obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RETAIN, 0, sid, 4, false); // holds: aggregate mode
 }
 
-// Every event but the TENSOR_CREATED a held RETAIN waits for sends it first.
+// Access to t's held views: true inside its open window, as the stripe's
+// owner; false once it is not the owner and no thread is taking the stripe
+// away (its held views are then its own: any revoker took them already).
+static bool held_access(struct tpprof_thread *t) {
+    if (stripe_open(t)) return true;
+    stripe_close(t);
+    while (atomic_load_explicit(&tpprof_obs_owner, memory_order_acquire) == TPPROF_OBS_REVOKING) sched_yield();
+    return false;
+}
+
+// Writes the held views (Folded views), oldest first, each with a ticket
+// taken now: before whatever the caller writes next. A thread taking the
+// stripe away may have taken them (obsorder.c): then nothing is left here.
+__attribute__((noinline)) static void flush_held(struct tpprof_thread *t) {
+    while (atomic_load_explicit(&t->obs_nheld, memory_order_relaxed)) {
+        bool room = tpprof_ring_reserve(t, OBS_MAX_WORDS + 1);
+        bool mine = held_access(t);
+        uint32_t n = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed);
+        if (!n || !room) {
+            if (!room) { // lost, like any record that finds the ring full
+                atomic_store_explicit(&t->obs_nheld, 0, memory_order_relaxed);
+                recent.lost = true;
+            }
+            if (mine) stripe_close(t);
+            return;
+        }
+        uint64_t ticket = 0;
+        if (mine) { // tpprof_obs_ticket's owner way, inside this window
+            _Atomic uint64_t *v = &tpprof_stripes[TPPROF_OBS_STRIPE].v;
+            ticket = atomic_load_explicit(v, memory_order_relaxed);
+            atomic_store_explicit(v, ticket + 1, memory_order_relaxed);
+        }
+        uint64_t words = t->obs_held[0][1] & 0xff;
+        uint64_t *w = tpprof_ring_slot(t, OBS_MAX_WORDS + 1);
+        memcpy(&w[1], &t->obs_held[0][1], (words - 1) * sizeof *w);
+        memmove(t->obs_held[0], t->obs_held[1], (n - 1) * sizeof t->obs_held[0]);
+        atomic_store_explicit(&t->obs_nheld, n - 1, memory_order_relaxed);
+        uint64_t tag;
+        if (mine) {
+            stripe_close(t);
+            tag = tpprof_order_tag_of(ticket, TPPROF_OBS_STRIPE, false);
+        } else {
+            tag = tpprof_obs_tag(t);
+        }
+        w[0] = tpprof_hdr(tag, TPPROF_OP_OBS, TP_OBS_TENSOR_CREATED);
+        obs_limit(t);
+        tpprof_ring_commit(t, words);
+    }
+}
+
+// Every event but the TENSOR_CREATED a held RETAIN waits for sends it
+// first, and the held views before anything else. An event while another
+// live thread owns the stripe takes it, with that thread's held views
+// (obsorder.c), which go first then.
 static inline void settle(struct tpprof_thread *t) {
+    uintptr_t o = atomic_load_explicit(&tpprof_obs_owner, memory_order_relaxed);
+    if (TPPROF_UNLIKELY(o != (uintptr_t)t && o > TPPROF_OBS_REVOKING)) tpprof_obs_take(t);
+    if (TPPROF_UNLIKELY(atomic_load_explicit(&t->obs_nheld, memory_order_relaxed))) flush_held(t);
     if (TPPROF_UNLIKELY(recent.held_sid)) flush_retain(t);
+}
+
+void tpprof_obs_flush_held(struct tpprof_thread *t) {
+    if (!t || (!atomic_load_explicit(&t->obs_nheld, memory_order_relaxed) && !recent.held_sid)) return;
+    if (tpprof_guard || !atomic_load_explicit(&tpprof_active, memory_order_relaxed)) return;
+    tpprof_guard = 1;
+    settle(t);
+    tpprof_guard = 0;
 }
 
 // Up to 24 bytes of a name, NUL padded, into 3 words (all zero for NULL).
@@ -244,6 +407,7 @@ static inline __attribute__((always_inline)) int put_storage(uint64_t *w, const 
 
 static inline __attribute__((always_inline)) void storage_created(struct tpprof_thread *t, const tp_obs_storage *s, uint64_t object, bool full) {
     settle(t);
+    if (!full) fold_storage_made(s->storage_id, s->nbytes);
     uint32_t sid = event_stack(object, full);
     uint64_t *w = obs_slot(t);
     if (!w) return;
@@ -261,6 +425,8 @@ static inline __attribute__((always_inline)) void storage_created(struct tpprof_
 
 static void storage_data_swapped(struct tpprof_thread *t, const tp_obs_storage *s, uint64_t object, bool full) {
     settle(t);
+    if (recent.made[s->storage_id & 63].id == s->storage_id) recent.made[s->storage_id & 63].id = 0;
+    fold_rebase();
     uint32_t sid = event_stack(object, full);
     uint64_t *w = obs_slot(t);
     if (!w) return;
@@ -291,6 +457,7 @@ static inline __attribute__((always_inline)) void storage_gone(struct tpprof_thr
     w[2] = id;
     int n = 3;
     uint64_t flags = 0;
+    if (!full) fold_storage_gone(id);
     if (kind == TP_OBS_STORAGE_DATA_RELEASED && !full && !release_untimed(id)) {
         w[n++] = tpprof_ticks();
         flags = TPPROF_OBS_TICKS;
@@ -332,6 +499,7 @@ static inline __attribute__((always_inline)) int refcount_words(uint64_t *w, uin
         *flags = TPPROF_OBS_TENSOR_REF;
     }
     if (refop == TP_OBS_REFOP_RELEASE && strong == 0 && !full) {
+        fold_storage_gone(storage);
         if (!release_untimed(storage)) {
             w[n++] = tpprof_ticks(); // the data's deleter runs now
             *flags |= TPPROF_OBS_TICKS;
@@ -351,6 +519,7 @@ static inline __attribute__((always_inline)) void refcount_record(struct tpprof_
     int n = refcount_words(w, storage, refop, strong, weak, tensor, full, &flags);
     *gone = flags & (TPPROF_OBS_DATA_RELEASED | TPPROF_OBS_FREED);
     obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, refop, flags, sid, n, full);
+    if (tensor) recent.settled = true; // the writer's peak_end is set now (Folded views)
 }
 
 static inline __attribute__((always_inline)) void refcount(struct tpprof_thread *t, uint64_t storage, int refop, uint32_t strong, uint32_t weak,
@@ -443,8 +612,9 @@ static inline __attribute__((always_inline)) int tensor_new_words(uint64_t *w, c
 
 static inline __attribute__((always_inline)) void tensor_new(struct tpprof_thread *t, const tp_obs_storage *s,
                                                              uint64_t storage_object, const tp_obs_tensor *x,
-                                                             uint64_t tensor_object) {
+                                                             uint64_t tensor_object, bool counted) {
     settle(t);
+    if (!counted) fold_storage_made(s->storage_id, s->nbytes);
     uint32_t sid = event_stack(storage_object, false);
     uint32_t tensor_sid = event_stack(tensor_object, false);
     uint64_t *w = obs_slot(t);
@@ -482,6 +652,7 @@ static inline __attribute__((always_inline)) void tensor_freed(struct tpprof_thr
                 w[2] = recent.freed[0].tensor;
                 w[3] = recent.freed[0].storage;
                 obs_commit(t, w, TP_OBS_TENSOR_FREED, 0, 0, 0, 4, full);
+                recent.settled = true;
             }
             memmove(&recent.freed[0], &recent.freed[1], (OBS_FREED - 1) * sizeof recent.freed[0]);
             recent.nfreed--;
@@ -781,6 +952,62 @@ static inline __attribute__((always_inline)) struct tpprof_thread *enter_fast(vo
     return t;
 }
 
+// Keeps a view's record back (Folded views): the thread owns the stripe,
+// found so before (rebased), the peak is settled, and there is room; false:
+// write it. The caller's fast path: the guard set, aggregate mode.
+static inline __attribute__((always_inline)) bool hold(struct tpprof_thread *t, const tp_obs_tensor *x, uint32_t sid,
+                                                       uint64_t counts) {
+    if ((unsigned)x->ndim > OBS_MAX_DIMS || !fold_on()) return false;
+    bool mine = stripe_open(t);
+    uint32_t n = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed);
+    if (TPPROF_UNLIKELY(!mine || !recent.owner_seen) || !recent.settled || n == TPPROF_OBS_HELD) {
+        stripe_close(t);
+        if (mine && !recent.owner_seen) fold_rebase(); // from here only this thread changes the totals
+        recent.owner_seen = mine;
+        return false;
+    }
+    uint64_t *h = t->obs_held[n];
+    uint64_t flags = TPPROF_OBS_WITH_RETAIN;
+    int words = tensor_words(h, x, counts, &flags);
+    h[1] = (uint64_t)words | flags | (uint64_t)sid << 32;
+    atomic_store_explicit(&t->obs_nheld, n + 1, memory_order_relaxed);
+    stripe_close(t);
+    return true;
+}
+
+// The fold_count slot of a stack (depot id).
+static inline uint32_t fold_slot(uint32_t sid) { return (sid * 0x9E3779B1u) >> (32 - 6); }
+
+// A tensor freed while views are held: 1 it was one and is folded (its
+// storage keeps data, no newer held view is on it, its stack has a slot);
+// 0 it was not, and no held view is on its storage: its record may be
+// written now; -1: the general way, which writes the held views first.
+static inline __attribute__((always_inline)) int fold(struct tpprof_thread *t, uint64_t tensor, uint64_t storage,
+                                                      uint32_t strong) {
+    if (!stripe_open(t)) {
+        stripe_close(t);
+        return -1;
+    }
+    uint32_t n = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed), i = n;
+    bool newer = false; // a held view newer than it on its storage
+    while (i-- > 0 && t->obs_held[i][2] != tensor) newer |= t->obs_held[i][3] == storage;
+    if (i == UINT32_MAX) {
+        stripe_close(t);
+        return newer ? -1 : 0;
+    }
+    uint32_t sid = (uint32_t)(t->obs_held[i][1] >> 32), k = fold_slot(sid);
+    if (newer || strong == 0 || (t->fold_sid[k] != sid && t->fold_sid[k] != 0)) {
+        stripe_close(t);
+        return -1;
+    }
+    memmove(t->obs_held[i], t->obs_held[i + 1], (n - 1 - i) * sizeof t->obs_held[0]);
+    atomic_store_explicit(&t->obs_nheld, n - 1, memory_order_relaxed);
+    stripe_close(t);
+    t->fold_sid[k] = sid;
+    t->fold_count[k]++;
+    return 1;
+}
+
 // The general ways take the callbacks' own arguments: the fast path's
 // fallback is then a jump with every register where it came, and full
 // mode's observer names them directly (observer_full).
@@ -806,11 +1033,18 @@ TPPROF_NO_FRAME static void on_tensor_retained(void *user, const tp_obs_tensor *
     struct tpprof_thread *t = enter_fast();
     if (TPPROF_LIKELY(t)) {
         uint32_t sid = object ? tpprof_recent_sid(object) : 0;
-        uint64_t tail;
-        uint64_t *w = sid ? obs_slot_fast(t, TP_OBS_TENSOR_CREATED, &tail) : NULL;
+        uint64_t counts = (uint64_t)strong | (uint64_t)weak << 32;
+        if (sid && hold(t, tensor, sid, counts)) {
+            tpprof_guard = 0;
+            return;
+        }
+        uint64_t tail; // (with views held, the general way writes them first)
+        uint64_t *w = sid && !atomic_load_explicit(&t->obs_nheld, memory_order_relaxed)
+                          ? obs_slot_fast(t, TP_OBS_TENSOR_CREATED, &tail)
+                          : NULL;
         if (TPPROF_LIKELY(w)) {
             uint64_t flags = TPPROF_OBS_WITH_RETAIN;
-            int n = tensor_words(w, tensor, (uint64_t)strong | (uint64_t)weak << 32, &flags);
+            int n = tensor_words(w, tensor, counts, &flags);
             obs_done_fast(t, w, tail, 0, flags, sid, n);
             return;
         }
@@ -844,11 +1078,18 @@ TPPROF_NO_FRAME static void on_tensor_released(void *user, uint64_t tensor_id, u
                                                uint32_t strong, uint32_t weak, uint32_t flags) {
     struct tpprof_thread *t = enter_fast();
     if (TPPROF_LIKELY(t)) {
+        int folded = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed) ? fold(t, tensor_id, storage_id, strong)
+                                                                                : 0;
+        if (TPPROF_LIKELY(folded > 0)) {
+            tpprof_guard = 0;
+            return;
+        }
         uint64_t tail;
-        uint64_t *w = obs_slot_fast(t, TP_OBS_STORAGE_REFCOUNT, &tail);
+        uint64_t *w = folded == 0 ? obs_slot_fast(t, TP_OBS_STORAGE_REFCOUNT, &tail) : NULL;
         if (TPPROF_LIKELY(w)) { // refcount_record's record, for a tensor's reference
             uint64_t f;
             int n = refcount_words(w, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, tensor_id, false, &f);
+            recent.settled = true; // (refcount_record)
             obs_done_fast(t, w, tail, TP_OBS_REFOP_RELEASE, f, 0, n); // no stack: its reference's
             return;
         }
@@ -857,14 +1098,15 @@ TPPROF_NO_FRAME static void on_tensor_released(void *user, uint64_t tensor_id, u
     released_general(user, tensor_id, storage_id, base_id, strong, weak, flags);
 }
 
-__attribute__((noinline)) static void new_general(void *user, const tp_obs_storage *storage,
-                                                  uint64_t storage_object, const tp_obs_tensor *tensor,
-                                                  uint64_t tensor_object) {
-    (void)user;
+// counted: the fast path has counted the storage in live already.
+static inline __attribute__((always_inline)) void new_general_as(const tp_obs_storage *storage,
+                                                                 uint64_t storage_object,
+                                                                 const tp_obs_tensor *tensor, uint64_t tensor_object,
+                                                                 bool counted) {
     struct tpprof_thread *t = enter();
     if (!t) return;
     if (TPPROF_LIKELY(!tpprof_cfg.full)) {
-        tensor_new(t, storage, storage_object, tensor, tensor_object);
+        tensor_new(t, storage, storage_object, tensor, tensor_object, counted);
     } else {
         storage_created(t, storage, storage_object, true);
         tensor_created(t, tensor, tensor_object, true);
@@ -872,14 +1114,31 @@ __attribute__((noinline)) static void new_general(void *user, const tp_obs_stora
     tpprof_guard = 0;
 }
 
+__attribute__((noinline)) static void new_general(void *user, const tp_obs_storage *storage,
+                                                  uint64_t storage_object, const tp_obs_tensor *tensor,
+                                                  uint64_t tensor_object) {
+    (void)user;
+    new_general_as(storage, storage_object, tensor, tensor_object, false);
+}
+
+__attribute__((noinline)) static void new_general_counted(const tp_obs_storage *storage, uint64_t storage_object,
+                                                          const tp_obs_tensor *tensor, uint64_t tensor_object) {
+    new_general_as(storage, storage_object, tensor, tensor_object, true);
+}
+
 TPPROF_NO_FRAME static void on_tensor_new(void *user, const tp_obs_storage *storage, uint64_t storage_object,
                                           const tp_obs_tensor *tensor, uint64_t tensor_object) {
+    (void)user;
     struct tpprof_thread *t = enter_fast();
     if (TPPROF_LIKELY(t)) {
+        // A storage that may move the peak: the held views go first (the general way).
+        bool moves = fold_storage_made(storage->storage_id, storage->nbytes);
         uint32_t sid = storage_object ? tpprof_recent_sid(storage_object) : 0;
         uint32_t tensor_sid = tensor_object ? tpprof_recent_sid(tensor_object) : 0;
         uint64_t tail;
-        uint64_t *w = sid && tensor_sid ? obs_slot_fast(t, TP_OBS_STORAGE_CREATED, &tail) : NULL;
+        uint64_t *w = sid && tensor_sid && !(moves && atomic_load_explicit(&t->obs_nheld, memory_order_relaxed))
+                          ? obs_slot_fast(t, TP_OBS_STORAGE_CREATED, &tail)
+                          : NULL;
         if (TPPROF_LIKELY(w)) {
             uint64_t flags;
             int n = tensor_new_words(w, storage, tensor, tensor_sid, &flags);
@@ -887,6 +1146,8 @@ TPPROF_NO_FRAME static void on_tensor_new(void *user, const tp_obs_storage *stor
             return;
         }
         tpprof_guard = 0;
+        new_general_counted(storage, storage_object, tensor, tensor_object);
+        return;
     }
     new_general(user, storage, storage_object, tensor, tensor_object);
 }

@@ -20,6 +20,7 @@
 // a release, read here with acquire).
 #define _GNU_SOURCE
 #include <linux/membarrier.h>
+#include <string.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -75,6 +76,37 @@ void tpprof_obs_order_fork_child(void) {
     atomic_store(&tpprof_obs_owner, o);
 }
 
+// The views the stripe's owner `prev` holds back (observe.c, "Folded
+// views") go to t, the thread taking the stripe away, which sends them
+// before its own events: one of them may be what it is about to release.
+// prev's window is closed and it sees the stripe is not its own before it
+// looks at them again (it waits while REVOKING).
+static void take_held(struct tpprof_thread *prev, struct tpprof_thread *t) {
+    uint32_t n = atomic_load_explicit(&prev->obs_nheld, memory_order_relaxed);
+    uint32_t have = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed);
+    for (uint32_t i = 0; i < n && have < TPPROF_OBS_HELD; i++)
+        memcpy(t->obs_held[have++], prev->obs_held[i], sizeof prev->obs_held[i]);
+    atomic_store_explicit(&t->obs_nheld, have, memory_order_relaxed);
+    atomic_store_explicit(&prev->obs_nheld, 0, memory_order_relaxed);
+}
+
+// Takes the stripe away from the thread that owns it (o), with what it
+// holds; leaves it CONTESTED, or t's when the owner has exited.
+static void take_stripe(struct tpprof_thread *t, uintptr_t o) {
+    uintptr_t next = (uintptr_t)t;
+    struct tpprof_thread *prev = (struct tpprof_thread *)o;
+    if (prev) {
+        process_barrier();
+        while (atomic_load_explicit(&prev->obs_window, memory_order_acquire)) sched_yield();
+        take_held(prev, t);
+        // A live owner may send more: both then take locked increments.
+        // One that has exited hands it on (should a destructor of its
+        // send one more event, it takes the stripe back the same way).
+        if (!atomic_load_explicit(&prev->exited, memory_order_acquire)) next = TPPROF_OBS_CONTESTED;
+    }
+    atomic_store_explicit(&tpprof_obs_owner, next, memory_order_release);
+}
+
 uint64_t tpprof_obs_tag_slow(struct tpprof_thread *t) {
     for (;;) {
         uintptr_t o = atomic_load_explicit(&tpprof_obs_owner, memory_order_acquire);
@@ -84,16 +116,20 @@ uint64_t tpprof_obs_tag_slow(struct tpprof_thread *t) {
             continue;
         }
         if (!atomic_compare_exchange_strong(&tpprof_obs_owner, &o, TPPROF_OBS_REVOKING)) continue;
-        uintptr_t next = (uintptr_t)t;
-        struct tpprof_thread *prev = (struct tpprof_thread *)o;
-        if (prev) {
-            process_barrier();
-            while (atomic_load_explicit(&prev->obs_window, memory_order_acquire)) sched_yield();
-            // A live owner may send more: both then take locked increments.
-            // One that has exited hands it on (should a destructor of its
-            // send one more event, it takes the stripe back the same way).
-            if (!atomic_load_explicit(&prev->exited, memory_order_acquire)) next = TPPROF_OBS_CONTESTED;
+        take_stripe(t, o);
+    }
+}
+
+void tpprof_obs_take(struct tpprof_thread *t) {
+    for (;;) {
+        uintptr_t o = atomic_load_explicit(&tpprof_obs_owner, memory_order_acquire);
+        if (o == TPPROF_OBS_CONTESTED || o == (uintptr_t)t || o == 0) return; // (0: free, nothing held)
+        if (o == TPPROF_OBS_REVOKING) {
+            sched_yield();
+            continue;
         }
-        atomic_store_explicit(&tpprof_obs_owner, next, memory_order_release);
+        if (!atomic_compare_exchange_strong(&tpprof_obs_owner, &o, TPPROF_OBS_REVOKING)) continue;
+        take_stripe(t, o);
+        return;
     }
 }

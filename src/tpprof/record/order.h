@@ -118,6 +118,10 @@ _Static_assert(TPPROF_OBS_STRIPE >= 128, "no heap address may hash onto the obse
 #define TPPROF_OBS_REVOKING ((uintptr_t)2)
 TPPROF_HIDDEN extern _Atomic uintptr_t tpprof_obs_owner; // NULL (free), a thread, or the two above
 TPPROF_HIDDEN uint64_t tpprof_obs_tag_slow(struct tpprof_thread *t);
+// Takes the stripe away from another live thread that owns it, and the
+// views it holds back (into t's obs_held); nothing when it is free,
+// contested or t's.
+TPPROF_HIDDEN void tpprof_obs_take(struct tpprof_thread *t);
 // At the start (before recording is on) and in a forked child.
 TPPROF_HIDDEN void tpprof_obs_order_init(void);
 TPPROF_HIDDEN void tpprof_obs_order_fork_child(void);

@@ -89,6 +89,7 @@ void tpprof_drainer_kick(void) {
 // which /proc no longer has once it is gone.
 static void on_thread_exit(void *arg) {
     struct tpprof_thread *t = arg;
+    tpprof_obs_flush_held(t);
     prctl(PR_GET_NAME, t->name, 0, 0, 0);
     atomic_store_explicit(&t->exited, 1, memory_order_release);
 }

@@ -37,6 +37,21 @@ struct tpprof_thread {
     void *cache_mem;
     size_t cache_bytes;
     void *big_stack; // libunwind's stack where the thread's own is short (unwind.c), 64 KiB
+    // Short-lived views folded on the program thread (observe.c, "Folded
+    // views"). obs_held: views whose TENSOR_CREATED record is held back
+    // (the record's words, word 0 unused), oldest first; touched by the
+    // thread only inside its observer window while it owns the observer
+    // stripe, and by a thread taking the stripe away from it (obsorder.c,
+    // which moves them into its own). fold_sid/fold_count: views made and
+    // freed with no record, counted per creation stack (depot id); the
+    // writer adds them to refcount_sites (ledger.c, tpprof_obs_fold_collect).
+#define TPPROF_OBS_HELD 4
+#define TPPROF_OBS_HELD_WORDS 24 // a TENSOR_CREATED with its RETAIN, 8 dims: 2 + 5 + 2 * 8 + 1 (observe.c)
+#define TPPROF_FOLD_SLOTS 64
+    _Atomic uint32_t obs_nheld;
+    uint64_t obs_held[TPPROF_OBS_HELD][TPPROF_OBS_HELD_WORDS];
+    uint32_t fold_sid[TPPROF_FOLD_SLOTS];
+    uint64_t fold_count[TPPROF_FOLD_SLOTS];
     // Writer-owned from here (its own cache line: written per event).
     _Alignas(64) uint64_t w_head; // consumed so far (head is published from it)
     uint64_t w_tail;            // last tail the writer read
@@ -51,6 +66,7 @@ struct tpprof_thread {
     bool w_seen, w_dirty;
     char w_name[32];
     uint16_t w_obs_name;        // allocator name of its last STORAGE_CREATED that carried one (storages.c)
+    uint64_t w_fold_taken[TPPROF_FOLD_SLOTS]; // fold_count already added to refcount_sites (ledger.c)
 };
 
 TPPROF_HIDDEN extern _Atomic(struct tpprof_thread *) tpprof_threads;
@@ -160,6 +176,9 @@ TPPROF_HIDDEN void tpprof_threads_fork_child(void);
 // writer, once the thread is gone for good, its ring drained and its row
 // taken); its unwinder state and stack cache are unmapped.
 TPPROF_HIDDEN void tpprof_thread_recycle(struct tpprof_thread *t);
+// Writes the views thread t (the caller's own) holds back (observe.c,
+// "Folded views"): at its exit and at the end of the recording.
+TPPROF_HIDDEN void tpprof_obs_flush_held(struct tpprof_thread *t);
 // The structs given to new threads again since the last call (linked
 // through reborn_next): the writer visits them again (writer.c).
 TPPROF_HIDDEN struct tpprof_thread *tpprof_threads_reborn(void);

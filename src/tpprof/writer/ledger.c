@@ -469,6 +469,15 @@ static __attribute__((noinline)) void rc_count_slow(uint32_t op, uint32_t stack,
     if (sid && grow((void **)&tpprof_ledger.rc_hint, &tpprof_ledger.caprc_hint, hint, sizeof *tpprof_ledger.rc_hint, 8192)) tpprof_ledger.rc_hint[hint] = k;
 }
 
+// Adds n changes at once (folded views: tpprof_obs_fold_collect).
+static void rc_add(uint32_t op, uint32_t stack, uint32_t sid, int64_t n) {
+    if (n <= 0) return;
+    rc_count_slow(op, stack, sid); // the row, made if new
+    uint64_t key = ((uint64_t)stack << 3 | op) + 1;
+    uint32_t k = tpprof_map_get(&tpprof_ledger.rc_index, key);
+    if (k) tpprof_ledger.rc[k - 1].count += n - 1;
+}
+
 // Counts one refcount change; `sid` (the depot id of `stack`) remembers the
 // row it used last, so the common case skips the hash lookup. A retain site
 // also counts its tensors' releases (TPPROF_OBS_TENSOR_REF), so each sid has
@@ -987,3 +996,25 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
 // A forked child's database starts empty of allocator events: the parent's
 // are in the parent's file.
 void tpprof_obs_fork_child(void) { tpprof_ledger.naev = 0; }
+
+// ---------------------------------------------------------------------------
+// Folded views (observe.c): counted on their thread, added here. Each slot
+// of a thread keeps its stack once taken, so what is new is the count less
+// what was added before (w_fold_taken); a struct recycled for another thread
+// is collected first (merge.c), then cleared with its counts.
+
+void tpprof_obs_fold_collect(struct tpprof_thread *t) {
+    for (uint32_t k = 0; k < TPPROF_FOLD_SLOTS; k++) {
+        uint64_t count = t->fold_count[k];
+        if (count == t->w_fold_taken[k]) continue;
+        uint32_t sid = t->fold_sid[k], stack = stack_of(sid);
+        int64_t n = (int64_t)(count - t->w_fold_taken[k]);
+        t->w_fold_taken[k] = count;
+        rc_add(TP_OBS_REFOP_RETAIN, stack, sid, n);
+        rc_add(TP_OBS_REFOP_RELEASE, stack, sid, n); // under its reference's stack, as a tensor's release
+    }
+}
+
+void tpprof_obs_fold_collect_all(void) {
+    for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) tpprof_obs_fold_collect(t);
+}

@@ -187,6 +187,7 @@ static void retire_threads(void) {
         struct tpprof_thread *t = active[i];
         bool drained = t->w_head == atomic_load_explicit(&t->tail, memory_order_acquire);
         if (drained && thread_gone(t) && keep_row(t)) { // it can write nothing more: its struct serves another
+            tpprof_obs_fold_collect(t); // (its counts go with the struct)
             tpprof_thread_recycle(t);
             continue;
         }

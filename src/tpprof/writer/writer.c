@@ -423,6 +423,7 @@ void tpprof_writer_leak_scan(uintptr_t sp) {
 }
 
 void tpprof_writer_finish(enum tpprof_end how) {
+    tpprof_obs_flush_held(tpprof_self); // this thread's held views (observe.c), before the last drain
     if (how != TPPROF_END_QUICK) stop_writer();
     wmu_lock_other();
     if (db_open) {
@@ -436,6 +437,7 @@ void tpprof_writer_finish(enum tpprof_end how) {
         w->complete = how != TPPROF_END_QUICK;
         w->exec_pending = how == TPPROF_END_EXEC;
         tpprof_device_timeline_tick();
+        tpprof_obs_fold_collect_all();
         bool ok = tpprof_store_flush(true);
         tpprof_store_close(ok);
         db_open = false;
@@ -463,6 +465,7 @@ void tpprof_writer_end_signal(int sig, uintptr_t sp) {
         struct tpprof_wstate *w = &tpprof_w;
         uint64_t now = tpprof_now_ns();
         batch_begin(now);
+        tpprof_obs_flush_held(tpprof_self);
         tpprof_merge_drain(true);
         if (sp) {
             wipe_stack();
@@ -474,6 +477,7 @@ void tpprof_writer_end_signal(int sig, uintptr_t sp) {
         w->end_signal = sig;
         w->complete = true;
         tpprof_device_timeline_tick();
+        tpprof_obs_fold_collect_all();
         bool ok = tpprof_store_flush(true);
         tpprof_store_close(ok);
         db_open = false;
