@@ -610,6 +610,20 @@ static inline __attribute__((always_inline)) int tensor_new_words(uint64_t *w, c
     return n;
 }
 
+// A STORAGE_CREATED record on its own, in aggregate mode (its tensor held:
+// on_tensor_new): its words from w[2] on and its flags; returns its length.
+static inline __attribute__((always_inline)) int storage_words(uint64_t *w, const tp_obs_storage *s, uint64_t *flags) {
+    *flags = 0;
+    int n = 2 + put_storage(&w[2], s, flags);
+    if (storage_timed(s)) {
+        w[n++] = tpprof_ticks();
+        *flags |= TPPROF_OBS_TICKS;
+    } else {
+        note_untimed(s->storage_id);
+    }
+    return n;
+}
+
 static inline __attribute__((always_inline)) void tensor_new(struct tpprof_thread *t, const tp_obs_storage *s,
                                                              uint64_t storage_object, const tp_obs_tensor *x,
                                                              uint64_t tensor_object, bool counted) {
@@ -955,8 +969,10 @@ static inline __attribute__((always_inline)) struct tpprof_thread *enter_fast(vo
 // Keeps a view's record back (Folded views): the thread owns the stripe,
 // found so before (rebased), the peak is settled, and there is room; false:
 // write it. The caller's fast path: the guard set, aggregate mode.
+// flags: TPPROF_OBS_WITH_RETAIN (a view, with its RETAIN's counts) or 0
+// (a tensor adopting the storage just written).
 static inline __attribute__((always_inline)) bool hold(struct tpprof_thread *t, const tp_obs_tensor *x, uint32_t sid,
-                                                       uint64_t counts) {
+                                                       uint64_t flags, uint64_t counts) {
     if ((unsigned)x->ndim > OBS_MAX_DIMS || !fold_on()) return false;
     bool mine = stripe_open(t);
     uint32_t n = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed);
@@ -967,7 +983,6 @@ static inline __attribute__((always_inline)) bool hold(struct tpprof_thread *t, 
         return false;
     }
     uint64_t *h = t->obs_held[n];
-    uint64_t flags = TPPROF_OBS_WITH_RETAIN;
     int words = tensor_words(h, x, counts, &flags);
     h[1] = (uint64_t)words | flags | (uint64_t)sid << 32;
     atomic_store_explicit(&t->obs_nheld, n + 1, memory_order_relaxed);
@@ -978,12 +993,16 @@ static inline __attribute__((always_inline)) bool hold(struct tpprof_thread *t, 
 // The fold_count slot of a stack (depot id).
 static inline uint32_t fold_slot(uint32_t sid) { return (sid * 0x9E3779B1u) >> (32 - 6); }
 
-// A tensor freed while views are held: 1 it was one and is folded (its
-// storage keeps data, no newer held view is on it, its stack has a slot);
-// 0 it was not, and no held view is on its storage: its record may be
-// written now; -1: the general way, which writes the held views first.
+// A tensor freed while tensors are held: 1 it was a view and is folded
+// (its storage keeps data, no newer held view is on it, its stack has a
+// slot); 2 it adopted its storage's creation reference and releases the
+// storage's last strong one: folded too, but its release is written as the
+// storage's own, with the tensor's stack (*sid), which the writer pairs
+// with the creation reference and counts there, as the tensor's; 0 it was
+// not held, and nothing held is on its storage: its record may be written
+// now; -1: the general way, which writes the held tensors first.
 static inline __attribute__((always_inline)) int fold(struct tpprof_thread *t, uint64_t tensor, uint64_t storage,
-                                                      uint32_t strong) {
+                                                      uint32_t strong, uint32_t *sidp) {
     if (!stripe_open(t)) {
         stripe_close(t);
         return -1;
@@ -995,14 +1014,20 @@ static inline __attribute__((always_inline)) int fold(struct tpprof_thread *t, u
         stripe_close(t);
         return newer ? -1 : 0;
     }
-    uint32_t sid = (uint32_t)(t->obs_held[i][1] >> 32), k = fold_slot(sid);
-    if (newer || strong == 0 || (t->fold_sid[k] != sid && t->fold_sid[k] != 0)) {
+    uint64_t h1 = t->obs_held[i][1];
+    uint32_t sid = (uint32_t)(h1 >> 32), k = fold_slot(sid);
+    bool adopted = h1 & TPPROF_OBS_ADOPTED;
+    if (newer || (strong == 0) != adopted || (!adopted && t->fold_sid[k] != sid && t->fold_sid[k] != 0)) {
         stripe_close(t);
         return -1;
     }
     memmove(t->obs_held[i], t->obs_held[i + 1], (n - 1 - i) * sizeof t->obs_held[0]);
     atomic_store_explicit(&t->obs_nheld, n - 1, memory_order_relaxed);
     stripe_close(t);
+    if (adopted) {
+        *sidp = sid;
+        return 2;
+    }
     t->fold_sid[k] = sid;
     t->fold_count[k]++;
     return 1;
@@ -1034,7 +1059,7 @@ TPPROF_NO_FRAME static void on_tensor_retained(void *user, const tp_obs_tensor *
     if (TPPROF_LIKELY(t)) {
         uint32_t sid = object ? tpprof_recent_sid(object) : 0;
         uint64_t counts = (uint64_t)strong | (uint64_t)weak << 32;
-        if (sid && hold(t, tensor, sid, counts)) {
+        if (sid && hold(t, tensor, sid, TPPROF_OBS_WITH_RETAIN, counts)) {
             tpprof_guard = 0;
             return;
         }
@@ -1078,19 +1103,28 @@ TPPROF_NO_FRAME static void on_tensor_released(void *user, uint64_t tensor_id, u
                                                uint32_t strong, uint32_t weak, uint32_t flags) {
     struct tpprof_thread *t = enter_fast();
     if (TPPROF_LIKELY(t)) {
-        int folded = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed) ? fold(t, tensor_id, storage_id, strong)
-                                                                                : 0;
-        if (TPPROF_LIKELY(folded > 0)) {
+        uint32_t sid = 0;
+        int folded = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed)
+                         ? fold(t, tensor_id, storage_id, strong, &sid)
+                         : 0;
+        if (TPPROF_LIKELY(folded == 1)) {
             tpprof_guard = 0;
             return;
         }
         uint64_t tail;
-        uint64_t *w = folded == 0 ? obs_slot_fast(t, TP_OBS_STORAGE_REFCOUNT, &tail) : NULL;
+        uint64_t *w = folded >= 0 ? obs_slot_fast(t, TP_OBS_STORAGE_REFCOUNT, &tail) : NULL;
         if (TPPROF_LIKELY(w)) { // refcount_record's record, for a tensor's reference
             uint64_t f;
-            int n = refcount_words(w, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, tensor_id, false, &f);
-            recent.settled = true; // (refcount_record)
-            obs_done_fast(t, w, tail, TP_OBS_REFOP_RELEASE, f, 0, n); // no stack: its reference's
+            int n = refcount_words(w, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, folded ? 0 : tensor_id, false, &f);
+            if (!folded) recent.settled = true; // (refcount_record)
+            obs_done_fast(t, w, tail, TP_OBS_REFOP_RELEASE, f, sid, n); // no stack: its reference's (or folded: the tensor's)
+            return;
+        }
+        if (folded == 2) { // (the tensor is gone from the held ones: its release is the storage's)
+            uint64_t gone;
+            settle(t);
+            refcount_record(t, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, 0, sid, false, &gone);
+            tpprof_guard = 0;
             return;
         }
         tpprof_guard = 0;
@@ -1141,7 +1175,9 @@ TPPROF_NO_FRAME static void on_tensor_new(void *user, const tp_obs_storage *stor
                           : NULL;
         if (TPPROF_LIKELY(w)) {
             uint64_t flags;
-            int n = tensor_new_words(w, storage, tensor, tensor_sid, &flags);
+            bool held = (tensor->flags & TP_OBS_TENSOR_ADOPTED_REF) && hold(t, tensor, tensor_sid, 0, 0);
+            int n = held ? storage_words(w, storage, &flags)
+                                                      : tensor_new_words(w, storage, tensor, tensor_sid, &flags);
             obs_done_fast(t, w, tail, 0, flags, sid, n);
             return;
         }
