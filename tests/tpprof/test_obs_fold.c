@@ -111,10 +111,12 @@ static void short_lived_views_fold_and_count_as_written(void) {
     int r0 = records;
     uint64_t first = next_id;
     for (int i = 0; i < 1000; i++) iteration();
-    // Two records an iteration, not six; the first record of each quarter
-    // of the ring takes the general way, which writes the held view first
-    // (this ring is 1024 words: every 20 iterations or so).
-    CHECK_MSG(records - r0 >= 2000 && records - r0 < 2400, "two records an iteration: %d", records - r0);
+    // No record for most iterations: a result's storage not timed (7 in 8,
+    // observe.c "Timed lifetimes") is folded with its tensor, and a timed
+    // one leaves two (its storage, its release); the first record of each
+    // quarter of the ring takes the general way, which writes what is held
+    // (this ring is 1024 words).
+    CHECK_MSG(records - r0 < 600, "most iterations write nothing: %d records", records - r0);
     write_tables();
     CHECK_MSG(rc(1, 50) == 1001 && rc(2, 50) == 1001, "views' retains %lld and releases %lld at their stack",
               rc(1, 50), rc(2, 50));

@@ -332,7 +332,7 @@ __attribute__((noinline)) static void flush_held(struct tpprof_thread *t) {
             ticket = atomic_load_explicit(v, memory_order_relaxed);
             atomic_store_explicit(v, ticket + 1, memory_order_relaxed);
         }
-        uint64_t words = t->obs_held[0][1] & 0xff;
+        uint64_t words = t->obs_held[0][1] & 0xff, kind = t->obs_held[0][0] & 0xff;
         uint64_t *w = tpprof_ring_slot(t, OBS_MAX_WORDS + 1);
         memcpy(&w[1], &t->obs_held[0][1], (words - 1) * sizeof *w);
         memmove(t->obs_held[0], t->obs_held[1], (n - 1) * sizeof t->obs_held[0]);
@@ -344,9 +344,12 @@ __attribute__((noinline)) static void flush_held(struct tpprof_thread *t) {
         } else {
             tag = tpprof_obs_tag(t);
         }
-        w[0] = tpprof_hdr(tag, TPPROF_OP_OBS, TP_OBS_TENSOR_CREATED);
+        w[0] = tpprof_hdr(tag, TPPROF_OP_OBS, (int)kind);
         obs_limit(t);
         tpprof_ring_commit(t, words);
+        // A held storage carries its name in full, and the writer keeps it as
+        // the ring's last: the next record that has one sends it again.
+        if (kind == TP_OBS_STORAGE_CREATED) recent.last_name = NULL;
     }
 }
 
@@ -596,12 +599,12 @@ static inline __attribute__((always_inline)) void tensor_record(struct tpprof_th
 // way and on_tensor_new's fast path.)
 static inline __attribute__((always_inline)) int tensor_new_words(uint64_t *w, const tp_obs_storage *s,
                                                                   const tp_obs_tensor *x, uint32_t tensor_sid,
-                                                                  uint64_t *flags) {
+                                                                  uint64_t *flags, bool timed) {
     *flags = TPPROF_OBS_WITH_TENSOR | (x->flags & TP_OBS_TENSOR_ADOPTED_REF ? TPPROF_OBS_ADOPTED : 0);
     int b = 2 + put_storage(&w[2], s, flags);
     w[b] = tensor_sid;
     int n = b + 1 + put_tensor(&w[b + 1], x);
-    if (storage_timed(s)) {
+    if (timed) {
         w[n++] = tpprof_ticks();
         *flags |= TPPROF_OBS_TICKS;
     } else {
@@ -612,10 +615,11 @@ static inline __attribute__((always_inline)) int tensor_new_words(uint64_t *w, c
 
 // A STORAGE_CREATED record on its own, in aggregate mode (its tensor held:
 // on_tensor_new): its words from w[2] on and its flags; returns its length.
-static inline __attribute__((always_inline)) int storage_words(uint64_t *w, const tp_obs_storage *s, uint64_t *flags) {
+static inline __attribute__((always_inline)) int storage_words(uint64_t *w, const tp_obs_storage *s, uint64_t *flags,
+                                                                bool timed) {
     *flags = 0;
     int n = 2 + put_storage(&w[2], s, flags);
-    if (storage_timed(s)) {
+    if (timed) {
         w[n++] = tpprof_ticks();
         *flags |= TPPROF_OBS_TICKS;
     } else {
@@ -634,7 +638,7 @@ static inline __attribute__((always_inline)) void tensor_new(struct tpprof_threa
     uint64_t *w = obs_slot(t);
     if (!w) return;
     uint64_t flags;
-    int n = tensor_new_words(w, s, x, tensor_sid, &flags);
+    int n = tensor_new_words(w, s, x, tensor_sid, &flags, storage_timed(s));
     obs_commit(t, w, TP_OBS_STORAGE_CREATED, 0, flags, sid, n, false);
 }
 
@@ -966,69 +970,154 @@ static inline __attribute__((always_inline)) struct tpprof_thread *enter_fast(vo
     return t;
 }
 
-// Keeps a view's record back (Folded views): the thread owns the stripe,
-// found so before (rebased), the peak is settled, and there is room; false:
-// write it. The caller's fast path: the guard set, aggregate mode.
-// flags: TPPROF_OBS_WITH_RETAIN (a view, with its RETAIN's counts) or 0
-// (a tensor adopting the storage just written).
-static inline __attribute__((always_inline)) bool hold(struct tpprof_thread *t, const tp_obs_tensor *x, uint32_t sid,
-                                                       uint64_t flags, uint64_t counts) {
-    if ((unsigned)x->ndim > OBS_MAX_DIMS || !fold_on()) return false;
+// A held record's word 0 (never sent: flush_held writes the header): its
+// kind, and where its tensor's and its storage's ids are.
+static inline uint64_t held_tag(int kind, int tensor_at, int storage_at) {
+    return (uint64_t)kind | (uint64_t)tensor_at << 8 | (uint64_t)storage_at << 16;
+}
+static inline uint64_t held_tensor(const uint64_t *h) { return h[h[0] >> 8 & 0xff]; }
+static inline uint64_t held_storage(const uint64_t *h) { return h[h[0] >> 16 & 0xff]; }
+
+// Where a record may be held back (Folded views): the thread owns the
+// stripe, found so before (rebased), the peak is settled, and there is
+// room. Returns the slot, with the thread's window open (held_end closes
+// it), or NULL: write the record. The caller's fast path: the guard set,
+// aggregate mode.
+static inline __attribute__((always_inline)) uint64_t *held_begin(struct tpprof_thread *t, uint32_t *n) {
+    if (!fold_on()) return NULL;
     bool mine = stripe_open(t);
-    uint32_t n = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed);
-    if (TPPROF_UNLIKELY(!mine || !recent.owner_seen) || !recent.settled || n == TPPROF_OBS_HELD) {
+    *n = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed);
+    if (TPPROF_UNLIKELY(!mine || !recent.owner_seen) || !recent.settled || *n == TPPROF_OBS_HELD) {
         stripe_close(t);
         if (mine && !recent.owner_seen) fold_rebase(); // from here only this thread changes the totals
         recent.owner_seen = mine;
-        return false;
+        return NULL;
     }
-    uint64_t *h = t->obs_held[n];
-    int words = tensor_words(h, x, counts, &flags);
-    h[1] = (uint64_t)words | flags | (uint64_t)sid << 32;
+    return t->obs_held[*n];
+}
+
+static inline __attribute__((always_inline)) void held_end(struct tpprof_thread *t, uint32_t n) {
     atomic_store_explicit(&t->obs_nheld, n + 1, memory_order_relaxed);
     stripe_close(t);
+}
+
+// Holds a tensor's record: flags TPPROF_OBS_WITH_RETAIN (a view, with its
+// RETAIN's counts) or 0 (a tensor adopting the storage just written).
+static inline __attribute__((always_inline)) bool hold(struct tpprof_thread *t, const tp_obs_tensor *x, uint32_t sid,
+                                                       uint64_t flags, uint64_t counts) {
+    uint32_t n;
+    uint64_t *h = (unsigned)x->ndim <= OBS_MAX_DIMS ? held_begin(t, &n) : NULL;
+    if (!h) return false;
+    int words = tensor_words(h, x, counts, &flags);
+    h[0] = held_tag(TP_OBS_TENSOR_CREATED, 2, 3);
+    h[1] = (uint64_t)words | flags | (uint64_t)sid << 32;
+    held_end(t, n);
     return true;
 }
 
-// The fold_count slot of a stack (depot id).
-static inline uint32_t fold_slot(uint32_t sid) { return (sid * 0x9E3779B1u) >> (32 - 6); }
+// Holds a new storage not timed (its lifetime only counts) with the tensor
+// adopting it: tensor_new_words' record, its allocator's name in full (a
+// held record may be written after others that changed the ring's name).
+static inline __attribute__((always_inline)) bool hold_new(struct tpprof_thread *t, const tp_obs_storage *s,
+                                                           uint32_t sid, const tp_obs_tensor *x, uint32_t tensor_sid) {
+    uint32_t n;
+    uint64_t *h = (unsigned)x->ndim <= OBS_MAX_DIMS ? held_begin(t, &n) : NULL;
+    if (!h) return false;
+    h[2] = s->storage_id;
+    h[3] = s->data;
+    h[4] = s->nbytes;
+    h[5] = (uint64_t)(uint16_t)s->device_type | (uint64_t)(uint16_t)s->device_index << 16 |
+           (uint64_t)(s->resizable != 0) << 32 | (uint64_t)(s->allocator != NULL) << 33;
+    int b = 6;
+    if (s->allocator) {
+        put_name(&h[6], s->allocator);
+        b = 9;
+    }
+    h[b] = tensor_sid;
+    int words = b + 1 + put_tensor(&h[b + 1], x);
+    h[0] = held_tag(TP_OBS_STORAGE_CREATED, b + 1, 2);
+    h[1] = (uint64_t)words | TPPROF_OBS_WITH_TENSOR | TPPROF_OBS_ADOPTED | (uint64_t)sid << 32;
+    held_end(t, n);
+    return true;
+}
 
-// A tensor freed while tensors are held: 1 it was a view and is folded
-// (its storage keeps data, no newer held view is on it, its stack has a
-// slot); 2 it adopted its storage's creation reference and releases the
-// storage's last strong one: folded too, but its release is written as the
+// The fold_count slot of a key (depot id << 1 | a release only), or -1 when
+// another key has it.
+static inline int fold_slot(struct tpprof_thread *t, uint32_t key) {
+    uint32_t k = (key * 0x9E3779B1u) >> (32 - 6);
+    return t->fold_sid[k] == key || t->fold_sid[k] == 0 ? (int)k : -1;
+}
+
+// The fold_alloc slot of the allocator named at words (3), or -1.
+static inline int fold_alloc_slot(struct tpprof_thread *t, const uint64_t *words) {
+    for (int i = 0; i < TPPROF_FOLD_ALLOCATORS; i++) {
+        uint64_t *a = t->fold_alloc_name[i];
+        if (a[0] == words[0] && a[1] == words[1] && a[2] == words[2] && (t->fold_alloc_count[i] || words[0]))
+            return i;
+        if (!t->fold_alloc_count[i] && !a[0]) {
+            memcpy(a, words, 3 * sizeof *a);
+            return i;
+        }
+    }
+    return -1;
+}
+
+// A tensor freed while records are held. 1: it was held and is folded: a
+// view whose storage keeps data, or a tensor with its new storage, held
+// together, freed with the storage's last reference (strong 0, weak 1:
+// nothing names the storage any more); no newer held view is on its
+// storage, and its counts have a slot. 2: it adopted its storage's
+// creation reference, the storage written, and releases the storage's last
+// strong reference: folded too, but its release is written as the
 // storage's own, with the tensor's stack (*sid), which the writer pairs
-// with the creation reference and counts there, as the tensor's; 0 it was
+// with the creation reference and counts there, as the tensor's. 0: it was
 // not held, and nothing held is on its storage: its record may be written
-// now; -1: the general way, which writes the held tensors first.
+// now. -1: the general way, which writes the held records first.
 static inline __attribute__((always_inline)) int fold(struct tpprof_thread *t, uint64_t tensor, uint64_t storage,
-                                                      uint32_t strong, uint32_t *sidp) {
+                                                      uint32_t strong, uint32_t weak, uint32_t *sidp) {
     if (!stripe_open(t)) {
         stripe_close(t);
         return -1;
     }
     uint32_t n = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed), i = n;
-    bool newer = false; // a held view newer than it on its storage
-    while (i-- > 0 && t->obs_held[i][2] != tensor) newer |= t->obs_held[i][3] == storage;
+    bool newer = false; // a held record newer than it on its storage
+    while (i-- > 0 && held_tensor(t->obs_held[i]) != tensor) newer |= held_storage(t->obs_held[i]) == storage;
     if (i == UINT32_MAX) {
         stripe_close(t);
         return newer ? -1 : 0;
     }
-    uint64_t h1 = t->obs_held[i][1];
-    uint32_t sid = (uint32_t)(h1 >> 32), k = fold_slot(sid);
-    bool adopted = h1 & TPPROF_OBS_ADOPTED;
-    if (newer || (strong == 0) != adopted || (!adopted && t->fold_sid[k] != sid && t->fold_sid[k] != 0)) {
+    const uint64_t *h = t->obs_held[i];
+    bool with_storage = (h[0] & 0xff) == TP_OBS_STORAGE_CREATED, adopted = h[1] & TPPROF_OBS_ADOPTED;
+    uint32_t sid = (uint32_t)(h[1] >> 32);
+    int k = -1, a = 0;
+    if (with_storage) {
+        sid = (uint32_t)h[(h[0] >> 8 & 0xff) - 1]; // the tensor's stack, before its words
+        static const uint64_t none[3];
+        a = strong == 0 && weak == 1 ? fold_alloc_slot(t, h[5] >> 33 & 1 ? &h[6] : none) : -1;
+        k = fold_slot(t, sid << 1 | 1);
+    } else if (!adopted) {
+        k = fold_slot(t, sid << 1);
+    }
+    if (newer || (strong == 0) != adopted || (with_storage ? a < 0 || k < 0 : !adopted && k < 0)) {
         stripe_close(t);
         return -1;
     }
     memmove(t->obs_held[i], t->obs_held[i + 1], (n - 1 - i) * sizeof t->obs_held[0]);
     atomic_store_explicit(&t->obs_nheld, n - 1, memory_order_relaxed);
     stripe_close(t);
+    if (with_storage) {
+        fold_storage_gone(storage);
+        release_untimed(storage);
+        t->fold_alloc_count[a]++;
+        t->fold_sid[k] = sid << 1 | 1;
+        t->fold_count[k]++;
+        return 1;
+    }
     if (adopted) {
         *sidp = sid;
         return 2;
     }
-    t->fold_sid[k] = sid;
+    t->fold_sid[k] = sid << 1;
     t->fold_count[k]++;
     return 1;
 }
@@ -1105,7 +1194,7 @@ TPPROF_NO_FRAME static void on_tensor_released(void *user, uint64_t tensor_id, u
     if (TPPROF_LIKELY(t)) {
         uint32_t sid = 0;
         int folded = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed)
-                         ? fold(t, tensor_id, storage_id, strong, &sid)
+                         ? fold(t, tensor_id, storage_id, strong, weak, &sid)
                          : 0;
         if (TPPROF_LIKELY(folded == 1)) {
             tpprof_guard = 0;
@@ -1169,15 +1258,23 @@ TPPROF_NO_FRAME static void on_tensor_new(void *user, const tp_obs_storage *stor
         bool moves = fold_storage_made(storage->storage_id, storage->nbytes);
         uint32_t sid = storage_object ? tpprof_recent_sid(storage_object) : 0;
         uint32_t tensor_sid = tensor_object ? tpprof_recent_sid(tensor_object) : 0;
+        bool adopted = tensor->flags & TP_OBS_TENSOR_ADOPTED_REF, timed = storage_timed(storage);
+        // Not timed, the storage and its tensor may be held together (before
+        // any ticket is taken: a record gets one only when written).
+        if (!timed && adopted && sid && tensor_sid && hold_new(t, storage, sid, tensor, tensor_sid)) {
+            note_untimed(storage->storage_id);
+            tpprof_guard = 0;
+            return;
+        }
         uint64_t tail;
         uint64_t *w = sid && tensor_sid && !(moves && atomic_load_explicit(&t->obs_nheld, memory_order_relaxed))
                           ? obs_slot_fast(t, TP_OBS_STORAGE_CREATED, &tail)
                           : NULL;
         if (TPPROF_LIKELY(w)) {
             uint64_t flags;
-            bool held = (tensor->flags & TP_OBS_TENSOR_ADOPTED_REF) && hold(t, tensor, tensor_sid, 0, 0);
-            int n = held ? storage_words(w, storage, &flags)
-                                                      : tensor_new_words(w, storage, tensor, tensor_sid, &flags);
+            bool held = adopted && hold(t, tensor, tensor_sid, 0, 0);
+            int n = held ? storage_words(w, storage, &flags, timed)
+                         : tensor_new_words(w, storage, tensor, tensor_sid, &flags, timed);
             obs_done_fast(t, w, tail, 0, flags, sid, n);
             return;
         }

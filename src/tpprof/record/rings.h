@@ -46,12 +46,17 @@ struct tpprof_thread {
     // freed with no record, counted per creation stack (depot id); the
     // writer adds them to refcount_sites (ledger.c, tpprof_obs_fold_collect).
 #define TPPROF_OBS_HELD 4
-#define TPPROF_OBS_HELD_WORDS 24 // a TENSOR_CREATED with its RETAIN, 8 dims: 2 + 5 + 2 * 8 + 1 (observe.c)
+#define TPPROF_OBS_HELD_WORDS 32 // a new storage with its tensor of 8 dims, its name: 2 + 7 + 1 + 4 + 1 + 2 * 8 + 1 (observe.c)
 #define TPPROF_FOLD_SLOTS 64
     _Atomic uint32_t obs_nheld;
     uint64_t obs_held[TPPROF_OBS_HELD][TPPROF_OBS_HELD_WORDS];
-    uint32_t fold_sid[TPPROF_FOLD_SLOTS];
+    uint32_t fold_sid[TPPROF_FOLD_SLOTS]; // depot id << 1 | 1 for a tensor with its storage (a release only)
     uint64_t fold_count[TPPROF_FOLD_SLOTS];
+    // Storages folded with their tensor, by allocator (its name, NUL padded:
+    // storage_lifetimes counts them).
+#define TPPROF_FOLD_ALLOCATORS 4
+    uint64_t fold_alloc_name[TPPROF_FOLD_ALLOCATORS][3];
+    uint64_t fold_alloc_count[TPPROF_FOLD_ALLOCATORS];
     // Writer-owned from here (its own cache line: written per event).
     _Alignas(64) uint64_t w_head; // consumed so far (head is published from it)
     uint64_t w_tail;            // last tail the writer read
@@ -67,6 +72,7 @@ struct tpprof_thread {
     char w_name[32];
     uint16_t w_obs_name;        // allocator name of its last STORAGE_CREATED that carried one (storages.c)
     uint64_t w_fold_taken[TPPROF_FOLD_SLOTS]; // fold_count already added to refcount_sites (ledger.c)
+    uint64_t w_fold_alloc_taken[TPPROF_FOLD_ALLOCATORS]; // fold_alloc_count already added to storage_lifetimes
 };
 
 TPPROF_HIDDEN extern _Atomic(struct tpprof_thread *) tpprof_threads;

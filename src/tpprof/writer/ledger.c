@@ -1007,11 +1007,21 @@ void tpprof_obs_fold_collect(struct tpprof_thread *t) {
     for (uint32_t k = 0; k < TPPROF_FOLD_SLOTS; k++) {
         uint64_t count = t->fold_count[k];
         if (count == t->w_fold_taken[k]) continue;
-        uint32_t sid = t->fold_sid[k], stack = stack_of(sid);
+        uint32_t key = t->fold_sid[k], sid = key >> 1, stack = stack_of(sid);
         int64_t n = (int64_t)(count - t->w_fold_taken[k]);
         t->w_fold_taken[k] = count;
-        rc_add(TP_OBS_REFOP_RETAIN, stack, sid, n);
+        if (!(key & 1)) rc_add(TP_OBS_REFOP_RETAIN, stack, sid, n); // a view's retain (a new storage's tensor: none)
         rc_add(TP_OBS_REFOP_RELEASE, stack, sid, n); // under its reference's stack, as a tensor's release
+    }
+    // Storages folded with their tensor: their data was released (not
+    // timed: only counted; their release delay is never measured, as for any
+    // storage freed before its block).
+    for (uint32_t a = 0; a < TPPROF_FOLD_ALLOCATORS; a++) {
+        uint64_t count = t->fold_alloc_count[a];
+        if (count == t->w_fold_alloc_taken[a]) continue;
+        const uint64_t *name = t->fold_alloc_name[a];
+        tpprof_ledger.lifetimes[name_index(name, name[0] != 0)].count += (int64_t)(count - t->w_fold_alloc_taken[a]);
+        t->w_fold_alloc_taken[a] = count;
     }
 }
 
