@@ -256,6 +256,35 @@ static void views_freed_out_of_order_keep_their_storage_counts(void) {
               "tensor 2's reference and the leaked view's");
 }
 
+// The recording ends on another thread while this one, owning the stripe,
+// holds a view and a new storage with its tensor, both alive (leaked):
+// the final flush takes them from it (tpprof_obs_fold_collect_all).
+static void *end_recording(void *arg) {
+    (void)arg;
+    write_tables(); // (tpprof_self: none here, as on a thread that only ends the recording)
+    return NULL;
+}
+
+static void held_records_of_a_thread_running_at_the_end_are_recorded(void) {
+    start();
+    iteration();
+    view(950, 1, 2, 2, 99);
+    make(951, 952, 32, 60, 61);
+    CHECK_MSG(atomic_load(&me->obs_nheld) == 2, "both held: %u", atomic_load(&me->obs_nheld));
+    pthread_t th;
+    pthread_create(&th, NULL, end_recording, NULL);
+    pthread_join(th, NULL);
+    CHECK_MSG(atomic_load(&me->obs_nheld) == 0 && atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED,
+              "taken from this thread, the stripe contested");
+    CHECK_MSG(q("SELECT count(*) FROM tensors WHERE id IN (950, 952) AND freed_ns IS NULL") == 2,
+              "the view and the new tensor are tensors rows");
+    CHECK_MSG(q("SELECT tensor_id FROM storage_refs WHERE storage_id = 1 AND op = 1 AND stack_id = 99") == 950 &&
+                  q("SELECT tensor_id FROM storage_refs WHERE storage_id = 951 AND op = 0") == 952 &&
+                  q("SELECT strong FROM storages WHERE id = 1") == 2 &&
+                  q("SELECT nbytes FROM storages WHERE id = 951") == 32,
+              "their references; storage 951 with its size");
+}
+
 int main(int argc, char **argv) {
     const char *name = argc > 1 ? argv[1] : "";
     observer = tp_observer_provide(TP_OBSERVER_ABI_VERSION);
@@ -273,12 +302,13 @@ int main(int argc, char **argv) {
         {"peak", a_view_alive_when_the_peak_moves_is_written},
         {"named", an_event_naming_a_held_view_writes_it_first},
         {"out_of_order", views_freed_out_of_order_keep_their_storage_counts},
+        {"running_at_end", held_records_of_a_thread_running_at_the_end_are_recorded},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (strcmp(tests[i].name, name) == 0) {
             tests[i].fn();
             return check_failures ? 1 : 0;
         }
-    fprintf(stderr, "usage: test_obs_fold fold|leaked|other_thread|peak|named|out_of_order\n");
+    fprintf(stderr, "usage: test_obs_fold fold|leaked|other_thread|peak|named|out_of_order|running_at_end\n");
     return 2;
 }

@@ -133,3 +133,24 @@ void tpprof_obs_take(struct tpprof_thread *t) {
         return;
     }
 }
+
+uint32_t tpprof_obs_seize_held(uint64_t (*out)[TPPROF_OBS_HELD_WORDS], struct tpprof_thread **owner) {
+    for (;;) {
+        uintptr_t o = atomic_load_explicit(&tpprof_obs_owner, memory_order_acquire);
+        if (o == TPPROF_OBS_CONTESTED || o == 0 || o == (uintptr_t)tpprof_self) return 0; // (its own: flushed)
+        if (o == TPPROF_OBS_REVOKING) {
+            sched_yield();
+            continue;
+        }
+        if (!atomic_compare_exchange_strong(&tpprof_obs_owner, &o, TPPROF_OBS_REVOKING)) continue;
+        struct tpprof_thread *prev = (struct tpprof_thread *)o;
+        process_barrier();
+        while (atomic_load_explicit(&prev->obs_window, memory_order_acquire)) sched_yield();
+        uint32_t n = atomic_load_explicit(&prev->obs_nheld, memory_order_relaxed);
+        memcpy(out, prev->obs_held, n * sizeof prev->obs_held[0]);
+        atomic_store_explicit(&prev->obs_nheld, 0, memory_order_relaxed);
+        *owner = prev;
+        atomic_store_explicit(&tpprof_obs_owner, TPPROF_OBS_CONTESTED, memory_order_release);
+        return n;
+    }
+}

@@ -122,6 +122,11 @@ TPPROF_HIDDEN uint64_t tpprof_obs_tag_slow(struct tpprof_thread *t);
 // views it holds back (into t's obs_held); nothing when it is free,
 // contested or t's.
 TPPROF_HIDDEN void tpprof_obs_take(struct tpprof_thread *t);
+// The end of the recording (the writer's final flush, on the thread
+// ending it): the records another thread that owns the stripe still holds
+// back, taken from it into out (how many; *owner: whose); the stripe is
+// contested after.
+TPPROF_HIDDEN uint32_t tpprof_obs_seize_held(uint64_t (*out)[TPPROF_OBS_HELD_WORDS], struct tpprof_thread **owner);
 // At the start (before recording is on) and in a forked child.
 TPPROF_HIDDEN void tpprof_obs_order_init(void);
 TPPROF_HIDDEN void tpprof_obs_order_fork_child(void);

@@ -29,6 +29,7 @@
 #include "base/base.h"
 #include "base/mem.h"
 #include "record/format.h"
+#include "record/order.h"
 #include "record/rings.h"
 #include "writer/writer.h"
 
@@ -1026,5 +1027,14 @@ void tpprof_obs_fold_collect(struct tpprof_thread *t) {
 }
 
 void tpprof_obs_fold_collect_all(void) {
+    // What a thread still running holds back (it may be alive at the end,
+    // a leak) is applied here, last, as if it came now.
+    uint64_t held[TPPROF_OBS_HELD][TPPROF_OBS_HELD_WORDS];
+    struct tpprof_thread *owner = NULL;
+    uint32_t n = tpprof_obs_seize_held(held, &owner);
+    for (uint32_t i = 0; i < n; i++) {
+        held[i][0] = tpprof_hdr(0, TPPROF_OP_OBS, (int)(held[i][0] & 0xff));
+        tpprof_obs_apply(owner, held[i], tpprof_ledger.batch_ns, tpprof_w.order++);
+    }
     for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) tpprof_obs_fold_collect(t);
 }
