@@ -145,7 +145,14 @@ uint32_t tpprof_obs_seize_held(uint64_t (*out)[TPPROF_OBS_HELD_WORDS], struct tp
         if (!atomic_compare_exchange_strong(&tpprof_obs_owner, &o, TPPROF_OBS_REVOKING)) continue;
         struct tpprof_thread *prev = (struct tpprof_thread *)o;
         process_barrier();
-        while (atomic_load_explicit(&prev->obs_window, memory_order_acquire)) sched_yield();
+        // Bounded: a fatal signal's flush may run while the owner died in
+        // its window; then its held records are left (lost).
+        int waits = 0;
+        while (atomic_load_explicit(&prev->obs_window, memory_order_acquire) && waits++ < 1000) sched_yield();
+        if (atomic_load_explicit(&prev->obs_window, memory_order_acquire)) {
+            atomic_store_explicit(&tpprof_obs_owner, TPPROF_OBS_CONTESTED, memory_order_release);
+            return 0;
+        }
         uint32_t n = atomic_load_explicit(&prev->obs_nheld, memory_order_relaxed);
         memcpy(out, prev->obs_held, n * sizeof prev->obs_held[0]);
         atomic_store_explicit(&prev->obs_nheld, 0, memory_order_relaxed);
