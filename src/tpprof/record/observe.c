@@ -1102,7 +1102,8 @@ static inline __attribute__((always_inline)) int fold(struct tpprof_thread *t, u
         stripe_close(t);
         return -1;
     }
-    memmove(t->obs_held[i], t->obs_held[i + 1], (n - 1 - i) * sizeof t->obs_held[0]);
+    if (TPPROF_UNLIKELY(i + 1 < n)) // (nearly always the newest: tensors are freed newest first)
+        memmove(t->obs_held[i], t->obs_held[i + 1], (n - 1 - i) * sizeof t->obs_held[0]);
     atomic_store_explicit(&t->obs_nheld, n - 1, memory_order_relaxed);
     stripe_close(t);
     if (with_storage) {
