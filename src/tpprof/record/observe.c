@@ -99,6 +99,9 @@ struct obs_recent {
     bool settled;              // a tensor's free was sent since the last potential peak move
     bool owner_seen;           // it owns the observer stripe, and live was rebased when it found so
     bool lost;                 // a record could not be written: nothing is folded any more
+    const char *held_name;     // the allocator name hold_new put last...
+    uint64_t held_name_words[3]; // ...as its words
+    uint32_t fold_alloc_last;  // the fold_alloc slot used last
 };
 static __thread struct obs_recent recent TPPROF_TLS;
 
@@ -1030,7 +1033,11 @@ static inline __attribute__((always_inline)) bool hold_new(struct tpprof_thread 
            (uint64_t)(s->resizable != 0) << 32 | (uint64_t)(s->allocator != NULL) << 33;
     int b = 6;
     if (s->allocator) {
-        put_name(&h[6], s->allocator);
+        if (TPPROF_UNLIKELY(s->allocator != recent.held_name)) {
+            put_name(recent.held_name_words, s->allocator);
+            recent.held_name = s->allocator;
+        }
+        memcpy(&h[6], recent.held_name_words, sizeof recent.held_name_words);
         b = 9;
     }
     h[b] = tensor_sid;
@@ -1050,13 +1057,16 @@ static inline int fold_slot(struct tpprof_thread *t, uint32_t key) {
 
 // The fold_alloc slot of the allocator named at words (3), or -1.
 static inline int fold_alloc_slot(struct tpprof_thread *t, const uint64_t *words) {
+    uint64_t *last = t->fold_alloc_name[recent.fold_alloc_last & (TPPROF_FOLD_ALLOCATORS - 1)];
+    if (TPPROF_LIKELY(last[0] == words[0] && last[1] == words[1] && last[2] == words[2] && words[0]))
+        return (int)(recent.fold_alloc_last & (TPPROF_FOLD_ALLOCATORS - 1));
     for (int i = 0; i < TPPROF_FOLD_ALLOCATORS; i++) {
         uint64_t *a = t->fold_alloc_name[i];
         if (a[0] == words[0] && a[1] == words[1] && a[2] == words[2] && (t->fold_alloc_count[i] || words[0]))
-            return i;
+            return (int)(recent.fold_alloc_last = (uint32_t)i);
         if (!t->fold_alloc_count[i] && !a[0]) {
             memcpy(a, words, 3 * sizeof *a);
-            return i;
+            return (int)(recent.fold_alloc_last = (uint32_t)i);
         }
     }
     return -1;
