@@ -14,7 +14,9 @@
 // include from the runtime is its observer ABI header. This file must not
 // interpret the events beyond copying them, except where the ABI's event
 // order makes an unwind or a record redundant ("Stacks already known"
-// below): then it skips the unwind, or sends two events as one record.
+// below): then it skips the unwind, or sends two events as one record; and
+// where a short-lived tensor needs no record at all ("Folded views"): then
+// it counts it.
 //
 // A small tensor op sends a dozen events, so the per-event cost is most of
 // what tensor tracking costs (bench/tensor_overhead.sh): on_event only
