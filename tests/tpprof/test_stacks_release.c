@@ -1,5 +1,6 @@
 // test_stacks_release.c: the writer's tpprof_stack_release (stacks.c): once
-// every stack of an arena chunk is released its 1 MiB goes (only the chunk
+// every stack of an arena chunk is released its 1 MiB goes (a few are kept
+// for reuse: test_stacks_reuse.c; only the chunk
 // being filled stays), a released id has no frames, the others keep theirs,
 // and a stack interned again after its release keeps its id.
 #include <pthread.h>

@@ -325,15 +325,25 @@ static uint32_t code_publish(struct code_slot *s, const char *code) {
     return id;
 }
 
-static uint32_t code_id(const char *code) {
+// The hot path's functions take the layout as an argument and are inlined
+// into py_walk, which is called with &layouts[i] for a constant i: each
+// offset is then an immediate, not a load from the layout (15 of them a
+// frame).
+#define PY_INLINE static inline __attribute__((always_inline))
+
+PY_INLINE uint64_t code_key(const struct py_layout *lay, const char *code) {
     uint64_t k = (uint64_t)(uintptr_t)code;
-    k = (k ^ (uint64_t)(uintptr_t)ptr_at(code, L->co_qualname)) * 0x9E3779B97F4A7C15ULL;
-    k = (k ^ (uint64_t)(uintptr_t)ptr_at(code, L->co_filename)) * 0xff51afd7ed558ccdULL;
-    k = (k ^ (uint64_t)(uintptr_t)ptr_at(code, L->co_linetable)) * 0xc4ceb9fe1a85ec53ULL;
-    uint32_t first = (uint32_t)*(const int *)(code + L->co_firstlineno);
+    k = (k ^ (uint64_t)(uintptr_t)ptr_at(code, lay->co_qualname)) * 0x9E3779B97F4A7C15ULL;
+    k = (k ^ (uint64_t)(uintptr_t)ptr_at(code, lay->co_filename)) * 0xff51afd7ed558ccdULL;
+    k = (k ^ (uint64_t)(uintptr_t)ptr_at(code, lay->co_linetable)) * 0xc4ceb9fe1a85ec53ULL;
+    uint32_t first = (uint32_t)*(const int *)(code + lay->co_firstlineno);
     k = (k ^ first) * 0x9FB21C651E98DF25ULL;
     k ^= k >> 29;
-    k |= 1; // 0 marks an empty slot
+    return k | 1; // 0 marks an empty slot
+}
+
+// The id of the code object whose key is k (0: none, counted).
+static uint32_t code_id(const char *code, uint64_t k) {
     uint64_t idx = (k >> 20) & (CODE_SLOTS - 1);
     for (int probe = 0; probe < 64; probe++, idx = (idx + 1) & (CODE_SLOTS - 1)) {
         struct code_slot *s = &code_slots[idx];
@@ -359,13 +369,13 @@ static uint32_t code_id(const char *code) {
 // The hot path.
 
 // The calling thread's PyThreadState, or NULL.
-static inline const char *this_tstate(void) {
+PY_INLINE const char *this_tstate(const struct py_layout *lay) {
     const char *rt = runtime;
-    if (*(void *const *)(rt + L->rt_finalizing)) return NULL;
-    const int *tss = (const int *)(rt + L->rt_tss);
+    if (*(void *const *)(rt + lay->rt_finalizing)) return NULL;
+    const int *tss = (const int *)(rt + lay->rt_tss);
     if (!tss[0]) return NULL; // the interpreter has not started (or is gone)
     const char *ts = pthread_getspecific((pthread_key_t)(unsigned)tss[1]);
-    if (!aligned(ts) || ptr_at(ts, L->ts_interp) != ptr_at(rt, L->rt_autointerp)) return NULL;
+    if (!aligned(ts) || ptr_at(ts, lay->ts_interp) != ptr_at(rt, lay->rt_autointerp)) return NULL;
     return ts;
 }
 
@@ -386,30 +396,31 @@ static bool verify(const char *ts) {
 // The calling thread's Python frames, innermost first, into py (np
 // returned; 0: none); ends[g] is one past the last frame of the g-th C-level
 // evaluation (its entry frame), *ngroups of them.
-static int py_walk(uintptr_t py[TPPROF_MAX_DEPTH], uint8_t ends[PY_GROUPS_MAX], int *ngroups) {
-    const char *ts = this_tstate();
+PY_INLINE int py_walk_in(const struct py_layout *lay, uintptr_t py[TPPROF_MAX_DEPTH], uint8_t ends[PY_GROUPS_MAX],
+                         int *ngroups) {
+    const char *ts = this_tstate(lay);
     if (!ts || !verify(ts)) return 0;
-    const char *cf = ptr_at(ts, L->ts_cframe);
+    const char *cf = ptr_at(ts, lay->ts_cframe);
     if (!aligned(cf)) return 0;
     int np = 0, ng = 0;
-    const char *fr = ptr_at(cf, L->cf_current);
+    const char *fr = ptr_at(cf, lay->cf_current);
     // (A recursion deeper than a stack holds keeps its innermost frames.)
     for (int steps = 0; aligned(fr) && steps < PY_WALK_MAX && ng < PY_GROUPS_MAX && np < TPPROF_MAX_DEPTH; steps++) {
-        const char *code = ptr_at(fr, L->fr_code);
-        if (!aligned(code) || *(const void *const *)(code + L->ob_type) != code_type) break; // not a frame
-        const char *units = code + L->co_code;
-        intptr_t unit = (ptr_at(fr, L->fr_prev_instr) - units) / 2;
-        intptr_t size = *(const intptr_t *)(code + L->co_size);
-        int owner = fr[L->fr_owner];
+        const char *code = ptr_at(fr, lay->fr_code);
+        if (!aligned(code) || *(const void *const *)(code + lay->ob_type) != code_type) break; // not a frame
+        const char *units = code + lay->co_code;
+        intptr_t unit = (ptr_at(fr, lay->fr_prev_instr) - units) / 2;
+        intptr_t size = *(const intptr_t *)(code + lay->co_size);
+        int owner = fr[lay->fr_owner];
         // A frame just pushed, whose code has not started (CPython's
         // _PyFrame_IsIncomplete), is not shown: tracebacks leave it out too.
-        bool incomplete = owner != L->owner_generator && unit < *(const int *)(code + L->co_firsttraceable);
+        bool incomplete = owner != lay->owner_generator && unit < *(const int *)(code + lay->co_firsttraceable);
         if (!incomplete && unit >= 0 && unit < size && unit < (1 << TPPROF_PY_UNIT_BITS)) {
-            uint32_t cid = code_id(code);
+            uint32_t cid = code_id(code, code_key(lay, code));
             if (cid) py[np++] = TPPROF_PY_TAG | (uint64_t)cid << TPPROF_PY_UNIT_BITS | (uint64_t)unit;
         }
-        if (fr[L->fr_is_entry]) ends[ng++] = (uint8_t)np;
-        fr = ptr_at(fr, L->fr_previous);
+        if (fr[lay->fr_is_entry]) ends[ng++] = (uint8_t)np;
+        fr = ptr_at(fr, lay->fr_previous);
     }
     if (np && (ng == 0 || ends[ng - 1] != np)) { // the outermost group ended by a limit
         if (ng == PY_GROUPS_MAX) ng--;
@@ -419,24 +430,36 @@ static int py_walk(uintptr_t py[TPPROF_MAX_DEPTH], uint8_t ends[PY_GROUPS_MAX], 
     return np;
 }
 
+// (One case a layout, its index a constant.)
+static int py_walk(uintptr_t py[TPPROF_MAX_DEPTH], uint8_t ends[PY_GROUPS_MAX], int *ngroups) {
+    _Static_assert(sizeof layouts / sizeof *layouts == 1, "a case below for each layout");
+    return py_walk_in(&layouts[0], py, ends, ngroups);
+}
+
 // The native frames ips[0..n) with the Python frames put in (see
-// tpprof_py_merge), into out; returns the count.
-static int interleave(uintptr_t out[TPPROF_MAX_DEPTH], const uintptr_t *ips, int n, const uintptr_t *py, int np,
-                      const uint8_t *ends, int ng) {
+// tpprof_py_merge), into out, interned. The depot's hash is taken as the
+// frames are put (the multiplies overlap the copying; a separate pass over
+// frames after was 2.4% of bench/py_alloc.py's samples under the preload).
+static uint32_t interleave_intern(uintptr_t out[TPPROF_MAX_DEPTH], const uintptr_t *ips, int n, const uintptr_t *py,
+                                  int np, const uint8_t *ends, int ng) {
+    uint64_t acc[2] = {0, 0}, h[2];
     int m = 0, g = 0, from = 0;
+#define PUT(x) (out[m] = (x), tpprof_stack_hash_step(acc, out[m]), m++)
     for (int i = 0; i < n && m < TPPROF_MAX_DEPTH; i++) {
         uintptr_t ret = ips[i];
         if (g < ng && ret - 1 - eval_lo < eval_hi - eval_lo) { // a return address inside the evaluator
-            for (; from < ends[g] && m < TPPROF_MAX_DEPTH; from++) out[m++] = py[from];
+            for (; from < ends[g] && m < TPPROF_MAX_DEPTH; from++) PUT(py[from]);
             g++;
             if (m == TPPROF_MAX_DEPTH) break;
         }
-        out[m++] = ret;
+        PUT(ret);
     }
     // Evaluations below the captured native frames (TPPROF_DEPTH): their
     // Python frames go last, still in order.
-    for (; from < np && m < TPPROF_MAX_DEPTH; from++) out[m++] = py[from];
-    return m;
+    for (; from < np && m < TPPROF_MAX_DEPTH; from++) PUT(py[from]);
+#undef PUT
+    tpprof_stack_hash_end(acc, m, h);
+    return tpprof_stack_intern_h(out, m, h, 0);
 }
 
 uint32_t tpprof_py_merge(uint32_t native_id) {
@@ -449,7 +472,7 @@ uint32_t tpprof_py_merge(uint32_t native_id) {
     int n;
     const uintptr_t *ips = tpprof_stack_frames(native_id, &n);
     uintptr_t out[TPPROF_MAX_DEPTH];
-    return tpprof_stack_intern(out, interleave(out, ips, n, py, np, ends, ng));
+    return interleave_intern(out, ips, n, py, np, ends, ng);
 }
 
 uint32_t tpprof_py_intern(const uintptr_t *ips, int n) {
@@ -459,7 +482,7 @@ uint32_t tpprof_py_intern(const uintptr_t *ips, int n) {
     if (L && n > 0) np = py_walk(py, ends, &ng);
     if (np == 0) return tpprof_stack_intern(ips, n);
     uintptr_t out[TPPROF_MAX_DEPTH];
-    return tpprof_stack_intern(out, interleave(out, ips, n, py, np, ends, ng));
+    return interleave_intern(out, ips, n, py, np, ends, ng);
 }
 
 // ---------------------------------------------------------------------------

@@ -86,6 +86,8 @@ static __thread struct cache_entry *cache TPPROF_TLS;
 // miss each).
 static __thread uint32_t cache_mask TPPROF_TLS;
 static __thread uint32_t cache_misses TPPROF_TLS;
+// The thread's cache misses in a row (up to 255): see depot_prefetch.
+static __thread uint8_t miss_run TPPROF_TLS;
 
 static struct level levels[LEVELS];
 static _Atomic int top;                // the newest level
@@ -110,6 +112,14 @@ static _Atomic size_t arena_used;
 // start in the next), after chunk_recs counted its record.
 static _Atomic uint32_t chunk_done[ARENA_CHUNKS], chunk_recs[ARENA_CHUNKS];
 static uint32_t chunk_released[ARENA_CHUNKS]; // the writer's
+// Released chunks kept mapped for the next ones the arena reaches (a few
+// MiB at most): a fresh mapping is a page fault and a zeroed page every 4
+// KiB of frames, which the allocating thread paid inside its hook (the
+// torch_mlp.py bench's 700,000 new stacks: 3.5% of the program thread's
+// samples in those faults). A slot holds a chunk or NULL; each is taken and
+// given by one atomic exchange or CAS, so no list to get wrong.
+#define SPARE_CHUNKS 8
+static _Atomic(char *) spare[SPARE_CHUNKS];
 
 static uint64_t level_slots(int k) { return (uint64_t)1 << (first_bits + (unsigned)k); }
 
@@ -144,6 +154,27 @@ static inline void hash_frames(const uintptr_t *ips, int n, uint64_t *h1, uint64
     *h2 = h[1];
 }
 
+// A kept chunk (not zeroed: a record is written whole before it is
+// published), or NULL.
+static char *spare_take(void) {
+    for (int i = 0; i < SPARE_CHUNKS; i++)
+        if (atomic_load_explicit(&spare[i], memory_order_relaxed)) {
+            char *c = atomic_exchange_explicit(&spare[i], NULL, memory_order_acquire);
+            if (c) return c;
+        }
+    return NULL;
+}
+
+// A chunk no longer used: kept if a slot is free, else unmapped.
+static void spare_give(char *c) {
+    for (int i = 0; i < SPARE_CHUNKS; i++) {
+        char *none = NULL;
+        if (atomic_compare_exchange_strong_explicit(&spare[i], &none, c, memory_order_release, memory_order_relaxed))
+            return;
+    }
+    tpprof_mem_unmap(c, ARENA_CHUNK);
+}
+
 // Room for a record of `bytes` (at most a few KiB) in the arena, or NULL
 // when it is full or a chunk cannot be mapped; *chunk says which. A record
 // never spans two chunks: one that would is given the next chunk's start
@@ -163,13 +194,14 @@ static uint64_t *arena_take(size_t bytes, size_t *chunk) {
         }
         char *base = atomic_load_explicit(&arena[c], memory_order_acquire);
         if (!base) {
-            char *fresh = tpprof_mem_map(ARENA_CHUNK);
+            char *fresh = spare_take();
+            if (!fresh) fresh = tpprof_mem_map(ARENA_CHUNK);
             if (!fresh) {
                 atomic_fetch_add_explicit(&chunk_done[c], (uint32_t)bytes, memory_order_release);
                 return NULL;
             }
             if (atomic_compare_exchange_strong(&arena[c], &base, fresh)) base = fresh;
-            else tpprof_mem_unmap(fresh, ARENA_CHUNK); // another thread mapped it first
+            else spare_give(fresh); // another thread mapped it first
         }
         *chunk = c;
         return (uint64_t *)(base + off % ARENA_CHUNK);
@@ -310,14 +342,31 @@ uint32_t tpprof_stack_find_fp(const uint64_t h[2], uint32_t fp_len) {
     return e && e->fp_len == fp_len ? e->id : 0;
 }
 
+// The first slot each level would probe for h1, asked of memory now. A
+// thread making new stacks one after another (PyTorch's import: 700,000
+// distinct stacks in 1.1 million allocations) misses its cache and then
+// each level's table, three cache and TLB misses one after the other:
+// fetched together they cost about one. Only after two misses in a row: a
+// thread whose stacks are in its cache would fetch lines it never reads.
+static inline void depot_prefetch(uint64_t h1) {
+    int t = atomic_load_explicit(&top, memory_order_relaxed);
+    for (int k = 0; k <= t; k++) {
+        const struct slot *slots = atomic_load_explicit(&levels[k].slots, memory_order_relaxed);
+        if (slots) __builtin_prefetch(&slots[h1 & (level_slots(k) - 1)]);
+    }
+}
+
 uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const uint64_t h[2], uint32_t fp_len) {
     if (TPPROF_UNLIKELY(!atomic_load_explicit(&levels[0].slots, memory_order_relaxed))) return 0;
+    if (miss_run >= 2) depot_prefetch(h[0]);
     struct cache_entry *set = cache_set(h[0]);
     struct cache_entry *e = set ? cache_find(set, h) : NULL;
     if (e) {
+        miss_run = 0;
         if (fp_len) e->fp_len = fp_len & 255;
         return e->id;
     }
+    if (miss_run < 255) miss_run++;
     uint32_t id = lookup(h[0], h[1], ips, n);
     if (TPPROF_UNLIKELY(++cache_misses == CACHE_SLOTS) && cache_make(CACHE_BIG_SLOTS)) set = cache_set(h[0]);
     if (set && id) { // newest first; the oldest of the set goes
@@ -352,7 +401,7 @@ static void chunk_try_free(size_t c) {
     if (atomic_load_explicit(&chunk_done[c], memory_order_acquire) == ARENA_CHUNK &&
         chunk_released[c] == atomic_load_explicit(&chunk_recs[c], memory_order_relaxed)) {
         char *base = atomic_exchange(&arena[c], NULL);
-        if (base) tpprof_mem_unmap(base, ARENA_CHUNK);
+        if (base) spare_give(base);
     }
 }
 
@@ -371,6 +420,12 @@ void tpprof_stack_release(uint32_t id) {
 uint32_t tpprof_stack_count(void) { return atomic_load(&next_id); }
 
 int tpprof_stack_levels(void) { return atomic_load(&top) + 1; }
+
+size_t tpprof_stack_arena_spares(void) {
+    size_t n = 0;
+    for (int i = 0; i < SPARE_CHUNKS; i++) n += atomic_load(&spare[i]) != NULL;
+    return n;
+}
 
 size_t tpprof_stack_arena_chunks(void) {
     size_t n = 0, used = atomic_load(&arena_used) / ARENA_CHUNK + 1;

@@ -77,8 +77,10 @@ TPPROF_HIDDEN const uintptr_t *tpprof_stack_frames(uint32_t id, int *n);
 // and with them, once all its stacks are released, their arena chunk; the
 // id's frames are then NULL. Writer only (one thread).
 TPPROF_HIDDEN void tpprof_stack_release(uint32_t id);
-// The frames' arena chunks (1 MiB each) mapped now.
+// The frames' arena chunks (1 MiB each) in use now, and those released
+// and kept mapped for reuse (at most a few).
 TPPROF_HIDDEN size_t tpprof_stack_arena_chunks(void);
+TPPROF_HIDDEN size_t tpprof_stack_arena_spares(void);
 TPPROF_HIDDEN uint32_t tpprof_stack_count(void);
 // The depot's tables in use (it adds one, twice the last, as that fills).
 TPPROF_HIDDEN int tpprof_stack_levels(void);
