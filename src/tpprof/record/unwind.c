@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/elfsym.h"
 #include "base/mem.h"
 #include "base/modules.h"
 #include "record/pyframes.h"
@@ -64,9 +65,11 @@ void tpprof_unwind_init(void) {
     Dl_info info;
     const ElfW(Sym) *sym = NULL;
     void *f = dlsym(RTLD_NEXT, "exit");
-    if (f && dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
+    size_t size = f ? tpprof_elfsym_size(f, "exit") : 0;
+    if (f && !size && dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym) size = sym->st_size;
+    if (size) {
         exit_lo = (uintptr_t)f;
-        exit_hi = exit_lo + sym->st_size;
+        exit_hi = exit_lo + size;
     }
     void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     if (!h) return; // stacks fall back to the frame-pointer walk
