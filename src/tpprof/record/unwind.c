@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/elfsym.h"
 #include "base/mem.h"
 #include "base/modules.h"
 #include "record/pyframes.h"
@@ -64,9 +65,11 @@ void tpprof_unwind_init(void) {
     Dl_info info;
     const ElfW(Sym) *sym = NULL;
     void *f = dlsym(RTLD_NEXT, "exit");
-    if (f && dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
+    size_t size = f ? tpprof_elfsym_size(f, "exit") : 0;
+    if (f && !size && dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym) size = sym->st_size;
+    if (size) {
         exit_lo = (uintptr_t)f;
-        exit_hi = exit_lo + sym->st_size;
+        exit_hi = exit_lo + size;
     }
     void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     if (!h) return; // stacks fall back to the frame-pointer walk
@@ -253,12 +256,29 @@ __attribute__((noinline)) static int fp_walk(uintptr_t *ips, int max) {
     return n;
 }
 
-// libunwind, tpprof's frames dropped.
-static int unw_walk_here(uintptr_t *ips, int max) {
-    void *buf[max + 8];
-    int got = unw_bt(buf, max + 8);
-    int i = 0;
+// libunwind, tpprof's frames dropped. Its walk is asked for tpprof's frames
+// (counted on their frame-pointer chain, which is exact: tpprof is built with
+// frame pointers) and `max` more, not a fixed 8 more: each frame it walks
+// costs a lookup in its cache, and a program's stacks are often deeper than
+// `max`. Should it find more of tpprof's frames than counted, it walks again.
+__attribute__((noinline)) static int unw_walk_here(uintptr_t *ips, int max) {
+    int self = 1; // the return address into this function
+    uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+    while (self < 16 && is_self(((const uintptr_t *)fp)[1])) {
+        uintptr_t next = ((const uintptr_t *)fp)[0];
+        self++;
+        if (next <= fp) break;
+        fp = next;
+    }
+    int want = max + self + 1;
+    void *buf[max + 24];
+    int got = unw_bt(buf, want), i = 0;
     while (i < got && is_self((uintptr_t)buf[i])) i++;
+    if (got == want && got - i < max) {
+        got = unw_bt(buf, max + 24);
+        i = 0;
+        while (i < got && is_self((uintptr_t)buf[i])) i++;
+    }
     int n = 0;
     for (; i < got && n < max; i++) ips[n++] = (uintptr_t)buf[i];
     return n;
@@ -474,7 +494,17 @@ static _Atomic uint32_t anchors_claimed, anchors_ready[MAX_ANCHORS];
 struct uwstate { // this thread's anchor, found among the process's
     uintptr_t anchor_fp;
     const struct anchor *anchor;
+    uint32_t slow_run, probe; // walks in a row that libunwind took (see capture_verified)
 };
+
+// A thread whose last SLOW_RUN walks all ended in libunwind (a program built
+// without frame pointers, such as Debian's cc1 or as: every caller of malloc
+// is frameless, so no frame-pointer walk ever stands) goes to libunwind
+// directly, without the frame-pointer walk and the comparison that teaches
+// the verdicts, except one walk in PROBE_EVERY; the first of those that
+// stands ends it. The stacks are libunwind's either way.
+#define SLOW_RUN 64
+#define PROBE_EVERY 64
 
 static __thread struct uwstate uw TPPROF_TLS;
 
@@ -804,6 +834,7 @@ static __attribute__((noinline)) uint32_t capture_unw(struct uwstate *s, uint32_
 static uint32_t capture_verified(int max, uintptr_t start) {
     if (TPPROF_UNLIKELY(!verdicts)) return capture_unw(NULL, 0, NULL, max);
     struct uwstate *s = &uw;
+    if (s->slow_run >= SLOW_RUN && ++s->probe % PROBE_EVERY != 0) return capture_unw(NULL, 0, NULL, max);
     uint32_t gen = atomic_load_explicit(&uw_gen, memory_order_relaxed);
     uintptr_t f[FPS_AT + TPPROF_MAX_DEPTH]; // the return addresses (and the anchor's tail), then fps
     const uintptr_t *fps = f + FPS_AT;
@@ -843,13 +874,20 @@ static uint32_t capture_verified(int max, uintptr_t start) {
         uint64_t h[2];
         tpprof_stack_hash_end(acc, len, h);
         uint32_t id = tpprof_stack_find_fp(h, (uint32_t)fp_len);
-        if (id) return with_python(id);
+        if (id) {
+            s->slow_run = 0;
+            return with_python(id);
+        }
         bool ok = true;
         for (int k = 0; k + 1 < fp_len && ok; k++) ok = verdict(f[k], gen) == (k < nskip ? V_SKIP : V_OK);
         // (Interned alone, to mark it exact for the walk's next time.)
-        if (ok) return with_python(tpprof_stack_intern_h(f, len, h, (uint32_t)fp_len));
+        if (ok) {
+            s->slow_run = 0;
+            return with_python(tpprof_stack_intern_h(f, len, h, (uint32_t)fp_len));
+        }
     }
     if (nf > max) nf = max;
+    if (s->slow_run < SLOW_RUN) s->slow_run++;
     // Slow path: libunwind decides, and teaches.
     if (!nskip && nf > 0) slots[0] = fps[0] + sizeof(uintptr_t); // where f[0] was read
     const struct walk w = {f, fps, slots, nf, nskip};

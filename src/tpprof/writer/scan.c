@@ -31,6 +31,7 @@
 #include "writer/roots.h"
 #include "writer/writer.h"
 #include "base/base.h"
+#include "base/elfsym.h"
 #include "base/mem.h"
 #include "base/modules.h"
 #include "base/fdguard.h"
@@ -71,9 +72,11 @@ static void code_of(const char *name, uintptr_t *lo, uintptr_t *hi) {
     Dl_info info;
     const ElfW(Sym) *sym = NULL;
     *lo = *hi = 0;
-    if (f && dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
+    size_t size = f ? tpprof_elfsym_size(f, name) : 0; // (dladdr1 is slow: elfsym.h)
+    if (f && !size && dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym) size = sym->st_size;
+    if (size) {
         *lo = (uintptr_t)f;
-        *hi = *lo + sym->st_size;
+        *hi = *lo + size;
     }
 }
 
