@@ -768,6 +768,27 @@ static int load_modules(tpprof_db *db, module **out, size_t *count) {
     return 0;
 }
 
+struct ip_list {
+    int64_t *ips;
+    size_t n, cap;
+};
+
+static int add_ip(void *arg, int64_t id, int64_t parent, int64_t ip) {
+    (void)id, (void)parent;
+    struct ip_list *l = arg;
+    int64_t *grown = tpprof_grow(l->ips, l->n, &l->cap, sizeof *grown);
+    if (!grown)
+        return -1;
+    l->ips = grown;
+    l->ips[l->n++] = ip;
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
 int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out) {
     // Symbolizing must never reach the network (docs: debuginfod disabled).
     unsetenv("DEBUGINFOD_URLS");
@@ -775,31 +796,21 @@ int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out) {
     size_t nmods = 0;
     if (load_modules(db, &mods, &nmods) != 0)
         return -1;
-    sqlite3_stmt *st = NULL;
     int result = 0;
-    if (sqlite3_prepare_v2(db->sql, "SELECT DISTINCT ip FROM stack_nodes", -1, &st, NULL) !=
-        SQLITE_OK) {
-        result = tpprof_db_error(db, "reading stack_nodes");
-        goto done;
-    }
     // Each address goes to the latest module row holding it (a dlopen after
-    // a dlclose reuses addresses); -1: none.
-    int64_t *ips = NULL;
-    size_t nips = 0, capips = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t *grown = tpprof_grow(ips, nips, &capips, sizeof *grown);
-        if (!grown) {
-            result = -1;
-            break;
-        }
-        ips = grown;
-        ips[nips++] = sqlite3_column_int64(st, 0);
+    // a dlclose reuses addresses); -1: none. Every node's ip, then sorted and
+    // made distinct (the recorder keeps nodes in chunks that SQL's DISTINCT
+    // would have to decode through the stack_nodes view).
+    struct ip_list l = {0};
+    result = tpprof_stack_nodes_each(db, add_ip, &l);
+    int64_t *ips = l.ips;
+    size_t nips = 0;
+    if (result == 0 && l.n) {
+        qsort(ips, l.n, sizeof *ips, cmp_i64);
+        for (size_t i = 0; i < l.n; i++)
+            if (nips == 0 || ips[nips - 1] != ips[i])
+                ips[nips++] = ips[i];
     }
-    if (result == 0 && rc != SQLITE_DONE)
-        result = tpprof_db_error(db, "reading stack_nodes");
-    sqlite3_finalize(st);
-    st = NULL;
     // Grouped by owning module (nmods: none), each group in one pass.
     owned *own = result == 0 && nips ? malloc(nips * sizeof *own) : NULL;
     int64_t *batch = own ? malloc(nips * sizeof *batch) : NULL;
@@ -841,7 +852,6 @@ int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out) {
     free(batch);
     free(own);
     free(ips);
-done:
     for (size_t i = 0; i < nmods; i++)
         module_close(&mods[i]);
     free(mods);

@@ -53,13 +53,17 @@ static inline struct prefix_entry *prefix_at(const uint64_t h[2]) {
 
 static void prefix_remake(uint64_t cap) {
     if (prefix_cache) tpprof_mem_unmap(prefix_cache, prefix_cap * sizeof *prefix_cache);
-    prefix_cache = tpprof_mem_map(cap * sizeof *prefix_cache);
+    // Populated for writing: a probe reads a slot before a new stack's
+    // prefix is written into it, and a page first mapped by that read (the
+    // zero page) then took a copy-on-write fault and a TLB shootdown across
+    // the program's CPUs (4% of a PyTorch run's CPU under prefix_walk).
+    prefix_cache = tpprof_mem_map_populated(cap * sizeof *prefix_cache);
     prefix_cap = prefix_cache ? cap : 0;
 }
 
 static bool trie_grow(void) {
     uint64_t ncap = trie_cap ? trie_cap * 2 : 1 << 14;
-    uint64_t *ns = tpprof_mem_map(ncap * sizeof *ns);
+    uint64_t *ns = tpprof_mem_map_populated(ncap * sizeof *ns); // (read before written: prefix_remake)
     if (!ns) return false;
     for (uint64_t i = 0; i < trie_cap; i++) {
         uint64_t v = trie_slots[i];
