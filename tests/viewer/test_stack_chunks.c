@@ -10,7 +10,7 @@
 // forms). With a python3 path as the second argument (suite 'preload') it
 // also checks a real recording of the writer: a Python run, thousands of
 // nodes over several chunks, reports the same as its copy with the view
-// made into a table.
+// made into a table, and its sites are one row per (stack_id, kind).
 #define _POSIX_C_SOURCE 200809L
 #include "fixture.h"
 #include "harness.h"
@@ -257,6 +257,10 @@ static void test_python_run_reads_the_same_through_the_view(void) {
               harness_db_int(db, "SELECT MAX(id) FROM stack_nodes") == n,
           "ids 1..%lld, each once through the view", n);
     CHECK(harness_db_int(db, "SELECT COUNT(*) FROM stack_nodes WHERE parent >= id") == 0, "parents come first");
+    // sites has no key on (stack_id, kind) since schema 3: the writer keeps each pair once.
+    CHECK(harness_db_int(db, "SELECT COUNT(*) FROM sites") > 1000 &&
+              harness_db_int(db, "SELECT COUNT(*) - COUNT(DISTINCT stack_id || ',' || kind) FROM sites") == 0,
+          "one row per site");
     // The copy: the file itself, its view replaced by the table read through it.
     const char *t = harness_path("py-table.db");
     char *copy = strdup(t);

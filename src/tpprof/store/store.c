@@ -49,9 +49,12 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS symbols(ip INTEGER NOT NULL, idx INTEGER NOT NULL, function TEXT, file TEXT,"
     " line INTEGER, module TEXT, PRIMARY KEY (ip, idx)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS threads(tid INTEGER PRIMARY KEY, name TEXT, first_ns INTEGER, last_ns INTEGER);"
+    // No key on (stack_id, kind) (the writer keeps each pair once): a row's
+    // rowid is its site's number, so new sites are appended and a changed one
+    // is found by rowid, one b-tree and not two (docs/recorder.md).
     "CREATE TABLE IF NOT EXISTS sites(stack_id INTEGER NOT NULL, kind INTEGER NOT NULL, alloc_count INTEGER,"
     " alloc_bytes INTEGER, free_count INTEGER, freed_bytes INTEGER, temp_count INTEGER, temp_bytes INTEGER,"
-    " peak_count INTEGER, peak_bytes INTEGER, PRIMARY KEY (stack_id, kind));"
+    " peak_count INTEGER, peak_bytes INTEGER);"
     "CREATE TABLE IF NOT EXISTS live_blocks(address INTEGER PRIMARY KEY, size INTEGER NOT NULL,"
     " kind INTEGER NOT NULL, stack_id INTEGER NOT NULL, tid INTEGER, time_ns INTEGER,"
     " reachability INTEGER NOT NULL);"
@@ -454,8 +457,10 @@ static bool put_threads(bool final) {
     return ok;
 }
 
-// The values of a site's row, as ?1 to ?10 in both statements of put_sites.
+// The values of a site's row, as ?1 to ?10 in both statements of put_sites,
+// and its rowid (the site's number + 1) as ?11.
 static void bind_site(sqlite3_stmt *st, struct tpprof_site *s) {
+    sqlite3_bind_int64(st, 11, (s - tpprof_w.sites) + 1);
     bool snap = s->snap_epoch == tpprof_w.peak_epoch;
     s->stored_peak_count = snap ? s->snap_count : s->live_count;
     s->stored_peak_bytes = snap ? s->snap_bytes : s->live_bytes;
@@ -472,22 +477,24 @@ static void bind_site(sqlite3_stmt *st, struct tpprof_site *s) {
 }
 
 // Every flush rewrites each site that changed, thousands of rows in a busy
-// program: an UPDATE in place costs about two thirds of an INSERT OR REPLACE
-// (which deletes the row and its key's index entry and inserts both again),
-// but an UPDATE that finds no row and the INSERT after it cost more than one
-// INSERT OR REPLACE (3,650 rows, SQLite 3.40: 4.8 ms against 7.3 when they
-// exist, 10.7 against 6.4 when they are new). So a site without a row yet
-// (new since the last flush, or every site in a forked child's new file) is
-// inserted, the others updated.
+// program, and the final one every site made since the last (700,000 in a
+// PyTorch run, most of them: the periods between flushes grow with the
+// writer's load). A site's row is its rowid (its number + 1): a new one is
+// appended, a changed one updated in place by rowid. With the key on
+// (stack_id, kind) each row was two b-tree writes, the table's and the
+// key's, and the final flush of that run took 1.2 s of the program's exit
+// (2 us a row). A site without a row yet (new since the last flush, or every
+// site in a forked child's new file) is inserted, the others updated.
 static bool put_sites(uint32_t *budget) {
     struct tpprof_wstate *w = &tpprof_w;
     bool ok = fl.st ||
               (sqlite3_prepare_v2(db, "UPDATE sites SET alloc_count = ?3, alloc_bytes = ?4, free_count = ?5,"
                                       " freed_bytes = ?6, temp_count = ?7, temp_bytes = ?8, peak_count = ?9,"
-                                      " peak_bytes = ?10 WHERE stack_id = ?1 AND kind = ?2", -1, &fl.st, NULL) == SQLITE_OK &&
-               sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO sites(stack_id, kind, alloc_count, alloc_bytes, free_count,"
-                                      " freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes)"
-                                      " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", -1, &fl.st2, NULL) == SQLITE_OK);
+                                      " peak_bytes = ?10 WHERE rowid = ?11 AND stack_id = ?1 AND kind = ?2", -1, &fl.st,
+                                  NULL) == SQLITE_OK &&
+               sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO sites(rowid, stack_id, kind, alloc_count, alloc_bytes,"
+                                      " free_count, freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes)"
+                                      " VALUES(?11,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", -1, &fl.st2, NULL) == SQLITE_OK);
     sqlite3_stmt *upd = fl.st, *ins = fl.st2;
     for (; fl.row < w->nsites && ok && *budget; fl.row++, --*budget) {
         struct tpprof_site *s = &w->sites[fl.row]; // the array may have moved since the last step
