@@ -36,9 +36,10 @@ static uint64_t trie_hash(uint32_t parent, uint64_t ip) {
 // longest outer part found here instead of at the root (each step of a walk
 // from the root is two cache misses, the slot and the node, in tables of
 // millions of nodes: a PyTorch run's 600,000 stacks of 32 frames made that
-// walk an eighth of the whole process's time). Direct-mapped, a quarter of
-// the trie's slots (remade empty as the trie grows: 16 MiB at 3 million
-// nodes); a miss costs only a longer walk. The two hashes are the depot's two chains
+// walk an eighth of the whole process's time). Direct-mapped, an eighth of
+// the trie's slots (remade empty as the trie grows: 16 MiB at 3.7 million
+// nodes; a quarter cost 16 MiB more for no time measured in that run); a
+// miss costs only a longer walk. The two hashes are the depot's two chains
 // (stacks.h), so a false match is as unlikely as there.
 struct prefix_entry {
     uint64_t h1;
@@ -97,7 +98,7 @@ static bool trie_reserve(uint32_t more) {
         tpprof_mem_unmap(trie_slots, trie_cap * sizeof *trie_slots);
         trie_slots = ns;
         trie_cap = ncap;
-        prefix_remake(ncap / 4);
+        prefix_remake(ncap / 8);
     }
     if (need >= w->capnodes) {
         uint32_t ncap = w->capnodes ? w->capnodes : 1 << 14;

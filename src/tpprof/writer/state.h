@@ -64,7 +64,9 @@ struct tpprof_site {
     int64_t stored_peak_count, stored_peak_bytes; // the peak values its row holds (if stored)
 };
 
-struct tpprof_node {
+// Packed: 12 bytes a node, not 16 (a PyTorch run's 3.7 million nodes:
+// 14 MiB less; x86-64 reads the unaligned ip as fast).
+struct __attribute__((packed)) tpprof_node {
     uint32_t parent;
     uint64_t ip;
 };
