@@ -286,7 +286,7 @@ static int full_events(trace *t) {
     if (!t->p->mode || strcmp(t->p->mode, "full") != 0 || !tpprof_db_has_table(t->p->db, "events"))
         return 0;
     int64_t max_id = 0;
-    if (tpprof_db_scalar(t->p->db, "SELECT COALESCE(MAX(id), 0) FROM stack_nodes", &max_id) != 0)
+    if (tpprof_stack_nodes_count(t->p->db, NULL, &max_id) != 0)
         return -1;
     t->nstack_json = (size_t)max_id + 1;
     t->stack_json = calloc(t->nstack_json, sizeof *t->stack_json);
@@ -397,7 +397,7 @@ int tpprof_export_perfetto(FILE *out, const tpprof_profile *p, const tpprof_tens
     if (rc == 0 && !t.stack_json) {
         // Storage slices carry their creation stack: the cache is needed anyway.
         int64_t max_id = 0;
-        if (tpprof_db_scalar(p->db, "SELECT COALESCE(MAX(id), 0) FROM stack_nodes", &max_id) == 0) {
+        if (tpprof_stack_nodes_count(p->db, NULL, &max_id) == 0) {
             t.nstack_json = (size_t)max_id + 1;
             t.stack_json = calloc(t.nstack_json, sizeof *t.stack_json);
         }

@@ -95,7 +95,7 @@ static int load_symbols(tpprof_profile *p, const char *path, tpprof_symtab *tab)
         return -1;
     if (have > 0)
         return tpprof_symtab_load(p->db, tab);
-    if (tpprof_db_scalar(p->db, "SELECT COUNT(*) FROM stack_nodes", &nodes))
+    if (tpprof_stack_nodes_count(p->db, &nodes, NULL))
         return -1;
     if (nodes == 0)
         return 0;

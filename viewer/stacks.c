@@ -24,9 +24,141 @@ struct tpprof_stacks {
     tpprof_symtab symbols; // sorted by (ip, idx)
 };
 
+// ---------------------------------------------------------------------------
+// Reading the nodes: stack_chunks (the recorder's, schema 3 on) or stack_nodes
+// rows (older recordings, merged ones). A chunk is a JSON array whose element
+// k is node first + k: a number (its ip; its parent the node before it) or
+// [parent, ip] (docs/schema.md). Decoded here rather than through the
+// stack_nodes view: json_each and ->> cost SQLite several times this.
+
+// A decimal number at *p (no sign, no exponent), or false.
+static bool parse_u64(const char **p, uint64_t *out) {
+    const char *s = *p;
+    uint64_t v = 0;
+    if (*s < '0' || *s > '9')
+        return false;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+            return false;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *p = s;
+    *out = v;
+    return true;
+}
+
+static void skip_space(const char **p) {
+    while (**p == ' ' || **p == '\n' || **p == '\t' || **p == '\r')
+        (*p)++;
+}
+
+#define CHUNK_DAMAGED (-2)
+
+// The count nodes of one chunk text to fn: 0, fn's non-zero return, or
+// CHUNK_DAMAGED when the text is not such an array of count nodes.
+static int decode_chunk(const char *s, int64_t first, int64_t count, tpprof_node_fn fn, void *arg) {
+    skip_space(&s);
+    if (*s++ != '[')
+        return CHUNK_DAMAGED;
+    skip_space(&s);
+    int64_t k = 0;
+    while (*s != ']') {
+        if (k > 0 && *s++ != ',')
+            return CHUNK_DAMAGED;
+        skip_space(&s);
+        uint64_t parent = (uint64_t)(first + k - 1), ip;
+        if (*s == '[') {
+            s++;
+            skip_space(&s);
+            if (!parse_u64(&s, &parent))
+                return CHUNK_DAMAGED;
+            skip_space(&s);
+            if (*s++ != ',')
+                return CHUNK_DAMAGED;
+            skip_space(&s);
+            if (!parse_u64(&s, &ip))
+                return CHUNK_DAMAGED;
+            skip_space(&s);
+            if (*s++ != ']')
+                return CHUNK_DAMAGED;
+        } else if (!parse_u64(&s, &ip)) {
+            return CHUNK_DAMAGED;
+        }
+        if (k >= count)
+            return CHUNK_DAMAGED;
+        int rc = fn(arg, first + k, (int64_t)parent, (int64_t)ip);
+        if (rc)
+            return rc;
+        k++;
+        skip_space(&s);
+    }
+    s++;
+    skip_space(&s);
+    return *s || k != count ? CHUNK_DAMAGED : 0;
+}
+
+static bool has_chunks(tpprof_db *db) { return tpprof_db_has_table(db, "stack_chunks"); }
+
+int tpprof_stack_nodes_each(tpprof_db *db, tpprof_node_fn fn, void *arg) {
+    bool chunks = has_chunks(db);
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db->sql,
+                           chunks ? "SELECT first, count, nodes FROM stack_chunks ORDER BY first"
+                                  : "SELECT id, parent, ip FROM stack_nodes ORDER BY id",
+                           -1, &q, NULL) != SQLITE_OK)
+        return tpprof_db_error(db, chunks ? "reading stack_chunks" : "reading stack_nodes");
+    int rc, status = 0;
+    while (status == 0 && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        int64_t a = sqlite3_column_int64(q, 0), b = sqlite3_column_int64(q, 1);
+        if (!chunks) {
+            status = fn(arg, a, b, sqlite3_column_int64(q, 2));
+            continue;
+        }
+        const char *text = (const char *)sqlite3_column_text(q, 2);
+        status = text ? decode_chunk(text, a, b, fn, arg) : CHUNK_DAMAGED;
+        if (status == CHUNK_DAMAGED)
+            status = tpprof_error_set("'%s': stack_chunks row %" PRId64 " is damaged (not a %" PRId64
+                                      "-node JSON array): not a tpprof recording's",
+                                      db->path, a, b);
+    }
+    sqlite3_finalize(q);
+    if (status == 0 && rc != SQLITE_DONE)
+        return tpprof_db_error(db, chunks ? "reading stack_chunks" : "reading stack_nodes");
+    return status;
+}
+
+int tpprof_stack_nodes_count(tpprof_db *db, int64_t *count, int64_t *max_id) {
+    bool chunks = has_chunks(db);
+    if (count && tpprof_db_scalar(db, chunks ? "SELECT COALESCE(SUM(count), 0) FROM stack_chunks"
+                                             : "SELECT COUNT(*) FROM stack_nodes", count) != 0)
+        return -1;
+    if (max_id && tpprof_db_scalar(db, chunks ? "SELECT COALESCE(MAX(first + count - 1), 0) FROM stack_chunks"
+                                              : "SELECT COALESCE(MAX(id), 0) FROM stack_nodes", max_id) != 0)
+        return -1;
+    return 0;
+}
+
+// One node into the arrays (no more than they hold: a count read before).
+struct loading {
+    tpprof_stacks *st;
+    size_t cap;
+};
+
+static int load_one(void *arg, int64_t id, int64_t parent, int64_t ip) {
+    struct loading *l = arg;
+    tpprof_stacks *st = l->st;
+    if (st->n == l->cap)
+        return 0;
+    st->ids[st->n] = id;
+    st->parents[st->n] = parent;
+    st->ips[st->n] = ip;
+    st->n++;
+    return 0;
+}
+
 static int load_nodes(tpprof_db *db, tpprof_stacks *st) {
     int64_t count = 0;
-    if (tpprof_db_scalar(db, "SELECT COUNT(*) FROM stack_nodes", &count) != 0)
+    if (tpprof_stack_nodes_count(db, &count, NULL) != 0)
         return -1;
     size_t cap = (size_t)count + 1;
     st->ids = malloc(cap * sizeof *st->ids);
@@ -34,21 +166,8 @@ static int load_nodes(tpprof_db *db, tpprof_stacks *st) {
     st->ips = malloc(cap * sizeof *st->ips);
     if (!st->ids || !st->parents || !st->ips)
         return tpprof_error_set("out of memory loading %" PRId64 " stack nodes", count);
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(db->sql, "SELECT id, parent, ip FROM stack_nodes ORDER BY id", -1, &q,
-                           NULL) != SQLITE_OK)
-        return tpprof_db_error(db, "reading stack_nodes");
-    int rc;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW && st->n < cap) {
-        st->ids[st->n] = sqlite3_column_int64(q, 0);
-        st->parents[st->n] = sqlite3_column_int64(q, 1);
-        st->ips[st->n] = sqlite3_column_int64(q, 2);
-        st->n++;
-    }
-    sqlite3_finalize(q);
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-        return tpprof_db_error(db, "reading stack_nodes");
-    return 0;
+    struct loading l = {st, cap};
+    return tpprof_stack_nodes_each(db, load_one, &l);
 }
 
 tpprof_stacks *tpprof_stacks_load(tpprof_db *db, tpprof_symtab *symbols) {

@@ -25,6 +25,18 @@ typedef struct tpprof_stacks tpprof_stacks;
 // stack nodes and Python frames), or -1 (stacks.c).
 ptrdiff_t tpprof_ids_index(const int64_t *ids, size_t n, int64_t id);
 
+// The stack trie's nodes in id order, however the recording keeps them: as
+// stack_chunks (the recorder's since schema 3) or stack_nodes rows (older
+// and merged recordings). fn gets each node; a non-zero return stops the walk
+// and is returned. -1 with a message when the recording cannot be read or
+// a chunk is malformed.
+typedef int (*tpprof_node_fn)(void *arg, int64_t id, int64_t parent, int64_t ip);
+int tpprof_stack_nodes_each(tpprof_db *db, tpprof_node_fn fn, void *arg);
+
+// The number of stack nodes and their largest id (either may be NULL),
+// without decoding chunks; -1 with a message on error.
+int tpprof_stack_nodes_count(tpprof_db *db, int64_t *count, int64_t *max_id);
+
 // Load the whole stack trie and the symbols into memory (one query each).
 // Takes ownership of the contents of `symbols` (left empty).
 tpprof_stacks *tpprof_stacks_load(tpprof_db *db, tpprof_symtab *symbols);

@@ -768,6 +768,70 @@ static int load_modules(tpprof_db *db, module **out, size_t *count) {
     return 0;
 }
 
+// The distinct ips of the stack nodes, gathered through an open-addressing
+// set (a PyTorch run's 3.7 M nodes have a few hundred thousand ips; sorting
+// them all to drop repeats was a quarter of `tpprof run`'s symbolizing).
+struct ip_list {
+    int64_t *ips; // distinct, in no order
+    size_t n, cap;
+    uint64_t *set; // ip + 1 (0: empty)
+    size_t setcap;
+    bool has_max; // UINT64_MAX, which set cannot hold as ip + 1
+};
+
+static uint64_t ip_mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    return x ^ (x >> 33);
+}
+
+// Whether ip was new (added to the set); the set doubles at half full.
+static int ip_set_add(struct ip_list *l, uint64_t key) {
+    if ((l->n + 1) * 2 > l->setcap) {
+        size_t ncap = l->setcap ? l->setcap * 2 : 1024;
+        uint64_t *ns = calloc(ncap, sizeof *ns);
+        if (!ns)
+            return tpprof_error_set("out of memory");
+        for (size_t i = 0; i < l->setcap; i++)
+            if (l->set[i]) {
+                size_t j = ip_mix(l->set[i]) & (ncap - 1);
+                while (ns[j])
+                    j = (j + 1) & (ncap - 1);
+                ns[j] = l->set[i];
+            }
+        free(l->set);
+        l->set = ns;
+        l->setcap = ncap;
+    }
+    size_t j = ip_mix(key) & (l->setcap - 1);
+    for (; l->set[j]; j = (j + 1) & (l->setcap - 1))
+        if (l->set[j] == key)
+            return 0;
+    l->set[j] = key;
+    return 1;
+}
+
+static int add_ip(void *arg, int64_t id, int64_t parent, int64_t ip) {
+    (void)id, (void)parent;
+    struct ip_list *l = arg;
+    uint64_t key = (uint64_t)ip + 1;
+    int added;
+    if (key == 0) { // ip is -1 as int64 (UINT64_MAX)
+        added = !l->has_max;
+        l->has_max = true;
+    } else if ((added = ip_set_add(l, key)) < 0) {
+        return -1;
+    }
+    if (!added)
+        return 0;
+    int64_t *grown = tpprof_grow(l->ips, l->n, &l->cap, sizeof *grown);
+    if (!grown)
+        return -1;
+    l->ips = grown;
+    l->ips[l->n++] = ip;
+    return 0;
+}
+
 int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out) {
     // Symbolizing must never reach the network (docs: debuginfod disabled).
     unsetenv("DEBUGINFOD_URLS");
@@ -775,31 +839,16 @@ int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out) {
     size_t nmods = 0;
     if (load_modules(db, &mods, &nmods) != 0)
         return -1;
-    sqlite3_stmt *st = NULL;
     int result = 0;
-    if (sqlite3_prepare_v2(db->sql, "SELECT DISTINCT ip FROM stack_nodes", -1, &st, NULL) !=
-        SQLITE_OK) {
-        result = tpprof_db_error(db, "reading stack_nodes");
-        goto done;
-    }
     // Each address goes to the latest module row holding it (a dlopen after
-    // a dlclose reuses addresses); -1: none.
-    int64_t *ips = NULL;
-    size_t nips = 0, capips = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t *grown = tpprof_grow(ips, nips, &capips, sizeof *grown);
-        if (!grown) {
-            result = -1;
-            break;
-        }
-        ips = grown;
-        ips[nips++] = sqlite3_column_int64(st, 0);
-    }
-    if (result == 0 && rc != SQLITE_DONE)
-        result = tpprof_db_error(db, "reading stack_nodes");
-    sqlite3_finalize(st);
-    st = NULL;
+    // a dlclose reuses addresses); -1: none. The distinct ips, gathered here
+    // (the recorder keeps nodes in chunks that SQL's DISTINCT would have to
+    // decode through the stack_nodes view).
+    struct ip_list l = {0};
+    result = tpprof_stack_nodes_each(db, add_ip, &l);
+    free(l.set);
+    int64_t *ips = l.ips;
+    size_t nips = result == 0 ? l.n : 0;
     // Grouped by owning module (nmods: none), each group in one pass.
     owned *own = result == 0 && nips ? malloc(nips * sizeof *own) : NULL;
     int64_t *batch = own ? malloc(nips * sizeof *batch) : NULL;
@@ -841,7 +890,6 @@ int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out) {
     free(batch);
     free(own);
     free(ips);
-done:
     for (size_t i = 0; i < nmods; i++)
         module_close(&mods[i]);
     free(mods);

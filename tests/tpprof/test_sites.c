@@ -64,6 +64,34 @@ static void test_a_stack_and_kind_have_one_site(void) {
     CHECK_MSG(tpprof_w.nsites - nsites == 2, "%u sites made", tpprof_w.nsites - nsites);
 }
 
+// A stack that ends inside another (its caller's frames only) is that
+// node, made before; one that goes deeper adds only its new frames. A new
+// leaf's site is made without a lookup: a site asked for again, through
+// another kind's hint or another depot id, is still the one made first.
+static void test_stacks_inside_and_below_others_reuse_their_nodes_and_sites(void) {
+    set_stack(20, 0x7001, 0x7002, 0x7003); // h <- k <- main2
+    set_stack(21, 0x7002, 0x7003, 0);      // k <- main2: inside 20
+    set_stack(22, 0x7000, 0x7001, 0x7002); // deeper than 20 (only 3 frames kept: a new root path)
+    set_stack(23, 0x7002, 0x7003, 0);      // 21's frames again
+    uint32_t before = tpprof_w.nnodes;
+    uint32_t a = tpprof_writer_leaf_of(20);
+    CHECK_MSG(tpprof_w.nnodes - before == 3, "h, k, main2: %u nodes", tpprof_w.nnodes - before);
+    struct tpprof_site *sa = tpprof_site_get(20, TPPROF_KIND_MALLOC);
+    struct tpprof_site *sk = tpprof_site_get(21, TPPROF_KIND_MALLOC);
+    CHECK_MSG(tpprof_w.nnodes - before == 3, "k's stack is a node made before: %u nodes", tpprof_w.nnodes - before);
+    CHECK_MSG(sk && sk->stack == tpprof_w.nodes[a].parent && sk != sa, "k's own site on h's parent");
+    sk->alloc_count = 3;
+    CHECK_MSG(tpprof_site_get(21, TPPROF_KIND_CALLOC) != sk, "another kind");
+    CHECK_MSG(tpprof_site_get(21, TPPROF_KIND_MALLOC) == sk && tpprof_site_get(23, TPPROF_KIND_MALLOC) == sk &&
+                  sk->alloc_count == 3,
+              "k's malloc site again: the one made first");
+    uint32_t d = tpprof_writer_leaf_of(22);
+    CHECK_MSG(d && d != a && tpprof_w.nnodes - before == 6, "another root path: 3 more nodes (%u)",
+              tpprof_w.nnodes - before);
+    for (uint32_t n = d, i = 0; i < 3; n = tpprof_w.nodes[n].parent, i++)
+        CHECK_MSG(n && tpprof_w.nodes[n].ip == (uintptr_t)(0x7000 + i), "frame %u of the new path", i);
+}
+
 // Thousands of stacks: the trie's hash and the sites array grow (and move)
 // under the lookups, and every stack keeps its own site.
 static void test_many_stacks_keep_their_sites_through_growth(void) {
@@ -121,6 +149,7 @@ static void test_the_peak_keeps_each_sites_share(void) {
 int main(void) {
     test_stacks_share_their_callers_nodes_in_the_trie();
     test_a_stack_and_kind_have_one_site();
+    test_stacks_inside_and_below_others_reuse_their_nodes_and_sites();
     test_many_stacks_keep_their_sites_through_growth();
     test_the_peak_keeps_each_sites_share();
     return CHECK_DONE();

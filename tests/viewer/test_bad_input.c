@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -121,10 +122,14 @@ static void test_foreign_sqlite_database_is_refused(void) {
 
 static void test_newer_schema_version_is_refused(void) {
     const char *p = harness_path("future.db");
-    fixture_options o = {.schema_version = 3};
+    fixture_options o = {.schema_version = TPPROF_SCHEMA_VERSION + 1};
     CHECK(fixture_write(p, &o) == 0, "fixture");
-    EXPECT_REFUSED("uses schema version 3; this tpprof reads version 2 or older", "report", p);
-    EXPECT_REFUSED("uses schema version 3", "check", p);
+    char both[128], newer[64];
+    snprintf(both, sizeof both, "uses schema version %d; this tpprof reads version %d or older",
+             TPPROF_SCHEMA_VERSION + 1, TPPROF_SCHEMA_VERSION);
+    snprintf(newer, sizeof newer, "uses schema version %d", TPPROF_SCHEMA_VERSION + 1);
+    EXPECT_REFUSED(both, "report", p);
+    EXPECT_REFUSED(newer, "check", p);
 }
 
 static void test_bad_baseline_is_an_input_error(void) {

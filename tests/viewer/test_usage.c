@@ -3,6 +3,7 @@
 // usage error (status 2, usage on stderr).
 #include "harness.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void test_help_lists_every_command(void) {
@@ -37,7 +38,9 @@ static void test_help_wins_over_other_arguments(void) {
 static void test_version_names_tool_and_schema(void) {
     run_result r = harness_tpprof("--version", NULL);
     CHECK(r.status == 0, "status %d", r.status);
-    CHECK(strncmp(r.out, "tpprof ", 7) == 0 && strstr(r.out, "(database schema 2)\n"), "%s", r.out);
+    char schema[64];
+    snprintf(schema, sizeof schema, "(database schema %d)\n", TPPROF_SCHEMA_VERSION);
+    CHECK(strncmp(r.out, "tpprof ", 7) == 0 && strstr(r.out, schema), "%s", r.out);
     harness_result_free(&r);
 }
 

@@ -40,13 +40,21 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
     "CREATE TABLE IF NOT EXISTS modules(id INTEGER PRIMARY KEY, path TEXT NOT NULL, build_id TEXT,"
     " base INTEGER NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL, loaded_ns INTEGER, unloaded_ns INTEGER);"
-    "CREATE TABLE IF NOT EXISTS stack_nodes(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, ip INTEGER NOT NULL);"
+    // The stack trie in chunks (docs/schema.md): one row per up to
+    // CHUNK_NODES nodes, not one per node; stack_nodes is a view of them.
+    "CREATE TABLE IF NOT EXISTS stack_chunks(first INTEGER PRIMARY KEY, count INTEGER NOT NULL, nodes TEXT NOT NULL);"
+    "CREATE VIEW IF NOT EXISTS stack_nodes(id, parent, ip) AS SELECT c.first + j.key,"
+    " CASE j.type WHEN 'array' THEN j.value ->> 0 ELSE c.first + j.key - 1 END,"
+    " CASE j.type WHEN 'array' THEN j.value ->> 1 ELSE j.value END FROM stack_chunks c, json_each(c.nodes) j;"
     "CREATE TABLE IF NOT EXISTS symbols(ip INTEGER NOT NULL, idx INTEGER NOT NULL, function TEXT, file TEXT,"
     " line INTEGER, module TEXT, PRIMARY KEY (ip, idx)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS threads(tid INTEGER PRIMARY KEY, name TEXT, first_ns INTEGER, last_ns INTEGER);"
+    // No key on (stack_id, kind) (the writer keeps each pair once): a row's
+    // rowid is its site's number, so new sites are appended and a changed one
+    // is found by rowid, one b-tree and not two (docs/recorder.md).
     "CREATE TABLE IF NOT EXISTS sites(stack_id INTEGER NOT NULL, kind INTEGER NOT NULL, alloc_count INTEGER,"
     " alloc_bytes INTEGER, free_count INTEGER, freed_bytes INTEGER, temp_count INTEGER, temp_bytes INTEGER,"
-    " peak_count INTEGER, peak_bytes INTEGER, PRIMARY KEY (stack_id, kind));"
+    " peak_count INTEGER, peak_bytes INTEGER);"
     "CREATE TABLE IF NOT EXISTS live_blocks(address INTEGER PRIMARY KEY, size INTEGER NOT NULL,"
     " kind INTEGER NOT NULL, stack_id INTEGER NOT NULL, tid INTEGER, time_ns INTEGER,"
     " reachability INTEGER NOT NULL);"
@@ -332,28 +340,69 @@ static bool put_modules(void) {
     return ok;
 }
 
-// Up to *budget rows of the nodes new since the last flush; true when no
-// error (the part is done when fl.part moved on).
+// Stack nodes go in chunks: a row holds up to CHUNK_NODES consecutive nodes
+// as a JSON array, element k being node first + k: its ip alone when its
+// parent is the node before it (a new stack's new frames come in a row, each
+// the child of the last), else [parent, ip]. One row per node cost SQLite
+// ~0.45 us a row (a PyTorch run's 2.8 M nodes: 1.3 s of the writer, the
+// bottleneck of the program's wall time); JSON and not a binary encoding so
+// that the stack_nodes view can decode it in plain SQL (json_each).
+#define CHUNK_NODES 8192
+
+// Appends v in decimal at p; returns the end.
+static char *put_u64(char *p, uint64_t v) {
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n) *p++ = tmp[--n];
+    return p;
+}
+
+// One chunk of the nodes new since the last flush per call (the step's
+// whole budget in a periodic flush); true when no error (the part is done
+// when fl.part moved on).
 static bool put_nodes(uint32_t *budget) {
     struct tpprof_wstate *w = &tpprof_w;
-    if (!fl.st && sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO stack_nodes(id, parent, ip) VALUES(?,?,?)", -1,
-                                     &fl.st, NULL) != SQLITE_OK)
+    // 2 + 45 bytes a node at most: "[", "]", and "[4294967295,18446744073709551615],".
+    static char *text;
+    if (!text && !(text = tpprof_mem_map(2 + (size_t)CHUNK_NODES * 45))) return false;
+    if (!fl.st && sqlite3_prepare_v2(db, "INSERT INTO stack_chunks(first, count, nodes) VALUES(?,?,?)", -1, &fl.st,
+                                     NULL) != SQLITE_OK)
         return false;
-    if (!fl.row) fl.row = w->nodes_written + 1;
-    bool ok = true;
-    for (; fl.row <= w->nnodes && ok && *budget; fl.row++, --*budget) {
-        uint32_t id = (uint32_t)fl.row;
-        sqlite3_bind_int64(fl.st, 1, id);
-        sqlite3_bind_int64(fl.st, 2, w->nodes[id].parent);
-        sqlite3_bind_int64(fl.st, 3, (sqlite3_int64)w->nodes[id].ip);
-        ok = sqlite3_step(fl.st) == SQLITE_DONE;
-        sqlite3_reset(fl.st);
-    }
-    if (ok && fl.row > w->nnodes) {
-        w->nodes_written = w->nnodes;
+    uint32_t first = w->nodes_written + 1;
+    if (first > w->nnodes) {
         part_done();
+        return true;
     }
-    return ok;
+    uint32_t end = w->nnodes - first + 1 > CHUNK_NODES ? first + CHUNK_NODES : w->nnodes + 1;
+    char *p = text;
+    *p++ = '[';
+    for (uint32_t id = first; id < end; id++) {
+        const struct tpprof_node *n = &w->nodes[id];
+        if (id > first) *p++ = ',';
+        if (n->parent == id - 1) {
+            p = put_u64(p, n->ip);
+            continue;
+        }
+        *p++ = '[';
+        p = put_u64(p, n->parent);
+        *p++ = ',';
+        p = put_u64(p, n->ip);
+        *p++ = ']';
+    }
+    *p++ = ']';
+    sqlite3_bind_int64(fl.st, 1, first);
+    sqlite3_bind_int64(fl.st, 2, end - first);
+    sqlite3_bind_text(fl.st, 3, text, (int)(p - text), SQLITE_STATIC);
+    bool ok = sqlite3_step(fl.st) == SQLITE_DONE;
+    sqlite3_reset(fl.st);
+    if (!ok) return false;
+    w->nodes_written = end - 1;
+    *budget = fl.final ? *budget - 1 : 0;
+    return true;
 }
 
 static void thread_name(pid_t tid, char *out, size_t cap) {
@@ -408,8 +457,10 @@ static bool put_threads(bool final) {
     return ok;
 }
 
-// The values of a site's row, as ?1 to ?10 in both statements of put_sites.
+// The values of a site's row, as ?1 to ?10 in both statements of put_sites,
+// and its rowid (the site's number + 1) as ?11.
 static void bind_site(sqlite3_stmt *st, struct tpprof_site *s) {
+    sqlite3_bind_int64(st, 11, (s - tpprof_w.sites) + 1);
     bool snap = s->snap_epoch == tpprof_w.peak_epoch;
     s->stored_peak_count = snap ? s->snap_count : s->live_count;
     s->stored_peak_bytes = snap ? s->snap_bytes : s->live_bytes;
@@ -426,22 +477,24 @@ static void bind_site(sqlite3_stmt *st, struct tpprof_site *s) {
 }
 
 // Every flush rewrites each site that changed, thousands of rows in a busy
-// program: an UPDATE in place costs about two thirds of an INSERT OR REPLACE
-// (which deletes the row and its key's index entry and inserts both again),
-// but an UPDATE that finds no row and the INSERT after it cost more than one
-// INSERT OR REPLACE (3,650 rows, SQLite 3.40: 4.8 ms against 7.3 when they
-// exist, 10.7 against 6.4 when they are new). So a site without a row yet
-// (new since the last flush, or every site in a forked child's new file) is
-// inserted, the others updated.
+// program, and the final one every site made since the last (700,000 in a
+// PyTorch run, most of them: the periods between flushes grow with the
+// writer's load). A site's row is its rowid (its number + 1): a new one is
+// appended, a changed one updated in place by rowid. With the key on
+// (stack_id, kind) each row was two b-tree writes, the table's and the
+// key's, and the final flush of that run took 1.2 s of the program's exit
+// (2 us a row). A site without a row yet (new since the last flush, or every
+// site in a forked child's new file) is inserted, the others updated.
 static bool put_sites(uint32_t *budget) {
     struct tpprof_wstate *w = &tpprof_w;
     bool ok = fl.st ||
               (sqlite3_prepare_v2(db, "UPDATE sites SET alloc_count = ?3, alloc_bytes = ?4, free_count = ?5,"
                                       " freed_bytes = ?6, temp_count = ?7, temp_bytes = ?8, peak_count = ?9,"
-                                      " peak_bytes = ?10 WHERE stack_id = ?1 AND kind = ?2", -1, &fl.st, NULL) == SQLITE_OK &&
-               sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO sites(stack_id, kind, alloc_count, alloc_bytes, free_count,"
-                                      " freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes)"
-                                      " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", -1, &fl.st2, NULL) == SQLITE_OK);
+                                      " peak_bytes = ?10 WHERE rowid = ?11 AND stack_id = ?1 AND kind = ?2", -1, &fl.st,
+                                  NULL) == SQLITE_OK &&
+               sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO sites(rowid, stack_id, kind, alloc_count, alloc_bytes,"
+                                      " free_count, freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes)"
+                                      " VALUES(?11,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", -1, &fl.st2, NULL) == SQLITE_OK);
     sqlite3_stmt *upd = fl.st, *ins = fl.st2;
     for (; fl.row < w->nsites && ok && *budget; fl.row++, --*budget) {
         struct tpprof_site *s = &w->sites[fl.row]; // the array may have moved since the last step

@@ -3,6 +3,7 @@
 // in sites.h. Writer-owned (writer.h): never on a program thread.
 #define _GNU_SOURCE
 #include <string.h>
+#include <sys/mman.h>
 
 #include "writer/sites.h"
 #include "base/mem.h"
@@ -35,9 +36,10 @@ static uint64_t trie_hash(uint32_t parent, uint64_t ip) {
 // longest outer part found here instead of at the root (each step of a walk
 // from the root is two cache misses, the slot and the node, in tables of
 // millions of nodes: a PyTorch run's 600,000 stacks of 32 frames made that
-// walk an eighth of the whole process's time). Direct-mapped, a quarter of
-// the trie's slots (remade empty as the trie grows: 16 MiB at 3 million
-// nodes); a miss costs only a longer walk. The two hashes are the depot's two chains
+// walk an eighth of the whole process's time). Direct-mapped, an eighth of
+// the trie's slots (remade empty as the trie grows: 16 MiB at 3.7 million
+// nodes; a quarter cost 16 MiB more for no time measured in that run); a
+// miss costs only a longer walk. The two hashes are the depot's two chains
 // (stacks.h), so a false match is as unlikely as there.
 struct prefix_entry {
     uint64_t h1;
@@ -51,91 +53,144 @@ static inline struct prefix_entry *prefix_at(const uint64_t h[2]) {
     return &prefix_cache[(h[0] >> 20) & (prefix_cap - 1)];
 }
 
+// A table of random lookups (trie slots, prefix cache): transparent huge
+// pages where the system allows them (with 4 KiB pages nearly every lookup
+// was a TLB miss as well as a cache miss), and populated for writing: a
+// probe reads a slot before a new node is written into it, and a page first
+// mapped by that read (the zero page) then took a copy-on-write fault and a
+// TLB shootdown across the program's CPUs (4% of a PyTorch run's CPU, in
+// the kernel under prefix_walk).
+static void *table_map(size_t bytes) {
+    void *p = tpprof_mem_map(bytes);
+    if (!p) return NULL;
+    madvise(p, bytes, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+    madvise(p, bytes, MADV_POPULATE_WRITE); // (Linux 5.14; before, faulted in as used)
+#endif
+    return p;
+}
+
 static void prefix_remake(uint64_t cap) {
     if (prefix_cache) tpprof_mem_unmap(prefix_cache, prefix_cap * sizeof *prefix_cache);
-    prefix_cache = tpprof_mem_map(cap * sizeof *prefix_cache);
+    prefix_cache = table_map(cap * sizeof *prefix_cache);
     prefix_cap = prefix_cache ? cap : 0;
 }
 
-static bool trie_grow(void) {
-    uint64_t ncap = trie_cap ? trie_cap * 2 : 1 << 14;
-    uint64_t *ns = tpprof_mem_map(ncap * sizeof *ns);
-    if (!ns) return false;
-    for (uint64_t i = 0; i < trie_cap; i++) {
-        uint64_t v = trie_slots[i];
-        if (!v) continue;
-        uint32_t id = (uint32_t)v;
-        uint64_t j = trie_hash(tpprof_w.nodes[id].parent, tpprof_w.nodes[id].ip) & (ncap - 1);
-        while (ns[j]) j = (j + 1) & (ncap - 1);
-        ns[j] = v;
+// Room for `more` new nodes: the slot table at most 3/4 full after them,
+// and the node array big enough.
+static bool trie_reserve(uint32_t more) {
+    struct tpprof_wstate *w = &tpprof_w;
+    uint64_t need = (uint64_t)w->nnodes + more + 1;
+    if (need * 4 > trie_cap * 3) {
+        uint64_t ncap = trie_cap ? trie_cap : 1 << 14;
+        while (need * 4 > ncap * 3) ncap *= 2;
+        uint64_t *ns = table_map(ncap * sizeof *ns);
+        if (!ns) return false;
+        // By node, not by slot: the nodes are read in order and the writes
+        // land anywhere, each independent of the last (from the old slots,
+        // each node read was a cache miss the next step waited for).
+        for (uint32_t id = 1; id <= w->nnodes; id++) {
+            uint64_t h = trie_hash(w->nodes[id].parent, w->nodes[id].ip);
+            uint64_t j = h & (ncap - 1);
+            while (ns[j]) j = (j + 1) & (ncap - 1);
+            ns[j] = TRIE_TAG(h) | id;
+        }
+        tpprof_mem_unmap(trie_slots, trie_cap * sizeof *trie_slots);
+        trie_slots = ns;
+        trie_cap = ncap;
+        prefix_remake(ncap / 8);
     }
-    tpprof_mem_unmap(trie_slots, trie_cap * sizeof *trie_slots);
-    trie_slots = ns;
-    trie_cap = ncap;
-    prefix_remake(ncap / 4);
+    if (need >= w->capnodes) {
+        uint32_t ncap = w->capnodes ? w->capnodes : 1 << 14;
+        while (need >= ncap) ncap *= 2;
+        struct tpprof_node *n = tpprof_mem_grow(w->nodes, w->capnodes * sizeof *n, ncap * sizeof *n);
+        if (!n) return false;
+        w->nodes = n;
+        w->capnodes = ncap;
+    }
     return true;
 }
 
-static uint32_t trie_child(uint32_t parent, uint64_t ip) {
-    struct tpprof_wstate *w = &tpprof_w;
-    if ((uint64_t)(w->nnodes + 1) * 4 > trie_cap * 3 && !trie_grow()) return 0;
+// The child of parent with this ip, or 0 when it has none.
+static uint32_t trie_find(uint32_t parent, uint64_t ip) {
+    const struct tpprof_wstate *w = &tpprof_w;
     uint64_t h = trie_hash(parent, ip), tag = TRIE_TAG(h);
-    uint64_t j = h & (trie_cap - 1);
-    for (uint64_t v; (v = trie_slots[j]) != 0; j = (j + 1) & (trie_cap - 1)) {
+    for (uint64_t j = h & (trie_cap - 1), v; (v = trie_slots[j]) != 0; j = (j + 1) & (trie_cap - 1)) {
         if (TRIE_TAG(v) != tag) continue;
         uint32_t id = (uint32_t)v;
         if (w->nodes[id].parent == parent && w->nodes[id].ip == ip) return id;
     }
-    if (w->nnodes + 1 >= w->capnodes) {
-        uint32_t ncap = w->capnodes ? w->capnodes * 2 : 1 << 14;
-        struct tpprof_node *n = tpprof_mem_grow(w->nodes, w->capnodes * sizeof *n, ncap * sizeof *n);
-        if (!n) return 0;
-        w->nodes = n;
-        w->capnodes = ncap;
-    }
-    uint32_t id = ++w->nnodes;
-    w->nodes[id].parent = parent;
-    w->nodes[id].ip = ip;
-    trie_slots[j] = tag | id;
-    return id;
+    return 0;
 }
 
+// Nodes for ips[0..k) (innermost first, as a stack's frames are) as a chain
+// below parent, the outermost first: all new (a node made now has no
+// children yet, so nothing is looked up). Their ids are known before any is
+// made, so every slot's cache miss is started at once. Room was reserved.
+// path[i] gets the node of ips[k - 1 - i].
+static void trie_append(uint32_t parent, const uintptr_t *ips, int k, uint32_t *path) {
+    struct tpprof_wstate *w = &tpprof_w;
+    uint64_t hs[TPPROF_MAX_DEPTH];
+    for (int i = 0; i < k; i++) {
+        hs[i] = trie_hash(i ? w->nnodes + (uint32_t)i : parent, ips[k - 1 - i]);
+        __builtin_prefetch(&trie_slots[hs[i] & (trie_cap - 1)], 1);
+    }
+    for (int i = 0; i < k; i++) {
+        uint32_t id = ++w->nnodes;
+        w->nodes[id].parent = parent;
+        w->nodes[id].ip = ips[k - 1 - i];
+        uint64_t j = hs[i] & (trie_cap - 1);
+        while (trie_slots[j]) j = (j + 1) & (trie_cap - 1);
+        trie_slots[j] = TRIE_TAG(hs[i]) | id;
+        path[i] = parent = id;
+    }
+}
+
+// Whether the last tpprof_writer_leaf_of call made its leaf node now: no
+// site can have that stack yet, so tpprof_site_lookup need not look.
+static bool leaf_new;
+
 static uint32_t prefix_walk(const uintptr_t *ips, int n) {
+    if (n <= 0 || !trie_reserve((uint32_t)n)) return 0;
     uint64_t hs[TPPROF_MAX_DEPTH + 1][2];
     uint64_t acc[2] = {0, 0};
     for (int p = 1; p <= n; p++) { // hs[p]: the outer p frames
         tpprof_stack_hash_step(acc, ips[n - p]);
         tpprof_stack_hash_end(acc, p, hs[p]);
     }
-    uint32_t node = 0;
+    uint32_t path[TPPROF_MAX_DEPTH + 1]; // path[p]: the node of the outer p frames
+    path[0] = 0;
     int p = 0;
-    if (prefix_cache) // the probes' misses overlap (they do not depend on each other)
+    if (prefix_cache) { // the probes' misses overlap (they do not depend on each other)
         for (int q = n; q > 0 && q > n - 8; q--) __builtin_prefetch(prefix_at(hs[q]));
-    if (prefix_cache)
         for (int q = n; q > 0; q--) {
             const struct prefix_entry *e = prefix_at(hs[q]);
             if (e->h1 == hs[q][0] && e->h2lo == (uint32_t)hs[q][1]) {
-                node = e->node;
+                path[q] = e->node;
                 p = q;
                 break;
             }
         }
-    for (; p < n; p++) {
-        uint32_t c = trie_child(node, ips[n - 1 - p]);
-        if (!c) break;
-        node = c;
-        if (prefix_cache) {
-            struct prefix_entry *e = prefix_at(hs[p + 1]);
-            e->h1 = hs[p + 1][0];
-            e->h2lo = (uint32_t)hs[p + 1][1];
-            e->node = c;
-        }
     }
-    return node;
+    int known = p;
+    for (uint32_t c; p < n && (c = trie_find(path[p], ips[n - 1 - p])) != 0; p++) path[p + 1] = c;
+    if (p < n) {
+        trie_append(path[p], ips, n - p, &path[p + 1]);
+        leaf_new = true;
+    }
+    if (prefix_cache) // the outer parts walked or made, for the next stack that shares them
+        for (int q = known + 1; q <= n; q++) {
+            struct prefix_entry *e = prefix_at(hs[q]);
+            e->h1 = hs[q][0];
+            e->h2lo = (uint32_t)hs[q][1];
+            e->node = path[q];
+        }
+    return path[n];
 }
 
 uint32_t tpprof_writer_leaf_of(uint32_t sid) {
     struct tpprof_wstate *w = &tpprof_w;
+    leaf_new = false;
     if (sid == 0 || sid >= 1u << 31) return 0; // (2^31 stacks: memory ran out long before)
     if (sid >= w->capleaf) {
         uint32_t ncap = w->capleaf ? w->capleaf : 1 << 12;
@@ -178,12 +233,28 @@ struct tpprof_site *tpprof_site_get_slow(uint32_t sid, int kind) {
     return s;
 }
 
+// A trie node's first site (index + 1; 0: none), the others of the same
+// stack chained through next_of_stack. An array by node and not a hash of
+// (stack, kind): a new site's stack is nearly always a node made just now,
+// near the array's end, where a hash put (700,000 of them, a cache miss
+// each) was 3% of a PyTorch run's CPU, and its lookup 3% more.
+static uint32_t *site_of_node;
+static uint32_t site_of_cap;
+
 struct tpprof_site *tpprof_site_lookup(uint32_t sid, int kind) {
     struct tpprof_wstate *w = &tpprof_w;
     uint32_t stack = tpprof_writer_leaf_of(sid);
-    uint64_t key = ((uint64_t)stack << 4 | (uint64_t)kind) + 1;
-    uint32_t idx = tpprof_map_get(&w->site_index, key);
-    if (idx) return &w->sites[idx - 1];
+    if (stack >= site_of_cap) {
+        uint32_t ncap = site_of_cap ? site_of_cap : 1 << 14;
+        while (ncap <= stack) ncap *= 2;
+        uint32_t *n = tpprof_mem_grow(site_of_node, site_of_cap * sizeof *n, ncap * sizeof *n);
+        if (!n) return NULL;
+        site_of_node = n;
+        site_of_cap = ncap;
+    }
+    // (A leaf made just now has no site: nothing to look at.)
+    for (uint32_t i = leaf_new ? 0 : site_of_node[stack]; i; i = w->sites[i - 1].next_of_stack)
+        if (w->sites[i - 1].kind == kind) return &w->sites[i - 1];
     if (w->nsites == w->capsites) {
         uint32_t ncap = w->capsites ? w->capsites * 2 : 1024;
         struct tpprof_site *n = tpprof_mem_grow(w->sites, w->capsites * sizeof *n, ncap * sizeof *n);
@@ -191,10 +262,11 @@ struct tpprof_site *tpprof_site_lookup(uint32_t sid, int kind) {
         w->sites = n;
         w->capsites = ncap;
     }
-    if (!tpprof_map_put(&w->site_index, key, w->nsites + 1)) return NULL;
     struct tpprof_site *s = &w->sites[w->nsites++];
     memset(s, 0, sizeof *s);
     s->stack = stack;
     s->kind = (uint16_t)kind;
+    s->next_of_stack = site_of_node[stack];
+    site_of_node[stack] = w->nsites;
     return s;
 }

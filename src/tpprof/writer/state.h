@@ -62,9 +62,12 @@ struct tpprof_site {
     int64_t snap_count, snap_bytes; // live at the peak, if snap_epoch == peak_epoch
     int64_t temp_count, temp_bytes;
     int64_t stored_peak_count, stored_peak_bytes; // the peak values its row holds (if stored)
+    uint32_t next_of_stack; // index + 1 of another site of the same stack (another kind); 0: none
 };
 
-struct tpprof_node {
+// Packed: 12 bytes a node, not 16 (a PyTorch run's 3.7 million nodes:
+// 14 MiB less; x86-64 reads the unaligned ip as fast).
+struct __attribute__((packed)) tpprof_node {
     uint32_t parent;
     uint64_t ip;
 };
@@ -87,8 +90,7 @@ struct tpprof_wstate {
     uint64_t nmaps, capmaps;
     struct tpprof_map maps_at;  // a live mapping's start address -> its index + 1
 
-    // Sites: (stack, kind) -> index.
-    struct tpprof_map site_index;
+    // Sites; a stack's are found from its trie node (writer/sites.c).
     struct tpprof_site *sites;
     uint32_t nsites, capsites;
 

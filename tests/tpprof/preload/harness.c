@@ -200,7 +200,7 @@ void expect_complete(const char *what) {
     CHECK_MSG(strcmp(v, "1") == 0, "%s: meta.complete is '%s'", what, v);
     qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'tool'");
     CHECK_MSG(strcmp(v, "tpprof") == 0, "%s: meta.tool is '%s'", what, v);
-    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'schema_version'") == 2, "%s: schema_version", what);
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'schema_version'") == TPPROF_SCHEMA_VERSION, "%s: schema_version", what);
 }
 
 // Runs prog under the preload into NAME.db and opens it; false if not there.

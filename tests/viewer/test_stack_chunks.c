@@ -1,0 +1,299 @@
+// test_stack_chunks.c: the stack trie as the recorder writes it since schema
+// 3, in stack_chunks rows with stack_nodes a view of them (docs/schema.md),
+// reads as the stack_nodes table of older recordings did: in the viewer
+// (report, symbolizing, merge) and through the view in plain SQL; a damaged
+// chunk is one line and exit 2.
+//
+// The chunked fixtures are the table ones converted here, written as the
+// recorder writes them (a bare ip when the parent is the node before, else
+// [parent, ip]; a few nodes a row, so that there are many rows and both
+// forms). With a python3 path as the second argument (suite 'preload') it
+// also checks a real recording of the writer: a Python run, thousands of
+// nodes over several chunks, reports the same as its copy with the view
+// made into a table, and its sites are one row per (stack_id, kind).
+#define _POSIX_C_SOURCE 200809L
+#include "fixture.h"
+#include "harness.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The view, exactly as docs/schema.md gives it and the recorder creates it.
+static const char view_sql[] =
+    "CREATE VIEW stack_nodes(id, parent, ip) AS SELECT c.first + j.key,"
+    " CASE j.type WHEN 'array' THEN j.value ->> 0 ELSE c.first + j.key - 1 END,"
+    " CASE j.type WHEN 'array' THEN j.value ->> 1 ELSE j.value END FROM stack_chunks c, json_each(c.nodes) j";
+
+static int exec(sqlite3 *db, const char *sql) {
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        fprintf(stderr, "%s: %s\n", sql, msg ? msg : sqlite3_errmsg(db));
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+// One chunk row of the nodes in text (a JSON array) from first on.
+static int put_chunk(sqlite3 *db, int64_t first, int64_t count, const char *text) {
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "INSERT INTO stack_chunks VALUES (?1, ?2, ?3)", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, first);
+        sqlite3_bind_int64(st, 2, count);
+        sqlite3_bind_text(st, 3, text, -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+// The recording at path with its stack_nodes table turned into chunks of at
+// most per_chunk consecutive nodes (a gap in the ids starts a new one), and
+// the view in its place: what the schema-3 recorder writes.
+static int chunk_recording(const char *path, int per_chunk) {
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK || exec(db, "BEGIN") ||
+        exec(db, "CREATE TABLE stack_chunks(first INTEGER PRIMARY KEY, count INTEGER NOT NULL, nodes TEXT NOT NULL)") ||
+        sqlite3_prepare_v2(db, "SELECT id, parent, ip FROM stack_nodes ORDER BY id", -1, &st, NULL) != SQLITE_OK) {
+        sqlite3_close(db);
+        return -1;
+    }
+    char text[8192];
+    size_t len = 0;
+    int64_t first = 0, count = 0, last = 0;
+    int rc = 0;
+    while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0), parent = sqlite3_column_int64(st, 1), ip = sqlite3_column_int64(st, 2);
+        if (count && (count == per_chunk || id != last + 1)) {
+            snprintf(text + len, sizeof text - len, "]");
+            rc = put_chunk(db, first, count, text);
+            count = 0;
+        }
+        if (!count) {
+            first = id;
+            len = (size_t)snprintf(text, sizeof text, "[");
+        }
+        len += (size_t)snprintf(text + len, sizeof text - len, count ? "," : "");
+        if (parent == id - 1)
+            len += (size_t)snprintf(text + len, sizeof text - len, "%lld", (long long)ip);
+        else
+            len += (size_t)snprintf(text + len, sizeof text - len, "[%lld,%lld]", (long long)parent, (long long)ip);
+        count++;
+        last = id;
+    }
+    sqlite3_finalize(st);
+    if (rc == 0 && count) {
+        snprintf(text + len, sizeof text - len, "]");
+        rc = put_chunk(db, first, count, text);
+    }
+    if (rc == 0)
+        rc = exec(db, "DROP TABLE stack_nodes");
+    if (rc == 0)
+        rc = exec(db, view_sql);
+    if (rc == 0)
+        rc = exec(db, "UPDATE meta SET value = '3' WHERE key = 'schema_version'; COMMIT");
+    sqlite3_close(db);
+    return rc;
+}
+
+// The rows of sql on the database at path, one line each, columns by '|'.
+static char *query(const char *path, const char *sql) {
+    sqlite3 *h = NULL;
+    char *out = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&out, &len);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK)
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            for (int c = 0; c < sqlite3_column_count(st); c++)
+                fprintf(m, "%s%s", c ? "|" : "",
+                        sqlite3_column_text(st, c) ? (const char *)sqlite3_column_text(st, c) : "");
+            fputc('\n', m);
+        }
+    else
+        fprintf(m, "error: %s\n", h ? sqlite3_errmsg(h) : "open");
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    fclose(m);
+    return out;
+}
+
+// stdout of `tpprof report DB args...` past its first line (which names the file).
+static char *report_body(const char *db, const char *a1, const char *a2) {
+    run_result r = harness_tpprof("report", db, a1, a2, NULL);
+    CHECK(r.status == 0, "report %s: status %d: %s", db, r.status, r.err);
+    const char *nl = strchr(r.out, '\n');
+    char *body = strdup(nl ? nl + 1 : "");
+    harness_result_free(&r);
+    return body;
+}
+
+static void test_chunked_recording_reports_as_its_table_did(void) {
+    const char *t = harness_path("table.db");
+    CHECK(fixture_write(t, &(fixture_options){0}) == 0, "fixture");
+    char *table = strdup(t);
+    const char *c = harness_path("chunked.db");
+    CHECK(fixture_write(c, &(fixture_options){0}) == 0 && chunk_recording(c, 2) == 0, "chunked fixture");
+    char *rows = query(c, "SELECT COUNT(*) > 3, SUM(instr(substr(nodes, 2), '[') > 0) > 0 FROM stack_chunks");
+    CHECK(rows && strcmp(rows, "1|1\n") == 0, "several chunks, some with [parent, ip]: %s", rows);
+    free(rows);
+    char *want = report_body(table, "--leaks", NULL), *got = report_body(c, "--leaks", NULL);
+    CHECK(strstr(want, "grow_leak") == NULL && strstr(want, "map_arena (arena.c:30)"), "%s", want);
+    CHECK(strcmp(want, got) == 0, "want:\n%s\ngot:\n%s", want, got);
+    free(want);
+    free(got);
+    want = report_body(table, "--format", "json");
+    got = report_body(c, "--format", "json");
+    // (From the program on: what is before names the file.)
+    const char *w = strstr(want, "\"program\""), *g = strstr(got, "\"program\"");
+    CHECK(w && g && strcmp(w, g) == 0, "json: want:\n%s\ngot:\n%s", want, got);
+    free(want);
+    free(got);
+    free(table);
+}
+
+static void test_stack_nodes_view_reads_the_rows_of_the_table(void) {
+    const char *t = harness_path("view-table.db");
+    CHECK(fixture_write(t, &(fixture_options){0}) == 0, "fixture");
+    char *want = query(t, "SELECT id, parent, ip FROM stack_nodes ORDER BY id");
+    const char *c = harness_path("view-chunked.db");
+    CHECK(fixture_write(c, &(fixture_options){0}) == 0 && chunk_recording(c, 3) == 0, "chunked fixture");
+    char *got = query(c, "SELECT id, parent, ip FROM stack_nodes ORDER BY id");
+    CHECK(want && got && harness_lines(want) > 5 && strcmp(want, got) == 0, "want:\n%s\ngot:\n%s", want, got);
+    free(want);
+    free(got);
+    // A walk from a leaf to the root, as a script would do it.
+    got = query(c, "WITH RECURSIVE up(id) AS (SELECT MAX(id) FROM stack_nodes UNION ALL"
+                   " SELECT n.parent FROM stack_nodes n JOIN up ON n.id = up.id WHERE n.parent != 0)"
+                   " SELECT COUNT(*) > 1 FROM up");
+    CHECK(got && strcmp(got, "1\n") == 0, "%s", got);
+    free(got);
+}
+
+static void test_chunked_recording_is_symbolized_from_its_chunks(void) {
+    const char *db = harness_path("self-chunked.db");
+    int lines[3] = {0};
+    CHECK(fixture_write_self(db, false, lines) == 0 && chunk_recording(db, 1) == 0, "fixture");
+    run_result r = harness_tpprof("report", db, "--leaks", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    char want[256];
+    snprintf(want, sizeof want,
+             "      fixture_inlined (fixture.c:%d)\n      fixture_leaker (fixture.c:%d)\n"
+             "      fixture_outer (fixture.c:%d)\n",
+             lines[0], lines[2], lines[1]);
+    CHECK(strstr(r.out, want), "want:\n%s\ngot:\n%s", want, r.out);
+    harness_result_free(&r);
+    CHECK(harness_db_int(db, "SELECT COUNT(*) FROM symbols") == 3, "symbols saved");
+}
+
+static void test_merge_reads_chunked_and_table_inputs(void) {
+    const char *t = harness_path("m-table.db");
+    CHECK(fixture_write(t, &(fixture_options){0}) == 0, "fixture");
+    char *table = strdup(t);
+    const char *c = harness_path("m-chunked.db");
+    CHECK(fixture_write(c, &(fixture_options){.extra_lost_bytes = 1048576}) == 0 && chunk_recording(c, 2) == 0,
+          "chunked fixture");
+    char *chunked = strdup(c);
+    const char *out = harness_path("m-job.db");
+    run_result r = harness_tpprof("merge", out, table, chunked, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("report", out, "--leaks", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    CHECK(strstr(r.out, "verdict     LEAK: 1.02 MiB lost in 5 blocks"), "%s", r.out);
+    CHECK(strstr(r.out, "1.00 MiB in      1 block   lost       malloc\n      grow_leak (grow.c:70)"),
+          "the chunked input's own stack, by name:\n%s", r.out);
+    harness_result_free(&r);
+    long long nodes = harness_db_int(table, "SELECT COUNT(*) FROM stack_nodes") +
+                      harness_db_int(chunked, "SELECT COUNT(*) FROM stack_nodes");
+    CHECK(harness_db_int(out, "SELECT COUNT(*) FROM stack_nodes") == nodes, "every node of both: %lld", nodes);
+    free(table);
+    free(chunked);
+}
+
+static void test_damaged_chunk_is_one_line_and_exit_2(void) {
+    static const char *const damage[] = {
+        "UPDATE stack_chunks SET nodes = substr(nodes, 1, length(nodes) - 1) WHERE first = 1", // unterminated
+        "UPDATE stack_chunks SET count = count + 1 WHERE first = 1",                          // too few nodes
+        "UPDATE stack_chunks SET nodes = '[1,\"x\"]', count = 2 WHERE first = 1",              // not a number
+        "UPDATE stack_chunks SET nodes = '[[1,2,3]]', count = 1 WHERE first = 1",              // not a pair
+        "UPDATE stack_chunks SET nodes = '[99999999999999999999]', count = 1 WHERE first = 1", // past 64 bits
+    };
+    for (size_t i = 0; i < sizeof damage / sizeof *damage; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "damaged%zu.db", i);
+        const char *p = harness_path(name);
+        CHECK(fixture_write(p, &(fixture_options){0}) == 0 && chunk_recording(p, 4) == 0, "fixture");
+        sqlite3 *db = NULL;
+        CHECK(sqlite3_open(p, &db) == SQLITE_OK && exec(db, damage[i]) == 0, "%s", damage[i]);
+        sqlite3_close(db);
+        harness_expect_usage_error(damage[i], harness_tpprof("report", p, NULL), "stack_chunks row 1 is damaged");
+        harness_expect_usage_error(damage[i], harness_tpprof("check", p, NULL), "stack_chunks row 1 is damaged");
+    }
+}
+
+// A real recording: the writer's chunks, read by the viewer and through the
+// view (the copy whose view is made a table) give the same report.
+static const char *python;
+
+static void test_python_run_reads_the_same_through_the_view(void) {
+    const char *p = harness_path("py.db");
+    char *db = strdup(p);
+    run_result r = harness_tpprof("run", "-o", db, "--", python, "-c",
+                                  "import json\nkeep = [json.dumps({'k': [i] * (i % 7)}) for i in range(20000)]\n"
+                                  "def grow(n):\n    return [str(i) * 3 for i in range(n)] if n < 2 else grow(n - 1)\n"
+                                  "keep += [grow(n) for n in range(60)]\n",
+                                  NULL);
+    CHECK(r.status == 0, "run: status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    CHECK(harness_db_int(db, "SELECT COUNT(*) FROM stack_chunks") > 1, "several chunks");
+    long long n = harness_db_int(db, "SELECT SUM(count) FROM stack_chunks");
+    CHECK(n > 8192 && harness_db_int(db, "SELECT COUNT(*) FROM stack_nodes") == n &&
+              harness_db_int(db, "SELECT MAX(id) FROM stack_nodes") == n,
+          "ids 1..%lld, each once through the view", n);
+    CHECK(harness_db_int(db, "SELECT COUNT(*) FROM stack_nodes WHERE parent >= id") == 0, "parents come first");
+    // sites has no key on (stack_id, kind) since schema 3: the writer keeps each pair once.
+    CHECK(harness_db_int(db, "SELECT COUNT(*) FROM sites") > 1000 &&
+              harness_db_int(db, "SELECT COUNT(*) - COUNT(DISTINCT stack_id || ',' || kind) FROM sites") == 0,
+          "one row per site");
+    // The copy: the file itself, its view replaced by the table read through it.
+    const char *t = harness_path("py-table.db");
+    char *copy = strdup(t);
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", db, copy);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    sqlite3 *h = NULL;
+    CHECK(sqlite3_open(copy, &h) == SQLITE_OK &&
+              exec(h, "BEGIN; CREATE TABLE n AS SELECT id, parent, ip FROM stack_nodes; DROP VIEW stack_nodes;"
+                      " DROP TABLE stack_chunks; CREATE TABLE stack_nodes(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL,"
+                      " ip INTEGER NOT NULL); INSERT INTO stack_nodes SELECT * FROM n ORDER BY id; DROP TABLE n; COMMIT") == 0,
+          "view made a table");
+    sqlite3_close(h);
+    char *want = report_body(copy, "--top", "0"), *got = report_body(db, "--top", "0");
+    CHECK(harness_lines(got) > 20, "sites listed: %s", got);
+    CHECK(strcmp(want, got) == 0, "want:\n%s\ngot:\n%s", want, got);
+    free(want);
+    free(got);
+    free(copy);
+    free(db);
+}
+
+int main(int argc, char **argv) {
+    harness_init(argc, argv);
+    if (argc > 2) { // suite 'preload': the real writer's recording
+        python = argv[2];
+        RUN_TEST(test_python_run_reads_the_same_through_the_view);
+        return harness_finish();
+    }
+    RUN_TEST(test_chunked_recording_reports_as_its_table_did);
+    RUN_TEST(test_stack_nodes_view_reads_the_rows_of_the_table);
+    RUN_TEST(test_chunked_recording_is_symbolized_from_its_chunks);
+    RUN_TEST(test_merge_reads_chunked_and_table_inputs);
+    RUN_TEST(test_damaged_chunk_is_one_line_and_exit_2);
+    return harness_finish();
+}
