@@ -23,7 +23,6 @@
 // checks that recording is on and dispatches, each kind has a small handler
 // of its own, and state is touched only by the events that need it.
 #define _GNU_SOURCE
-#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -450,7 +449,8 @@ static inline __attribute__((always_inline)) void tensor_freed(struct tpprof_thr
                 obs_commit(t, w, TP_OBS_TENSOR_FREED, 0, 0, 0, 4, full);
                 tpprof_obs_recent.settled = true;
             }
-            memmove(&tpprof_obs_recent.freed[0], &tpprof_obs_recent.freed[1], (OBS_FREED - 1) * sizeof tpprof_obs_recent.freed[0]);
+            memmove(&tpprof_obs_recent.freed[0], &tpprof_obs_recent.freed[1],
+                    (OBS_FREED - 1) * sizeof tpprof_obs_recent.freed[0]);
             tpprof_obs_recent.nfreed--;
         }
         tpprof_obs_recent.freed[tpprof_obs_recent.nfreed].tensor = tensor;
