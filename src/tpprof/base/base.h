@@ -13,7 +13,7 @@
 //   base/     own memory, the module map, tpprof's file descriptors, the
 //             global state here
 // Nothing here depends on libtensorplay beyond its observer ABI header
-// (record/observe.c and writer/ledger.c only). Nothing declared in these
+// (record/observe.c, record/obsfold.c and .h, writer/ledger.c only). Nothing declared in these
 // headers is exported from the shared object: only the interposed libc
 // functions and tp_observer_provide are (tpprof.map).
 #ifndef TPPROF_BASE_H

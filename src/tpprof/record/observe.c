@@ -15,15 +15,14 @@
 // interpret the events beyond copying them, except where the ABI's event
 // order makes an unwind or a record redundant ("Stacks already known"
 // below): then it skips the unwind, or sends two events as one record; and
-// where a short-lived tensor needs no record at all ("Folded views"): then
-// it counts it.
+// where a short-lived tensor needs no record at all ("Folded views":
+// record/obsfold.c and obsfold.h): then it counts it.
 //
 // A small tensor op sends a dozen events, so the per-event cost is most of
 // what tensor tracking costs (bench/tensor_overhead.sh): on_event only
 // checks that recording is on and dispatches, each kind has a small handler
 // of its own, and state is touched only by the events that need it.
 #define _GNU_SOURCE
-#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,13 +34,9 @@
 #include "record/rings.h"
 #include "record/stacks.h"
 #include "record/early.h"
+#include "record/obsfold.h"
 
 _Atomic int tpprof_obs_attached;
-
-// Longest record: a new storage with its tensor of 8 dims (16 + 2 * 8: see
-// tensor_new); ndim above this is cut (the runtime's TP_MAX_DIMS is 8).
-#define OBS_MAX_DIMS 8
-#define OBS_MAX_WORDS 32
 
 // ---------------------------------------------------------------------------
 // Stacks already known, records folded.
@@ -79,33 +74,7 @@ _Atomic int tpprof_obs_attached;
 //    if it leaves weak 1 (no weak holder), also the FREED that comes once the
 //    data's deleter has run (TPPROF_OBS_FREED).
 
-#define OBS_FREED 16
-
-struct obs_recent {
-    uint32_t held_sid;       // != 0: a RETAIN held for its TENSOR_CREATED...
-    uint64_t held_storage;   // ...of this storage...
-    uint64_t held_counts;    // ...with these counts
-    uint32_t nfreed;
-    struct { uint64_t tensor, storage; } freed[OBS_FREED]; // TENSOR_FREED held for their RELEASE
-    uint64_t data_released;  // sent inside a RELEASE: this storage's DATA_RELEASED
-    uint64_t freed_storage;  // sent inside a RELEASE: this storage's FREED (the data's
-                             // deleter runs in between and may send events)
-    uint64_t untimed[16];    // storages made here whose lifetime is not timed (by id's low bits)
-    const char *last_name;     // the allocator name the last STORAGE_CREATED record with one carried
-    const char *alloc_name[4]; // the allocators of the storages made here lately...
-    uint32_t alloc_made[4];    // ...and how many each made (timed_by_allocator)
-    uint32_t alloc_next;
-    // Folded views (below): this thread's storage bytes as its records say...
-    int64_t live, high;        // ...now, and at most since the last rebase
-    struct { uint64_t id, nbytes; } made[64]; // storages it made, whose release lowers live (by id's low bits)
-    bool settled;              // a tensor's free was sent since the last potential peak move
-    bool owner_seen;           // it owns the observer stripe, and live was rebased when it found so
-    bool lost;                 // a record could not be written: nothing is folded any more
-    const char *held_name;     // the allocator name hold_new put last...
-    uint64_t held_name_words[3]; // ...as its words
-    uint32_t fold_alloc_last;  // the fold_alloc slot used last
-};
-static __thread struct obs_recent recent TPPROF_TLS;
+__thread struct obs_recent tpprof_obs_recent TPPROF_TLS;
 
 // ---------------------------------------------------------------------------
 // Timed lifetimes.
@@ -131,10 +100,11 @@ static __thread struct obs_recent recent TPPROF_TLS;
 // keep theirs) among the last 4 allocators it used; counts this one.
 static inline bool timed_by_allocator(const char *name) {
     for (int i = 0; i < 4; i++)
-        if (recent.alloc_name[i] == name) return recent.alloc_made[i] < TIMED_PER_ALLOCATOR && ++recent.alloc_made[i];
-    uint32_t i = recent.alloc_next++ & 3;
-    recent.alloc_name[i] = name;
-    recent.alloc_made[i] = 1;
+        if (tpprof_obs_recent.alloc_name[i] == name)
+            return tpprof_obs_recent.alloc_made[i] < TIMED_PER_ALLOCATOR && ++tpprof_obs_recent.alloc_made[i];
+    uint32_t i = tpprof_obs_recent.alloc_next++ & 3;
+    tpprof_obs_recent.alloc_name[i] = name;
+    tpprof_obs_recent.alloc_made[i] = 1;
     return true;
 }
 
@@ -143,120 +113,16 @@ static inline bool storage_timed(const tp_obs_storage *s) {
            (s->storage_id * 0x9E3779B97F4A7C15ULL) >> 61 == 0 || tpprof_cfg.lifetimes_all;
 }
 
-static inline void note_untimed(uint64_t id) { recent.untimed[id & 15] = id; }
-
-// Whether the release of storage id's data needs no tick (forgotten then).
-static inline bool release_untimed(uint64_t id) {
-    uint64_t *e = &recent.untimed[id & 15];
-    if (*e != id) return false;
-    *e = 0;
-    return true;
-}
-
 // ---------------------------------------------------------------------------
-// Folded views.
-//
-// A view made and freed while nothing needs to see it on its own (the
-// narrow() a small op takes and drops) reaches the recording only through
-// two counts: a retain and a release at its creation stack in
-// refcount_sites. Such a view's two records (its TENSOR_CREATED with the
-// RETAIN, its TENSOR_FREED with the RELEASE) were a third of the records of
-// a small tensor op, and each costs the program its ring words and the
-// writer its merge and ledger work (bench/tensor_overhead.sh). So in
-// aggregate mode the fused on_tensor_retained does not write a view's
-// record at once: it keeps it in the thread struct (t->obs_held, at most
-// TPPROF_OBS_HELD); if the view's free comes first, leaving its storage
-// alive, the two are folded into t->fold_count[its stack], which the writer
-// adds to refcount_sites at the end (ledger.c). Anything else about a held
-// view, or its storage, writes it first (flush_held), in order, so the
-// writer sees what it saw before.
-//
-// What a fold must not change:
-//  - The peak. A view is in the tensors table when it is alive at the
-//    storage peak's last moment (writer/state.h alive_at_peak): created
-//    before peak_end, the first tensor free or data release after the peak
-//    moved, and freed after it. So a view is held only when the writer's
-//    peak_end is set already (`settled`: a tensor's free was written since
-//    the last storage event that may have moved the peak), and every held
-//    view is written before such an event (a storage made that takes live
-//    above high, a data swap). A view held and folded then was made after
-//    peak_end and is not in the peak, and its free would not have set
-//    peak_end.
-//  - Other threads. Only while this thread owns the observer stripe
-//    (record/order.h) does it know every storage event: nothing is held
-//    otherwise. A thread that takes the stripe away (obsorder.c) takes the
-//    held views too and writes them before its own records: a view passed
-//    to another thread is recorded in full.
-//  - The storage's counts. Records carry a storage's counts after the
-//    event; a view's record held while another record of its storage is
-//    written would bring back counts from before it: any record naming a
-//    held view's storage writes the held views first, and a view is folded
-//    only if no newer held view is on its storage.
-//  - Views whose free releases the storage's data (strong 0): written.
-//
-// Whether a storage event may move the peak: from the moment the thread
-// found it owns the stripe (a rebase: then the writer's peak is at least
-// its storage total), only this thread's records change that total; live
-// follows them (+nbytes when a storage is made, -nbytes when the data of
-// one made here, and still in `made`, is released: one not found is never
-// taken off, which only overstates live) and the peak can move only when
-// live exceeds high, its maximum since the rebase.
-
-static inline bool fold_on(void) { return !recent.lost; }
-
-// A storage of `nbytes` made: whether it may move the peak (then nothing
-// is settled any more: the caller has written the held views first).
-static inline bool fold_storage_made(uint64_t id, uint64_t nbytes) {
-    recent.live += (int64_t)nbytes;
-    recent.made[id & 63].id = id;
-    recent.made[id & 63].nbytes = nbytes;
-    if (TPPROF_LIKELY(recent.live <= recent.high)) return false;
-    recent.high = recent.live;
-    recent.settled = false;
-    return true;
-}
-
-// Storage id's data released, in a record written.
-static inline void fold_storage_gone(uint64_t id) {
-    if (recent.made[id & 63].id != id) return;
-    recent.made[id & 63].id = 0;
-    recent.live -= (int64_t)recent.made[id & 63].nbytes;
-}
-
-// The writer's total changes by what this thread cannot tell (a data swap,
-// or it just found it owns the stripe): start again from here.
-static inline void fold_rebase(void) {
-    recent.high = recent.live;
-    recent.settled = false;
-}
-
-// Opens the thread's observer window; whether it owns the stripe (its
-// held views are then its own until the window closes).
-static inline bool stripe_open(struct tpprof_thread *t) {
-    atomic_store_explicit(&t->obs_window, 1, memory_order_relaxed);
-    atomic_signal_fence(memory_order_seq_cst); // (obsorder.c: the revoker's membarrier does the CPU's part)
-    return atomic_load_explicit(&tpprof_obs_owner, memory_order_relaxed) == (uintptr_t)t;
-}
-
-static inline void stripe_close(struct tpprof_thread *t) {
-    atomic_store_explicit(&t->obs_window, 0, memory_order_release);
-}
+// Folded views: record/obsfold.c (what folding keeps exact, and the held
+// records written out) and record/obsfold.h (what the fused callbacks
+// below inline: holding a record, folding it).
 
 // ---------------------------------------------------------------------------
 // Recording.
 //
-// The fused callbacks' fast path (below) checks the ring with one compare:
-// up to t->obs_lim, a record of OBS_MAX_WORDS + 1 has room (by the head the
-// thread last saw) and ends before the next quarter of the ring, so it
-// neither wraps nor is the one that may have to wake the writer
-// (tpprof_ring_commit). Set by the general way's every slot, which the
-// first record of each quarter takes.
-static inline void obs_limit(struct tpprof_thread *t) {
-    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed), words = t->mask + 1;
-    uint64_t room = t->p_head + words - 2 * (OBS_MAX_WORDS + 1); // tail + 2 * 33 - p_head <= words
-    uint64_t quarter = (tail | (words / 4 - 1)) + 1 - (OBS_MAX_WORDS + 2); // ends short of the next quarter
-    t->obs_lim = room < quarter ? room : quarter;
-}
+// The fused callbacks' fast path (below) checks the ring with one compare,
+// against t->obs_lim (obs_limit, obsfold.h).
 //
 // A record is written straight into the ring: obs_slot gives room for the
 // longest record (NULL when the ring stays full: the event is lost, the
@@ -269,7 +135,7 @@ static inline void obs_limit(struct tpprof_thread *t) {
 // are each a cache miss.
 static inline __attribute__((always_inline)) uint64_t *obs_slot(struct tpprof_thread *t) {
     if (!tpprof_ring_reserve(t, OBS_MAX_WORDS + 1)) {
-        recent.lost = true; // (the writer misses a record: folding would no longer know its totals)
+        tpprof_obs_recent.lost = true; // (the writer misses a record: folding would no longer know its totals)
         return NULL;
     }
     uint64_t tag = tpprof_obs_tag(t);
@@ -296,66 +162,13 @@ static inline uint32_t event_stack(uint64_t object, bool full) {
 
 // Sends the held RETAIN as its own record: something else came first.
 __attribute__((noinline)) static void flush_retain(struct tpprof_thread *t) {
-    uint32_t sid = recent.held_sid;
-    recent.held_sid = 0;
+    uint32_t sid = tpprof_obs_recent.held_sid;
+    tpprof_obs_recent.held_sid = 0;
     uint64_t *w = obs_slot(t);
     if (!w) return;
-    w[2] = recent.held_storage;
-    w[3] = recent.held_counts;
+    w[2] = tpprof_obs_recent.held_storage;
+    w[3] = tpprof_obs_recent.held_counts;
     obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, TP_OBS_REFOP_RETAIN, 0, sid, 4, false); // holds: aggregate mode
-}
-
-// Access to t's held views: true inside its open window, as the stripe's
-// owner; false once it is not the owner and no thread is taking the stripe
-// away (its held views are then its own: any revoker took them already).
-static bool held_access(struct tpprof_thread *t) {
-    if (stripe_open(t)) return true;
-    stripe_close(t);
-    while (atomic_load_explicit(&tpprof_obs_owner, memory_order_acquire) == TPPROF_OBS_REVOKING) sched_yield();
-    return false;
-}
-
-// Writes the held views (Folded views), oldest first, each with a ticket
-// taken now: before whatever the caller writes next. A thread taking the
-// stripe away may have taken them (obsorder.c): then nothing is left here.
-__attribute__((noinline)) static void flush_held(struct tpprof_thread *t) {
-    while (atomic_load_explicit(&t->obs_nheld, memory_order_relaxed)) {
-        bool room = tpprof_ring_reserve(t, OBS_MAX_WORDS + 1);
-        bool mine = held_access(t);
-        uint32_t n = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed);
-        if (!n || !room) {
-            if (!room) { // lost, like any record that finds the ring full
-                atomic_store_explicit(&t->obs_nheld, 0, memory_order_relaxed);
-                recent.lost = true;
-            }
-            if (mine) stripe_close(t);
-            return;
-        }
-        uint64_t ticket = 0;
-        if (mine) { // tpprof_obs_ticket's owner way, inside this window
-            _Atomic uint64_t *v = &tpprof_stripes[TPPROF_OBS_STRIPE].v;
-            ticket = atomic_load_explicit(v, memory_order_relaxed);
-            atomic_store_explicit(v, ticket + 1, memory_order_relaxed);
-        }
-        uint64_t words = t->obs_held[0][1] & 0xff, kind = t->obs_held[0][0] & 0xff;
-        uint64_t *w = tpprof_ring_slot(t, OBS_MAX_WORDS + 1);
-        memcpy(&w[1], &t->obs_held[0][1], (words - 1) * sizeof *w);
-        memmove(t->obs_held[0], t->obs_held[1], (n - 1) * sizeof t->obs_held[0]);
-        atomic_store_explicit(&t->obs_nheld, n - 1, memory_order_relaxed);
-        uint64_t tag;
-        if (mine) {
-            stripe_close(t);
-            tag = tpprof_order_tag_of(ticket, TPPROF_OBS_STRIPE, false);
-        } else {
-            tag = tpprof_obs_tag(t);
-        }
-        w[0] = tpprof_hdr(tag, TPPROF_OP_OBS, (int)kind);
-        obs_limit(t);
-        tpprof_ring_commit(t, words);
-        // A held storage carries its name in full, and the writer keeps it as
-        // the ring's last: the next record that has one sends it again.
-        if (kind == TP_OBS_STORAGE_CREATED) recent.last_name = NULL;
-    }
 }
 
 // Every event but the TENSOR_CREATED a held RETAIN waits for sends it
@@ -365,24 +178,16 @@ __attribute__((noinline)) static void flush_held(struct tpprof_thread *t) {
 static inline void settle(struct tpprof_thread *t) {
     uintptr_t o = atomic_load_explicit(&tpprof_obs_owner, memory_order_relaxed);
     if (TPPROF_UNLIKELY(o != (uintptr_t)t && o > TPPROF_OBS_REVOKING)) tpprof_obs_take(t);
-    if (TPPROF_UNLIKELY(atomic_load_explicit(&t->obs_nheld, memory_order_relaxed))) flush_held(t);
-    if (TPPROF_UNLIKELY(recent.held_sid)) flush_retain(t);
+    if (TPPROF_UNLIKELY(atomic_load_explicit(&t->obs_nheld, memory_order_relaxed))) tpprof_obs_held_write(t);
+    if (TPPROF_UNLIKELY(tpprof_obs_recent.held_sid)) flush_retain(t);
 }
 
 void tpprof_obs_flush_held(struct tpprof_thread *t) {
-    if (!t || (!atomic_load_explicit(&t->obs_nheld, memory_order_relaxed) && !recent.held_sid)) return;
+    if (!t || (!atomic_load_explicit(&t->obs_nheld, memory_order_relaxed) && !tpprof_obs_recent.held_sid)) return;
     if (tpprof_guard || !atomic_load_explicit(&tpprof_active, memory_order_relaxed)) return;
     tpprof_guard = 1;
     settle(t);
     tpprof_guard = 0;
-}
-
-// Up to 24 bytes of a name, NUL padded, into 3 words (all zero for NULL).
-static inline void put_name(uint64_t *w, const char *name) {
-    w[0] = w[1] = w[2] = 0;
-    if (!name) return;
-    char *d = (char *)w;
-    for (int i = 0; i < 23 && name[i]; i++) d[i] = name[i];
 }
 
 // ---------------------------------------------------------------------------
@@ -404,11 +209,11 @@ static inline __attribute__((always_inline)) int put_storage(uint64_t *w, const 
     w[3] = (uint64_t)(uint16_t)s->device_type | (uint64_t)(uint16_t)s->device_index << 16 |
            (uint64_t)(s->resizable != 0) << 32 | (uint64_t)(s->allocator != NULL) << 33;
     if (!s->allocator) return 4;
-    if (TPPROF_LIKELY(s->allocator == recent.last_name)) {
+    if (TPPROF_LIKELY(s->allocator == tpprof_obs_recent.last_name)) {
         *flags |= TPPROF_OBS_SAME_NAME;
         return 4;
     }
-    recent.last_name = s->allocator;
+    tpprof_obs_recent.last_name = s->allocator;
     put_name(&w[4], s->allocator);
     return 7;
 }
@@ -433,7 +238,8 @@ static inline __attribute__((always_inline)) void storage_created(struct tpprof_
 
 static void storage_data_swapped(struct tpprof_thread *t, const tp_obs_storage *s, uint64_t object, bool full) {
     settle(t);
-    if (recent.made[s->storage_id & 63].id == s->storage_id) recent.made[s->storage_id & 63].id = 0;
+    if (tpprof_obs_recent.made[s->storage_id & 63].id == s->storage_id)
+        tpprof_obs_recent.made[s->storage_id & 63].id = 0;
     fold_rebase();
     uint32_t sid = event_stack(object, full);
     uint64_t *w = obs_slot(t);
@@ -450,12 +256,12 @@ static void storage_data_swapped(struct tpprof_thread *t, const tp_obs_storage *
 // before them.
 static inline __attribute__((always_inline)) void storage_gone(struct tpprof_thread *t, int kind, uint64_t id, uint64_t object, bool full) {
     if (kind == TP_OBS_STORAGE_DATA_RELEASED) {
-        if (recent.data_released == id) {
-            recent.data_released = 0;
+        if (tpprof_obs_recent.data_released == id) {
+            tpprof_obs_recent.data_released = 0;
             return;
         }
-    } else if (recent.freed_storage == id) {
-        recent.freed_storage = 0;
+    } else if (tpprof_obs_recent.freed_storage == id) {
+        tpprof_obs_recent.freed_storage = 0;
         return;
     }
     settle(t);
@@ -476,11 +282,12 @@ static inline __attribute__((always_inline)) void storage_gone(struct tpprof_thr
 // The tensor whose held TENSOR_FREED this RELEASE of `storage` completes
 // (forgotten now), or 0.
 static inline uint64_t take_freed(uint64_t storage) {
-    for (uint32_t i = recent.nfreed; i-- > 0;)
-        if (recent.freed[i].storage == storage) {
-            uint64_t tensor = recent.freed[i].tensor;
-            for (uint32_t j = i; j + 1 < recent.nfreed; j++) recent.freed[j] = recent.freed[j + 1];
-            recent.nfreed--;
+    for (uint32_t i = tpprof_obs_recent.nfreed; i-- > 0;)
+        if (tpprof_obs_recent.freed[i].storage == storage) {
+            uint64_t tensor = tpprof_obs_recent.freed[i].tensor;
+            for (uint32_t j = i; j + 1 < tpprof_obs_recent.nfreed; j++)
+                tpprof_obs_recent.freed[j] = tpprof_obs_recent.freed[j + 1];
+            tpprof_obs_recent.nfreed--;
             return tensor;
         }
     return 0;
@@ -527,65 +334,30 @@ static inline __attribute__((always_inline)) void refcount_record(struct tpprof_
     int n = refcount_words(w, storage, refop, strong, weak, tensor, full, &flags);
     *gone = flags & (TPPROF_OBS_DATA_RELEASED | TPPROF_OBS_FREED);
     obs_commit(t, w, TP_OBS_STORAGE_REFCOUNT, refop, flags, sid, n, full);
-    if (tensor) recent.settled = true; // the writer's peak_end is set now (Folded views)
+    if (tensor) tpprof_obs_recent.settled = true; // the writer's peak_end is set now (Folded views)
 }
 
 static inline __attribute__((always_inline)) void refcount(struct tpprof_thread *t, uint64_t storage, int refop, uint32_t strong, uint32_t weak,
                      uint64_t object, bool full) {
     settle(t);
-    uint64_t tensor = refop == TP_OBS_REFOP_RELEASE && recent.nfreed && !full ? take_freed(storage) : 0;
+    uint64_t tensor = refop == TP_OBS_REFOP_RELEASE && tpprof_obs_recent.nfreed && !full ? take_freed(storage) : 0;
     uint32_t sid = tensor ? 0 : event_stack(object, full); // a tensor's release counts under its reference's stack
     if (refop == TP_OBS_REFOP_RETAIN && object && sid && !full) {
         // A new tensor's reference: held for its TENSOR_CREATED.
-        recent.held_sid = sid;
-        recent.held_storage = storage;
-        recent.held_counts = (uint64_t)strong | (uint64_t)weak << 32;
+        tpprof_obs_recent.held_sid = sid;
+        tpprof_obs_recent.held_storage = storage;
+        tpprof_obs_recent.held_counts = (uint64_t)strong | (uint64_t)weak << 32;
         return;
     }
     uint64_t gone;
     refcount_record(t, storage, refop, strong, weak, tensor, sid, full, &gone);
     // The events folded in are still to come from the runtime: skip them.
-    if (gone & TPPROF_OBS_DATA_RELEASED) recent.data_released = storage;
-    if (gone & TPPROF_OBS_FREED) recent.freed_storage = storage;
-}
-
-// A tensor's shape at w: ndim | dtype << 8 | itemsize << 32, then the
-// sizes and the strides. Returns the words.
-static inline __attribute__((always_inline)) int put_shape(uint64_t *w, const tp_obs_tensor *x) {
-    int nd = (unsigned)x->ndim <= OBS_MAX_DIMS ? x->ndim : x->ndim < 0 ? 0 : OBS_MAX_DIMS;
-    w[0] = (uint64_t)nd | (uint64_t)(uint32_t)x->dtype << 8 | (uint64_t)x->itemsize << 32;
-    uint64_t *sizes = &w[1], *strides = &w[1 + nd];
-    for (int i = 0; i < nd; i++) {
-        sizes[i] = x->sizes ? (uint64_t)x->sizes[i] : 0;
-        strides[i] = x->strides ? (uint64_t)x->strides[i] : 0;
-    }
-    return 1 + 2 * nd;
-}
-
-// A tensor's fields at w: id, storage id, base id, offset, then its shape.
-// Returns the words.
-static inline __attribute__((always_inline)) int put_tensor(uint64_t *w, const tp_obs_tensor *x) {
-    w[0] = x->tensor_id;
-    w[1] = x->storage_id;
-    w[2] = x->base_id;
-    w[3] = (uint64_t)x->storage_offset;
-    return 4 + put_shape(&w[4], x);
+    if (gone & TPPROF_OBS_DATA_RELEASED) tpprof_obs_recent.data_released = storage;
+    if (gone & TPPROF_OBS_FREED) tpprof_obs_recent.freed_storage = storage;
 }
 
 // A TENSOR_CREATED record; flags TPPROF_OBS_WITH_RETAIN: it carries its
 // storage reference's RETAIN, with these counts.
-// A TENSOR_CREATED record's words from w[2] on; returns its length and
-// adds to *flags. (The general way and on_tensor_retained's fast path.)
-// (Packed like the others it cost more in instructions than it saved in
-// ring words: bench/tensor_overhead +10.4% against +8.9% without.)
-static inline __attribute__((always_inline)) int tensor_words(uint64_t *w, const tp_obs_tensor *x, uint64_t counts,
-                                                              uint64_t *flags) {
-    if (x->flags & TP_OBS_TENSOR_ADOPTED_REF) *flags |= TPPROF_OBS_ADOPTED;
-    int n = 2 + put_tensor(&w[2], x);
-    if (*flags & TPPROF_OBS_WITH_RETAIN) w[n++] = counts;
-    return n;
-}
-
 static inline __attribute__((always_inline)) void tensor_record(struct tpprof_thread *t, const tp_obs_tensor *x,
                                                                 uint32_t sid, uint64_t flags, uint64_t counts,
                                                                 bool full) {
@@ -650,12 +422,12 @@ static inline __attribute__((always_inline)) void tensor_new(struct tpprof_threa
 static inline __attribute__((always_inline)) void tensor_created(struct tpprof_thread *t, const tp_obs_tensor *x, uint64_t object, bool full) {
     uint32_t sid = 0;
     uint64_t flags = 0, counts = 0;
-    if (recent.held_sid) {
-        if (recent.held_storage == x->storage_id) { // the held RETAIN travels with it
-            sid = recent.held_sid;
-            counts = recent.held_counts;
+    if (tpprof_obs_recent.held_sid) {
+        if (tpprof_obs_recent.held_storage == x->storage_id) { // the held RETAIN travels with it
+            sid = tpprof_obs_recent.held_sid;
+            counts = tpprof_obs_recent.held_counts;
             flags = TPPROF_OBS_WITH_RETAIN;
-            recent.held_sid = 0;
+            tpprof_obs_recent.held_sid = 0;
         } else {
             flush_retain(t);
         }
@@ -669,20 +441,21 @@ static inline __attribute__((always_inline)) void tensor_created(struct tpprof_t
 static inline __attribute__((always_inline)) void tensor_freed(struct tpprof_thread *t, uint64_t tensor, uint64_t storage, bool full) {
     settle(t);
     if (!full) {
-        if (TPPROF_UNLIKELY(recent.nfreed == OBS_FREED)) {
+        if (TPPROF_UNLIKELY(tpprof_obs_recent.nfreed == OBS_FREED)) {
             uint64_t *w = obs_slot(t);
             if (w) {
-                w[2] = recent.freed[0].tensor;
-                w[3] = recent.freed[0].storage;
+                w[2] = tpprof_obs_recent.freed[0].tensor;
+                w[3] = tpprof_obs_recent.freed[0].storage;
                 obs_commit(t, w, TP_OBS_TENSOR_FREED, 0, 0, 0, 4, full);
-                recent.settled = true;
+                tpprof_obs_recent.settled = true;
             }
-            memmove(&recent.freed[0], &recent.freed[1], (OBS_FREED - 1) * sizeof recent.freed[0]);
-            recent.nfreed--;
+            memmove(&tpprof_obs_recent.freed[0], &tpprof_obs_recent.freed[1],
+                    (OBS_FREED - 1) * sizeof tpprof_obs_recent.freed[0]);
+            tpprof_obs_recent.nfreed--;
         }
-        recent.freed[recent.nfreed].tensor = tensor;
-        recent.freed[recent.nfreed].storage = storage;
-        recent.nfreed++;
+        tpprof_obs_recent.freed[tpprof_obs_recent.nfreed].tensor = tensor;
+        tpprof_obs_recent.freed[tpprof_obs_recent.nfreed].storage = storage;
+        tpprof_obs_recent.nfreed++;
         return;
     }
     uint32_t sid = event_stack(0, full);
@@ -968,171 +741,11 @@ static inline __attribute__((always_inline)) void obs_done_fast(struct tpprof_th
 // is as it was and the general way decides).
 static inline __attribute__((always_inline)) struct tpprof_thread *enter_fast(void) {
     struct tpprof_thread *t = tpprof_self;
-    if (TPPROF_UNLIKELY(!t || tpprof_guard || recent.held_sid) ||
+    if (TPPROF_UNLIKELY(!t || tpprof_guard || tpprof_obs_recent.held_sid) ||
         !atomic_load_explicit(&tpprof_active, memory_order_relaxed))
         return NULL;
     tpprof_guard = 1;
     return t;
-}
-
-// A held record's word 0 (never sent: flush_held writes the header): its
-// kind, and where its tensor's and its storage's ids are.
-static inline uint64_t held_tag(int kind, int tensor_at, int storage_at) {
-    return (uint64_t)kind | (uint64_t)tensor_at << 8 | (uint64_t)storage_at << 16;
-}
-static inline uint64_t held_tensor(const uint64_t *h) { return h[h[0] >> 8 & 0xff]; }
-static inline uint64_t held_storage(const uint64_t *h) { return h[h[0] >> 16 & 0xff]; }
-
-// Where a record may be held back (Folded views): the thread owns the
-// stripe, found so before (rebased), the peak is settled, and there is
-// room. Returns the slot, with the thread's window open (held_end closes
-// it), or NULL: write the record. The caller's fast path: the guard set,
-// aggregate mode.
-static inline __attribute__((always_inline)) uint64_t *held_begin(struct tpprof_thread *t, uint32_t *n) {
-    if (!fold_on()) return NULL;
-    bool mine = stripe_open(t);
-    *n = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed);
-    if (TPPROF_UNLIKELY(!mine || !recent.owner_seen) || !recent.settled || *n == TPPROF_OBS_HELD) {
-        stripe_close(t);
-        if (mine && !recent.owner_seen) fold_rebase(); // from here only this thread changes the totals
-        recent.owner_seen = mine;
-        return NULL;
-    }
-    return t->obs_held[*n];
-}
-
-static inline __attribute__((always_inline)) void held_end(struct tpprof_thread *t, uint32_t n) {
-    atomic_store_explicit(&t->obs_nheld, n + 1, memory_order_relaxed);
-    stripe_close(t);
-}
-
-// Holds a tensor's record: flags TPPROF_OBS_WITH_RETAIN (a view, with its
-// RETAIN's counts) or 0 (a tensor adopting the storage just written).
-static inline __attribute__((always_inline)) bool hold(struct tpprof_thread *t, const tp_obs_tensor *x, uint32_t sid,
-                                                       uint64_t flags, uint64_t counts) {
-    uint32_t n;
-    uint64_t *h = (unsigned)x->ndim <= OBS_MAX_DIMS ? held_begin(t, &n) : NULL;
-    if (!h) return false;
-    int words = tensor_words(h, x, counts, &flags);
-    h[0] = held_tag(TP_OBS_TENSOR_CREATED, 2, 3);
-    h[1] = (uint64_t)words | flags | (uint64_t)sid << 32;
-    held_end(t, n);
-    return true;
-}
-
-// Holds a new storage not timed (its lifetime only counts) with the tensor
-// adopting it: tensor_new_words' record, its allocator's name in full (a
-// held record may be written after others that changed the ring's name).
-static inline __attribute__((always_inline)) bool hold_new(struct tpprof_thread *t, const tp_obs_storage *s,
-                                                           uint32_t sid, const tp_obs_tensor *x, uint32_t tensor_sid) {
-    uint32_t n;
-    uint64_t *h = (unsigned)x->ndim <= OBS_MAX_DIMS ? held_begin(t, &n) : NULL;
-    if (!h) return false;
-    h[2] = s->storage_id;
-    h[3] = s->data;
-    h[4] = s->nbytes;
-    h[5] = (uint64_t)(uint16_t)s->device_type | (uint64_t)(uint16_t)s->device_index << 16 |
-           (uint64_t)(s->resizable != 0) << 32 | (uint64_t)(s->allocator != NULL) << 33;
-    int b = 6;
-    if (s->allocator) {
-        if (TPPROF_UNLIKELY(s->allocator != recent.held_name)) {
-            put_name(recent.held_name_words, s->allocator);
-            recent.held_name = s->allocator;
-        }
-        memcpy(&h[6], recent.held_name_words, sizeof recent.held_name_words);
-        b = 9;
-    }
-    h[b] = tensor_sid;
-    int words = b + 1 + put_tensor(&h[b + 1], x);
-    h[0] = held_tag(TP_OBS_STORAGE_CREATED, b + 1, 2);
-    h[1] = (uint64_t)words | TPPROF_OBS_WITH_TENSOR | TPPROF_OBS_ADOPTED | (uint64_t)sid << 32;
-    held_end(t, n);
-    return true;
-}
-
-// The fold_count slot of a key (depot id << 1 | a release only), or -1 when
-// another key has it.
-static inline int fold_slot(struct tpprof_thread *t, uint32_t key) {
-    uint32_t k = (key * 0x9E3779B1u) >> (32 - 6);
-    return t->fold_sid[k] == key || t->fold_sid[k] == 0 ? (int)k : -1;
-}
-
-// The fold_alloc slot of the allocator named at words (3), or -1.
-static inline int fold_alloc_slot(struct tpprof_thread *t, const uint64_t *words) {
-    uint64_t *last = t->fold_alloc_name[recent.fold_alloc_last & (TPPROF_FOLD_ALLOCATORS - 1)];
-    if (TPPROF_LIKELY(last[0] == words[0] && last[1] == words[1] && last[2] == words[2] && words[0]))
-        return (int)(recent.fold_alloc_last & (TPPROF_FOLD_ALLOCATORS - 1));
-    for (int i = 0; i < TPPROF_FOLD_ALLOCATORS; i++) {
-        uint64_t *a = t->fold_alloc_name[i];
-        if (a[0] == words[0] && a[1] == words[1] && a[2] == words[2] && (t->fold_alloc_count[i] || words[0]))
-            return (int)(recent.fold_alloc_last = (uint32_t)i);
-        if (!t->fold_alloc_count[i] && !a[0]) {
-            memcpy(a, words, 3 * sizeof *a);
-            return (int)(recent.fold_alloc_last = (uint32_t)i);
-        }
-    }
-    return -1;
-}
-
-// A tensor freed while records are held. 1: it was held and is folded: a
-// view whose storage keeps data, or a tensor with its new storage, held
-// together, freed with the storage's last reference (strong 0, weak 1:
-// nothing names the storage any more); no newer held view is on its
-// storage, and its counts have a slot. 2: it adopted its storage's
-// creation reference, the storage written, and releases the storage's last
-// strong reference: folded too, but its release is written as the
-// storage's own, with the tensor's stack (*sid), which the writer pairs
-// with the creation reference and counts there, as the tensor's. 0: it was
-// not held, and nothing held is on its storage: its record may be written
-// now. -1: the general way, which writes the held records first.
-static inline __attribute__((always_inline)) int fold(struct tpprof_thread *t, uint64_t tensor, uint64_t storage,
-                                                      uint32_t strong, uint32_t weak, uint32_t *sidp) {
-    if (!stripe_open(t)) {
-        stripe_close(t);
-        return -1;
-    }
-    uint32_t n = atomic_load_explicit(&t->obs_nheld, memory_order_relaxed), i = n;
-    bool newer = false; // a held record newer than it on its storage
-    while (i-- > 0 && held_tensor(t->obs_held[i]) != tensor) newer |= held_storage(t->obs_held[i]) == storage;
-    if (i == UINT32_MAX) {
-        stripe_close(t);
-        return newer ? -1 : 0;
-    }
-    const uint64_t *h = t->obs_held[i];
-    bool with_storage = (h[0] & 0xff) == TP_OBS_STORAGE_CREATED, adopted = h[1] & TPPROF_OBS_ADOPTED;
-    uint32_t sid = (uint32_t)(h[1] >> 32);
-    int k = -1, a = 0;
-    if (with_storage) {
-        sid = (uint32_t)h[(h[0] >> 8 & 0xff) - 1]; // the tensor's stack, before its words
-        static const uint64_t none[3];
-        a = strong == 0 && weak == 1 ? fold_alloc_slot(t, h[5] >> 33 & 1 ? &h[6] : none) : -1;
-        k = fold_slot(t, sid << 1 | 1);
-    } else if (!adopted) {
-        k = fold_slot(t, sid << 1);
-    }
-    if (newer || (strong == 0) != adopted || (with_storage ? a < 0 || k < 0 : !adopted && k < 0)) {
-        stripe_close(t);
-        return -1;
-    }
-    if (TPPROF_UNLIKELY(i + 1 < n)) // (nearly always the newest: tensors are freed newest first)
-        memmove(t->obs_held[i], t->obs_held[i + 1], (n - 1 - i) * sizeof t->obs_held[0]);
-    atomic_store_explicit(&t->obs_nheld, n - 1, memory_order_relaxed);
-    stripe_close(t);
-    if (with_storage) {
-        fold_storage_gone(storage);
-        release_untimed(storage);
-        t->fold_alloc_count[a]++;
-        t->fold_sid[k] = sid << 1 | 1;
-        t->fold_count[k]++;
-        return 1;
-    }
-    if (adopted) {
-        *sidp = sid;
-        return 2;
-    }
-    t->fold_sid[k] = sid << 1;
-    t->fold_count[k]++;
-    return 1;
 }
 
 // The general ways take the callbacks' own arguments: the fast path's
@@ -1218,7 +831,7 @@ TPPROF_NO_FRAME static void on_tensor_released(void *user, uint64_t tensor_id, u
         if (TPPROF_LIKELY(w)) { // refcount_record's record, for a tensor's reference
             uint64_t f;
             int n = refcount_words(w, storage_id, TP_OBS_REFOP_RELEASE, strong, weak, folded ? 0 : tensor_id, false, &f);
-            if (!folded) recent.settled = true; // (refcount_record)
+            if (!folded) tpprof_obs_recent.settled = true; // (refcount_record)
             obs_done_fast(t, w, tail, TP_OBS_REFOP_RELEASE, f, sid, n); // no stack: its reference's (or folded: the tensor's)
             return;
         }

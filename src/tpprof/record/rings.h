@@ -37,7 +37,7 @@ struct tpprof_thread {
     void *cache_mem;
     size_t cache_bytes;
     void *big_stack; // libunwind's stack where the thread's own is short (unwind.c), 64 KiB
-    // Short-lived views folded on the program thread (observe.c, "Folded
+    // Short-lived views folded on the program thread (obsfold.c, "Folded
     // views"). obs_held: views whose TENSOR_CREATED record is held back
     // (the record's words, word 0 unused), oldest first; touched by the
     // thread only inside its observer window while it owns the observer
@@ -46,7 +46,7 @@ struct tpprof_thread {
     // freed with no record, counted per creation stack (depot id); the
     // writer adds them to refcount_sites (ledger.c, tpprof_obs_fold_collect).
 #define TPPROF_OBS_HELD 4
-#define TPPROF_OBS_HELD_WORDS 32 // a new storage with its tensor of 8 dims, its name: 2 + 7 + 1 + 4 + 1 + 2 * 8 + 1 (observe.c)
+#define TPPROF_OBS_HELD_WORDS 32 // a new storage with its tensor of 8 dims, its name: 2 + 7 + 1 + 4 + 1 + 2 * 8 + 1 (obsfold.h hold_new)
 #define TPPROF_FOLD_SLOTS 64
     _Atomic uint32_t obs_nheld;
     uint64_t obs_held[TPPROF_OBS_HELD][TPPROF_OBS_HELD_WORDS];

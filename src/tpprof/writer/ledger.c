@@ -999,7 +999,7 @@ void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time,
 void tpprof_obs_fork_child(void) { tpprof_ledger.naev = 0; }
 
 // ---------------------------------------------------------------------------
-// Folded views (observe.c): counted on their thread, added here. Each slot
+// Folded views (record/obsfold.c): counted on their thread, added here. Each slot
 // of a thread keeps its stack once taken, so what is new is the count less
 // what was added before (w_fold_taken); a struct recycled for another thread
 // is collected first (merge.c), then cleared with its counts.

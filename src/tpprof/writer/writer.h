@@ -119,7 +119,7 @@ TPPROF_HIDDEN void tpprof_writer_keep_event(struct tpprof_thread *t, uint64_t se
 TPPROF_HIDDEN void tpprof_obs_apply(struct tpprof_thread *t, const uint64_t *r, uint64_t time, uint64_t order);
 // A block whose `backs` bit is set was freed (or unmapped) at `time`.
 TPPROF_HIDDEN void tpprof_obs_block_freed(uint64_t addr, uint64_t time);
-// Adds the views thread t folded since the last call (observe.c, "Folded
+// Adds the views thread t folded since the last call (obsfold.c, "Folded
 // views": t->fold_count) to refcount_sites: a retain and a release each at
 // its creation stack. _all: every thread's (before the final flush).
 TPPROF_HIDDEN void tpprof_obs_fold_collect(struct tpprof_thread *t);
