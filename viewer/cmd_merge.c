@@ -16,6 +16,7 @@
 // recording has them.
 #define _POSIX_C_SOURCE 200809L
 #include "viewer.h"
+#include "merge_trie.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -52,7 +53,11 @@ static const char merged_schema[] =
     "CREATE TABLE processes(id INTEGER PRIMARY KEY, path TEXT NOT NULL, pid INTEGER, parent_pid INTEGER,"
     "  exe TEXT, cmdline TEXT, rank INTEGER, complete INTEGER, peak_bytes INTEGER, duration_ns INTEGER);"
     // Each input's device meta, for the merged meta (write_meta).
-    "CREATE TEMP TABLE device_meta(process INTEGER, capture TEXT, calls_failed INTEGER, bad_frees INTEGER);";
+    "CREATE TEMP TABLE device_meta(process INTEGER, capture TEXT, calls_failed INTEGER, bad_frees INTEGER);"
+    // The input being copied: its node ids as the merged trie's, and the
+    // raw ips of the nodes it added (whose symbols are copied).
+    "CREATE TEMP TABLE stack_map(old INTEGER PRIMARY KEY, new INTEGER NOT NULL);"
+    "CREATE TEMP TABLE new_ips(ip INTEGER PRIMARY KEY);";
 
 // The device tables, made once an input has them (a merge of host-only
 // recordings has none, and reads as before).
@@ -76,20 +81,27 @@ static const char device_sites_schema[] =
     "  freed_bytes INTEGER NOT NULL, peak_count INTEGER NOT NULL, peak_bytes INTEGER NOT NULL,"
     "  total_peak_count INTEGER NOT NULL, total_peak_bytes INTEGER NOT NULL, process INTEGER NOT NULL);";
 
+// A stack id of the input as the merged trie's (temp.stack_map, filled by
+// merge_trie.c per input); 0, and an id no node has, read as no stack.
+#define STACK(col) "COALESCE((SELECT new FROM temp.stack_map WHERE old = " col "), 0)"
+
 // One input copied into the attached output. ?1 = the input's number,
-// ?2 = its node id offset, ?3 = its module id offset.
+// ?3 = its module id offset.
 static const char *const copy_sql[] = {
-    "INSERT INTO main.stack_nodes SELECT id + ?2, CASE parent WHEN 0 THEN 0 ELSE parent + ?2 END,"
-    "  (?1 << 48) | (ip & 281474976710655) FROM src.stack_nodes",
+    // Only the symbols of the nodes this input added (temp.new_ips): a
+    // stack it shares with an earlier input is named by that input's.
     "INSERT INTO main.symbols SELECT (?1 << 48) | (ip & 281474976710655), idx, function, file, line, module"
-    "  FROM src.symbols WHERE true ON CONFLICT DO NOTHING",
+    "  FROM src.symbols WHERE (ip & 281474976710655) IN (SELECT ip FROM temp.new_ips) ON CONFLICT DO NOTHING",
     "INSERT INTO main.modules SELECT id + ?3, path, build_id, base, lo, hi, loaded_ns, unloaded_ns, ?1"
     "  FROM src.modules",
     "INSERT OR IGNORE INTO main.kinds SELECT id, name FROM src.kinds",
     "INSERT INTO main.threads SELECT tid, name, first_ns, last_ns, ?1 FROM src.threads",
-    "INSERT INTO main.sites SELECT CASE stack_id WHEN 0 THEN 0 ELSE stack_id + ?2 END, kind, alloc_count,"
-    "  alloc_bytes, free_count, freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes, ?1 FROM src.sites",
-    "INSERT INTO main.live_blocks SELECT address, size, kind, CASE stack_id WHEN 0 THEN 0 ELSE stack_id + ?2 END,"
+    // Two of an input's stacks may fold into one (a module loaded twice at
+    // two addresses): their sites are summed.
+    "INSERT INTO main.sites SELECT " STACK("stack_id") " AS s, kind, SUM(alloc_count), SUM(alloc_bytes),"
+    "  SUM(free_count), SUM(freed_bytes), SUM(temp_count), SUM(temp_bytes), SUM(peak_count), SUM(peak_bytes), ?1"
+    "  FROM src.sites GROUP BY s, kind",
+    "INSERT INTO main.live_blocks SELECT address, size, kind, " STACK("stack_id") ","
     "  tid, time_ns, reachability, ?1 FROM src.live_blocks",
     "INSERT INTO main.processes SELECT ?1, ?4,"
     "  (SELECT value FROM src.meta WHERE key = 'pid'), (SELECT value FROM src.meta WHERE key = 'ppid'),"
@@ -98,12 +110,12 @@ static const char *const copy_sql[] = {
     "  (SELECT value FROM src.meta WHERE key = 'peak_bytes'), (SELECT value FROM src.meta WHERE key = 'duration_ns')",
     "INSERT INTO main.device_events(time_ns, tid, op, api, kind, device, stream, pool, address, size, stack_id, result,"
     "  flag, process) SELECT time_ns, tid, op, api, kind, device, stream, pool, address, size,"
-    "  CASE stack_id WHEN 0 THEN 0 ELSE stack_id + ?2 END, result, flag, ?1 FROM src.device_events ORDER BY seq",
+    "  " STACK("stack_id") ", result, flag, ?1 FROM src.device_events ORDER BY seq",
     "INSERT INTO main.device_blocks SELECT address, device, kind, size, api, stream,"
-    "  CASE stack_id WHEN 0 THEN 0 ELSE stack_id + ?2 END, tid, alloc_ns, free_ns,"
-    "  CASE WHEN free_stack_id IS NULL OR free_stack_id = 0 THEN free_stack_id ELSE free_stack_id + ?2 END,"
+    "  " STACK("stack_id") ", tid, alloc_ns, free_ns,"
+    "  CASE WHEN free_stack_id IS NULL OR free_stack_id = 0 THEN free_stack_id ELSE " STACK("free_stack_id") " END,"
     "  free_api, ended_by, ?1 FROM src.device_blocks",
-    "INSERT INTO main.device_sites SELECT CASE stack_id WHEN 0 THEN 0 ELSE stack_id + ?2 END, kind, device, api,"
+    "INSERT INTO main.device_sites SELECT " STACK("stack_id") ", kind, device, api,"
     "  alloc_count, alloc_bytes, free_count, freed_bytes, peak_count, peak_bytes, total_peak_count, total_peak_bytes,"
     "  ?1 FROM src.device_sites",
     "INSERT INTO temp.device_meta SELECT ?1, (SELECT value FROM src.meta WHERE key = 'device_capture'),"
@@ -131,8 +143,48 @@ static int64_t scalar(sqlite3 *db, const char *sql) {
     return v;
 }
 
-// Copy input number k (1-based) at path into out.
-static int copy_input(sqlite3 *out, const char *path, int64_t k) {
+// Fold input k's stack trie into trie: its new nodes into main.stack_nodes,
+// its node ids' merged ones into temp.stack_map, the raw ips of its new
+// nodes into temp.new_ips (out is in a transaction).
+static int fold_stacks(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, const char *path, int64_t k) {
+    tpprof_db *db = tpprof_db_open(path, false);
+    if (!db)
+        return -1;
+    int status = tpprof_trie_add(trie, db, k, in);
+    tpprof_db_close(db);
+    if (status == 0)
+        status = exec(out, "DELETE FROM temp.stack_map; DELETE FROM temp.new_ips;", "folding stacks");
+    sqlite3_stmt *node = NULL, *map = NULL, *ip = NULL;
+    if (status == 0 &&
+        (sqlite3_prepare_v2(out, "INSERT INTO main.stack_nodes VALUES (?1, ?2, ?3)", -1, &node, NULL) != SQLITE_OK ||
+         sqlite3_prepare_v2(out, "INSERT INTO temp.stack_map VALUES (?1, ?2)", -1, &map, NULL) != SQLITE_OK ||
+         sqlite3_prepare_v2(out, "INSERT OR IGNORE INTO temp.new_ips VALUES (?1)", -1, &ip, NULL) != SQLITE_OK))
+        status = tpprof_error_set("folding the stacks of %s: %s", path, sqlite3_errmsg(out));
+    for (size_t i = 0; i < in->nnodes && status == 0; i++) {
+        sqlite3_bind_int64(node, 1, in->nodes[i].id);
+        sqlite3_bind_int64(node, 2, in->nodes[i].parent);
+        sqlite3_bind_int64(node, 3, in->nodes[i].ip);
+        sqlite3_bind_int64(ip, 1, (int64_t)in->nodes[i].raw);
+        if (sqlite3_step(node) != SQLITE_DONE || sqlite3_step(ip) != SQLITE_DONE)
+            status = tpprof_error_set("folding the stacks of %s: %s", path, sqlite3_errmsg(out));
+        sqlite3_reset(node);
+        sqlite3_reset(ip);
+    }
+    for (size_t i = 0; i < in->n && status == 0; i++) {
+        sqlite3_bind_int64(map, 1, in->old_ids[i]);
+        sqlite3_bind_int64(map, 2, in->new_ids[i]);
+        if (sqlite3_step(map) != SQLITE_DONE)
+            status = tpprof_error_set("folding the stacks of %s: %s", path, sqlite3_errmsg(out));
+        sqlite3_reset(map);
+    }
+    sqlite3_finalize(node);
+    sqlite3_finalize(map);
+    sqlite3_finalize(ip);
+    return status;
+}
+
+// Copy input number k (1-based) at path into out, its stacks folded into trie.
+static int copy_input(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, const char *path, int64_t k) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(out, "ATTACH DATABASE ?1 AS src", -1, &st, NULL) != SQLITE_OK)
         return tpprof_error_set("attaching %s: %s", path, sqlite3_errmsg(out));
@@ -141,10 +193,11 @@ static int copy_input(sqlite3 *out, const char *path, int64_t k) {
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return tpprof_error_set("attaching %s: %s", path, sqlite3_errmsg(out));
-    int64_t node_off = scalar(out, "SELECT COALESCE(MAX(id), 0) FROM main.stack_nodes");
     int64_t module_off = scalar(out, "SELECT COALESCE(MAX(id), 0) FROM main.modules");
     // One transaction per input: SQLite detaches a database only outside one.
     int status = exec(out, "BEGIN", "starting");
+    if (status == 0)
+        status = fold_stacks(out, trie, in, path, k);
     if (status == 0 && scalar(out, "SELECT count(*) FROM src.sqlite_master WHERE name = 'device_blocks'") > 0)
         status = exec(out, device_schema, "creating the device tables");
     if (status == 0 && scalar(out, "SELECT count(*) FROM src.sqlite_master WHERE name = 'device_sites'") > 0)
@@ -158,7 +211,6 @@ static int copy_input(sqlite3 *out, const char *path, int64_t k) {
             break;
         }
         sqlite3_bind_int64(st, 1, k);
-        sqlite3_bind_int64(st, 2, node_off);
         sqlite3_bind_int64(st, 3, module_off);
         if (sqlite3_bind_parameter_count(st) >= 4)
             sqlite3_bind_text(st, 4, path, -1, SQLITE_STATIC);
@@ -239,8 +291,14 @@ int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet
     int status = exec(out, "PRAGMA synchronous=OFF; PRAGMA journal_mode=OFF;", "setting up");
     if (status == 0)
         status = exec(out, merged_schema, "creating the tables");
+    tpprof_trie *trie = status == 0 ? tpprof_trie_new() : NULL;
+    tpprof_trie_input in = {0};
+    if (status == 0 && !trie)
+        status = -1;
     for (size_t i = 0; i < n && status == 0; i++)
-        status = copy_input(out, inputs[i], (int64_t)i + 1);
+        status = copy_input(out, trie, &in, inputs[i], (int64_t)i + 1);
+    tpprof_trie_input_free(&in);
+    tpprof_trie_free(trie);
     if (status == 0)
         status = write_meta(out, (int)n);
     sqlite3_close(out);

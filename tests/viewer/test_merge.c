@@ -47,7 +47,10 @@ static void test_merged_recording_reads_as_one_program_with_its_processes(void) 
     CHECK(strstr(r.out, "verdict     LEAK: 1.02 MiB lost in 5 blocks"), "%s", r.out);
     CHECK(strstr(r.out, "1.00 MiB in      1 block   lost       malloc\n      grow_leak (grow.c:70)"),
           "b's own stack, by name:\n%s", r.out);
-    CHECK(harness_count(r.out, "map_arena (arena.c:30)") == 2, "each process's groups apart:\n%s", r.out);
+    // The same stack in both processes is stored once: its leaks are one
+    // group (each process's share is in live_blocks.process).
+    CHECK(strstr(r.out, "16.0 KiB in      2 blocks  lost       mmap\n      map_arena (arena.c:30)"),
+          "one group of both processes' blocks:\n%s", r.out);
     harness_result_free(&r);
     r = harness_tpprof("check", out, "--max-lost-bytes", "100k", NULL);
     CHECK(r.status == 1, "the gate sees every process's leaks: %d %s", r.status, r.out);
@@ -60,6 +63,86 @@ static void test_merged_recording_reads_as_one_program_with_its_processes(void) 
     rows = query(out, "SELECT id, path = '' FROM processes ORDER BY id");
     CHECK(rows && strcmp(rows, "1|0\n2|0\n") == 0, "a row per input with its path: %s", rows ? rows : "");
     free(rows);
+}
+
+// Move input db's /opt/fake/app (and its frames and symbols) by delta, as
+// ASLR loads a program at another address in another process; without_id
+// also forgets its build id.
+static void load_app_elsewhere(const char *db, long long delta, bool without_id) {
+    sqlite3 *h = NULL;
+    char sql[600];
+    snprintf(sql, sizeof sql,
+             "UPDATE stack_nodes SET ip = ip + %lld WHERE ip >= 4194304 AND ip < 5242880;"
+             "UPDATE symbols SET ip = ip + %lld WHERE ip >= 4194304 AND ip < 5242880;"
+             "UPDATE modules SET base = base + %lld, lo = lo + %lld, hi = hi + %lld%s WHERE path = '/opt/fake/app';",
+             delta, delta, delta, delta, delta, without_id ? ", build_id = NULL" : "");
+    CHECK(sqlite3_open(db, &h) == SQLITE_OK && sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "moving %s", db);
+    sqlite3_close(h);
+}
+
+// The report of a merged recording, less its first line (the path).
+static char *merged_report(const char *out) {
+    run_result r = harness_tpprof("report", out, "--leaks", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    char *nl = r.out ? strchr(r.out, '\n') : NULL;
+    char *body = strdup(nl ? nl : "");
+    harness_result_free(&r);
+    return body;
+}
+
+// Two processes of one program, loaded at different addresses: each stack
+// they share is one node chain in the merged recording (frames compared as
+// module + offset), named by the symbols; each process keeps its own sites
+// on it, and the report reads as when the program sat at one address. A
+// module without a build id cannot be known to be the same file: its
+// frames stay each process's own.
+static void test_a_stack_shared_by_two_processes_is_stored_once(void) {
+    const char *moved = harness_path("b-moved.db");
+    CHECK(fixture_write(moved, &(fixture_options){.extra_lost_bytes = 1048576}) == 0, "fixture");
+    load_app_elsewhere(moved, 0x10000000, false);
+    const char *same = harness_path("same-address.db"), *apart = harness_path("apart.db");
+    run_result r = harness_tpprof("merge", same, a_db, b_db, NULL);
+    CHECK(r.status == 0, "%s", r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("merge", apart, a_db, moved, NULL);
+    CHECK(r.status == 0, "%s", r.err);
+    harness_result_free(&r);
+    // 8 nodes each; all but the innermost libtpprof.so frame (a module
+    // without a build id) of b are a's.
+    long long each = harness_db_int(a_db, "SELECT COUNT(*) FROM stack_nodes");
+    CHECK(each == 8 && harness_db_int(moved, "SELECT COUNT(*) FROM stack_nodes") == 8, "fixture nodes %lld", each);
+    CHECK(harness_db_int(apart, "SELECT COUNT(*) FROM stack_nodes") == 9, "%lld nodes",
+          harness_db_int(apart, "SELECT COUNT(*) FROM stack_nodes"));
+    CHECK(harness_db_int(apart, "SELECT COUNT(*) FROM stack_nodes WHERE ip NOT IN (SELECT ip FROM symbols)") == 0,
+          "every merged frame has its symbols");
+    // Each process's sites, on shared stacks: every site of b sits on a
+    // stack a has a site of the same kind on, and the sums are the inputs'.
+    CHECK(harness_db_int(apart, "SELECT COUNT(*) FROM sites") ==
+              harness_db_int(a_db, "SELECT COUNT(*) FROM sites") + harness_db_int(moved, "SELECT COUNT(*) FROM sites"),
+          "a site row per input's site");
+    CHECK(harness_db_int(apart, "SELECT COUNT(*) FROM sites b WHERE b.process = 2 AND NOT EXISTS (SELECT 1 FROM sites a"
+                                "  WHERE a.process = 1 AND a.stack_id = b.stack_id AND a.kind = b.kind)") == 2,
+          "all of b's sites but the one on its own innermost frame and grow_leak's (a has none) share a's stacks");
+    CHECK(harness_db_int(apart, "SELECT SUM(alloc_bytes) FROM sites") ==
+              harness_db_int(a_db, "SELECT SUM(alloc_bytes) FROM sites") +
+                  harness_db_int(moved, "SELECT SUM(alloc_bytes) FROM sites"),
+          "bytes summed");
+    char *want = merged_report(same), *got = merged_report(apart);
+    CHECK(strcmp(want, got) == 0, "report at one address:\n%s\nat two:\n%s", want, got);
+    free(want);
+    free(got);
+    // Without a build id the app's frames are each process's.
+    const char *anon = harness_path("b-no-id.db"), *kept = harness_path("kept-apart.db");
+    CHECK(fixture_write(anon, &(fixture_options){.extra_lost_bytes = 1048576}) == 0, "fixture");
+    load_app_elsewhere(anon, 0x10000000, true);
+    r = harness_tpprof("merge", kept, a_db, anon, NULL);
+    CHECK(r.status == 0, "%s", r.err);
+    harness_result_free(&r);
+    CHECK(harness_db_int(kept, "SELECT COUNT(*) FROM stack_nodes") == 16, "%lld nodes",
+          harness_db_int(kept, "SELECT COUNT(*) FROM stack_nodes"));
+    r = harness_tpprof("report", kept, "--leaks", NULL);
+    CHECK(harness_count(r.out, "map_arena (arena.c:30)") == 2, "each process's groups apart:\n%s", r.out);
+    harness_result_free(&r);
 }
 
 // report takes several recordings, or a quoted glob, and reports them merged.
@@ -181,6 +264,7 @@ int main(int argc, char **argv) {
     if (!a_db || !b_db)
         return 1;
     RUN_TEST(test_merged_recording_reads_as_one_program_with_its_processes);
+    RUN_TEST(test_a_stack_shared_by_two_processes_is_stored_once);
     RUN_TEST(test_report_takes_several_recordings_or_a_glob);
     RUN_TEST(test_check_gates_each_recording_and_their_total);
     RUN_TEST(test_merge_never_overwrites_and_refuses_bad_inputs);

@@ -209,9 +209,11 @@ static void test_merge_reads_chunked_and_table_inputs(void) {
     CHECK(strstr(r.out, "1.00 MiB in      1 block   lost       malloc\n      grow_leak (grow.c:70)"),
           "the chunked input's own stack, by name:\n%s", r.out);
     harness_result_free(&r);
-    long long nodes = harness_db_int(table, "SELECT COUNT(*) FROM stack_nodes") +
-                      harness_db_int(chunked, "SELECT COUNT(*) FROM stack_nodes");
-    CHECK(harness_db_int(out, "SELECT COUNT(*) FROM stack_nodes") == nodes, "every node of both: %lld", nodes);
+    // The stacks both have are stored once: the table input's nodes, and
+    // the chunked input's innermost libtpprof.so frame (a module without a
+    // build id: each process's own).
+    long long nodes = harness_db_int(table, "SELECT COUNT(*) FROM stack_nodes") + 1;
+    CHECK(harness_db_int(out, "SELECT COUNT(*) FROM stack_nodes") == nodes, "every stack of both once: %lld", nodes);
     free(table);
     free(chunked);
 }
