@@ -54,9 +54,8 @@ static const char merged_schema[] =
     "  exe TEXT, cmdline TEXT, rank INTEGER, complete INTEGER, peak_bytes INTEGER, duration_ns INTEGER);"
     // Each input's device meta, for the merged meta (write_meta).
     "CREATE TEMP TABLE device_meta(process INTEGER, capture TEXT, calls_failed INTEGER, bad_frees INTEGER);"
-    // The input being copied: its node ids as the merged trie's, and the
-    // raw ips of the nodes it added (whose symbols are copied).
-    "CREATE TEMP TABLE stack_map(old INTEGER PRIMARY KEY, new INTEGER NOT NULL);"
+    // The raw ips of the nodes the input being copied added (whose symbols
+    // are copied).
     "CREATE TEMP TABLE new_ips(ip INTEGER PRIMARY KEY);";
 
 // The device tables, made once an input has them (a merge of host-only
@@ -81,9 +80,9 @@ static const char device_sites_schema[] =
     "  freed_bytes INTEGER NOT NULL, peak_count INTEGER NOT NULL, peak_bytes INTEGER NOT NULL,"
     "  total_peak_count INTEGER NOT NULL, total_peak_bytes INTEGER NOT NULL, process INTEGER NOT NULL);";
 
-// A stack id of the input as the merged trie's (temp.stack_map, filled by
-// merge_trie.c per input); 0, and an id no node has, read as no stack.
-#define STACK(col) "COALESCE((SELECT new FROM temp.stack_map WHERE old = " col "), 0)"
+// A stack id of the input as the merged trie's (merged_stack(), below);
+// 0, and an id no node has, read as no stack.
+#define STACK(col) "merged_stack(" col ")"
 
 // One input copied into the attached output. ?1 = the input's number,
 // ?3 = its module id offset.
@@ -143,9 +142,20 @@ static int64_t scalar(sqlite3 *db, const char *sql) {
     return v;
 }
 
+// merged_stack(id): the merged id of the input's stack id (the function's
+// data: the tpprof_trie_input of the input being copied), 0 when no node of
+// the input has it. A function rather than a temp table of the map: a
+// build's million node ids inserted one by one cost more than the lookups.
+static void merged_stack(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    const tpprof_trie_input *in = sqlite3_user_data(ctx);
+    ptrdiff_t i = tpprof_ids_index(in->old_ids, in->n, sqlite3_value_int64(argv[0]));
+    sqlite3_result_int64(ctx, i < 0 ? 0 : in->new_ids[i]);
+}
+
 // Fold input k's stack trie into trie: its new nodes into main.stack_nodes,
-// its node ids' merged ones into temp.stack_map, the raw ips of its new
-// nodes into temp.new_ips (out is in a transaction).
+// the raw ips of its new nodes into temp.new_ips, the map of its ids into in
+// (out is in a transaction).
 static int fold_stacks(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, const char *path, int64_t k) {
     tpprof_db *db = tpprof_db_open(path, false);
     if (!db)
@@ -153,11 +163,10 @@ static int fold_stacks(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, c
     int status = tpprof_trie_add(trie, db, k, in);
     tpprof_db_close(db);
     if (status == 0)
-        status = exec(out, "DELETE FROM temp.stack_map; DELETE FROM temp.new_ips;", "folding stacks");
-    sqlite3_stmt *node = NULL, *map = NULL, *ip = NULL;
+        status = exec(out, "DELETE FROM temp.new_ips;", "folding stacks");
+    sqlite3_stmt *node = NULL, *ip = NULL;
     if (status == 0 &&
         (sqlite3_prepare_v2(out, "INSERT INTO main.stack_nodes VALUES (?1, ?2, ?3)", -1, &node, NULL) != SQLITE_OK ||
-         sqlite3_prepare_v2(out, "INSERT INTO temp.stack_map VALUES (?1, ?2)", -1, &map, NULL) != SQLITE_OK ||
          sqlite3_prepare_v2(out, "INSERT OR IGNORE INTO temp.new_ips VALUES (?1)", -1, &ip, NULL) != SQLITE_OK))
         status = tpprof_error_set("folding the stacks of %s: %s", path, sqlite3_errmsg(out));
     for (size_t i = 0; i < in->nnodes && status == 0; i++) {
@@ -170,15 +179,7 @@ static int fold_stacks(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, c
         sqlite3_reset(node);
         sqlite3_reset(ip);
     }
-    for (size_t i = 0; i < in->n && status == 0; i++) {
-        sqlite3_bind_int64(map, 1, in->old_ids[i]);
-        sqlite3_bind_int64(map, 2, in->new_ids[i]);
-        if (sqlite3_step(map) != SQLITE_DONE)
-            status = tpprof_error_set("folding the stacks of %s: %s", path, sqlite3_errmsg(out));
-        sqlite3_reset(map);
-    }
     sqlite3_finalize(node);
-    sqlite3_finalize(map);
     sqlite3_finalize(ip);
     return status;
 }
@@ -295,6 +296,9 @@ int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet
     tpprof_trie_input in = {0};
     if (status == 0 && !trie)
         status = -1;
+    if (status == 0 && sqlite3_create_function(out, "merged_stack", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, &in,
+                                               merged_stack, NULL, NULL) != SQLITE_OK)
+        status = tpprof_error_set("setting up the merge: %s", sqlite3_errmsg(out));
     for (size_t i = 0; i < n && status == 0; i++)
         status = copy_input(out, trie, &in, inputs[i], (int64_t)i + 1);
     tpprof_trie_input_free(&in);
