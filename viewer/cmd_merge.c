@@ -4,12 +4,14 @@
 // table and a `process` column on `sites`, `live_blocks` and `threads`, so
 // "which process leaks" is one query (docs/schema.md, "Merged recordings").
 //
-// Each input keeps its own stacks: node ids are offset past the previous
-// input's, and each raw return address is tagged with its input's number in
-// the bits above 48 (x86-64 user addresses fit in 47), since the same
-// address means different code in two processes. The inputs are symbolized
-// first (in place when writable), so the tagged addresses never need the
-// modules again. Device memory (device_blocks, device_events) is merged
+// The inputs' stack tries are folded into one (merge_trie.c): a stack the
+// processes share is stored once, its frames compared as module + offset
+// since ASLR puts the same code at other addresses in each process. A
+// node's raw return address is its first input's, tagged with that input's
+// number in the bits above 48 (x86-64 user addresses fit in 47), and only
+// those addresses' symbols are copied. The inputs are symbolized first (in
+// place when writable), so the tagged addresses never need the modules
+// again. Device memory (device_blocks, device_events) is merged
 // with a process column, as the host's live blocks are, when an input has
 // it. Left out: timelines (the device timeline too), full-mode events and
 // tensor tables, whose times and ids belong to one process; a process's own
@@ -71,7 +73,7 @@ static const char device_schema[] =
     "  process INTEGER NOT NULL);";
 // Device site totals (aggregate recordings since device_sites: their blocks
 // past a site's first 1,024 are not rows), made once an input has them.
-// Stack ids are offset per input, so sites of two processes stay apart; a
+// Each process keeps its rows (the process column), on shared stacks; a
 // device's peak read from them is the sum of the processes' peaks, as the
 // host peak of a merge is.
 static const char device_sites_schema[] =
