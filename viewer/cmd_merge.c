@@ -164,6 +164,11 @@ static int fold_stacks(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, c
         return -1;
     int status = tpprof_trie_add(trie, db, k, in);
     tpprof_db_close(db);
+    if (status != 0) { // say which input
+        char *why = strdup(tpprof_error());
+        tpprof_error_set("%s: %s", path, why ? why : "out of memory");
+        free(why);
+    }
     if (status == 0)
         status = exec(out, "DELETE FROM temp.new_ips;", "folding stacks");
     sqlite3_stmt *node = NULL, *ip = NULL;

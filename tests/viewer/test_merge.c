@@ -245,6 +245,17 @@ static void test_merge_never_overwrites_and_refuses_bad_inputs(void) {
     harness_expect_usage_error("not a recording", harness_tpprof("merge", harness_path("y.db"), a_db, "/dev/null", NULL),
                                "is not a SQLite database");
     CHECK(access(harness_path("y.db"), F_OK) != 0, "nothing left behind");
+    // A stack node that is its own ancestor (a damaged file): one line, no hang.
+    const char *loop = harness_path("loop.db");
+    CHECK(fixture_write(loop, &(fixture_options){0}) == 0, "fixture");
+    sqlite3 *h = NULL;
+    CHECK(sqlite3_open(loop, &h) == SQLITE_OK &&
+              sqlite3_exec(h, "UPDATE stack_nodes SET parent = 2 WHERE id = 1", NULL, NULL, NULL) == SQLITE_OK,
+          "damaging %s", loop);
+    sqlite3_close(h);
+    harness_expect_usage_error("a stack loop", harness_tpprof("merge", harness_path("w.db"), a_db, loop, NULL),
+                               "is its own ancestor: a damaged recording");
+    CHECK(access(harness_path("w.db"), F_OK) != 0, "nothing left behind");
     const char *job = harness_path("job2.db");
     run_result r = harness_tpprof("merge", job, a_db, b_db, NULL);
     CHECK(r.status == 0, "%s", r.err);
