@@ -4,9 +4,10 @@
 // With ASLR the same code sits at a different address in each process, so a
 // frame is keyed by (module identity, ip - module base) when the input's
 // modules table places it in a module with a build id, and by (input, ip)
-// otherwise. A merged node is keyed by (merged parent, frame key) in one
-// hash table, so an input's node is found or added in O(1). Left out on
-// purpose: matching frames outside modules (JIT code, Python frames), whose
+// otherwise; a Python frame by its function, file and line (py_frames),
+// all that any command shows of it. A merged node is keyed by (merged
+// parent, frame key) in one hash table, so an input's node is found or added
+// in O(1). Left out on purpose: frames outside modules (JIT code), whose
 // addresses mean nothing outside their process.
 #include "merge_trie.h"
 #include "viewer.h"
@@ -31,8 +32,10 @@ struct tpprof_trie {
     slot *slots;
     size_t cap, used; // cap a power of two
     int64_t next_id;
-    char **idents;    // "path\nbuild_id" of module identity i + 1
+    char **idents;    // identity i + 1: "path\nbuild_id" of a module, "\1function\nfile" of Python code
     size_t nidents, cap_idents;
+    size_t *ident_slots; // open addressing over idents: index + 1, 0 empty
+    size_t ident_cap;    // a power of two
 };
 
 // One row of an input's modules, sorted by lo.
@@ -63,6 +66,7 @@ void tpprof_trie_free(tpprof_trie *t) {
     for (size_t i = 0; i < t->nidents; i++)
         free(t->idents[i]);
     free(t->idents);
+    free(t->ident_slots);
     free(t->slots);
     free(t);
 }
@@ -116,22 +120,40 @@ static int64_t find_or_add(tpprof_trie *t, int64_t parent, int64_t a, uint64_t b
     return t->slots[j].id;
 }
 
-// The identity number of a module (path, build id), interned; 0 without a
-// build id (two files at one path need not be one file) or out of memory.
-static int64_t intern_module(tpprof_trie *t, const char *path, const char *build_id) {
-    if (!path || !build_id || !*build_id)
-        return 0;
-    size_t len = strlen(path) + strlen(build_id) + 2;
-    char *key = malloc(len);
+static uint64_t hash_text(const char *k) {
+    uint64_t h = UINT64_C(1469598103934665603);
+    for (; *k; k++)
+        h = (h ^ (unsigned char)*k) * UINT64_C(1099511628211);
+    return h;
+}
+
+// The identity number of key (owned: kept or freed), interned; 0 on out of
+// memory. Hashed: a Python job has thousands of distinct functions.
+static int64_t intern(tpprof_trie *t, char *key) {
     if (!key)
         return 0;
-    snprintf(key, len, "%s\n%s", path, build_id);
-    // Linear: a job has a few hundred distinct modules and each input a few
-    // dozen rows, next to the hundred thousand nodes folded per input.
-    for (size_t i = 0; i < t->nidents; i++)
-        if (strcmp(t->idents[i], key) == 0) {
+    if ((t->nidents + 1) * 2 > t->ident_cap) {
+        size_t cap = t->ident_cap ? t->ident_cap * 2 : 256;
+        size_t *slots = calloc(cap, sizeof *slots);
+        if (!slots) {
             free(key);
-            return (int64_t)i + 1;
+            return 0;
+        }
+        for (size_t i = 0; i < t->nidents; i++) {
+            size_t j = hash_text(t->idents[i]) & (cap - 1);
+            while (slots[j])
+                j = (j + 1) & (cap - 1);
+            slots[j] = i + 1;
+        }
+        free(t->ident_slots);
+        t->ident_slots = slots;
+        t->ident_cap = cap;
+    }
+    size_t j = hash_text(key) & (t->ident_cap - 1);
+    for (; t->ident_slots[j]; j = (j + 1) & (t->ident_cap - 1))
+        if (strcmp(t->idents[t->ident_slots[j] - 1], key) == 0) {
+            free(key);
+            return (int64_t)t->ident_slots[j];
         }
     char **grown = tpprof_grow(t->idents, t->nidents, &t->cap_idents, sizeof *grown);
     if (!grown) {
@@ -140,7 +162,24 @@ static int64_t intern_module(tpprof_trie *t, const char *path, const char *build
     }
     t->idents = grown;
     t->idents[t->nidents++] = key;
+    t->ident_slots[j] = t->nidents;
     return (int64_t)t->nidents;
+}
+
+static char *join(const char *lead, const char *x, const char *y) {
+    size_t len = strlen(lead) + strlen(x) + strlen(y) + 2;
+    char *key = malloc(len);
+    if (key)
+        snprintf(key, len, "%s%s\n%s", lead, x, y);
+    return key;
+}
+
+// A module's identity: its path and build id; 0 without a build id (two
+// files at one path need not be one file).
+static int64_t intern_module(tpprof_trie *t, const char *path, const char *build_id) {
+    if (!path || !build_id || !*build_id)
+        return 0;
+    return intern(t, join("", path, build_id));
 }
 
 static int cmp_range(const void *x, const void *y) {
@@ -179,12 +218,69 @@ static int load_modules(tpprof_trie *t, tpprof_db *db, module_range **out, size_
     return 0;
 }
 
-// The key (a, b) of ip in input k (module ranges sorted by lo).
-static void frame_key(const module_range *m, size_t n, int64_t k, uint64_t ip, int64_t *a, uint64_t *b) {
+// An input's Python frames (py_frames), sorted by id: each one's code
+// (function and file, interned) and line, which is all a report shows of it.
+typedef struct py_keys {
+    int64_t *ids, *idents, *lines;
+    size_t n;
+} py_keys;
+
+static void py_keys_free(py_keys *py) {
+    free(py->ids);
+    free(py->idents);
+    free(py->lines);
+}
+
+static int load_py_frames(tpprof_trie *t, tpprof_db *db, py_keys *py) {
+    memset(py, 0, sizeof *py);
+    int64_t count = 0;
+    if (!tpprof_db_has_table(db, "py_frames"))
+        return 0;
+    if (tpprof_db_scalar(db, "SELECT COUNT(*) FROM py_frames", &count) != 0)
+        return -1;
+    sqlite3_stmt *st = NULL;
+    py->ids = malloc(((size_t)count + 1) * sizeof *py->ids);
+    py->idents = malloc(((size_t)count + 1) * sizeof *py->idents);
+    py->lines = malloc(((size_t)count + 1) * sizeof *py->lines);
+    if (!py->ids || !py->idents || !py->lines)
+        return tpprof_error_set("out of memory reading py_frames");
+    if (sqlite3_prepare_v2(db->sql, "SELECT id, function, file, line FROM py_frames ORDER BY id", -1, &st, NULL) !=
+        SQLITE_OK)
+        return tpprof_db_error(db, "reading py_frames");
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && py->n < (size_t)count) {
+        const char *fn = (const char *)sqlite3_column_text(st, 1), *file = (const char *)sqlite3_column_text(st, 2);
+        // "\1" first: no module path starts so.
+        int64_t ident = intern(t, join("\1", fn ? fn : "", file ? file : ""));
+        if (!ident) {
+            sqlite3_finalize(st);
+            return tpprof_error_set("out of memory reading py_frames");
+        }
+        py->ids[py->n] = sqlite3_column_int64(st, 0);
+        py->idents[py->n] = ident;
+        py->lines[py->n++] = sqlite3_column_int64(st, 3);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return tpprof_db_error(db, "reading py_frames");
+    return 0;
+}
+
+// The key (a, b) of ip in input k (module ranges sorted by lo; its Python
+// frames): a Python frame is its code and line, a native one its module and
+// offset, when known; otherwise the input's own.
+static void frame_key(const module_range *m, size_t n, const py_keys *py, int64_t k, uint64_t ip, int64_t *a,
+                      uint64_t *b) {
     *a = -k;
     *b = ip;
-    if (ip & IP_PYTHON)
+    if (ip & IP_PYTHON) {
+        ptrdiff_t i = tpprof_ids_index(py->ids, py->n, (int64_t)ip);
+        if (i >= 0) {
+            *a = py->idents[i];
+            *b = (uint64_t)py->lines[i];
+        }
         return;
+    }
     // The last range starting at or below ip, then back while an earlier one
     // may still cover it (ranges of modules unloaded and loaded again overlap).
     size_t lo = 0, hi = n;
@@ -262,7 +358,10 @@ int tpprof_trie_add(tpprof_trie *t, tpprof_db *db, int64_t k, tpprof_trie_input 
     size_t nmods = 0;
     raw_nodes r = {0};
     size_t *chain = NULL;
+    py_keys py = {0};
     int status = load_modules(t, db, &mods, &nmods);
+    if (status == 0)
+        status = load_py_frames(t, db, &py);
     if (status == 0)
         status = tpprof_stack_nodes_each(db, take_node, &r);
     if (status == 0 && r.n > out->cap) {
@@ -314,7 +413,7 @@ int tpprof_trie_add(tpprof_trie *t, tpprof_db *db, int64_t k, tpprof_trie_input 
             size_t j = chain[--depth];
             int64_t a;
             uint64_t b;
-            frame_key(mods, nmods, k, r.ips[j], &a, &b);
+            frame_key(mods, nmods, &py, k, r.ips[j], &a, &b);
             bool added = false;
             int64_t id = find_or_add(t, parent_new, a, b, &added);
             if (!id || (added && add_new(out, id, parent_new, k, r.ips[j]) != 0)) {
@@ -326,6 +425,7 @@ int tpprof_trie_add(tpprof_trie *t, tpprof_db *db, int64_t k, tpprof_trie_input 
         }
     }
     free(chain);
+    py_keys_free(&py);
     free(r.ids);
     free(r.parents);
     free(r.ips);

@@ -11,9 +11,10 @@
 //     tpprof_trie_free(t);
 //
 // Frames are compared as (module identity, offset in it): a module is the
-// same in two processes when its path and build id are; without a build id,
-// for a Python frame (bit 47 of the ip) or outside every module, a frame is
-// its input's own. A merged node's ip is that of the first input that had
+// same in two processes when its path and build id are. A Python frame (bit
+// 47 of the ip) is its py_frames function, file and line. Without a build
+// id, outside every module or without a py_frames row, a frame is its
+// input's own. A merged node's ip is that of the first input that had
 // it, tagged with that input's number in the bits above 48, so the symbols
 // of that input name it.
 #ifndef TPPROF_VIEWER_MERGE_TRIE_H

@@ -145,6 +145,54 @@ static void test_a_stack_shared_by_two_processes_is_stored_once(void) {
     harness_result_free(&r);
 }
 
+// A recording of the fixture with one Python frame under main: code object
+// code, instruction offset, line (docs/schema.md, py_frames), and a site on it.
+static void with_python_frame(const char *db, long long code, long long offset, int line) {
+    CHECK(fixture_write(db, &(fixture_options){0}) == 0, "fixture");
+    long long ip = (1LL << 47) | (code << 24) | offset;
+    sqlite3 *h = NULL;
+    char sql[800];
+    snprintf(sql, sizeof sql,
+             "CREATE TABLE py_frames(id INTEGER PRIMARY KEY, function TEXT NOT NULL, file TEXT NOT NULL,"
+             "  line INTEGER NOT NULL);"
+             "INSERT INTO py_frames VALUES (%lld, 'hoard', 'leaky.py', %d);"
+             "INSERT INTO symbols VALUES (%lld, 0, 'hoard', 'leaky.py', %d, NULL);"
+             "INSERT INTO stack_nodes VALUES (9, 1, %lld);"
+             "INSERT INTO sites VALUES (9, 1, 3, 300, 0, 0, 0, 0, 3, 300);",
+             ip, line, ip, line, ip);
+    CHECK(sqlite3_open(db, &h) == SQLITE_OK && sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "%s",
+          sqlite3_errmsg(h));
+    sqlite3_close(h);
+}
+
+// Python frames of two processes are the same frame when their function,
+// file and line are (what every command prints of them), whatever numbers
+// each interpreter gave its code objects; another line is another frame.
+static void test_python_frames_of_the_same_line_are_stored_once(void) {
+    const char *a = harness_path("py-a.db"), *b = harness_path("py-b.db"), *c = harness_path("py-c.db");
+    with_python_frame(a, 3, 2, 12);
+    with_python_frame(b, 7, 40, 12);
+    with_python_frame(c, 7, 44, 13);
+    const char *same = harness_path("py-same.db"), *other = harness_path("py-other.db");
+    run_result r = harness_tpprof("merge", same, a, b, NULL);
+    CHECK(r.status == 0, "%s", r.err);
+    harness_result_free(&r);
+    r = harness_tpprof("merge", other, a, c, NULL);
+    CHECK(r.status == 0, "%s", r.err);
+    harness_result_free(&r);
+    // 9 nodes each; b's libtpprof.so frame is its own (no build id).
+    CHECK(harness_db_int(same, "SELECT COUNT(*) FROM stack_nodes") == 10, "%lld nodes",
+          harness_db_int(same, "SELECT COUNT(*) FROM stack_nodes"));
+    CHECK(harness_db_int(other, "SELECT COUNT(*) FROM stack_nodes") == 11, "%lld nodes",
+          harness_db_int(other, "SELECT COUNT(*) FROM stack_nodes"));
+    CHECK(harness_db_int(same, "SELECT COUNT(DISTINCT stack_id) FROM sites WHERE alloc_bytes = 300") == 1 &&
+              harness_db_int(same, "SELECT COUNT(*) FROM sites WHERE alloc_bytes = 300") == 2,
+          "both processes' sites on the one frame");
+    r = harness_tpprof("report", same, NULL);
+    CHECK(r.status == 0 && strstr(r.out, "hoard (leaky.py:12)"), "named: %s", r.out);
+    harness_result_free(&r);
+}
+
 // report takes several recordings, or a quoted glob, and reports them merged.
 static void test_report_takes_several_recordings_or_a_glob(void) {
     run_result r = harness_tpprof("report", a_db, b_db, "--leaks", NULL);
@@ -276,6 +324,7 @@ int main(int argc, char **argv) {
         return 1;
     RUN_TEST(test_merged_recording_reads_as_one_program_with_its_processes);
     RUN_TEST(test_a_stack_shared_by_two_processes_is_stored_once);
+    RUN_TEST(test_python_frames_of_the_same_line_are_stored_once);
     RUN_TEST(test_report_takes_several_recordings_or_a_glob);
     RUN_TEST(test_check_gates_each_recording_and_their_total);
     RUN_TEST(test_merge_never_overwrites_and_refuses_bad_inputs);
