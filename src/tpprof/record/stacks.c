@@ -143,7 +143,9 @@ static struct slot *level_map(int k) {
     // is a TLB miss as well as a cache miss. Aligned, so that all of it is
     // on huge pages (mmap's 4 KiB alignment left up to 2 MiB of each table
     // on small pages: 512 faults in the allocating hook).
-    struct slot *fresh = k >= HUGE_LEVEL ? tpprof_mem_map_huge(bytes) : tpprof_mem_map(bytes);
+    // Populated: a probe reads a slot before it claims it, and a read of an
+    // untouched page maps the zero page, which the claim then copies.
+    struct slot *fresh = k >= HUGE_LEVEL ? tpprof_mem_map_huge(bytes) : tpprof_mem_map_populated(bytes);
     if (!fresh) return NULL;
     if (atomic_compare_exchange_strong(&levels[k].slots, &s, fresh)) return fresh;
     tpprof_mem_unmap(fresh, bytes); // another thread mapped it first
