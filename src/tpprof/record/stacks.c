@@ -328,15 +328,19 @@ static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
 }
 
 // Maps the calling thread's cache of `slots` entries (the old one goes).
+// The big one is populated: made for a thread that missed 16,384 times, it
+// will be filled, and a set read before it is written maps the zero page
+// that the write then copies (two faults a page, in the hook).
 static struct cache_entry *cache_make(uint32_t slots) {
-    struct cache_entry *c = tpprof_mem_map(slots * sizeof *c);
+    size_t bytes = slots * sizeof(struct cache_entry);
+    struct cache_entry *c = slots > CACHE_SLOTS ? tpprof_mem_map_populated(bytes) : tpprof_mem_map(bytes);
     if (!c) return NULL;
     if (cache) tpprof_mem_unmap(cache, ((size_t)cache_mask + 1) * CACHE_WAYS * sizeof *cache);
     cache = c;
     cache_mask = slots / CACHE_WAYS - 1;
     if (tpprof_self) { // released with the thread's ring
         tpprof_self->cache_mem = c;
-        tpprof_self->cache_bytes = slots * sizeof *c;
+        tpprof_self->cache_bytes = bytes;
     }
     return c;
 }
