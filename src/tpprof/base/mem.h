@@ -13,6 +13,10 @@ TPPROF_HIDDEN void *tpprof_mem_map(size_t bytes);           // zeroed, or NULL
 // untouched page maps the zero page, and the write after it faults again
 // and flushes the TLB of every CPU the program runs on).
 TPPROF_HIDDEN void *tpprof_mem_map_populated(size_t bytes);
+// Zeroed, at a 2 MiB boundary, advised onto huge pages (MADV_HUGEPAGE) and
+// populated for writing when it is that big, or NULL: for a big table about
+// to be filled, whose lookups land anywhere in it. Unmapped with tpprof_mem_unmap(p, bytes) like the others.
+TPPROF_HIDDEN void *tpprof_mem_map_huge(size_t bytes);
 TPPROF_HIDDEN void tpprof_mem_unmap(void *p, size_t bytes);
 TPPROF_HIDDEN void *tpprof_mem_grow(void *p, size_t old_bytes, size_t new_bytes);
 

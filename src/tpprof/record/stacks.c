@@ -1,8 +1,9 @@
 // stacks.c: the stack depot, naming each distinct stack with a small id.
 //
 // Runs inside malloc hooks on any thread at once, so it is lock-free. It
-// grows with the program: a chain of open-addressing tables ("levels"),
-// each twice the size of the one before, made as the newest fills to 70%;
+// grows with the program: a chain of open-addressing tables ("levels"), a
+// small first one, then 16 times as big, each next twice the one before,
+// made as the newest fills to 70%;
 // nothing is ever moved or removed, so a slot found stays valid. A slot is
 // keyed by a 128-bit hash of the frames (two independent 64-bit hashes; a
 // false match needs both to collide, about 2^-128 per pair, far below the
@@ -29,11 +30,19 @@
 #include "record/rings.h"
 #include "record/stacks.h"
 
-// Level k has 2^(first_bits + k) slots (first_bits: FIRST_BITS, or fewer for
-// tests: TPPROF_TEST_STACK_SLOT_BITS). 24 bytes a slot: the first level is
-// 12 MiB of address space, touched as used; 2^31 slots in all.
-#define FIRST_BITS 19
-#define LEVELS 13
+// Level 0 has 2^first_bits slots (first_bits: FIRST_BITS, or fewer for
+// tests: TPPROF_TEST_STACK_SLOT_BITS), level k > 0 2^(first_bits + JUMP_BITS
+// + k - 1); 24 bytes a slot, 2^31 slots in all. A short process (a build's
+// cc1 or as: a few thousand stacks) stays in level 0, 768 KiB of 4 KiB
+// pages touched as used; the first level was 12 MiB on huge pages, and the
+// kernel zeroed all of it for those few thousand stacks (~7 ms of a small
+// cc1's kernel time). A program with many stacks probes one small level
+// more (in cache, and prefetched with the rest: depot_prefetch) and goes on
+// with the sizes it had: 12 MiB on huge pages, then doubling.
+#define FIRST_BITS 15
+#define JUMP_BITS 4
+#define LEVELS 14
+#define HUGE_LEVEL 1 // from here on tables are on 2 MiB pages
 #define FILL_PCT 70                   // keep probe chains short
 #define PROBES 64
 // The frames' arena, mapped a MiB at a time as stacks come (one mapping of
@@ -121,18 +130,23 @@ static uint32_t chunk_released[ARENA_CHUNKS]; // the writer's
 #define SPARE_CHUNKS 8
 static _Atomic(char *) spare[SPARE_CHUNKS];
 
-static uint64_t level_slots(int k) { return (uint64_t)1 << (first_bits + (unsigned)k); }
+static uint64_t level_slots(int k) {
+    return (uint64_t)1 << (k == 0 ? first_bits : first_bits + JUMP_BITS + (unsigned)k - 1);
+}
 
 // Level k's table, mapped now if no thread did yet; NULL when out of memory.
 static struct slot *level_map(int k) {
     struct slot *s = atomic_load_explicit(&levels[k].slots, memory_order_acquire);
     if (s) return s;
     size_t bytes = level_slots(k) * sizeof *s;
-    struct slot *fresh = tpprof_mem_map(bytes);
+    // Lookups land anywhere in a big one: with 4 KiB pages nearly every one
+    // is a TLB miss as well as a cache miss. Aligned, so that all of it is
+    // on huge pages (mmap's 4 KiB alignment left up to 2 MiB of each table
+    // on small pages: 512 faults in the allocating hook).
+    // Populated: a probe reads a slot before it claims it, and a read of an
+    // untouched page maps the zero page, which the claim then copies.
+    struct slot *fresh = k >= HUGE_LEVEL ? tpprof_mem_map_huge(bytes) : tpprof_mem_map_populated(bytes);
     if (!fresh) return NULL;
-    // Lookups land anywhere in it: with 4 KiB pages nearly every one is a
-    // TLB miss as well as a cache miss.
-    madvise(fresh, bytes, MADV_HUGEPAGE);
     if (atomic_compare_exchange_strong(&levels[k].slots, &s, fresh)) return fresh;
     tpprof_mem_unmap(fresh, bytes); // another thread mapped it first
     return s;
@@ -195,7 +209,10 @@ static uint64_t *arena_take(size_t bytes, size_t *chunk) {
         char *base = atomic_load_explicit(&arena[c], memory_order_acquire);
         if (!base) {
             char *fresh = spare_take();
-            if (!fresh) fresh = tpprof_mem_map(ARENA_CHUNK);
+            // Filled front to back: one past the first is populated at once
+            // (256 faults in the allocating hook otherwise; the first stays
+            // lazy, for a short process's few stacks).
+            if (!fresh) fresh = c ? tpprof_mem_map_populated(ARENA_CHUNK) : tpprof_mem_map(ARENA_CHUNK);
             if (!fresh) {
                 atomic_fetch_add_explicit(&chunk_done[c], (uint32_t)bytes, memory_order_release);
                 return NULL;
@@ -221,7 +238,9 @@ static id_ptr *id_slot(uint32_t id) {
     uint32_t c = id >> ID_CHUNK_BITS;
     id_ptr *chunk = atomic_load_explicit(&by_id[c], memory_order_acquire);
     if (!chunk) {
-        id_ptr *fresh = tpprof_mem_map(ID_CHUNK * sizeof *fresh);
+        // Ids come in order: a chunk after the first will be written whole,
+        // so it is zeroed in one go rather than by 128 faults in the hook.
+        id_ptr *fresh = c ? tpprof_mem_map_populated(ID_CHUNK * sizeof *fresh) : tpprof_mem_map(ID_CHUNK * sizeof *fresh);
         if (!fresh) return NULL;
         if (atomic_compare_exchange_strong(&by_id[c], &chunk, fresh)) chunk = fresh;
         else tpprof_mem_unmap(fresh, ID_CHUNK * sizeof *fresh);
@@ -309,15 +328,19 @@ static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
 }
 
 // Maps the calling thread's cache of `slots` entries (the old one goes).
+// The big one is populated: made for a thread that missed 16,384 times, it
+// will be filled, and a set read before it is written maps the zero page
+// that the write then copies (two faults a page, in the hook).
 static struct cache_entry *cache_make(uint32_t slots) {
-    struct cache_entry *c = tpprof_mem_map(slots * sizeof *c);
+    size_t bytes = slots * sizeof(struct cache_entry);
+    struct cache_entry *c = slots > CACHE_SLOTS ? tpprof_mem_map_populated(bytes) : tpprof_mem_map(bytes);
     if (!c) return NULL;
     if (cache) tpprof_mem_unmap(cache, ((size_t)cache_mask + 1) * CACHE_WAYS * sizeof *cache);
     cache = c;
     cache_mask = slots / CACHE_WAYS - 1;
     if (tpprof_self) { // released with the thread's ring
         tpprof_self->cache_mem = c;
-        tpprof_self->cache_bytes = slots * sizeof *c;
+        tpprof_self->cache_bytes = bytes;
     }
     return c;
 }
