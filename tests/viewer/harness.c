@@ -337,3 +337,27 @@ long long harness_db_int(const char *db, const char *sql) {
     sqlite3_close(h);
     return v;
 }
+
+char *harness_db_rows(const char *db, const char *sql) {
+    sqlite3 *h = NULL;
+    char *out = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&out, &len);
+    if (!m)
+        return strdup("error: open_memstream");
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK)
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            for (int c = 0; c < sqlite3_column_count(st); c++)
+                fprintf(m, "%s%s", c ? "|" : "",
+                        sqlite3_column_text(st, c) ? (const char *)sqlite3_column_text(st, c) : "");
+            fputc('\n', m);
+        }
+    else
+        fprintf(m, "error: %s\n", h ? sqlite3_errmsg(h) : "open");
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    fclose(m);
+    return out;
+}

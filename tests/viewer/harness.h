@@ -76,6 +76,9 @@ size_t harness_count(const char *s, const char *needle);
 // returns from database file db, opened read-only; -1 when the file, the
 // query or the row is missing.
 long long harness_db_int(const char *db, const char *sql);
+// The rows of sql on the database at db, one line each, columns joined by
+// '|' (NULL as empty); "error: ..." when it cannot be read. Caller frees.
+char *harness_db_rows(const char *db, const char *sql);
 
 // A fresh scratch directory (removed by harness_finish) and paths inside it.
 const char *harness_dir(void);

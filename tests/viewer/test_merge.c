@@ -16,25 +16,6 @@
 
 static char *a_db, *b_db;
 
-static char *query(const char *db, const char *sql) {
-    sqlite3 *h = NULL;
-    char *out = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&out, &len);
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK)
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            for (int c = 0; c < sqlite3_column_count(st); c++)
-                fprintf(m, "%s%s", c ? "|" : "", sqlite3_column_text(st, c) ? (const char *)sqlite3_column_text(st, c) : "");
-            fputc('\n', m);
-        }
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    fclose(m);
-    return out;
-}
-
 static void test_merged_recording_reads_as_one_program_with_its_processes(void) {
     const char *out = harness_path("job.db");
     run_result r = harness_tpprof("merge", out, a_db, b_db, NULL);
@@ -56,11 +37,11 @@ static void test_merged_recording_reads_as_one_program_with_its_processes(void) 
     CHECK(r.status == 1, "the gate sees every process's leaks: %d %s", r.status, r.out);
     harness_result_free(&r);
     // Which process leaks: one query.
-    char *rows = query(out, "SELECT p.id, p.pid, SUM(l.size) FROM live_blocks l JOIN processes p ON p.id = l.process "
+    char *rows = harness_db_rows(out, "SELECT p.id, p.pid, SUM(l.size) FROM live_blocks l JOIN processes p ON p.id = l.process "
                             "WHERE l.reachability = 1 GROUP BY p.id ORDER BY 3 DESC");
     CHECK(rows && strcmp(rows, "2|4242|1060864\n1|4242|12288\n") == 0, "%s", rows ? rows : "");
     free(rows);
-    rows = query(out, "SELECT id, path = '' FROM processes ORDER BY id");
+    rows = harness_db_rows(out, "SELECT id, path = '' FROM processes ORDER BY id");
     CHECK(rows && strcmp(rows, "1|0\n2|0\n") == 0, "a row per input with its path: %s", rows ? rows : "");
     free(rows);
 }

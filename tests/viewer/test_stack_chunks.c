@@ -100,29 +100,6 @@ static int chunk_recording(const char *path, int per_chunk) {
     return rc;
 }
 
-// The rows of sql on the database at path, one line each, columns by '|'.
-static char *query(const char *path, const char *sql) {
-    sqlite3 *h = NULL;
-    char *out = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&out, &len);
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK)
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            for (int c = 0; c < sqlite3_column_count(st); c++)
-                fprintf(m, "%s%s", c ? "|" : "",
-                        sqlite3_column_text(st, c) ? (const char *)sqlite3_column_text(st, c) : "");
-            fputc('\n', m);
-        }
-    else
-        fprintf(m, "error: %s\n", h ? sqlite3_errmsg(h) : "open");
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    fclose(m);
-    return out;
-}
-
 // stdout of `tpprof report DB args...` past its first line (which names the file).
 static char *report_body(const char *db, const char *a1, const char *a2) {
     run_result r = harness_tpprof("report", db, a1, a2, NULL);
@@ -139,7 +116,7 @@ static void test_chunked_recording_reports_as_its_table_did(void) {
     char *table = strdup(t);
     const char *c = harness_path("chunked.db");
     CHECK(fixture_write(c, &(fixture_options){0}) == 0 && chunk_recording(c, 2) == 0, "chunked fixture");
-    char *rows = query(c, "SELECT COUNT(*) > 3, SUM(instr(substr(nodes, 2), '[') > 0) > 0 FROM stack_chunks");
+    char *rows = harness_db_rows(c, "SELECT COUNT(*) > 3, SUM(instr(substr(nodes, 2), '[') > 0) > 0 FROM stack_chunks");
     CHECK(rows && strcmp(rows, "1|1\n") == 0, "several chunks, some with [parent, ip]: %s", rows);
     free(rows);
     char *want = report_body(table, "--leaks", NULL), *got = report_body(c, "--leaks", NULL);
@@ -160,15 +137,15 @@ static void test_chunked_recording_reports_as_its_table_did(void) {
 static void test_stack_nodes_view_reads_the_rows_of_the_table(void) {
     const char *t = harness_path("view-table.db");
     CHECK(fixture_write(t, &(fixture_options){0}) == 0, "fixture");
-    char *want = query(t, "SELECT id, parent, ip FROM stack_nodes ORDER BY id");
+    char *want = harness_db_rows(t, "SELECT id, parent, ip FROM stack_nodes ORDER BY id");
     const char *c = harness_path("view-chunked.db");
     CHECK(fixture_write(c, &(fixture_options){0}) == 0 && chunk_recording(c, 3) == 0, "chunked fixture");
-    char *got = query(c, "SELECT id, parent, ip FROM stack_nodes ORDER BY id");
+    char *got = harness_db_rows(c, "SELECT id, parent, ip FROM stack_nodes ORDER BY id");
     CHECK(want && got && harness_lines(want) > 5 && strcmp(want, got) == 0, "want:\n%s\ngot:\n%s", want, got);
     free(want);
     free(got);
     // A walk from a leaf to the root, as a script would do it.
-    got = query(c, "WITH RECURSIVE up(id) AS (SELECT MAX(id) FROM stack_nodes UNION ALL"
+    got = harness_db_rows(c, "WITH RECURSIVE up(id) AS (SELECT MAX(id) FROM stack_nodes UNION ALL"
                    " SELECT n.parent FROM stack_nodes n JOIN up ON n.id = up.id WHERE n.parent != 0)"
                    " SELECT COUNT(*) > 1 FROM up");
     CHECK(got && strcmp(got, "1\n") == 0, "%s", got);
