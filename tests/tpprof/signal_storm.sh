@@ -10,7 +10,10 @@
 set -u
 tpprof=$(realpath "$1") lib=$(realpath "$2") prog=$(realpath "$3") || exit 1
 dir=$(mktemp -d) || exit 1
-trap 'rm -rf "$dir"' EXIT
+# Only the script itself cleans up: a subshell it forks (the storm loop, or a
+# background job between fork and exec) inherits this trap, and one ended by
+# a TERM of the storm runs it (bash does), removing the directory mid-run.
+trap '[ "$BASHPID" = "$$" ] && rm -rf "$dir"' EXIT
 bad=0
 verdict() { # how db status want_status
     local got live
@@ -25,7 +28,9 @@ verdict() { # how db status want_status
     fi
 }
 for i in 1 2 3 4 5; do
-    rm -f "$dir"/s.db*
+    # (out too: a "ready" left by the last storm, read before the new job
+    # truncates it, sent this storm into the job before its exec.)
+    rm -f "$dir"/s.db* "$dir/out"
     LD_PRELOAD=$lib TPPROF_OUTPUT="$dir/s.db" "$prog" >"$dir/out" &
     pid=$!
     for _ in $(seq 100); do grep -q ready "$dir/out" && break; sleep 0.05; done
