@@ -477,10 +477,14 @@ static bool is_readable(uint64_t lo, uint64_t hi) {
 // (poll, nanosleep, epoll_wait: EINTR), and the program could act on that.
 // It stays where it is; its stack is read from the stack pointer the kernel
 // reports for it (/proc/self/task/TID/syscall), its registers are not. A
-// thread that does not answer within STOP_WAIT_NS (it blocks the signal, or
-// no signal was free), or whose stack pointer cannot be read, is read as
-// before: its whole stack, without its registers. The handler gives up
-// waiting after HOLD_NS whatever happens.
+// thread that blocks the signal (its /proc status says so), one that does not
+// answer within STOP_WAIT_NS, one left running when no signal was free, or
+// one whose stack pointer cannot be read, is read as before: its whole stack,
+// without its registers. A thread that can take the signal answers as soon as
+// it is scheduled, which on a loaded machine can take a while: the wait is
+// long (a 100 ms wait, under a parallel test run, left a spinning thread's
+// dead frames as roots). The handler gives up waiting after HOLD_NS whatever
+// happens.
 
 // Reads /proc/self/task/TID/NAME into buf (NUL-terminated); bytes read or -1.
 static ssize_t task_file(pid_t tid, const char *name, char *buf, size_t cap) {
@@ -523,8 +527,19 @@ static uintptr_t task_blocked_sp(pid_t tid) {
     return n == 9 ? (uintptr_t)v[7] : 0;
 }
 
-#define STOP_WAIT_NS 100000000ull
-#define HOLD_NS 2000000000ull
+// Whether thread `tid` blocks signal `sig` (its status's SigBlk mask); a
+// thread whose status cannot be read counts as blocking it.
+static bool task_blocks(pid_t tid, int sig) {
+    char buf[2048];
+    if (task_file(tid, "status", buf, sizeof buf) <= 0) return true;
+    const char *p = strstr(buf, "\nSigBlk:");
+    if (!p) return true;
+    unsigned long long mask = strtoull(p + 8, NULL, 16);
+    return (mask >> (sig - 1)) & 1;
+}
+
+#define STOP_WAIT_NS 1500000000ull
+#define HOLD_NS 10000000000ull
 
 static _Atomic int stop_acks, stop_release;
 static int stop_sig;
@@ -593,7 +608,7 @@ static int stop_others(struct tpprof_thread *me) {
             if (sp) atomic_store(&t->stop_sp, sp - 128);
             continue;
         }
-        if (can_stop && syscall(SYS_tgkill, pid, t->tid, stop_sig) == 0) sent++;
+        if (can_stop && !task_blocks(t->tid, stop_sig) && syscall(SYS_tgkill, pid, t->tid, stop_sig) == 0) sent++;
     }
     uint64_t start = mono_ns();
     while (atomic_load(&stop_acks) < sent && mono_ns() - start < STOP_WAIT_NS) nap();
