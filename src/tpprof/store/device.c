@@ -1,9 +1,9 @@
 // device.c: the device memory tables (device_calls, device_blocks,
 // device_timeline, and the device_events view over the first two;
 // docs/schema.md) and their meta keys. Every SQL statement
-// about device memory is here; it reads the writer's device state
-// (writer/device_state.h, through state.h) and marks what it wrote. Called
-// by store.c, in the flush's transaction, with the writer's lock held.
+// about device memory but the schema's (schema.c) is here; it reads the
+// writer's device state (writer/device_state.h, through state.h) and marks
+// what it wrote. Called by store.c, in the flush's transaction, with the writer's lock held.
 #include <stdio.h>
 #include <string.h>
 
@@ -11,52 +11,6 @@
 #include "store/store.h"
 #include "writer/state.h"
 #include "record/device.h"
-
-// A plain successful allocation and its free are the block's row (alloc_seq,
-// free_seq and the free_* columns), not rows of their own: one row per pair
-// instead of three, which was most of what tpprof added to a program that
-// allocates and frees device memory in a loop (docs/device.md, "Cost").
-// device_events is the view that shows every call as before.
-static const char device_schema[] =
-    "CREATE TABLE IF NOT EXISTS device_calls(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER NOT NULL,"
-    " op INTEGER NOT NULL, api TEXT NOT NULL, kind INTEGER NOT NULL, device INTEGER NOT NULL, stream INTEGER,"
-    " pool INTEGER, address INTEGER, size INTEGER, stack_id INTEGER NOT NULL, result INTEGER NOT NULL,"
-    " flag INTEGER NOT NULL DEFAULT 0);"
-    "CREATE TABLE IF NOT EXISTS device_blocks(address INTEGER NOT NULL, device INTEGER NOT NULL, kind INTEGER NOT NULL,"
-    " size INTEGER NOT NULL, api TEXT NOT NULL, stream INTEGER, stack_id INTEGER NOT NULL, tid INTEGER,"
-    " alloc_ns INTEGER NOT NULL, free_ns INTEGER, free_stack_id INTEGER, free_api TEXT, ended_by TEXT,"
-    " pool INTEGER, alloc_seq INTEGER, free_seq INTEGER, free_tid INTEGER, free_kind INTEGER, free_device INTEGER);"
-    "CREATE VIEW IF NOT EXISTS device_events AS"
-    " SELECT seq, time_ns, tid, op, api, kind, device, stream, pool, address, size, stack_id, result, flag"
-    " FROM device_calls"
-    " UNION ALL SELECT alloc_seq, alloc_ns, tid, 1, api, kind, device, stream, pool, address, NULLIF(size, 0),"
-    " stack_id, 0, 0 FROM device_blocks WHERE alloc_seq IS NOT NULL"
-    " UNION ALL SELECT free_seq, free_ns, free_tid, 2, free_api, free_kind, free_device, NULL, NULL, address, NULL,"
-    " free_stack_id, 0, 0 FROM device_blocks WHERE free_seq IS NOT NULL;"
-    "CREATE TABLE IF NOT EXISTS device_sites(stack_id INTEGER NOT NULL, kind INTEGER NOT NULL, device INTEGER NOT NULL,"
-    " api TEXT NOT NULL, alloc_count INTEGER NOT NULL, alloc_bytes INTEGER NOT NULL, free_count INTEGER NOT NULL,"
-    " freed_bytes INTEGER NOT NULL, peak_count INTEGER NOT NULL, peak_bytes INTEGER NOT NULL,"
-    " total_peak_count INTEGER NOT NULL, total_peak_bytes INTEGER NOT NULL, PRIMARY KEY (stack_id, kind, device));"
-    "CREATE TABLE IF NOT EXISTS device_peaks(scope TEXT NOT NULL, device INTEGER NOT NULL, peak_bytes INTEGER NOT NULL,"
-    " peak_time_ns INTEGER NOT NULL, PRIMARY KEY (scope, device));"
-    "CREATE TABLE IF NOT EXISTS device_timeline(time_ns INTEGER NOT NULL, device INTEGER NOT NULL,"
-    " allocated_bytes INTEGER NOT NULL, reserved_bytes INTEGER, PRIMARY KEY (time_ns, device));";
-
-static const char *const dev_kind_names[TPPROF_DEV_KIND_COUNT] = {
-    "", "cuda_device", "cuda_async", "cuda_managed", "cuda_pitch", "cuda_pinned_host", "cuda_vmm_reserve",
-    "cuda_vmm_physical", "cuda_vmm_mapping",
-};
-
-bool tpprof_store_device_schema(sqlite3 *db) {
-    if (sqlite3_exec(db, device_schema, NULL, NULL, NULL) != SQLITE_OK) return false;
-    for (int k = 1; k < TPPROF_DEV_KIND_COUNT; k++) {
-        char sql[160];
-        snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO kinds(id, name) VALUES(%d, '%s')", TPPROF_DEV_KIND_BASE + k,
-                 dev_kind_names[k]);
-        if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) return false;
-    }
-    return true;
-}
 
 static void bind_opt(sqlite3_stmt *st, int i, uint64_t v) {
     if (v) sqlite3_bind_int64(st, i, (sqlite3_int64)v);

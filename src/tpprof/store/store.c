@@ -30,73 +30,6 @@
 static sqlite3 *db;
 static char db_path[4096];
 
-static const char *const kind_names[TPPROF_KIND_COUNT] = {
-    "", "malloc", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
-    "memalign", "valloc", "pvalloc", "mmap", "mmap_file", "mmap_reserved",
-};
-
-static const char schema_sql[] =
-    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS modules(id INTEGER PRIMARY KEY, path TEXT NOT NULL, build_id TEXT,"
-    " base INTEGER NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL, loaded_ns INTEGER, unloaded_ns INTEGER);"
-    // The stack trie in chunks (docs/schema.md): one row per up to
-    // CHUNK_NODES nodes, not one per node; stack_nodes is a view of them.
-    "CREATE TABLE IF NOT EXISTS stack_chunks(first INTEGER PRIMARY KEY, count INTEGER NOT NULL, nodes TEXT NOT NULL);"
-    "CREATE VIEW IF NOT EXISTS stack_nodes(id, parent, ip) AS SELECT c.first + j.key,"
-    " CASE j.type WHEN 'array' THEN j.value ->> 0 ELSE c.first + j.key - 1 END,"
-    " CASE j.type WHEN 'array' THEN j.value ->> 1 ELSE j.value END FROM stack_chunks c, json_each(c.nodes) j;"
-    "CREATE TABLE IF NOT EXISTS symbols(ip INTEGER NOT NULL, idx INTEGER NOT NULL, function TEXT, file TEXT,"
-    " line INTEGER, module TEXT, PRIMARY KEY (ip, idx)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS threads(tid INTEGER PRIMARY KEY, name TEXT, first_ns INTEGER, last_ns INTEGER);"
-    // No key on (stack_id, kind) (the writer keeps each pair once): a row's
-    // rowid is its site's number, so new sites are appended and a changed one
-    // is found by rowid, one b-tree and not two (docs/recorder.md).
-    "CREATE TABLE IF NOT EXISTS sites(stack_id INTEGER NOT NULL, kind INTEGER NOT NULL, alloc_count INTEGER,"
-    " alloc_bytes INTEGER, free_count INTEGER, freed_bytes INTEGER, temp_count INTEGER, temp_bytes INTEGER,"
-    " peak_count INTEGER, peak_bytes INTEGER);"
-    "CREATE TABLE IF NOT EXISTS live_blocks(address INTEGER PRIMARY KEY, size INTEGER NOT NULL,"
-    " kind INTEGER NOT NULL, stack_id INTEGER NOT NULL, tid INTEGER, time_ns INTEGER,"
-    " reachability INTEGER NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS live_blocks_by_stack ON live_blocks(stack_id);"
-    "CREATE TABLE IF NOT EXISTS timeline(time_ns INTEGER PRIMARY KEY, heap_bytes INTEGER, heap_blocks INTEGER,"
-    " mmap_bytes INTEGER, alloc_calls INTEGER, free_calls INTEGER, rss_bytes INTEGER);"
-    "CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER NOT NULL,"
-    " op INTEGER NOT NULL, kind INTEGER, address INTEGER, size INTEGER, stack_id INTEGER, old_address INTEGER);"
-    // Tensor and allocator tables (docs/schema-tensors.md).
-    "CREATE TABLE IF NOT EXISTS storages(id INTEGER PRIMARY KEY, data INTEGER, nbytes INTEGER NOT NULL, allocator TEXT,"
-    " device TEXT NOT NULL, resizable INTEGER NOT NULL, created_ns INTEGER, created_stack INTEGER NOT NULL,"
-    " last_release_ns INTEGER, data_released_ns INTEGER, freed_ns INTEGER, strong INTEGER NOT NULL,"
-    " weak INTEGER NOT NULL, block_address INTEGER, block_size INTEGER, block_kind INTEGER, block_freed_ns INTEGER,"
-    " at_peak INTEGER NOT NULL, version_bumps INTEGER NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS storage_refs(storage_id INTEGER NOT NULL, op INTEGER NOT NULL,"
-    " stack_id INTEGER NOT NULL, tensor_id INTEGER NOT NULL, count INTEGER NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS tensors(id INTEGER PRIMARY KEY, storage_id INTEGER NOT NULL, base_id INTEGER NOT NULL,"
-    " storage_offset INTEGER NOT NULL, sizes TEXT NOT NULL, strides TEXT NOT NULL, dtype TEXT NOT NULL,"
-    " itemsize INTEGER NOT NULL, created_ns INTEGER, created_stack INTEGER NOT NULL, freed_ns INTEGER,"
-    " version INTEGER NOT NULL, at_peak INTEGER NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS tensor_refs(tensor_id INTEGER NOT NULL, op INTEGER NOT NULL,"
-    " stack_id INTEGER NOT NULL, count INTEGER NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS refcount_sites(op INTEGER NOT NULL, stack_id INTEGER NOT NULL, count INTEGER NOT NULL,"
-    " PRIMARY KEY (op, stack_id));"
-    "CREATE TABLE IF NOT EXISTS storage_lifetimes(allocator TEXT NOT NULL PRIMARY KEY, count INTEGER,"
-    " live_ns_sum INTEGER, live_ns_max INTEGER, release_delay_ns_sum INTEGER, release_delay_ns_max INTEGER,"
-    " release_delay_count INTEGER, live_count INTEGER);"
-    "CREATE TABLE IF NOT EXISTS allocator_events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER,"
-    " allocator TEXT NOT NULL, action INTEGER NOT NULL, device TEXT, segment INTEGER, segment_size INTEGER,"
-    " block INTEGER, block_size INTEGER, requested INTEGER, stream INTEGER, stack_id INTEGER NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS allocator_events_by_time ON allocator_events(time_ns);"
-    // The autograd graph (observer ABI 3; docs/schema-tensors.md).
-    "CREATE TABLE IF NOT EXISTS graph_nodes(id INTEGER PRIMARY KEY, name TEXT NOT NULL, created_ns INTEGER,"
-    " created_stack INTEGER NOT NULL, freed_ns INTEGER, backward_ran INTEGER NOT NULL, retained INTEGER NOT NULL,"
-    " ran_ns INTEGER);"
-    "CREATE TABLE IF NOT EXISTS graph_edges(node_id INTEGER NOT NULL, next_id INTEGER NOT NULL, leaf INTEGER NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS saved_tensors(node_id INTEGER NOT NULL, slot INTEGER NOT NULL,"
-    " storage_id INTEGER NOT NULL, tensor_id INTEGER NOT NULL, saved_ns INTEGER, released_ns INTEGER,"
-    " PRIMARY KEY (node_id, slot));"
-    "CREATE TABLE IF NOT EXISTS tensor_grads(tensor_id INTEGER PRIMARY KEY, grad_id INTEGER NOT NULL,"
-    " grad_storage_id INTEGER NOT NULL, set_ns INTEGER);";
-
 // ---------------------------------------------------------------------------
 // Small helpers.
 
@@ -226,7 +159,13 @@ bool tpprof_store_open(const char *path) {
         tpprof_disable(path, "it exists and is not a tpprof recording: left as it is, nothing recorded");
         return false;
     }
-    if (!reopen) remove_files(path);
+    // A new recording starts as the build's copy of the empty one
+    // (schema.c); a reopened one has the schema, or is made to.
+    bool copied = false;
+    if (!reopen) {
+        remove_files(path);
+        copied = tpprof_store_schema_copy(path);
+    }
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         fail("opening");
         sqlite3_close(db);
@@ -240,13 +179,8 @@ bool tpprof_store_open(const char *path) {
     // A 16 MiB page cache (SQLite's default is 2): the final flush of a big
     // live set and the sites of a big program touch more pages than that.
     if (!exec_sql("PRAGMA synchronous=OFF; PRAGMA journal_mode=WAL; PRAGMA cache_size=-16384;") || !exec_sql("BEGIN") ||
-        !exec_sql(schema_sql) || !tpprof_store_device_schema(db))
+        (!copied && !tpprof_store_schema_current(db) && !tpprof_store_schema_make(db)))
         goto bad;
-    for (int k = 1; k < TPPROF_KIND_COUNT; k++) {
-        char sql[128];
-        snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO kinds(id, name) VALUES(%d, '%s')", k, kind_names[k]);
-        if (!exec_sql(sql)) goto bad;
-    }
     char exe[1024];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;

@@ -38,9 +38,18 @@ TPPROF_HIDDEN void tpprof_store_abandon(void);
 // tensor and aggregate tables (tensors.c); false on an SQLite error.
 struct sqlite3;
 TPPROF_HIDDEN bool tpprof_store_tensors_put(struct sqlite3 *db, bool final);
-// The device memory tables (device.c): created with the schema; written
-// (new events and samples, changed blocks, the device meta keys) every flush.
-TPPROF_HIDDEN bool tpprof_store_device_schema(struct sqlite3 *db);
+// The schema (schema.c): _make runs its statements and fills the kinds
+// table on db (they are IF NOT EXISTS / OR REPLACE: harmless on a recording
+// that has them); false on an SQLite error. _copy writes the build's copy
+// of the empty recording they make (schema_gen.c) to path, which must not
+// exist (O_EXCL); false, with nothing left there, if it could not.
+// _current: whether db was made by this recorder's _make (or is its copy):
+// its user_version is the schema's hash; false too on an SQLite error.
+TPPROF_HIDDEN bool tpprof_store_schema_make(struct sqlite3 *db);
+TPPROF_HIDDEN bool tpprof_store_schema_current(struct sqlite3 *db);
+TPPROF_HIDDEN bool tpprof_store_schema_copy(const char *path);
+// The device memory tables (device.c): written (new events and samples,
+// changed blocks, the device meta keys) every flush.
 TPPROF_HIDDEN bool tpprof_store_device_put(struct sqlite3 *db, bool final);
 // Writes the Python frames of the nodes written so far (py_frames) and
 // meta.python (pyframes.c); false on an SQLite error. _reset: a new file.
