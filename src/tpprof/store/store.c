@@ -42,14 +42,28 @@ static bool fail(const char *doing) {
 
 static bool exec_sql(const char *sql) { return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK; }
 
+// meta's one statement, prepared once per file: a process writes some
+// thirty keys (its start, then every flush), each of which prepared it
+// anew (the start's keys: 95 -> 76 us of /bin/true's CPU). Finalized
+// before the handle closes (close_db); a forked child drops it with the
+// handle.
+static sqlite3_stmt *meta_st;
+
+static void close_db(void) {
+    sqlite3_finalize(meta_st);
+    meta_st = NULL;
+    sqlite3_close(db);
+    db = NULL;
+}
+
 static bool meta_set(const char *key, const char *value) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", -1, &st, NULL) != SQLITE_OK)
+    if (!meta_st &&
+        sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", -1, &meta_st, NULL) != SQLITE_OK)
         return false;
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, value, -1, SQLITE_TRANSIENT);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    sqlite3_bind_text(meta_st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(meta_st, 2, value, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(meta_st);
+    sqlite3_reset(meta_st);
     return rc == SQLITE_DONE;
 }
 
@@ -168,8 +182,7 @@ bool tpprof_store_open(const char *path) {
     }
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         fail("opening");
-        sqlite3_close(db);
-        db = NULL;
+        close_db();
         return false;
     }
     sqlite3_busy_timeout(db, 2000);
@@ -204,8 +217,7 @@ bool tpprof_store_open(const char *path) {
     return true;
 bad:
     fail("creating the schema");
-    sqlite3_close(db);
-    db = NULL;
+    close_db();
     return false;
 }
 
@@ -683,8 +695,10 @@ bool tpprof_store_flush(bool final) {
 void tpprof_store_close(bool final) {
     if (!db) return;
     if (final) exec_sql("PRAGMA journal_mode=DELETE");
-    sqlite3_close(db);
-    db = NULL;
+    close_db();
 }
 
-void tpprof_store_abandon(void) { db = NULL; }
+void tpprof_store_abandon(void) {
+    db = NULL;
+    meta_st = NULL;
+}
