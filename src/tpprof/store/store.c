@@ -558,9 +558,19 @@ static int cmp_block_addr(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+// More live blocks than this at the end: live_blocks_by_stack is dropped
+// and made again once they are in (a sort), rather than kept up row by row
+// (an insert at a random place of it per block). Measured on SQLite 3.40,
+// in address order, with the commit: 2,636 blocks (a small cc1's) 3.3 ->
+// 1.9 ms, 20,000 27.5 -> 15.1 ms; 64 (/bin/true's) 75 -> 104 us, hence the
+// threshold. The statement is the schema's (schema.c).
+#define LIVE_REINDEX_BLOCKS 512
+
 static bool put_live(void) {
     struct tpprof_wstate *w = &tpprof_w;
     sqlite3_stmt *st;
+    bool reindex = w->live.count + w->nmaps > LIVE_REINDEX_BLOCKS;
+    if (reindex && !exec_sql("DROP INDEX IF EXISTS live_blocks_by_stack")) return false;
     if (!exec_sql("DELETE FROM live_blocks")) return false;
     if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO live_blocks(address, size, kind, stack_id, tid, time_ns,"
                                " reachability) VALUES(?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
@@ -585,6 +595,7 @@ static bool put_live(void) {
     for (uint64_t i = 0; i < w->nmaps && ok; i++)
         if (!early_block(&w->maps[i])) ok = put_block(st, &w->maps[i]);
     sqlite3_finalize(st);
+    if (ok && reindex) ok = exec_sql("CREATE INDEX IF NOT EXISTS live_blocks_by_stack ON live_blocks(stack_id)");
     return ok;
 }
 
