@@ -146,11 +146,35 @@ static void test_the_peak_keeps_each_sites_share(void) {
     CHECK(a->dirty && b->dirty);
 }
 
+// tpprof_w.nchanged counts the sites whose row no longer holds their totals:
+// a site counts as it becomes dirty, once however often it changes, and
+// again after the store wrote it (which clears the flag and the count, as
+// store/store.c's put_sites does) and it changed once more.
+static void test_a_site_with_a_row_counts_once_as_changed_until_written(void) {
+    set_stack(30, 0x9001, 0x3000, 0);
+    struct tpprof_site *s = tpprof_site_get(30, TPPROF_KIND_MALLOC);
+    CHECK(s && !s->dirty);
+    uint32_t before = tpprof_w.nchanged;
+    for (int i = 0; i < 5; i++) {
+        tpprof_site_touch(s);
+        s->alloc_count++;
+    }
+    CHECK_MSG(tpprof_w.nchanged == before + 1, "changed 5 times: counted %u times", tpprof_w.nchanged - before);
+    s->dirty = false, tpprof_w.nchanged--; // written (put_sites)
+    s->stored = true;
+    CHECK_MSG(tpprof_w.nchanged == before, "written: not changed");
+    tpprof_site_touch(s);
+    tpprof_site_touch(s);
+    CHECK_MSG(s->dirty && tpprof_w.nchanged == before + 1, "changed after its write: counted once more (%u)",
+              tpprof_w.nchanged - before);
+}
+
 int main(void) {
     test_stacks_share_their_callers_nodes_in_the_trie();
     test_a_stack_and_kind_have_one_site();
     test_stacks_inside_and_below_others_reuse_their_nodes_and_sites();
     test_many_stacks_keep_their_sites_through_growth();
     test_the_peak_keeps_each_sites_share();
+    test_a_site_with_a_row_counts_once_as_changed_until_written();
     return CHECK_DONE();
 }

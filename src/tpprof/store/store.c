@@ -141,6 +141,20 @@ static bool replaceable(const char *path) {
     return ours;
 }
 
+// What the flushes of this file did (meta.flushes_*, docs/schema.md): the
+// periodic ones' number, site rows and time (their steps' own, not the
+// drains' between them), and the final one's site rows.
+static struct {
+    uint64_t count, site_rows, ns, final_site_rows;
+    uint64_t t0; // the flush under way: its steps' time so far
+} stats;
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 // ---------------------------------------------------------------------------
 // Open.
 
@@ -149,6 +163,7 @@ bool tpprof_store_open(const char *path) {
     bool reopen = w->exec_pending || w->end_reason != NULL || w->nodes_written > 0;
     snprintf(db_path, sizeof db_path, "%s", path);
     tpprof_store_py_reset();
+    if (!reopen) memset(&stats, 0, sizeof stats);
     const char *why = NULL;
     if (!tpprof_sqlite_load(&why)) {
         tpprof_disable(path, why);
@@ -432,7 +447,12 @@ static bool put_sites(uint32_t *budget) {
     sqlite3_stmt *upd = fl.st, *ins = fl.st2;
     for (; fl.row < w->nsites && ok && *budget; fl.row++, --*budget) {
         struct tpprof_site *s = &w->sites[fl.row]; // the array may have moved since the last step
-        if (!s->dirty || s->kind == TPPROF_KIND_EARLY) continue;
+        if (!s->dirty) continue;
+        if (s->kind == TPPROF_KIND_EARLY) { // never written (no row): not changed either
+            s->dirty = false;
+            w->nchanged--;
+            continue;
+        }
         bool insert = !s->stored;
         if (!insert) {
             bind_site(upd, s);
@@ -446,9 +466,12 @@ static bool put_sites(uint32_t *budget) {
             sqlite3_reset(ins);
         }
         s->stored = ok;
+        if (fl.final) stats.final_site_rows++;
+        else stats.site_rows++;
         // A site's peak share changes with every new peak, not only with its own
         // events, so sites stay dirty; the final flush writes the true value.
         s->dirty = false;
+        w->nchanged--;
     }
     if (ok && fl.row >= w->nsites) part_done();
     return ok;
@@ -549,7 +572,10 @@ static int cmp_block_addr(const void *a, const void *b) {
 static bool put_live(void) {
     struct tpprof_wstate *w = &tpprof_w;
     sqlite3_stmt *st;
-    if (!exec_sql("DELETE FROM live_blocks")) return false;
+    // The index on stack_id is made again after the rows are in (one sort,
+    // not a b-tree insert in stack order per row, which lands anywhere),
+    // in the same transaction: a reader never sees the table without it.
+    if (!exec_sql("DROP INDEX IF EXISTS live_blocks_by_stack; DELETE FROM live_blocks")) return false;
     if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO live_blocks(address, size, kind, stack_id, tid, time_ns,"
                                " reachability) VALUES(?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
         return false;
@@ -573,7 +599,7 @@ static bool put_live(void) {
     for (uint64_t i = 0; i < w->nmaps && ok; i++)
         if (!early_block(&w->maps[i])) ok = put_block(st, &w->maps[i]);
     sqlite3_finalize(st);
-    return ok;
+    return ok && exec_sql("CREATE INDEX IF NOT EXISTS live_blocks_by_stack ON live_blocks(stack_id)");
 }
 
 // meta.leak_scan says 1 only in the final write, which brings the live set
@@ -596,6 +622,9 @@ static bool put_meta(bool final) {
     if (ok) ok = meta_int("events_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_events));
     if (ok) ok = meta_int("threads_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_threads));
     if (ok) ok = meta_int("rings", (int64_t)atomic_load(&tpprof_rings_mapped));
+    if (ok) ok = meta_int("flushes_count", (int64_t)stats.count) && meta_int("flushes_site_rows", (int64_t)stats.site_rows) &&
+                 meta_int("flushes_ms", (int64_t)(stats.ns / 1000000u));
+    if (ok && final) ok = meta_int("final_flush_site_rows", (int64_t)stats.final_site_rows);
     if (ok && atomic_load(&tpprof_obs_attached)) {
         ok = meta_set("tensors", "1") && meta_int("peak_storage_bytes", tpprof_ledger.peak_bytes) &&
              meta_int("peak_storage_time_ns", (int64_t)tpprof_ledger.peak_ns);
@@ -605,6 +634,9 @@ static bool put_meta(bool final) {
 
 bool tpprof_store_flush_begin(bool final) {
     if (!db) return false;
+    uint64_t t0 = mono_ns();
+    stats.t0 = 0;
+    if (final) stats.final_site_rows = 0;
     fl.final = final;
     fl.part = PART_NODES;
     fl.row = fl.end = 0;
@@ -618,8 +650,10 @@ bool tpprof_store_flush_begin(bool final) {
             struct tpprof_site *s = &tpprof_w.sites[i];
             bool snap = s->snap_epoch == tpprof_w.peak_epoch;
             if (!s->stored || s->stored_peak_count != (snap ? s->snap_count : s->live_count) ||
-                s->stored_peak_bytes != (snap ? s->snap_bytes : s->live_bytes))
+                s->stored_peak_bytes != (snap ? s->snap_bytes : s->live_bytes)) {
+                tpprof_w.nchanged += !s->dirty;
                 s->dirty = true;
+            }
         }
     // Modules that call the C library's allocator directly (modules.c): looked
     // at once more before the modules are written.
@@ -627,7 +661,10 @@ bool tpprof_store_flush_begin(bool final) {
     // (Not in a process a signal is ending: it walks the loader's lists, which
     // the thread that got the signal may have been changing.)
     int nbypass = final && !tpprof_w.end_signal ? tpprof_modules_bypassing(bypassing, sizeof bypassing) : 0;
-    if ((!nbypass || meta_set("bypassing_modules", bypassing)) && put_modules()) return true;
+    if ((!nbypass || meta_set("bypassing_modules", bypassing)) && put_modules()) {
+        stats.t0 = mono_ns() - t0;
+        return true;
+    }
     fail("writing");
     exec_sql("ROLLBACK");
     return false;
@@ -645,6 +682,7 @@ static bool flush_end(void) {
 }
 
 int tpprof_store_flush_step(void) {
+    uint64_t t0 = mono_ns();
     uint32_t budget = fl.final ? UINT32_MAX : STEP_ROWS;
     bool ok = true;
     while (ok && budget && fl.part < PART_DONE) {
@@ -657,7 +695,10 @@ int tpprof_store_flush_step(void) {
         default: ok = flush_end(); break;
         }
     }
-    if (ok && fl.part < PART_DONE) return 1;
+    if (ok && fl.part < PART_DONE) {
+        stats.t0 += mono_ns() - t0;
+        return 1;
+    }
     sqlite3_finalize(fl.st);
     sqlite3_finalize(fl.st2);
     fl.st = fl.st2 = NULL;
@@ -669,6 +710,10 @@ int tpprof_store_flush_step(void) {
     if (!exec_sql("COMMIT")) {
         fail("committing");
         return -1;
+    }
+    if (!fl.final) { // (its meta holds the flushes before it)
+        stats.count++;
+        stats.ns += stats.t0 + (mono_ns() - t0);
     }
     return 0;
 }

@@ -32,14 +32,18 @@ static inline struct tpprof_site *tpprof_site_get(uint32_t sid, int kind) {
 
 // Copy-on-write snapshot of the per-site live totals at the global peak:
 // before a site changes, it saves its value unless it already did since the
-// last new peak. So a new peak costs O(1), not a copy of every site.
+// last new peak. So a new peak costs O(1), not a copy of every site. A
+// site that becomes dirty is counted in tpprof_w.nchanged (state.h).
 static inline void tpprof_site_touch(struct tpprof_site *s) {
     if (s->snap_epoch != tpprof_w.peak_epoch) {
         s->snap_epoch = tpprof_w.peak_epoch;
         s->snap_count = s->live_count;
         s->snap_bytes = s->live_bytes;
     }
-    s->dirty = true;
+    if (!s->dirty) {
+        s->dirty = true;
+        tpprof_w.nchanged++;
+    }
 }
 
 static inline void tpprof_check_peak(uint64_t t) {
