@@ -14,7 +14,7 @@
 struct tpprof_wstate tpprof_w;
 
 // The depot (record/stacks.c in the library): id -> frames, innermost first.
-#define MAX_IDS 30000
+#define MAX_IDS 330000
 static uintptr_t frames[MAX_IDS][4];
 static int nframes[MAX_IDS];
 
@@ -169,6 +169,41 @@ static void test_a_site_with_a_row_counts_once_as_changed_until_written(void) {
               tpprof_w.nchanged - before);
 }
 
+// The trie's slots are 32 bits: the node id in the low bits, a tag from the
+// hash above them (writer/sites.c). 300,000 stacks of 4 frames of their
+// own make 1.2 million nodes (a table of 2^21 slots, 11 tag bits): every
+// node is found as its parent's child for its ip, and a frame no stack has
+// is found under none of them.
+static void test_the_stack_tries_32_bit_slots_find_every_node_past_a_million(void) {
+    enum { FIRST = 30000, N = 300000 };
+    uint32_t before = tpprof_w.nnodes;
+    for (uint32_t i = 0; i < N; i++)
+        for (int k = 0; k < 4; k++) frames[FIRST + i][k] = 0x10000000u + 4 * i + (uint32_t)k;
+    for (uint32_t i = 0; i < N; i++) {
+        nframes[FIRST + i] = 4;
+        if (!tpprof_writer_leaf_of(FIRST + i)) {
+            CHECK_MSG(false, "no leaf for stack %u", i);
+            return;
+        }
+    }
+    CHECK_MSG(tpprof_w.nnodes - before == 4 * N, "%u nodes made", tpprof_w.nnodes - before);
+    uint32_t lost = 0, phantom = 0;
+    for (uint32_t id = 1; id <= tpprof_w.nnodes; id++) {
+        const struct tpprof_node *n = &tpprof_w.nodes[id];
+        lost += tpprof_writer_trie_child(n->parent, n->ip) != id;
+        phantom += tpprof_writer_trie_child(id, 0x7fff0000u + id) != 0;
+    }
+    CHECK_MSG(lost == 0, "%u of %u nodes not found", lost, tpprof_w.nnodes);
+    CHECK_MSG(phantom == 0, "%u absent children found", phantom);
+    // Stacks asked for again (their leaves as the trie has them).
+    uint32_t wrong = 0;
+    for (uint32_t i = 0; i < N; i += 97) {
+        uint32_t leaf = tpprof_writer_leaf_of(FIRST + i);
+        wrong += !leaf || tpprof_w.nodes[leaf].ip != 0x10000000u + 4 * i;
+    }
+    CHECK_MSG(wrong == 0, "%u stacks with another leaf", wrong);
+}
+
 int main(void) {
     test_stacks_share_their_callers_nodes_in_the_trie();
     test_a_stack_and_kind_have_one_site();
@@ -176,5 +211,6 @@ int main(void) {
     test_many_stacks_keep_their_sites_through_growth();
     test_the_peak_keeps_each_sites_share();
     test_a_site_with_a_row_counts_once_as_changed_until_written();
+    test_the_stack_tries_32_bit_slots_find_every_node_past_a_million();
     return CHECK_DONE();
 }

@@ -10,12 +10,17 @@
 #include "record/stacks.h"
 #include "writer/writer.h"
 
-// Stack trie lookup: node ids hashed by (parent, ip). A slot holds the id
-// and, above it, the high half of the hash: a probe that meets another key
-// is told so by the slot alone, without reading that node (a cache miss
-// each, in a table of millions of nodes), so the table can be 3/4 full.
-static uint64_t *trie_slots;
+// Stack trie lookup: node ids hashed by (parent, ip). A slot is 32 bits:
+// the id in its low trie_bits (the table has 2^trie_bits slots and is at
+// most 3/4 full, so every id fits) and, above it, as many bits of the
+// hash's high half as are left: a probe that meets another key is nearly
+// always told so by the slot alone, without reading that node (a cache
+// miss each, in a table of millions of nodes). 11 tag bits at a PyTorch
+// run's 3.7 million nodes (2^23 slots: a false match one probe in 2,048);
+// 64-bit slots with a full 32-bit tag took 32 MiB more there.
+static uint32_t *trie_slots;
 static uint64_t trie_cap;
+static unsigned trie_bits;
 
 // ---------------------------------------------------------------------------
 // Stacks: depot id -> trie leaf.
@@ -28,7 +33,11 @@ static uint64_t trie_hash(uint32_t parent, uint64_t ip) {
     return x;
 }
 
-#define TRIE_TAG(h) ((h) & 0xffffffff00000000ULL)
+// A slot's tag bits for hash h in a table of 2^bits slots (none at 2^32).
+static inline uint32_t trie_tag(uint64_t h, unsigned bits) {
+    return bits >= 32 ? 0 : (uint32_t)(h >> 32) >> bits << bits;
+}
+static inline uint32_t trie_id_mask(unsigned bits) { return bits >= 32 ? UINT32_MAX : (1u << bits) - 1; }
 
 // The trie node of each stack's outer part (its first p frames from the
 // root), by a 128-bit hash of those frames: a new stack shares all but its
@@ -82,9 +91,11 @@ static bool trie_reserve(uint32_t more) {
     struct tpprof_wstate *w = &tpprof_w;
     uint64_t need = (uint64_t)w->nnodes + more + 1;
     if (need * 4 > trie_cap * 3) {
-        uint64_t ncap = trie_cap ? trie_cap : 1 << 14;
-        while (need * 4 > ncap * 3) ncap *= 2;
-        uint64_t *ns = table_map(ncap * sizeof *ns);
+        if (need > UINT32_MAX / 4 * 3) return false; // (ids are 32 bits)
+        unsigned bits = trie_cap ? trie_bits : 14;
+        while (need * 4 > ((uint64_t)3 << bits)) bits++;
+        uint64_t ncap = (uint64_t)1 << bits;
+        uint32_t *ns = table_map(ncap * sizeof *ns);
         if (!ns) return false;
         // By node, not by slot: the nodes are read in order and the writes
         // land anywhere, each independent of the last (from the old slots,
@@ -93,11 +104,12 @@ static bool trie_reserve(uint32_t more) {
             uint64_t h = trie_hash(w->nodes[id].parent, w->nodes[id].ip);
             uint64_t j = h & (ncap - 1);
             while (ns[j]) j = (j + 1) & (ncap - 1);
-            ns[j] = TRIE_TAG(h) | id;
+            ns[j] = trie_tag(h, bits) | id;
         }
-        tpprof_mem_unmap(trie_slots, trie_cap * sizeof *trie_slots);
+        if (trie_slots) tpprof_mem_unmap(trie_slots, trie_cap * sizeof *trie_slots);
         trie_slots = ns;
         trie_cap = ncap;
+        trie_bits = bits;
         prefix_remake(ncap / 8);
     }
     if (need >= w->capnodes) {
@@ -114,14 +126,18 @@ static bool trie_reserve(uint32_t more) {
 // The child of parent with this ip, or 0 when it has none.
 static uint32_t trie_find(uint32_t parent, uint64_t ip) {
     const struct tpprof_wstate *w = &tpprof_w;
-    uint64_t h = trie_hash(parent, ip), tag = TRIE_TAG(h);
-    for (uint64_t j = h & (trie_cap - 1), v; (v = trie_slots[j]) != 0; j = (j + 1) & (trie_cap - 1)) {
-        if (TRIE_TAG(v) != tag) continue;
-        uint32_t id = (uint32_t)v;
+    if (!trie_cap) return 0;
+    uint64_t h = trie_hash(parent, ip);
+    uint32_t tag = trie_tag(h, trie_bits), mask = trie_id_mask(trie_bits), v;
+    for (uint64_t j = h & (trie_cap - 1); (v = trie_slots[j]) != 0; j = (j + 1) & (trie_cap - 1)) {
+        if ((v & ~mask) != tag) continue;
+        uint32_t id = v & mask;
         if (w->nodes[id].parent == parent && w->nodes[id].ip == ip) return id;
     }
     return 0;
 }
+
+uint32_t tpprof_writer_trie_child(uint32_t parent, uint64_t ip) { return trie_find(parent, ip); }
 
 // Nodes for ips[0..k) (innermost first, as a stack's frames are) as a chain
 // below parent, the outermost first: all new (a node made now has no
@@ -141,7 +157,7 @@ static void trie_append(uint32_t parent, const uintptr_t *ips, int k, uint32_t *
         w->nodes[id].ip = ips[k - 1 - i];
         uint64_t j = hs[i] & (trie_cap - 1);
         while (trie_slots[j]) j = (j + 1) & (trie_cap - 1);
-        trie_slots[j] = TRIE_TAG(hs[i]) | id;
+        trie_slots[j] = trie_tag(hs[i], trie_bits) | id;
         path[i] = parent = id;
     }
 }

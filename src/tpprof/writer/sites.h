@@ -20,6 +20,10 @@ TPPROF_HIDDEN extern struct tpprof_site_hints tpprof_site_hints;
 TPPROF_HIDDEN struct tpprof_site *tpprof_site_lookup(uint32_t sid, int kind);
 TPPROF_HIDDEN __attribute__((noinline)) struct tpprof_site *tpprof_site_get_slow(uint32_t sid, int kind);
 
+// The trie's child of node `parent` (0: a root) for return address ip, or
+// 0 when it has none (tests; the walk in sites.c uses it inline).
+TPPROF_HIDDEN uint32_t tpprof_writer_trie_child(uint32_t parent, uint64_t ip);
+
 // Once per allocation: the hint's hit inline, the rest not.
 static inline struct tpprof_site *tpprof_site_get(uint32_t sid, int kind) {
     const struct tpprof_site_hints *h = &tpprof_site_hints;
