@@ -205,7 +205,7 @@ bool tpprof_store_open(const char *path) {
     snprintf(pid, sizeof pid, "%d", (int)getpid());
     if (!meta_int("schema_version", TPPROF_SCHEMA_VERSION) || !meta_set("tool", "tpprof") ||
         !meta_set("tool_version", TPPROF_VERSION) || !meta_set("mode", tpprof_cfg.full ? "full" : "aggregate") ||
-        !meta_int("depth", tpprof_cfg.depth) || !meta_set("unwind", tpprof_cfg.unwind_fp ? "fp" : tpprof_cfg.unwind_unw ? "libunwind-only" : "libunwind") ||
+        !meta_int("depth", tpprof_cfg.depth) || !meta_set("unwind", tpprof_cfg.unwind_fp ? "fp" : tpprof_cfg.unwind_unw ? "libunwind-only" : tpprof_cfg.unwind_nocfi ? "fp+libunwind" : "fp+cfi+libunwind") ||
         !meta_int("interval_ms", tpprof_cfg.interval_ms) || !meta_set("pid", pid) ||
         !meta_int("ppid", getppid()) || !meta_set("exe", exe) || !meta_set("cmdline", cmd) ||
         !meta_int("start_unix_ns", (int64_t)w->start_unix_ns) || !meta_set("complete", "0"))
@@ -618,6 +618,7 @@ static bool put_meta(bool final) {
     if (ok) ok = meta_set("leak_scan", w->scanned && final ? "1" : "0");
     if (ok) ok = meta_int("dropped_events", (int64_t)atomic_load(&tpprof_dropped));
     if (ok) ok = meta_int("libunwind_walks", (int64_t)atomic_load(&tpprof_unwind_slow));
+    if (ok) ok = meta_int("cfi_walks", (int64_t)atomic_load(&tpprof_cfi_walks));
     if (ok) ok = meta_int("stacks_full", (int64_t)atomic_load(&tpprof_stacks_full));
     if (ok) ok = meta_int("events_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_events));
     if (ok) ok = meta_int("threads_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_threads));
