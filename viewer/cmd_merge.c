@@ -9,11 +9,14 @@
 // since ASLR puts the same code at other addresses in each process. A
 // node's raw return address is its first input's, tagged with that input's
 // number in the bits above 48 (x86-64 user addresses fit in 47), and only
-// those addresses' symbols are copied. The inputs are symbolized first (in
-// place when writable), so the tagged addresses never need the modules
-// again. Device memory (device_blocks, device_events) is merged
-// with a process column, as the host's live blocks are, when an input has
-// it. Left out: timelines (the device timeline too), full-mode events and
+// those addresses' symbols are copied from an input that has them. The
+// frames no input named (inputs merged as they are: `tpprof merge`, `run`'s
+// fold) are symbolized once in the merged recording, each (module,
+// offset) once for all the processes (tpprof_symbolize_merged); `report`'s
+// merge of several recordings symbolizes each input first, in place, so
+// that the next report reads their saved symbols. Device memory
+// (device_blocks, device_events) is merged with a process column, as the
+// host's live blocks are, when an input has it. Left out: timelines (the device timeline too), full-mode events and
 // tensor tables, whose times and ids belong to one process; a process's own
 // recording has them.
 #define _POSIX_C_SOURCE 200809L
@@ -97,6 +100,13 @@ static const char *const copy_sql[] = {
     // stack it shares with an earlier input is named by that input's.
     "INSERT INTO main.symbols SELECT (?1 << 48) | (ip & 281474976710655), idx, function, file, line, module"
     "  FROM src.symbols WHERE (ip & 281474976710655) IN (SELECT ip FROM temp.new_ips) ON CONFLICT DO NOTHING",
+    // An input merged unsymbolized (tpprof_merge's symbolize_inputs false):
+    // its Python frames' names, which only its py_frames has (what
+    // tpprof_symbolize would have written for them); its native frames are
+    // named with the merged recording's (tpprof_symbolize_merged).
+    "INSERT INTO main.symbols SELECT (?1 << 48) | (id & 281474976710655), 0, function, file, line, NULL"
+    "  FROM src.py_frames WHERE (id & 281474976710655) IN (SELECT ip FROM temp.new_ips)"
+    "  AND NOT EXISTS (SELECT 1 FROM src.symbols) ON CONFLICT DO NOTHING",
     "INSERT INTO main.modules SELECT id + ?3, path, build_id, base, lo, hi, loaded_ns, unloaded_ns, ?1"
     "  FROM src.modules",
     "INSERT OR IGNORE INTO main.kinds SELECT id, name FROM src.kinds",
@@ -388,7 +398,48 @@ static int write_meta(sqlite3 *out, int n) {
                 "writing the device meta");
 }
 
-int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet) {
+// The merged recording's frames that no input named (those merged
+// unsymbolized), named once for all its processes; *lookups: how many
+// addresses that looked up.
+static int symbolize_merged(sqlite3 *out, const char *out_path, size_t *lookups) {
+    tpprof_db view = {.sql = out, .path = (char *)out_path, .writable = true, .schema_version = TPPROF_SCHEMA_VERSION};
+    tpprof_symtab tab = {0};
+    int status = tpprof_symbolize_merged(&view, &tab, lookups);
+    sqlite3_stmt *st = NULL;
+    if (status == 0 && sqlite3_prepare_v2(out, "INSERT INTO main.symbols(ip, idx, function, file, line, module)"
+                                               " VALUES (?1, ?2, ?3, ?4, ?5, ?6)", -1, &st, NULL) != SQLITE_OK)
+        status = tpprof_error_set("saving symbols: %s", sqlite3_errmsg(out));
+    if (status == 0)
+        status = exec(out, "BEGIN", "saving symbols");
+    for (size_t i = 0; i < tab.n && status == 0; i++) {
+        const tpprof_symbol *r = &tab.rows[i];
+        sqlite3_bind_int64(st, 1, r->ip);
+        sqlite3_bind_int64(st, 2, r->idx);
+        const char *text[3] = {r->function, r->file, r->module};
+        for (int c = 0; c < 3; c++)
+            if (text[c])
+                sqlite3_bind_text(st, c == 0 ? 3 : c == 1 ? 4 : 6, text[c], -1, SQLITE_STATIC);
+            else
+                sqlite3_bind_null(st, c == 0 ? 3 : c == 1 ? 4 : 6);
+        if (r->line > 0)
+            sqlite3_bind_int64(st, 5, r->line);
+        else
+            sqlite3_bind_null(st, 5);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            status = tpprof_error_set("saving symbols: %s", sqlite3_errmsg(out));
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (status == 0)
+        status = exec(out, "COMMIT", "saving symbols");
+    tpprof_symtab_free(&tab);
+    return status;
+}
+
+int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet, bool symbolize_inputs,
+                 size_t *lookups) {
+    if (lookups)
+        *lookups = 0;
     // Never overwrite: `merge IN.db OUT.db` by mistake must not destroy a recording.
     if (access(out_path, F_OK) == 0)
         return tpprof_error_set("%s exists; merge writes a new file (remove it first)", out_path);
@@ -404,7 +455,7 @@ int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet
         free(merged);
         if (merged)
             return tpprof_error_set("%s is a merged recording: merge the recordings it was made of", inputs[i]);
-        if (tpprof_symbolize_file(inputs[i]) != 0 && !quiet)
+        if (symbolize_inputs && tpprof_symbolize_file(inputs[i]) != 0 && !quiet)
             fprintf(stderr, "tpprof merge: warning: %s stays unsymbolized (%s): its frames show addresses\n",
                     inputs[i], tpprof_error());
     }
@@ -432,6 +483,8 @@ int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet
     tpprof_trie_input_free(&in);
     tpprof_trie_free(trie);
     if (status == 0)
+        status = symbolize_merged(out, out_path, lookups);
+    if (status == 0)
         status = exec(out, merged_indexes, "indexing");
     if (status == 0)
         status = write_meta(out, (int)n);
@@ -451,10 +504,15 @@ int tpprof_cmd_merge(int argc, char **argv) {
         fprintf(stderr, "tpprof merge: expected OUT.db and at least one IN.db (usage: tpprof merge OUT.db IN.db...)\n");
         return TPPROF_EXIT_USAGE;
     }
-    if (tpprof_merge(argv[1], argv + 2, (size_t)argc - 2, false) != 0) {
+    size_t lookups = 0;
+    if (tpprof_merge(argv[1], argv + 2, (size_t)argc - 2, false, false, &lookups) != 0) {
         fprintf(stderr, "tpprof merge: %s\n", tpprof_error());
         return TPPROF_EXIT_USAGE;
     }
-    fprintf(stderr, "tpprof merge: %d recordings into %s\n", argc - 2, argv[1]);
+    if (lookups)
+        fprintf(stderr, "tpprof merge: %d recordings into %s (%zu addresses symbolized once for all of them)\n",
+                argc - 2, argv[1], lookups);
+    else
+        fprintf(stderr, "tpprof merge: %d recordings into %s\n", argc - 2, argv[1]);
     return TPPROF_EXIT_OK;
 }

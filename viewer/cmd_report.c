@@ -681,7 +681,7 @@ static int merge_inputs(report_inputs *in) {
     int n = snprintf(in->shown, sizeof in->shown, "%zu recordings:", in->in.n);
     for (size_t i = 0; i < in->in.n && n > 0 && (size_t)n < sizeof in->shown; i++)
         n += snprintf(in->shown + n, sizeof in->shown - (size_t)n, " %s", in->in.v[i]);
-    return tpprof_merge(in->merged, in->in.v, in->in.n, false);
+    return tpprof_merge(in->merged, in->in.v, in->in.n, false, true, NULL);
 }
 
 static void inputs_free(report_inputs *in) {

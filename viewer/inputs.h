@@ -23,8 +23,14 @@ void tpprof_inputs_free(tpprof_inputs *in);
 
 // Merge the recordings inputs[0..n) into a new database at out_path
 // (docs/schema.md, "Merged recordings"); refuses an existing out_path.
-// quiet: no warning for an input that cannot be symbolized. 0, or -1 +
+// quiet: no warning for an input that cannot be symbolized.
+// symbolize_inputs: each input is symbolized first, in place when writable
+// (a later report of it reads its saved symbols); else they are merged as
+// they are and the frames none of them named are symbolized once in the
+// merged recording, each (module, offset) once for all the processes
+// (*lookups, when not NULL: how many addresses that looked up). 0, or -1 +
 // error (nothing left at out_path).
-int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet);
+int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet, bool symbolize_inputs,
+                 size_t *lookups);
 
 #endif

@@ -86,7 +86,7 @@ const char *tpprof_reach_name(int reachability) {
 // ---------------------------------------------------------------------------
 // Symbols
 
-static int load_symbols(tpprof_profile *p, const char *path, tpprof_symtab *tab) {
+static int load_symbols(tpprof_profile *p, const char *path, tpprof_symtab *tab, bool symbolize) {
     int64_t has_table = 0, have = 0, nodes = 0;
     if (tpprof_db_scalar(p->db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'symbols'",
                          &has_table))
@@ -95,6 +95,8 @@ static int load_symbols(tpprof_profile *p, const char *path, tpprof_symtab *tab)
         return -1;
     if (have > 0)
         return tpprof_symtab_load(p->db, tab);
+    if (!symbolize)
+        return 0;
     if (tpprof_stack_nodes_count(p->db, &nodes, NULL))
         return -1;
     if (nodes == 0)
@@ -392,7 +394,13 @@ static void parse_paths(const char *json, char ***out, size_t *n) {
     }
 }
 
-tpprof_profile *tpprof_profile_load(const char *path) {
+static tpprof_profile *profile_load(const char *path, bool symbolize);
+
+tpprof_profile *tpprof_profile_load(const char *path) { return profile_load(path, true); }
+
+tpprof_profile *tpprof_profile_load_unsymbolized(const char *path) { return profile_load(path, false); }
+
+static tpprof_profile *profile_load(const char *path, bool symbolize) {
     tpprof_profile *p = calloc(1, sizeof *p);
     if (!p) {
         tpprof_error_set("out of memory");
@@ -402,7 +410,7 @@ tpprof_profile *tpprof_profile_load(const char *path) {
     if (!p->db)
         goto fail;
     tpprof_symtab tab = {0};
-    if (load_symbols(p, path, &tab) != 0) {
+    if (load_symbols(p, path, &tab, symbolize) != 0) {
         tpprof_symtab_free(&tab);
         goto fail;
     }

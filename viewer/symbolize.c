@@ -898,6 +898,214 @@ int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out) {
 }
 
 // ---------------------------------------------------------------------------
+// A merged recording (cmd_merge.c): ip >> 48 is the input (the process)
+// whose modules place ip & IP_LOW; modules.process says whose a row is.
+// Each (module file, offset) is looked up once for all processes, then its
+// frames are copied to every ip that has it: a build's 170 cc1, as and gcc
+// processes share most of their code, which symbolizing each recording
+// looked up again in every one.
+
+#define IP_LOW ((UINT64_C(1) << 48) - 1)
+
+typedef struct merged_ip {
+    int64_t ip;   // tagged
+    size_t file;  // its module's identity (index in idents), or SIZE_MAX
+    uint64_t off; // ip - the module's base: what the identity's lookup is keyed by
+} merged_ip;
+
+static int cmp_merged_ip(const void *a, const void *b) {
+    const merged_ip *x = a, *y = b;
+    if (x->file != y->file)
+        return x->file < y->file ? -1 : 1;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+// The rows of tab for ip (sorted by (ip, idx)): the index of the first, or n.
+static size_t rows_of(const tpprof_symtab *tab, int64_t ip) {
+    size_t a = 0, b = tab->n;
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (tab->rows[mid].ip < ip)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a;
+}
+
+static int copy_row(tpprof_symtab *out, const tpprof_symbol *r, int64_t ip) {
+    tpprof_symbol *rows = tpprof_grow(out->rows, out->n, &out->cap, sizeof *rows);
+    if (!rows)
+        return -1;
+    out->rows = rows;
+    out->rows[out->n++] = (tpprof_symbol){.ip = ip, .idx = r->idx, .line = r->line,
+                                          .function = tpprof_strdup(r->function),
+                                          .file = tpprof_strdup(r->file), .module = tpprof_strdup(r->module)};
+    return 0;
+}
+
+// Whether key (an ip + 1) is in l's set.
+static bool ip_set_has(const struct ip_list *l, uint64_t key) {
+    if (!l->setcap)
+        return false;
+    for (size_t j = ip_mix(key) & (l->setcap - 1); l->set[j]; j = (j + 1) & (l->setcap - 1))
+        if (l->set[j] == key)
+            return true;
+    return false;
+}
+
+// A row of SELECT DISTINCT ip FROM symbols into the set (l->n counts them:
+// the set's load).
+static int add_symbol_ip(void *arg, int n, char **vals, char **names) {
+    (void)names;
+    struct ip_list *l = arg;
+    uint64_t key = n > 0 && vals[0] ? (uint64_t)strtoll(vals[0], NULL, 10) + 1 : 0;
+    if (key == 0) // (UINT64_MAX: never a frame of a merged recording)
+        return 0;
+    int added = ip_set_add(l, key);
+    if (added > 0)
+        l->n++;
+    return added < 0;
+}
+
+int tpprof_symbolize_merged(tpprof_db *db, tpprof_symtab *out, size_t *lookups) {
+    unsetenv("DEBUGINFOD_URLS");
+    if (lookups)
+        *lookups = 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db->sql, "SELECT path, build_id, base, lo, hi, process FROM modules ORDER BY id", -1, &st,
+                           NULL) != SQLITE_OK)
+        return tpprof_db_error(db, "reading modules");
+    module *mods = NULL, *idents = NULL;
+    int64_t *proc = NULL;
+    size_t nmods = 0, cap = 0, capp = 0, nidents = 0, capi = 0;
+    size_t *ident_of = NULL;
+    int rc, result = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        module *grown = tpprof_grow(mods, nmods, &cap, sizeof *grown);
+        int64_t *pg = grown ? tpprof_grow(proc, nmods, &capp, sizeof *pg) : NULL;
+        if (grown)
+            mods = grown;
+        if (!pg) {
+            result = -1;
+            break;
+        }
+        proc = pg;
+        module *m = &mods[nmods];
+        memset(m, 0, sizeof *m);
+        m->path = tpprof_strdup((const char *)sqlite3_column_text(st, 0));
+        m->build_id = tpprof_strdup((const char *)sqlite3_column_text(st, 1));
+        m->base = (uint64_t)sqlite3_column_int64(st, 2);
+        m->lo = (uint64_t)sqlite3_column_int64(st, 3);
+        m->hi = (uint64_t)sqlite3_column_int64(st, 4);
+        proc[nmods++] = sqlite3_column_int64(st, 5);
+    }
+    sqlite3_finalize(st);
+    if (result == 0 && rc != SQLITE_DONE)
+        result = tpprof_db_error(db, "reading modules");
+    // Each module row's identity: its path and build id (the same file in
+    // every process that loaded it), as one module at base 0, so that an
+    // offset is its address.
+    ident_of = result == 0 && nmods ? malloc(nmods * sizeof *ident_of) : NULL;
+    if (result == 0 && nmods && !ident_of)
+        result = tpprof_error_set("out of memory");
+    for (size_t i = 0; i < nmods && result == 0; i++) {
+        const module *m = &mods[i];
+        size_t u = 0;
+        for (; u < nidents; u++)
+            if (strcmp(idents[u].path ? idents[u].path : "", m->path ? m->path : "") == 0 &&
+                strcmp(idents[u].build_id ? idents[u].build_id : "", m->build_id ? m->build_id : "") == 0)
+                break;
+        if (u == nidents) {
+            module *grown = tpprof_grow(idents, nidents, &capi, sizeof *grown);
+            if (!grown) {
+                result = -1;
+                break;
+            }
+            idents = grown;
+            idents[nidents] = (module){.path = tpprof_strdup(m->path), .build_id = tpprof_strdup(m->build_id),
+                                       .lo = 0, .hi = UINT64_MAX};
+            if (is_own_preload(m->path ? m->path : ""))
+                idents[nidents].tried = true; // never symbolized: dropped anyway
+            nidents++;
+        }
+        ident_of[i] = u;
+    }
+    // The distinct ips of the nodes that have no symbols yet (an input that
+    // was symbolized brought its own).
+    struct ip_list l = {0}, have = {0};
+    if (result == 0)
+        result = tpprof_stack_nodes_each(db, add_ip, &l);
+    if (result == 0 && sqlite3_exec(db->sql, "SELECT DISTINCT ip FROM symbols", add_symbol_ip, &have, NULL) != SQLITE_OK)
+        result = tpprof_db_error(db, "reading symbols");
+    merged_ip *v = result == 0 && l.n ? malloc(l.n * sizeof *v) : NULL;
+    size_t nv = 0;
+    if (result == 0 && l.n && !v)
+        result = tpprof_error_set("out of memory");
+    for (size_t i = 0; i < l.n && result == 0; i++) {
+        uint64_t u = (uint64_t)l.ips[i];
+        if (ip_set_has(&have, u + 1))
+            continue; // named already
+        int64_t k = (int64_t)(u >> 48);
+        uint64_t raw = u & IP_LOW;
+        merged_ip *x = &v[nv++];
+        *x = (merged_ip){.ip = l.ips[i], .file = SIZE_MAX};
+        // The latest module row of its process holding it, as tpprof_symbolize.
+        for (size_t j = nmods; j-- > 0;)
+            if (proc[j] == k && raw - 1 >= mods[j].lo && raw - 1 < mods[j].hi) {
+                x->file = ident_of[j];
+                x->off = raw - mods[j].base;
+                break;
+            }
+    }
+    free(l.set);
+    free(l.ips);
+    free(have.set);
+    free(have.ips);
+    if (nv)
+        qsort(v, nv, sizeof *v, cmp_merged_ip);
+    int64_t *offs = result == 0 && nv ? malloc(nv * sizeof *offs) : NULL;
+    if (result == 0 && nv && !offs)
+        result = tpprof_error_set("out of memory");
+    for (size_t i = 0; i < nv && result == 0;) {
+        size_t f = v[i].file, start = i;
+        if (f == SIZE_MAX) { // in no module: unknown (a Python frame's row came with its input)
+            for (; i < nv; i++)
+                if ((result = symtab_push(out, v[i].ip, 0, NULL, NULL, 0, NULL)) != 0)
+                    break;
+            break;
+        }
+        size_t no = 0;
+        for (; i < nv && v[i].file == f; i++)
+            if (!no || (uint64_t)offs[no - 1] != v[i].off)
+                offs[no++] = (int64_t)v[i].off;
+        if (lookups)
+            *lookups += no;
+        tpprof_symtab once = {0};
+        result = symbolize_module(&idents[f], offs, no, &once);
+        if (result == 0)
+            symtab_sort(&once);
+        for (size_t j = start; j < i && result == 0; j++)
+            for (size_t r = rows_of(&once, (int64_t)v[j].off); r < once.n && once.rows[r].ip == (int64_t)v[j].off; r++)
+                if ((result = copy_row(out, &once.rows[r], v[j].ip)) != 0)
+                    break;
+        tpprof_symtab_free(&once);
+    }
+    free(offs);
+    free(v);
+    for (size_t i = 0; i < nmods; i++)
+        module_close(&mods[i]);
+    for (size_t i = 0; i < nidents; i++)
+        module_close(&idents[i]);
+    free(mods);
+    free(idents);
+    free(proc);
+    free(ident_of);
+    symtab_sort(out);
+    return result;
+}
+
+// ---------------------------------------------------------------------------
 // Storage
 
 int tpprof_symtab_load(tpprof_db *db, tpprof_symtab *out) {

@@ -31,6 +31,15 @@ typedef struct tpprof_symtab {
 // Returns 0, or -1 + error when the database cannot be read.
 int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out);
 
+// Symbolize a merged recording (tpprof merge): every distinct ip of its
+// stack_nodes that has no `symbols` row yet, as tpprof_symbolize would have
+// named it in its own process's recording (ip >> 48 is the process, whose
+// rows of `modules` place ip & 0xffffffffffff), each (module file, offset)
+// looked up once for all the processes. Appends to `out` (sorted on
+// return); *lookups (when not NULL): how many addresses were looked up.
+// Returns 0, or -1 + error when the database cannot be read.
+int tpprof_symbolize_merged(tpprof_db *db, tpprof_symtab *out, size_t *lookups);
+
 // Write the rows into `symbols` and set meta.symbolized = 1, in one
 // transaction. db must be writable. Returns 0 or -1 + error.
 int tpprof_symtab_save(tpprof_db *db, const tpprof_symtab *tab);
