@@ -14,7 +14,7 @@
 struct tpprof_wstate tpprof_w;
 
 // The depot (record/stacks.c in the library): id -> frames, innermost first.
-#define MAX_IDS 30000
+#define MAX_IDS 330000
 static uintptr_t frames[MAX_IDS][4];
 static int nframes[MAX_IDS];
 
@@ -146,11 +146,71 @@ static void test_the_peak_keeps_each_sites_share(void) {
     CHECK(a->dirty && b->dirty);
 }
 
+// tpprof_w.nchanged counts the sites whose row no longer holds their totals:
+// a site counts as it becomes dirty, once however often it changes, and
+// again after the store wrote it (which clears the flag and the count, as
+// store/store.c's put_sites does) and it changed once more.
+static void test_a_site_with_a_row_counts_once_as_changed_until_written(void) {
+    set_stack(30, 0x9001, 0x3000, 0);
+    struct tpprof_site *s = tpprof_site_get(30, TPPROF_KIND_MALLOC);
+    CHECK(s && !s->dirty);
+    uint32_t before = tpprof_w.nchanged;
+    for (int i = 0; i < 5; i++) {
+        tpprof_site_touch(s);
+        s->alloc_count++;
+    }
+    CHECK_MSG(tpprof_w.nchanged == before + 1, "changed 5 times: counted %u times", tpprof_w.nchanged - before);
+    s->dirty = false, tpprof_w.nchanged--; // written (put_sites)
+    s->stored = true;
+    CHECK_MSG(tpprof_w.nchanged == before, "written: not changed");
+    tpprof_site_touch(s);
+    tpprof_site_touch(s);
+    CHECK_MSG(s->dirty && tpprof_w.nchanged == before + 1, "changed after its write: counted once more (%u)",
+              tpprof_w.nchanged - before);
+}
+
+// The trie's slots are 32 bits: the node id in the low bits, a tag from the
+// hash above them (writer/sites.c). 300,000 stacks of 4 frames of their
+// own make 1.2 million nodes (a table of 2^21 slots, 11 tag bits): every
+// node is found as its parent's child for its ip, and a frame no stack has
+// is found under none of them.
+static void test_the_stack_tries_32_bit_slots_find_every_node_past_a_million(void) {
+    enum { FIRST = 30000, N = 300000 };
+    uint32_t before = tpprof_w.nnodes;
+    for (uint32_t i = 0; i < N; i++)
+        for (int k = 0; k < 4; k++) frames[FIRST + i][k] = 0x10000000u + 4 * i + (uint32_t)k;
+    for (uint32_t i = 0; i < N; i++) {
+        nframes[FIRST + i] = 4;
+        if (!tpprof_writer_leaf_of(FIRST + i)) {
+            CHECK_MSG(false, "no leaf for stack %u", i);
+            return;
+        }
+    }
+    CHECK_MSG(tpprof_w.nnodes - before == 4 * N, "%u nodes made", tpprof_w.nnodes - before);
+    uint32_t lost = 0, phantom = 0;
+    for (uint32_t id = 1; id <= tpprof_w.nnodes; id++) {
+        const struct tpprof_node *n = &tpprof_w.nodes[id];
+        lost += tpprof_writer_trie_child(n->parent, n->ip) != id;
+        phantom += tpprof_writer_trie_child(id, 0x7fff0000u + id) != 0;
+    }
+    CHECK_MSG(lost == 0, "%u of %u nodes not found", lost, tpprof_w.nnodes);
+    CHECK_MSG(phantom == 0, "%u absent children found", phantom);
+    // Stacks asked for again (their leaves as the trie has them).
+    uint32_t wrong = 0;
+    for (uint32_t i = 0; i < N; i += 97) {
+        uint32_t leaf = tpprof_writer_leaf_of(FIRST + i);
+        wrong += !leaf || tpprof_w.nodes[leaf].ip != 0x10000000u + 4 * i;
+    }
+    CHECK_MSG(wrong == 0, "%u stacks with another leaf", wrong);
+}
+
 int main(void) {
     test_stacks_share_their_callers_nodes_in_the_trie();
     test_a_stack_and_kind_have_one_site();
     test_stacks_inside_and_below_others_reuse_their_nodes_and_sites();
     test_many_stacks_keep_their_sites_through_growth();
     test_the_peak_keeps_each_sites_share();
+    test_a_site_with_a_row_counts_once_as_changed_until_written();
+    test_the_stack_tries_32_bit_slots_find_every_node_past_a_million();
     return CHECK_DONE();
 }

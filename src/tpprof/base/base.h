@@ -49,7 +49,8 @@ struct tpprof_config {
     int depth;          // TPPROF_DEPTH, frames per stack
     bool full;          // TPPROF_MODE=full
     bool unwind_fp;     // TPPROF_UNWIND=fp: frame pointers only
-    bool unwind_unw;    // TPPROF_UNWIND=libunwind: libunwind only, no verified FP path
+    bool unwind_unw;    // TPPROF_UNWIND=libunwind: libunwind only, no verified FP path, no CFI walk
+    bool unwind_nocfi;  // TPPROF_UNWIND=fp+libunwind (or libunwind): no CFI walk (record/cfiwalk.c)
     int interval_ms;    // TPPROF_INTERVAL_MS, timeline period
     bool scan_stop;     // TPPROF_SCAN_STOP (default 1): signal running threads to stop for the exit scan (scan.c)
     bool lifetimes_all; // TPPROF_LIFETIMES=all: every storage's DataPtr lifetime timed (observe.c)

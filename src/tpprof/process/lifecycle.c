@@ -465,6 +465,7 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     const char *uw = getenv("TPPROF_UNWIND");
     tpprof_cfg.unwind_fp = uw && strcmp(uw, "fp") == 0;
     tpprof_cfg.unwind_unw = uw && strcmp(uw, "libunwind") == 0;
+    tpprof_cfg.unwind_nocfi = tpprof_cfg.unwind_unw || (uw && strcmp(uw, "fp+libunwind") == 0);
     tpprof_cfg.depth = env_int("TPPROF_DEPTH", 32, 1, TPPROF_MAX_DEPTH);
     tpprof_cfg.interval_ms = env_int("TPPROF_INTERVAL_MS", 10, 1, 60000);
     tpprof_cfg.scan_stop = env_int("TPPROF_SCAN_STOP", 1, 0, 1) != 0;

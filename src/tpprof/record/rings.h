@@ -37,6 +37,7 @@ struct tpprof_thread {
     void *cache_mem;
     size_t cache_bytes;
     void *big_stack; // libunwind's stack where the thread's own is short (unwind.c), 64 KiB
+    struct tpprof_cfi_state *cfi; // the CFI walk's rules and last walk (cfiwalk.c), mapped on its first walk
     // Short-lived views folded on the program thread (obsfold.c, "Folded
     // views"). obs_held: views whose TENSOR_CREATED record is held back
     // (the record's words, word 0 unused), oldest first; touched by the
@@ -94,6 +95,9 @@ TPPROF_HIDDEN extern _Atomic uint64_t tpprof_rings_mapped;
 // Stacks taken by libunwind, not by the verified frame-pointer walk
 // (unwind.c; meta.libunwind_walks).
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_unwind_slow;
+// Stacks the CFI walk took (unwind.c, cfiwalk.c) where the verified
+// frame-pointer walk could not: meta.cfi_walks.
+TPPROF_HIDDEN extern _Atomic uint64_t tpprof_cfi_walks;
 // Stacks the depot had no room for (stacks.c; meta.stacks_full).
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_stacks_full;
 // Bytes of stack left below the caller (UINTPTR_MAX when the bounds are

@@ -5,12 +5,14 @@
 // small first one, then 16 times as big, each next twice the one before,
 // made as the newest fills to 70%;
 // nothing is ever moved or removed, so a slot found stays valid. A slot is
-// keyed by a 128-bit hash of the frames (two independent 64-bit hashes; a
-// false match needs both to collide, about 2^-128 per pair, far below the
-// chance of a hardware fault, so frames are not compared). A lookup probes
-// the older levels first, then the newest, where a new stack claims an
-// empty slot by CAS on its first hash, stores the second, copies its frames
-// into an append-only arena, then publishes the id (release). Two threads
+// keyed by a 96-bit hash of the frames (the first of two independent 64-bit
+// hashes and the low half of the second; a false match needs both to
+// collide, about 2^-95 per pair: 2^-57 for the pairs of a million stacks,
+// far below the chance of a hardware fault, so frames are not compared). A
+// lookup probes the older levels first, then the newest, where a new stack
+// claims an empty slot by CAS on its first hash, copies its frames into an
+// append-only arena, then publishes the rest of its hash and its id in one
+// word (release). Two threads
 // that race with the making of a new level may each give one stack an id
 // (one in the old level, one in the new): harmless, the writer maps both to
 // the same trie leaf and so to the same site. Only a failed mmap (memory
@@ -32,13 +34,15 @@
 
 // Level 0 has 2^first_bits slots (first_bits: FIRST_BITS, or fewer for
 // tests: TPPROF_TEST_STACK_SLOT_BITS), level k > 0 2^(first_bits + JUMP_BITS
-// + k - 1); 24 bytes a slot, 2^31 slots in all. A short process (a build's
-// cc1 or as: a few thousand stacks) stays in level 0, 768 KiB of 4 KiB
-// pages touched as used; the first level was 12 MiB on huge pages, and the
-// kernel zeroed all of it for those few thousand stacks (~7 ms of a small
-// cc1's kernel time). A program with many stacks probes one small level
-// more (in cache, and prefetched with the rest: depot_prefetch) and goes on
-// with the sizes it had: 12 MiB on huge pages, then doubling.
+// + k - 1); 16 bytes a slot (four to a cache line; 24 before the second
+// hash was cut to 32 bits: the PyTorch loop's 1.6 million slots, 12 MiB
+// more), 2^31 slots in all. A short process (a build's cc1 or as: a few
+// thousand stacks) stays in level 0, 512 KiB of 4 KiB pages touched as
+// used; a first level of 8 MiB on huge pages was zeroed by the kernel
+// whole for those few thousand stacks (~7 ms of a small cc1's kernel
+// time). A program with many stacks probes one small level more (in cache,
+// and prefetched with the rest: depot_prefetch) and goes on with 8 MiB on
+// huge pages, then doubling.
 #define FIRST_BITS 15
 #define JUMP_BITS 4
 #define LEVELS 14
@@ -59,12 +63,13 @@
 #define CACHE_BIG_SLOTS 65536      // 1 MiB, for a thread that misses often
 #define CACHE_WAYS 4               // entries per set (one cache line)
 
+// h1 (0: free), then the low half of h2 above the id (0: being published).
 struct slot {
     _Atomic uint64_t h1;
-    _Atomic uint64_t h2;
-    _Atomic uint32_t id;
-    uint32_t unused;
+    _Atomic uint64_t tail;
 };
+_Static_assert(sizeof(struct slot) == 16, "depot slots are 16 bytes");
+static inline uint64_t slot_tail(uint64_t h2, uint32_t id) { return (uint64_t)(uint32_t)h2 << 32 | id; }
 
 struct level {
     _Atomic(struct slot *) slots;
@@ -249,14 +254,13 @@ static id_ptr *id_slot(uint32_t id) {
 }
 
 static uint32_t publish(struct slot *s, uint64_t h2, const uintptr_t *ips, int n) {
-    atomic_store_explicit(&s->h2, h2, memory_order_relaxed);
     uint32_t id = atomic_fetch_add(&next_id, 1);
     size_t bytes = ((size_t)n + 1) * sizeof(uint64_t), c = 0;
     uint64_t *rec = id > max_ids ? NULL : arena_take(bytes, &c);
     id_ptr *at = rec ? id_slot(id) : NULL;
     if (!at) {
         if (rec) arena_done(c, bytes, false);
-        atomic_store_explicit(&s->id, ID_FAILED, memory_order_release);
+        atomic_store_explicit(&s->tail, slot_tail(h2, ID_FAILED), memory_order_release);
         atomic_fetch_add_explicit(&tpprof_stacks_full, 1, memory_order_relaxed);
         return 0;
     }
@@ -264,7 +268,7 @@ static uint32_t publish(struct slot *s, uint64_t h2, const uintptr_t *ips, int n
     memcpy(rec + 1, ips, (size_t)n * sizeof *ips);
     atomic_store_explicit(at, rec, memory_order_relaxed); // the id's release below publishes it
     arena_done(c, bytes, true);
-    atomic_store_explicit(&s->id, id, memory_order_release);
+    atomic_store_explicit(&s->tail, slot_tail(h2, id), memory_order_release);
     return id;
 }
 
@@ -292,16 +296,17 @@ static int64_t probe(int k, bool insert, uint64_t h1, uint64_t h2, const uintptr
             }
         }
         if (cur != h1) continue;
-        uint32_t id;
+        uint64_t tail;
         // The claimant is between its CAS and its publish; a claimant that
         // vanished (fork) leaves the slot unusable, so give up after a while.
         unsigned spins = 0;
-        while ((id = atomic_load_explicit(&s->id, memory_order_acquire)) == 0) {
+        while ((tail = atomic_load_explicit(&s->tail, memory_order_acquire)) == 0) {
             if (++spins > 100000) break;
             if (spins > 100) sched_yield();
         }
+        uint32_t id = (uint32_t)tail;
         if (id == 0 || id == ID_FAILED) continue;
-        if (atomic_load_explicit(&s->h2, memory_order_relaxed) == h2) return id;
+        if (tail >> 32 == (uint32_t)h2) return id;
     }
     return insert ? PROBE_FULL : PROBE_MISS;
 }

@@ -1,11 +1,13 @@
 // unwind.c: capturing the allocating stack, inside the hooks.
 //
-// Default: libunwind's unw_backtrace with a per-thread cache; correct for code
-// built without frame pointers. libunwind is dlopen'ed RTLD_LOCAL at start,
+// Default: a frame-pointer walk where it is verified exact (below), else a
+// walk by the code's DWARF CFI rules (cfiwalk.c), else libunwind's
+// unw_backtrace; correct for code built without frame pointers. libunwind is dlopen'ed RTLD_LOCAL at start,
 // never linked: libunwind.so.8 exports _Unwind_* and `backtrace`, and linking
 // it into a preloaded object would put those ahead of libgcc_s and glibc in
 // symbol lookup, rebinding the program's C++ exception handling.
-// TPPROF_UNWIND=fp: a validated frame-pointer walk (bounded by the thread's
+// TPPROF_UNWIND=fp+libunwind: the same without the CFI walk (libunwind
+// where the frame-pointer walk does not stand). TPPROF_UNWIND=fp: a validated frame-pointer walk (bounded by the thread's
 // stack, strictly increasing frame addresses, stops at anything odd); ~7x
 // cheaper, exact only for code compiled with -fno-omit-frame-pointer.
 // tpprof's own frames (anything inside libtpprof.so) are dropped from the top.
@@ -26,6 +28,7 @@
 #include "base/elfsym.h"
 #include "base/mem.h"
 #include "base/modules.h"
+#include "record/cfi.h"
 #include "record/pyframes.h"
 #include "record/rings.h"
 #include "record/stacks.h"
@@ -96,6 +99,8 @@ void tpprof_unwind_release(struct tpprof_thread *t) {
     tpprof_mem_unmap(t->big_stack, BIG_STACK_BYTES);
 #endif
     t->big_stack = NULL;
+    tpprof_cfi_state_free(t->cfi);
+    t->cfi = NULL;
 }
 
 // The thread's stack, from the C library's pthread_getattr_np. That holds
@@ -282,6 +287,37 @@ __attribute__((noinline)) static int unw_walk_here(uintptr_t *ips, int max) {
     int n = 0;
     for (; i < got && n < max; i++) ips[n++] = (uintptr_t)buf[i];
     return n;
+}
+
+// The CFI walk (cfiwalk.c) from the first frame outside tpprof: its
+// registers are those the frame-pointer chain of tpprof's frames (exact:
+// tpprof is built with frame pointers) restores on return into it. -1
+// where it cannot be exact (libunwind decides).
+_Atomic uint64_t tpprof_cfi_walks;
+
+__attribute__((noinline)) static int cfi_walk_here(uintptr_t *ips, int max, uint32_t gen) {
+#if defined(__x86_64__)
+    struct tpprof_thread *t = tpprof_self;
+    if (!t) return -1;
+    if (TPPROF_UNLIKELY(!t->cfi) && !(t->cfi = tpprof_cfi_state_new())) return -1;
+    uintptr_t fp = (uintptr_t)__builtin_frame_address(0), lo, hi;
+    if (!stack_bounds(fp, &lo, &hi)) return -1;
+    for (int self = 0;; self++) {
+        if (fp < lo || fp > hi - 16 || (fp & 7) != 0 || self > 32) return -1;
+        uintptr_t ret = ((const uintptr_t *)fp)[1];
+        if (!is_self(ret)) break;
+        uintptr_t next = ((const uintptr_t *)fp)[0];
+        if (next <= fp) return -1;
+        fp = next;
+    }
+    struct tpprof_cfi_regs r = {((const uintptr_t *)fp)[1], fp + 16, ((const uintptr_t *)fp)[0]};
+    int n = tpprof_cfi_walk(t->cfi, &r, lo, hi, gen, ips, max);
+    if (n > 0) atomic_fetch_add_explicit(&tpprof_cfi_walks, 1, memory_order_relaxed);
+    return n;
+#else
+    (void)ips, (void)max, (void)gen;
+    return -1;
+#endif
 }
 
 // A hook runs on the program's stack, which may be small (a thread made
@@ -815,18 +851,26 @@ static __attribute__((noinline)) uint32_t capture_fp(int max) {
     return intern_frames(ips, fp_walk(ips, max));
 }
 
-// libunwind's walk (nl frames into a buffer on this frame, not the fast
-// path's), teaching the verdicts when the frame-pointer walk f/fps (nf
-// frames) is given.
+// The CFI walk's or else libunwind's (nl frames into a buffer on this
+// frame, not the fast path's), teaching the verdicts when the
+// frame-pointer walk f/fps (nf frames) is given. (The CFI walk's stacks are
+// libunwind's: it gives up wherever it is not sure.)
 _Atomic uint64_t tpprof_unwind_slow;
 
 static __attribute__((noinline)) uint32_t capture_unw(struct uwstate *s, uint32_t gen, const struct walk *w,
                                                       int max) {
     uintptr_t l[max];
-    int nl = unw_walk(l, max);
-    if (nl < 0) // no room for libunwind: the frame-pointer walk, as it is
-        return w ? intern_frames(w->f, w->nf) : capture_fp(max);
-    atomic_fetch_add_explicit(&tpprof_unwind_slow, 1, memory_order_relaxed);
+    int nl = -1;
+    if (!tpprof_cfg.unwind_nocfi) {
+        if (!s) gen = atomic_load_explicit(&uw_gen, memory_order_relaxed);
+        nl = cfi_walk_here(l, max, gen);
+    }
+    if (nl <= 0) {
+        nl = unw_walk(l, max);
+        if (nl < 0) // no room for libunwind: the frame-pointer walk, as it is
+            return w ? intern_frames(w->f, w->nf) : capture_fp(max);
+        atomic_fetch_add_explicit(&tpprof_unwind_slow, 1, memory_order_relaxed);
+    }
     if (s) learn(s, gen, w, l, nl, max);
     return intern_frames(l, nl);
 }

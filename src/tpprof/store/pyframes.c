@@ -8,6 +8,7 @@
 #include "base/sqlite_api.h"
 #include <stdio.h>
 
+#include "base/mem.h"
 #include "record/pyframes.h"
 #include "store/store.h"
 #include "writer/state.h"
@@ -19,10 +20,46 @@ static uint32_t scanned;
 static bool made;
 static const char *said;
 
+// The pseudo frames (ips) with a row in the file open now. One Python line
+// is a node in every stack through it: a PyTorch run's 3.7 million nodes
+// hold a few tens of thousands of lines, and each node was resolved and
+// inserted (OR IGNORE) at every flush. Open addressing, at most half full;
+// ips are never 0.
+static uint64_t *done;
+static uint64_t done_cap, done_count;
+
+static uint64_t *done_slot(uint64_t *tab, uint64_t cap, uint64_t ip) {
+    uint64_t h = ip * 0x9E3779B97F4A7C15ULL, j = (h >> 20) & (cap - 1);
+    while (tab[j] && tab[j] != ip) j = (j + 1) & (cap - 1);
+    return &tab[j];
+}
+
+static bool done_has(uint64_t ip) { return done && *done_slot(done, done_cap, ip) == ip; }
+
+// ip has its row now (out of memory: not kept, so written again, OR IGNORE).
+static void done_put(uint64_t ip) {
+    if ((done_count + 1) * 2 > done_cap) {
+        uint64_t ncap = done_cap ? done_cap * 2 : 4096;
+        uint64_t *n = tpprof_mem_map(ncap * sizeof *n);
+        if (!n) return;
+        for (uint64_t i = 0; i < done_cap; i++)
+            if (done[i]) *done_slot(n, ncap, done[i]) = done[i];
+        if (done) tpprof_mem_unmap(done, done_cap * sizeof *done);
+        done = n;
+        done_cap = ncap;
+    }
+    uint64_t *e = done_slot(done, done_cap, ip);
+    if (!*e) done_count++;
+    *e = ip;
+}
+
 void tpprof_store_py_reset(void) {
     scanned = 0;
     made = false;
     said = NULL;
+    if (done) tpprof_mem_unmap(done, done_cap * sizeof *done);
+    done = NULL;
+    done_cap = done_count = 0;
 }
 
 static bool make(sqlite3 *db) {
@@ -67,13 +104,14 @@ bool tpprof_store_py_put(sqlite3 *db) {
     for (uint32_t id = scanned + 1; id <= w->nodes_written && ok; id++) {
         uint64_t ip = w->nodes[id].ip;
         struct tpprof_py_frame f;
-        if (!tpprof_py_is_frame(ip) || !tpprof_py_resolve(ip, &f)) continue;
+        if (!tpprof_py_is_frame(ip) || done_has(ip) || !tpprof_py_resolve(ip, &f)) continue;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)ip);
         sqlite3_bind_text(st, 2, f.function, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 3, f.file, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 4, f.line);
         ok = sqlite3_step(st) == SQLITE_DONE;
         sqlite3_reset(st);
+        if (ok) done_put(ip);
     }
     sqlite3_finalize(st);
     if (ok) scanned = w->nodes_written;

@@ -155,6 +155,20 @@ static bool replaceable(const char *path) {
     return ours;
 }
 
+// What the flushes of this file did (meta.flushes_*, docs/schema.md): the
+// periodic ones' number, site rows and time (their steps' own, not the
+// drains' between them), and the final one's site rows.
+static struct {
+    uint64_t count, site_rows, ns, final_site_rows;
+    uint64_t t0; // the flush under way: its steps' time so far
+} stats;
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 // ---------------------------------------------------------------------------
 // Open.
 
@@ -163,6 +177,7 @@ bool tpprof_store_open(const char *path) {
     bool reopen = w->exec_pending || w->end_reason != NULL || w->nodes_written > 0;
     snprintf(db_path, sizeof db_path, "%s", path);
     tpprof_store_py_reset();
+    if (!reopen) memset(&stats, 0, sizeof stats);
     const char *why = NULL;
     if (!tpprof_sqlite_load(&why)) {
         tpprof_disable(path, why);
@@ -203,7 +218,7 @@ bool tpprof_store_open(const char *path) {
     snprintf(pid, sizeof pid, "%d", (int)getpid());
     if (!meta_int("schema_version", TPPROF_SCHEMA_VERSION) || !meta_set("tool", "tpprof") ||
         !meta_set("tool_version", TPPROF_VERSION) || !meta_set("mode", tpprof_cfg.full ? "full" : "aggregate") ||
-        !meta_int("depth", tpprof_cfg.depth) || !meta_set("unwind", tpprof_cfg.unwind_fp ? "fp" : tpprof_cfg.unwind_unw ? "libunwind-only" : "libunwind") ||
+        !meta_int("depth", tpprof_cfg.depth) || !meta_set("unwind", tpprof_cfg.unwind_fp ? "fp" : tpprof_cfg.unwind_unw ? "libunwind-only" : tpprof_cfg.unwind_nocfi ? "fp+libunwind" : "fp+cfi+libunwind") ||
         !meta_int("interval_ms", tpprof_cfg.interval_ms) || !meta_set("pid", pid) ||
         !meta_int("ppid", getppid()) || !meta_set("exe", exe) || !meta_set("cmdline", cmd) ||
         !meta_int("start_unix_ns", (int64_t)w->start_unix_ns) || !meta_set("complete", "0"))
@@ -444,7 +459,12 @@ static bool put_sites(uint32_t *budget) {
     sqlite3_stmt *upd = fl.st, *ins = fl.st2;
     for (; fl.row < w->nsites && ok && *budget; fl.row++, --*budget) {
         struct tpprof_site *s = &w->sites[fl.row]; // the array may have moved since the last step
-        if (!s->dirty || s->kind == TPPROF_KIND_EARLY) continue;
+        if (!s->dirty) continue;
+        if (s->kind == TPPROF_KIND_EARLY) { // never written (no row): not changed either
+            s->dirty = false;
+            w->nchanged--;
+            continue;
+        }
         bool insert = !s->stored;
         if (!insert) {
             bind_site(upd, s);
@@ -458,9 +478,12 @@ static bool put_sites(uint32_t *budget) {
             sqlite3_reset(ins);
         }
         s->stored = ok;
+        if (fl.final) stats.final_site_rows++;
+        else stats.site_rows++;
         // A site's peak share changes with every new peak, not only with its own
         // events, so sites stay dirty; the final flush writes the true value.
         s->dirty = false;
+        w->nchanged--;
     }
     if (ok && fl.row >= w->nsites) part_done();
     return ok;
@@ -569,6 +592,7 @@ static int cmp_block_addr(const void *a, const void *b) {
 static bool put_live(void) {
     struct tpprof_wstate *w = &tpprof_w;
     sqlite3_stmt *st;
+    // In the same transaction: a reader never sees the table without it.
     bool reindex = w->live.count + w->nmaps > LIVE_REINDEX_BLOCKS;
     if (reindex && !exec_sql("DROP INDEX IF EXISTS live_blocks_by_stack")) return false;
     if (!exec_sql("DELETE FROM live_blocks")) return false;
@@ -615,10 +639,14 @@ static bool put_meta(bool final) {
     if (ok) ok = meta_set("leak_scan", w->scanned && final ? "1" : "0");
     if (ok) ok = meta_int("dropped_events", (int64_t)atomic_load(&tpprof_dropped));
     if (ok) ok = meta_int("libunwind_walks", (int64_t)atomic_load(&tpprof_unwind_slow));
+    if (ok) ok = meta_int("cfi_walks", (int64_t)atomic_load(&tpprof_cfi_walks));
     if (ok) ok = meta_int("stacks_full", (int64_t)atomic_load(&tpprof_stacks_full));
     if (ok) ok = meta_int("events_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_events));
     if (ok) ok = meta_int("threads_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_threads));
     if (ok) ok = meta_int("rings", (int64_t)atomic_load(&tpprof_rings_mapped));
+    if (ok) ok = meta_int("flushes_count", (int64_t)stats.count) && meta_int("flushes_site_rows", (int64_t)stats.site_rows) &&
+                 meta_int("flushes_ms", (int64_t)(stats.ns / 1000000u));
+    if (ok && final) ok = meta_int("final_flush_site_rows", (int64_t)stats.final_site_rows);
     if (ok && atomic_load(&tpprof_obs_attached)) {
         ok = meta_set("tensors", "1") && meta_int("peak_storage_bytes", tpprof_ledger.peak_bytes) &&
              meta_int("peak_storage_time_ns", (int64_t)tpprof_ledger.peak_ns);
@@ -628,6 +656,9 @@ static bool put_meta(bool final) {
 
 bool tpprof_store_flush_begin(bool final) {
     if (!db) return false;
+    uint64_t t0 = mono_ns();
+    stats.t0 = 0;
+    if (final) stats.final_site_rows = 0;
     fl.final = final;
     fl.part = PART_NODES;
     fl.row = fl.end = 0;
@@ -641,8 +672,10 @@ bool tpprof_store_flush_begin(bool final) {
             struct tpprof_site *s = &tpprof_w.sites[i];
             bool snap = s->snap_epoch == tpprof_w.peak_epoch;
             if (!s->stored || s->stored_peak_count != (snap ? s->snap_count : s->live_count) ||
-                s->stored_peak_bytes != (snap ? s->snap_bytes : s->live_bytes))
+                s->stored_peak_bytes != (snap ? s->snap_bytes : s->live_bytes)) {
+                tpprof_w.nchanged += !s->dirty;
                 s->dirty = true;
+            }
         }
     // Modules that call the C library's allocator directly (modules.c): looked
     // at once more before the modules are written.
@@ -650,7 +683,10 @@ bool tpprof_store_flush_begin(bool final) {
     // (Not in a process a signal is ending: it walks the loader's lists, which
     // the thread that got the signal may have been changing.)
     int nbypass = final && !tpprof_w.end_signal ? tpprof_modules_bypassing(bypassing, sizeof bypassing) : 0;
-    if ((!nbypass || meta_set("bypassing_modules", bypassing)) && put_modules()) return true;
+    if ((!nbypass || meta_set("bypassing_modules", bypassing)) && put_modules()) {
+        stats.t0 = mono_ns() - t0;
+        return true;
+    }
     fail("writing");
     exec_sql("ROLLBACK");
     return false;
@@ -668,6 +704,7 @@ static bool flush_end(void) {
 }
 
 int tpprof_store_flush_step(void) {
+    uint64_t t0 = mono_ns();
     uint32_t budget = fl.final ? UINT32_MAX : STEP_ROWS;
     bool ok = true;
     while (ok && budget && fl.part < PART_DONE) {
@@ -680,7 +717,10 @@ int tpprof_store_flush_step(void) {
         default: ok = flush_end(); break;
         }
     }
-    if (ok && fl.part < PART_DONE) return 1;
+    if (ok && fl.part < PART_DONE) {
+        stats.t0 += mono_ns() - t0;
+        return 1;
+    }
     sqlite3_finalize(fl.st);
     sqlite3_finalize(fl.st2);
     fl.st = fl.st2 = NULL;
@@ -692,6 +732,10 @@ int tpprof_store_flush_step(void) {
     if (!exec_sql("COMMIT")) {
         fail("committing");
         return -1;
+    }
+    if (!fl.final) { // (its meta holds the flushes before it)
+        stats.count++;
+        stats.ns += stats.t0 + (mono_ns() - t0);
     }
     return 0;
 }

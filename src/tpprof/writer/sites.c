@@ -10,12 +10,17 @@
 #include "record/stacks.h"
 #include "writer/writer.h"
 
-// Stack trie lookup: node ids hashed by (parent, ip). A slot holds the id
-// and, above it, the high half of the hash: a probe that meets another key
-// is told so by the slot alone, without reading that node (a cache miss
-// each, in a table of millions of nodes), so the table can be 3/4 full.
-static uint64_t *trie_slots;
+// Stack trie lookup: node ids hashed by (parent, ip). A slot is 32 bits:
+// the id in its low trie_bits (the table has 2^trie_bits slots and is at
+// most 3/4 full, so every id fits) and, above it, as many bits of the
+// hash's high half as are left: a probe that meets another key is nearly
+// always told so by the slot alone, without reading that node (a cache
+// miss each, in a table of millions of nodes). 11 tag bits at a PyTorch
+// run's 3.7 million nodes (2^23 slots: a false match one probe in 2,048);
+// 64-bit slots with a full 32-bit tag took 32 MiB more there.
+static uint32_t *trie_slots;
 static uint64_t trie_cap;
+static unsigned trie_bits;
 
 // ---------------------------------------------------------------------------
 // Stacks: depot id -> trie leaf.
@@ -28,7 +33,11 @@ static uint64_t trie_hash(uint32_t parent, uint64_t ip) {
     return x;
 }
 
-#define TRIE_TAG(h) ((h) & 0xffffffff00000000ULL)
+// A slot's tag bits for hash h in a table of 2^bits slots (none at 2^32).
+static inline uint32_t trie_tag(uint64_t h, unsigned bits) {
+    return bits >= 32 ? 0 : (uint32_t)(h >> 32) >> bits << bits;
+}
+static inline uint32_t trie_id_mask(unsigned bits) { return bits >= 32 ? UINT32_MAX : (1u << bits) - 1; }
 
 // The trie node of each stack's outer part (its first p frames from the
 // root), by a 128-bit hash of those frames: a new stack shares all but its
@@ -70,11 +79,28 @@ static void *table_map(size_t bytes) {
     return p;
 }
 
+// An array by node or by depot id (4 bytes an entry, filled nearly densely
+// as ids come) grown to new_bytes, its new part populated for writing: an
+// entry is read before it is first written (is there a leaf, a hint, a
+// site yet?), and a page first mapped by that read (the zero page) took a
+// copy-on-write fault and a TLB shootdown at the write after it: 295 of
+// the writer's 3,786 samples in a PyTorch run were such faults, most under
+// tpprof_site_lookup. The part never used costs at most half the array.
+static void *grow_written(void *p, size_t old_bytes, size_t new_bytes) {
+    char *n = tpprof_mem_grow(p, old_bytes, new_bytes);
+#ifdef MADV_POPULATE_WRITE
+    if (n) madvise(n + old_bytes, new_bytes - old_bytes, MADV_POPULATE_WRITE);
+#endif
+    return n;
+}
+
 static void prefix_remake(uint64_t cap) {
     if (prefix_cache) tpprof_mem_unmap(prefix_cache, prefix_cap * sizeof *prefix_cache);
     prefix_cache = table_map(cap * sizeof *prefix_cache);
     prefix_cap = prefix_cache ? cap : 0;
 }
+
+#define REHASH_AHEAD 16
 
 // Room for `more` new nodes: the slot table at most 3/4 full after them,
 // and the node array big enough.
@@ -82,22 +108,39 @@ static bool trie_reserve(uint32_t more) {
     struct tpprof_wstate *w = &tpprof_w;
     uint64_t need = (uint64_t)w->nnodes + more + 1;
     if (need * 4 > trie_cap * 3) {
-        uint64_t ncap = trie_cap ? trie_cap : 1 << 14;
-        while (need * 4 > ncap * 3) ncap *= 2;
-        uint64_t *ns = table_map(ncap * sizeof *ns);
+        if (need > UINT32_MAX / 4 * 3) return false; // (ids are 32 bits)
+        unsigned bits = trie_cap ? trie_bits : 14;
+        while (need * 4 > ((uint64_t)3 << bits)) bits++;
+        uint64_t ncap = (uint64_t)1 << bits;
+        uint32_t *ns = table_map(ncap * sizeof *ns);
         if (!ns) return false;
         // By node, not by slot: the nodes are read in order and the writes
         // land anywhere, each independent of the last (from the old slots,
-        // each node read was a cache miss the next step waited for).
+        // each node read was a cache miss the next step waited for). The
+        // slot of the node REHASH_AHEAD on is fetched while this one is
+        // put: one miss after another was a fifth of prefix_walk's samples
+        // in a PyTorch run (2^14 -> 2^23 slots, ~6 million puts).
+        uint64_t ahead[REHASH_AHEAD];
+        for (uint32_t id = 1; id <= w->nnodes && id <= REHASH_AHEAD; id++) {
+            ahead[id % REHASH_AHEAD] = trie_hash(w->nodes[id].parent, w->nodes[id].ip);
+            __builtin_prefetch(&ns[ahead[id % REHASH_AHEAD] & (ncap - 1)], 1);
+        }
         for (uint32_t id = 1; id <= w->nnodes; id++) {
-            uint64_t h = trie_hash(w->nodes[id].parent, w->nodes[id].ip);
+            uint64_t h = ahead[id % REHASH_AHEAD];
+            if (w->nnodes - id >= REHASH_AHEAD) {
+                uint32_t next = id + REHASH_AHEAD;
+                uint64_t hn = trie_hash(w->nodes[next].parent, w->nodes[next].ip);
+                ahead[next % REHASH_AHEAD] = hn;
+                __builtin_prefetch(&ns[hn & (ncap - 1)], 1);
+            }
             uint64_t j = h & (ncap - 1);
             while (ns[j]) j = (j + 1) & (ncap - 1);
-            ns[j] = TRIE_TAG(h) | id;
+            ns[j] = trie_tag(h, bits) | id;
         }
-        tpprof_mem_unmap(trie_slots, trie_cap * sizeof *trie_slots);
+        if (trie_slots) tpprof_mem_unmap(trie_slots, trie_cap * sizeof *trie_slots);
         trie_slots = ns;
         trie_cap = ncap;
+        trie_bits = bits;
         prefix_remake(ncap / 8);
     }
     if (need >= w->capnodes) {
@@ -114,14 +157,18 @@ static bool trie_reserve(uint32_t more) {
 // The child of parent with this ip, or 0 when it has none.
 static uint32_t trie_find(uint32_t parent, uint64_t ip) {
     const struct tpprof_wstate *w = &tpprof_w;
-    uint64_t h = trie_hash(parent, ip), tag = TRIE_TAG(h);
-    for (uint64_t j = h & (trie_cap - 1), v; (v = trie_slots[j]) != 0; j = (j + 1) & (trie_cap - 1)) {
-        if (TRIE_TAG(v) != tag) continue;
-        uint32_t id = (uint32_t)v;
+    if (!trie_cap) return 0;
+    uint64_t h = trie_hash(parent, ip);
+    uint32_t tag = trie_tag(h, trie_bits), mask = trie_id_mask(trie_bits), v;
+    for (uint64_t j = h & (trie_cap - 1); (v = trie_slots[j]) != 0; j = (j + 1) & (trie_cap - 1)) {
+        if ((v & ~mask) != tag) continue;
+        uint32_t id = v & mask;
         if (w->nodes[id].parent == parent && w->nodes[id].ip == ip) return id;
     }
     return 0;
 }
+
+uint32_t tpprof_writer_trie_child(uint32_t parent, uint64_t ip) { return trie_find(parent, ip); }
 
 // Nodes for ips[0..k) (innermost first, as a stack's frames are) as a chain
 // below parent, the outermost first: all new (a node made now has no
@@ -141,7 +188,7 @@ static void trie_append(uint32_t parent, const uintptr_t *ips, int k, uint32_t *
         w->nodes[id].ip = ips[k - 1 - i];
         uint64_t j = hs[i] & (trie_cap - 1);
         while (trie_slots[j]) j = (j + 1) & (trie_cap - 1);
-        trie_slots[j] = TRIE_TAG(hs[i]) | id;
+        trie_slots[j] = trie_tag(hs[i], trie_bits) | id;
         path[i] = parent = id;
     }
 }
@@ -195,7 +242,7 @@ uint32_t tpprof_writer_leaf_of(uint32_t sid) {
     if (sid >= w->capleaf) {
         uint32_t ncap = w->capleaf ? w->capleaf : 1 << 12;
         while (ncap <= sid) ncap *= 2;
-        uint32_t *n = tpprof_mem_grow(w->leaf_of, w->capleaf * sizeof *n, ncap * sizeof *n);
+        uint32_t *n = grow_written(w->leaf_of, w->capleaf * sizeof *n, ncap * sizeof *n);
         if (!n) return 0;
         w->leaf_of = n;
         w->capleaf = ncap;
@@ -224,7 +271,7 @@ struct tpprof_site *tpprof_site_get_slow(uint32_t sid, int kind) {
     if (sid >= h->cap) {
         uint32_t ncap = h->cap ? h->cap : 1 << 12;
         while (ncap <= sid) ncap *= 2;
-        uint32_t *n = tpprof_mem_grow(h->at, h->cap * sizeof *n, ncap * sizeof *n);
+        uint32_t *n = grow_written(h->at, h->cap * sizeof *n, ncap * sizeof *n);
         if (!n) return s;
         h->at = n;
         h->cap = ncap;
@@ -247,7 +294,7 @@ struct tpprof_site *tpprof_site_lookup(uint32_t sid, int kind) {
     if (stack >= site_of_cap) {
         uint32_t ncap = site_of_cap ? site_of_cap : 1 << 14;
         while (ncap <= stack) ncap *= 2;
-        uint32_t *n = tpprof_mem_grow(site_of_node, site_of_cap * sizeof *n, ncap * sizeof *n);
+        uint32_t *n = grow_written(site_of_node, site_of_cap * sizeof *n, ncap * sizeof *n);
         if (!n) return NULL;
         site_of_node = n;
         site_of_cap = ncap;
@@ -266,7 +313,7 @@ struct tpprof_site *tpprof_site_lookup(uint32_t sid, int kind) {
     memset(s, 0, sizeof *s);
     s->stack = stack;
     s->kind = (uint16_t)kind;
-    s->next_of_stack = site_of_node[stack];
+    s->next_of_stack = leaf_new ? 0 : site_of_node[stack];
     site_of_node[stack] = w->nsites;
     return s;
 }

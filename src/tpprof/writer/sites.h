@@ -20,6 +20,10 @@ TPPROF_HIDDEN extern struct tpprof_site_hints tpprof_site_hints;
 TPPROF_HIDDEN struct tpprof_site *tpprof_site_lookup(uint32_t sid, int kind);
 TPPROF_HIDDEN __attribute__((noinline)) struct tpprof_site *tpprof_site_get_slow(uint32_t sid, int kind);
 
+// The trie's child of node `parent` (0: a root) for return address ip, or
+// 0 when it has none (tests; the walk in sites.c uses it inline).
+TPPROF_HIDDEN uint32_t tpprof_writer_trie_child(uint32_t parent, uint64_t ip);
+
 // Once per allocation: the hint's hit inline, the rest not.
 static inline struct tpprof_site *tpprof_site_get(uint32_t sid, int kind) {
     const struct tpprof_site_hints *h = &tpprof_site_hints;
@@ -32,14 +36,18 @@ static inline struct tpprof_site *tpprof_site_get(uint32_t sid, int kind) {
 
 // Copy-on-write snapshot of the per-site live totals at the global peak:
 // before a site changes, it saves its value unless it already did since the
-// last new peak. So a new peak costs O(1), not a copy of every site.
+// last new peak. So a new peak costs O(1), not a copy of every site. A
+// site that becomes dirty is counted in tpprof_w.nchanged (state.h).
 static inline void tpprof_site_touch(struct tpprof_site *s) {
     if (s->snap_epoch != tpprof_w.peak_epoch) {
         s->snap_epoch = tpprof_w.peak_epoch;
         s->snap_count = s->live_count;
         s->snap_bytes = s->live_bytes;
     }
-    s->dirty = true;
+    if (!s->dirty) {
+        s->dirty = true;
+        tpprof_w.nchanged++;
+    }
 }
 
 static inline void tpprof_check_peak(uint64_t t) {

@@ -93,6 +93,12 @@ struct tpprof_wstate {
     // Sites; a stack's are found from its trie node (writer/sites.c).
     struct tpprof_site *sites;
     uint32_t nsites, capsites;
+    // Sites whose dirty flag is set: changed (or new) since their row was
+    // last written. tpprof_site_touch counts a site as it becomes dirty,
+    // the store as it writes it (clearing the flag): a site changed many
+    // times between two flushes counts once. Enough of them make a
+    // periodic flush due (writer.c).
+    uint32_t nchanged;
 
     // Stack trie: nodes[1..nnodes]; depot id -> leaf node.
     struct tpprof_map trie;

@@ -44,8 +44,19 @@
 // thousands of busy sites that is a good part of a second of SQLite work, so
 // the period grows to keep commits under 1/FLUSH_SHARE of the writer's time.
 #define FLUSH_SHARE 20
-// New sites that make a flush due whatever the period (see the loop).
+// New sites that make a flush due whatever the period, and changed ones
+// (new, or with a row that no longer holds their totals: tpprof_w.nchanged)
+// that make it due sooner than the period (see the loop).
 #define FLUSH_NEW_SITES 65536
+#define FLUSH_CHANGED_SITES 65536
+// A flush made due by changed sites starts at least FLUSH_CHANGED_SHARE
+// times the last flush's own time after that one started (at most half the
+// writer's time): a program whose hot sites number more than
+// FLUSH_CHANGED_SITES would otherwise flush without a pause, rewriting the
+// same rows. (With 4, the PyTorch loop's interpreter shutdown, 0.4 s after
+// a 0.44 s flush, came before one was allowed: its 184,000 changed sites
+// were all left to the exit's final flush.)
+#define FLUSH_CHANGED_SHARE 2
 
 struct tpprof_wstate tpprof_w;
 
@@ -53,8 +64,11 @@ static pthread_mutex_t wmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t writer_thread;
 static bool writer_running;
 static bool db_open;
-static uint64_t next_sample_ns, next_flush_ns;
+static uint64_t next_sample_ns, next_flush_ns, next_changed_ns;
 static uint32_t flushed_sites; // tpprof_w.nsites at the last periodic flush's end
+// The period between flushes (tests: TPPROF_TEST_FLUSH_MS, so that only
+// the site counts make one due).
+static uint64_t flush_every_ns = FLUSH_EVERY_NS;
 
 // Threads waiting for wmu (fork, exit, exec, the leak scan) are counted in
 // tpprof_merge_waiters: the merge cuts its pass for them (merge.h).
@@ -312,8 +326,12 @@ static void *writer_main(void *arg) {
         // the exiting program waits for (a PyTorch run makes 700,000 sites
         // in a few seconds; paced by time alone its final flush wrote
         // 520,000-640,000 sites in 1.0-1.3 s in some runs). What pacing
-        // saves is rewrites of sites already written.
-        if (now >= next_flush_ns || tpprof_device_flush_due() || tpprof_w.nsites - flushed_sites >= FLUSH_NEW_SITES) {
+        // saves is rewrites of sites already written. Changed sites (new or
+        // not) the same, paced less than by time: whatever changed since
+        // its row was written the exiting program waits for too (a PyTorch
+        // interpreter's shutdown frees at the sites of 150,000 rows).
+        if (now >= next_flush_ns || tpprof_device_flush_due() || tpprof_w.nsites - flushed_sites >= FLUSH_NEW_SITES ||
+            (tpprof_w.nchanged >= FLUSH_CHANGED_SITES && now >= next_changed_ns)) {
             // In steps, draining the rings between them (store.h). Paced by
             // the steps' own time, not the drains' between them (a busy
             // program's new stacks: counting them put seconds between
@@ -329,7 +347,8 @@ static void *writer_main(void *arg) {
             }
             if (r < 0) db_open = false;
             flushed_sites = tpprof_w.nsites;
-            next_flush_ns = now + (took * FLUSH_SHARE > FLUSH_EVERY_NS ? took * FLUSH_SHARE : FLUSH_EVERY_NS);
+            next_flush_ns = now + (took * FLUSH_SHARE > flush_every_ns ? took * FLUSH_SHARE : flush_every_ns);
+            next_changed_ns = now + took * FLUSH_CHANGED_SHARE;
         }
         pthread_mutex_unlock(&wmu);
         if (atomic_load(&tpprof_merge_waiters)) { // let them in before locking again
@@ -377,6 +396,11 @@ bool tpprof_writer_start(const char *path) {
     tpprof_w.start_unix_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     tpprof_w.peak_epoch = 1;
     tpprof_w.order = 1;
+    const char *ms = getenv("TPPROF_TEST_FLUSH_MS");
+    if (ms && atol(ms) > 0) { // the first periodic flush too
+        flush_every_ns = (uint64_t)atol(ms) * 1000000u;
+        next_flush_ns = tpprof_now_ns() + flush_every_ns;
+    }
     tpprof_merge_expect_current();
     ticks_calibrate(tpprof_now_ns()); // the first point; the writer's batches add the latest
     if (!tpprof_store_open(path)) return false;
@@ -556,6 +580,7 @@ void tpprof_writer_fork_child(const char *path) {
         // The child's database starts from the parent's state at the fork.
         w->nodes_written = 0;
         for (uint32_t i = 0; i < w->nsites; i++) w->sites[i].dirty = true, w->sites[i].stored = false;
+        w->nchanged = w->nsites;
         for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) t->w_dirty = t->w_seen;
         tpprof_modules_mark_all_unwritten();
         w->nsamples = 0;
@@ -564,7 +589,7 @@ void tpprof_writer_fork_child(const char *path) {
         tpprof_device_fork_child();
         if (tpprof_store_open(path)) {
             db_open = true;
-            next_flush_ns = 0;
+            next_flush_ns = next_changed_ns = 0;
             flushed_sites = 0;
             read_rss(); // opens the child's own statm while it is alone
             spawn_writer();

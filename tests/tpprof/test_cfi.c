@@ -1,0 +1,351 @@
+// test_cfi.c: unit tests of record/cfi.c (a code address's unwind rule from
+// its module's .eh_frame) and record/cfiwalk.c (the walk by those rules):
+// rules of this test's own functions built with and without frame
+// pointers, a hand-made table read at odd alignment (every CFA operation
+// the reader knows and the ones it refuses), and walks compared with
+// libunwind's from the same frame, on the main thread and another, twice
+// over (the second reuses the first's outer frames). Runs under
+// ASan+UBSan too.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "record/cfi.h"
+#include "../check.h"
+#include "cfi_frames.h"
+
+#define NOINLINE __attribute__((noinline))
+#define KEEP() __asm__ volatile("" ::: "memory")
+
+// ---------------------------------------------------------------------------
+// Rules of real functions.
+
+static uintptr_t seen_ret; // the return address into the function that called record_ret
+
+NOINLINE static void record_ret(int n) {
+    (void)n;
+    seen_ret = (uintptr_t)__builtin_return_address(0);
+    KEEP();
+}
+
+// Built with frame pointers (as the whole test is): CFA = rbp + 16, the
+// caller's rbp at CFA - 16.
+NOINLINE static void fp_call(cfi_frames_fn fn, int n) {
+    fn(n);
+    KEEP();
+}
+
+static struct tpprof_cfi_rule rule_after(void (*call)(cfi_frames_fn, int)) {
+    seen_ret = 0;
+    call(record_ret, 3);
+    struct tpprof_cfi_rule r;
+    memset(&r, 0x55, sizeof r);
+    CHECK(seen_ret != 0);
+    tpprof_cfi_rule_at(seen_ret - 1, &r);
+    return r;
+}
+
+static void test_a_function_with_a_frame_pointer_has_an_rbp_based_cfa(void) {
+    struct tpprof_cfi_rule r = rule_after(fp_call);
+    CHECK_MSG(r.kind == TPPROF_CFI_STEP && r.cfa_rbp == 1 && r.cfa_off == 16 && r.rbp_off == -16,
+              "kind %d, cfa %s+%d, rbp at %d", r.kind, r.cfa_rbp ? "rbp" : "rsp", r.cfa_off, r.rbp_off);
+}
+
+static void test_functions_without_frame_pointers_have_their_own_rules(void) {
+    // Plain: an rsp-based CFA past its pushes and locals, rbp untouched.
+    struct tpprof_cfi_rule r = rule_after(nofp_call);
+    CHECK_MSG(r.kind == TPPROF_CFI_STEP && r.cfa_rbp == 0 && r.cfa_off >= 8 && r.cfa_off % 8 == 0 && r.rbp_off == 0,
+              "plain: kind %d, cfa %s+%d, rbp at %d", r.kind, r.cfa_rbp ? "rbp" : "rsp", r.cfa_off, r.rbp_off);
+    // %rbp used for data: saved below the CFA, the CFA rsp-based.
+    r = rule_after(nofp_rbp_call);
+    CHECK_MSG(r.kind == TPPROF_CFI_STEP && r.cfa_rbp == 0 && r.cfa_off >= 16 && r.rbp_off < 0 && r.rbp_off >= -r.cfa_off,
+              "rbp kept: kind %d, cfa %s+%d, rbp at %d", r.kind, r.cfa_rbp ? "rbp" : "rsp", r.cfa_off, r.rbp_off);
+    // alloca: the frame's size is not known, so the CFA is rbp-based.
+    r = rule_after(nofp_alloca_call);
+    CHECK_MSG(r.kind == TPPROF_CFI_STEP && r.cfa_rbp == 1 && r.cfa_off == 16 && r.rbp_off == -16,
+              "alloca: kind %d, cfa %s+%d, rbp at %d", r.kind, r.cfa_rbp ? "rbp" : "rsp", r.cfa_off, r.rbp_off);
+}
+
+static void test_addresses_outside_any_code_have_no_rule(void) {
+    struct tpprof_cfi_rule r;
+    static int data;
+    CHECK(tpprof_cfi_rule_at((uintptr_t)&data, &r) == TPPROF_CFI_NONE);
+    int *heap = malloc(sizeof *heap);
+    CHECK(tpprof_cfi_rule_at((uintptr_t)heap, &r) == TPPROF_CFI_NONE);
+    free(heap);
+    CHECK(tpprof_cfi_rule_at(16, &r) == TPPROF_CFI_NONE);
+    CHECK(tpprof_cfi_rule_in(NULL, 16, &r) == TPPROF_CFI_NONE);
+}
+
+// A signal handler's return address is the C library's signal trampoline,
+// whose CIE says 'S' and whose CFA is an expression: not a simple rule.
+static volatile uintptr_t handler_ret;
+static void on_signal(int sig) {
+    (void)sig;
+    handler_ret = (uintptr_t)__builtin_return_address(0);
+}
+
+static void test_the_signal_trampoline_is_left_to_libunwind(void) {
+    signal(SIGUSR1, on_signal);
+    raise(SIGUSR1);
+    signal(SIGUSR1, SIG_DFL);
+    struct tpprof_cfi_rule r;
+    CHECK(handler_ret != 0);
+    CHECK_MSG(tpprof_cfi_rule_at(handler_ret - 1, &r) == TPPROF_CFI_NONE, "kind %d", r.kind);
+}
+
+// ---------------------------------------------------------------------------
+// A hand-made .eh_frame_hdr and .eh_frame, one byte off alignment.
+
+struct tab {
+    uint8_t b[1024];
+    size_t n;
+};
+static void put(struct tab *t, const void *p, size_t n) {
+    if (n) memcpy(t->b + t->n, p, n);
+    t->n += n;
+}
+static void put8(struct tab *t, uint8_t v) { put(t, &v, 1); }
+static void put32(struct tab *t, uint32_t v) { put(t, &v, 4); }
+static void put32_at(struct tab *t, size_t at, uint32_t v) { memcpy(t->b + at, &v, 4); }
+
+// A CIE ("zR", pcrel sdata4 FDE pointers, code 1, data -8, return address
+// column 16, CFA = rsp + 8, return address at CFA - 8) with augmentation
+// aug; returns its offset.
+static size_t put_cie(struct tab *t, const char *aug) {
+    size_t at = t->n;
+    put32(t, 0);
+    put32(t, 0); // CIE id
+    put8(t, 1);
+    put(t, aug, strlen(aug) + 1);
+    put8(t, 1);    // code alignment
+    put8(t, 0x78); // data alignment -8
+    put8(t, 16);   // return address column
+    put8(t, 1);    // augmentation length
+    put8(t, 0x1b); // R: pcrel sdata4
+    put8(t, 0x0c), put8(t, 7), put8(t, 8); // def_cfa rsp 8
+    put8(t, 0x90), put8(t, 1);             // offset r16 at cfa-8
+    while ((t->n - at) % 4) put8(t, 0);    // nops
+    put32_at(t, at, (uint32_t)(t->n - at - 4));
+    return at;
+}
+
+// An FDE of cie for [start, start + len) with program ops; its offset.
+static size_t put_fde(struct tab *t, size_t cie, uintptr_t start, uint32_t len, const uint8_t *ops, size_t nops) {
+    size_t at = t->n;
+    put32(t, 0);
+    put32(t, (uint32_t)(t->n - cie));
+    int32_t rel = (int32_t)(start - (uintptr_t)(t->b + t->n));
+    put32(t, (uint32_t)rel);
+    put32(t, len);
+    put8(t, 0); // augmentation length
+    put(t, ops, nops);
+    while ((t->n - at) % 4) put8(t, 0);
+    put32_at(t, at, (uint32_t)(t->n - at - 4));
+    return at;
+}
+
+static void test_a_hand_made_table_gives_each_rows_rule(void) {
+    static struct tab t; // (static: its addresses are the "code")
+    memset(&t, 0, sizeof t);
+    t.n = 1; // the header one byte off alignment
+    size_t hdr = t.n;
+    put8(&t, 1), put8(&t, 0x1b), put8(&t, 0x03), put8(&t, 0x3b); // version, eh_frame pcrel sdata4, count udata4, table datarel sdata4
+    size_t frame_ptr = t.n;
+    put32(&t, 0);
+    put32(&t, 3);
+    size_t table = t.n;
+    for (int i = 0; i < 6; i++) put32(&t, 0);
+    size_t frame = t.n;
+    put32_at(&t, frame_ptr, (uint32_t)(frame - frame_ptr));
+    uintptr_t code = (uintptr_t)t.b + 0x100000; // (within the 32-bit offsets of the table)
+    size_t cie = put_cie(&t, "zR"), cie_s = put_cie(&t, "zRS");
+    const uint8_t prog[] = {
+        0x41,                   // advance 1
+        0x0e, 16,               // def_cfa_offset 16
+        0x86, 2,                // offset rbp at cfa-16
+        0x43,                   // advance 3 (4)
+        0x0d, 6,                // def_cfa_register rbp
+        0x4a,                   // advance 10 (14)
+        0x0a,                   // remember_state
+        0x0c, 7, 8,             // def_cfa rsp 8
+        0xc6,                   // restore rbp (the CIE's: unchanged)
+        0x41,                   // advance 1 (15)
+        0x0b,                   // restore_state
+        0x02, 4,                // advance_loc1 4 (19)
+        0x0f, 3, 0x76, 0x78, 6, // def_cfa_expression: rbp - 8, deref
+        0x03, 0x10, 0x00,       // advance_loc2 16 (35)
+        0x0c, 7, 24,            // def_cfa rsp 24
+        0x10, 6, 1, 0x96,       // expression: rbp's rule an expression
+    };
+    const uint8_t last[] = {0x07, 16}; // undefined r16: the outermost frame
+    size_t f1 = put_fde(&t, cie, code, 64, prog, sizeof prog);
+    size_t f2 = put_fde(&t, cie, code + 64, 16, last, sizeof last);
+    size_t f3 = put_fde(&t, cie_s, code + 128, 16, NULL, 0);
+    put32(&t, 0); // the end of .eh_frame
+    size_t fdes[3] = {f1, f2, f3};
+    uintptr_t starts[3] = {code, code + 64, code + 128};
+    for (int i = 0; i < 3; i++) {
+        put32_at(&t, table + 8 * (size_t)i, (uint32_t)(int32_t)(starts[i] - (uintptr_t)(t.b + hdr)));
+        put32_at(&t, table + 8 * (size_t)i + 4, (uint32_t)(fdes[i] - hdr));
+    }
+    const uint8_t *h = t.b + hdr;
+    struct {
+        uintptr_t pc;
+        int kind, cfa_rbp, cfa_off, rbp_off;
+    } want[] = {
+        {code + 0, TPPROF_CFI_STEP, 0, 8, 0},     {code + 1, TPPROF_CFI_STEP, 0, 16, -16},
+        {code + 3, TPPROF_CFI_STEP, 0, 16, -16},  {code + 4, TPPROF_CFI_STEP, 1, 16, -16},
+        {code + 14, TPPROF_CFI_STEP, 0, 8, 0},    {code + 15, TPPROF_CFI_STEP, 1, 16, -16},
+        {code + 18, TPPROF_CFI_STEP, 1, 16, -16}, {code + 19, TPPROF_CFI_NONE, 0, 0, 0},
+        {code + 35, TPPROF_CFI_NONE, 0, 0, 0},    {code + 63, TPPROF_CFI_NONE, 0, 0, 0},
+        {code + 64, TPPROF_CFI_END, 0, 0, 0},     {code + 79, TPPROF_CFI_END, 0, 0, 0},
+        {code + 80, TPPROF_CFI_NONE, 0, 0, 0},    {code + 130, TPPROF_CFI_NONE, 0, 0, 0},
+        {code - 1, TPPROF_CFI_NONE, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        struct tpprof_cfi_rule r;
+        int k = tpprof_cfi_rule_in(h, want[i].pc, &r);
+        bool ok = k == want[i].kind && r.kind == want[i].kind;
+        if (ok && k == TPPROF_CFI_STEP)
+            ok = r.cfa_rbp == want[i].cfa_rbp && r.cfa_off == want[i].cfa_off && r.rbp_off == want[i].rbp_off;
+        CHECK_MSG(ok, "pc +%d: kind %d, cfa %s+%d, rbp at %d", (int)(want[i].pc - code), k, r.cfa_rbp ? "rbp" : "rsp",
+                  r.cfa_off, r.rbp_off);
+    }
+    // A header of another version, or a table of another encoding: none.
+    struct tpprof_cfi_rule r;
+    t.b[hdr] = 2;
+    CHECK(tpprof_cfi_rule_in(h, code + 1, &r) == TPPROF_CFI_NONE);
+    t.b[hdr] = 1;
+    t.b[hdr + 3] = 0x1b;
+    CHECK(tpprof_cfi_rule_in(h, code + 1, &r) == TPPROF_CFI_NONE);
+    t.b[hdr + 3] = 0x3b;
+    CHECK(tpprof_cfi_rule_in(h, code + 1, &r) == TPPROF_CFI_STEP);
+}
+
+// ---------------------------------------------------------------------------
+// Walks against libunwind's.
+
+typedef int (*backtrace_fn)(void **, int);
+static backtrace_fn unw_bt;
+
+enum { MAXF = 128 };
+struct cmp {
+    struct tpprof_cfi_state *st;
+    uintptr_t lo, hi;
+    int walks, same, reused_ok;
+};
+static __thread struct cmp *cur;
+
+static void stack_of_thread(uintptr_t *lo, uintptr_t *hi) {
+    pthread_attr_t a;
+    void *addr;
+    size_t size;
+    pthread_getattr_np(pthread_self(), &a);
+    pthread_attr_getstack(&a, &addr, &size);
+    pthread_attr_destroy(&a);
+    *lo = (uintptr_t)addr;
+    *hi = (uintptr_t)addr + size;
+}
+
+// Built with a frame pointer: the walk starts at its caller with the
+// registers its frame restores; libunwind's from here, less its first frame
+// (this function's own).
+NOINLINE static void walk_here(int n) {
+    (void)n;
+    struct cmp *c = cur;
+    uintptr_t *fp = __builtin_frame_address(0);
+    struct tpprof_cfi_regs r = {fp[1], (uintptr_t)(fp + 2), fp[0]};
+    uintptr_t ips[MAXF];
+    void *l[MAXF + 1];
+    int nl = unw_bt(l, MAXF + 1) - 1;
+    for (int pass = 0; pass < 2; pass++) { // (the second: the first walk's frames reused)
+        int nw = tpprof_cfi_walk(c->st, &r, c->lo, c->hi, 1, ips, MAXF);
+        c->walks++;
+        bool same = nw == nl && nw > 3;
+        for (int i = 0; same && i < nw; i++) same = ips[i] == (uintptr_t)l[i + 1];
+        if (same) c->same++;
+        else if (c->walks - c->same <= 3) {
+            fprintf(stderr, "walk %d: %d frames, libunwind %d\n", c->walks, nw, nl);
+            for (int i = 0; i < (nw > nl ? nw : nl) && i < 48; i++)
+                fprintf(stderr, "  %2d %#lx %#lx\n", i, i < nw ? (unsigned long)ips[i] : 0UL,
+                        i < nl ? (unsigned long)l[i + 1] : 0UL);
+        }
+    }
+    KEEP();
+}
+
+// Walks from chains of every depth to 40, each twice, from two call sites.
+NOINLINE static void walks_from(void (*site)(cfi_frames_fn, int)) {
+    for (int d = 0; d <= 40; d++) site(walk_here, d);
+    KEEP();
+}
+
+NOINLINE static void chain_via_fp(cfi_frames_fn fn, int d) {
+    (void)fn;
+    nofp_chain(walk_here, d);
+    KEEP();
+}
+
+NOINLINE static void chain_via_nofp(cfi_frames_fn fn, int d) {
+    (void)fn;
+    nofp_call(nofp_chain_next, d);
+    KEEP();
+}
+
+static void *compare_walks(void *arg) {
+    struct cmp *c = arg;
+    cur = c;
+    stack_of_thread(&c->lo, &c->hi);
+    walks_from(chain_via_fp);
+    walks_from(chain_via_nofp);
+    return NULL;
+}
+
+static void test_walks_are_libunwinds_on_two_threads_and_again(void) {
+    void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    unw_bt = h ? (backtrace_fn)dlsym(h, "unw_backtrace") : NULL;
+    if (!unw_bt) {
+        fprintf(stderr, "no libunwind.so.8: walks not compared\n");
+        return;
+    }
+    cfi_frames_leaf = walk_here;
+    struct cmp m = {.st = tpprof_cfi_state_new()}, o = {.st = tpprof_cfi_state_new()};
+    CHECK(m.st && o.st);
+    if (!m.st || !o.st) return;
+    compare_walks(&m);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, compare_walks, &o) == 0);
+    pthread_join(t, NULL);
+    CHECK_MSG(m.walks == 164 && m.same == m.walks, "main thread: %d of %d walks libunwind's", m.same, m.walks);
+    CHECK_MSG(o.walks == 164 && o.same == o.walks, "other thread: %d of %d walks libunwind's", o.same, o.walks);
+    // A new generation (modules unloaded): the rules are read again, the same.
+    struct tpprof_cfi_regs r;
+    uintptr_t *fp = __builtin_frame_address(0), ips[MAXF], again[MAXF];
+    r = (struct tpprof_cfi_regs){fp[1], (uintptr_t)(fp + 2), fp[0]};
+    int n1 = tpprof_cfi_walk(m.st, &r, m.lo, m.hi, 1, ips, MAXF);
+    int n2 = tpprof_cfi_walk(m.st, &r, m.lo, m.hi, 2, again, MAXF);
+    CHECK(n1 > 2 && n1 == n2 && memcmp(ips, again, (size_t)n1 * sizeof ips[0]) == 0);
+    // Bounds that do not hold the frame: no walk.
+    CHECK(tpprof_cfi_walk(m.st, &r, m.lo, r.sp, 2, ips, MAXF) == -1);
+    CHECK(tpprof_cfi_walk(m.st, &r, r.sp + 8, m.hi, 2, ips, MAXF) == -1);
+    // A cap on frames: the first ones.
+    CHECK(tpprof_cfi_walk(m.st, &r, m.lo, m.hi, 2, again, 2) == 2 && again[0] == ips[0] && again[1] == ips[1]);
+    tpprof_cfi_state_free(m.st);
+    tpprof_cfi_state_free(o.st);
+}
+
+int main(void) {
+    RUN(test_a_function_with_a_frame_pointer_has_an_rbp_based_cfa);
+    RUN(test_functions_without_frame_pointers_have_their_own_rules);
+    RUN(test_addresses_outside_any_code_have_no_rule);
+    RUN(test_the_signal_trampoline_is_left_to_libunwind);
+    RUN(test_a_hand_made_table_gives_each_rows_rule);
+    RUN(test_walks_are_libunwinds_on_two_threads_and_again);
+    return CHECK_EXIT_STATUS();
+}
