@@ -45,10 +45,12 @@ static inline uint32_t trie_id_mask(unsigned bits) { return bits >= 32 ? UINT32_
 // longest outer part found here instead of at the root (each step of a walk
 // from the root is two cache misses, the slot and the node, in tables of
 // millions of nodes: a PyTorch run's 600,000 stacks of 32 frames made that
-// walk an eighth of the whole process's time). Direct-mapped, an eighth of
-// the trie's slots (remade empty as the trie grows: 16 MiB at 3.7 million
-// nodes; a quarter cost 16 MiB more for no time measured in that run); a
-// miss costs only a longer walk. The two hashes are the depot's two chains
+// walk an eighth of the whole process's time). Direct-mapped, a sixteenth of
+// the trie's slots (remade empty as the trie grows: 8 MiB at 3.7 million
+// nodes; a quarter cost 16 MiB more than an eighth for no time measured in
+// that run, and an eighth 8 MiB more than a sixteenth: the writer's CPU
+// 1.40 against 1.38 s, 14 interleaved rounds); a miss costs only a longer
+// walk. The two hashes are the depot's two chains
 // (stacks.h), so a false match is as unlikely as there.
 struct prefix_entry {
     uint64_t h1;
@@ -141,7 +143,7 @@ static bool trie_reserve(uint32_t more) {
         trie_slots = ns;
         trie_cap = ncap;
         trie_bits = bits;
-        prefix_remake(ncap / 8);
+        prefix_remake(ncap / 16);
     }
     if (need >= w->capnodes) {
         uint32_t ncap = w->capnodes ? w->capnodes : 1 << 14;
