@@ -99,8 +99,9 @@ void tpprof_unwind_release(struct tpprof_thread *t) {
     tpprof_mem_unmap(t->big_stack, BIG_STACK_BYTES);
 #endif
     t->big_stack = NULL;
-    tpprof_cfi_state_free(t->cfi);
-    t->cfi = NULL;
+    // (The CFI walk's state stays with the struct, for the next thread that
+    // takes it: its rules are facts about code, still true, and its last
+    // walk is only reused where the new thread's stack holds the same words.)
 }
 
 // The thread's stack, from the C library's pthread_getattr_np. That holds
