@@ -14,7 +14,9 @@
 # process's threads) and peak RSS (added MiB), and the load average.
 # The interpreter is /usr/bin/python3 (PYTHON= to change it). BASE=BUILD_DIR
 # adds that build's preload and `tpprof run` (base-preload, base-run) to
-# the rounds: a before/after comparison in one run.
+# the rounds: a before/after comparison in one run. BASE_ENV='VAR=value ...'
+# sets those for the base runs only (BASE may then be BUILD_DIR itself:
+# BASE_ENV=TPPROF_UNWIND=fp+libunwind compares the unwinders in one build).
 # A benchmark: it never fails a build.
 set -eu
 build=$(cd "$1" && pwd)
@@ -42,8 +44,8 @@ one() {
     native) set -- "$py" "$s" ;;
     preload) set -- env LD_PRELOAD="$lib" TPPROF_OUTPUT="$tmp/out/p.db" "$py" "$s" ;;
     run) set -- "$cli" run -o "$tmp/out/r.db" -- "$py" "$s" ;;
-    base-preload) set -- env LD_PRELOAD="$base/src/tpprof/libtpprof.so" TPPROF_OUTPUT="$tmp/out/p.db" "$py" "$s" ;;
-    base-run) set -- "$base/viewer/tpprof" run -o "$tmp/out/r.db" -- "$py" "$s" ;;
+    base-preload) set -- env ${BASE_ENV:-} LD_PRELOAD="$base/src/tpprof/libtpprof.so" TPPROF_OUTPUT="$tmp/out/p.db" "$py" "$s" ;;
+    base-run) set -- env ${BASE_ENV:-} "$base/viewer/tpprof" run -o "$tmp/out/r.db" -- "$py" "$s" ;;
     heaptrack) set -- heaptrack -r -o "$tmp/out/h" "$py" "$s" ;;
     memray) set -- "$py" -m memray run --native -q -o "$tmp/out/m.bin" "$s" ;;
   esac

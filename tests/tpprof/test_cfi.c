@@ -100,6 +100,72 @@ static void test_the_signal_trampoline_is_left_to_libunwind(void) {
 }
 
 // ---------------------------------------------------------------------------
+// The previous walk's frames are reused only where the stack still holds
+// what that walk read: a hand-made stack of frame-pointer frames (return
+// addresses inside fp_call, fp_call2 and fp_call3, whose rule is CFA = rbp +
+// 16, the caller's rbp at CFA - 16).
+
+NOINLINE static void fp_call2(cfi_frames_fn fn, int n) {
+    fn(n + 1);
+    KEEP();
+}
+
+NOINLINE static void fp_call3(cfi_frames_fn fn, int n) {
+    fn(n + 2);
+    KEEP();
+}
+
+static uintptr_t ret_in(void (*call)(cfi_frames_fn, int)) {
+    seen_ret = 0;
+    call(record_ret, 1);
+    return seen_ret;
+}
+
+static void test_a_changed_outer_frame_is_walked_not_reused(void) {
+    uintptr_t ra[3] = {ret_in(fp_call), ret_in(fp_call2), ret_in(fp_call3)};
+    static uintptr_t stack[64];
+    uintptr_t lo = (uintptr_t)stack, hi = (uintptr_t)(stack + 64);
+    // Frame k at stack[8k + 8]: its saved rbp (frame k+1), then the return
+    // address into frame k+1; 6 frames, the last one's caller 0.
+    uintptr_t want[7];
+    want[0] = ra[0];
+    for (int k = 0; k < 6; k++) {
+        uintptr_t *f = &stack[8 * k + 8];
+        f[0] = k < 5 ? (uintptr_t)&stack[8 * k + 16] : 0;
+        f[1] = want[k + 1] = k < 5 ? ra[(k + 1) % 3] : 0;
+    }
+    struct tpprof_cfi_state *st = tpprof_cfi_state_new();
+    CHECK(st != NULL);
+    if (!st) return;
+    struct tpprof_cfi_regs r = {ra[0], (uintptr_t)&stack[2], (uintptr_t)&stack[8]};
+    uintptr_t ips[8];
+    int n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6);
+    CHECK_MSG(n == 6 && memcmp(ips, want, 6 * sizeof ips[0]) == 0, "%d frames", n);
+    // The same again: reused, the same.
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6);
+    CHECK(n == 6 && memcmp(ips, want, 6 * sizeof ips[0]) == 0);
+    // An outer return address changed: that frame is the new one.
+    stack[8 * 3 + 9] = want[4] = ra[0] == want[4] ? ra[1] : ra[0];
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6);
+    CHECK_MSG(n == 6 && memcmp(ips, want, 6 * sizeof ips[0]) == 0, "a changed return address: %d frames", n);
+    // An outer saved rbp changed (frame 2 now goes to frame 4 directly):
+    // the walk follows it.
+    stack[8 * 2 + 8] = (uintptr_t)&stack[8 * 4 + 8];
+    uintptr_t skip[6] = {want[0], want[1], want[2], want[3], want[5], want[6]};
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6);
+    CHECK_MSG(n == 5 && memcmp(ips, skip, 5 * sizeof ips[0]) == 0, "a changed saved rbp: %d frames", n);
+    // A walk that starts deeper and meets the previous one at its frame 1.
+    struct tpprof_cfi_regs deeper = {ra[2], (uintptr_t)&stack[0], (uintptr_t)&stack[2]};
+    stack[2] = (uintptr_t)&stack[8];
+    stack[3] = ra[0];
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6); // (the previous walk: from r)
+    uintptr_t from_deeper[6] = {ra[2], skip[0], skip[1], skip[2], skip[3], skip[4]};
+    n = tpprof_cfi_walk(st, &deeper, lo, hi, 1, ips, 6);
+    CHECK_MSG(n == 6 && memcmp(ips, from_deeper, 6 * sizeof ips[0]) == 0, "from deeper: %d frames", n);
+    tpprof_cfi_state_free(st);
+}
+
+// ---------------------------------------------------------------------------
 // A hand-made .eh_frame_hdr and .eh_frame, one byte off alignment.
 
 struct tab {
@@ -346,6 +412,7 @@ int main(void) {
     RUN(test_addresses_outside_any_code_have_no_rule);
     RUN(test_the_signal_trampoline_is_left_to_libunwind);
     RUN(test_a_hand_made_table_gives_each_rows_rule);
+    RUN(test_a_changed_outer_frame_is_walked_not_reused);
     RUN(test_walks_are_libunwinds_on_two_threads_and_again);
     return CHECK_EXIT_STATUS();
 }

@@ -52,7 +52,7 @@ struct tpprof_cfi_regs {
 };
 
 // A thread's walk state (its cache of rules, its previous walk): mapped
-// (13 KiB, NULL if it cannot be), for one thread at a time.
+// (42 KiB, NULL if it cannot be), for one thread at a time.
 struct tpprof_cfi_state;
 struct tpprof_cfi_state *tpprof_cfi_state_new(void);
 void tpprof_cfi_state_free(struct tpprof_cfi_state *st);

@@ -99,8 +99,9 @@ void tpprof_unwind_release(struct tpprof_thread *t) {
     tpprof_mem_unmap(t->big_stack, BIG_STACK_BYTES);
 #endif
     t->big_stack = NULL;
-    tpprof_cfi_state_free(t->cfi);
-    t->cfi = NULL;
+    // (The CFI walk's state stays with the struct, for the next thread that
+    // takes it: its rules are facts about code, still true, and its last
+    // walk is only reused where the new thread's stack holds the same words.)
 }
 
 // The thread's stack, from the C library's pthread_getattr_np. That holds
@@ -327,6 +328,11 @@ __attribute__((noinline)) static int cfi_walk_here(uintptr_t *ips, int max, uint
 // alone; below FP_ROOM_BYTES no stack is taken at all.
 #define UNW_ROOM_BYTES ((uintptr_t)12 << 10)
 #define FP_ROOM_BYTES ((uintptr_t)4 << 10)
+// The CFI walk and, on a miss, its parsing of unwind tables take about
+// 1.5 KiB below capture_unw (gcc -fstack-usage, _dl_find_object's own
+// frame aside); under CFI_ROOM_BYTES libunwind walks instead, on its own
+// stack.
+#define CFI_ROOM_BYTES ((uintptr_t)3 << 10)
 
 static uintptr_t stack_room(void) {
     uintptr_t sp = (uintptr_t)__builtin_frame_address(0), lo, hi;
@@ -861,7 +867,7 @@ static __attribute__((noinline)) uint32_t capture_unw(struct uwstate *s, uint32_
                                                       int max) {
     uintptr_t l[max];
     int nl = -1;
-    if (!tpprof_cfg.unwind_nocfi) {
+    if (!tpprof_cfg.unwind_nocfi && TPPROF_LIKELY(stack_room() >= CFI_ROOM_BYTES)) {
         if (!s) gen = atomic_load_explicit(&uw_gen, memory_order_relaxed);
         nl = cfi_walk_here(l, max, gen);
     }

@@ -15,7 +15,7 @@ static void test_churn(char *prog) {
     // What one thread learnt of the code is every thread's: the 300 threads
     // run the same code, so no thread's first walks go to the CFI walk or
     // libunwind (whose first call on a thread mapped and filled a 256 KiB
-    // cache for it; the CFI walk's state is 17 KiB).
+    // cache for it; the CFI walk's state is 42 KiB).
     long long slow = qi("SELECT sum(value) FROM meta WHERE key IN ('libunwind_walks', 'cfi_walks')");
     CHECK_MSG(slow >= 1 && slow < 50, "CFI or libunwind walked %lld stacks for 300 threads of the same code", slow);
 }

@@ -1,8 +1,10 @@
 // cfideep.c: allocations 32 calls deep in a library built without frame
 // pointers (cfideep_lib.c), from the main thread and from another, each
 // entering the chain from a few call sites; one block lost from each
-// thread (4242 B from main, 4343 B from the other). Built with gcc and
-// with clang, both -O2 -fomit-frame-pointer. Prints "cfideep ok".
+// thread (4242 B from main, 4343 B from the other); then 6 more threads
+// one after another (whose thread structs, and CFI walk state, the
+// recorder may hand from one to the next). Built with gcc and with clang,
+// both -O2 -fomit-frame-pointer. Prints "cfideep ok".
 #include <pthread.h>
 #include <stdio.h>
 
@@ -38,12 +40,23 @@ NOINLINE static void *other(void *arg) {
     return NULL;
 }
 
+NOINLINE static void *another(void *arg) {
+    (void)arg;
+    rounds(60);
+    KEEP();
+    return NULL;
+}
+
 int main(void) {
     rounds(24);
     cfi_d31(0, 4242);
     pthread_t t;
     if (pthread_create(&t, NULL, other, NULL) != 0) return 1;
     pthread_join(t, NULL);
+    for (int i = 0; i < 6; i++) {
+        if (pthread_create(&t, NULL, another, NULL) != 0) return 1;
+        pthread_join(t, NULL);
+    }
     puts("cfideep ok");
     return 0;
 }
