@@ -29,6 +29,9 @@
 
 static sqlite3 *db;
 static char db_path[4096];
+static bool reopened; // the file open now was a recording already (store.h)
+
+bool tpprof_store_reopened(void) { return reopened; }
 
 // ---------------------------------------------------------------------------
 // Small helpers.
@@ -175,6 +178,7 @@ static uint64_t mono_ns(void) {
 bool tpprof_store_open(const char *path) {
     struct tpprof_wstate *w = &tpprof_w;
     bool reopen = w->exec_pending || w->end_reason != NULL || w->nodes_written > 0;
+    reopened = reopen;
     snprintf(db_path, sizeof db_path, "%s", path);
     tpprof_store_py_reset();
     if (!reopen) memset(&stats, 0, sizeof stats);

@@ -31,6 +31,10 @@ TPPROF_HIDDEN bool tpprof_store_flush(bool final);
 TPPROF_HIDDEN bool tpprof_store_flush_begin(bool final);
 TPPROF_HIDDEN int tpprof_store_flush_step(void);
 TPPROF_HIDDEN void tpprof_store_close(bool final);
+// Whether the file open now was a recording already (an exec'd image's,
+// reopened): its tables may hold an earlier image's rows. A new one is the
+// empty recording's copy (schema.c).
+TPPROF_HIDDEN bool tpprof_store_reopened(void);
 // A forked child: drops the parent's handle unclosed.
 TPPROF_HIDDEN void tpprof_store_abandon(void);
 

@@ -255,10 +255,13 @@ static bool exec_sql(sqlite3 *db, const char *sql) { return sqlite3_exec(db, sql
 bool tpprof_store_tensors_put(sqlite3 *db, bool final) {
     if (!put_allocator_events(db)) return false;
     if (!final) return true;
-    // The final state replaces whatever an earlier image (a forked parent) wrote.
-    return exec_sql(db, "DELETE FROM storages; DELETE FROM storage_refs; DELETE FROM tensors; DELETE FROM tensor_refs;"
-                        " DELETE FROM graph_nodes; DELETE FROM graph_edges; DELETE FROM saved_tensors;"
-                        " DELETE FROM tensor_grads;") &&
+    // The final state replaces whatever an earlier image (a forked parent)
+    // wrote; a new file has nothing to replace (emptying its eight empty
+    // tables was 70-90 us of every process's end).
+    return (!tpprof_store_reopened() ||
+            exec_sql(db, "DELETE FROM storages; DELETE FROM storage_refs; DELETE FROM tensors; DELETE FROM tensor_refs;"
+                         " DELETE FROM graph_nodes; DELETE FROM graph_edges; DELETE FROM saved_tensors;"
+                         " DELETE FROM tensor_grads;")) &&
            put_storages(db) && put_tensors(db) && put_tensor_refs(db) && put_aggregates(db) &&
            tpprof_store_graph_put(db);
 }
