@@ -219,16 +219,8 @@ static ptrdiff_t find_node(const tpprof_stacks *st, int64_t id) {
 
 // Index of the first symbol row of ip, or -1.
 static ptrdiff_t find_symbol(const tpprof_stacks *st, int64_t ip) {
-    const tpprof_symtab *t = &st->symbols;
-    size_t lo = 0, hi = t->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t->rows[mid].ip < ip)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < t->n && t->rows[lo].ip == ip ? (ptrdiff_t)lo : -1;
+    size_t i = tpprof_symtab_first(&st->symbols, ip);
+    return i < st->symbols.n && st->symbols.rows[i].ip == ip ? (ptrdiff_t)i : -1;
 }
 
 static bool is_own_frame(const char *module) {

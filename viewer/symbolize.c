@@ -920,8 +920,7 @@ static int cmp_merged_ip(const void *a, const void *b) {
     return (x->off > y->off) - (x->off < y->off);
 }
 
-// The rows of tab for ip (sorted by (ip, idx)): the index of the first, or n.
-static size_t rows_of(const tpprof_symtab *tab, int64_t ip) {
+size_t tpprof_symtab_first(const tpprof_symtab *tab, int64_t ip) {
     size_t a = 0, b = tab->n;
     while (a < b) {
         size_t mid = a + (b - a) / 2;
@@ -1086,7 +1085,7 @@ int tpprof_symbolize_merged(tpprof_db *db, tpprof_symtab *out, size_t *lookups) 
         if (result == 0)
             symtab_sort(&once);
         for (size_t j = start; j < i && result == 0; j++)
-            for (size_t r = rows_of(&once, (int64_t)v[j].off); r < once.n && once.rows[r].ip == (int64_t)v[j].off; r++)
+            for (size_t r = tpprof_symtab_first(&once, (int64_t)v[j].off); r < once.n && once.rows[r].ip == (int64_t)v[j].off; r++)
                 if ((result = copy_row(out, &once.rows[r], v[j].ip)) != 0)
                     break;
         tpprof_symtab_free(&once);

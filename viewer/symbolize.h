@@ -49,6 +49,10 @@ int tpprof_symtab_load(tpprof_db *db, tpprof_symtab *out);
 
 void tpprof_symtab_free(tpprof_symtab *tab);
 
+// The index of ip's first row in a sorted table (its innermost frame), or
+// where ip's rows would be: tab->n or a row of a higher ip when it has none.
+size_t tpprof_symtab_first(const tpprof_symtab *tab, int64_t ip);
+
 // Symbolize the database at path in place if `symbols` is empty. Used by
 // `run`. Returns 0 or -1 + error.
 int tpprof_symbolize_file(const char *path);
