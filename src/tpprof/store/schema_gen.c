@@ -11,17 +11,11 @@
 #include <unistd.h>
 
 // schema.c calls SQLite through the recorder's table (base/sqlite_api.h):
-// here it is filled with the linked library, which this file calls directly.
+// base/sqlite_linked.c fills it with the linked library, which this file
+// calls directly.
 #define TPPROF_SQLITE_LINKED
 #include "base/sqlite_api.h"
 #include "store/store.h"
-
-struct tpprof_sqlite_api tpprof_sql = {
-#define TPPROF_SQLITE_LINK(name) .name = sqlite3_##name,
-    TPPROF_SQLITE_FUNCS(TPPROF_SQLITE_LINK)
-#undef TPPROF_SQLITE_LINK
-};
-bool tpprof_sqlite_shared = true;
 
 static int die(const char *what, sqlite3 *db) {
     fprintf(stderr, "tpprof_schema_gen: %s: %s\n", what, db ? sqlite3_errmsg(db) : "failed");
