@@ -4,6 +4,7 @@
 // (user_version), so a reopened recording is not made again.
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,8 +42,20 @@ static void test_a_new_recordings_copy_of_the_empty_recording_is_the_schema_made
     char copy[256], made[256];
     snprintf(copy, sizeof copy, "%s/copy.db", dir);
     snprintf(made, sizeof made, "%s/made.db", dir);
-    CHECK(tpprof_store_schema_copy(copy));
-    CHECK_MSG(!tpprof_store_schema_copy(copy), "the copy overwrote a file that was there");
+    CHECK(tpprof_store_schema_copy(copy, false));
+    CHECK_MSG(!tpprof_store_schema_copy(copy, false), "the copy overwrote a file that was there");
+    // In place (a claimed file): whatever the file held is replaced, same inode.
+    char inplace[256];
+    snprintf(inplace, sizeof inplace, "%s/inplace.db", dir);
+    FILE *f = fopen(inplace, "w");
+    CHECK(f && fputs("not yet a recording, longer than nothing", f) >= 0 && fclose(f) == 0);
+    struct stat before, after, fresh;
+    CHECK(stat(inplace, &before) == 0 && stat(copy, &fresh) == 0);
+    CHECK(tpprof_store_schema_copy(inplace, true));
+    CHECK(stat(inplace, &after) == 0);
+    CHECK_MSG(after.st_ino == before.st_ino, "the in-place copy made a new file");
+    CHECK_MSG(after.st_size == fresh.st_size, "in-place copy holds %lld bytes, a new one %lld", (long long)after.st_size,
+              (long long)fresh.st_size);
 
     sqlite3 *a = NULL, *b = NULL;
     CHECK(sqlite3_open_v2(copy, &a, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);

@@ -513,6 +513,24 @@ __attribute__((constructor(101))) static void tpprof_start(void) {
     output_name(tpprof_output_path, sizeof tpprof_output_path, getpid());
     char pidtxt[32];
     snprintf(pidtxt, sizeof pidtxt, "%d", (int)getpid());
+    if (tpprof_writer_claim(tpprof_output_path) == 0) {
+        // Another live process records to this name: started beside this
+        // one with the same TPPROF_OUTPUT (the commands of a pipeline, under
+        // an exported LD_PRELOAD), not by a recorded process, which would
+        // have given this one its pid. Replacing that file would destroy a
+        // recording being written; this one takes its pid too, and says so.
+        char taken[sizeof tpprof_output_path];
+        snprintf(taken, sizeof taken, "%s", tpprof_output_path);
+        insert_tag(tpprof_output_path, sizeof tpprof_output_path, pidtxt);
+        tpprof_writer_claim(tpprof_output_path);
+        char line[2 * sizeof taken + 96];
+        int n = snprintf(line, sizeof line, "tpprof: %s is being recorded by another process; this one records to %s\n",
+                         taken, tpprof_output_path);
+        int fd = tpprof_fd_stderr();
+        if (n > 0 && fd >= 0 && write(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1) < 0) {
+            // nothing more to do
+        }
+    }
     setenv("TPPROF_RECORDED_PID", pidtxt, 1);
 
     tpprof_self_range_init();

@@ -188,10 +188,12 @@ bool tpprof_store_schema_make(sqlite3 *db) {
 extern const unsigned char tpprof_store_schema_db[];
 extern const unsigned long tpprof_store_schema_db_size;
 
-bool tpprof_store_schema_copy(const char *path) {
+bool tpprof_store_schema_copy(const char *path, bool in_place) {
     // O_EXCL: the caller removed what was there (a recording it may
-    // replace); anything that appeared since is not overwritten.
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    // replace); anything that appeared since is not overwritten. In place:
+    // the caller's claimed file (the claim's lock stays with its inode).
+    int fd = open(path, in_place ? O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC : O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                  0644);
     if (fd < 0) return false;
     const unsigned char *p = tpprof_store_schema_db;
     size_t left = tpprof_store_schema_db_size;
@@ -202,8 +204,9 @@ bool tpprof_store_schema_copy(const char *path) {
         p += n;
         left -= (size_t)n;
     }
+    if (left > 0 && in_place && ftruncate(fd, 0) != 0) { /* SQLite reads what is there; its error says it */ }
     close(fd);
-    if (left > 0) unlink(path);
+    if (left > 0 && !in_place) unlink(path);
     return left == 0;
 }
 #endif

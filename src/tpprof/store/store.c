@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 #include <errno.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -118,10 +119,12 @@ static void cmdline_json(char *out, size_t cap) {
     out[k] = 0;
 }
 
-static void remove_files(const char *path) {
+// Removes a recording's files; keep_main: not the database itself (this
+// process's claimed file, whose lock stays with its inode).
+static void remove_files(const char *path, bool keep_main) {
     static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
     char p[4200];
-    for (int i = 0; i < 4; i++) {
+    for (int i = keep_main ? 1 : 0; i < 4; i++) {
         snprintf(p, sizeof p, "%s%s", path, suffix[i]);
         unlink(p);
     }
@@ -173,7 +176,48 @@ static uint64_t mono_ns(void) {
 }
 
 // ---------------------------------------------------------------------------
-// Open.
+// Claim and open.
+
+// This process's claim (tpprof_store_claim): the locked descriptor, and the
+// file's identity, so that a file put in its place since is not mistaken
+// for it.
+static int claim_fd = -1;
+static dev_t claim_dev;
+static ino_t claim_ino;
+
+int tpprof_store_claim(const char *path) {
+    if (claim_fd >= 0) { // a forked child's copy: the parent's lock stays the parent's
+        tpprof_fd_close(claim_fd);
+        claim_fd = -1;
+    }
+    // Created if missing (an empty file is what a new recording may
+    // replace); whatever else is there is only opened for reading.
+    int c = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (c < 0) return -1;
+    close(c);
+    int fd = tpprof_fd_open(path);
+    struct stat st;
+    if (fd < 0) return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        tpprof_fd_close(fd);
+        return e == EWOULDBLOCK ? 0 : -1;
+    }
+    if (fstat(fd, &st) != 0) {
+        tpprof_fd_close(fd);
+        return -1;
+    }
+    claim_fd = fd;
+    claim_dev = st.st_dev;
+    claim_ino = st.st_ino;
+    return 1;
+}
+
+// Whether path is the file this process claimed.
+static bool claimed(const char *path) {
+    struct stat st;
+    return claim_fd >= 0 && stat(path, &st) == 0 && st.st_dev == claim_dev && st.st_ino == claim_ino;
+}
 
 bool tpprof_store_open(const char *path) {
     struct tpprof_wstate *w = &tpprof_w;
@@ -196,8 +240,11 @@ bool tpprof_store_open(const char *path) {
     // (schema.c); a reopened one has the schema, or is made to.
     bool copied = false;
     if (!reopen) {
-        remove_files(path);
-        copied = tpprof_store_schema_copy(path);
+        // (A forked child's new name is claimed here; its pid makes it its own.)
+        if (!claimed(path)) tpprof_store_claim(path);
+        bool mine = claimed(path);
+        remove_files(path, mine);
+        copied = tpprof_store_schema_copy(path, mine);
     }
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         fail("opening");

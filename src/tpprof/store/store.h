@@ -21,6 +21,15 @@
 #include "base/base.h"
 
 TPPROF_HIDDEN bool tpprof_store_open(const char *path);
+// Claims path as this process's recording before it is written: an
+// exclusive flock(2) on the file (created empty if missing), held for the
+// process's life on a guarded descriptor (base/fdguard.h), so that another
+// process given the same TPPROF_OUTPUT (the commands of a pipeline run with
+// an exported LD_PRELOAD) does not replace a recording still being written.
+// 1: claimed (a new recording then starts in the claimed file); 0: another
+// live process holds it; -1: it cannot be opened (tpprof_store_open will
+// say why). A forked child's call drops its copy of the parent's claim.
+TPPROF_HIDDEN int tpprof_store_claim(const char *path);
 TPPROF_HIDDEN bool tpprof_store_flush(bool final);
 // The same in steps, for a periodic flush that must not keep the rings
 // waiting (store.c): begin opens the transaction (false: failed, said);
@@ -46,12 +55,14 @@ TPPROF_HIDDEN bool tpprof_store_tensors_put(struct sqlite3 *db, bool final);
 // table on db (they are IF NOT EXISTS / OR REPLACE: harmless on a recording
 // that has them); false on an SQLite error. _copy writes the build's copy
 // of the empty recording they make (schema_gen.c) to path, which must not
-// exist (O_EXCL); false, with nothing left there, if it could not.
+// exist (O_EXCL), or, in_place, into the file at path, emptied first (this
+// process's claimed file); false, with nothing left there (in place: an
+// empty file), if it could not.
 // _current: whether db was made by this recorder's _make (or is its copy):
 // its user_version is the schema's hash; false too on an SQLite error.
 TPPROF_HIDDEN bool tpprof_store_schema_make(struct sqlite3 *db);
 TPPROF_HIDDEN bool tpprof_store_schema_current(struct sqlite3 *db);
-TPPROF_HIDDEN bool tpprof_store_schema_copy(const char *path);
+TPPROF_HIDDEN bool tpprof_store_schema_copy(const char *path, bool in_place);
 // The device memory tables (device.c): written (new events and samples,
 // changed blocks, the device meta keys) every flush.
 TPPROF_HIDDEN bool tpprof_store_device_put(struct sqlite3 *db, bool final);

@@ -10,6 +10,10 @@
 // Opens the database at `path` and starts the writer thread; false (after
 // the one stderr line) if the database cannot be written.
 TPPROF_HIDDEN bool tpprof_writer_start(const char *path);
+// Claims `path` for this process's recording before the start (store.h's
+// tpprof_store_claim): 1 claimed, 0 held by another live process, -1 not
+// openable (the start says why).
+TPPROF_HIDDEN int tpprof_writer_claim(const char *path);
 // Drains the rings and classifies the live blocks (atexit; `sp`: the
 // exiting thread's stack pointer, registers spilled above it).
 TPPROF_HIDDEN void tpprof_writer_leak_scan(uintptr_t sp);

@@ -390,6 +390,8 @@ static bool spawn_writer(void) {
     return writer_running;
 }
 
+int tpprof_writer_claim(const char *path) { return tpprof_store_claim(path); }
+
 bool tpprof_writer_start(const char *path) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
