@@ -289,6 +289,30 @@ def test_recycled(lib, tpprof, python, tmp):
     check(not wrong, "each is named by its own file, gen_NNN.py (wrong: %d, first %s)" % (len(wrong), wrong[:2]))
 
 
+def test_fpdeep(lib, tpprof, python, tmp):
+    so = os.environ.get("TPPROF_TEST_FPDEEP", "")
+    if not os.path.exists(so):
+        print("skip: no fpdeep library (%r)" % so)
+        sys.exit(77)
+    db = os.path.join(tmp, "fpdeep.db")
+    r = record(lib, python, "fpdeep.py", db, args=(so,))
+    check(r.returncode == 0, "fpdeep.py runs under the preload (%s)" % r.stderr[-300:])
+    report(tpprof, db)
+    rec = Recording(db)
+    line = marker("fpdeep.py", "DEEP")
+    mine = [(rec.frames(sid), n) for sid, n, b in rec.sites() if n and b == n * 77777]
+    check(sum(n for _, n in mine) == 3010, "its 3,010 allocations are found (%d)" % sum(n for _, n in mine))
+    native = [(fr, n) for fr, n in mine if not first_py(fr)]
+    check(sum(n for _, n in native) == 10 and all(any(f[1] == "fp_deep" for f in fr) for fr, _ in native),
+          "the thread's 10 have fp_deep's frames and no Python ones (%d)" % sum(n for _, n in native))
+    mine = [(fr, n) for fr, n in mine if first_py(fr) or not any(f[1] == "fp_deep" for f in fr)]
+    bad = [(fr, n) for fr, n in mine
+           if not any(f[0] == "c" and f[1] == "fp_deep" for f in fr) or not first_py(fr)
+           or first_py(fr)[1:] != ("deep_calls", "fpdeep.py", line)]
+    check(not bad, "each has its native frames (fp_deep) and its Python line, deep_calls (fpdeep.py:%d): %d without (%s)"
+          % (line, sum(n for _, n in bad), [fmt(fr)[:200] for fr, _ in bad][:1]))
+
+
 def test_torch(lib, tpprof, python, tmp):
     probe = subprocess.run([python, "-c", "import torch"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if probe.returncode != 0:
@@ -346,7 +370,7 @@ def main():
         sys.exit(77)
     with tempfile.TemporaryDirectory() as tmp:
         {"leaky": test_leaky, "off": test_off, "nested": test_nested, "threads": test_threads, "gil": test_gil,
-         "fork": test_fork, "recycled": test_recycled, "torch": test_torch}[mode](lib, tpprof, python, tmp)
+         "fork": test_fork, "recycled": test_recycled, "fpdeep": test_fpdeep, "torch": test_torch}[mode](lib, tpprof, python, tmp)
     sys.exit(1 if failures else 0)
 
 

@@ -524,15 +524,13 @@ static uint32_t interleave_intern(uintptr_t out[TPPROF_MAX_DEPTH], const uintptr
     return tpprof_stack_intern_h(out, m, h, 0);
 }
 
-uint32_t tpprof_py_merge(uint32_t native_id) {
+uint32_t tpprof_py_merge(uint32_t native_id, const uintptr_t *ips, int n) {
     if (!native_id || !L) return native_id;
     uintptr_t py[TPPROF_MAX_DEPTH];
     uint8_t ends[PY_GROUPS_MAX];
     int ng;
     int np = py_walk(py, ends, &ng);
     if (np == 0) return native_id;
-    int n;
-    const uintptr_t *ips = tpprof_stack_frames(native_id, &n);
     uintptr_t out[TPPROF_MAX_DEPTH];
     return interleave_intern(out, ips, n, py, np, ends, ng);
 }
