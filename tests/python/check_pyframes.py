@@ -272,6 +272,47 @@ def test_fork(lib, tpprof, python, tmp):
     check(not sites_first(Recording(db), "child_work"), "the parent's recording has none of them")
 
 
+def test_recycled(lib, tpprof, python, tmp):
+    db = os.path.join(tmp, "recycled.db")
+    r = record(lib, python, "recycled.py", db)
+    check(r.returncode == 0, "recycled.py runs under the preload (%s)" % r.stderr[-300:])
+    m = re.search(r"distinct code addresses: (\d+)", r.stderr)
+    check(m and int(m.group(1)) < 200, "its 200 code objects reuse addresses (%s distinct)" % (m and m.group(1)))
+    rec = Recording(db)
+    # gen_NNN.py's allocation: bytearray(50,000 + 16 * NNN), a byte more.
+    named = {}
+    for sid, n, b in rec.sites():
+        if n == 1 and (b - 50001) % 16 == 0 and 0 <= (b - 50001) // 16 < 200:
+            named[(b - 50001) // 16] = first_py(rec.frames(sid))
+    check(len(named) == 200, "all 200 allocations found (%d)" % len(named))
+    wrong = [(i, p) for i, p in sorted(named.items()) if p is None or p[1:3] != ("<module>", "gen_%03d.py" % i)]
+    check(not wrong, "each is named by its own file, gen_NNN.py (wrong: %d, first %s)" % (len(wrong), wrong[:2]))
+
+
+def test_fpdeep(lib, tpprof, python, tmp):
+    so = os.environ.get("TPPROF_TEST_FPDEEP", "")
+    if not os.path.exists(so):
+        print("skip: no fpdeep library (%r)" % so)
+        sys.exit(77)
+    db = os.path.join(tmp, "fpdeep.db")
+    r = record(lib, python, "fpdeep.py", db, args=(so,))
+    check(r.returncode == 0, "fpdeep.py runs under the preload (%s)" % r.stderr[-300:])
+    report(tpprof, db)
+    rec = Recording(db)
+    line = marker("fpdeep.py", "DEEP")
+    mine = [(rec.frames(sid), n) for sid, n, b in rec.sites() if n and b == n * 77777]
+    check(sum(n for _, n in mine) == 3010, "its 3,010 allocations are found (%d)" % sum(n for _, n in mine))
+    native = [(fr, n) for fr, n in mine if not first_py(fr)]
+    check(sum(n for _, n in native) == 10 and all(any(f[1] == "fp_deep" for f in fr) for fr, _ in native),
+          "the thread's 10 have fp_deep's frames and no Python ones (%d)" % sum(n for _, n in native))
+    mine = [(fr, n) for fr, n in mine if first_py(fr) or not any(f[1] == "fp_deep" for f in fr)]
+    bad = [(fr, n) for fr, n in mine
+           if not any(f[0] == "c" and f[1] == "fp_deep" for f in fr) or not first_py(fr)
+           or first_py(fr)[1:] != ("deep_calls", "fpdeep.py", line)]
+    check(not bad, "each has its native frames (fp_deep) and its Python line, deep_calls (fpdeep.py:%d): %d without (%s)"
+          % (line, sum(n for _, n in bad), [fmt(fr)[:200] for fr, _ in bad][:1]))
+
+
 def test_torch(lib, tpprof, python, tmp):
     probe = subprocess.run([python, "-c", "import torch"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if probe.returncode != 0:
@@ -329,7 +370,7 @@ def main():
         sys.exit(77)
     with tempfile.TemporaryDirectory() as tmp:
         {"leaky": test_leaky, "off": test_off, "nested": test_nested, "threads": test_threads, "gil": test_gil,
-         "fork": test_fork, "torch": test_torch}[mode](lib, tpprof, python, tmp)
+         "fork": test_fork, "recycled": test_recycled, "fpdeep": test_fpdeep, "torch": test_torch}[mode](lib, tpprof, python, tmp)
     sys.exit(1 if failures else 0)
 
 

@@ -74,7 +74,7 @@ static void test_without_python_stacks_are_unchanged(void) {
     CHECK(tpprof_stacks_init());
     uintptr_t f[3] = {0x401000, 0x402000, 0x403000};
     uint32_t id = tpprof_stack_intern(f, 3);
-    CHECK(id != 0 && tpprof_py_merge(id) == id);
+    CHECK(id != 0 && tpprof_py_merge(id, f, 3) == id);
     struct tpprof_py_frame pf;
     CHECK(!tpprof_py_resolve(TPPROF_PY_TAG | (uint64_t)5 << TPPROF_PY_UNIT_BITS | 3, &pf));
     CHECK(tpprof_py_is_frame(TPPROF_PY_TAG | 1) && !tpprof_py_is_frame(0x7fffffffe000) &&

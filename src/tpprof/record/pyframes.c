@@ -331,13 +331,23 @@ static uint32_t code_publish(struct code_slot *s, const char *code) {
 // frame).
 #define PY_INLINE static inline __attribute__((always_inline))
 
-PY_INLINE uint64_t code_key(const struct py_layout *lay, const char *code) {
-    uint64_t k = (uint64_t)(uintptr_t)code;
-    k = (k ^ (uint64_t)(uintptr_t)ptr_at(code, lay->co_qualname)) * 0x9E3779B97F4A7C15ULL;
-    k = (k ^ (uint64_t)(uintptr_t)ptr_at(code, lay->co_filename)) * 0xff51afd7ed558ccdULL;
-    k = (k ^ (uint64_t)(uintptr_t)ptr_at(code, lay->co_linetable)) * 0xc4ceb9fe1a85ec53ULL;
-    uint32_t first = (uint32_t)*(const int *)(code + lay->co_firstlineno);
-    k = (k ^ first) * 0x9FB21C651E98DF25ULL;
+// What a code object's key is made of (code_key).
+struct code_parts {
+    const char *code, *qualname, *filename, *linetable;
+    int firstlineno;
+};
+
+PY_INLINE struct code_parts code_parts(const struct py_layout *lay, const char *code) {
+    return (struct code_parts){code, ptr_at(code, lay->co_qualname), ptr_at(code, lay->co_filename),
+                               ptr_at(code, lay->co_linetable), *(const int *)(code + lay->co_firstlineno)};
+}
+
+PY_INLINE uint64_t code_key(const struct code_parts *p) {
+    uint64_t k = (uint64_t)(uintptr_t)p->code;
+    k = (k ^ (uint64_t)(uintptr_t)p->qualname) * 0x9E3779B97F4A7C15ULL;
+    k = (k ^ (uint64_t)(uintptr_t)p->filename) * 0xff51afd7ed558ccdULL;
+    k = (k ^ (uint64_t)(uintptr_t)p->linetable) * 0xc4ceb9fe1a85ec53ULL;
+    k = (k ^ (uint32_t)p->firstlineno) * 0x9FB21C651E98DF25ULL;
     k ^= k >> 29;
     return k | 1; // 0 marks an empty slot
 }
@@ -363,6 +373,57 @@ static uint32_t code_id(const char *code, uint64_t k) {
     }
     atomic_fetch_add_explicit(&tpprof_py_frames_lost, 1, memory_order_relaxed);
     return 0;
+}
+
+// ---------------------------------------------------------------------------
+// The thread's code ids, by code object.
+//
+// A frame's code id comes from its code object's key through the process's
+// table: four multiplies one after the other and a probe of a 2 MiB table,
+// for each frame of each allocation (half of py_walk's samples in the
+// PyTorch loop, whose Python stacks hardly change while libtorch's static
+// constructors make 800,000 allocations under one import). The thread
+// keeps the ids it found, by code object, with the parts the key was made
+// of: a code object that still holds all of them takes its id from there
+// (the same parts make the same key, and a key's id never changes). An
+// entry is a fact about the process's memory and table, right for any
+// thread that reads the same parts: the memo goes with the thread struct,
+// as the CFI walk's state does. Direct mapped, 512 entries of 40 bytes,
+// mapped on the thread's first Python stack (not static TLS, which glibc
+// takes from every thread's stack).
+
+#define CODE_MEMO_BITS 9
+struct code_memo_entry {
+    struct code_parts p; // p.code NULL: empty
+    uint32_t id;
+};
+struct tpprof_py_memo {
+    struct code_memo_entry e[1u << CODE_MEMO_BITS];
+};
+
+// The calling thread's memo, or NULL (no thread struct, or no memory: the
+// ids then come from the table each time).
+static struct tpprof_py_memo *memo_of_thread(void) {
+    struct tpprof_thread *t = tpprof_self;
+    if (TPPROF_UNLIKELY(!t)) return NULL;
+    if (TPPROF_UNLIKELY(!t->py_memo)) t->py_memo = tpprof_mem_map(sizeof *t->py_memo);
+    return t->py_memo;
+}
+
+// The id of `code` (0: none, counted), from the memo where it holds.
+PY_INLINE uint32_t code_id_of(const struct py_layout *lay, struct tpprof_py_memo *memo, const char *code) {
+    struct code_parts p = code_parts(lay, code);
+    if (TPPROF_UNLIKELY(!memo)) return code_id(code, code_key(&p));
+    struct code_memo_entry *e = &memo->e[((uintptr_t)code >> 4) * 0x9E3779B97F4A7C15ULL >> (64 - CODE_MEMO_BITS)];
+    if (e->p.code == code && e->p.qualname == p.qualname && e->p.filename == p.filename &&
+        e->p.linetable == p.linetable && e->p.firstlineno == p.firstlineno)
+        return e->id;
+    uint32_t id = code_id(code, code_key(&p));
+    if (id) {
+        e->p = p;
+        e->id = id;
+    }
+    return id;
 }
 
 // ---------------------------------------------------------------------------
@@ -403,6 +464,7 @@ PY_INLINE int py_walk_in(const struct py_layout *lay, uintptr_t py[TPPROF_MAX_DE
     const char *cf = ptr_at(ts, lay->ts_cframe);
     if (!aligned(cf)) return 0;
     int np = 0, ng = 0;
+    struct tpprof_py_memo *memo = memo_of_thread();
     const char *fr = ptr_at(cf, lay->cf_current);
     // (A recursion deeper than a stack holds keeps its innermost frames.)
     for (int steps = 0; aligned(fr) && steps < PY_WALK_MAX && ng < PY_GROUPS_MAX && np < TPPROF_MAX_DEPTH; steps++) {
@@ -416,7 +478,7 @@ PY_INLINE int py_walk_in(const struct py_layout *lay, uintptr_t py[TPPROF_MAX_DE
         // _PyFrame_IsIncomplete), is not shown: tracebacks leave it out too.
         bool incomplete = owner != lay->owner_generator && unit < *(const int *)(code + lay->co_firsttraceable);
         if (!incomplete && unit >= 0 && unit < size && unit < (1 << TPPROF_PY_UNIT_BITS)) {
-            uint32_t cid = code_id(code, code_key(lay, code));
+            uint32_t cid = code_id_of(lay, memo, code);
             if (cid) py[np++] = TPPROF_PY_TAG | (uint64_t)cid << TPPROF_PY_UNIT_BITS | (uint64_t)unit;
         }
         if (fr[lay->fr_is_entry]) ends[ng++] = (uint8_t)np;
@@ -462,15 +524,13 @@ static uint32_t interleave_intern(uintptr_t out[TPPROF_MAX_DEPTH], const uintptr
     return tpprof_stack_intern_h(out, m, h, 0);
 }
 
-uint32_t tpprof_py_merge(uint32_t native_id) {
+uint32_t tpprof_py_merge(uint32_t native_id, const uintptr_t *ips, int n) {
     if (!native_id || !L) return native_id;
     uintptr_t py[TPPROF_MAX_DEPTH];
     uint8_t ends[PY_GROUPS_MAX];
     int ng;
     int np = py_walk(py, ends, &ng);
     if (np == 0) return native_id;
-    int n;
-    const uintptr_t *ips = tpprof_stack_frames(native_id, &n);
     uintptr_t out[TPPROF_MAX_DEPTH];
     return interleave_intern(out, ips, n, py, np, ends, ng);
 }

@@ -8,7 +8,7 @@
 //
 //     // unwind.c, a capture's last step:
 //     id = tpprof_py_on ? tpprof_py_intern(frames, n) : tpprof_stack_intern(frames, n);
-//     id = tpprof_py_on ? tpprof_py_merge(id) : id;   // where it has an id only
+//     id = tpprof_py_on ? tpprof_py_merge(id, frames, n) : id;   // where it has an id too
 //     ...
 //     // writer thread, later: a frame is a Python one when
 //     if (tpprof_py_is_frame(ip)) tpprof_py_resolve(ip, &f);  // store/pyframes.c
@@ -39,14 +39,17 @@ TPPROF_HIDDEN extern bool tpprof_py_on;
 // if its version is supported. Called once from the constructor.
 TPPROF_HIDDEN void tpprof_py_init(void);
 
-// The stack `native_id` (a depot id) with the calling thread's Python
-// frames put in: each group of Python frames run by one C-level
-// evaluation goes right in front of (inner to) that evaluation's
-// `_PyEval_EvalFrameDefault` frame; groups whose native frame is past the
-// captured depth are appended at the end. Returns the merged stack's depot
-// id, or native_id when the thread runs no Python. Hot path: no locks, no
-// malloc.
-TPPROF_HIDDEN uint32_t tpprof_py_merge(uint32_t native_id);
+// The stack `native_id` (a depot id, whose frames are ips[0..n)) with the
+// calling thread's Python frames put in: each group of Python frames run
+// by one C-level evaluation goes right in front of (inner to) that
+// evaluation's `_PyEval_EvalFrameDefault` frame; groups whose native frame
+// is past the captured depth are appended at the end. Returns the merged
+// stack's depot id, or native_id when the thread runs no Python. The
+// frames are the caller's, not the depot's: those of a stack the writer
+// has already made a trie leaf of are gone (tpprof_stack_release), and a
+// merge that read them got the Python frames alone. Hot path: no locks,
+// no malloc.
+TPPROF_HIDDEN uint32_t tpprof_py_merge(uint32_t native_id, const uintptr_t *ips, int n);
 // The same for a capture that has its frames and no depot id yet
 // (libunwind's walk, the plain frame-pointer walk): ips[0..n) interned with
 // the Python frames put in, the native stack never interned on its own (a

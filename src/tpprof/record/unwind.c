@@ -846,11 +846,13 @@ static void learn(struct uwstate *s, uint32_t gen, const struct walk *w, const u
 }
 
 // The depot id of frames a walk found, with a Python program's Python
-// frames put in (pyframes.c); with_python: the same for an id.
+// frames put in (pyframes.c); with_python: the same for an id, of frames f[0..n).
 static inline uint32_t intern_frames(const uintptr_t *f, int n) {
     return TPPROF_UNLIKELY(tpprof_py_on) ? tpprof_py_intern(f, n) : tpprof_stack_intern(f, n);
 }
-static inline uint32_t with_python(uint32_t id) { return TPPROF_UNLIKELY(tpprof_py_on) ? tpprof_py_merge(id) : id; }
+static inline uint32_t with_python(uint32_t id, const uintptr_t *f, int n) {
+    return TPPROF_UNLIKELY(tpprof_py_on) ? tpprof_py_merge(id, f, n) : id;
+}
 
 static __attribute__((noinline)) uint32_t capture_fp(int max) {
     uintptr_t ips[max];
@@ -926,14 +928,14 @@ static uint32_t capture_verified(int max, uintptr_t start) {
         uint32_t id = tpprof_stack_find_fp(h, (uint32_t)fp_len);
         if (id) {
             s->slow_run = 0;
-            return with_python(id);
+            return with_python(id, f, len);
         }
         bool ok = true;
         for (int k = 0; k + 1 < fp_len && ok; k++) ok = verdict(f[k], gen) == (k < nskip ? V_SKIP : V_OK);
         // (Interned alone, to mark it exact for the walk's next time.)
         if (ok) {
             s->slow_run = 0;
-            return with_python(tpprof_stack_intern_h(f, len, h, (uint32_t)fp_len));
+            return with_python(tpprof_stack_intern_h(f, len, h, (uint32_t)fp_len), f, len);
         }
     }
     if (nf > max) nf = max;
