@@ -6,8 +6,6 @@
 
 // Modules (modules.c): snapshots of the loaded ELF objects.
 
-#define TPPROF_BYPASS_SLOTS 24
-
 struct tpprof_module {
     char path[256];
     char build_id[64];          // hex, "" if none
@@ -16,12 +14,6 @@ struct tpprof_module {
     bool loaded;
     bool written, dirty;
     bool bypass;                // calls the C library's allocator directly (modules.c)
-    // The GOT slots named after a hooked function (offsets from base, and
-    // which function), found at the first look: the end's look reads only
-    // them. slots_known false: not looked yet, or more than BYPASS_SLOTS.
-    bool slots_known;
-    uint8_t nslots, slot_fn[TPPROF_BYPASS_SLOTS];
-    uintptr_t slot[TPPROF_BYPASS_SLOTS];
 };
 
 // Re-reads the module list (after start, dlopen, dlclose); thread-safe.
