@@ -157,16 +157,31 @@ static void sort_refs(struct ref *a, int64_t n) { // heapsort: no malloc, no rec
     }
 }
 
+// The last ref at or below the previous word looked up (-1: none yet; reset
+// with each sort). Words read one after another mostly point near each
+// other: into the same block, or the same mapping (a compiler's garbage-
+// collected heap, mmap'd in MiB chunks, is pointers into itself), and a
+// binary search over every block for each was most of the scan's own time.
+// [refs[last].lo, refs[last + 1].lo) is the span where the search would
+// answer `last` again.
+static int64_t last;
+
 static int64_t find(uint64_t v) {
-    int64_t lo = 0, hi = (int64_t)nrefs - 1, found = -1;
-    while (lo <= hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (refs[mid].lo <= v) {
-            found = mid;
-            lo = mid + 1;
-        } else {
-            hi = mid - 1;
+    int64_t found = -1;
+    if (last >= 0 && refs[last].lo <= v && (last + 1 == (int64_t)nrefs || v < refs[last + 1].lo)) {
+        found = last;
+    } else {
+        int64_t lo = 0, hi = (int64_t)nrefs - 1;
+        while (lo <= hi) {
+            int64_t mid = (lo + hi) / 2;
+            if (refs[mid].lo <= v) {
+                found = mid;
+                lo = mid + 1;
+            } else {
+                hi = mid - 1;
+            }
         }
+        last = found;
     }
     if (found < 0 || v >= refs[found].hi) return -1;
     const struct ref *r = &refs[found];
@@ -241,8 +256,11 @@ static ssize_t safe_copy(void *buf, uintptr_t p, size_t n) {
     return read(pipe_fd[0], buf, (size_t)w);
 }
 
+static bool in_place(uintptr_t lo, uintptr_t hi);
+
 static void scan_range(uintptr_t lo, uintptr_t hi) {
     static uint64_t buf[8192];
+    if (in_place(lo, hi)) return scan_direct(lo, hi);
     lo = (lo + 7) & ~(uintptr_t)7;
     while (lo + 8 <= hi) {
         size_t want = hi - lo < sizeof buf ? (hi - lo) & ~(size_t)7 : sizeof buf;
@@ -407,17 +425,26 @@ static void drain_work(void) {
 // holds live although its memory is gone: freed where the hooks do not see
 // it (a library bound to libc's free by RTLD_DEEPBIND, meta.bypassing_modules)
 // and then given back to the kernel. It is read only through safe_copy.
+//
+// The program's anonymous readable memory (no file behind it: the heap, the
+// stacks, anonymous mappings, the zero-filled part of a module's data) is
+// kept apart too (`anon`): where the scanning thread is the program's only
+// one (`alone`), nothing can unmap or protect it during the scan, and it is
+// read in place rather than copied through the kernel (process_vm_readv's
+// copy of a small cc1's 4.8 MB of mappings and data was a third of its leak
+// scan). Not a file's mapping: a page past the file's end faults (SIGBUS).
 
 #define MAX_READABLE (1u << 16)
-static uint64_t (*readable)[2];
-static uint32_t nreadable;
+static uint64_t (*readable)[2], (*anon)[2];
+static uint32_t nreadable, nanon;
+static bool alone;
 
-static void readable_add(uint64_t lo, uint64_t hi) {
-    if (nreadable && readable[nreadable - 1][1] == lo) readable[nreadable - 1][1] = hi;
-    else if (nreadable < MAX_READABLE) readable[nreadable][0] = lo, readable[nreadable++][1] = hi;
+static void range_add(uint64_t (*t)[2], uint32_t *n, uint64_t lo, uint64_t hi) {
+    if (*n && t[*n - 1][1] == lo) t[*n - 1][1] = hi;
+    else if (*n < MAX_READABLE) t[*n][0] = lo, t[*n][1] = hi, ++*n;
 }
 
-// Parses one line of the maps file: "lo-hi perms ...".
+// Parses one line of the maps file: "lo-hi perms offset dev inode [path]".
 static void readable_line(const char *p, const char *end) {
     uint64_t v[2] = {0, 0};
     for (int k = 0; k < 2; k++, p++) {
@@ -428,11 +455,22 @@ static void readable_line(const char *p, const char *end) {
         }
         if (p >= end || *p != (k == 0 ? '-' : ' ')) return;
     }
-    if (p < end && *p == 'r' && v[1] > v[0]) readable_add(v[0], v[1]);
+    if (p >= end || *p != 'r' || v[1] <= v[0]) return;
+    range_add(readable, &nreadable, v[0], v[1]);
+    // Anonymous: inode 0 (the fourth field after the range), and not one of
+    // the kernel's own ([vvar], [vdso], [vsyscall]).
+    for (int field = 0; field < 3; field++) {
+        while (p < end && *p != ' ') p++;
+        while (p < end && *p == ' ') p++;
+    }
+    if (p + 1 >= end || p[0] != '0' || p[1] != ' ') return;
+    for (p++; p < end && *p == ' '; p++) {}
+    if (p + 1 < end && p[0] == '[' && p[1] == 'v') return;
+    range_add(anon, &nanon, v[0], v[1]);
 }
 
 static void readable_load(void) {
-    nreadable = 0;
+    nreadable = nanon = 0;
     int fd = open_own("maps");
     if (fd < 0) return;
     static char buf[1 << 16];
@@ -453,15 +491,32 @@ static void readable_load(void) {
     tpprof_fd_close(fd);
 }
 
-// [lo, hi) lies inside one readable range.
-static bool is_readable(uint64_t lo, uint64_t hi) {
-    uint32_t a = 0, b = nreadable;
+// [lo, hi) lies inside one of the n ranges of t.
+static bool in_ranges(uint64_t (*t)[2], uint32_t n, uint64_t lo, uint64_t hi) {
+    uint32_t a = 0, b = n;
     while (a < b) { // first range ending above lo
         uint32_t m = (a + b) / 2;
-        if (readable[m][1] <= lo) a = m + 1;
+        if (t[m][1] <= lo) a = m + 1;
         else b = m;
     }
-    return a < nreadable && readable[a][0] <= lo && hi <= readable[a][1];
+    return a < n && t[a][0] <= lo && hi <= t[a][1];
+}
+
+static bool is_readable(uint64_t lo, uint64_t hi) { return in_ranges(readable, nreadable, lo, hi); }
+
+static bool in_place(uintptr_t lo, uintptr_t hi) { return alone && in_ranges(anon, nanon, lo, hi); }
+
+// How many threads the process has now (its status's Threads), or 0.
+static int threads_now(void) {
+    int fd = open_own("status");
+    if (fd < 0) return 0;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    tpprof_fd_close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    const char *p = strstr(buf, "\nThreads:");
+    return p ? atoi(p + 9) : 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -631,14 +686,18 @@ static void resume_others(void) {
 // ---------------------------------------------------------------------------
 // Entry.
 
-void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
+void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp, int helpers) {
     uint64_t n = w->live.count + w->nmaps;
     size_t rbytes = (n ? n : 1) * sizeof *refs, wbytes = (n ? n : 1) * sizeof *work;
     stop_others(tpprof_self);
     refs = tpprof_mem_map(rbytes);
     work = tpprof_mem_map(wbytes);
     readable = tpprof_mem_map(MAX_READABLE * sizeof *readable);
-    if (!refs || !work || !readable) goto out;
+    anon = tpprof_mem_map(MAX_READABLE * sizeof *anon);
+    if (!refs || !work || !readable || !anon) goto out;
+    // The program's only thread: no other one, stopped or not, in the
+    // process (a thread that never allocated is not in tpprof's list).
+    alone = threads_now() == 1 + helpers;
     readable_load();
     nrefs = 0;
     nwork = 0;
@@ -678,6 +737,7 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
     }
     if (!nrefs) goto out;
     sort_refs(refs, (int64_t)nrefs);
+    last = -1;
     min_addr = refs[0].lo;
     max_addr = 0;
     for (uint64_t i = 0; i < nrefs; i++)
@@ -741,7 +801,9 @@ out:
     tpprof_mem_unmap(refs, rbytes);
     tpprof_mem_unmap(work, wbytes);
     tpprof_mem_unmap(readable, MAX_READABLE * sizeof *readable);
+    tpprof_mem_unmap(anon, MAX_READABLE * sizeof *anon);
+    alone = false;
     refs = NULL;
     work = NULL;
-    readable = NULL;
+    readable = anon = NULL;
 }
