@@ -46,9 +46,11 @@ for i in $(seq 0 11); do
         echo "ok: killed at $delay ms, after the final write: check passes a whole recording"
     elif [ $st -eq 137 ]; then
         killed=$((killed + 1))
-        # (Killed before the recorder made its file: no recording, exit 2.)
-        if { [ $cst -ne 1 ] && ! { [ $cst -eq 2 ] && [ ! -s "$dir/k.db" ]; }; } ||
-           ! grep -q "cannot be vouched for\|cannot read\|cannot open\|not a tpprof recording\|nothing was recorded\|No such file" "$dir/out"; then
+        # (Killed before the recorder made its file, or while it wrote the
+        # empty recording's copy into it: no recording, or a truncated one,
+        # exit 2.)
+        if { [ $cst -ne 1 ] && ! { [ $cst -eq 2 ] && { [ ! -s "$dir/k.db" ] || grep -q "is truncated" "$dir/out"; }; }; } ||
+           ! grep -q "cannot be vouched for\|cannot read\|cannot open\|not a tpprof recording\|nothing was recorded\|No such file\|is truncated" "$dir/out"; then
             echo "FAIL: killed at $delay ms: check exits $cst:"; cat "$dir/out"; bad=$((bad + 1))
         else
             echo "ok: killed at $delay ms: check exits $cst: $(head -1 "$dir/out")"

@@ -77,6 +77,14 @@ static void test_a_new_recordings_copy_of_the_empty_recording_is_the_schema_made
     CHECK_MSG(tpprof_store_schema_current(a) && tpprof_store_schema_current(b), "user_version is not the schema's");
     char *ia = rows(a, "PRAGMA integrity_check");
     CHECK_MSG(strcmp(ia, "ok\n") == 0, "%s", ia);
+    // Killed before its first meta writes, a recording is this copy: it must
+    // read as an incomplete tpprof recording (check fails it), not as some
+    // other database.
+    char *meta = rows(a, "SELECT key, value FROM meta WHERE key IN ('tool', 'complete', 'schema_version') ORDER BY key");
+    char want[96];
+    snprintf(want, sizeof want, "complete|0\nschema_version|%d\ntool|tpprof\n", TPPROF_SCHEMA_VERSION);
+    CHECK_MSG(strcmp(meta, want) == 0, "the copy's meta:\n%s", meta);
+    free(meta);
 
     // A schema changed after the copy was made is not taken for the same.
     CHECK(sqlite3_exec(a, "PRAGMA user_version = 7", NULL, NULL, NULL) == SQLITE_OK);

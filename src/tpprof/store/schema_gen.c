@@ -42,6 +42,14 @@ int main(int argc, char **argv) {
     if (sqlite3_exec(db, "PRAGMA journal_mode=WAL; BEGIN", NULL, NULL, NULL) != SQLITE_OK)
         return die("setting WAL", db);
     if (!tpprof_store_schema_make(db)) return die("making the schema", db);
+    // A process killed between the copy and its first meta writes leaves
+    // this file as it is: it must read as an incomplete tpprof recording
+    // (what `tpprof check` fails a gate on), not as some other database.
+    char mark[160];
+    snprintf(mark, sizeof mark,
+             "INSERT OR REPLACE INTO meta(key, value) VALUES('tool', 'tpprof'), ('complete', '0'), ('schema_version', %d)",
+             TPPROF_SCHEMA_VERSION);
+    if (sqlite3_exec(db, mark, NULL, NULL, NULL) != SQLITE_OK) return die("marking it a recording", db);
     if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return die("committing", db);
     if (sqlite3_close(db) != SQLITE_OK) return die("closing", db);
 
