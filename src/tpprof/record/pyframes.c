@@ -388,9 +388,9 @@ static uint32_t code_id(const char *code, uint64_t k) {
 // (the same parts make the same key, and a key's id never changes). An
 // entry is a fact about the process's memory and table, right for any
 // thread that reads the same parts: the memo goes with the thread struct,
-// as the CFI walk's state does. Direct mapped, 512 entries of 40 bytes,
-// mapped on the thread's first Python stack (not static TLS, which glibc
-// takes from every thread's stack).
+// as the CFI walk's state does. Direct mapped, 512 entries of 48 bytes
+// (24 KiB), mapped on the thread's first Python stack (not static TLS,
+// which glibc takes from every thread's stack).
 
 #define CODE_MEMO_BITS 9
 struct code_memo_entry {
