@@ -48,6 +48,15 @@ int main(int argc, char **argv) {
     if (sqlite3_exec(db, "PRAGMA journal_mode=WAL; BEGIN", NULL, NULL, NULL) != SQLITE_OK)
         return die("setting WAL", db);
     if (!tpprof_store_schema_make(db)) return die("making the schema", db);
+    // A recording from its first byte: a process killed (SIGKILL) between
+    // the copy and its first commit leaves a file that `tpprof check` reads
+    // as an incomplete recording of tpprof's, not as somebody else's
+    // database (store.c's open writes the rest of meta, and these again).
+    char meta[256];
+    snprintf(meta, sizeof meta,
+             "INSERT INTO meta(key, value) VALUES('schema_version', '%d'), ('tool', 'tpprof'), ('complete', '0')",
+             TPPROF_SCHEMA_VERSION);
+    if (sqlite3_exec(db, meta, NULL, NULL, NULL) != SQLITE_OK) return die("writing meta", db);
     if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return die("committing", db);
     if (sqlite3_close(db) != SQLITE_OK) return die("closing", db);
 
