@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -689,6 +690,8 @@ static void resume_others(void) {
 void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp, int helpers) {
     uint64_t n = w->live.count + w->nmaps;
     size_t rbytes = (n ? n : 1) * sizeof *refs, wbytes = (n ? n : 1) * sizeof *work;
+    sigset_t before;
+    bool masked = false;
     stop_others(tpprof_self);
     refs = tpprof_mem_map(rbytes);
     work = tpprof_mem_map(wbytes);
@@ -698,6 +701,12 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp, int helpers) {
     // The program's only thread: no other one, stopped or not, in the
     // process (a thread that never allocated is not in tpprof's list).
     alone = threads_now() == 1 + helpers;
+    // Nor a signal handler of the program's on this thread, for the length
+    // of the scan (a pending signal is delivered after it).
+    sigset_t all;
+    sigfillset(&all);
+    masked = alone && pthread_sigmask(SIG_BLOCK, &all, &before) == 0;
+    alone = masked;
     readable_load();
     nrefs = 0;
     nwork = 0;
@@ -795,6 +804,7 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp, int helpers) {
         if (r->b->reach == 2 && r->heap && (r->opaque || r->loader || (r->late && r->libc))) r->b->reach = 3;
     }
 out:
+    if (masked) pthread_sigmask(SIG_SETMASK, &before, NULL);
     resume_others();
     if (pagemap_fd >= 0) tpprof_fd_close(pagemap_fd);
     pagemap_fd = -2;
