@@ -228,27 +228,18 @@ static bool run_program(const uint8_t *p, const uint8_t *end, const struct cie *
             if (next > pc) return true;
             loc = next;
             break;
-        case 0x02: // advance_loc1
-            if (end - p < 1) return false;
-            next = loc + *p * c->code_align;
-            p += 1;
+        case 0x02: // advance_loc1, advance_loc2, advance_loc4: a 1, 2 or 4 byte delta
+        case 0x03:
+        case 0x04: {
+            int w = op == 0x02 ? 1 : op == 0x03 ? 2 : 4;
+            if (end - p < w) return false;
+            uint32_t delta = w == 1 ? *p : w == 2 ? rd16(p) : rd32(p);
+            p += w;
+            next = loc + delta * c->code_align;
             if (next > pc) return true;
             loc = next;
             break;
-        case 0x03: // advance_loc2
-            if (end - p < 2) return false;
-            next = loc + rd16(p) * c->code_align;
-            p += 2;
-            if (next > pc) return true;
-            loc = next;
-            break;
-        case 0x04: // advance_loc4
-            if (end - p < 4) return false;
-            next = loc + rd32(p) * c->code_align;
-            p += 4;
-            if (next > pc) return true;
-            loc = next;
-            break;
+        }
         case 0x05: // offset_extended
             reg = uleb(&p, end);
             set_rule(row, reg, RULE_OFFSET, (int64_t)uleb(&p, end) * c->data_align);
