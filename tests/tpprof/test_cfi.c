@@ -4,7 +4,7 @@
 // pointers, a hand-made table read at odd alignment (every CFA operation
 // the reader knows and the ones it refuses), and walks compared with
 // libunwind's from the same frame, on the main thread and another, twice
-// over (the second reuses the first's outer frames). Runs under
+// over (the second from the thread's cached rules). Runs under
 // ASan+UBSan too.
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -100,8 +100,9 @@ static void test_the_signal_trampoline_is_left_to_libunwind(void) {
 }
 
 // ---------------------------------------------------------------------------
-// The previous walk's frames are reused only where the stack still holds
-// what that walk read: a hand-made stack of frame-pointer frames (return
+// Each walk reads the stack as it stands, whatever the thread walked
+// before (its rules are cached, its frames are not): a hand-made stack of
+// frame-pointer frames (return
 // addresses inside fp_call, fp_call2 and fp_call3, whose rule is CFA = rbp +
 // 16, the caller's rbp at CFA - 16).
 
@@ -121,7 +122,7 @@ static uintptr_t ret_in(void (*call)(cfi_frames_fn, int)) {
     return seen_ret;
 }
 
-static void test_a_changed_outer_frame_is_walked_not_reused(void) {
+static void test_a_changed_stack_is_walked_as_it_stands(void) {
     uintptr_t ra[3] = {ret_in(fp_call), ret_in(fp_call2), ret_in(fp_call3)};
     static uintptr_t stack[64];
     uintptr_t lo = (uintptr_t)stack, hi = (uintptr_t)(stack + 64);
@@ -141,7 +142,7 @@ static void test_a_changed_outer_frame_is_walked_not_reused(void) {
     uintptr_t ips[8];
     int n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6);
     CHECK_MSG(n == 6 && memcmp(ips, want, 6 * sizeof ips[0]) == 0, "%d frames", n);
-    // The same again: reused, the same.
+    // The same again, from cached rules: the same.
     n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6);
     CHECK(n == 6 && memcmp(ips, want, 6 * sizeof ips[0]) == 0);
     // An outer return address changed: that frame is the new one.
@@ -304,7 +305,7 @@ enum { MAXF = 128 };
 struct cmp {
     struct tpprof_cfi_state *st;
     uintptr_t lo, hi;
-    int walks, same, reused_ok;
+    int walks, same;
 };
 static __thread struct cmp *cur;
 
@@ -330,7 +331,7 @@ NOINLINE static void walk_here(int n) {
     uintptr_t ips[MAXF];
     void *l[MAXF + 1];
     int nl = unw_bt(l, MAXF + 1) - 1;
-    for (int pass = 0; pass < 2; pass++) { // (the second: the first walk's frames reused)
+    for (int pass = 0; pass < 2; pass++) { // (the second: from cached rules)
         int nw = tpprof_cfi_walk(c->st, &r, c->lo, c->hi, 1, ips, MAXF);
         c->walks++;
         bool same = nw == nl && nw > 3;
@@ -412,7 +413,7 @@ int main(void) {
     RUN(test_addresses_outside_any_code_have_no_rule);
     RUN(test_the_signal_trampoline_is_left_to_libunwind);
     RUN(test_a_hand_made_table_gives_each_rows_rule);
-    RUN(test_a_changed_outer_frame_is_walked_not_reused);
+    RUN(test_a_changed_stack_is_walked_as_it_stands);
     RUN(test_walks_are_libunwinds_on_two_threads_and_again);
     return CHECK_EXIT_STATUS();
 }

@@ -51,8 +51,8 @@ struct tpprof_cfi_regs {
     uintptr_t ip, sp, bp;
 };
 
-// A thread's walk state (its cache of rules, its previous walk): mapped
-// (42 KiB, NULL if it cannot be), for one thread at a time.
+// A thread's walk state (its cache of rules): mapped (32 KiB, NULL if it
+// cannot be), for one thread at a time.
 struct tpprof_cfi_state;
 struct tpprof_cfi_state *tpprof_cfi_state_new(void);
 void tpprof_cfi_state_free(struct tpprof_cfi_state *st);

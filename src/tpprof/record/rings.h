@@ -37,7 +37,7 @@ struct tpprof_thread {
     void *cache_mem;
     size_t cache_bytes;
     void *big_stack; // libunwind's stack where the thread's own is short (unwind.c), 64 KiB
-    struct tpprof_cfi_state *cfi; // the CFI walk's rules and last walk (cfiwalk.c), mapped on the first walk; kept when the struct is reused
+    struct tpprof_cfi_state *cfi; // the CFI walk's rules (cfiwalk.c), mapped on the first walk; kept when the struct is reused
     struct tpprof_py_memo *py_memo; // Python code ids by code object (pyframes.c), mapped on first use; kept likewise
     // Short-lived views folded on the program thread (obsfold.c, "Folded
     // views"). obs_held: views whose TENSOR_CREATED record is held back

@@ -100,8 +100,7 @@ void tpprof_unwind_release(struct tpprof_thread *t) {
 #endif
     t->big_stack = NULL;
     // (The CFI walk's state stays with the struct, for the next thread that
-    // takes it: its rules are facts about code, still true, and its last
-    // walk is only reused where the new thread's stack holds the same words.)
+    // takes it: its rules are facts about code, still true.)
 }
 
 // The thread's stack, from the C library's pthread_getattr_np. That holds
