@@ -460,7 +460,7 @@ void tpprof_writer_leak_scan(uintptr_t sp) {
         poll_modules();
         tpprof_merge_drain(true);
         wipe_stack();
-        tpprof_scan_run(&tpprof_w, sp, writer_running);
+        tpprof_scan_run(&tpprof_w, sp);
         tpprof_w.scanned = true;
     }
     pthread_mutex_unlock(&wmu);
@@ -513,7 +513,7 @@ void tpprof_writer_end_signal(int sig, uintptr_t sp) {
         tpprof_merge_drain(true);
         if (sp) {
             wipe_stack();
-            tpprof_scan_run(w, sp, writer_running);
+            tpprof_scan_run(w, sp);
             w->scanned = true;
         }
         sample(now);

@@ -131,10 +131,7 @@ TPPROF_HIDDEN void tpprof_obs_fork_child(void);
 // ---------------------------------------------------------------------------
 // Leak scan (scan.c): sets `reach` of every live block and mapping.
 
-// `helpers`: how many threads of tpprof's own run besides the caller (the
-// writer: 1 while it runs and is not the caller), for the scan to tell
-// whether the caller is the program's only thread.
-TPPROF_HIDDEN void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp, int helpers);
+TPPROF_HIDDEN void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp);
 // Finds, once in the constructor, what the scan must know before the end
 // (where libc allocates stdio buffers: see scan.c).
 TPPROF_HIDDEN void tpprof_scan_prepare(void);
