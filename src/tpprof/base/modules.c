@@ -121,22 +121,6 @@ static bool in_load(const struct dl_phdr_info *info, uintptr_t at, size_t len) {
     return false;
 }
 
-// Whether the word at `at` lies inside one PT_LOAD segment; if so, [*lo,
-// *hi) is where a word starting lies inside that segment too.
-static bool in_load_seg(const struct dl_phdr_info *info, uintptr_t at, uintptr_t *lo, uintptr_t *hi) {
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || ph->p_memsz < sizeof(uintptr_t)) continue;
-        uintptr_t a = info->dlpi_addr + ph->p_vaddr, b = a + ph->p_memsz - sizeof(uintptr_t) + 1;
-        if (at >= a && at < b) {
-            *lo = a;
-            *hi = b;
-            return true;
-        }
-    }
-    return false;
-}
-
 static bool bypasses(const struct dl_phdr_info *info, struct range r) {
 #if defined(JUMP_SLOT) && defined(__LP64__)
     if (!libc_fn[0] || info->dlpi_addr == loader_base || (tpprof_self_lo >= r.lo && tpprof_self_lo < r.hi))
@@ -174,7 +158,6 @@ static bool bypasses(const struct dl_phdr_info *info, struct range r) {
         uintptr_t at = tables[t].at;
         if (!at || !in_load(info, at, tables[t].size)) continue;
         const ElfW(Rela) *rel = (const ElfW(Rela) *)at;
-        uintptr_t got_lo = 0, got_hi = 0; // the segment of the last slot (the GOT's, mostly)
         for (size_t k = 0; k < tables[t].size / sizeof *rel; k++) {
             unsigned long type = ELF64_R_TYPE(rel[k].r_info);
             if (type != JUMP_SLOT && type != GLOB_DAT) continue;
@@ -186,7 +169,7 @@ static bool bypasses(const struct dl_phdr_info *info, struct range r) {
             // was a cache miss or a page fault each (cc1: 490 slots into
             // 29,000 symbols; 0.23 ms at its start and again at its end).
             uintptr_t slot = info->dlpi_addr + rel[k].r_offset;
-            if ((slot < got_lo || slot >= got_hi) && !in_load_seg(info, slot, &got_lo, &got_hi)) continue;
+            if (!in_load(info, slot, sizeof(uintptr_t))) continue;
             uintptr_t value = *(const uintptr_t *)slot;
             size_t h = 0;
             while (h < NHOOKED && (!libc_fn[h] || value != libc_fn[h])) h++;
