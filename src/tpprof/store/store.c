@@ -169,12 +169,6 @@ static struct {
     uint64_t t0; // the flush under way: its steps' time so far
 } stats;
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 // ---------------------------------------------------------------------------
 // Claim and open.
 
@@ -707,7 +701,7 @@ static bool put_meta(bool final) {
 
 bool tpprof_store_flush_begin(bool final) {
     if (!db) return false;
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = tpprof_now_ns();
     stats.t0 = 0;
     if (final) stats.final_site_rows = 0;
     fl.final = final;
@@ -735,7 +729,7 @@ bool tpprof_store_flush_begin(bool final) {
     // the thread that got the signal may have been changing.)
     int nbypass = final && !tpprof_w.end_signal ? tpprof_modules_bypassing(bypassing, sizeof bypassing) : 0;
     if ((!nbypass || meta_set("bypassing_modules", bypassing)) && put_modules()) {
-        stats.t0 = mono_ns() - t0;
+        stats.t0 = tpprof_now_ns() - t0;
         return true;
     }
     fail("writing");
@@ -755,7 +749,7 @@ static bool flush_end(void) {
 }
 
 int tpprof_store_flush_step(void) {
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = tpprof_now_ns();
     uint32_t budget = fl.final ? UINT32_MAX : STEP_ROWS;
     bool ok = true;
     while (ok && budget && fl.part < PART_DONE) {
@@ -769,7 +763,7 @@ int tpprof_store_flush_step(void) {
         }
     }
     if (ok && fl.part < PART_DONE) {
-        stats.t0 += mono_ns() - t0;
+        stats.t0 += tpprof_now_ns() - t0;
         return 1;
     }
     sqlite3_finalize(fl.st);
@@ -786,7 +780,7 @@ int tpprof_store_flush_step(void) {
     }
     if (!fl.final) { // (its meta holds the flushes before it)
         stats.count++;
-        stats.ns += stats.t0 + (mono_ns() - t0);
+        stats.ns += stats.t0 + (tpprof_now_ns() - t0);
     }
     return 0;
 }
