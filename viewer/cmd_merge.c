@@ -407,33 +407,8 @@ static int symbolize_merged(sqlite3 *out, const char *out_path, size_t *lookups)
     tpprof_db view = {.sql = out, .path = (char *)out_path, .writable = true, .schema_version = TPPROF_SCHEMA_VERSION};
     tpprof_symtab tab = {0};
     int status = tpprof_symbolize_merged(&view, &tab, lookups);
-    sqlite3_stmt *st = NULL;
-    if (status == 0 && sqlite3_prepare_v2(out, "INSERT INTO main.symbols(ip, idx, function, file, line, module)"
-                                               " VALUES (?1, ?2, ?3, ?4, ?5, ?6)", -1, &st, NULL) != SQLITE_OK)
-        status = tpprof_error_set("saving symbols: %s", sqlite3_errmsg(out));
     if (status == 0)
-        status = exec(out, "BEGIN", "saving symbols");
-    for (size_t i = 0; i < tab.n && status == 0; i++) {
-        const tpprof_symbol *r = &tab.rows[i];
-        sqlite3_bind_int64(st, 1, r->ip);
-        sqlite3_bind_int64(st, 2, r->idx);
-        const char *text[3] = {r->function, r->file, r->module};
-        for (int c = 0; c < 3; c++)
-            if (text[c])
-                sqlite3_bind_text(st, c == 0 ? 3 : c == 1 ? 4 : 6, text[c], -1, SQLITE_STATIC);
-            else
-                sqlite3_bind_null(st, c == 0 ? 3 : c == 1 ? 4 : 6);
-        if (r->line > 0)
-            sqlite3_bind_int64(st, 5, r->line);
-        else
-            sqlite3_bind_null(st, 5);
-        if (sqlite3_step(st) != SQLITE_DONE)
-            status = tpprof_error_set("saving symbols: %s", sqlite3_errmsg(out));
-        sqlite3_reset(st);
-    }
-    sqlite3_finalize(st);
-    if (status == 0)
-        status = exec(out, "COMMIT", "saving symbols");
+        status = tpprof_symtab_save(&view, &tab);
     tpprof_symtab_free(&tab);
     return status;
 }
@@ -485,11 +460,13 @@ int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet
     tpprof_trie_input_free(&in);
     tpprof_trie_free(trie);
     if (status == 0)
-        status = symbolize_merged(out, out_path, lookups);
-    if (status == 0)
         status = exec(out, merged_indexes, "indexing");
     if (status == 0)
         status = write_meta(out, (int)n);
+    // (After the meta: the symbols' save sets meta.symbolized, as the merged
+    // meta does.)
+    if (status == 0)
+        status = symbolize_merged(out, out_path, lookups);
     sqlite3_close(out);
     if (status != 0)
         unlink(out_path);
