@@ -255,6 +255,7 @@ static bool run_program(const uint8_t *p, const uint8_t *end, const struct cie *
             set_rule(row, uleb(&p, end), RULE_SAME, 0);
             break;
         case 0x09: // register
+        case 0x14: // val_offset
             reg = uleb(&p, end);
             (void)uleb(&p, end);
             set_rule(row, reg, RULE_OTHER, 0);
@@ -307,11 +308,6 @@ static bool run_program(const uint8_t *p, const uint8_t *end, const struct cie *
             break;
         case 0x13: // def_cfa_offset_sf
             row->cfa_off = sleb(&p, end) * c->data_align;
-            break;
-        case 0x14: // val_offset
-            reg = uleb(&p, end);
-            (void)uleb(&p, end);
-            set_rule(row, reg, RULE_OTHER, 0);
             break;
         case 0x15: // val_offset_sf
             reg = uleb(&p, end);
