@@ -467,19 +467,18 @@ static bool put_threads(bool final) {
 // and its rowid (the site's number + 1) as ?11.
 static void bind_site(sqlite3_stmt *st, struct tpprof_site *s) {
     sqlite3_bind_int64(st, 11, (s - tpprof_w.sites) + 1);
-    bool snap = s->snap_epoch == tpprof_w.peak_epoch;
-    s->stored_peak_count = snap ? s->snap_count : s->live_count;
-    s->stored_peak_bytes = snap ? s->snap_bytes : s->live_bytes;
+    int64_t peak_count = tpprof_site_peak_count(s), peak_bytes = tpprof_site_peak_bytes(s);
+    s->row_peak_live = peak_count == s->live_count && peak_bytes == s->live_bytes;
     sqlite3_bind_int64(st, 1, s->stack);
     sqlite3_bind_int64(st, 2, s->kind);
     sqlite3_bind_int64(st, 3, s->alloc_count);
     sqlite3_bind_int64(st, 4, s->alloc_bytes);
-    sqlite3_bind_int64(st, 5, s->free_count);
-    sqlite3_bind_int64(st, 6, s->freed_bytes);
-    sqlite3_bind_int64(st, 7, s->temp_count);
+    sqlite3_bind_int64(st, 5, tpprof_site_free_count(s));
+    sqlite3_bind_int64(st, 6, tpprof_site_freed_bytes(s));
+    sqlite3_bind_int64(st, 7, tpprof_site_temp_count(s));
     sqlite3_bind_int64(st, 8, s->temp_bytes);
-    sqlite3_bind_int64(st, 9, snap ? s->snap_count : s->live_count);
-    sqlite3_bind_int64(st, 10, snap ? s->snap_bytes : s->live_bytes);
+    sqlite3_bind_int64(st, 9, peak_count);
+    sqlite3_bind_int64(st, 10, peak_bytes);
 }
 
 // Every flush rewrites each site that changed, thousands of rows in a busy
@@ -712,12 +711,14 @@ bool tpprof_store_flush_begin(bool final) {
     // new peak since): the final flush rewrites those whose row holds
     // another value than the peak's now (rewriting all 600,000 sites of a
     // PyTorch run took longer than everything else in the final flush).
+    // A site not changed since its row was written (not dirty) has not
+    // snapped since either: if it has snapped at the current peak, the row
+    // was written in that peak's epoch and holds the snapshot; if not, its
+    // share now is its live_*, which the row holds if it held them then.
     if (final)
         for (uint32_t i = 0; i < tpprof_w.nsites; i++) {
             struct tpprof_site *s = &tpprof_w.sites[i];
-            bool snap = s->snap_epoch == tpprof_w.peak_epoch;
-            if (!s->stored || s->stored_peak_count != (snap ? s->snap_count : s->live_count) ||
-                s->stored_peak_bytes != (snap ? s->snap_bytes : s->live_bytes)) {
+            if (!s->stored || (!tpprof_site_snapped(s) && !s->row_peak_live)) {
                 tpprof_w.nchanged += !s->dirty;
                 s->dirty = true;
             }

@@ -26,14 +26,11 @@ static void site_add(struct tpprof_site *s, uint64_t size) {
     s->live_bytes += (int64_t)size;
 }
 
+// (free_count and freed_bytes follow: state.h.)
 static void site_sub(struct tpprof_site *s, uint64_t size, bool whole) {
     tpprof_site_touch(s);
-    s->freed_bytes += (int64_t)size;
     s->live_bytes -= (int64_t)size;
-    if (whole) {
-        s->free_count++;
-        s->live_count--;
-    }
+    if (whole) s->live_count--;
 }
 
 // heap_free and heap_alloc run once per record of a malloc-heavy program:
@@ -173,7 +170,8 @@ static bool map_cut_one(uint64_t i, uint64_t lo, uint64_t hi, uint64_t time, boo
         m->size = clo - mlo;
         w->maps[w->nmaps++] = right;
         maps_index(w->nmaps - 1);
-        s->live_count++; // one mapping became two pieces
+        s->live_count++; // one mapping became two pieces: a block that was never allocated, freed later
+        s->splits++;
     } else if (clo == mlo) {
         maps_unindex(i);
         m->addr = chi;

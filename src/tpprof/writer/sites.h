@@ -39,8 +39,8 @@ static inline struct tpprof_site *tpprof_site_get(uint32_t sid, int kind) {
 // last new peak. So a new peak costs O(1), not a copy of every site. A
 // site that becomes dirty is counted in tpprof_w.nchanged (state.h).
 static inline void tpprof_site_touch(struct tpprof_site *s) {
-    if (s->snap_epoch != tpprof_w.peak_epoch) {
-        s->snap_epoch = tpprof_w.peak_epoch;
+    if (!tpprof_site_snapped(s)) {
+        s->snap_epoch = tpprof_w.peak_epoch & TPPROF_SITE_EPOCH_MASK;
         s->snap_count = s->live_count;
         s->snap_bytes = s->live_bytes;
     }

@@ -23,6 +23,25 @@ static int64_t mapped_by(const char *fn, int frame, int *pieces) {
     return sum;
 }
 
+// The sites row of the mappings made by fn (kind 10): its counts, in out[6]
+// (alloc_count, free_count, freed_bytes, peak_count, peak_bytes, rows).
+static void site_of(const char *fn, int frame, int64_t out[6]) {
+    sqlite3_stmt *st;
+    memset(out, 0, 6 * sizeof *out);
+    if (sqlite3_prepare_v2(db, "SELECT stack_id, alloc_count, free_count, freed_bytes, peak_count, peak_bytes"
+                               " FROM sites WHERE kind = 10", -1, &st, NULL) != SQLITE_OK)
+        return;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t ips[64];
+        int depth = stack_ips(sqlite3_column_int64(st, 0), ips, 64);
+        if (frame < depth && ip_in(ips[frame], fn, NULL)) {
+            for (int i = 0; i < 5; i++) out[i] = sqlite3_column_int64(st, i + 1);
+            out[5]++;
+        }
+    }
+    sqlite3_finalize(st);
+}
+
 static void test_maps(char *prog) {
     char *argv[] = {prog, NULL};
     struct result r;
@@ -37,6 +56,21 @@ static void test_maps(char *prog) {
     CHECK_MSG(b == 4 * 4096 && n == 1, "maps_fixed: 4 pages (%lld B in %d)", (long long)b, n);
     b = mapped_by("maps_hole", 1, &n);
     CHECK_MSG(b == 6 * 4096 && n == 2, "maps_hole: 6 pages in 2 pieces (%lld B in %d)", (long long)b, n);
+    // The hole's site: one allocation, no free (its two pieces are live),
+    // the hole's bytes freed (the writer derives these: writer/state.h).
+    int64_t h[6];
+    site_of("maps_hole", 1, h);
+    CHECK_MSG(h[5] == 1 && h[0] == 1 && h[1] == 0 && h[2] == 2 * 4096,
+              "maps_hole's site: %lld rows, alloc %lld, free %lld, freed %lld B", (long long)h[5], (long long)h[0],
+              (long long)h[1], (long long)h[2]);
+    site_of("maps_big", 1, h); // (cut in two by maps_fixed's MAP_FIXED mapping)
+    CHECK_MSG(h[5] == 1 && h[0] == 1 && h[1] == 0 && h[2] == 4 * 4096,
+              "maps_big's site: %lld rows, alloc %lld, free %lld, freed %lld B", (long long)h[5], (long long)h[0],
+              (long long)h[1], (long long)h[2]);
+    site_of("maps_many", 1, h);
+    CHECK_MSG(h[5] == 1 && h[0] == 30000 && h[1] == 29990 && h[2] == 29990 * 4096,
+              "maps_many's site: %lld rows, alloc %lld, free %lld, freed %lld B", (long long)h[5], (long long)h[0],
+              (long long)h[1], (long long)h[2]);
     CHECK_MSG(qi("SELECT count(*) FROM live_blocks WHERE kind = 10") == 15, "15 mappings live (%lld)",
           (long long)qi("SELECT count(*) FROM live_blocks WHERE kind = 10"));
 }

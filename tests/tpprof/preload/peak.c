@@ -40,10 +40,36 @@ static void test_peak(char *prog, bool full) {
     }
 }
 
+// The peak moves after periodic flushes wrote the sites of the first one
+// with their shares of it: A and B, not changed since, are in no row of the
+// new peak (the final flush rewrites their rows: store/store.c).
+static void test_peak_moves(char *prog) {
+    char out[600];
+    db_path(out, sizeof out, "peak-moves.db");
+    char *argv[] = {prog, "moves", NULL};
+    struct result r = run(out, argv, "TPPROF_TEST_FLUSH_MS=20");
+    CHECK_MSG(r.status == 0, "exit status %d", r.status);
+    if (!open_db(out)) {
+        CHECK_MSG(false, "no database");
+        return;
+    }
+    expect_complete("peak moves");
+    CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'flushes_count'") >= 2, "flushes while it ran: %lld",
+              (long long)qi("SELECT value FROM meta WHERE key = 'flushes_count'"));
+    int64_t peak = qi("SELECT value FROM meta WHERE key = 'peak_bytes'");
+    CHECK_MSG(peak >= 4 << 20 && peak < (4 << 20) + (64 << 10), "peak %lld ~ 4 MiB", (long long)peak);
+    CHECK_MSG(qi("SELECT sum(peak_bytes) FROM sites") == peak, "site peaks add up to the peak (%lld, %lld)",
+              (long long)qi("SELECT sum(peak_bytes) FROM sites"), (long long)peak);
+    CHECK_MSG(qi("SELECT peak_bytes FROM sites WHERE alloc_bytes = %d", 4 << 20) == 4 << 20, "D live at the peak");
+    CHECK_MSG(qi("SELECT peak_count + peak_bytes FROM sites WHERE alloc_bytes = %d", 1 << 20) == 0, "A not live at it");
+    CHECK_MSG(qi("SELECT peak_count + peak_bytes FROM sites WHERE alloc_bytes = %d", 2 << 20) == 0, "B not live at it");
+}
+
 int preload_scenario(const char *mode, char *prog, char *extra) {
     (void)extra;
     if (strcmp(mode, "peak") == 0) test_peak(prog, false);
     else if (strcmp(mode, "full") == 0) test_peak(prog, true);
+    else if (strcmp(mode, "peak_moves") == 0) test_peak_moves(prog);
     else return -1;
     return check_failures;
 }

@@ -4,10 +4,14 @@
 // the peak is 3 MiB with A and B live. Then 100 malloc+free pairs in
 // temp_loop (temporaries), and 100 pairs in nontemp_loop where another
 // allocation comes between (not temporaries). Exits 0.
+// With the argument "moves": then a pause (for periodic flushes, which
+// write A's and B's rows with their shares of that peak), and a new peak of
+// 4 MiB (alloc_d, kept to the end) that neither A nor B is in.
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NOINLINE __attribute__((noinline))
 
@@ -16,6 +20,7 @@ void *volatile sink;
 NOINLINE void *alloc_a(void) { return malloc(1 << 20); }
 NOINLINE void *alloc_b(void) { return malloc(2 << 20); }
 NOINLINE void *alloc_c(void) { return malloc(512 << 10); }
+NOINLINE void *alloc_d(void) { return malloc(4 << 20); }
 
 NOINLINE void temp_loop(void) {
     for (int i = 0; i < 100; i++) {
@@ -36,7 +41,7 @@ NOINLINE void nontemp_loop(void) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     char *a = alloc_a();
     memset(a, 1, 4096);
     char *b = alloc_b();
@@ -48,6 +53,12 @@ int main(void) {
     free(c);
     temp_loop();
     nontemp_loop();
+    if (argc > 1 && strcmp(argv[1], "moves") == 0) {
+        nanosleep(&(struct timespec){.tv_nsec = 300000000}, NULL);
+        char *d = alloc_d();
+        memset(d, 4, 4096);
+        sink = d;
+    }
     printf("peak: done\n");
     return 0;
 }
