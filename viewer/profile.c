@@ -87,7 +87,7 @@ const char *tpprof_reach_name(int reachability) {
 // Symbols
 
 static int load_symbols(tpprof_profile *p, const char *path, tpprof_symtab *tab, bool symbolize) {
-    int64_t has_table = 0, have = 0, nodes = 0;
+    int64_t has_table = 0, have = 0;
     if (tpprof_db_scalar(p->db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'symbols'",
                          &has_table))
         return -1;
@@ -97,11 +97,11 @@ static int load_symbols(tpprof_profile *p, const char *path, tpprof_symtab *tab,
         return tpprof_symtab_load(p->db, tab);
     if (!symbolize)
         return 0;
-    if (tpprof_stack_nodes_count(p->db, &nodes, NULL))
-        return -1;
+    size_t nodes = 0;
+    const int64_t *ips = tpprof_stacks_ips(p->stacks, &nodes);
     if (nodes == 0)
         return 0;
-    if (tpprof_symbolize(p->db, tab) != 0)
+    if (tpprof_symbolize_ips(p->db, ips, nodes, tab) != 0)
         return -1;
     p->symbolized_now = true;
     // Save for next time when we may; a read-only file keeps them in memory.
@@ -109,6 +109,8 @@ static int load_symbols(tpprof_profile *p, const char *path, tpprof_symtab *tab,
         tpprof_db *rw = tpprof_db_open(path, true);
         if (rw && tpprof_symtab_save(rw, tab) == 0)
             p->symbols_saved = true;
+        else
+            p->symbols_unsaved = tpprof_strdup(tpprof_error());
         tpprof_db_close(rw);
     }
     return 0;
@@ -409,15 +411,16 @@ static tpprof_profile *profile_load(const char *path, bool symbolize) {
     p->db = tpprof_db_open(path, false);
     if (!p->db)
         goto fail;
+    // The nodes first: symbolizing takes their ips from memory.
     tpprof_symtab tab = {0};
+    p->stacks = tpprof_stacks_load(p->db, &tab);
+    if (!p->stacks)
+        goto fail;
     if (load_symbols(p, path, &tab, symbolize) != 0) {
         tpprof_symtab_free(&tab);
         goto fail;
     }
-    p->stacks = tpprof_stacks_load(p->db, &tab);
-    tpprof_symtab_free(&tab);
-    if (!p->stacks)
-        goto fail;
+    tpprof_stacks_take_symbols(p->stacks, &tab);
     if (load_kinds(p) != 0)
         goto fail;
     find_reserved_kind(p);
@@ -486,6 +489,7 @@ void tpprof_profile_free(tpprof_profile *p) {
     free(p->bypassing);
     tpprof_stacks_free(p->stacks);
     tpprof_db_close(p->db);
+    free(p->symbols_unsaved);
     free(p->mode);
     free(p->exe);
     free(p->tool_version);

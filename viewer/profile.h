@@ -96,6 +96,7 @@ typedef struct tpprof_profile {
     int64_t reserved_kind; // the id of kind mmap_reserved (0: none)
     bool symbolized_now;  // symbols were computed by this load
     bool symbols_saved;   // ... and written back into the file
+    char *symbols_unsaved; // why a writable file did not take them (owned; NULL: it did, or not tried)
     // meta.bypassing_modules: libraries seen calling the C library's
     // allocator directly (RTLD_DEEPBIND): their allocations are missing and
     // blocks they freed look leaked. Owned.
