@@ -339,7 +339,7 @@ static void summarize(const char *path, int execs, const tpprof_program_end *end
     // The load symbolizes and saves the symbols into the file (one read of
     // the stack nodes for both: the PyTorch loop's 3.7 million took 0.1 s a
     // read).
-    tpprof_profile *p = tpprof_profile_load(path);
+    tpprof_profile *p = tpprof_profile_load_brief(path);
     if (!p) { // one line, whatever failed first
         char why[1024];
         if (tpprof_recording_unwritten(path, why, sizeof why))

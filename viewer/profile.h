@@ -115,8 +115,14 @@ void tpprof_profile_warn_skipped(const tpprof_profile *p, FILE *out, const char 
 tpprof_profile *tpprof_profile_load(const char *path);
 // The same without symbolizing: a recording whose `symbols` is empty loads
 // with its frames as addresses (for what needs only its figures: `run`'s
-// list of the other recordings, symbolized later, once, when folded).
+// list of the other recordings, symbolized later, once, when folded), and
+// brief (below).
 tpprof_profile *tpprof_profile_load_unsymbolized(const char *path);
+// Symbolized as tpprof_profile_load, but brief, as the unsymbolized load:
+// a complete recording's sites are only added up into `summary` (sites
+// NULL, nsites 0); an incomplete one's are loaded, its leaks made of them.
+// For summaries (`run`), not for a report.
+tpprof_profile *tpprof_profile_load_brief(const char *path);
 void tpprof_profile_free(tpprof_profile *p);
 
 // Name of a kind ("malloc", "mmap", ...); "kind<N>" (static buffer) if unknown.
