@@ -109,7 +109,7 @@ static void test_text_top_orders_by_bytes_and_by_calls(void) {
 // them all (cmd_report.c, first_k): on 400 sites in a scrambled order the
 // first 5 by bytes, by calls and live at the peak are SQL's ORDER BY's.
 static void test_top_lists_of_many_sites_are_the_first_in_order(void) {
-    const char *db = fixture_write_copy(harness_path("many_sites.db"), &(fixture_options){0});
+    char *db = fixture_write_copy(harness_path("many_sites.db"), &(fixture_options){0});
     sqlite3 *h = NULL;
     bool ok = db && sqlite3_open(db, &h) == SQLITE_OK &&
               sqlite3_exec(h, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
@@ -130,8 +130,10 @@ static void test_top_lists_of_many_sites_are_the_first_in_order(void) {
     ok = ok && sqlite3_exec(h, "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
     CHECK(ok, "extra sites: %s", h ? sqlite3_errmsg(h) : "no db");
     sqlite3_close(h);
-    if (!ok)
+    if (!ok) {
+        free(db);
         return;
+    }
     run_result r = harness_tpprof("report", db, "--format", "json", "--top", "5", NULL);
     run_result peak = harness_tpprof("report", db, "--format", "json", "--top", "5", "--peak", NULL);
     CHECK(r.status == 0 && peak.status == 0, "status %d %d: %s", r.status, peak.status, r.err);
@@ -164,6 +166,7 @@ static void test_top_lists_of_many_sites_are_the_first_in_order(void) {
     }
     harness_result_free(&peak);
     harness_result_free(&r);
+    free(db);
 }
 
 static void test_text_peak_lists_sites_live_at_the_peak(void) {
