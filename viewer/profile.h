@@ -96,6 +96,7 @@ typedef struct tpprof_profile {
     int64_t reserved_kind; // the id of kind mmap_reserved (0: none)
     bool symbolized_now;  // symbols were computed by this load
     bool symbols_saved;   // ... and written back into the file
+    char *symbols_unsaved; // why a writable file did not take them (owned; NULL: it did, or not tried)
     // meta.bypassing_modules: libraries seen calling the C library's
     // allocator directly (RTLD_DEEPBIND): their allocations are missing and
     // blocks they freed look leaked. Owned.
@@ -114,8 +115,14 @@ void tpprof_profile_warn_skipped(const tpprof_profile *p, FILE *out, const char 
 tpprof_profile *tpprof_profile_load(const char *path);
 // The same without symbolizing: a recording whose `symbols` is empty loads
 // with its frames as addresses (for what needs only its figures: `run`'s
-// list of the other recordings, symbolized later, once, when folded).
+// list of the other recordings, symbolized later, once, when folded), and
+// brief (below).
 tpprof_profile *tpprof_profile_load_unsymbolized(const char *path);
+// Symbolized as tpprof_profile_load, but brief, as the unsymbolized load:
+// a complete recording's sites are only added up into `summary` (sites
+// NULL, nsites 0); an incomplete one's are loaded, its leaks made of them.
+// For summaries (`run`), not for a report.
+tpprof_profile *tpprof_profile_load_brief(const char *path);
 void tpprof_profile_free(tpprof_profile *p);
 
 // Name of a kind ("malloc", "mmap", ...); "kind<N>" (static buffer) if unknown.
