@@ -417,7 +417,7 @@ static void list_others(const char *db, const char *shown, const struct timespec
     uint64_t lost_total = 0;
     for (size_t i = 0; i < n; i++) {
         tpprof_profile *p = NULL;
-        if (!v[i].path || !(p = tpprof_profile_load_unsymbolized(v[i].path))) {
+        if (!v[i].path || !(p = tpprof_profile_load_figures(v[i].path))) {
             char why[1024], line[2048];
             if (v[i].path && tpprof_recording_unwritten(v[i].path, why, sizeof why))
                 v[i].error = strdup(why);
