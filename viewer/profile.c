@@ -394,64 +394,8 @@ static void parse_paths(const char *json, char ***out, size_t *n) {
     }
 }
 
-// The summary's totals of sites and live blocks, summed by SQLite (what
-// load_sites and load_leaks add up row by row, without keeping the rows):
-// `run`'s list of a build's other recordings read 300,000 sites and 160,000
-// live blocks through the C API for these figures only.
-static int load_totals(tpprof_profile *p) {
-    static const char *const sql[] = {
-        "SELECT (?1 <> 0 AND kind = ?1), 0, SUM(MAX(alloc_count, 0)), SUM(MAX(alloc_bytes, 0)),"
-        "  SUM(MAX(free_count, 0)), SUM(MAX(temp_count, 0)), SUM(MAX(temp_bytes, 0)) FROM sites GROUP BY 1",
-        "SELECT (?1 <> 0 AND kind = ?1), reachability, COUNT(*), SUM(MAX(size, 0)) FROM live_blocks GROUP BY 1, 2",
-    };
-    tpprof_summary *s = &p->summary;
-    for (int q = 0; q < 2; q++) {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(p->db->sql, sql[q], -1, &st, NULL) != SQLITE_OK)
-            return tpprof_db_error(p->db, q ? "reading live_blocks" : "reading sites");
-        sqlite3_bind_int64(st, 1, p->reserved_kind);
-        int rc;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            bool reserved = sqlite3_column_int64(st, 0) != 0;
-            int64_t reach = sqlite3_column_int64(st, 1);
-            uint64_t a = (uint64_t)sqlite3_column_int64(st, 2), b = (uint64_t)sqlite3_column_int64(st, 3);
-            if (q == 0 && reserved) {
-                s->reserved_count += a;
-                s->reserved_total_bytes += b;
-            } else if (q == 0) {
-                s->allocations += a;
-                s->total_bytes += b;
-                s->frees += (uint64_t)sqlite3_column_int64(st, 4);
-                s->temporary_count += (uint64_t)sqlite3_column_int64(st, 5);
-                s->temporary_bytes += (uint64_t)sqlite3_column_int64(st, 6);
-            } else if (reserved) {
-                s->reserved_live_count += a;
-                s->reserved_bytes += b;
-            } else if (reach == TPPROF_REACH_STORED_LIBC) {
-                s->libc_count += a;
-                s->libc_bytes += b;
-            } else {
-                s->leaked_count += a;
-                s->leaked_bytes += b;
-                int r = tpprof_reach_of(reach);
-                uint64_t *count = r == TPPROF_REACH_LOST        ? &s->lost_count
-                                  : r == TPPROF_REACH_REACHABLE ? &s->reachable_count
-                                                                : &s->unscanned_count;
-                uint64_t *bytes = r == TPPROF_REACH_LOST        ? &s->lost_bytes
-                                  : r == TPPROF_REACH_REACHABLE ? &s->reachable_bytes
-                                                                : &s->unscanned_bytes;
-                *count += a;
-                *bytes += b;
-            }
-        }
-        sqlite3_finalize(st);
-        if (rc != SQLITE_DONE) // (a sum past 2^63 too: a damaged file)
-            return tpprof_db_error(p->db, q ? "reading live_blocks" : "reading sites");
-    }
-    return 0;
-}
-
-// What profile_load reads: everything, symbolized or not, or the figures.
+// What profile_load reads: everything, symbolized or not, or all but the
+// stacks (the figures: summary, sites, leak groups).
 enum load_what { LOAD_SYMBOLIZED, LOAD_UNSYMBOLIZED, LOAD_FIGURES };
 
 static tpprof_profile *profile_load(const char *path, enum load_what what);
@@ -483,13 +427,10 @@ static tpprof_profile *profile_load(const char *path, enum load_what what) {
     if (load_kinds(p) != 0)
         goto fail;
     find_reserved_kind(p);
+    if (load_leaks(p) != 0 || load_sites(p) != 0)
+        goto fail;
     tpprof_summary *s = &p->summary;
     int64_t v = 0;
-    // The figures alone are summed in SQL, except for a recording cut
-    // short, whose leaks come from its sites (leaks_from_sites, below).
-    bool totals = what == LOAD_FIGURES && tpprof_db_meta_i64(p->db, "complete", &v) && v == 1;
-    if (totals ? load_totals(p) != 0 : load_leaks(p) != 0 || load_sites(p) != 0)
-        goto fail;
     if (tpprof_db_meta_i64(p->db, "peak_bytes", &v) && v > 0)
         s->peak_bytes = (uint64_t)v;
     if (tpprof_db_meta_i64(p->db, "peak_time_ns", &v))

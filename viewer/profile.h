@@ -112,10 +112,11 @@ void tpprof_profile_warn_skipped(const tpprof_profile *p, FILE *out, const char 
 // the file is writable, keeping it in memory otherwise) and load everything.
 // New object the caller frees, or NULL + error.
 tpprof_profile *tpprof_profile_load(const char *path);
-// Its figures only: the summary and meta (what tpprof_profile_gaps reads),
-// without stacks, symbols, sites or leak groups (nsites and nleaks 0, but
-// for a recording cut short, whose leaks come from its sites): `run`'s list
-// of the other recordings, symbolized later, once, when folded.
+// Its figures only: the summary, sites and leak groups and meta (what
+// tpprof_profile_gaps reads), without stacks or symbols (stacks NULL):
+// `run`'s list of the other recordings, symbolized later, once, when folded.
+// (Their totals summed in SQL instead, with or without a GROUP BY, took
+// longer than these rows through the C API.)
 tpprof_profile *tpprof_profile_load_figures(const char *path);
 void tpprof_profile_free(tpprof_profile *p);
 
