@@ -337,10 +337,10 @@ static void summarize_biggest_leak(const tpprof_profile *p, tpprof_tensors *t, b
 // execs > 0: the recording is of the program the launched one exec'd into.
 // end: how the launched process ended.
 static void summarize(const char *path, int execs, const tpprof_program_end *end) {
-    bool symbolized = tpprof_symbolize_file(path) == 0;
-    char symbolize_error[1024];
-    snprintf(symbolize_error, sizeof symbolize_error, "%s", tpprof_error());
-    tpprof_profile *p = tpprof_profile_load(path);
+    // The load symbolizes and saves the symbols into the file (one read of
+    // the stack nodes for both: the PyTorch loop's 3.7 million took 0.1 s a
+    // read).
+    tpprof_profile *p = tpprof_profile_load_brief(path);
     if (!p) { // one line, whatever failed first
         char why[1024];
         if (tpprof_recording_unwritten(path, why, sizeof why))
@@ -350,8 +350,9 @@ static void summarize(const char *path, int execs, const tpprof_program_end *end
         return;
     }
     char full[128];
-    if (!symbolized && !tpprof_fs_full(path, full, sizeof full)) // else the symbols are only not saved
-        fprintf(stderr, "tpprof: warning: could not symbolize %s: %s\n", path, symbolize_error);
+    if (p->symbolized_now && !p->symbols_saved && !tpprof_fs_full(path, full, sizeof full)) // else the symbols are only not saved
+        fprintf(stderr, "tpprof: warning: could not symbolize %s: %s\n", path,
+                p->symbols_unsaved ? p->symbols_unsaved : "the file is not writable");
     summarize_totals(p, path, execs, end);
     tpprof_tensors t;
     bool tensors = tpprof_tensors_load(p->db, &t) == 0 && t.attached;

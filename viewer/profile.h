@@ -96,6 +96,7 @@ typedef struct tpprof_profile {
     int64_t reserved_kind; // the id of kind mmap_reserved (0: none)
     bool symbolized_now;  // symbols were computed by this load
     bool symbols_saved;   // ... and written back into the file
+    char *symbols_unsaved; // why a writable file did not take them (owned; NULL: it did, or not tried)
     // meta.bypassing_modules: libraries seen calling the C library's
     // allocator directly (RTLD_DEEPBIND): their allocations are missing and
     // blocks they freed look leaked. Owned.
@@ -112,11 +113,14 @@ void tpprof_profile_warn_skipped(const tpprof_profile *p, FILE *out, const char 
 // the file is writable, keeping it in memory otherwise) and load everything.
 // New object the caller frees, or NULL + error.
 tpprof_profile *tpprof_profile_load(const char *path);
-// Its figures only: the summary, sites and leak groups and meta (what
-// tpprof_profile_gaps reads), without stacks or symbols (stacks NULL):
+// Symbolized as tpprof_profile_load, but brief:
+// a complete recording's sites are only added up into `summary` (sites
+// NULL, nsites 0); an incomplete one's are loaded, its leaks made of them.
+// For summaries (`run`), not for a report.
+tpprof_profile *tpprof_profile_load_brief(const char *path);
+// Its figures only, brief and without stacks or symbols (stacks NULL): the
+// summary, leak groups and meta (what tpprof_profile_gaps reads), for
 // `run`'s list of the other recordings, symbolized later, once, when folded.
-// (Their totals summed in SQL instead, with or without a GROUP BY, took
-// longer than these rows through the C API.)
 tpprof_profile *tpprof_profile_load_figures(const char *path);
 void tpprof_profile_free(tpprof_profile *p);
 

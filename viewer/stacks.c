@@ -185,6 +185,17 @@ tpprof_stacks *tpprof_stacks_load(tpprof_db *db, tpprof_symtab *symbols) {
     return st;
 }
 
+const int64_t *tpprof_stacks_ips(const tpprof_stacks *st, size_t *n) {
+    *n = st->n;
+    return st->ips;
+}
+
+void tpprof_stacks_take_symbols(tpprof_stacks *st, tpprof_symtab *symbols) {
+    tpprof_symtab_free(&st->symbols);
+    st->symbols = *symbols;
+    memset(symbols, 0, sizeof *symbols);
+}
+
 void tpprof_stacks_free(tpprof_stacks *st) {
     if (!st)
         return;

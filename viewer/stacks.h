@@ -40,6 +40,10 @@ int tpprof_stack_nodes_count(tpprof_db *db, int64_t *count, int64_t *max_id);
 // Load the whole stack trie and the symbols into memory (one query each).
 // Takes ownership of the contents of `symbols` (left empty).
 tpprof_stacks *tpprof_stacks_load(tpprof_db *db, tpprof_symtab *symbols);
+// Every node's ip, in node order (borrowed; repeats in it).
+const int64_t *tpprof_stacks_ips(const tpprof_stacks *st, size_t *n);
+// Replaces the symbols, taking the contents of `symbols` (left empty).
+void tpprof_stacks_take_symbols(tpprof_stacks *st, tpprof_symtab *symbols);
 void tpprof_stacks_free(tpprof_stacks *st);
 
 // The frames of stack `stack_id`, innermost first, inlined frames expanded,

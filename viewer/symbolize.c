@@ -832,23 +832,47 @@ static int add_ip(void *arg, int64_t id, int64_t parent, int64_t ip) {
     return 0;
 }
 
+// Symbolizes the distinct ips l gathered (taking l's arrays).
+static int symbolize_distinct(tpprof_db *db, struct ip_list *l, tpprof_symtab *out);
+
 int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out) {
+    // The distinct ips, gathered here (the recorder keeps nodes in chunks
+    // that SQL's DISTINCT would have to decode through the stack_nodes view).
+    struct ip_list l = {0};
+    if (tpprof_stack_nodes_each(db, add_ip, &l) != 0) {
+        free(l.set);
+        free(l.ips);
+        return -1;
+    }
+    return symbolize_distinct(db, &l, out);
+}
+
+int tpprof_symbolize_ips(tpprof_db *db, const int64_t *ips, size_t n, tpprof_symtab *out) {
+    struct ip_list l = {0};
+    for (size_t i = 0; i < n; i++)
+        if (add_ip(&l, 0, 0, ips[i]) != 0) {
+            free(l.set);
+            free(l.ips);
+            return tpprof_error_set("out of memory");
+        }
+    return symbolize_distinct(db, &l, out);
+}
+
+static int symbolize_distinct(tpprof_db *db, struct ip_list *l, tpprof_symtab *out) {
+    free(l->set);
+    int64_t *ips = l->ips;
+    size_t nips = l->n;
     // Symbolizing must never reach the network (docs: debuginfod disabled).
     unsetenv("DEBUGINFOD_URLS");
     module *mods = NULL;
     size_t nmods = 0;
-    if (load_modules(db, &mods, &nmods) != 0)
+    if (load_modules(db, &mods, &nmods) != 0) {
+        free(ips);
         return -1;
+    }
     int result = 0;
     // Each address goes to the latest module row holding it (a dlopen after
-    // a dlclose reuses addresses); -1: none. The distinct ips, gathered here
-    // (the recorder keeps nodes in chunks that SQL's DISTINCT would have to
-    // decode through the stack_nodes view).
-    struct ip_list l = {0};
-    result = tpprof_stack_nodes_each(db, add_ip, &l);
-    free(l.set);
-    int64_t *ips = l.ips;
-    size_t nips = result == 0 ? l.n : 0;
+    // a dlclose reuses addresses); -1: none.
     // Grouped by owning module (nmods: none), each group in one pass.
     owned *own = result == 0 && nips ? malloc(nips * sizeof *own) : NULL;
     int64_t *batch = own ? malloc(nips * sizeof *batch) : NULL;

@@ -30,6 +30,9 @@ typedef struct tpprof_symtab {
 // file is missing or whose build-id differs give rows with only `module` set.
 // Returns 0, or -1 + error when the database cannot be read.
 int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out);
+// The same for the stack nodes' ips already in memory (ips[0..n), repeats
+// allowed): a load that has read the nodes does not read them twice.
+int tpprof_symbolize_ips(tpprof_db *db, const int64_t *ips, size_t n, tpprof_symtab *out);
 
 // Symbolize a merged recording (tpprof merge): every distinct ip of its
 // stack_nodes that has no `symbols` row yet, as tpprof_symbolize would have

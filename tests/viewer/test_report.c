@@ -4,6 +4,8 @@
 #include "fixture.h"
 #include "harness.h"
 
+#include <sqlite3.h>
+
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +103,70 @@ static void test_text_top_orders_by_bytes_and_by_calls(void) {
         CHECK(strstr(bytes, "1.00 MiB         100  malloc"), "%s", r.out);
     }
     harness_result_free(&r);
+}
+
+// The top lists pick their first --top sites out of many without sorting
+// them all (cmd_report.c, first_k): on 400 sites in a scrambled order the
+// first 5 by bytes, by calls and live at the peak are SQL's ORDER BY's.
+static void test_top_lists_of_many_sites_are_the_first_in_order(void) {
+    char *db = fixture_write_copy(harness_path("many_sites.db"), &(fixture_options){0});
+    sqlite3 *h = NULL;
+    bool ok = db && sqlite3_open(db, &h) == SQLITE_OK &&
+              sqlite3_exec(h, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    for (int i = 0; ok && i < 400; i++) {
+        // Values scrambled by a multiplier mod a prime; every 50th site ties
+        // on bytes (broken by calls), and peaks tie often.
+        long long bytes = (long long)((i * 7919) % 401) * 1000;
+        long long calls = (long long)((i * 104729) % 389) + 1;
+        if (i % 50 == 0)
+            bytes = 399000; // several sites with the same bytes
+        char sql[512];
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO stack_nodes VALUES (%d, 0, %d);"
+                 "INSERT INTO sites VALUES (%d, 1, %lld, %lld, 0, 0, 0, 0, %lld, %lld);",
+                 5000 + i, 0x7000 + i, 5000 + i, calls, bytes, calls % 7, (bytes * 3) % 5003);
+        ok = sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK;
+    }
+    ok = ok && sqlite3_exec(h, "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
+    CHECK(ok, "extra sites: %s", h ? sqlite3_errmsg(h) : "no db");
+    sqlite3_close(h);
+    if (!ok) {
+        free(db);
+        return;
+    }
+    run_result r = harness_tpprof("report", db, "--format", "json", "--top", "5", NULL);
+    run_result peak = harness_tpprof("report", db, "--format", "json", "--top", "5", "--peak", NULL);
+    CHECK(r.status == 0 && peak.status == 0, "status %d %d: %s", r.status, peak.status, r.err);
+    static const struct {
+        const char *key, *field, *order;
+    } lists[] = {
+        {"\"top\": [", "\"alloc_bytes\": ", "alloc_bytes DESC, alloc_count DESC, stack_id"},
+        {"\"top_by_calls\": [", "\"alloc_count\": ", "alloc_count DESC, alloc_bytes DESC, stack_id"},
+        {"\"sites\": [", "\"peak_bytes\": ", "peak_bytes DESC, alloc_bytes DESC, alloc_count DESC, stack_id"},
+    };
+    for (size_t l = 0; l < sizeof lists / sizeof *lists && r.status == 0 && peak.status == 0; l++) {
+        char sql[256];
+        const char *col = strstr(lists[l].order, "peak") ? "peak_bytes" : strstr(lists[l].order, "alloc_count DESC, alloc_bytes") ? "alloc_count" : "alloc_bytes";
+        snprintf(sql, sizeof sql, "SELECT group_concat(v, ' ') FROM (SELECT %s AS v FROM sites%s ORDER BY %s LIMIT 5)",
+                 col, strcmp(col, "peak_bytes") == 0 ? " WHERE peak_bytes > 0 OR peak_count > 0" : "", lists[l].order);
+        char *want = harness_db_rows(db, sql);
+        char got[256] = "";
+        const char *at = strstr(strcmp(col, "peak_bytes") == 0 ? peak.out : r.out, lists[l].key);
+        for (int k = 0; at && k < 5; k++) {
+            at = strstr(at, lists[l].field);
+            if (!at)
+                break;
+            at += strlen(lists[l].field);
+            size_t len = strlen(got);
+            snprintf(got + len, sizeof got - len, "%s%lld", k ? " " : "", atoll(at));
+        }
+        strcat(got, "\n");
+        CHECK(want && strcmp(want, got) == 0, "%s: want %s got %s", lists[l].key, want ? want : "?", got);
+        free(want);
+    }
+    harness_result_free(&peak);
+    harness_result_free(&r);
+    free(db);
 }
 
 static void test_text_peak_lists_sites_live_at_the_peak(void) {
@@ -547,6 +613,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_text_summary_leads_with_the_verdict_then_what_is_reachable);
     RUN_TEST(test_text_leaks_list_lost_first_then_by_bytes_with_frames);
     RUN_TEST(test_text_top_orders_by_bytes_and_by_calls);
+    RUN_TEST(test_top_lists_of_many_sites_are_the_first_in_order);
     RUN_TEST(test_text_peak_lists_sites_live_at_the_peak);
     RUN_TEST(test_text_temporary_counts_and_sites);
     RUN_TEST(test_text_incomplete_run_is_flagged_and_blocks_unscanned);

@@ -36,6 +36,57 @@ static run_result run_under_tpprof(const char *db, const char *arg) {
     return harness_run(argv, NULL, NULL);
 }
 
+// n with thousands separators, as the summary prints counts.
+static const char *fmt_count(long long n, char buf[32]) {
+    char digits[32];
+    int len = snprintf(digits, sizeof digits, "%lld", n), o = 0;
+    for (int i = 0; i < len; i++) {
+        if (i && (len - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+// `run` adds up a complete recording's sites in SQL instead of loading
+// them (profile.c, load_site_totals): its totals, the reserved address
+// space taken out of them, are still the report's.
+static void test_summary_totals_are_the_reports(void) {
+    const char *prog = getenv("TPPROF_TEST_RESERVED_PROG");
+    if (!prog || !*prog) {
+        printf("  skip: no reserved program\n");
+        return;
+    }
+    const char *db = harness_path("totals.db");
+    char *argv[] = {(char *)harness_tpprof_path(), (char *)"run", (char *)"-o", (char *)db, (char *)"--", (char *)prog, NULL};
+    run_result r = harness_run(argv, NULL, NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    const char *a = strstr(r.err, "tpprof: ");
+    a = a ? strstr(a, " allocations (") : NULL;
+    while (a && a > r.err && a[-1] != ' ')
+        a--;
+    const char *res = strstr(r.err, "tpprof: reserved ");
+    CHECK(a && res, "a totals line and a reserved line:\n%s", r.err);
+    run_result j = harness_tpprof("report", db, "--format", "json", NULL);
+    CHECK(j.status == 0, "report: %s", j.err);
+    if (a && res && j.status == 0) {
+        long long allocs = 0, frees = 0, reserved = 0;
+        const char *k;
+        CHECK((k = strstr(j.out, "\"allocations\": ")) && sscanf(k, "\"allocations\": %lld", &allocs) == 1, "%s", j.out);
+        CHECK((k = strstr(j.out, "\"frees\": ")) && sscanf(k, "\"frees\": %lld", &frees) == 1, "%s", j.out);
+        CHECK((k = strstr(j.out, "\"reserved_count\": ")) && sscanf(k, "\"reserved_count\": %lld", &reserved) == 1, "%s", j.out);
+        CHECK(reserved > 0 && allocs > 0, "reserved %lld, allocations %lld", reserved, allocs);
+        char want[64], n1[32], n2[32];
+        snprintf(want, sizeof want, "%s allocations (", fmt_count(allocs, n1));
+        CHECK(strncmp(a, want, strlen(want)) == 0, "run says '%.60s', the report %lld allocations", a, allocs);
+        snprintf(want, sizeof want, " %s frees,", fmt_count(frees, n2));
+        CHECK(strstr(a, want) && strstr(a, want) < strchr(a, '\n'), "run says '%.80s', the report %lld frees", a, frees);
+    }
+    harness_result_free(&j);
+    harness_result_free(&r);
+}
+
 static void test_exit_status_is_the_programs(void) {
     const char *db = harness_path("status.db");
     run_result r = run_under_tpprof(db, "3");
@@ -645,6 +696,7 @@ int main(int argc, char **argv) {
     if (argc > 7 && !realpath(argv[7], odd_names))
         odd_names[0] = 0;
     RUN_TEST(test_exit_status_is_the_programs);
+    RUN_TEST(test_summary_totals_are_the_reports);
     RUN_TEST(test_a_failing_gate_makes_run_exit_with_the_error_exitcode);
     RUN_TEST(test_a_programs_own_nonzero_status_passes_through_the_gates);
     RUN_TEST(test_run_suppressions_take_known_leaks_out_of_the_gates);

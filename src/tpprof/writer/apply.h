@@ -147,11 +147,16 @@ int64_t tpprof_writer_map_at(uint64_t addr) {
 // middle becomes two (the right piece is appended). *removed: i went whole,
 // and its place now holds another mapping (the last one moved in). Returns
 // false when out of memory.
+// maps_cut_reserved: the last maps_cut cut into a reservation (a mapping of
+// kind mmap_reserved).
+static bool maps_cut_reserved;
+
 static bool map_cut_one(uint64_t i, uint64_t lo, uint64_t hi, uint64_t time, bool *removed) {
     struct tpprof_wstate *w = &tpprof_w;
     struct tpprof_block *m = &w->maps[i];
     uint64_t mlo = m->addr, mhi = m->addr + m->size;
     *removed = false;
+    if (w->sites[m->site].kind == TPPROF_KIND_MMAP_RESERVED) maps_cut_reserved = true;
     if (m->backs) { // a storage's mapping, or part of it, is gone
         tpprof_obs_block_freed(m->addr, time);
         m->backs = 0;
@@ -191,6 +196,7 @@ static bool map_cut_one(uint64_t i, uint64_t lo, uint64_t hi, uint64_t time, boo
 static void maps_cut(uint64_t lo, uint64_t hi, uint64_t time) {
     struct tpprof_wstate *w = &tpprof_w;
     bool removed;
+    maps_cut_reserved = false;
     int64_t k = tpprof_writer_map_at(lo);
     if (k >= 0 && w->maps[k].addr + w->maps[k].size == hi) {
         map_cut_one((uint64_t)k, lo, hi, time, &removed);
@@ -212,7 +218,11 @@ static void map_add(struct tpprof_thread *t, uint64_t addr, uint64_t len, uint32
                     bool fixed) {
     struct tpprof_wstate *w = &tpprof_w;
     len = page_up(len);
+    maps_cut_reserved = false;
     if (fixed || maps_index_lost || tpprof_writer_map_at(addr) >= 0) maps_cut(addr, addr + len, time);
+    // Memory committed inside a reservation (MAP_FIXED over part of it, or
+    // mprotect: map_commit): the program reaches it through the reservation.
+    bool carved = maps_cut_reserved && kind != TPPROF_KIND_MMAP_RESERVED;
     struct tpprof_site *s = tpprof_site_get(sid, kind);
     if (!s) return;
     if (!maps_room()) return;
@@ -222,6 +232,7 @@ static void map_add(struct tpprof_thread *t, uint64_t addr, uint64_t len, uint32
     m->size = len;
     m->site = (uint32_t)(s - w->sites);
     m->thread = (uint32_t)t->index;
+    m->carved = carved;
     m->time_ns = time;
     maps_index(w->nmaps - 1);
     site_add(s, len);

@@ -417,6 +417,50 @@ static void drain_work(void) {
 }
 
 // ---------------------------------------------------------------------------
+// Reservations.
+//
+// A program that reserves address space PROT_NONE and commits parts of it
+// (a JVM's heap and its card tables and bitmaps, V8's and Go's arenas)
+// reaches a committed part by the reservation's base plus an offset, or by
+// a base biased to lie outside it, not by a pointer into the part: the
+// JVM's java -version left nine such parts "lost". So the pieces of one
+// reservation, contiguous (its reserved parts and the mappings carved from
+// it), stand or fall together: when one of them is reached, every carved
+// piece is, and its contents are scanned. (Two reservations side by side
+// count as one: a lost one beside a reachable one is missed.) Returns
+// whether it marked any.
+
+static bool in_reservation(const struct tpprof_wstate *w, const struct ref *r) {
+    return !r->heap && (r->b->carved || w->sites[r->b->site].kind == TPPROF_KIND_MMAP_RESERVED);
+}
+
+static bool reservations_reach(const struct tpprof_wstate *w) {
+    bool marked = false;
+    for (uint64_t i = 0; i < nrefs;) {
+        if (!in_reservation(w, &refs[i])) {
+            i++;
+            continue;
+        }
+        uint64_t j = i + 1, hi = refs[i].hi;
+        bool reached = refs[i].b->reach == 2;
+        for (; j < nrefs && refs[j].lo <= hi; j++) { // (refs are sorted by start)
+            if (refs[j].heap) continue;
+            if (refs[j].lo != hi || !in_reservation(w, &refs[j])) break;
+            hi = refs[j].hi;
+            reached |= refs[j].b->reach == 2;
+        }
+        for (uint64_t k = i; reached && k < j; k++)
+            if (!refs[k].heap && refs[k].b->carved && refs[k].b->reach != 2) {
+                refs[k].b->reach = 2;
+                work[nwork++] = (uint32_t)k;
+                marked = true;
+            }
+        i = j;
+    }
+    return marked;
+}
+
+// ---------------------------------------------------------------------------
 // Readable memory, from /proc/self/maps as the scan starts (in address order,
 // touching ranges merged). A heap block outside it is one the recording still
 // holds live although its memory is gone: freed where the hooks do not see
@@ -728,6 +772,7 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
         scan_safe(tp - tls, tp + 2048);
         drain_work();
     }
+    while (reservations_reach(w)) drain_work();
 
     // Second pass: the C library's data. Blocks the loader allocated itself
     // (DTVs, dynamic TLS) hang off thread control blocks that glibc caches
@@ -743,6 +788,7 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
     libc_pass = true;
     dl_iterate_phdr(module_roots, &libc_pass);
     drain_work();
+    while (reservations_reach(w)) drain_work();
     late_pass = false;
 
     // The C library's (reachability 3): a reachable stdio buffer (a stream's,

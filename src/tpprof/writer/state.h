@@ -25,7 +25,8 @@ struct tpprof_block {
     uint64_t addr;
     uint64_t size;
     uint32_t site;          // index into tpprof_wstate.sites
-    uint32_t thread : 29;   // thread index
+    uint32_t thread : 28;   // thread index
+    uint32_t carved : 1;    // a mapping committed inside a PROT_NONE reservation (scan.c)
     uint32_t reach : 2;     // 0 not scanned, 1 lost, 2 reachable, 3 a stdio buffer (scan.c)
     uint32_t backs : 1;     // holds a storage's data (ledger.c wants its free)
     uint64_t time_ns;

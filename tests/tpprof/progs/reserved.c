@@ -4,7 +4,8 @@
 // start by mapping over them (commit_fixed), 2 MiB at 512 MiB in by
 // mprotect (commit_protect), of which 1 MiB is unmapped again; and a plain
 // mapping of 64 KiB (plain_map) flipped read-only and back, as a JIT flips
-// its code, which changes nothing. Prints "reserved ok".
+// its code, which changes nothing; last, a reservation lost with the part
+// committed in it (lose_reservation). Prints "reserved ok".
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +38,23 @@ __attribute__((noinline)) static char *plain_map(void) {
     return p;
 }
 
+__attribute__((noinline)) static int commit_lost(char *at) {
+    char *p = mmap(at, 64 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (p != at) return -1;
+    memset(p, 3, 64 << 10);
+    return 0;
+}
+
+// A reservation of 16 MiB, 64 KiB committed 8 MiB in, every pointer to it
+// dropped: its committed part is lost. A MiB left unmapped on each side
+// keeps it apart from the other mappings (the leak scan takes pieces side
+// by side for one reservation).
+__attribute__((noinline)) static int lose_reservation(void) {
+    char *p = mmap(NULL, 18 * MIB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED || munmap(p, MIB) != 0 || munmap(p + 17 * MIB, MIB) != 0) return -1;
+    return commit_lost(p + 9 * MIB);
+}
+
 int main(void) {
     char *r = reserve();
     if (r == MAP_FAILED) return 2;
@@ -47,6 +65,7 @@ int main(void) {
     if (q == MAP_FAILED) return 5;
     keep_plain = q;
     if (mprotect(q, 64 << 10, PROT_READ) != 0 || mprotect(q, 64 << 10, PROT_READ | PROT_WRITE) != 0) return 6;
+    if (lose_reservation() != 0) return 7;
     printf("reserved ok\n");
     return 0;
 }
