@@ -23,7 +23,6 @@
 #include "viewer.h"
 #include "merge_trie.h"
 
-#include <pthread.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,19 +154,20 @@ static int64_t scalar(sqlite3 *db, const char *sql) {
 }
 
 // merged_stack(id): the merged id of the input's stack id (the function's
-// data: where the tpprof_trie_input of the input being copied is), 0 when no node of
+// data: the tpprof_trie_input of the input being copied), 0 when no node of
 // the input has it. A function rather than a temp table of the map: a
 // build's million node ids inserted one by one cost more than the lookups.
 static void merged_stack(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     (void)argc;
-    const tpprof_trie_input *in = *(const tpprof_trie_input *const *)sqlite3_user_data(ctx);
+    const tpprof_trie_input *in = sqlite3_user_data(ctx);
     ptrdiff_t i = tpprof_ids_index(in->old_ids, in->n, sqlite3_value_int64(argv[0]));
     sqlite3_result_int64(ctx, i < 0 ? 0 : in->new_ids[i]);
 }
 
-// Fold input k's stack trie into trie: the map of its ids and its new nodes
-// into in (the fold thread's part: it touches no output).
-static int fold_one(tpprof_trie *trie, tpprof_trie_input *in, const char *path, int64_t k) {
+// Fold input k's stack trie into trie: its new nodes into main.stack_nodes,
+// the raw ips of its new nodes into temp.new_ips, the map of its ids into in
+// (out is in a transaction).
+static int fold_stacks(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, const char *path, int64_t k) {
     tpprof_db *db = tpprof_db_open(path, false);
     if (!db)
         return -1;
@@ -177,19 +177,18 @@ static int fold_one(tpprof_trie *trie, tpprof_trie_input *in, const char *path, 
     free(merged);
     int status = merged ? tpprof_error_set("%s is a merged recording: merge the recordings it was made of", path)
                         : tpprof_trie_add(trie, db, k, in);
+    if (merged) {
+        tpprof_db_close(db);
+        return status;
+    }
     tpprof_db_close(db);
-    if (status != 0 && !merged) { // say which input
+    if (status != 0) { // say which input
         char *why = strdup(tpprof_error());
         tpprof_error_set("%s: %s", path, why ? why : "out of memory");
         free(why);
     }
-    return status;
-}
-
-// Input k's new nodes (folded by fold_one) into main.stack_nodes, their raw
-// ips into temp.new_ips (out is in a transaction).
-static int write_stacks(sqlite3 *out, const tpprof_trie_input *in, const char *path) {
-    int status = exec(out, "DELETE FROM temp.new_ips;", "folding stacks");
+    if (status == 0)
+        status = exec(out, "DELETE FROM temp.new_ips;", "folding stacks");
     sqlite3_stmt *node = NULL, *ip = NULL;
     if (status == 0 &&
         (sqlite3_prepare_v2(out, "INSERT INTO main.stack_nodes VALUES (?1, ?2, ?3)", -1, &node, NULL) != SQLITE_OK ||
@@ -208,72 +207,6 @@ static int write_stacks(sqlite3 *out, const tpprof_trie_input *in, const char *p
     sqlite3_finalize(node);
     sqlite3_finalize(ip);
     return status;
-}
-
-// ---------------------------------------------------------------------------
-// Folding ahead: a thread folds the inputs' stacks (opening each, reading
-// its modules and nodes, the trie) one input ahead of the writing, which
-// is SQLite's and stays on the calling thread. The trie is the fold
-// thread's alone until it ends; each folded input waits in one of two
-// slots until the writer has copied it. A build's 169 recordings: the fold
-// is ~0.14 s of a ~0.5 s merge, and runs beside the rest.
-
-typedef struct fold_ahead {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    tpprof_trie *trie;
-    char *const *inputs;
-    size_t n;
-    tpprof_trie_input in[2];
-    int status[2];
-    char error[2][512];
-    size_t folded, written; // inputs folded, inputs the writer is done with
-    bool stop;              // the writer gave up
-} fold_ahead;
-
-static void *fold_thread(void *arg) {
-    fold_ahead *f = arg;
-    for (size_t i = 0; i < f->n; i++) {
-        pthread_mutex_lock(&f->mu);
-        while (i >= f->written + 2 && !f->stop)
-            pthread_cond_wait(&f->cv, &f->mu);
-        bool stop = f->stop;
-        pthread_mutex_unlock(&f->mu);
-        if (stop)
-            break;
-        size_t slot = i % 2;
-        int status = fold_one(f->trie, &f->in[slot], f->inputs[i], (int64_t)i + 1);
-        if (status != 0)
-            snprintf(f->error[slot], sizeof f->error[slot], "%s", tpprof_error());
-        pthread_mutex_lock(&f->mu);
-        f->status[slot] = status;
-        f->folded = i + 1;
-        pthread_cond_broadcast(&f->cv);
-        pthread_mutex_unlock(&f->mu);
-        if (status != 0)
-            break;
-    }
-    return NULL;
-}
-
-// Input i, folded (its slot), or NULL with the fold's message.
-static const tpprof_trie_input *fold_wait(fold_ahead *f, size_t i) {
-    pthread_mutex_lock(&f->mu);
-    while (f->folded <= i)
-        pthread_cond_wait(&f->cv, &f->mu);
-    pthread_mutex_unlock(&f->mu);
-    if (f->status[i % 2] != 0) {
-        tpprof_error_set("%s", f->error[i % 2]);
-        return NULL;
-    }
-    return &f->in[i % 2];
-}
-
-static void fold_done(fold_ahead *f, size_t i) {
-    pthread_mutex_lock(&f->mu);
-    f->written = i + 1;
-    pthread_cond_broadcast(&f->cv);
-    pthread_mutex_unlock(&f->mu);
 }
 
 // ---------------------------------------------------------------------------
@@ -429,8 +362,8 @@ static int copy_sites(sqlite3 *out, const tpprof_trie_input *in, const char *pat
 // ---------------------------------------------------------------------------
 // One input
 
-// Copy input number k (1-based) at path into out, its stacks folded into in.
-static int copy_input(sqlite3 *out, const tpprof_trie_input *in, const char *path, int64_t k) {
+// Copy input number k (1-based) at path into out, its stacks folded into trie.
+static int copy_input(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, const char *path, int64_t k) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(out, "ATTACH DATABASE ?1 AS src", -1, &st, NULL) != SQLITE_OK)
         return tpprof_error_set("attaching %s: %s", path, sqlite3_errmsg(out));
@@ -443,7 +376,7 @@ static int copy_input(sqlite3 *out, const tpprof_trie_input *in, const char *pat
     // One transaction per input: SQLite detaches a database only outside one.
     int status = exec(out, "BEGIN", "starting");
     if (status == 0)
-        status = write_stacks(out, in, path);
+        status = fold_stacks(out, trie, in, path, k);
     if (status == 0)
         status = copy_sites(out, in, path, k);
     if (status == 0 && scalar(out, "SELECT count(*) FROM src.sqlite_master WHERE name = 'device_blocks'") > 0)
@@ -555,38 +488,17 @@ int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet
     int status = exec(out, "PRAGMA synchronous=OFF; PRAGMA journal_mode=OFF;", "setting up");
     if (status == 0)
         status = exec(out, merged_schema, "creating the tables");
-    fold_ahead f = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .inputs = inputs, .n = n};
-    f.trie = status == 0 ? tpprof_trie_new() : NULL;
-    const tpprof_trie_input *cur = NULL;
-    if (status == 0 && !f.trie)
+    tpprof_trie *trie = status == 0 ? tpprof_trie_new() : NULL;
+    tpprof_trie_input in = {0};
+    if (status == 0 && !trie)
         status = -1;
-    if (status == 0 && sqlite3_create_function(out, "merged_stack", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, &cur,
+    if (status == 0 && sqlite3_create_function(out, "merged_stack", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, &in,
                                                merged_stack, NULL, NULL) != SQLITE_OK)
         status = tpprof_error_set("setting up the merge: %s", sqlite3_errmsg(out));
-    pthread_t thread;
-    bool ahead = status == 0 && pthread_create(&thread, NULL, fold_thread, &f) == 0;
-    for (size_t i = 0; i < n && status == 0; i++) {
-        if (!ahead) { // (no thread: fold here)
-            f.folded = i + 1;
-            if ((f.status[i % 2] = fold_one(f.trie, &f.in[i % 2], inputs[i], (int64_t)i + 1)) != 0)
-                snprintf(f.error[i % 2], sizeof f.error[i % 2], "%s", tpprof_error());
-        }
-        if (!(cur = fold_wait(&f, i)))
-            status = -1;
-        else
-            status = copy_input(out, cur, inputs[i], (int64_t)i + 1);
-        fold_done(&f, i);
-    }
-    if (ahead) {
-        pthread_mutex_lock(&f.mu);
-        f.stop = true;
-        pthread_cond_broadcast(&f.cv);
-        pthread_mutex_unlock(&f.mu);
-        pthread_join(thread, NULL);
-    }
-    tpprof_trie_input_free(&f.in[0]);
-    tpprof_trie_input_free(&f.in[1]);
-    tpprof_trie_free(f.trie);
+    for (size_t i = 0; i < n && status == 0; i++)
+        status = copy_input(out, trie, &in, inputs[i], (int64_t)i + 1);
+    tpprof_trie_input_free(&in);
+    tpprof_trie_free(trie);
     if (status == 0)
         status = exec(out, merged_indexes, "indexing");
     if (status == 0)
