@@ -17,7 +17,6 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,7 +374,6 @@ typedef struct other {
     int64_t pid;
     uint64_t allocations, lost_bytes;
     bool readable, after_exec; // after_exec: an image another became by exec
-    bool fold;                 // the fold takes it (foldable)
     char *error;   // why not, when not readable
     char *missing; // the first thing it misses (gaps.c), or NULL
 } other;
@@ -437,45 +435,6 @@ static int seen_fold(const seen *s, const char *path) {
 // an exec chain, forked children and what they became). They are
 // symbolized afterwards (symbolize_apart), once folded where they are: a
 // build's 170 recordings share most of their frames.
-// Reads o->path's figures into o (run's own recording: db).
-static void read_other(const char *db, other *o) {
-    tpprof_profile *p = NULL;
-    if (!o->path || !(p = tpprof_profile_load_figures(o->path))) {
-        char why[1024], line[2048];
-        if (o->path && tpprof_recording_unwritten(o->path, why, sizeof why))
-            o->error = strdup(why);
-        else if (snprintf(line, sizeof line, "unreadable: %s", tpprof_error()) > 0)
-            o->error = strdup(line);
-        return;
-    }
-    o->readable = true;
-    o->fold = foldable(p->db);
-    tpprof_gaps gaps;
-    if (tpprof_profile_gaps(p, o->path, NULL, &gaps))
-        o->missing = strdup(gaps.reason[0]);
-    o->after_exec = made_by_exec(db, o->path);
-    o->pid = p->summary.pid;
-    o->allocations = p->summary.allocations;
-    o->lost_bytes = p->summary.lost_bytes;
-    tpprof_profile_free(p);
-}
-
-// Half of the recordings, read on a second thread: each is a file of its
-// own, read through its own connection (a build's 169: ~0.15 s of CPU, on
-// the core the build has just left free).
-typedef struct others_half {
-    const char *db;
-    other *v;
-    size_t n;
-} others_half;
-
-static void *read_others(void *arg) {
-    others_half *h = arg;
-    for (size_t i = 0; i < h->n; i++)
-        read_other(h->db, &h->v[i]);
-    return NULL;
-}
-
 static void list_others(const char *db, const char *shown, const struct timespec *since, seen *read) {
     char **children = list_children(db, since);
     size_t n = 0, cap = 1;
@@ -496,18 +455,29 @@ static void list_others(const char *db, const char *shown, const struct timespec
         if (strcmp(children[c], shown) != 0)
             v[n++].path = strdup(children[c]);
     free_list(children);
-    others_half half = {db, v, n >= 16 ? n / 2 : 0};
-    pthread_t thread;
-    bool two = half.n && pthread_create(&thread, NULL, read_others, &half) == 0;
-    for (size_t i = two ? half.n : 0; i < n; i++)
-        read_other(db, &v[i]);
-    if (two)
-        pthread_join(thread, NULL);
     uint64_t lost_total = 0;
     for (size_t i = 0; i < n; i++) {
-        lost_total += v[i].lost_bytes;
-        if (v[i].readable && (read->paths[read->n] = strdup(v[i].path)) != NULL)
-            read->fold[read->n++] = v[i].fold;
+        tpprof_profile *p = NULL;
+        if (!v[i].path || !(p = tpprof_profile_load_figures(v[i].path))) {
+            char why[1024], line[2048];
+            if (v[i].path && tpprof_recording_unwritten(v[i].path, why, sizeof why))
+                v[i].error = strdup(why);
+            else if (snprintf(line, sizeof line, "unreadable: %s", tpprof_error()) > 0)
+                v[i].error = strdup(line);
+            continue;
+        }
+        v[i].readable = true;
+        if ((read->paths[read->n] = strdup(v[i].path)) != NULL)
+            read->fold[read->n++] = foldable(p->db);
+        tpprof_gaps gaps;
+        if (tpprof_profile_gaps(p, v[i].path, NULL, &gaps))
+            v[i].missing = strdup(gaps.reason[0]);
+        v[i].after_exec = made_by_exec(db, v[i].path);
+        v[i].pid = p->summary.pid;
+        v[i].allocations = p->summary.allocations;
+        v[i].lost_bytes = p->summary.lost_bytes;
+        lost_total += p->summary.lost_bytes;
+        tpprof_profile_free(p);
     }
     qsort(v, n, sizeof *v, cmp_other);
     size_t shown_n = n <= OTHERS_SHOWN + 2 ? n : OTHERS_SHOWN;
