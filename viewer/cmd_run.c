@@ -391,6 +391,42 @@ static int cmp_other(const void *a, const void *b) {
     return strcmp(x->path, y->path);
 }
 
+// Whether the fold takes a recording (fold_run): complete, not full mode,
+// no tensor tables. db: the recording, open.
+static bool foldable(tpprof_db *h) {
+    char *complete = h ? tpprof_db_meta(h, "complete") : NULL, *mode = h ? tpprof_db_meta(h, "mode") : NULL,
+         *tensors = h ? tpprof_db_meta(h, "tensors") : NULL;
+    bool yes = complete && strcmp(complete, "1") == 0 && !(mode && strcmp(mode, "full") == 0) && !tensors;
+    free(complete);
+    free(mode);
+    free(tensors);
+    return yes;
+}
+
+// The recordings list_others read, and whether the fold takes each: the fold
+// does not open them again (a build's 169 opens, 40-55 ms).
+typedef struct seen {
+    char **paths; // owned
+    bool *fold;
+    size_t n;
+} seen;
+
+static void seen_free(seen *s) {
+    for (size_t i = 0; i < s->n; i++)
+        free(s->paths[i]);
+    free(s->paths);
+    free(s->fold);
+    memset(s, 0, sizeof *s);
+}
+
+// 1 fold it, 0 not, -1 not seen.
+static int seen_fold(const seen *s, const char *path) {
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->paths[i], path) == 0)
+            return s->fold[i];
+    return -1;
+}
+
 // At most this many "also recorded" lines: a shell script or a build can
 // leave hundreds of recordings.
 #define OTHERS_SHOWN 8
@@ -399,13 +435,17 @@ static int cmp_other(const void *a, const void *b) {
 // an exec chain, forked children and what they became). They are
 // symbolized afterwards (symbolize_apart), once folded where they are: a
 // build's 170 recordings share most of their frames.
-static void list_others(const char *db, const char *shown, const struct timespec *since) {
+static void list_others(const char *db, const char *shown, const struct timespec *since, seen *read) {
     char **children = list_children(db, since);
     size_t n = 0, cap = 1;
     for (size_t c = 0; children && children[c]; c++)
         cap++;
     other *v = calloc(cap, sizeof *v);
-    if (!v) {
+    read->paths = calloc(cap, sizeof *read->paths);
+    read->fold = calloc(cap, sizeof *read->fold);
+    if (!v || !read->paths || !read->fold) {
+        free(v);
+        seen_free(read);
         free_list(children);
         return;
     }
@@ -418,7 +458,7 @@ static void list_others(const char *db, const char *shown, const struct timespec
     uint64_t lost_total = 0;
     for (size_t i = 0; i < n; i++) {
         tpprof_profile *p = NULL;
-        if (!v[i].path || !(p = tpprof_profile_load_unsymbolized(v[i].path))) {
+        if (!v[i].path || !(p = tpprof_profile_load_figures(v[i].path))) {
             char why[1024], line[2048];
             if (v[i].path && tpprof_recording_unwritten(v[i].path, why, sizeof why))
                 v[i].error = strdup(why);
@@ -427,6 +467,8 @@ static void list_others(const char *db, const char *shown, const struct timespec
             continue;
         }
         v[i].readable = true;
+        if ((read->paths[read->n] = strdup(v[i].path)) != NULL)
+            read->fold[read->n++] = foldable(p->db);
         tpprof_gaps gaps;
         if (tpprof_profile_gaps(p, v[i].path, NULL, &gaps))
             v[i].missing = strdup(gaps.reason[0]);
@@ -504,7 +546,7 @@ static int output_template(const char *output, const char *cmd0, char *template,
 // and so does what a merge would lose: a full-mode recording's events, a
 // tensor recording's tables.
 // Returns how many were folded (0: none).
-static size_t fold_run(const char *db, const struct timespec *since) {
+static size_t fold_run(const char *db, const struct timespec *since, const seen *read) {
     char **children = list_children(db, since);
     size_t n = 0;
     for (size_t c = 0; children && children[c]; c++)
@@ -514,15 +556,14 @@ static size_t fold_run(const char *db, const struct timespec *since) {
     size_t k = 0;
     for (size_t c = 0; in && c <= n; c++) {
         const char *path = c == 0 ? (main_too ? db : NULL) : children[c - 1];
-        tpprof_db *h = path ? tpprof_db_open(path, false) : NULL;
-        char *complete = h ? tpprof_db_meta(h, "complete") : NULL, *mode = h ? tpprof_db_meta(h, "mode") : NULL,
-             *tensors = h ? tpprof_db_meta(h, "tensors") : NULL;
-        if (complete && strcmp(complete, "1") == 0 && !(mode && strcmp(mode, "full") == 0) && !tensors)
+        int known = path ? seen_fold(read, path) : 0;
+        if (known < 0) { // (the run's own recording, which the summary read)
+            tpprof_db *h = tpprof_db_open(path, false);
+            known = foldable(h);
+            tpprof_db_close(h);
+        }
+        if (known)
             in[k++] = (char *)path;
-        free(complete);
-        free(mode);
-        free(tensors);
-        tpprof_db_close(h);
     }
     // Into db, unless the run's own recording is there and stays apart (not
     // complete): then beside it, <db without .db>.run.db.
@@ -853,10 +894,12 @@ static int report_run(run_options *o, const char *template, pid_t pid, int statu
     last_image(db, started, last, sizeof last, &execs);
     summarize(last, execs, &end);
     fprintf(stderr, "tpprof: recording: %s  (tpprof report %s)\n", last, last);
-    list_others(db, last, started);
+    seen read = {0};
+    list_others(db, last, started, &read);
     bool gate_failed = o->gated && gate_run(o, last);
     if (!o->keep_processes)
-        fold_run(db, started);
+        fold_run(db, started, &read);
+    seen_free(&read);
     symbolize_apart(db, started);
     if (gate_failed && code == 0)
         return o->error_exitcode;

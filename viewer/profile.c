@@ -439,15 +439,18 @@ static void parse_paths(const char *json, char ***out, size_t *n) {
     }
 }
 
-static tpprof_profile *profile_load(const char *path, bool symbolize, bool brief);
+// What profile_load reads: everything, symbolized or not (symbolize); brief, a complete
+// recording's sites only added up (load_site_totals); without the stacks
+// (and symbols: stacks NULL), `run`'s figures of its other recordings.
+static tpprof_profile *profile_load(const char *path, bool symbolize, bool brief, bool stacks);
 
-tpprof_profile *tpprof_profile_load(const char *path) { return profile_load(path, true, false); }
+tpprof_profile *tpprof_profile_load(const char *path) { return profile_load(path, true, false, true); }
 
-tpprof_profile *tpprof_profile_load_unsymbolized(const char *path) { return profile_load(path, false, true); }
+tpprof_profile *tpprof_profile_load_brief(const char *path) { return profile_load(path, true, true, true); }
 
-tpprof_profile *tpprof_profile_load_brief(const char *path) { return profile_load(path, true, true); }
+tpprof_profile *tpprof_profile_load_figures(const char *path) { return profile_load(path, false, true, false); }
 
-static tpprof_profile *profile_load(const char *path, bool symbolize, bool brief) {
+static tpprof_profile *profile_load(const char *path, bool symbolize, bool brief, bool stacks) {
     tpprof_profile *p = calloc(1, sizeof *p);
     if (!p) {
         tpprof_error_set("out of memory");
@@ -456,16 +459,18 @@ static tpprof_profile *profile_load(const char *path, bool symbolize, bool brief
     p->db = tpprof_db_open(path, false);
     if (!p->db)
         goto fail;
-    // The nodes first: symbolizing takes their ips from memory.
-    tpprof_symtab tab = {0};
-    p->stacks = tpprof_stacks_load(p->db, &tab);
-    if (!p->stacks)
-        goto fail;
-    if (load_symbols(p, path, &tab, symbolize) != 0) {
-        tpprof_symtab_free(&tab);
-        goto fail;
+    if (stacks) {
+        // The nodes first: symbolizing takes their ips from memory.
+        tpprof_symtab tab = {0};
+        p->stacks = tpprof_stacks_load(p->db, &tab);
+        if (!p->stacks)
+            goto fail;
+        if (load_symbols(p, path, &tab, symbolize) != 0) {
+            tpprof_symtab_free(&tab);
+            goto fail;
+        }
+        tpprof_stacks_take_symbols(p->stacks, &tab);
     }
-    tpprof_stacks_take_symbols(p->stacks, &tab);
     if (load_kinds(p) != 0)
         goto fail;
     find_reserved_kind(p);

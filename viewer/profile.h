@@ -113,16 +113,15 @@ void tpprof_profile_warn_skipped(const tpprof_profile *p, FILE *out, const char 
 // the file is writable, keeping it in memory otherwise) and load everything.
 // New object the caller frees, or NULL + error.
 tpprof_profile *tpprof_profile_load(const char *path);
-// The same without symbolizing: a recording whose `symbols` is empty loads
-// with its frames as addresses (for what needs only its figures: `run`'s
-// list of the other recordings, symbolized later, once, when folded), and
-// brief (below).
-tpprof_profile *tpprof_profile_load_unsymbolized(const char *path);
-// Symbolized as tpprof_profile_load, but brief, as the unsymbolized load:
+// Symbolized as tpprof_profile_load, but brief:
 // a complete recording's sites are only added up into `summary` (sites
 // NULL, nsites 0); an incomplete one's are loaded, its leaks made of them.
 // For summaries (`run`), not for a report.
 tpprof_profile *tpprof_profile_load_brief(const char *path);
+// Its figures only, brief and without stacks or symbols (stacks NULL): the
+// summary, leak groups and meta (what tpprof_profile_gaps reads), for
+// `run`'s list of the other recordings, symbolized later, once, when folded.
+tpprof_profile *tpprof_profile_load_figures(const char *path);
 void tpprof_profile_free(tpprof_profile *p);
 
 // Name of a kind ("malloc", "mmap", ...); "kind<N>" (static buffer) if unknown.

@@ -293,6 +293,58 @@ static void test_merge_never_overwrites_and_refuses_bad_inputs(void) {
                                "is a merged recording: merge the recordings it was made of");
 }
 
+// Sites that land on one (stack, kind) in the merged recording are one row,
+// summed: those of two stacks of one process that fold into one (its app
+// loaded twice, at two addresses: one file, one build id, so one frame), and
+// those of no stack (0, or one no node has). The rest are copied row for row.
+static void test_sites_that_land_on_one_stack_are_one_row(void) {
+    const char *twice = harness_path("twice.db"), *plain = harness_path("no-stack.db");
+    CHECK(fixture_write(twice, &(fixture_options){0}) == 0 && fixture_write(plain, &(fixture_options){0}) == 0,
+          "fixture");
+    // Sites of no stack, in both: stack 0, and 99 (no node).
+    const char *no_stack = "INSERT INTO sites VALUES (0,1, 2,20, 0,0, 0,0, 2,20), (99,1, 3,30, 1,10, 0,0, 2,20),"
+                           "  (99,2, 4,40, 0,0, 0,0, 4,40);";
+    // The app again, 256 MiB above, and make_buffer's stack (node 4, under
+    // main) through it: node 20, with a calloc site as node 4 has.
+    char sql[1200];
+    snprintf(sql, sizeof sql,
+             "%sINSERT INTO modules SELECT 3, path, build_id, base + 268435456, lo + 268435456, hi + 268435456,"
+             "  loaded_ns, unloaded_ns FROM modules WHERE id = 1;"
+             "INSERT INTO stack_nodes SELECT 20, 1, ip + 268435456 FROM stack_nodes WHERE id = 4;"
+             "INSERT INTO sites VALUES (20,2, 7,700, 7,700, 0,0, 3,300);",
+             no_stack);
+    const char *const setup[][2] = {{twice, sql}, {plain, no_stack}};
+    for (int i = 0; i < 2; i++) {
+        sqlite3 *h = NULL;
+        CHECK(sqlite3_open(setup[i][0], &h) == SQLITE_OK && sqlite3_exec(h, setup[i][1], NULL, NULL, NULL) == SQLITE_OK,
+              "%s: %s", setup[i][0], sqlite3_errmsg(h));
+        sqlite3_close(h);
+    }
+    const char *out = harness_path("twice-merged.db");
+    run_result r = harness_tpprof("merge", out, plain, twice, NULL);
+    CHECK(r.status == 0, "%s", r.err);
+    harness_result_free(&r);
+    // 8 nodes, and the second input's libtpprof.so frame (no build id): node 20 is node 4.
+    CHECK(harness_db_int(out, "SELECT COUNT(*) FROM stack_nodes") == 9, "%lld nodes",
+          harness_db_int(out, "SELECT COUNT(*) FROM stack_nodes"));
+    // make_buffer's calloc site in the second process: node 4's and node 20's, summed.
+    char *rows = harness_db_rows(out, "SELECT process, alloc_count, alloc_bytes, free_count, peak_bytes FROM sites"
+                                      " WHERE kind = 2 AND stack_id <> 0 ORDER BY process");
+    CHECK(rows && strcmp(rows, "1|10|1000|8|500\n2|17|1700|15|800\n") == 0, "%s", rows ? rows : "");
+    free(rows);
+    // No stack: one row a kind in each process, whichever way its sites came.
+    rows = harness_db_rows(out, "SELECT process, kind, alloc_count, freed_bytes, peak_count FROM sites WHERE stack_id = 0"
+                                " ORDER BY process, kind");
+    CHECK(rows && strcmp(rows, "1|1|5|10|4\n1|2|4|0|4\n2|1|5|10|4\n2|2|4|0|4\n") == 0, "%s", rows ? rows : "");
+    free(rows);
+    CHECK(harness_db_int(out, "SELECT COUNT(*) FROM sites") == 2 * 5 + 2 * 2, "%lld site rows",
+          harness_db_int(out, "SELECT COUNT(*) FROM sites"));
+    CHECK(harness_db_int(out, "SELECT SUM(alloc_bytes) FROM sites") ==
+              harness_db_int(plain, "SELECT SUM(alloc_bytes) FROM sites") +
+                  harness_db_int(twice, "SELECT SUM(alloc_bytes) FROM sites"),
+          "bytes summed");
+}
+
 int main(int argc, char **argv) {
     harness_init(argc, argv);
     const char *p = harness_path("a.db");
@@ -306,6 +358,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_merged_recording_reads_as_one_program_with_its_processes);
     RUN_TEST(test_a_stack_shared_by_two_processes_is_stored_once);
     RUN_TEST(test_python_frames_of_the_same_line_are_stored_once);
+    RUN_TEST(test_sites_that_land_on_one_stack_are_one_row);
     RUN_TEST(test_report_takes_several_recordings_or_a_glob);
     RUN_TEST(test_check_gates_each_recording_and_their_total);
     RUN_TEST(test_merge_never_overwrites_and_refuses_bad_inputs);
