@@ -60,7 +60,7 @@
 #define ID_CHUNKS ((uint32_t)1 << 16)
 #define ID_FAILED UINT32_MAX
 #define CACHE_SLOTS 16384          // 256 KiB per thread, touched as used
-#define CACHE_BIG_SLOTS 131072     // 2 MiB (one huge page), for a thread that misses often
+#define CACHE_BIG_SLOTS 65536      // 1 MiB, for a thread that misses often
 #define CACHE_WAYS 4               // entries per set (one cache line)
 
 // h1 (0: free), then the low half of h2 above the id (0: being published).
@@ -94,11 +94,10 @@ _Static_assert(TPPROF_MAX_DEPTH < 256, "fp_len fits the cache entry");
 #define H2LO(h2) ((uint32_t)(h2) & 0xffffffu)
 static __thread struct cache_entry *cache TPPROF_TLS;
 // The cache's sets - 1, and its misses so far: a thread that has missed as
-// many times as the cache has entries gets one eight times the size, once
+// many times as the cache has entries gets one four times the size, once
 // (alloc_heavy built with clang allocates from 46,000 distinct stacks, and
 // one in ten of its lookups went on to the depot's tables, a cache and TLB
-// miss each; with a 1 MiB cache one in twelve still did, its sets that
-// drew more than 4 of the stacks evicting each other: 2 MiB, one in 40).
+// miss each).
 static __thread uint32_t cache_mask TPPROF_TLS;
 static __thread uint32_t cache_misses TPPROF_TLS;
 // The thread's cache misses in a row (up to 255): see depot_prefetch.
@@ -336,13 +335,10 @@ static uint32_t lookup(uint64_t h1, uint64_t h2, const uintptr_t *ips, int n) {
 // Maps the calling thread's cache of `slots` entries (the old one goes).
 // The big one is populated: made for a thread that missed 16,384 times, it
 // will be filled, and a set read before it is written maps the zero page
-// that the write then copies (two faults a page, in the hook). It is one
-// huge page: each lookup lands anywhere in it, and on 4 KiB pages each was
-// a TLB miss as well as a cache miss (alloc_heavy, clang: the same cache
-// on small pages took as much CPU as the 1 MiB one).
+// that the write then copies (two faults a page, in the hook).
 static struct cache_entry *cache_make(uint32_t slots) {
     size_t bytes = slots * sizeof(struct cache_entry);
-    struct cache_entry *c = slots > CACHE_SLOTS ? tpprof_mem_map_huge(bytes) : tpprof_mem_map(bytes);
+    struct cache_entry *c = slots > CACHE_SLOTS ? tpprof_mem_map_populated(bytes) : tpprof_mem_map(bytes);
     if (!c) return NULL;
     if (cache) tpprof_mem_unmap(cache, ((size_t)cache_mask + 1) * CACHE_WAYS * sizeof *cache);
     cache = c;
