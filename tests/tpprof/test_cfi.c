@@ -101,10 +101,10 @@ static void test_the_signal_trampoline_is_left_to_libunwind(void) {
 
 // ---------------------------------------------------------------------------
 // Each walk reads the stack as it stands, whatever the thread walked
-// before (its rules are cached, its frames are not): a hand-made stack of
-// frame-pointer frames (return
-// addresses inside fp_call, fp_call2 and fp_call3, whose rule is CFA = rbp +
-// 16, the caller's rbp at CFA - 16).
+// before (its rules are cached; its frames are taken where a walk meets
+// them, only if the words they were read from are unchanged): a hand-made
+// stack of frame-pointer frames (return addresses inside fp_call, fp_call2
+// and fp_call3, whose rule is CFA = rbp + 16, the caller's rbp at CFA - 16).
 
 NOINLINE static void fp_call2(cfi_frames_fn fn, int n) {
     fn(n + 1);
@@ -163,6 +163,42 @@ static void test_a_changed_stack_is_walked_as_it_stands(void) {
     uintptr_t from_deeper[6] = {ra[2], skip[0], skip[1], skip[2], skip[3], skip[4]};
     n = tpprof_cfi_walk(st, &deeper, lo, hi, 1, ips, 6);
     CHECK_MSG(n == 6 && memcmp(ips, from_deeper, 6 * sizeof ips[0]) == 0, "from deeper: %d frames", n);
+    // A walk cut short by its cap, then one from the same frame with room
+    // for more: it goes on past where the first stopped.
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 3);
+    CHECK_MSG(n == 3 && memcmp(ips, skip, 3 * sizeof ips[0]) == 0, "capped at 3: %d frames", n);
+    n = tpprof_cfi_walk(st, &deeper, lo, hi, 1, ips, 6);
+    CHECK_MSG(n == 6 && memcmp(ips, from_deeper, 6 * sizeof ips[0]) == 0, "deeper, after a capped walk: %d frames", n);
+    // A deeper walk capped inside the last walk's frames: its first ones;
+    // then the whole stack again, past the frame the capped walk ended at.
+    n = tpprof_cfi_walk(st, &deeper, lo, hi, 1, ips, 3);
+    CHECK_MSG(n == 3 && memcmp(ips, from_deeper, 3 * sizeof ips[0]) == 0, "deeper, capped: %d frames", n);
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 8);
+    CHECK_MSG(n == 5 && memcmp(ips, skip, 5 * sizeof ips[0]) == 0, "after a capped deeper walk: %d frames", n);
+    // The outermost frame's caller, 0 when last walked, is now an address
+    // (its saved rbp 0: no CFA above it): the walk is no longer exact.
+    stack[8 * 5 + 9] = ra[1];
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 8);
+    CHECK_MSG(n == -1, "the outermost frame's caller changed: %d frames", n);
+    stack[8 * 5 + 9] = 0;
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 8);
+    CHECK_MSG(n == 5 && memcmp(ips, skip, 5 * sizeof ips[0]) == 0, "the end restored: %d frames", n);
+    // The same first frame with another rbp (its CFA is rbp-based): the walk
+    // follows that rbp, as a thread that never walked before would.
+    struct tpprof_cfi_regs other_bp = {ra[0], (uintptr_t)&stack[2], (uintptr_t)&stack[16]};
+    struct tpprof_cfi_state *st2 = tpprof_cfi_state_new();
+    CHECK(st2 != NULL);
+    uintptr_t first[8];
+    int nfirst = st2 ? tpprof_cfi_walk(st2, &other_bp, lo, hi, 1, first, 8) : -1;
+    tpprof_cfi_state_free(st2);
+    n = tpprof_cfi_walk(st, &other_bp, lo, hi, 1, ips, 8);
+    CHECK_MSG(nfirst == 4 && n == nfirst && memcmp(ips, first, (size_t)n * sizeof ips[0]) == 0,
+              "another rbp: %d frames, %d on a new thread", n, nfirst);
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 8);
+    CHECK(n == 5 && memcmp(ips, skip, 5 * sizeof ips[0]) == 0);
+    // Walked with other bounds (another stack): the same frames, walked.
+    n = tpprof_cfi_walk(st, &r, lo, hi + 8, 1, ips, 8);
+    CHECK_MSG(n == 5 && memcmp(ips, skip, 5 * sizeof ips[0]) == 0, "other bounds: %d frames", n);
     tpprof_cfi_state_free(st);
 }
 

@@ -51,8 +51,8 @@ struct tpprof_cfi_regs {
     uintptr_t ip, sp, bp;
 };
 
-// A thread's walk state (its cache of rules): mapped (32 KiB, NULL if it
-// cannot be), for one thread at a time.
+// A thread's walk state (its cache of rules, its last walk): mapped (50
+// KiB, NULL if it cannot be), for one thread at a time.
 struct tpprof_cfi_state;
 struct tpprof_cfi_state *tpprof_cfi_state_new(void);
 void tpprof_cfi_state_free(struct tpprof_cfi_state *st);
@@ -62,7 +62,9 @@ void tpprof_cfi_state_free(struct tpprof_cfi_state *st);
 // not known to be exact (a rule that is not simple, a frame outside the
 // bounds, a CFA that does not grow): the caller asks libunwind then. gen:
 // the unwinder's generation (it changes as modules are unloaded): the
-// thread's cached rules of another generation are dropped.
+// thread's cached rules of another generation are dropped. Where it meets a
+// frame of st's last walk whose stack words are unchanged, it takes that
+// walk's frames from there (the same frames; cfiwalk.c).
 int tpprof_cfi_walk(struct tpprof_cfi_state *st, const struct tpprof_cfi_regs *r, uintptr_t lo, uintptr_t hi,
                     uint32_t gen, uintptr_t *ips, int max);
 
