@@ -201,8 +201,16 @@ static void on_exit_scan(void) {
     tpprof_guard = saved;
 }
 
+// Forked from a thread other than main: the child's main thread (the
+// forking one) may end by returning from its thread function, which glibc
+// turns into exit(0) when no thread is left but the writer cannot see (the
+// Python threading module's threads end so; test_threading's fork from a
+// thread hung for ever): the writer watches for it (writer.c).
+static bool fork_off_main;
+
 static void fork_prepare(void) {
     tpprof_guard++;
+    fork_off_main = (pid_t)syscall(SYS_gettid) != getpid();
     if (started) tpprof_writer_fork_prepare();
 }
 
@@ -226,6 +234,7 @@ static void fork_child(void) {
         recorded_pid = getpid();
         tpprof_obs_order_fork_child();
         tpprof_writer_fork_child(path);
+        if (fork_off_main) atomic_store(&tpprof_main_exited, 1);
     }
     tpprof_guard--;
 }

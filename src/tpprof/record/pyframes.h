@@ -1,6 +1,6 @@
 // pyframes.h: Python frames in the allocation stacks (record/pyframes.c).
 //
-// When the program runs a supported CPython (3.11), each captured native
+// When the program runs a supported CPython (3.11 to 3.13), each captured native
 // stack gets the Python functions the interpreter was running, put in
 // front of the native frame of `_PyEval_EvalFrameDefault` that ran them,
 // read from the interpreter's own frame state: no Python code runs, nothing
@@ -57,8 +57,9 @@ TPPROF_HIDDEN uint32_t tpprof_py_merge(uint32_t native_id, const uintptr_t *ips,
 TPPROF_HIDDEN uint32_t tpprof_py_intern(const uintptr_t *ips, int n);
 
 // What the store writes about the interpreter in meta.python (a short
-// text: "CPython 3.11.2", "CPython 3.12.1: not supported, native stacks
-// only", "off (TPPROF_PYTHON=0)"), or NULL when the program is not Python.
+// text: "CPython 3.11.2", "CPython 3.14.0: not supported (3.11 to 3.13
+// are), native stacks only", "off (TPPROF_PYTHON=0)"), or NULL when the
+// program is not Python.
 TPPROF_HIDDEN const char *tpprof_py_meta(void);
 
 // Python frames left out of stacks because their code object could not be
@@ -75,7 +76,7 @@ struct tpprof_py_frame {
 // Resolves a pseudo frame; false if its code id is unknown.
 TPPROF_HIDDEN bool tpprof_py_resolve(uint64_t ip, struct tpprof_py_frame *out);
 
-// For tests: the line of code unit `unit` in a 3.11 location table
+// For tests: the line of code unit `unit` in a 3.11-3.13 location table
 // (co_linetable) whose code starts at line `first`; 0 when not covered.
 TPPROF_HIDDEN int tpprof_py_linetable_line(const uint8_t *tab, size_t len, int first, uint32_t unit);
 

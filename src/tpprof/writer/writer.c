@@ -196,14 +196,16 @@ static void poll_modules(void) {
 
 _Atomic int tpprof_main_exited;
 
-// After the main thread's pthread_exit: whether the writer is the only
-// thread left (/proc/self/status counts it and the main thread, a zombie
+// After the main thread's pthread_exit, or in a child forked from another
+// thread (whose main thread may end by returning from its thread function:
+// no call to see): whether the writer is the only thread left
+// (/proc/self/status counts it and the main thread, a zombie, its State,
 // until the process ends).
 static bool only_writer_left(void) {
     char buf[4096];
     if (proc_read(&status, buf, sizeof buf) <= 0) return false;
-    const char *p = strstr(buf, "\nThreads:");
-    return p && strtol(p + 10, NULL, 10) <= 2;
+    const char *p = strstr(buf, "\nThreads:"), *st = strstr(buf, "\nState:");
+    return p && strtol(p + 10, NULL, 10) <= 2 && st && strncmp(st + 7, "\tZ", 2) == 0;
 }
 
 // ---------------------------------------------------------------------------
