@@ -230,8 +230,6 @@ ptrdiff_t tpprof_ids_index(const int64_t *ids, size_t n, int64_t id) {
     return lo < n && ids[lo] == id ? (ptrdiff_t)lo : -1;
 }
 
-static ptrdiff_t find_node(const tpprof_stacks *st, int64_t id) { return tpprof_ids_index(st->ids, st->n, id); }
-
 // Index of the first symbol row of ip, or -1.
 static ptrdiff_t find_symbol(const tpprof_stacks *st, int64_t ip) {
     size_t i = tpprof_symtab_first(&st->symbols, ip);
@@ -248,7 +246,7 @@ size_t tpprof_stacks_frames(const tpprof_stacks *st, int64_t stack_id, tpprof_fr
     // A damaged trie could loop; no real stack is longer than the node count.
     size_t guard = st->n + 1;
     while (stack_id != 0 && guard-- > 0) {
-        ptrdiff_t node = find_node(st, stack_id);
+        ptrdiff_t node = tpprof_ids_index(st->ids, st->n, stack_id);
         if (node < 0)
             break;
         int64_t ip = st->ips[node];

@@ -80,6 +80,7 @@ struct tpprof_site {
     int64_t temp_bytes;
 };
 _Static_assert(sizeof(struct tpprof_site) == 72, "sites are 72 bytes");
+_Static_assert(TPPROF_KIND_COUNT <= 16, "a site's kind fits its 4 bits");
 #define TPPROF_SITE_EPOCH_MASK ((UINT64_C(1) << 56) - 1)
 
 // A mapping kind's site counts splits where a heap site counts temps.
