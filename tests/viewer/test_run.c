@@ -536,6 +536,13 @@ static void test_a_failing_gate_makes_run_exit_with_the_error_exitcode(void) {
     CHECK(r.status == 1, "status %d:\n%s", r.status, r.err);
     CHECK(strstr(r.err, "\ntpprof: FAIL leaked bytes 12388 > 100: 8192 B in map_some"), "%s", r.err);
     CHECK(!strstr(r.err, "FAIL peak") && !strstr(r.err, "FAIL lost"), "only the gates given:\n%s", r.err);
+    // The gates read the recording the summary loaded whole: the summary
+    // says what a run without gates says.
+    run_result plain = run_gated((const char *[]){"-o", db, NULL}, NULL);
+    const char *a = strstr(r.err, "tpprof: recording:"), *b = strstr(plain.err, "tpprof: recording:");
+    CHECK(a && b && a - r.err == b - plain.err && memcmp(r.err, plain.err, (size_t)(a - r.err)) == 0,
+          "gated:\n%s\nnot gated:\n%s", r.err, plain.err);
+    harness_result_free(&plain);
     harness_result_free(&r);
 }
 
