@@ -28,6 +28,9 @@ TPPROF_HIDDEN void tpprof_writer_exec_failed(void);
 // the writer go on.
 TPPROF_HIDDEN void tpprof_writer_pause(void);
 TPPROF_HIDDEN void tpprof_writer_resume(int taken);
+// How many threads of the process are tpprof's (the writer: 0 or 1), for
+// the program's view of its own thread count (procstat.c).
+TPPROF_HIDDEN int tpprof_writer_threads(void);
 // The main thread called pthread_exit (lifecycle.c): the writer ends the
 // process once it is the last thread (writer.c).
 TPPROF_HIDDEN extern _Atomic int tpprof_main_exited;

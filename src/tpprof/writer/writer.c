@@ -423,6 +423,8 @@ bool tpprof_writer_start(const char *path) {
 // ---------------------------------------------------------------------------
 // Ends, fork, exec.
 
+int tpprof_writer_threads(void) { return __atomic_load_n(&writer_running, __ATOMIC_RELAXED) ? 1 : 0; }
+
 static void stop_writer(void) {
     if (!writer_running) return;
     atomic_store(&tpprof_drainer_stop, 1);
