@@ -54,6 +54,7 @@ const uintptr_t *tpprof_stack_frames(uint32_t id, int *n) {
     return &frame;
 }
 void tpprof_stack_release(uint32_t id) { (void)id; }
+void tpprof_stack_prefetch(uint32_t id) { (void)id; }
 
 // Observer records as the merge applies them: (thread index, order, tag).
 static struct { uint32_t thread; uint64_t order, tag; } obs[256];

@@ -424,6 +424,14 @@ const uintptr_t *tpprof_stack_frames(uint32_t id, int *n) {
     return (const uintptr_t *)(rec + 1);
 }
 
+void tpprof_stack_prefetch(uint32_t id) {
+    id_ptr *chunk = id == 0 || id == ID_FAILED ? NULL : atomic_load_explicit(&by_id[id >> ID_CHUNK_BITS], memory_order_acquire);
+    const char *rec = chunk ? (const char *)atomic_load_explicit(&chunk[id & (ID_CHUNK - 1)], memory_order_acquire) : NULL;
+    if (!rec) return;
+    // (A PyTorch stack's 45 frames are 368 bytes with their count.)
+    for (int k = 0; k < 6; k++) __builtin_prefetch(rec + 64 * k);
+}
+
 // Unmaps chunk c if it is complete and the writer released all its stacks.
 static void chunk_try_free(size_t c) {
     if (atomic_load_explicit(&chunk_done[c], memory_order_acquire) == ARENA_CHUNK &&

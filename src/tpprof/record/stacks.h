@@ -73,6 +73,9 @@ TPPROF_HIDDEN uint32_t tpprof_stack_find_fp(const uint64_t h[2], uint32_t fp_len
 TPPROF_HIDDEN uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const uint64_t h[2], uint32_t fp_len);
 // The frames of a stack id (borrowed: until tpprof_stack_release(id)).
 TPPROF_HIDDEN const uintptr_t *tpprof_stack_frames(uint32_t id, int *n);
+// Starts loading id's frames into the cache (the writer, some records
+// before it makes their trie leaf: their first read was a cache miss).
+TPPROF_HIDDEN void tpprof_stack_prefetch(uint32_t id);
 // The writer is done with id's frames (it made their trie leaf): they go,
 // and with them, once all its stacks are released, their arena chunk; the
 // id's frames are then NULL. Writer only (one thread).

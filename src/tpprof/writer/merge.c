@@ -24,6 +24,7 @@
 #include "record/format.h"
 #include "record/order.h"
 #include "record/rings.h"
+#include "record/stacks.h"
 #include "writer/merge.h"
 #include "writer/sites.h"
 #include "writer/writer.h"
@@ -98,6 +99,8 @@ static inline void prefetch_for(const uint64_t *r) {
         uint32_t sid = tpprof_alloc_sid(r, op);
         if (sid < tpprof_site_hints.cap && tpprof_site_hints.at[sid])
             __builtin_prefetch(&tpprof_w.sites[tpprof_site_hints.at[sid] - 1], 1);
+        else if (sid >= tpprof_w.capleaf || !tpprof_w.leaf_of[sid]) // a new stack: the trie walk reads its frames
+            tpprof_stack_prefetch(sid);
     }
 }
 

@@ -45,12 +45,13 @@ static inline uint32_t trie_id_mask(unsigned bits) { return bits >= 32 ? UINT32_
 // longest outer part found here instead of at the root (each step of a walk
 // from the root is two cache misses, the slot and the node, in tables of
 // millions of nodes: a PyTorch run's 600,000 stacks of 32 frames made that
-// walk an eighth of the whole process's time). Direct-mapped, a sixteenth of
-// the trie's slots (remade empty as the trie grows: 8 MiB at 3.7 million
+// walk an eighth of the whole process's time). Direct-mapped, a thirty-second
+// of the trie's slots (remade empty as the trie grows: 4 MiB at 3.7 million
 // nodes; a quarter cost 16 MiB more than an eighth for no time measured in
-// that run, and an eighth 8 MiB more than a sixteenth: the writer's CPU
-// 1.40 against 1.38 s, 14 interleaved rounds); a miss costs only a longer
-// walk. The two hashes are the depot's two chains
+// that run, an eighth 8 MiB more than a sixteenth (the writer's CPU 1.40
+// against 1.38 s, 14 interleaved rounds), and a sixteenth 4 MiB more than a
+// thirty-second (the writer's thread CPU 1.31-1.50 against 1.30-1.39 s, 4
+// interleaved rounds)); a miss costs only a longer walk. The two hashes are the depot's two chains
 // (stacks.h), so a false match is as unlikely as there.
 struct prefix_entry {
     uint64_t h1;
@@ -143,7 +144,7 @@ static bool trie_reserve(uint32_t more) {
         trie_slots = ns;
         trie_cap = ncap;
         trie_bits = bits;
-        prefix_remake(ncap / 16);
+        prefix_remake(ncap / 32);
     }
     if (need >= w->capnodes) {
         uint32_t ncap = w->capnodes ? w->capnodes : 1 << 14;
@@ -201,18 +202,27 @@ static bool leaf_new;
 
 static uint32_t prefix_walk(const uintptr_t *ips, int n) {
     if (n <= 0 || !trie_reserve((uint32_t)n)) return 0;
-    uint64_t hs[TPPROF_MAX_DEPTH + 1][2];
-    uint64_t acc[2] = {0, 0};
-    for (int p = 1; p <= n; p++) { // hs[p]: the outer p frames
-        tpprof_stack_hash_step(acc, ips[n - p]);
-        tpprof_stack_hash_end(acc, p, hs[p]);
+    // hs[p]: the hash of the outer p frames, finished (tpprof_stack_hash_end)
+    // only for the p probed, from n down to the longest found: the chains'
+    // states for every p (acc), the rest of the work only where it is used.
+    uint64_t acc[TPPROF_MAX_DEPTH + 1][2], hs[TPPROF_MAX_DEPTH + 1][2];
+    acc[0][0] = acc[0][1] = 0;
+    for (int p = 1; p <= n; p++) {
+        acc[p][0] = acc[p - 1][0];
+        acc[p][1] = acc[p - 1][1];
+        tpprof_stack_hash_step(acc[p], ips[n - p]);
     }
     uint32_t path[TPPROF_MAX_DEPTH + 1]; // path[p]: the node of the outer p frames
     path[0] = 0;
     int p = 0;
     if (prefix_cache) { // the probes' misses overlap (they do not depend on each other)
-        for (int q = n; q > 0 && q > n - 8; q--) __builtin_prefetch(prefix_at(hs[q]));
+        int ahead = n > 8 ? n - 8 : 0;
+        for (int q = n; q > ahead; q--) {
+            tpprof_stack_hash_end(acc[q], q, hs[q]);
+            __builtin_prefetch(prefix_at(hs[q]));
+        }
         for (int q = n; q > 0; q--) {
+            if (q <= ahead) tpprof_stack_hash_end(acc[q], q, hs[q]);
             const struct prefix_entry *e = prefix_at(hs[q]);
             if (e->h1 == hs[q][0] && e->h2lo == (uint32_t)hs[q][1]) {
                 path[q] = e->node;
