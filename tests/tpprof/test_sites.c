@@ -92,6 +92,43 @@ static void test_stacks_inside_and_below_others_reuse_their_nodes_and_sites(void
         CHECK_MSG(n && tpprof_w.nodes[n].ip == (uintptr_t)(0x7000 + i), "frame %u of the new path", i);
 }
 
+// A stack's sites (one a kind) are found from any of them (a ring), and
+// from a depot id that has no hint yet through the node's mark: four kinds
+// asked for in turn through three ids of the same frames, the first id's
+// kinds before and after the others made theirs, each (stack, kind) has one
+// site. The sites made in between (another stack's) move the array.
+static void test_the_sites_of_a_stack_are_one_a_kind_through_every_id(void) {
+    set_stack(40, 0xa001, 0xa002, 0x3000);
+    set_stack(41, 0xa001, 0xa002, 0x3000);
+    set_stack(42, 0xa001, 0xa002, 0x3000);
+    static const int kinds[4] = {TPPROF_KIND_MALLOC, TPPROF_KIND_CALLOC, TPPROF_KIND_REALLOC, TPPROF_KIND_MMAP};
+    uint32_t nsites = tpprof_w.nsites, at[4];
+    for (int k = 0; k < 2; k++) {
+        struct tpprof_site *s = tpprof_site_get(40, kinds[k]);
+        CHECK(s && s->kind == (uint32_t)kinds[k]);
+        s->alloc_count = 100 + k;
+        at[k] = (uint32_t)(s - tpprof_w.sites);
+    }
+    for (uint32_t i = 0; i < 3000; i++) { // (grows the sites array)
+        set_stack(50 + i, 0xb000 + i, 0x3000, 0);
+        CHECK(tpprof_site_get(50 + i, TPPROF_KIND_MALLOC));
+    }
+    for (int k = 2; k < 4; k++) {
+        struct tpprof_site *s = tpprof_site_get(41 + (k & 1), kinds[k]);
+        CHECK(s && s->kind == (uint32_t)kinds[k]);
+        s->alloc_count = 100 + k;
+        at[k] = (uint32_t)(s - tpprof_w.sites);
+    }
+    int wrong = 0;
+    for (uint32_t id = 40; id <= 42; id++)
+        for (int k = 3; k >= 0; k--) {
+            struct tpprof_site *s = tpprof_site_get(id, kinds[k]);
+            wrong += !s || (uint32_t)(s - tpprof_w.sites) != at[k] || s->alloc_count != 100 + k;
+        }
+    CHECK_MSG(wrong == 0, "%d of 12 asked for found another site", wrong);
+    CHECK_MSG(tpprof_w.nsites - nsites == 4 + 3000, "%u sites made", tpprof_w.nsites - nsites);
+}
+
 // Thousands of stacks: the trie's hash and the sites array grow (and move)
 // under the lookups, and every stack keeps its own site.
 static void test_many_stacks_keep_their_sites_through_growth(void) {
@@ -209,6 +246,7 @@ int main(void) {
     test_a_stack_and_kind_have_one_site();
     test_stacks_inside_and_below_others_reuse_their_nodes_and_sites();
     test_many_stacks_keep_their_sites_through_growth();
+    test_the_sites_of_a_stack_are_one_a_kind_through_every_id();
     test_the_peak_keeps_each_sites_share();
     test_a_site_with_a_row_counts_once_as_changed_until_written();
     test_the_stack_tries_32_bit_slots_find_every_node_past_a_million();

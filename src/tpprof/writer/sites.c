@@ -292,28 +292,72 @@ struct tpprof_site *tpprof_site_get_slow(uint32_t sid, int kind) {
     return s;
 }
 
-// A trie node's first site (index + 1; 0: none), the others of the same
-// stack chained through next_of_stack. An array by node and not a hash of
-// (stack, kind): a new site's stack is nearly always a node made just now,
-// near the array's end, where a hash put (700,000 of them, a cache miss
-// each) was 3% of a PyTorch run's CPU, and its lookup 3% more.
-static uint32_t *site_of_node;
-static uint32_t site_of_cap;
+// The sites of one stack (one a kind) form a ring through next_of_stack,
+// each naming the next and the last the first, so any of them leads to
+// all: a depot id's hint names one. Nothing by node names them, only a bit
+// says which trie nodes have sites (has_sites; 512 KiB at a PyTorch run's
+// 3.7 M nodes, where an array of each node's first site took 16 MiB for its
+// 700,000 leaves). A node's sites are looked for only when a depot id with
+// no hint yet reaches a node that has them (its frames are another id's:
+// cut to TPPROF_MAX_DEPTH, or a stack that ends inside another): by a
+// search of the sites, once a node (the map `shared` remembers it). A new
+// stack's leaf, made by its walk, has none: nothing is looked at.
+static uint64_t *has_sites;
+static uint32_t has_sites_cap; // (in bits)
+static struct tpprof_map shared; // node + 1 -> index + 1 of one of its sites
+
+static bool node_has_sites(uint32_t node) { return node < has_sites_cap && (has_sites[node / 64] >> (node % 64) & 1); }
+
+static bool node_mark_sites(uint32_t node) {
+    if (node >= has_sites_cap) {
+        uint32_t ncap = has_sites_cap ? has_sites_cap : 1 << 15;
+        while (ncap <= node) ncap *= 2;
+        uint64_t *n = grow_written(has_sites, has_sites_cap / 8, ncap / 8);
+        if (!n) return false;
+        has_sites = n;
+        has_sites_cap = ncap;
+    }
+    has_sites[node / 64] |= (uint64_t)1 << (node % 64);
+    return true;
+}
+
+// The site of this kind in the ring through site i (index + 1), or NULL.
+static struct tpprof_site *ring_find(uint32_t i, int kind) {
+    struct tpprof_site *sites = tpprof_w.sites;
+    uint32_t j = i;
+    do {
+        if (sites[j - 1].kind == (uint32_t)kind) return &sites[j - 1];
+        j = sites[j - 1].next_of_stack;
+    } while (j != i);
+    return NULL;
+}
+
+// Index + 1 of one of the sites of node `stack` (node_has_sites), 0 if none.
+static uint32_t site_of_node(uint32_t stack) {
+    uint32_t i = tpprof_map_get(&shared, (uint64_t)stack + 1);
+    if (i) return i;
+    for (i = tpprof_w.nsites; i > 0 && tpprof_w.sites[i - 1].stack != stack; i--) {}
+    if (i) tpprof_map_put(&shared, (uint64_t)stack + 1, i); // (out of memory: searched again next time)
+    return i;
+}
 
 struct tpprof_site *tpprof_site_lookup(uint32_t sid, int kind) {
     struct tpprof_wstate *w = &tpprof_w;
-    uint32_t stack = tpprof_writer_leaf_of(sid);
-    if (stack >= site_of_cap) {
-        uint32_t ncap = site_of_cap ? site_of_cap : 1 << 14;
-        while (ncap <= stack) ncap *= 2;
-        uint32_t *n = grow_written(site_of_node, site_of_cap * sizeof *n, ncap * sizeof *n);
-        if (!n) return NULL;
-        site_of_node = n;
-        site_of_cap = ncap;
+    const struct tpprof_site_hints *h = &tpprof_site_hints;
+    uint32_t ring = sid < h->cap ? h->at[sid] : 0, stack;
+    if (ring) {
+        stack = w->sites[ring - 1].stack;
+    } else {
+        stack = tpprof_writer_leaf_of(sid);
+        // (A leaf made just now has no site: nothing to look at.)
+        if (!leaf_new && node_has_sites(stack)) ring = site_of_node(stack);
     }
-    // (A leaf made just now has no site: nothing to look at.)
-    for (uint32_t i = leaf_new ? 0 : site_of_node[stack]; i; i = w->sites[i - 1].next_of_stack)
-        if (w->sites[i - 1].kind == kind) return &w->sites[i - 1];
+    if (ring) {
+        struct tpprof_site *s = ring_find(ring, kind);
+        if (s) return s;
+    } else if (!node_mark_sites(stack)) {
+        return NULL;
+    }
     if (w->nsites == w->capsites) {
         uint32_t ncap = w->capsites ? w->capsites * 2 : 1024;
         struct tpprof_site *n = tpprof_mem_grow(w->sites, w->capsites * sizeof *n, ncap * sizeof *n);
@@ -325,7 +369,12 @@ struct tpprof_site *tpprof_site_lookup(uint32_t sid, int kind) {
     memset(s, 0, sizeof *s);
     s->stack = stack;
     s->kind = (uint16_t)kind;
-    s->next_of_stack = leaf_new ? 0 : site_of_node[stack];
-    site_of_node[stack] = w->nsites;
+    if (ring) { // into the stack's ring, after site `ring`
+        s->next_of_stack = w->sites[ring - 1].next_of_stack;
+        w->sites[ring - 1].next_of_stack = w->nsites;
+    } else {
+        s->next_of_stack = w->nsites;
+    }
     return s;
 }
+

@@ -64,7 +64,7 @@ struct tpprof_map {
 // and temp fields were on the second).
 struct tpprof_site {
     uint32_t stack;              // stack_nodes id of the innermost frame (0: unknown)
-    uint32_t next_of_stack;      // index + 1 of another site of the same stack (another kind); 0: none
+    uint32_t next_of_stack;      // index + 1 of the next site of its stack's ring (another kind; itself if none)
     uint64_t snap_epoch : 56;    // the peak epoch snap_* were taken at (tpprof_site_snapped)
     uint64_t kind : 4;
     uint64_t dirty : 1;          // changed since the last flush
