@@ -379,10 +379,13 @@ static inline struct cache_entry *cache_find(struct cache_entry *set, const uint
     return NULL;
 }
 
+// A thread making new stacks one after another (miss_run, below: the
+// PyTorch loop's import) neither looks in the second set nor spills into it:
+// for it each would be one more cache miss a new stack.
 static inline struct cache_entry *cache_lookup(struct cache_entry *c, const uint64_t h[2]) {
     uint32_t a = set_own(h[0]);
     struct cache_entry *e = cache_find(&c[a * CACHE_WAYS], h);
-    if (TPPROF_LIKELY(e) || !(spilled(c)[a >> 3] >> (a & 7) & 1)) return e;
+    if (TPPROF_LIKELY(e) || miss_run >= 2 || !(spilled(c)[a >> 3] >> (a & 7) & 1)) return e;
     return cache_find(&c[set_second(h[0]) * CACHE_WAYS], h);
 }
 
@@ -397,7 +400,7 @@ static void cache_put(struct cache_entry *c, const uint64_t h[2], uint32_t id, u
     set[0].id = id;
     set[0].fp_len = fp_len & 255;
     uint32_t b = set_second(old.h1);
-    if (!old.h1 || set_own(old.h1) != a || b == a) return;
+    if (!old.h1 || set_own(old.h1) != a || b == a || miss_run >= 2) return;
     struct cache_entry *second = &c[b * CACHE_WAYS];
     for (int i = 0; i < CACHE_WAYS; i++)
         if (!second[i].h1) {
@@ -410,7 +413,9 @@ static void cache_put(struct cache_entry *c, const uint64_t h[2], uint32_t id, u
 uint32_t tpprof_stack_find_fp(const uint64_t h[2], uint32_t fp_len) {
     struct cache_entry *c = cache_get();
     struct cache_entry *e = c ? cache_lookup(c, h) : NULL;
-    return e && e->fp_len == fp_len ? e->id : 0;
+    if (!e || e->fp_len != fp_len) return 0;
+    if (TPPROF_UNLIKELY(miss_run)) miss_run = 0; // (a hit ends a run of misses here too)
+    return e->id;
 }
 
 // The first slot each level would probe for h1, asked of memory now. A
