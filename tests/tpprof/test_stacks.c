@@ -73,11 +73,43 @@ static void test_id_gives_its_frames_back(void) {
     CHECK_MSG(tpprof_stack_frames(0, &got) == NULL && got == 0, "id 0 has no frames");
 }
 
+// A thread with more hot stacks than its cache's sets hold 4 to a set
+// (40,000 in the big cache's 65,536 entries: about 6% of them do not fit
+// their set) finds nearly all of them in its cache once they are known:
+// a stack pushed out of its full set waits in its second set. Each lookup
+// still gives the stack's own id.
+enum { MANY = 40000, MANY_DEPTH = 12 };
+static void test_a_cache_fuller_than_its_sets_still_finds_its_stacks(void) {
+    static uintptr_t f[MANY][MANY_DEPTH];
+    static uint32_t first[MANY];
+    for (int k = 0; k < MANY; k++)
+        for (int i = 0; i < MANY_DEPTH; i++) f[k][i] = 0x7f0000000000u + (uintptr_t)(k * 977 + i * 13) * 8;
+    int wrong = 0;
+    uint32_t before = 0;
+    for (int r = 0; r < 4; r++) {
+        if (r == 3) before = tpprof_stack_cache_misses();
+        for (int k = 0; k < MANY; k++) {
+            uint32_t id = tpprof_stack_intern(f[k], MANY_DEPTH);
+            if (r == 0) first[k] = id;
+            else wrong += id != first[k];
+        }
+    }
+    uint32_t missed = tpprof_stack_cache_misses() - before;
+    CHECK_MSG(wrong == 0, "%d lookups gave another id", wrong);
+    CHECK_MSG(missed < MANY / 100, "%u of %d lookups missed the cache", missed, MANY);
+    for (int k = 0; k < MANY; k += 97) {
+        int got;
+        const uintptr_t *fr = tpprof_stack_frames(first[k], &got);
+        CHECK_MSG(got == MANY_DEPTH && fr && memcmp(fr, f[k], sizeof f[k]) == 0, "frames of %d", k);
+    }
+}
+
 int main(void) {
     if (!tpprof_stacks_init()) return 1;
     make_stacks();
     test_same_frames_same_id_across_threads();
     test_different_frames_different_ids();
     test_id_gives_its_frames_back();
+    test_a_cache_fuller_than_its_sets_still_finds_its_stacks();
     return CHECK_DONE();
 }

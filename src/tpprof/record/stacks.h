@@ -85,6 +85,8 @@ TPPROF_HIDDEN void tpprof_stack_release(uint32_t id);
 TPPROF_HIDDEN size_t tpprof_stack_arena_chunks(void);
 TPPROF_HIDDEN size_t tpprof_stack_arena_spares(void);
 TPPROF_HIDDEN uint32_t tpprof_stack_count(void);
+// The calling thread's stack cache misses so far (tests).
+TPPROF_HIDDEN uint32_t tpprof_stack_cache_misses(void);
 // The depot's tables in use (it adds one, twice the last, as that fills).
 TPPROF_HIDDEN int tpprof_stack_levels(void);
 TPPROF_HIDDEN bool tpprof_stacks_init(void);
