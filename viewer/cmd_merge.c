@@ -412,7 +412,7 @@ static int write_meta(sqlite3 *out, int n) {
              "INSERT INTO meta VALUES ('schema_version', '%d'), ('tool', 'tpprof'), ('tool_version', '%s'),"
              " ('mode', 'aggregate'), ('symbolized', '1'), ('merged', '%d'),"
              " ('exe', 'merged: %d recordings (tpprof report lists them as processes)'),"
-             " ('pid', (SELECT pid FROM processes WHERE id = 1)),"
+             " ('pid', (SELECT pid FROM processes ORDER BY id LIMIT 1)),"
              " ('complete', (SELECT CASE WHEN MIN(complete) = 1 THEN '1' ELSE '0' END FROM processes)),"
              " ('leak_scan', '1'),"
              " ('duration_ns', (SELECT COALESCE(MAX(duration_ns), 0) FROM processes)),"
@@ -453,11 +453,114 @@ static int symbolize_merged(sqlite3 *out, const char *out_path, size_t *lookups)
     return status;
 }
 
+// ---------------------------------------------------------------------------
+// A merge input by input (inputs.h)
+
+struct tpprof_merging {
+    sqlite3 *out;
+    char *path; // owned
+    tpprof_trie *trie;
+    tpprof_trie_input in; // the input being copied: merged_stack()'s data
+    int64_t last;         // the highest process number given
+    size_t n;             // inputs copied
+};
+
+static void merging_free(tpprof_merging *m) {
+    tpprof_trie_input_free(&m->in);
+    tpprof_trie_free(m->trie);
+    sqlite3_close(m->out);
+    free(m->path);
+    free(m);
+}
+
+tpprof_merging *tpprof_merge_begin(const char *out_path) {
+    // Never overwrite: `merge IN.db OUT.db` by mistake must not destroy a recording.
+    if (access(out_path, F_OK) == 0) {
+        tpprof_error_set("%s exists; merge writes a new file (remove it first)", out_path);
+        return NULL;
+    }
+    tpprof_merging *m = calloc(1, sizeof *m);
+    if (!m || !(m->path = strdup(out_path))) {
+        free(m);
+        tpprof_error_set("out of memory");
+        return NULL;
+    }
+    if (sqlite3_open_v2(out_path, &m->out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        tpprof_error_set("cannot write %s: %s", out_path, m->out ? sqlite3_errmsg(m->out) : "out of memory");
+        merging_free(m);
+        return NULL;
+    }
+    // No journal, no fsync: a merge that fails is removed whole (below), and
+    // one committed transaction per input cost two fsyncs each (a build's
+    // hundreds of recordings: most of the merge's time).
+    int status = exec(m->out, "PRAGMA synchronous=OFF; PRAGMA journal_mode=OFF;", "setting up");
+    if (status == 0)
+        status = exec(m->out, merged_schema, "creating the tables");
+    if (status == 0 && !(m->trie = tpprof_trie_new()))
+        status = -1;
+    if (status == 0 && sqlite3_create_function(m->out, "merged_stack", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, &m->in,
+                                               merged_stack, NULL, NULL) != SQLITE_OK)
+        status = tpprof_error_set("setting up the merge: %s", sqlite3_errmsg(m->out));
+    if (status != 0) {
+        tpprof_merge_abandon(m);
+        return NULL;
+    }
+    return m;
+}
+
+int tpprof_merge_add(tpprof_merging *m, const char *input, int64_t process) {
+    if (process <= 0)
+        process = m->last + 1;
+    if (process > 65535)
+        return tpprof_error_set("more than 65535 recordings to merge");
+    if (copy_input(m->out, m->trie, &m->in, input, process) != 0)
+        return -1;
+    if (process > m->last)
+        m->last = process;
+    m->n++;
+    return 0;
+}
+
+size_t tpprof_merge_count(const tpprof_merging *m) { return m ? m->n : 0; }
+
+void tpprof_merge_abandon(tpprof_merging *m) {
+    if (!m)
+        return;
+    char *path = m->path;
+    m->path = NULL;
+    merging_free(m);
+    if (path)
+        unlink(path);
+    free(path);
+}
+
+int tpprof_merge_end(tpprof_merging *m, size_t *lookups) {
+    if (lookups)
+        *lookups = 0;
+    // The trie is done with: its memory goes before the symbols take theirs.
+    tpprof_trie_input_free(&m->in);
+    memset(&m->in, 0, sizeof m->in);
+    tpprof_trie_free(m->trie);
+    m->trie = NULL;
+    int status = exec(m->out, merged_indexes, "indexing");
+    if (status == 0)
+        status = write_meta(m->out, (int)m->n);
+    // (After the meta: the symbols' save sets meta.symbolized, as the merged
+    // meta does.)
+    if (status == 0)
+        status = symbolize_merged(m->out, m->path, lookups);
+    if (status != 0) {
+        tpprof_merge_abandon(m);
+        return -1;
+    }
+    merging_free(m);
+    return 0;
+}
+
 int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet, bool symbolize_inputs,
                  size_t *lookups) {
     if (lookups)
         *lookups = 0;
-    // Never overwrite: `merge IN.db OUT.db` by mistake must not destroy a recording.
     if (access(out_path, F_OK) == 0)
         return tpprof_error_set("%s exists; merge writes a new file (remove it first)", out_path);
     // Each input is opened (a clear refusal of what is no recording, or a
@@ -476,41 +579,15 @@ int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet
             fprintf(stderr, "tpprof merge: warning: %s stays unsymbolized (%s): its frames show addresses\n",
                     inputs[i], tpprof_error());
     }
-    sqlite3 *out = NULL;
-    if (sqlite3_open_v2(out_path, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-        tpprof_error_set("cannot write %s: %s", out_path, out ? sqlite3_errmsg(out) : "out of memory");
-        sqlite3_close(out);
+    tpprof_merging *m = tpprof_merge_begin(out_path);
+    if (!m)
         return -1;
-    }
-    // No journal, no fsync: a merge that fails is removed whole (below), and
-    // one committed transaction per input cost two fsyncs each (a build's
-    // hundreds of recordings: most of the merge's time).
-    int status = exec(out, "PRAGMA synchronous=OFF; PRAGMA journal_mode=OFF;", "setting up");
-    if (status == 0)
-        status = exec(out, merged_schema, "creating the tables");
-    tpprof_trie *trie = status == 0 ? tpprof_trie_new() : NULL;
-    tpprof_trie_input in = {0};
-    if (status == 0 && !trie)
-        status = -1;
-    if (status == 0 && sqlite3_create_function(out, "merged_stack", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, &in,
-                                               merged_stack, NULL, NULL) != SQLITE_OK)
-        status = tpprof_error_set("setting up the merge: %s", sqlite3_errmsg(out));
-    for (size_t i = 0; i < n && status == 0; i++)
-        status = copy_input(out, trie, &in, inputs[i], (int64_t)i + 1);
-    tpprof_trie_input_free(&in);
-    tpprof_trie_free(trie);
-    if (status == 0)
-        status = exec(out, merged_indexes, "indexing");
-    if (status == 0)
-        status = write_meta(out, (int)n);
-    // (After the meta: the symbols' save sets meta.symbolized, as the merged
-    // meta does.)
-    if (status == 0)
-        status = symbolize_merged(out, out_path, lookups);
-    sqlite3_close(out);
-    if (status != 0)
-        unlink(out_path);
-    return status;
+    for (size_t i = 0; i < n; i++)
+        if (tpprof_merge_add(m, inputs[i], (int64_t)i + 1) != 0) {
+            tpprof_merge_abandon(m);
+            return -1;
+        }
+    return tpprof_merge_end(m, lookups);
 }
 
 int tpprof_cmd_merge(int argc, char **argv) {

@@ -20,7 +20,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -120,119 +122,6 @@ static void expand(const char *template, pid_t pid, char *out, size_t size) {
         }
     }
     out[o < size ? o : size - 1] = 0;
-}
-
-// Is `tag` one or more dot-separated pieces, each digits (a child's pid) or
-// "exec" + digits (an image that replaced its process)?
-static bool is_child_tag(const char *tag, size_t len) {
-    size_t i = 0;
-    while (i < len) {
-        if (len - i > 4 && strncmp(tag + i, "exec", 4) == 0)
-            i += 4;
-        size_t digits = 0;
-        while (i < len && tag[i] >= '0' && tag[i] <= '9') {
-            i++;
-            digits++;
-        }
-        if (!digits)
-            return false;
-        if (i < len && tag[i++] != '.')
-            return false;
-        if (i == len && tag[len - 1] == '.')
-            return false;
-    }
-    return len > 0;
-}
-
-// Was the file modified at or after `since` (stale recordings of an earlier
-// run with the same -o are not this run's)?
-static bool written_since(const char *path, const struct timespec *since) {
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return false;
-    return sb.st_mtim.tv_sec > since->tv_sec ||
-           (sb.st_mtim.tv_sec == since->tv_sec && sb.st_mtim.tv_nsec >= since->tv_nsec);
-}
-
-// Recordings the recorder wrote beside `db` since `since` for the processes
-// CMD started or became: <db without .db>.<pid>.db and <db without
-// .db>.exec<N>.db, nested. A new NULL-terminated array of new strings (free
-// with free_list), sorted.
-// db split as the recorder names its relatives: <stem>.<tag><suffix>, the
-// suffix ".db" or, without one, "" (the tag is then appended). The stem's
-// length into *len.
-static const char *db_suffix(const char *db, size_t *len) {
-    size_t n = strlen(db);
-    const char *suffix = n > 3 && strcmp(db + n - 3, ".db") == 0 ? ".db" : "";
-    *len = n - strlen(suffix);
-    return suffix;
-}
-
-static char **list_children(const char *db, const struct timespec *since) {
-    char pattern[PATH_MAX + 16];
-    size_t len;
-    const char *suffix = db_suffix(db, &len);
-    snprintf(pattern, sizeof pattern, "%.*s.*%s", (int)len, db, suffix);
-    glob_t g;
-    memset(&g, 0, sizeof g);
-    int rc = glob(pattern, 0, NULL, &g);
-    char **out = calloc((rc == 0 ? g.gl_pathc : 0) + 1, sizeof *out);
-    size_t n = 0;
-    for (size_t i = 0; out && rc == 0 && i < g.gl_pathc; i++) {
-        const char *p = g.gl_pathv[i];
-        size_t plen = strlen(p), tail = strlen(suffix);
-        if (plen > len + 1 + tail && is_child_tag(p + len + 1, plen - len - 1 - tail) &&
-            written_since(p, since))
-            out[n++] = strdup(p);
-    }
-    globfree(&g);
-    return out;
-}
-
-// The recording of the last program the launched process became by exec:
-// <db without .db>.exec<N>.db for the highest N written this run (the
-// recorder numbers them 1, 2, ... in turn), or db itself; *execs = N.
-static void last_image(const char *db, const struct timespec *since, char *out, size_t size, int *execs) {
-    size_t len;
-    const char *suffix = db_suffix(db, &len);
-    snprintf(out, size, "%s", db);
-    *execs = 0;
-    for (int n = 1; n < 100000; n++) {
-        char next[PATH_MAX + 32];
-        snprintf(next, sizeof next, "%.*s.exec%d%s", (int)len, db, n, suffix);
-        if (!is_file(next) || !written_since(next, since) || strlen(next) >= size)
-            break;
-        snprintf(out, size, "%s", next);
-        *execs = n;
-    }
-}
-
-// Is path (a relative of db: <stem>.<tag><suffix>) the recording of an
-// image that replaced its process, its tag's last piece "exec<N>"? Only the
-// tag is looked at: ".exec" elsewhere in the path (a directory x.exec_dir,
-// an output app.exec_test.db) says nothing.
-static bool made_by_exec(const char *db, const char *path) {
-    size_t len, plen = strlen(path);
-    const char *suffix = db_suffix(db, &len);
-    size_t tail = strlen(suffix);
-    if (plen <= len + 1 + tail || strncmp(path, db, len) != 0 || path[len] != '.')
-        return false;
-    const char *tag = path + len + 1, *end = path + plen - tail;
-    const char *piece = end;
-    while (piece > tag && piece[-1] != '.')
-        piece--;
-    if (end - piece < 5 || strncmp(piece, "exec", 4) != 0)
-        return false;
-    for (const char *c = piece + 4; c < end; c++)
-        if (*c < '0' || *c > '9')
-            return false;
-    return true;
-}
-
-static void free_list(char **list) {
-    for (size_t i = 0; list && list[i]; i++)
-        free(list[i]);
-    free(list);
 }
 
 // ---------------------------------------------------------------------------
@@ -373,148 +262,6 @@ static tpprof_profile *summarize(const char *path, int execs, const tpprof_progr
     return NULL;
 }
 
-// Another recording of the run, for the "also recorded" lines.
-typedef struct other {
-    char *path;
-    int64_t pid;
-    uint64_t allocations, lost_bytes;
-    bool readable, after_exec; // after_exec: an image another became by exec
-    char *error;   // why not, when not readable
-    char *missing; // the first thing it misses (gaps.c), or NULL
-} other;
-
-// Unreadable first (something went wrong there), then most bytes lost, then
-// most allocations: the recordings a reader should open first.
-static int cmp_other(const void *a, const void *b) {
-    const other *x = a, *y = b;
-    if (x->readable != y->readable)
-        return x->readable ? 1 : -1;
-    if (x->lost_bytes != y->lost_bytes)
-        return x->lost_bytes > y->lost_bytes ? -1 : 1;
-    if (x->allocations != y->allocations)
-        return x->allocations > y->allocations ? -1 : 1;
-    return strcmp(x->path, y->path);
-}
-
-// Whether the fold takes a recording (fold_run): complete, not full mode,
-// no tensor tables. db: the recording, open.
-static bool foldable(tpprof_db *h) {
-    char *complete = h ? tpprof_db_meta(h, "complete") : NULL, *mode = h ? tpprof_db_meta(h, "mode") : NULL,
-         *tensors = h ? tpprof_db_meta(h, "tensors") : NULL;
-    bool yes = complete && strcmp(complete, "1") == 0 && !(mode && strcmp(mode, "full") == 0) && !tensors;
-    free(complete);
-    free(mode);
-    free(tensors);
-    return yes;
-}
-
-// The recordings list_others read, and whether the fold takes each: the fold
-// does not open them again (a build's 169 opens, 40-55 ms).
-typedef struct seen {
-    char **paths; // owned
-    bool *fold;
-    size_t n;
-} seen;
-
-static void seen_free(seen *s) {
-    for (size_t i = 0; i < s->n; i++)
-        free(s->paths[i]);
-    free(s->paths);
-    free(s->fold);
-    memset(s, 0, sizeof *s);
-}
-
-// 1 fold it, 0 not, -1 not seen.
-static int seen_fold(const seen *s, const char *path) {
-    for (size_t i = 0; i < s->n; i++)
-        if (strcmp(s->paths[i], path) == 0)
-            return s->fold[i];
-    return -1;
-}
-
-// At most this many "also recorded" lines: a shell script or a build can
-// leave hundreds of recordings.
-#define OTHERS_SHOWN 8
-
-// Names the most telling of the run's other recordings (the first image of
-// an exec chain, forked children and what they became). They are
-// symbolized afterwards (symbolize_apart), once folded where they are: a
-// build's 170 recordings share most of their frames.
-static void list_others(const char *db, const char *shown, const struct timespec *since, seen *read) {
-    char **children = list_children(db, since);
-    size_t n = 0, cap = 1;
-    for (size_t c = 0; children && children[c]; c++)
-        cap++;
-    other *v = calloc(cap, sizeof *v);
-    read->paths = calloc(cap, sizeof *read->paths);
-    read->fold = calloc(cap, sizeof *read->fold);
-    if (!v || !read->paths || !read->fold) {
-        free(v);
-        seen_free(read);
-        free_list(children);
-        return;
-    }
-    if (strcmp(db, shown) != 0)
-        v[n++].path = strdup(db);
-    for (size_t c = 0; children && children[c]; c++)
-        if (strcmp(children[c], shown) != 0)
-            v[n++].path = strdup(children[c]);
-    free_list(children);
-    uint64_t lost_total = 0;
-    for (size_t i = 0; i < n; i++) {
-        tpprof_profile *p = NULL;
-        if (!v[i].path || !(p = tpprof_profile_load_figures(v[i].path))) {
-            char why[1024], line[2048];
-            if (v[i].path && tpprof_recording_unwritten(v[i].path, why, sizeof why))
-                v[i].error = strdup(why);
-            else if (snprintf(line, sizeof line, "unreadable: %s", tpprof_error()) > 0)
-                v[i].error = strdup(line);
-            continue;
-        }
-        v[i].readable = true;
-        if ((read->paths[read->n] = strdup(v[i].path)) != NULL)
-            read->fold[read->n++] = foldable(p->db);
-        tpprof_gaps gaps;
-        if (tpprof_profile_gaps(p, v[i].path, NULL, &gaps))
-            v[i].missing = strdup(gaps.reason[0]);
-        v[i].after_exec = made_by_exec(db, v[i].path);
-        v[i].pid = p->summary.pid;
-        v[i].allocations = p->summary.allocations;
-        v[i].lost_bytes = p->summary.lost_bytes;
-        lost_total += p->summary.lost_bytes;
-        tpprof_profile_free(p);
-    }
-    qsort(v, n, sizeof *v, cmp_other);
-    size_t shown_n = n <= OTHERS_SHOWN + 2 ? n : OTHERS_SHOWN;
-    for (size_t i = 0; i < shown_n; i++) {
-        char a[32], b[32];
-        if (!v[i].path)
-            continue;
-        if (!v[i].readable) {
-            fprintf(stderr, "tpprof: also recorded: %s (%s)\n", v[i].path,
-                    v[i].error ? v[i].error : "unreadable: out of memory");
-            continue;
-        }
-        fprintf(stderr, "tpprof: also recorded: %s (pid %lld%s: %s allocations, lost %s%s%s)\n", v[i].path,
-                (long long)v[i].pid, v[i].after_exec ? ", after exec" : "",
-                tpprof_format_count(v[i].allocations, a), tpprof_format_size(v[i].lost_bytes, b),
-                v[i].missing ? "; missing: " : "", v[i].missing ? v[i].missing : "");
-    }
-    if (shown_n < n) {
-        char a[32];
-        size_t len;
-        const char *suffix = db_suffix(db, &len);
-        fprintf(stderr, "tpprof: %zu more recordings of this run are not listed (%zu in all, %s lost among them): %.*s.*%s\n",
-                n - shown_n, n, tpprof_format_size(lost_total, a), (int)len, db, suffix);
-    }
-    for (size_t i = 0; i < n; i++) {
-        free(v[i].path);
-        free(v[i].error);
-        free(v[i].missing);
-    }
-    free(v);
-}
-
 // The output template (%p not yet expanded) as an absolute path into
 // template: the program may chdir before the recorder opens it. 0 or -1 + error.
 static int output_template(const char *output, const char *cmd0, char *template, size_t size) {
@@ -538,90 +285,6 @@ static int output_template(const char *output, const char *cmd0, char *template,
 }
 
 // ---------------------------------------------------------------------------
-// Folding a run's many recordings into one
-
-// A run that left more recordings than the summary lists (a shell script, a
-// build, a test suite: hundreds of short processes) leaves one file instead:
-// they are merged as `tpprof merge` does, unsymbolized, into db, the run's
-// recording's name (whose frames are then symbolized once for all the
-// processes: the 40-file build's 169 recordings took 1.78 s to symbolize
-// one by one and merge, 0.95 s so), and the files merged are removed.
-// What cannot be read, or is not complete (a process killed, or one still
-// running after the program: a daemon writing on), stays apart as it is,
-// and so does what a merge would lose: a full-mode recording's events, a
-// tensor recording's tables.
-// Returns how many were folded (0: none).
-static size_t fold_run(const char *db, const struct timespec *since, const seen *read) {
-    char **children = list_children(db, since);
-    size_t n = 0;
-    for (size_t c = 0; children && children[c]; c++)
-        n++;
-    bool main_too = is_file(db) && written_since(db, since);
-    char **in = calloc(n + 2, sizeof *in);
-    size_t k = 0;
-    for (size_t c = 0; in && c <= n; c++) {
-        const char *path = c == 0 ? (main_too ? db : NULL) : children[c - 1];
-        int known = path ? seen_fold(read, path) : 0;
-        if (known < 0) { // (the run's own recording, which the summary read)
-            tpprof_db *h = tpprof_db_open(path, false);
-            known = foldable(h);
-            tpprof_db_close(h);
-        }
-        if (known)
-            in[k++] = (char *)path;
-    }
-    // Into db, unless the run's own recording is there and stays apart (not
-    // complete): then beside it, <db without .db>.run.db.
-    char target[PATH_MAX + 16], tmp[PATH_MAX + 32];
-    size_t stem;
-    const char *suffix = db_suffix(db, &stem);
-    if (main_too && (!k || in[0] != db))
-        snprintf(target, sizeof target, "%.*s.run%s", (int)stem, db, suffix);
-    else
-        snprintf(target, sizeof target, "%s", db);
-    snprintf(tmp, sizeof tmp, "%s.fold", target);
-    unlink(tmp);
-    size_t folded = 0;
-    if (k > OTHERS_SHOWN + 2) {
-        if (tpprof_merge(tmp, in, k, true, false, NULL) != 0) {
-            fprintf(stderr, "tpprof: the run's %zu recordings stay apart: %s\n", k, tpprof_error());
-        } else {
-            static const char *const sidecar[] = {"", "-wal", "-shm", "-journal"};
-            char side[PATH_MAX + 16];
-            for (size_t i = 0; i < k; i++)
-                for (size_t j = 0; j < 4; j++) {
-                    snprintf(side, sizeof side, "%s%s", in[i], sidecar[j]);
-                    unlink(side);
-                }
-            if (rename(tmp, target) != 0) {
-                fprintf(stderr, "tpprof: cannot name the run's recording %s: %s; it is %s\n", target, strerror(errno),
-                        tmp);
-            } else {
-                folded = k;
-                fprintf(stderr, "tpprof: the run's %zu recordings are folded into %s, one recording of %zu processes"
-                                " (tpprof report %s; --keep-processes keeps one file each)\n", k, target, k, target);
-            }
-        }
-    }
-    free(in);
-    free_list(children);
-    return folded;
-}
-
-// Symbolizes every recording of the run still apart (all of them with
-// --keep-processes; else those not folded: fewer than the fold takes, or
-// incomplete, full mode, tensors), in place, while the programs' files
-// are still there. The run's own recording (the last image) is already.
-static void symbolize_apart(const char *db, const struct timespec *since) {
-    char **children = list_children(db, since);
-    if (is_file(db) && written_since(db, since))
-        tpprof_symbolize_file(db);
-    for (size_t c = 0; children && children[c]; c++)
-        tpprof_symbolize_file(children[c]); // (a failure shows when it is read)
-    free_list(children);
-}
-
-// ---------------------------------------------------------------------------
 // Running the program. Signals: the terminal's ^C reaches the program;
 // tpprof waits and reports.
 
@@ -636,7 +299,7 @@ typedef struct run_options {
     const char *output, *depth;
     bool full;
     bool cupti; // --cupti: the preload is also CUDA's injection library
-    bool keep_processes; // --keep-processes: no fold_run
+    bool keep_processes; // --keep-processes: no fold (tpprof_run_files_fold)
     char **cmd; // the program and its arguments (argv's)
     bool gated; // a gate or --error-exitcode was given
     int error_exitcode;
@@ -681,11 +344,30 @@ static void exec_program(const run_options *o, const char *template, const char 
     _exit(127);
 }
 
+// Waits for the program, reading and folding the recordings of its ended
+// processes in the meantime (run_files.c); it is woken by the program's
+// end (a pidfd) or after 50 ms.
+static void wait_program(pid_t pid, int *status, tpprof_run_files *files) {
+    int pidfd = files ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+    for (;;) {
+        pid_t r = waitpid(pid, status, pidfd >= 0 ? WNOHANG : 0);
+        if (r == pid || (r < 0 && errno != EINTR))
+            break;
+        if (r == 0 && !tpprof_run_files_poll(files)) {
+            struct pollfd p = {.fd = pidfd, .events = POLLIN};
+            poll(&p, 1, 50);
+        }
+    }
+    if (pidfd >= 0)
+        close(pidfd);
+}
+
 // Start the program and wait for it. *status: its wait status; *exec_err:
-// errno when it could not be started (0 when it ran). The pid, or -1 +
-// error.
-static pid_t launch(const run_options *o, const char *template, const char *preload, int *status,
-                    int *exec_err) {
+// errno when it could not be started (0 when it ran); *files: its
+// recordings, read as its processes end (NULL when out of memory). The
+// pid, or -1 + error.
+static pid_t launch(const run_options *o, const char *template, const char *preload, const struct timespec *started,
+                    int *status, int *exec_err, tpprof_run_files **files) {
     int errpipe[2];
     if (pipe2(errpipe, O_CLOEXEC) != 0)
         return tpprof_error_set("pipe: %s", strerror(errno));
@@ -718,8 +400,10 @@ static pid_t launch(const run_options *o, const char *template, const char *prel
     if (got != (ssize_t)sizeof *exec_err)
         *exec_err = 0;
     close(errpipe[0]);
-    while (waitpid(pid, status, 0) < 0 && errno == EINTR)
-        ;
+    char db[PATH_MAX];
+    expand(template, pid, db, sizeof db);
+    *files = *exec_err ? NULL : tpprof_run_files_new(db, started, !o->keep_processes);
+    wait_program(pid, status, *files);
     child_pid = 0;
     if (warn_once[0])
         unlink(warn_once);
@@ -864,7 +548,7 @@ static bool gate_run(run_options *o, const char *path, tpprof_profile *p) {
 // then the gates. Returns tpprof's exit status (the program's, or
 // --error-exitcode's when the program exited 0 and a gate failed).
 static int report_run(run_options *o, const char *template, pid_t pid, int status,
-                      const struct timespec *started) {
+                      const struct timespec *started, tpprof_run_files *files) {
     const char *cmd0 = o->cmd[0];
     int code;
     char how[64];
@@ -882,7 +566,7 @@ static int report_run(run_options *o, const char *template, pid_t pid, int statu
     fprintf(stderr, "tpprof: %s %s\n", cmd0, how);
     // With gates, a run that leaves nothing to gate fails them.
     int ungated = o->gated && code == 0 ? o->error_exitcode : code;
-    if (is_file(db) && !written_since(db, started)) {
+    if (is_file(db) && !tpprof_run_written_since(db, started)) {
         fprintf(stderr, "tpprof: no recording was written; %s is from an earlier run\n", db);
         if (o->gated)
             fprintf(stderr, "tpprof: FAIL no recording to gate\n");
@@ -898,16 +582,16 @@ static int report_run(run_options *o, const char *template, pid_t pid, int statu
     }
     char last[PATH_MAX];
     int execs = 0;
-    last_image(db, started, last, sizeof last, &execs);
+    tpprof_run_last_image(db, started, last, sizeof last, &execs);
     tpprof_profile *summarized = summarize(last, execs, &end, o->gated);
     fprintf(stderr, "tpprof: recording: %s  (tpprof report %s)\n", last, last);
-    seen read = {0};
-    list_others(db, last, started, &read);
+    if (files)
+        tpprof_run_files_list(files, last);
     bool gate_failed = o->gated && gate_run(o, last, summarized);
     if (!o->keep_processes)
-        fold_run(db, started, &read);
-    seen_free(&read);
-    symbolize_apart(db, started);
+        tpprof_run_files_fold(files);
+    if (files)
+        tpprof_run_files_symbolize_apart(files);
     if (gate_failed && code == 0)
         return o->error_exitcode;
     return code;
@@ -941,7 +625,8 @@ static int run_main(run_options *o, int argc, char **argv) {
     clock_gettime(CLOCK_REALTIME, &started);
     started.tv_sec -= 1;
     int status = 0, exec_err = 0;
-    pid_t pid = launch(o, template, preload, &status, &exec_err);
+    tpprof_run_files *files = NULL;
+    pid_t pid = launch(o, template, preload, &started, &status, &exec_err, &files);
     if (pid < 0) {
         fprintf(stderr, "tpprof run: %s\n", tpprof_error());
         return TPPROF_EXIT_USAGE;
@@ -950,5 +635,7 @@ static int run_main(run_options *o, int argc, char **argv) {
         fprintf(stderr, "tpprof run: cannot run '%s': %s\n", o->cmd[0], strerror(exec_err));
         return exec_err == ENOENT ? 127 : 126;
     }
-    return report_run(o, template, pid, status, &started);
+    int code = report_run(o, template, pid, status, &started, files);
+    tpprof_run_files_free(files);
+    return code;
 }

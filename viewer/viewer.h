@@ -24,6 +24,7 @@
 //                retains, weak holders, small views pinning big storages
 //   replay.c     allocator_events replayed into block maps (fragmentation)
 //   run_preflight.c  what `tpprof run` refuses before starting the program
+//   run_files.c  the recordings a run leaves: listed, folded as their processes end
 //   verdict.c    the summary's first lines: lost or not, what is reachable
 //   suppressions.c  LeakSanitizer suppression files applied to a profile
 //   gates.c      check's gates in one table (check and run parse it)
@@ -48,6 +49,7 @@
 #include "device.h"
 #include "gaps.h"
 #include "run_preflight.h"
+#include "run_files.h"
 #include "diff.h"
 #include "verdict.h"
 #include "timeline.h"

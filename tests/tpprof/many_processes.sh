@@ -4,7 +4,9 @@
 # process in it (the shell, seq and the 50 trues), each complete, far smaller
 # than one file each; `tpprof check` and `report` read it as one program.
 # With --keep-processes, one file each, complete, nothing else left (no
-# -wal or -shm).
+# -wal or -shm). The fold starts while the program runs (its file is there
+# before the program's end), each process in it once, the launched shell
+# first.
 # usage: many_processes.sh TPPROF
 set -u
 tpprof=$(realpath "$1") || exit 1
@@ -14,7 +16,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 script='for i in $(seq 50); do /bin/true; done'
 
 mkdir "$dir/one" "$dir/each"
-"$tpprof" run -o "$dir/one/loop.db" -- /bin/sh -c "$script" >"$dir/out" 2>"$dir/err" || fail "run: $(cat "$dir/err")"
+# (The trues' recordings are folded as they end: a second later the fold's
+# file is there.)
+"$tpprof" run -o "$dir/one/loop.db" -- /bin/sh -c "$script; sleep 1; ls '$dir/one' > '$dir/during'" >"$dir/out" 2>"$dir/err" ||
+    fail "run: $(cat "$dir/err")"
+grep -qx 'loop.db.fold' "$dir/during" || fail "folded while the program ran: $(cat "$dir/during")"
 left=$(ls "$dir/one")
 [ "$left" = loop.db ] || fail "one file left, got: $left"
 grep -q "recordings are folded into $dir/one/loop.db" "$dir/err" || fail "the fold is said: $(cat "$dir/err")"
@@ -24,6 +30,12 @@ trues=$(q "SELECT count(*) FROM processes WHERE exe = '/usr/bin/true'")
 all=$(q "SELECT count(*) FROM processes")
 complete=$(q "SELECT count(*) FROM processes WHERE complete = 1")
 [ "$all" -ge 52 ] && [ "$complete" = "$all" ] || fail "$complete of $all processes complete (want the shell, seq and 50 trues)"
+pids=$(q "SELECT count(DISTINCT pid) FROM processes")
+[ "$pids" = "$all" ] || fail "each process once: $pids pids in $all processes"
+first=$(q "SELECT exe FROM processes WHERE id = 1")
+[ "$first" = "$(readlink -f /bin/sh)" ] || fail "process 1 is the launched shell, got '$first'"
+[ "$(q "SELECT value FROM meta WHERE key = 'pid'")" = "$(q "SELECT pid FROM processes WHERE id = 1")" ] ||
+    fail "the recording's pid is the shell's"
 one=$(stat -c %s "$dir/one/loop.db")
 "$tpprof" check "$dir/one/loop.db" --max-lost-bytes 0 >"$dir/check" 2>&1 || fail "check: $(cat "$dir/check")"
 "$tpprof" report "$dir/one/loop.db" >"$dir/report" 2>&1 || fail "report: $(cat "$dir/report")"
