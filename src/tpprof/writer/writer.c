@@ -61,6 +61,10 @@
 struct tpprof_wstate tpprof_w;
 
 static pthread_mutex_t wmu = PTHREAD_MUTEX_INITIALIZER;
+// Whether this (program) thread holds wmu, and the signal it put off while
+// it did (wmu_unlock_other).
+static _Thread_local bool wmu_mine;
+static volatile sig_atomic_t deferred_signal;
 static pthread_t writer_thread;
 static bool writer_running;
 static bool db_open;
@@ -76,6 +80,30 @@ static void wmu_lock_other(void) {
     atomic_fetch_add(&tpprof_merge_waiters, 1);
     pthread_mutex_lock(&wmu);
     atomic_fetch_sub(&tpprof_merge_waiters, 1);
+    wmu_mine = true;
+}
+
+// A fatal signal sent to a program thread while that thread holds wmu
+// (writing the recording in _exit, a fork, a dup2 onto tpprof's files)
+// cannot be written from its handler, which would wait for the lock the
+// thread itself holds: it is raised again when the thread lets the lock go
+// (tpprof_writer_defer_signal). A pool of Python's multiprocessing, ending,
+// sends SIGTERM to workers that may be in _exit's leak scan already: each
+// such worker waited 2 s for the lock, then died with its recording cut.
+static void wmu_unlock_other(void) {
+    wmu_mine = false;
+    pthread_mutex_unlock(&wmu);
+    int sig = deferred_signal;
+    if (sig) {
+        deferred_signal = 0;
+        raise(sig);
+    }
+}
+
+bool tpprof_writer_defer_signal(int sig) {
+    if (!wmu_mine) return false;
+    deferred_signal = sig;
+    return true;
 }
 static unsigned long long dl_adds, dl_subs;
 
@@ -454,7 +482,7 @@ void tpprof_writer_resume(int taken) {
             char buf[4096];
             proc_read(files[i], buf, sizeof buf);
         }
-    pthread_mutex_unlock(&wmu);
+    wmu_unlock_other();
 }
 
 void tpprof_writer_leak_scan(uintptr_t sp) {
@@ -467,7 +495,7 @@ void tpprof_writer_leak_scan(uintptr_t sp) {
         tpprof_scan_run(&tpprof_w, sp);
         tpprof_w.scanned = true;
     }
-    pthread_mutex_unlock(&wmu);
+    wmu_unlock_other();
 }
 
 void tpprof_writer_finish(enum tpprof_end how) {
@@ -491,7 +519,7 @@ void tpprof_writer_finish(enum tpprof_end how) {
         db_open = false;
     }
     atomic_store(&tpprof_active, 0); // exec: back on if it fails
-    pthread_mutex_unlock(&wmu);
+    wmu_unlock_other();
 }
 
 // A signal is about to end the process (lifecycle.c on_fatal): everything is
@@ -515,7 +543,7 @@ void tpprof_writer_end_signal(int sig, uintptr_t sp) {
         batch_begin(now);
         tpprof_obs_flush_held(tpprof_self);
         tpprof_merge_drain(true);
-        if (sp) {
+        if (sp && !w->scanned) { // (a signal put off while _exit scanned: done)
             wipe_stack();
             tpprof_scan_run(w, sp);
             w->scanned = true;
@@ -548,14 +576,14 @@ void tpprof_writer_exec_failed(void) {
             if (!writer_running) spawn_writer();
         }
     }
-    pthread_mutex_unlock(&wmu);
+    wmu_unlock_other();
 }
 
 void tpprof_writer_go(void) {
     wmu_lock_other();
     atomic_store(&tpprof_active, 1);
     tpprof_early_end(db_open ? tpprof_writer_adopt_early : NULL);
-    pthread_mutex_unlock(&wmu);
+    wmu_unlock_other();
 }
 
 void tpprof_writer_fork_prepare(void) {
@@ -565,7 +593,7 @@ void tpprof_writer_fork_prepare(void) {
 
 void tpprof_writer_fork_parent(void) {
     tpprof_modules_unlock();
-    pthread_mutex_unlock(&wmu);
+    wmu_unlock_other();
 }
 
 void tpprof_writer_fork_child(const char *path) {
@@ -601,5 +629,6 @@ void tpprof_writer_fork_child(const char *path) {
             spawn_writer();
         }
     }
-    pthread_mutex_unlock(&wmu);
+    deferred_signal = 0; // (the parent's: it was sent to the parent)
+    wmu_unlock_other();
 }
