@@ -39,10 +39,10 @@ static void test_stacks_share_their_callers_nodes_in_the_trie(void) {
     CHECK_MSG(c == a, "the same frames under another id: the same leaf (%u, %u)", c, a);
     CHECK_MSG(tpprof_w.nnodes - before == 4, "main, g, f1, f2: %u nodes", tpprof_w.nnodes - before);
     const struct tpprof_node *n = tpprof_w.nodes;
-    CHECK_MSG(n[a].ip == 0x1001 && n[b].ip == 0x1002, "leaves hold the innermost frames");
-    CHECK_MSG(n[a].parent == n[b].parent && n[n[a].parent].ip == 0x2000, "both under g");
+    CHECK_MSG(tpprof_node_ip(a) == 0x1001 && tpprof_node_ip(b) == 0x1002, "leaves hold the innermost frames");
+    CHECK_MSG(n[a].parent == n[b].parent && tpprof_node_ip(n[a].parent) == 0x2000, "both under g");
     uint32_t top = n[n[a].parent].parent;
-    CHECK_MSG(n[top].ip == 0x3000 && n[top].parent == 0, "main is a root");
+    CHECK_MSG(tpprof_node_ip(top) == 0x3000 && n[top].parent == 0, "main is a root");
     CHECK_MSG(tpprof_writer_leaf_of(1) == a && tpprof_w.nnodes - before == 4, "asked again: nothing new");
     CHECK_MSG(tpprof_writer_leaf_of(0) == 0, "no stack: node 0");
 }
@@ -89,7 +89,7 @@ static void test_stacks_inside_and_below_others_reuse_their_nodes_and_sites(void
     CHECK_MSG(d && d != a && tpprof_w.nnodes - before == 6, "another root path: 3 more nodes (%u)",
               tpprof_w.nnodes - before);
     for (uint32_t n = d, i = 0; i < 3; n = tpprof_w.nodes[n].parent, i++)
-        CHECK_MSG(n && tpprof_w.nodes[n].ip == (uintptr_t)(0x7000 + i), "frame %u of the new path", i);
+        CHECK_MSG(n && tpprof_node_ip(n) == (uintptr_t)(0x7000 + i), "frame %u of the new path", i);
 }
 
 // A stack's sites (one a kind) are found from any of them (a ring), and
@@ -110,8 +110,8 @@ static void test_the_sites_of_a_stack_are_one_a_kind_through_every_id(void) {
         at[k] = (uint32_t)(s - tpprof_w.sites);
     }
     for (uint32_t i = 0; i < 3000; i++) { // (grows the sites array)
-        set_stack(50 + i, 0xb000 + i, 0x3000, 0);
-        CHECK(tpprof_site_get(50 + i, TPPROF_KIND_MALLOC));
+        set_stack(21000 + i, 0xb000 + i, 0x3000, 0);
+        CHECK(tpprof_site_get(21000 + i, TPPROF_KIND_MALLOC));
     }
     for (int k = 2; k < 4; k++) {
         struct tpprof_site *s = tpprof_site_get(41 + (k & 1), kinds[k]);
@@ -127,6 +127,27 @@ static void test_the_sites_of_a_stack_are_one_a_kind_through_every_id(void) {
         }
     CHECK_MSG(wrong == 0, "%d of 12 asked for found another site", wrong);
     CHECK_MSG(tpprof_w.nsites - nsites == 4 + 3000, "%u sites made", tpprof_w.nsites - nsites);
+}
+
+// A node keeps 48 bits of its ip: an ip above them (a return address of a
+// 5-level page table's upper half) is kept apart, and reads back whole; so
+// does the one ip whose 48 bits are the mark, and the stacks through them
+// are found again, not made twice.
+static void test_return_addresses_past_48_bits_read_back_whole(void) {
+    const uintptr_t far = (uintptr_t)0x00ff00000000a001ull, mark = ((uintptr_t)1 << 48) - 1;
+    set_stack(25000, 0xc001, far, 0x3000);
+    set_stack(25001, mark, far, 0x3000);
+    set_stack(25002, 0xc001, far, 0x3000);
+    uint32_t before = tpprof_w.nnodes;
+    uint32_t a = tpprof_writer_leaf_of(25000), b = tpprof_writer_leaf_of(25001);
+    CHECK_MSG(a && b && tpprof_w.nodes[a].parent == tpprof_w.nodes[b].parent, "both under the far frame");
+    uint32_t mid = tpprof_w.nodes[a].parent;
+    CHECK_MSG(tpprof_node_ip(mid) == far, "the far ip whole: %#llx", (unsigned long long)tpprof_node_ip(mid));
+    CHECK_MSG(tpprof_node_ip(b) == mark, "the mark's own value: %#llx", (unsigned long long)tpprof_node_ip(b));
+    CHECK_MSG(tpprof_node_ip(a) == 0xc001 && tpprof_node_ip(tpprof_w.nodes[mid].parent) == 0x3000, "the others");
+    CHECK_MSG(tpprof_writer_leaf_of(25002) == a && tpprof_w.nnodes - before == 3, "found again (the far frame, c001 and the mark: main was there): %u nodes",
+              tpprof_w.nnodes - before);
+    CHECK_MSG(tpprof_writer_trie_child(mid, mark) == b && tpprof_writer_trie_child(mid, far) == 0, "by ip");
 }
 
 // Thousands of stacks: the trie's hash and the sites array grow (and move)
@@ -146,7 +167,7 @@ static void test_many_stacks_keep_their_sites_through_growth(void) {
     for (uint32_t i = 0; i < N; i++) {
         struct tpprof_site *s = tpprof_site_get(FIRST + i, TPPROF_KIND_MMAP);
         const struct tpprof_node *leaf = &tpprof_w.nodes[s->stack];
-        if (s->alloc_count != i + 1 || leaf->ip != 0x100000 + i || tpprof_w.nodes[leaf->parent].ip != 0x200000 + i % 97)
+        if (s->alloc_count != i + 1 || tpprof_node_ip(s->stack) != 0x100000 + i || tpprof_node_ip(leaf->parent) != 0x200000 + i % 97)
             wrong++;
     }
     CHECK_MSG(wrong == 0, "%d of %d stacks lost their site or their frames", wrong, N);
@@ -227,7 +248,7 @@ static void test_the_stack_tries_32_bit_slots_find_every_node_past_a_million(voi
     uint32_t lost = 0, phantom = 0;
     for (uint32_t id = 1; id <= tpprof_w.nnodes; id++) {
         const struct tpprof_node *n = &tpprof_w.nodes[id];
-        lost += tpprof_writer_trie_child(n->parent, n->ip) != id;
+        lost += tpprof_writer_trie_child(n->parent, tpprof_node_ip(id)) != id;
         phantom += tpprof_writer_trie_child(id, 0x7fff0000u + id) != 0;
     }
     CHECK_MSG(lost == 0, "%u of %u nodes not found", lost, tpprof_w.nnodes);
@@ -236,7 +257,7 @@ static void test_the_stack_tries_32_bit_slots_find_every_node_past_a_million(voi
     uint32_t wrong = 0;
     for (uint32_t i = 0; i < N; i += 97) {
         uint32_t leaf = tpprof_writer_leaf_of(FIRST + i);
-        wrong += !leaf || tpprof_w.nodes[leaf].ip != 0x10000000u + 4 * i;
+        wrong += !leaf || tpprof_node_ip(leaf) != 0x10000000u + 4 * i;
     }
     CHECK_MSG(wrong == 0, "%u stacks with another leaf", wrong);
 }
@@ -247,6 +268,7 @@ int main(void) {
     test_stacks_inside_and_below_others_reuse_their_nodes_and_sites();
     test_many_stacks_keep_their_sites_through_growth();
     test_the_sites_of_a_stack_are_one_a_kind_through_every_id();
+    test_return_addresses_past_48_bits_read_back_whole();
     test_the_peak_keeps_each_sites_share();
     test_a_site_with_a_row_counts_once_as_changed_until_written();
     test_the_stack_tries_32_bit_slots_find_every_node_past_a_million();

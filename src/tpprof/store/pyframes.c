@@ -102,7 +102,7 @@ bool tpprof_store_py_put(sqlite3 *db) {
         return false;
     bool ok = true;
     for (uint32_t id = scanned + 1; id <= w->nodes_written && ok; id++) {
-        uint64_t ip = w->nodes[id].ip;
+        uint64_t ip = tpprof_node_ip(id);
         struct tpprof_py_frame f;
         if (!tpprof_py_is_frame(ip) || done_has(ip) || !tpprof_py_resolve(ip, &f)) continue;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)ip);

@@ -393,13 +393,13 @@ static bool put_nodes(uint32_t *budget) {
         const struct tpprof_node *n = &w->nodes[id];
         if (id > first) *p++ = ',';
         if (n->parent == id - 1) {
-            p = put_u64(p, n->ip);
+            p = put_u64(p, tpprof_node_ip(id));
             continue;
         }
         *p++ = '[';
         p = put_u64(p, n->parent);
         *p++ = ',';
-        p = put_u64(p, n->ip);
+        p = put_u64(p, tpprof_node_ip(id));
         *p++ = ']';
     }
     *p++ = ']';

@@ -728,7 +728,7 @@ void tpprof_scan_run(struct tpprof_wstate *w, uintptr_t sp) {
         bool direct = hi - b->addr < SMALL && b->addr >= 16 && is_readable(b->addr - 16, hi);
         // Who allocated it: its leaf frame, and that frame's caller.
         uint32_t leaf = w->sites[b->site].stack, up = leaf ? w->nodes[leaf].parent : 0;
-        uint64_t ip = leaf ? w->nodes[leaf].ip : 0, caller = up ? w->nodes[up].ip : 0;
+        uint64_t ip = leaf ? tpprof_node_ip(leaf) : 0, caller = up ? tpprof_node_ip(up) : 0;
         bool libc_own = (IN(libc, ip) || IN(ld, ip)) && (IN(libc, caller) || IN(ld, caller) || in_getter(ip));
         refs[nrefs++] = (struct ref){b->addr, hi, b, true, direct, ip >= stdio_lo && ip < stdio_hi, IN(ld, ip),
                                      libc_own, false};

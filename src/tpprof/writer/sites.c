@@ -125,14 +125,14 @@ static bool trie_reserve(uint32_t more) {
         // in a PyTorch run (2^14 -> 2^23 slots, ~6 million puts).
         uint64_t ahead[REHASH_AHEAD];
         for (uint32_t id = 1; id <= w->nnodes && id <= REHASH_AHEAD; id++) {
-            ahead[id % REHASH_AHEAD] = trie_hash(w->nodes[id].parent, w->nodes[id].ip);
+            ahead[id % REHASH_AHEAD] = trie_hash(w->nodes[id].parent, tpprof_node_ip(id));
             __builtin_prefetch(&ns[ahead[id % REHASH_AHEAD] & (ncap - 1)], 1);
         }
         for (uint32_t id = 1; id <= w->nnodes; id++) {
             uint64_t h = ahead[id % REHASH_AHEAD];
             if (w->nnodes - id >= REHASH_AHEAD) {
                 uint32_t next = id + REHASH_AHEAD;
-                uint64_t hn = trie_hash(w->nodes[next].parent, w->nodes[next].ip);
+                uint64_t hn = trie_hash(w->nodes[next].parent, tpprof_node_ip(next));
                 ahead[next % REHASH_AHEAD] = hn;
                 __builtin_prefetch(&ns[hn & (ncap - 1)], 1);
             }
@@ -166,12 +166,31 @@ static uint32_t trie_find(uint32_t parent, uint64_t ip) {
     for (uint64_t j = h & (trie_cap - 1); (v = trie_slots[j]) != 0; j = (j + 1) & (trie_cap - 1)) {
         if ((v & ~mask) != tag) continue;
         uint32_t id = v & mask;
-        if (w->nodes[id].parent == parent && w->nodes[id].ip == ip) return id;
+        if (w->nodes[id].parent == parent && tpprof_node_ip(id) == ip) return id;
     }
     return 0;
 }
 
 uint32_t tpprof_writer_trie_child(uint32_t parent, uint64_t ip) { return trie_find(parent, ip); }
+
+// Sets node id's ip (state.h: 48 bits, or TPPROF_NODE_FAR and the ip in
+// far_ips; ids come in ascending order, so far_ips stays sorted). Without
+// memory for a far ip, the node keeps TPPROF_NODE_FAR as its ip.
+static void node_set_ip(uint32_t id, uint64_t ip) {
+    struct tpprof_wstate *w = &tpprof_w;
+    uint64_t v = ip;
+    if (TPPROF_UNLIKELY(ip >= TPPROF_NODE_FAR)) {
+        v = TPPROF_NODE_FAR;
+        if (w->nfar == w->capfar) {
+            uint32_t ncap = w->capfar ? 2 * w->capfar : 64;
+            struct tpprof_far_ip *n = tpprof_mem_grow(w->far_ips, w->capfar * sizeof *n, ncap * sizeof *n);
+            if (n) w->far_ips = n, w->capfar = ncap;
+        }
+        if (w->nfar < w->capfar) w->far_ips[w->nfar++] = (struct tpprof_far_ip){id, ip};
+    }
+    uint8_t *b = w->nodes[id].ip48;
+    for (int k = 0; k < 6; k++) b[k] = (uint8_t)(v >> 8 * k);
+}
 
 // Nodes for ips[0..k) (innermost first, as a stack's frames are) as a chain
 // below parent, the outermost first: all new (a node made now has no
@@ -188,7 +207,7 @@ static void trie_append(uint32_t parent, const uintptr_t *ips, int k, uint32_t *
     for (int i = 0; i < k; i++) {
         uint32_t id = ++w->nnodes;
         w->nodes[id].parent = parent;
-        w->nodes[id].ip = ips[k - 1 - i];
+        node_set_ip(id, ips[k - 1 - i]);
         uint64_t j = hs[i] & (trie_cap - 1);
         while (trie_slots[j]) j = (j + 1) & (trie_cap - 1);
         trie_slots[j] = trie_tag(hs[i], trie_bits) | id;

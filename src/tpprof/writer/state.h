@@ -93,10 +93,21 @@ static inline int64_t tpprof_site_temp_count(const struct tpprof_site *s) {
     return tpprof_site_is_map(s) ? 0 : s->temp_count;
 }
 
-// Packed: 12 bytes a node, not 16 (a PyTorch run's 3.7 million nodes:
-// 14 MiB less; x86-64 reads the unaligned ip as fast).
+// Packed: 10 bytes a node (a PyTorch run's 3.7 million nodes: 35 MiB; 16
+// bytes unpacked, 12 with the whole ip). The ip's low 48 bits, which hold
+// every user-space return address of a 4-level page table and a Python
+// frame's pseudo ip (bit 47: record/pyframes.h); an ip above them (5-level
+// page tables) is kept in far_ips, its field TPPROF_NODE_FAR. Read it with
+// tpprof_node_ip.
 struct __attribute__((packed)) tpprof_node {
     uint32_t parent;
+    uint8_t ip48[6]; // little-endian
+};
+_Static_assert(sizeof(struct tpprof_node) == 10, "nodes are 10 bytes");
+#define TPPROF_NODE_FAR ((UINT64_C(1) << 48) - 1)
+// A node whose ip does not fit its 48 bits, and that ip.
+struct tpprof_far_ip {
+    uint32_t node;
     uint64_t ip;
 };
 
@@ -132,6 +143,8 @@ struct tpprof_wstate {
     struct tpprof_map trie;
     struct tpprof_node *nodes;
     uint32_t nnodes, capnodes, nodes_written;
+    struct tpprof_far_ip *far_ips; // by node, ascending (nodes are made in id order)
+    uint32_t nfar, capfar;
     uint32_t *leaf_of;
     uint32_t capleaf;
 
@@ -187,6 +200,21 @@ static inline int64_t tpprof_site_peak_count(const struct tpprof_site *s) {
 }
 static inline int64_t tpprof_site_peak_bytes(const struct tpprof_site *s) {
     return tpprof_site_snapped(s) ? s->snap_bytes : s->live_bytes;
+}
+
+// Node id's return address (TPPROF_NODE_FAR: found in far_ips, by id).
+static inline uint64_t tpprof_node_ip(uint32_t id) {
+    const uint8_t *b = tpprof_w.nodes[id].ip48;
+    uint64_t v = (uint64_t)b[0] | (uint64_t)b[1] << 8 | (uint64_t)b[2] << 16 | (uint64_t)b[3] << 24 |
+                 (uint64_t)b[4] << 32 | (uint64_t)b[5] << 40;
+    if (TPPROF_LIKELY(v != TPPROF_NODE_FAR)) return v;
+    uint32_t lo = 0, hi = tpprof_w.nfar;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (tpprof_w.far_ips[mid].node < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < tpprof_w.nfar && tpprof_w.far_ips[lo].node == id ? tpprof_w.far_ips[lo].ip : v;
 }
 
 // The kernel's tid of the thread of index i, or 0 if unknown.
