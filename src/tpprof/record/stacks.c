@@ -83,14 +83,20 @@ struct level {
 // cache compares all of h1 and the low 24 bits of h2 (88 bits; a false
 // match is still far less likely than a hardware fault), the depot behind
 // it all 128.
+// (Since the next-set hint below took 16 bits of h1: h1's low 48 bits, h2's
+// low 24 and the 14 bits of h2 that pick the set, 85 bits, h1's lowest
+// being always 1; 0: an empty way.)
 struct cache_entry {
-    uint64_t h1;
+    uint64_t h1lo : 48;
+    uint64_t next : 16;   // the set the thread's next lookup went to last time (cache_next)
     uint32_t id;
     uint32_t h2lo : 24;
     uint32_t fp_len : 8;  // > 0: an FP walk that yields these frames is exact up to here (unwind.c)
 };
 _Static_assert(sizeof(struct cache_entry) == 16, "stack cache entries are 16 bytes");
 _Static_assert(TPPROF_MAX_DEPTH < 256, "fp_len fits the cache entry");
+_Static_assert(CACHE_BIG_SLOTS / CACHE_WAYS <= 65536, "a set's number fits the hint");
+#define H1LO(h1) ((h1) & (((uint64_t)1 << 48) - 1))
 #define H2LO(h2) ((uint32_t)(h2) & 0xffffffu)
 static __thread struct cache_entry *cache TPPROF_TLS;
 // The cache's sets - 1, and its misses so far: a thread that has missed as
@@ -102,6 +108,9 @@ static __thread uint32_t cache_mask TPPROF_TLS;
 static __thread uint32_t cache_misses TPPROF_TLS;
 // The thread's cache misses in a row (up to 255): see depot_prefetch.
 static __thread uint8_t miss_run TPPROF_TLS;
+// The entry of the thread's last lookup (cache_next), NULL after the cache
+// is made again.
+static __thread struct cache_entry *last_entry TPPROF_TLS;
 
 static struct level levels[LEVELS];
 static _Atomic int top;                // the newest level
@@ -347,6 +356,7 @@ static struct cache_entry *cache_make(uint32_t slots) {
     if (!c) return NULL;
     if (cache) tpprof_mem_unmap(cache, cache_map_bytes((cache_mask + 1) * CACHE_WAYS));
     cache = c;
+    last_entry = NULL;
     cache_mask = slots / CACHE_WAYS - 1;
     if (tpprof_self) { // released with the thread's ring
         tpprof_self->cache_mem = c;
@@ -369,13 +379,13 @@ static inline struct cache_entry *cache_get(void) {
 // 9% of alloc_heavy's 46,000 hot stacks (clang's build) did not fit their
 // set (65,536 entries) and went to the depot each time (its tables, the
 // verdicts again: 310,000 of 4.32 M lookups).
-static inline uint32_t set_own(uint64_t h1) { return (uint32_t)(h1 >> 40) & cache_mask; }
-static inline uint32_t set_second(uint64_t h1) { return (uint32_t)(h1 >> 20) & cache_mask; }
+static inline uint32_t set_own(uint64_t h2) { return (uint32_t)(h2 >> 40) & cache_mask; }
+static inline uint32_t set_second(uint64_t h1lo) { return (uint32_t)(h1lo >> 20) & cache_mask; }
 static inline uint8_t *spilled(struct cache_entry *c) { return (uint8_t *)&c[(cache_mask + 1) * CACHE_WAYS]; }
 
 static inline struct cache_entry *cache_find(struct cache_entry *set, const uint64_t h[2]) {
     for (int i = 0; i < CACHE_WAYS; i++)
-        if (set[i].h1 == h[0] && set[i].h2lo == H2LO(h[1])) return &set[i];
+        if (set[i].h1lo == H1LO(h[0]) && set[i].h2lo == H2LO(h[1])) return &set[i];
     return NULL;
 }
 
@@ -383,7 +393,7 @@ static inline struct cache_entry *cache_find(struct cache_entry *set, const uint
 // PyTorch loop's import) neither looks in the second set nor spills into it:
 // for it each would be one more cache miss a new stack.
 static inline struct cache_entry *cache_lookup(struct cache_entry *c, const uint64_t h[2]) {
-    uint32_t a = set_own(h[0]);
+    uint32_t a = set_own(h[1]);
     struct cache_entry *e = cache_find(&c[a * CACHE_WAYS], h);
     if (TPPROF_LIKELY(e) || miss_run >= 2 || !(spilled(c)[a >> 3] >> (a & 7) & 1)) return e;
     return cache_find(&c[set_second(h[0]) * CACHE_WAYS], h);
@@ -391,29 +401,49 @@ static inline struct cache_entry *cache_lookup(struct cache_entry *c, const uint
 
 // Puts h's entry first in its own set; the oldest there goes, to its second
 // set if that was its own set and the second has a free way.
-static void cache_put(struct cache_entry *c, const uint64_t h[2], uint32_t id, uint32_t fp_len) {
-    uint32_t a = set_own(h[0]);
+static struct cache_entry *cache_put(struct cache_entry *c, const uint64_t h[2], uint32_t id, uint32_t fp_len) {
+    uint32_t a = set_own(h[1]);
     struct cache_entry *set = &c[a * CACHE_WAYS], old = set[CACHE_WAYS - 1];
     memmove(&set[1], &set[0], (CACHE_WAYS - 1) * sizeof *set);
-    set[0].h1 = h[0];
+    set[0].h1lo = H1LO(h[0]);
+    set[0].next = 0;
     set[0].h2lo = H2LO(h[1]);
     set[0].id = id;
     set[0].fp_len = fp_len & 255;
-    uint32_t b = set_second(old.h1);
-    if (!old.h1 || set_own(old.h1) != a || b == a || miss_run >= 2) return;
+    // (An entry whose second set is this one is a guest here, spilled from
+    // its own set, or has no second set: it goes.)
+    uint32_t b = set_second(old.h1lo);
+    if (!old.h1lo || b == a || miss_run >= 2) return &set[0];
     struct cache_entry *second = &c[b * CACHE_WAYS];
     for (int i = 0; i < CACHE_WAYS; i++)
-        if (!second[i].h1) {
+        if (!second[i].h1lo) {
             second[i] = old;
             spilled(c)[a >> 3] |= (uint8_t)(1u << (a & 7));
-            return;
+            return &set[0];
         }
+    return &set[0];
+}
+
+// The set the lookup after e's stack went to last time is asked of memory
+// now: a program allocates in a pattern (alloc_heavy: the same eight or
+// nine stacks, one after the other, for each op of a path through its
+// calls), and the next lookup, a few hundred ns later, then finds its line
+// in the CPU's cache (with tens of thousands of hot stacks, a lookup missed
+// the CPU's caches nearly each time: the program writes ~150 KiB between
+// two uses of a stack). The last lookup's entry learns that this one went
+// to set `set`. Not for a thread making new stacks one after another.
+static inline void cache_next(struct cache_entry *c, struct cache_entry *e, uint32_t set) {
+    struct cache_entry *last = last_entry;
+    if (last) last->next = set & 0xffff;
+    last_entry = e;
+    if (e && miss_run < 2) __builtin_prefetch(&c[(e->next & cache_mask) * CACHE_WAYS]);
 }
 
 uint32_t tpprof_stack_find_fp(const uint64_t h[2], uint32_t fp_len) {
     struct cache_entry *c = cache_get();
     struct cache_entry *e = c ? cache_lookup(c, h) : NULL;
     if (!e || e->fp_len != fp_len) return 0;
+    cache_next(c, e, set_own(h[1]));
     if (TPPROF_UNLIKELY(miss_run)) miss_run = 0; // (a hit ends a run of misses here too)
     return e->id;
 }
@@ -440,12 +470,13 @@ uint32_t tpprof_stack_intern_h(const uintptr_t *ips, int n, const uint64_t h[2],
     if (e) {
         miss_run = 0;
         if (fp_len) e->fp_len = fp_len & 255;
+        cache_next(c, e, set_own(h[1]));
         return e->id;
     }
     if (miss_run < 255) miss_run++;
     uint32_t id = lookup(h[0], h[1], ips, n);
     if (TPPROF_UNLIKELY(++cache_misses == CACHE_SLOTS) && cache_make(CACHE_BIG_SLOTS)) c = cache;
-    if (c && id) cache_put(c, h, id, fp_len);
+    if (c && id) cache_next(c, cache_put(c, h, id, fp_len), set_own(h[1]));
     return id;
 }
 
