@@ -314,7 +314,7 @@ static void read_figures(const tpprof_run_files *f, seen_file *s) {
     s->o.pid = p->summary.pid;
     s->o.allocations = p->summary.allocations;
     s->o.lost_bytes = p->summary.lost_bytes;
-    if (s->fold && f->may_fold) { // the fold's read of it: one open, not two
+    if (s->fold && f->may_fold && !f->merge_failed) { // the fold's read of it: one open, not two
         s->db = p->db;
         p->db = NULL;
     }
@@ -375,6 +375,15 @@ static bool ended(const tpprof_run_files *f, seen_file *s) {
 // ---------------------------------------------------------------------------
 // While the program runs
 
+// Closes the recordings kept open for the fold: none is kept for a fold
+// that waits for the end (hundreds of descriptors).
+static void drop_kept(tpprof_run_files *f) {
+    for (size_t i = 0; i < f->n; i++) {
+        tpprof_db_close(f->v[i]->db);
+        f->v[i]->db = NULL;
+    }
+}
+
 // Adds up to max of the recordings read and not yet folded to the fold.
 // Whether it added any. A failure ends the fold under way: the end tries
 // again from scratch, and says why if it fails too.
@@ -393,6 +402,7 @@ static bool fold_some(tpprof_run_files *f, size_t max) {
             f->merge_failed = true;
             for (size_t j = 0; j < f->n; j++)
                 f->v[j]->folded = false;
+            drop_kept(f);
             return true;
         }
         s->folded = true;
@@ -431,6 +441,8 @@ bool tpprof_run_files_poll(tpprof_run_files *f) {
         unlink(f->tmp); // (an earlier run's, killed)
         f->merge = tpprof_merge_begin(f->tmp);
         f->merge_failed = !f->merge;
+        if (f->merge_failed)
+            drop_kept(f);
     }
     return fold_some(f, POLL_FOLDS) || did;
 }
