@@ -166,9 +166,10 @@ static void merged_stack(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 
 // Fold input k's stack trie into trie: its new nodes into main.stack_nodes,
 // the raw ips of its new nodes into temp.new_ips, the map of its ids into in
-// (out is in a transaction).
-static int fold_stacks(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, const char *path, int64_t k) {
-    tpprof_db *db = tpprof_db_open(path, false);
+// (out is in a transaction). open: the input, open already (borrowed), or NULL.
+static int fold_stacks(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, const char *path, int64_t k,
+                       tpprof_db *open) {
+    tpprof_db *db = open ? open : tpprof_db_open(path, false);
     if (!db)
         return -1;
     // Its addresses already carry process tags, which a second merge would
@@ -177,11 +178,10 @@ static int fold_stacks(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, c
     free(merged);
     int status = merged ? tpprof_error_set("%s is a merged recording: merge the recordings it was made of", path)
                         : tpprof_trie_add(trie, db, k, in);
-    if (merged) {
+    if (db != open)
         tpprof_db_close(db);
+    if (merged)
         return status;
-    }
-    tpprof_db_close(db);
     if (status != 0) { // say which input
         char *why = strdup(tpprof_error());
         tpprof_error_set("%s: %s", path, why ? why : "out of memory");
@@ -362,8 +362,10 @@ static int copy_sites(sqlite3 *out, const tpprof_trie_input *in, const char *pat
 // ---------------------------------------------------------------------------
 // One input
 
-// Copy input number k (1-based) at path into out, its stacks folded into trie.
-static int copy_input(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, const char *path, int64_t k) {
+// Copy input number k (1-based) at path into out, its stacks folded into
+// trie. open: the input, open already (borrowed), or NULL.
+static int copy_input(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, const char *path, int64_t k,
+                      tpprof_db *open) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(out, "ATTACH DATABASE ?1 AS src", -1, &st, NULL) != SQLITE_OK)
         return tpprof_error_set("attaching %s: %s", path, sqlite3_errmsg(out));
@@ -376,7 +378,7 @@ static int copy_input(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, co
     // One transaction per input: SQLite detaches a database only outside one.
     int status = exec(out, "BEGIN", "starting");
     if (status == 0)
-        status = fold_stacks(out, trie, in, path, k);
+        status = fold_stacks(out, trie, in, path, k, open);
     if (status == 0)
         status = copy_sites(out, in, path, k);
     if (status == 0 && scalar(out, "SELECT count(*) FROM src.sqlite_master WHERE name = 'device_blocks'") > 0)
@@ -508,12 +510,12 @@ tpprof_merging *tpprof_merge_begin(const char *out_path) {
     return m;
 }
 
-int tpprof_merge_add(tpprof_merging *m, const char *input, int64_t process) {
+int tpprof_merge_add(tpprof_merging *m, const char *input, int64_t process, tpprof_db *open) {
     if (process <= 0)
         process = m->last + 1;
     if (process > 65535)
         return tpprof_error_set("more than 65535 recordings to merge");
-    if (copy_input(m->out, m->trie, &m->in, input, process) != 0)
+    if (copy_input(m->out, m->trie, &m->in, input, process, open) != 0)
         return -1;
     if (process > m->last)
         m->last = process;
@@ -583,7 +585,7 @@ int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet
     if (!m)
         return -1;
     for (size_t i = 0; i < n; i++)
-        if (tpprof_merge_add(m, inputs[i], (int64_t)i + 1) != 0) {
+        if (tpprof_merge_add(m, inputs[i], (int64_t)i + 1, NULL) != 0) {
             tpprof_merge_abandon(m);
             return -1;
         }

@@ -4,6 +4,7 @@
 #define TPPROF_VIEWER_INPUTS_H
 
 #include "util.h"
+#include "db.h"
 
 // ---------------------------------------------------------------------------
 // inputs.c: the recordings a command names (several, or a quoted glob)
@@ -37,14 +38,15 @@ int tpprof_merge(const char *out_path, char *const *inputs, size_t n, bool quiet
 // each process's recording as the process ends): begin makes out_path (a
 // new file; NULL + error); add copies one input, unsymbolized, as process
 // number `process` (1..65535, each once; 0: one past the highest so far;
-// numbers may be left out), 0 or -1 + error (the merge is then to be
+// numbers may be left out; open: the input open already, borrowed, or
+// NULL), 0 or -1 + error (the merge is then to be
 // abandoned); end indexes, writes the meta and symbolizes the frames once
 // for all the inputs (as tpprof_merge with symbolize_inputs false), 0 or -1
 // + error (nothing left at out_path); abandon removes out_path. end and
 // abandon free the merge.
 typedef struct tpprof_merging tpprof_merging;
 tpprof_merging *tpprof_merge_begin(const char *out_path);
-int tpprof_merge_add(tpprof_merging *m, const char *input, int64_t process);
+int tpprof_merge_add(tpprof_merging *m, const char *input, int64_t process, tpprof_db *open);
 size_t tpprof_merge_count(const tpprof_merging *m); // inputs added (0 for NULL)
 int tpprof_merge_end(tpprof_merging *m, size_t *lookups);
 void tpprof_merge_abandon(tpprof_merging *m);

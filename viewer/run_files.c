@@ -173,7 +173,8 @@ typedef struct seen_file {
     bool read;   // o and fold hold what it says
     bool fold;   // the fold takes it (foldable)
     bool folded; // in f->merge
-    int64_t pid; // its process, once its recording said it was complete (0: not yet)
+    int64_t pid; // its process, from its name or its complete recording (0: not known yet)
+    tpprof_db *db; // open from the read for the fold (read, fold, not folded), or NULL
 } seen_file;
 
 struct tpprof_run_files {
@@ -222,6 +223,7 @@ void tpprof_run_files_free(tpprof_run_files *f) {
     tpprof_merge_abandon(f->merge);
     for (size_t i = 0; i < f->n; i++) {
         other_clear(&f->v[i]->o);
+        tpprof_db_close(f->v[i]->db);
         free(f->v[i]->path);
         free(f->v[i]);
     }
@@ -287,6 +289,8 @@ static bool foldable(tpprof_db *h) {
 // with the same pid): its old one stays in the fold.
 static void read_figures(const tpprof_run_files *f, seen_file *s) {
     other_clear(&s->o);
+    tpprof_db_close(s->db);
+    s->db = NULL;
     s->o.path = s->path;
     s->read = true;
     s->fold = s->folded = false;
@@ -310,19 +314,49 @@ static void read_figures(const tpprof_run_files *f, seen_file *s) {
     s->o.pid = p->summary.pid;
     s->o.allocations = p->summary.allocations;
     s->o.lost_bytes = p->summary.lost_bytes;
+    if (s->fold && f->may_fold && !f->merge_failed) { // the fold's read of it: one open, not two
+        s->db = p->db;
+        p->db = NULL;
+    }
     tpprof_profile_free(p);
+}
+
+// The pid in the name of a recording of the run: <stem>.<pid><suffix> or
+// <stem>.<pid>.exec<N><suffix>, the names the processes of a run give
+// themselves (the run's TPPROF_OUTPUT is theirs too); 0 for any other.
+static int64_t pid_of_name(const char *db, const char *path) {
+    size_t len, plen = strlen(path);
+    const char *suffix = db_suffix(db, &len);
+    size_t tail = strlen(suffix);
+    if (plen <= len + 1 + tail || strncmp(path, db, len) != 0 || path[len] != '.')
+        return 0;
+    const char *c = path + len + 1, *end = path + plen - tail;
+    int64_t pid = 0;
+    for (; c < end && *c >= '0' && *c <= '9' && pid < INT32_MAX; c++)
+        pid = pid * 10 + (*c - '0');
+    if (c == end)
+        return pid;
+    if (end - c < 6 || strncmp(c, ".exec", 5) != 0)
+        return 0;
+    for (c += 5; c < end; c++)
+        if (*c < '0' || *c > '9')
+            return 0;
+    return pid;
 }
 
 // Has s's process ended, its recording whole? Its file closed (no -wal:
 // the recorder's close removes it; a process killed leaves it, and is read
-// after the program), complete, and its process gone: an image that ended
-// by exec is complete while its process runs on (and reopens it should the
-// exec fail).
-static bool ended(seen_file *s) {
+// after the program) and its process gone: an image that ended by exec is
+// complete while its process runs on (and reopens it should the exec
+// fail). The pid is the name's; for a file named otherwise, its recording's
+// once that says it is complete.
+static bool ended(const tpprof_run_files *f, seen_file *s) {
     char wal[PATH_MAX + 8];
     snprintf(wal, sizeof wal, "%s-wal", s->path);
     if (access(wal, F_OK) == 0)
         return false;
+    if (!s->pid)
+        s->pid = pid_of_name(f->db, s->path);
     if (!s->pid) {
         tpprof_db *h = tpprof_db_open(s->path, false);
         if (!h)
@@ -341,6 +375,15 @@ static bool ended(seen_file *s) {
 // ---------------------------------------------------------------------------
 // While the program runs
 
+// Closes the recordings kept open for the fold: none is kept for a fold
+// that waits for the end (hundreds of descriptors).
+static void drop_kept(tpprof_run_files *f) {
+    for (size_t i = 0; i < f->n; i++) {
+        tpprof_db_close(f->v[i]->db);
+        f->v[i]->db = NULL;
+    }
+}
+
 // Adds up to max of the recordings read and not yet folded to the fold.
 // Whether it added any. A failure ends the fold under way: the end tries
 // again from scratch, and says why if it fails too.
@@ -350,12 +393,16 @@ static bool fold_some(tpprof_run_files *f, size_t max) {
         seen_file *s = f->v[i];
         if (!s->read || !s->fold || s->folded || strcmp(s->path, f->db) == 0)
             continue;
-        if (tpprof_merge_add(f->merge, s->path, f->next_process++) != 0) {
+        int added_ok = tpprof_merge_add(f->merge, s->path, f->next_process++, s->db);
+        tpprof_db_close(s->db);
+        s->db = NULL;
+        if (added_ok != 0) {
             tpprof_merge_abandon(f->merge);
             f->merge = NULL;
             f->merge_failed = true;
             for (size_t j = 0; j < f->n; j++)
                 f->v[j]->folded = false;
+            drop_kept(f);
             return true;
         }
         s->folded = true;
@@ -384,7 +431,7 @@ bool tpprof_run_files_poll(tpprof_run_files *f) {
     char **children = list_children(f->db, &f->since);
     for (size_t c = 0; children && children[c]; c++) {
         seen_file *s = seen_get(f, children[c]);
-        if (s && !s->read && ended(s)) {
+        if (s && !s->read && ended(f, s)) {
             read_figures(f, s);
             did = true;
         }
@@ -394,6 +441,8 @@ bool tpprof_run_files_poll(tpprof_run_files *f) {
         unlink(f->tmp); // (an earlier run's, killed)
         f->merge = tpprof_merge_begin(f->tmp);
         f->merge_failed = !f->merge;
+        if (f->merge_failed)
+            drop_kept(f);
     }
     return fold_some(f, POLL_FOLDS) || did;
 }
@@ -475,6 +524,8 @@ static bool fold_flag(seen_file *s) {
     if (s->folded) // written since it was folded: another recording now
         s->folded = false;
     s->read = false;
+    tpprof_db_close(s->db);
+    s->db = NULL;
     tpprof_db *h = tpprof_db_open(s->path, false);
     bool yes = foldable(h);
     tpprof_db_close(h);
@@ -534,7 +585,7 @@ size_t tpprof_run_files_fold(tpprof_run_files *f) {
         for (size_t i = 0; i < k && status == 0; i++)
             if (!in[i]->folded) {
                 bool is_main = strcmp(in[i]->path, f->db) == 0;
-                status = tpprof_merge_add(f->merge, in[i]->path, is_main ? 1 : f->next_process++);
+                status = tpprof_merge_add(f->merge, in[i]->path, is_main ? 1 : f->next_process++, in[i]->db);
                 in[i]->folded = status == 0;
             }
         size_t n = tpprof_merge_count(f->merge);
