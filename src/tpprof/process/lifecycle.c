@@ -323,12 +323,6 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
             return;
         }
         // A fault inside the write: to the default action (below).
-    } else if (in_recorded_process() && !fault && tpprof_writer_defer_signal(sig)) {
-        // Sent while this thread writes the recording (writer.c): raised
-        // again once it is written; the write goes on meanwhile.
-        atomic_store(&ending_tid, 0);
-        errno = saved_errno;
-        return;
     } else if (in_recorded_process()) {
         int saved = tpprof_guard;
         tpprof_guard = 1;

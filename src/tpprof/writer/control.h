@@ -40,10 +40,6 @@ TPPROF_HIDDEN void tpprof_writer_go(void);
 // A signal is ending the process: writes everything, the live set scanned
 // from sp if sp is not 0 (lifecycle.c's handler).
 TPPROF_HIDDEN void tpprof_writer_end_signal(int sig, uintptr_t sp);
-// Whether this thread holds the writer's lock (writing the recording in
-// _exit, a fork, a dup2): then a signal ending the process cannot be written
-// from its handler, and sig is raised again when the lock is let go.
-TPPROF_HIDDEN bool tpprof_writer_defer_signal(int sig);
 TPPROF_HIDDEN void tpprof_writer_fork_prepare(void);
 TPPROF_HIDDEN void tpprof_writer_fork_parent(void);
 TPPROF_HIDDEN void tpprof_writer_fork_child(const char *path);

@@ -61,10 +61,9 @@
 struct tpprof_wstate tpprof_w;
 
 static pthread_mutex_t wmu = PTHREAD_MUTEX_INITIALIZER;
-// Whether this (program) thread holds wmu, and the signal it put off while
-// it did (wmu_unlock_other).
-static _Thread_local bool wmu_mine;
-static volatile sig_atomic_t deferred_signal;
+// The signal mask of the program thread holding wmu, from before it took it
+// (wmu_lock_other).
+static _Thread_local sigset_t wmu_saved_mask;
 static pthread_t writer_thread;
 static bool writer_running;
 static bool db_open;
@@ -76,34 +75,28 @@ static uint64_t flush_every_ns = FLUSH_EVERY_NS;
 
 // Threads waiting for wmu (fork, exit, exec, the leak scan) are counted in
 // tpprof_merge_waiters: the merge cuts its pass for them (merge.h).
+// A program thread takes wmu with every signal blocked, until it lets it go:
+// a handler of the program's (or the recorder's own, for a signal that ends
+// the process) could otherwise run while the thread is inside the writer,
+// and call _exit, whose write waits for the lock the thread itself holds.
+// A forked child got the signal inside the fork's handler (its recording
+// starting, wmu held): hung for ever (a test program whose SIGUSR1 handler
+// calls _exit: 12 of 30 children). Python's multiprocessing pool, ending,
+// sends SIGTERM to workers that may be in _exit's leak scan already: each
+// such worker waited 2 s for the lock, then died with its recording cut.
+// Now the signal comes when the lock is let go: the write is done first.
 static void wmu_lock_other(void) {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &wmu_saved_mask);
     atomic_fetch_add(&tpprof_merge_waiters, 1);
     pthread_mutex_lock(&wmu);
     atomic_fetch_sub(&tpprof_merge_waiters, 1);
-    wmu_mine = true;
 }
 
-// A fatal signal sent to a program thread while that thread holds wmu
-// (writing the recording in _exit, a fork, a dup2 onto tpprof's files)
-// cannot be written from its handler, which would wait for the lock the
-// thread itself holds: it is raised again when the thread lets the lock go
-// (tpprof_writer_defer_signal). A pool of Python's multiprocessing, ending,
-// sends SIGTERM to workers that may be in _exit's leak scan already: each
-// such worker waited 2 s for the lock, then died with its recording cut.
 static void wmu_unlock_other(void) {
-    wmu_mine = false;
     pthread_mutex_unlock(&wmu);
-    int sig = deferred_signal;
-    if (sig) {
-        deferred_signal = 0;
-        raise(sig);
-    }
-}
-
-bool tpprof_writer_defer_signal(int sig) {
-    if (!wmu_mine) return false;
-    deferred_signal = sig;
-    return true;
+    pthread_sigmask(SIG_SETMASK, &wmu_saved_mask, NULL);
 }
 static unsigned long long dl_adds, dl_subs;
 
@@ -629,6 +622,5 @@ void tpprof_writer_fork_child(const char *path) {
             spawn_writer();
         }
     }
-    deferred_signal = 0; // (the parent's: it was sent to the parent)
     wmu_unlock_other();
 }
