@@ -38,6 +38,17 @@ struct tpprof_trie {
     size_t ident_cap;    // a power of two
     int64_t *owner;      // by merged id: the last input that mapped a node to it
     size_t cap_owner;
+    // By merged id: the child found or made last under it, and each node's
+    // (a, b). The inputs of a build are mostly the same programs walking the
+    // same stacks in the same order: a node's child is nearly always the one
+    // the last input found, whose key sits next to the last one read (ids
+    // are given in that order), where the table's slot is a cache miss.
+    int64_t (*last_child)[2]; // the last, then the one before it
+    struct key_ab {
+        int64_t a;
+        uint64_t b;
+    } *key_ab;
+    size_t cap_ids;
 };
 
 // One row of an input's modules, sorted by lo.
@@ -70,6 +81,8 @@ void tpprof_trie_free(tpprof_trie *t) {
     free(t->idents);
     free(t->ident_slots);
     free(t->owner);
+    free(t->last_child);
+    free(t->key_ab);
     free(t->slots);
     free(t);
 }
@@ -107,18 +120,55 @@ static int grow_table(tpprof_trie *t) {
     return 0;
 }
 
+// Room in the arrays by merged id for ids up to id. 0, or -1 (out of memory).
+static int ids_room(tpprof_trie *t, int64_t id) {
+    if ((size_t)id < t->cap_ids)
+        return 0;
+    size_t cap = t->cap_ids ? t->cap_ids : 4096;
+    while (cap <= (size_t)id)
+        cap *= 2;
+    int64_t (*lc)[2] = realloc(t->last_child, cap * sizeof *lc);
+    if (lc)
+        t->last_child = lc;
+    struct key_ab *k = realloc(t->key_ab, cap * sizeof *k);
+    if (k)
+        t->key_ab = k;
+    if (!lc || !k)
+        return -1;
+    memset(lc + t->cap_ids, 0, (cap - t->cap_ids) * sizeof *lc);
+    t->cap_ids = cap;
+    return 0;
+}
+
 // The merged id of (parent, a, b), *added when new; 0 on out of memory.
 static int64_t find_or_add(tpprof_trie *t, int64_t parent, int64_t a, uint64_t b, bool *added) {
-    if ((t->used + 1) * 2 > t->cap && grow_table(t) != 0)
+    if ((size_t)parent < t->cap_ids)
+        for (int i = 0; i < 2; i++) {
+            int64_t c = t->last_child[parent][i];
+            if (c && t->key_ab[c].a == a && t->key_ab[c].b == b) {
+                if (i) { // the last now
+                    t->last_child[parent][1] = t->last_child[parent][0];
+                    t->last_child[parent][0] = c;
+                }
+                *added = false;
+                return c;
+            }
+        }
+    if (((t->used + 1) * 2 > t->cap && grow_table(t) != 0) || ids_room(t, parent > t->next_id ? parent : t->next_id) != 0)
         return 0;
     size_t j = hash(parent, a, b) & (t->cap - 1);
     for (; t->slots[j].id; j = (j + 1) & (t->cap - 1))
         if (t->slots[j].parent == parent && t->slots[j].a == a && t->slots[j].b == b) {
             *added = false;
+            t->last_child[parent][1] = t->last_child[parent][0];
+            t->last_child[parent][0] = t->slots[j].id;
             return t->slots[j].id;
         }
     t->slots[j] = (slot){parent, a, b, t->next_id++};
     t->used++;
+    t->key_ab[t->slots[j].id] = (struct key_ab){a, b};
+    t->last_child[parent][1] = t->last_child[parent][0];
+    t->last_child[parent][0] = t->slots[j].id;
     *added = true;
     return t->slots[j].id;
 }

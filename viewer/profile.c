@@ -375,23 +375,48 @@ static int sum_sites(tpprof_profile *p, const char *sql, uint64_t *const *to, in
     return rc == SQLITE_DONE ? 0 : tpprof_db_error(p->db, "reading sites");
 }
 
+// The recorder's own totals of the rows (meta.site_totals and
+// site_totals_reserved, written with the final flush's rows; docs/schema.md)
+// into all and reserved, as sum_sites would; false when the recording has
+// none, or not for the reserved kind this reader found.
+static bool meta_site_totals(tpprof_profile *p, uint64_t *const *all, uint64_t *const *reserved) {
+    char *a = tpprof_db_meta(p->db, "site_totals"), *r = tpprof_db_meta(p->db, "site_totals_reserved");
+    long long v[5], w[5], kind = -1;
+    bool ok = a && r && sscanf(a, "%lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5 &&
+              sscanf(r, "%lld %lld %lld %lld %lld %lld", &kind, &w[0], &w[1], &w[2], &w[3], &w[4]) == 6 &&
+              (!p->reserved_kind || kind == p->reserved_kind);
+    for (int i = 0; ok && i < 5; i++) {
+        *all[i] += v[i] > 0 ? (uint64_t)v[i] : 0;
+        *reserved[i] += w[i] > 0 && p->reserved_kind ? (uint64_t)w[i] : 0;
+    }
+    free(a);
+    free(r);
+    return ok;
+}
+
+// A complete recording's totals (brief loads): the recorder's, else every
+// row's sums, then the reserved kind's taken out (address space: no site of
+// memory); a WHERE or CASE on the kind in the first pass cost more than the
+// second (0.26 s).
 static int load_site_totals(tpprof_profile *p) {
-    // Every row's sums, then the reserved kind's taken out (address space:
-    // no site of memory); a WHERE or CASE on the kind in the first pass
-    // cost more than the second (0.26 s).
     tpprof_summary *s = &p->summary, r = {0};
     uint64_t *const all[] = {&s->allocations, &s->total_bytes, &s->frees, &s->temporary_count,
                              &s->temporary_bytes};
-    if (sum_sites(p, "SELECT SUM(alloc_count), SUM(alloc_bytes), SUM(free_count), SUM(temp_count), "
-                     "SUM(temp_bytes) FROM sites", all, 5) != 0)
-        return -1;
-    if (!p->reserved_kind)
-        return 0;
     uint64_t *const reserved[] = {&r.allocations, &r.total_bytes, &r.frees, &r.temporary_count,
                                   &r.temporary_bytes};
-    if (sum_sites(p, "SELECT SUM(alloc_count), SUM(alloc_bytes), SUM(free_count), SUM(temp_count), "
-                     "SUM(temp_bytes) FROM sites WHERE kind = ?1", reserved, 5) != 0)
-        return -1;
+    if (meta_site_totals(p, all, reserved)) {
+        if (!p->reserved_kind)
+            return 0;
+    } else {
+        if (sum_sites(p, "SELECT SUM(alloc_count), SUM(alloc_bytes), SUM(free_count), SUM(temp_count), "
+                         "SUM(temp_bytes) FROM sites", all, 5) != 0)
+            return -1;
+        if (!p->reserved_kind)
+            return 0;
+        if (sum_sites(p, "SELECT SUM(alloc_count), SUM(alloc_bytes), SUM(free_count), SUM(temp_count), "
+                         "SUM(temp_bytes) FROM sites WHERE kind = ?1", reserved, 5) != 0)
+            return -1;
+    }
     for (int i = 0; i < 5; i++)
         *all[i] -= *reserved[i] < *all[i] ? *reserved[i] : *all[i];
     s->reserved_count += r.allocations;

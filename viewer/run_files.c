@@ -419,7 +419,7 @@ static size_t count_foldable(const tpprof_run_files *f) {
 }
 
 bool tpprof_run_files_poll(tpprof_run_files *f) {
-    if (!f || !f->may_fold)
+    if (!f)
         return false;
     if (fold_some(f, POLL_FOLDS))
         return true;
@@ -437,7 +437,7 @@ bool tpprof_run_files_poll(tpprof_run_files *f) {
         }
     }
     free_list(children);
-    if (!f->merge && !f->merge_failed && count_foldable(f) > OTHERS_SHOWN + 2) {
+    if (f->may_fold && !f->merge && !f->merge_failed && count_foldable(f) > OTHERS_SHOWN + 2) {
         unlink(f->tmp); // (an earlier run's, killed)
         f->merge = tpprof_merge_begin(f->tmp);
         f->merge_failed = !f->merge;

@@ -30,9 +30,9 @@ tpprof_run_files *tpprof_run_files_new(const char *db, const struct timespec *si
 void tpprof_run_files_free(tpprof_run_files *f);
 
 // While the program runs: reads the recordings of the processes that have
-// ended (their figures for the list) and, with more of them than the list
-// names, folds them into the run's one recording as they come, a few a
-// call. Whether it did any work (the caller waits for the program when
+// ended (their figures for the list, --keep-processes too) and, with more
+// of them than the list names, folds them into the run's one recording as
+// they come, a few a call. Whether it did any work (the caller waits for the program when
 // not: a scan for new recordings is made at most every 50 ms).
 bool tpprof_run_files_poll(tpprof_run_files *f);
 

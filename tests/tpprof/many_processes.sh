@@ -41,6 +41,20 @@ one=$(stat -c %s "$dir/one/loop.db")
 "$tpprof" report "$dir/one/loop.db" >"$dir/report" 2>&1 || fail "report: $(cat "$dir/report")"
 grep -q "merged: $all recordings" "$dir/report" || fail "report reads one program of $all: $(head -5 "$dir/report")"
 
+# A process still running after the program (a daemon) stays apart, its
+# file whole; the others are folded (some of them while the program ran).
+mkdir "$dir/daemon"
+"$tpprof" run -o "$dir/daemon/d.db" -- /bin/sh -c 'for i in $(seq 15); do /bin/true; done; sleep 1 &' \
+    >"$dir/out" 2>"$dir/err" || fail "run with a daemon: $(cat "$dir/err")"
+grep -q "recordings are folded into $dir/daemon/d.db" "$dir/err" || fail "the fold with a daemon: $(cat "$dir/err")"
+apart=$(ls "$dir/daemon" | grep -v '^d\.db$' | grep '\.db$' || true)
+[ "$(echo "$apart" | grep -c .)" = 1 ] || fail "the daemon's recording apart, got: $(ls "$dir/daemon")"
+sleep 2 # (the daemon ends, and closes its recording)
+[ "$(sqlite3 "$dir/daemon/$apart" "SELECT value FROM meta WHERE key = 'complete'")" = 1 ] ||
+    fail "the daemon's recording, left apart, is whole once it ended"
+[ "$(sqlite3 "$dir/daemon/d.db" "SELECT count(*) FROM processes WHERE exe = '/usr/bin/true'")" = 15 ] ||
+    fail "the 15 trues folded"
+
 "$tpprof" run --keep-processes -o "$dir/each/loop.db" -- /bin/sh -c "$script" >"$dir/out" 2>"$dir/err" || fail "run: $(cat "$dir/err")"
 n=$(ls "$dir/each" | grep -c '\.db$')
 [ "$n" -ge 52 ] || fail "one file each: $n"

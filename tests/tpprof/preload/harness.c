@@ -354,3 +354,15 @@ int main(int argc, char **argv) {
     }
     return failures ? 1 : skipped ? 77 : 0; // 77: meson's skip
 }
+
+bool site_totals_match(void) {
+    static const char cols[] = "SUM(alloc_count), SUM(alloc_bytes), SUM(free_count), SUM(temp_count), SUM(temp_bytes)";
+    char meta[256], rows[256], meta_r[256], rows_r[256];
+    qs(meta, sizeof meta, "SELECT value FROM meta WHERE key = 'site_totals'");
+    qs(rows, sizeof rows, "SELECT printf('%%lld %%lld %%lld %%lld %%lld', %s) FROM sites", cols);
+    qs(meta_r, sizeof meta_r, "SELECT value FROM meta WHERE key = 'site_totals_reserved'");
+    qs(rows_r, sizeof rows_r, "SELECT printf('12 %%lld %%lld %%lld %%lld %%lld', %s) FROM sites WHERE kind = 12", cols);
+    CHECK_MSG(strcmp(meta, rows) == 0, "meta.site_totals '%s', the rows' sums '%s'", meta, rows);
+    CHECK_MSG(strcmp(meta_r, rows_r) == 0, "meta.site_totals_reserved '%s', the rows' sums '%s'", meta_r, rows_r);
+    return strcmp(meta, rows) == 0 && strcmp(meta_r, rows_r) == 0;
+}

@@ -66,6 +66,10 @@ bool open_db(const char *path);
 int64_t qi(const char *fmt, ...);
 void qs(char *out, size_t cap, const char *fmt, ...);
 int strcmp_ptr(const char **a, const char **b);
+// Whether the open recording's meta.site_totals and site_totals_reserved
+// say what SUM() over its sites' rows says (docs/schema.md); a failed
+// CHECK says which differs.
+bool site_totals_match(void);
 int stack_ips(int64_t id, int64_t *ips, int max);
 // [value, value+size) of symbol `name` in the ELF file at `path`.
 bool elf_symbol(const char *path, const char *name, uint64_t *lo, uint64_t *hi);

@@ -29,6 +29,8 @@ static void test_reserved(char *prog) {
     CHECK_MSG(peak >= 6 * mib && peak < 64 * mib, "the peak counts what was committed, not the 1 GiB: %lld",
           (long long)peak);
     CHECK_MSG(qi("SELECT count(*) FROM kinds WHERE id = 12 AND name = 'mmap_reserved'") == 1, "kind 12 is named");
+    CHECK_MSG(qi("SELECT count(*) FROM sites WHERE kind = 12") > 0, "reserved sites have rows");
+    site_totals_match();
 }
 
 int preload_scenario(const char *mode, char *prog, char *extra) {

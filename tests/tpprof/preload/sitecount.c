@@ -58,6 +58,7 @@ static void test_exact(void) {
                        " AND freed_bytes = alloc_bytes AND alloc_bytes BETWEEN 16 AND 128 AND peak_count = 1"
                        " AND peak_bytes = alloc_bytes");
     CHECK_MSG(exact == 100000, "%lld of 100,000 sites with exact totals", (long long)exact);
+    site_totals_match(); // (written by periodic flushes and the final one)
     CHECK_MSG(qi("SELECT count(*) FROM sites WHERE kind = 1 AND alloc_bytes BETWEEN 16 AND 128"
                  " AND free_count <> alloc_count") == 0,
               "no site of those blocks with a free missing");
