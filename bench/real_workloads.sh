@@ -5,7 +5,8 @@
 # Usage: bench/real_workloads.sh BUILD_DIR [rounds] [workload...]
 # Workloads: torch (bench/torch_mlp.py: a 784-512-10 MLP, 40 steps, CPU,
 # one thread; needs Debian's python3-torch) and py (bench/py_alloc.py: pure
-# Python, allocation-heavy); default both. Each round runs, per workload,
+# Python, allocation-heavy); default both. Also: loader (bench/torch_loader.py:
+# a DataLoader forking 2 workers an epoch, what forked children cost). Each round runs, per workload,
 # in turn: native, the preload alone (LD_PRELOAD, what the program pays),
 # `tpprof run` end to end (recording, symbolizing, the summary), heaptrack
 # (heaptrack -r: raw data, not interpreted; when installed) and memray (python3 -m memray run
@@ -34,7 +35,7 @@ tools="native preload run"
 command -v heaptrack > /dev/null && tools="$tools heaptrack"
 "$py" -c 'import memray' 2> /dev/null && tools="$tools memray"
 
-script_of() { case $1 in torch) echo "$here/torch_mlp.py" ;; py) echo "$here/py_alloc.py" ;; *) echo "unknown workload $1" >&2; exit 2 ;; esac; }
+script_of() { case $1 in torch) echo "$here/torch_mlp.py" ;; py) echo "$here/py_alloc.py" ;; loader) echo "$here/torch_loader.py" ;; *) echo "unknown workload $1" >&2; exit 2 ;; esac; }
 
 # One timed run: appends "wall cpu maxrss_kib" to $tmp/$w.$tool.
 one() {
