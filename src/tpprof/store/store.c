@@ -504,14 +504,22 @@ static bool put_sites(uint32_t *budget) {
                                       " free_count, freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes)"
                                       " VALUES(?11,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", -1, &fl.st2, NULL) == SQLITE_OK);
     sqlite3_stmt *upd = fl.st, *ins = fl.st2;
-    for (; fl.row < w->nsites && ok && *budget; fl.row++, --*budget) {
-        struct tpprof_site *s = &w->sites[fl.row]; // the array may have moved since the last step
-        if (!s->dirty) continue;
-        if (s->kind == TPPROF_KIND_EARLY) { // never written (no row): not changed either
-            s->dirty = false;
-            w->nchanged--;
+    // The dirty ones only (state.h: dirty_bits), in order; the budget
+    // counts rows written.
+    for (; fl.row < w->nsites && ok && *budget; fl.row++) {
+        uint64_t bits = w->dirty_bits[fl.row / 64] >> (fl.row % 64);
+        if (!bits) {
+            fl.row |= 63; // (the next word)
             continue;
         }
+        fl.row += (uint64_t)__builtin_ctzll(bits);
+        if (fl.row >= w->nsites) break;
+        struct tpprof_site *s = &w->sites[fl.row]; // the array may have moved since the last step
+        if (s->kind == TPPROF_KIND_EARLY) { // never written (no row): not changed either
+            tpprof_site_clean(s);
+            continue;
+        }
+        --*budget;
         bool insert = !s->stored;
         if (!insert) {
             bind_site(upd, s);
@@ -529,8 +537,7 @@ static bool put_sites(uint32_t *budget) {
         else stats.site_rows++;
         // A site's peak share changes with every new peak, not only with its own
         // events, so sites stay dirty; the final flush writes the true value.
-        s->dirty = false;
-        w->nchanged--;
+        tpprof_site_clean(s);
     }
     if (ok && fl.row >= w->nsites) part_done();
     return ok;
@@ -721,10 +728,7 @@ bool tpprof_store_flush_begin(bool final) {
     if (final)
         for (uint32_t i = 0; i < tpprof_w.nsites; i++) {
             struct tpprof_site *s = &tpprof_w.sites[i];
-            if (!s->stored || (!tpprof_site_snapped(s) && !s->row_peak_live)) {
-                tpprof_w.nchanged += !s->dirty;
-                s->dirty = true;
-            }
+            if (!s->stored || (!tpprof_site_snapped(s) && !s->row_peak_live)) tpprof_site_dirty(s);
         }
     // Modules that call the C library's allocator directly (modules.c): looked
     // at once more before the modules are written.

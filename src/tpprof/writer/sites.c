@@ -384,6 +384,13 @@ struct tpprof_site *tpprof_site_lookup(uint32_t sid, int kind) {
         w->sites = n;
         w->capsites = ncap;
     }
+    if (w->nsites >= w->capdirty) {
+        uint32_t ncap = w->capdirty ? 2 * w->capdirty : 1024;
+        uint64_t *bits = grow_written(w->dirty_bits, w->capdirty / 8, ncap / 8);
+        if (!bits) return NULL;
+        w->dirty_bits = bits;
+        w->capdirty = ncap;
+    }
     struct tpprof_site *s = &w->sites[w->nsites++];
     memset(s, 0, sizeof *s);
     s->stack = stack;
