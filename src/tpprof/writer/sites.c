@@ -45,14 +45,18 @@ static inline uint32_t trie_id_mask(unsigned bits) { return bits >= 32 ? UINT32_
 // longest outer part found here instead of at the root (each step of a walk
 // from the root is two cache misses, the slot and the node, in tables of
 // millions of nodes: a PyTorch run's 600,000 stacks of 32 frames made that
-// walk an eighth of the whole process's time). Direct-mapped, a thirty-second
-// of the trie's slots (remade empty as the trie grows: 4 MiB at 3.7 million
-// nodes; a quarter cost 16 MiB more than an eighth for no time measured in
+// walk an eighth of the whole process's time). Direct-mapped, a 128th of
+// the trie's slots (remade empty as the trie grows: 1 MiB at 3.7 million
+// nodes). A quarter cost 16 MiB more than an eighth for no time measured in
 // that run, an eighth 8 MiB more than a sixteenth (the writer's CPU 1.40
-// against 1.38 s, 14 interleaved rounds), and a sixteenth 4 MiB more than a
-// thirty-second (the writer's thread CPU 1.31-1.50 against 1.30-1.39 s, 4
-// interleaved rounds)); a miss costs only a longer walk. The two hashes are the depot's two chains
-// (stacks.h), so a false match is as unlikely as there.
+// against 1.38 s, 14 interleaved rounds); the run's 701,793 new stacks
+// replayed through this file alone took the same time with a 16th, a 32nd,
+// a 64th, a 128th and a 256th (384-425 ms, medians of 7), where a 128th
+// walked the trie 44,700 steps past the longest part found, and 569 stacks
+// from the root, against 15,000 and 241 with a 32nd: consecutive new
+// stacks share their outer parts, and a miss costs only a longer walk. The
+// two hashes are the depot's two chains (stacks.h), so a false match is as
+// unlikely as there.
 struct prefix_entry {
     uint64_t h1;
     uint32_t h2lo;
@@ -144,7 +148,7 @@ static bool trie_reserve(uint32_t more) {
         trie_slots = ns;
         trie_cap = ncap;
         trie_bits = bits;
-        prefix_remake(ncap / 32);
+        prefix_remake(ncap / 128);
     }
     if (need >= w->capnodes) {
         uint32_t ncap = w->capnodes ? w->capnodes : 1 << 14;
