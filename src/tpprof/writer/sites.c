@@ -321,10 +321,10 @@ struct tpprof_site *tpprof_site_get_slow(uint32_t sid, int kind) {
 // says which trie nodes have sites (has_sites; 512 KiB at a PyTorch run's
 // 3.7 M nodes, where an array of each node's first site took 16 MiB for its
 // 700,000 leaves). A node's sites are looked for only when a depot id with
-// no hint yet reaches a node that has them (its frames are another id's:
-// cut to TPPROF_MAX_DEPTH, or a stack that ends inside another): by a
-// search of the sites, once a node (the map `shared` remembers it). A new
-// stack's leaf, made by its walk, has none: nothing is looked at.
+// no hint yet reaches a node that has them (its frames are another id's,
+// which the depot gives rarely, or it has no stack: node 0): by a search
+// of the sites, once a node (the map `shared` remembers it). A new stack's
+// leaf, made by its walk, has none: nothing is looked at.
 static uint64_t *has_sites;
 static uint32_t has_sites_cap; // (in bits)
 static struct tpprof_map shared; // node + 1 -> index + 1 of one of its sites
@@ -407,4 +407,3 @@ struct tpprof_site *tpprof_site_lookup(uint32_t sid, int kind) {
     }
     return s;
 }
-
