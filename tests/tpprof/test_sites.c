@@ -227,6 +227,32 @@ static void test_a_site_with_a_row_counts_once_as_changed_until_written(void) {
               tpprof_w.nchanged - before);
 }
 
+// A flush visits the dirty sites by their bits (state.h: dirty_bits): a
+// site's bit is set while it is dirty, through the sites array's growth,
+// and cleared as the store writes it (tpprof_site_clean).
+static void test_a_dirty_sites_bit_is_set_until_it_is_written(void) {
+    enum { FIRST = 25010, N = 4000 }; // (ids of their own: the tests share the depot)
+    for (uint32_t i = 0; i < N; i++) {
+        set_stack(FIRST + i, 0xd00000 + i, 0x3000, 0);
+        struct tpprof_site *s = tpprof_site_get(FIRST + i, TPPROF_KIND_MALLOC);
+        CHECK(s);
+        if (s && i % 3 == 0) tpprof_site_touch(s);
+    }
+    int wrong = 0;
+    for (uint32_t i = 0; i < tpprof_w.nsites; i++)
+        wrong += (int)(tpprof_w.dirty_bits[i / 64] >> (i % 64) & 1) != (int)tpprof_w.sites[i].dirty;
+    CHECK_MSG(wrong == 0, "%d of %u sites' bits are not their dirty flags", wrong, tpprof_w.nsites);
+    uint32_t before = tpprof_w.nchanged;
+    struct tpprof_site *s = tpprof_site_get(FIRST + 3, TPPROF_KIND_MALLOC);
+    uint32_t i = (uint32_t)(s - tpprof_w.sites);
+    CHECK(s->dirty && (tpprof_w.dirty_bits[i / 64] >> (i % 64) & 1));
+    tpprof_site_clean(s);
+    CHECK_MSG(!s->dirty && !(tpprof_w.dirty_bits[i / 64] >> (i % 64) & 1) && tpprof_w.nchanged == before - 1,
+              "written: clean, its bit cleared, counted once");
+    tpprof_site_clean(s);
+    CHECK_MSG(tpprof_w.nchanged == before - 1, "cleaned twice: counted once");
+}
+
 // The trie's slots are 32 bits: the node id in the low bits, a tag from the
 // hash above them (writer/sites.c). 300,000 stacks of 4 frames of their
 // own make 1.2 million nodes (a table of 2^21 slots, 11 tag bits): every
@@ -271,6 +297,7 @@ int main(void) {
     test_return_addresses_past_48_bits_read_back_whole();
     test_the_peak_keeps_each_sites_share();
     test_a_site_with_a_row_counts_once_as_changed_until_written();
+    test_a_dirty_sites_bit_is_set_until_it_is_written();
     test_the_stack_tries_32_bit_slots_find_every_node_past_a_million();
     return CHECK_DONE();
 }

@@ -2,7 +2,8 @@
 // every stack of an arena chunk is released its 1 MiB goes (a few are kept
 // for reuse: test_stacks_reuse.c; only the chunk
 // being filled stays), a released id has no frames, the others keep theirs,
-// and a stack interned again after its release keeps its id.
+// and a stack interned again after its release keeps its id; so whatever
+// the order of the releases.
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,5 +47,18 @@ int main(void) {
     CHECK_MSG(bad == 0, "%d stacks got another id after release", bad);
     tpprof_stack_release(0); // no-ops
     tpprof_stack_release(ids[0]);
+    // Released newest first (as a writer merging many threads' rings may
+    // release a chunk's last stacks after later chunks' first): the
+    // chunks still go as each one's last stack is released.
+    static uintptr_t more[STACKS][DEPTH];
+    static uint32_t more_ids[STACKS];
+    for (int k = 0; k < STACKS; k++)
+        for (int i = 0; i < DEPTH; i++) more[k][i] = 0x90000000u + ((uintptr_t)k * DEPTH + (uintptr_t)i) * 16;
+    for (int k = 0; k < STACKS; k++) more_ids[k] = tpprof_stack_intern(more[k], DEPTH);
+    size_t grown = tpprof_stack_arena_chunks();
+    for (int k = STACKS - 1001; k >= 0; k--) tpprof_stack_release(more_ids[k]);
+    size_t left = tpprof_stack_arena_chunks();
+    CHECK_MSG(grown >= after + 12 && left <= after + 2, "newest first: %zu chunks, %zu after releasing all but 1000",
+              grown, left);
     return CHECK_DONE();
 }

@@ -358,16 +358,27 @@ static bool put_modules(void) {
 // that the stack_nodes view can decode it in plain SQL (json_each).
 #define CHUNK_NODES 8192
 
-// Appends v in decimal at p; returns the end.
+// Appends v in decimal at p; returns the end. Two digits a division: a
+// chunk's 8,192 ips are 15 digits each, and a digit a division was 57 ms
+// of the PyTorch loop's 3.7 M nodes (36 ms so, in a standalone loop).
 static char *put_u64(char *p, uint64_t v) {
+    static const char pairs[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                   "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                   "8081828384858687888990919293949596979899";
     char tmp[20];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n) *p++ = tmp[--n];
-    return p;
+    int n = 20;
+    for (; v >= 100; v /= 100) {
+        n -= 2;
+        memcpy(tmp + n, pairs + 2 * (v % 100), 2);
+    }
+    if (v >= 10) {
+        n -= 2;
+        memcpy(tmp + n, pairs + 2 * v, 2);
+    } else {
+        tmp[--n] = (char)('0' + v);
+    }
+    memcpy(p, tmp + n, (size_t)(20 - n));
+    return p + 20 - n;
 }
 
 // One chunk of the nodes new since the last flush per call (the step's
@@ -504,14 +515,22 @@ static bool put_sites(uint32_t *budget) {
                                       " free_count, freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes)"
                                       " VALUES(?11,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", -1, &fl.st2, NULL) == SQLITE_OK);
     sqlite3_stmt *upd = fl.st, *ins = fl.st2;
-    for (; fl.row < w->nsites && ok && *budget; fl.row++, --*budget) {
-        struct tpprof_site *s = &w->sites[fl.row]; // the array may have moved since the last step
-        if (!s->dirty) continue;
-        if (s->kind == TPPROF_KIND_EARLY) { // never written (no row): not changed either
-            s->dirty = false;
-            w->nchanged--;
+    // The dirty ones only (state.h: dirty_bits), in order; the budget
+    // counts rows written.
+    for (; fl.row < w->nsites && ok && *budget; fl.row++) {
+        uint64_t bits = w->dirty_bits[fl.row / 64] >> (fl.row % 64);
+        if (!bits) {
+            fl.row |= 63; // (the next word)
             continue;
         }
+        fl.row += (uint64_t)__builtin_ctzll(bits);
+        if (fl.row >= w->nsites) break;
+        struct tpprof_site *s = &w->sites[fl.row]; // the array may have moved since the last step
+        if (s->kind == TPPROF_KIND_EARLY) { // never written (no row): not changed either
+            tpprof_site_clean(s);
+            continue;
+        }
+        --*budget;
         bool insert = !s->stored;
         if (!insert) {
             bind_site(upd, s);
@@ -529,8 +548,7 @@ static bool put_sites(uint32_t *budget) {
         else stats.site_rows++;
         // A site's peak share changes with every new peak, not only with its own
         // events, so sites stay dirty; the final flush writes the true value.
-        s->dirty = false;
-        w->nchanged--;
+        tpprof_site_clean(s);
     }
     if (ok && fl.row >= w->nsites) part_done();
     return ok;
@@ -751,10 +769,7 @@ bool tpprof_store_flush_begin(bool final) {
     if (final)
         for (uint32_t i = 0; i < tpprof_w.nsites; i++) {
             struct tpprof_site *s = &tpprof_w.sites[i];
-            if (!s->stored || (!tpprof_site_snapped(s) && !s->row_peak_live)) {
-                tpprof_w.nchanged += !s->dirty;
-                s->dirty = true;
-            }
+            if (!s->stored || (!tpprof_site_snapped(s) && !s->row_peak_live)) tpprof_site_dirty(s);
         }
     // Modules that call the C library's allocator directly (modules.c): looked
     // at once more before the modules are written.

@@ -45,14 +45,18 @@ static inline uint32_t trie_id_mask(unsigned bits) { return bits >= 32 ? UINT32_
 // longest outer part found here instead of at the root (each step of a walk
 // from the root is two cache misses, the slot and the node, in tables of
 // millions of nodes: a PyTorch run's 600,000 stacks of 32 frames made that
-// walk an eighth of the whole process's time). Direct-mapped, a thirty-second
-// of the trie's slots (remade empty as the trie grows: 4 MiB at 3.7 million
-// nodes; a quarter cost 16 MiB more than an eighth for no time measured in
+// walk an eighth of the whole process's time). Direct-mapped, a 128th of
+// the trie's slots (remade empty as the trie grows: 1 MiB at 3.7 million
+// nodes). A quarter cost 16 MiB more than an eighth for no time measured in
 // that run, an eighth 8 MiB more than a sixteenth (the writer's CPU 1.40
-// against 1.38 s, 14 interleaved rounds), and a sixteenth 4 MiB more than a
-// thirty-second (the writer's thread CPU 1.31-1.50 against 1.30-1.39 s, 4
-// interleaved rounds)); a miss costs only a longer walk. The two hashes are the depot's two chains
-// (stacks.h), so a false match is as unlikely as there.
+// against 1.38 s, 14 interleaved rounds); the run's 701,793 new stacks
+// replayed through this file alone took the same time with a 16th, a 32nd,
+// a 64th, a 128th and a 256th (384-425 ms, medians of 7), where a 128th
+// walked the trie 44,700 steps past the longest part found, and 569 stacks
+// from the root, against 15,000 and 241 with a 32nd: consecutive new
+// stacks share their outer parts, and a miss costs only a longer walk. The
+// two hashes are the depot's two chains (stacks.h), so a false match is as
+// unlikely as there.
 struct prefix_entry {
     uint64_t h1;
     uint32_t h2lo;
@@ -144,7 +148,7 @@ static bool trie_reserve(uint32_t more) {
         trie_slots = ns;
         trie_cap = ncap;
         trie_bits = bits;
-        prefix_remake(ncap / 32);
+        prefix_remake(ncap / 128);
     }
     if (need >= w->capnodes) {
         uint32_t ncap = w->capnodes ? w->capnodes : 1 << 14;
@@ -317,10 +321,10 @@ struct tpprof_site *tpprof_site_get_slow(uint32_t sid, int kind) {
 // says which trie nodes have sites (has_sites; 512 KiB at a PyTorch run's
 // 3.7 M nodes, where an array of each node's first site took 16 MiB for its
 // 700,000 leaves). A node's sites are looked for only when a depot id with
-// no hint yet reaches a node that has them (its frames are another id's:
-// cut to TPPROF_MAX_DEPTH, or a stack that ends inside another): by a
-// search of the sites, once a node (the map `shared` remembers it). A new
-// stack's leaf, made by its walk, has none: nothing is looked at.
+// no hint yet reaches a node that has them (its frames are another id's,
+// which the depot gives rarely, or it has no stack: node 0): by a search
+// of the sites, once a node (the map `shared` remembers it). A new stack's
+// leaf, made by its walk, has none: nothing is looked at.
 static uint64_t *has_sites;
 static uint32_t has_sites_cap; // (in bits)
 static struct tpprof_map shared; // node + 1 -> index + 1 of one of its sites
@@ -384,6 +388,13 @@ struct tpprof_site *tpprof_site_lookup(uint32_t sid, int kind) {
         w->sites = n;
         w->capsites = ncap;
     }
+    if (w->nsites >= w->capdirty) {
+        uint32_t ncap = w->capdirty ? 2 * w->capdirty : 1024;
+        uint64_t *bits = grow_written(w->dirty_bits, w->capdirty / 8, ncap / 8);
+        if (!bits) return NULL;
+        w->dirty_bits = bits;
+        w->capdirty = ncap;
+    }
     struct tpprof_site *s = &w->sites[w->nsites++];
     memset(s, 0, sizeof *s);
     s->stack = stack;
@@ -396,4 +407,3 @@ struct tpprof_site *tpprof_site_lookup(uint32_t sid, int kind) {
     }
     return s;
 }
-

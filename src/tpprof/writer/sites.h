@@ -44,10 +44,7 @@ static inline void tpprof_site_touch(struct tpprof_site *s) {
         s->snap_count = s->live_count;
         s->snap_bytes = s->live_bytes;
     }
-    if (!s->dirty) {
-        s->dirty = true;
-        tpprof_w.nchanged++;
-    }
+    tpprof_site_dirty(s);
 }
 
 static inline void tpprof_check_peak(uint64_t t) {

@@ -138,6 +138,11 @@ struct tpprof_wstate {
     // times between two flushes counts once. Enough of them make a
     // periodic flush due (writer.c).
     uint32_t nchanged;
+    // A bit a site (capdirty of them), set with its dirty flag: a flush
+    // visits the dirty sites only, in order, not all of them (a PyTorch
+    // run's 700,000, 48 MiB, for each periodic flush; thousands of steps).
+    uint64_t *dirty_bits;
+    uint32_t capdirty; // (bits)
 
     // Stack trie: nodes[1..nnodes]; depot id -> leaf node.
     struct tpprof_map trie;
@@ -215,6 +220,26 @@ static inline uint64_t tpprof_node_ip(uint32_t id) {
         else hi = mid;
     }
     return lo < tpprof_w.nfar && tpprof_w.far_ips[lo].node == id ? tpprof_w.far_ips[lo].ip : v;
+}
+
+// Marks site s changed since its row was written (tpprof_site_touch; the
+// store's final flush and a forked child's new file rewrite others too),
+// and tpprof_site_clean once it is written.
+static inline void tpprof_site_dirty(struct tpprof_site *s) {
+    if (!s->dirty) {
+        uint32_t i = (uint32_t)(s - tpprof_w.sites);
+        s->dirty = true;
+        tpprof_w.nchanged++;
+        tpprof_w.dirty_bits[i / 64] |= (uint64_t)1 << (i % 64);
+    }
+}
+static inline void tpprof_site_clean(struct tpprof_site *s) {
+    if (s->dirty) {
+        uint32_t i = (uint32_t)(s - tpprof_w.sites);
+        s->dirty = false;
+        tpprof_w.nchanged--;
+        tpprof_w.dirty_bits[i / 64] &= ~((uint64_t)1 << (i % 64));
+    }
 }
 
 // The kernel's tid of the thread of index i, or 0 if unknown.

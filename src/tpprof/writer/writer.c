@@ -606,8 +606,10 @@ void tpprof_writer_fork_child(const char *path) {
         db_open = false;
         // The child's database starts from the parent's state at the fork.
         w->nodes_written = 0;
-        for (uint32_t i = 0; i < w->nsites; i++) w->sites[i].dirty = true, w->sites[i].stored = false;
-        w->nchanged = w->nsites;
+        for (uint32_t i = 0; i < w->nsites; i++) {
+            tpprof_site_dirty(&w->sites[i]);
+            w->sites[i].stored = false;
+        }
         for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) t->w_dirty = t->w_seen;
         tpprof_modules_mark_all_unwritten();
         w->nsamples = 0;
