@@ -149,9 +149,12 @@ static struct tpprof_thread *recycled(void) {
     if (!t) return NULL;
     uint64_t *ring = t->ring;
     struct tpprof_thread *next = t->next;
+    uint64_t cfi = atomic_load(&t->cfi_walks), unw = atomic_load(&t->unw_walks);
     memset((char *)t, 0, sizeof *t);
     t->ring = ring;
     t->next = next;
+    atomic_store(&t->cfi_walks, cfi);
+    atomic_store(&t->unw_walks, unw);
     atomic_store(&t->exited, 1);
     return t;
 }
@@ -237,6 +240,15 @@ static struct tpprof_thread *thread_new(void) {
     tpprof_unwind_thread_warm();
     errno = saved_errno;
     return t;
+}
+
+void tpprof_walk_counts(uint64_t *cfi, uint64_t *unw) {
+    *cfi = atomic_load_explicit(&tpprof_cfi_walks, memory_order_relaxed);
+    *unw = atomic_load_explicit(&tpprof_unwind_slow, memory_order_relaxed);
+    for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) {
+        *cfi += atomic_load_explicit(&t->cfi_walks, memory_order_relaxed);
+        *unw += atomic_load_explicit(&t->unw_walks, memory_order_relaxed);
+    }
 }
 
 // In a forked child only the forking thread exists: the others' rings are

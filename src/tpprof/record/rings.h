@@ -21,7 +21,12 @@ struct tpprof_thread {
     _Atomic int obs_window;     // 1 while it takes an observer ticket (tpprof_obs_tag; read by a revoker)
     _Atomic int heap_window;    // 1 while it takes a heap stripe's ticket (tpprof_heap_ticket; likewise)
     uint64_t obs_lim;           // up to this tail an observer record fits unchecked (observe.c)
-    char pad2[48];
+    // Stacks this struct's threads took by the CFI walk and by libunwind
+    // (unwind.c; summed by tpprof_walk_counts): a locked add to one
+    // process-wide counter each was 1% of a program's samples where every
+    // stack is a CFI walk. Kept when the struct is reused.
+    _Atomic uint64_t cfi_walks, unw_walks;
+    char pad2[32];
     uint64_t *ring;
     uint64_t mask;              // capacity - 1, in words
     pid_t tid;
@@ -98,8 +103,11 @@ TPPROF_HIDDEN extern _Atomic uint64_t tpprof_rings_mapped;
 // (unwind.c; meta.libunwind_walks).
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_unwind_slow;
 // Stacks the CFI walk took (unwind.c, cfiwalk.c) where the verified
-// frame-pointer walk could not: meta.cfi_walks.
+// frame-pointer walk could not: meta.cfi_walks. (Both counters count only
+// the walks of threads without a struct; tpprof_walk_counts has all.)
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_cfi_walks;
+// The walks of all threads so far: meta.cfi_walks and meta.libunwind_walks.
+TPPROF_HIDDEN void tpprof_walk_counts(uint64_t *cfi, uint64_t *unw);
 // Stacks the depot had no room for (stacks.c; meta.stacks_full).
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_stacks_full;
 // Bytes of stack left below the caller (UINTPTR_MAX when the bounds are

@@ -273,10 +273,16 @@ static uint32_t publish(struct slot *s, uint64_t h2, const uintptr_t *ips, int n
         atomic_fetch_add_explicit(&tpprof_stacks_full, 1, memory_order_relaxed);
         return 0;
     }
+    // The chunk's counts first: a locked add after the copy waited for the
+    // copy's stores, each a cache miss in fresh arena lines (a fifth of
+    // probe's samples on the PyTorch loop); with the hooks' tickets taken
+    // without one, nothing in the hook waits for them now. (The writer
+    // frees a chunk only once it has released each of its stacks, which
+    // it cannot do before this one's id is published below.)
+    arena_done(c, bytes, true);
     rec[0] = (uint64_t)n | (uint64_t)c << 32;
     memcpy(rec + 1, ips, (size_t)n * sizeof *ips);
     atomic_store_explicit(at, rec, memory_order_relaxed); // the id's release below publishes it
-    arena_done(c, bytes, true);
     atomic_store_explicit(&s->tail, slot_tail(h2, id), memory_order_release);
     return id;
 }

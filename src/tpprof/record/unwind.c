@@ -295,6 +295,12 @@ __attribute__((noinline)) static int unw_walk_here(uintptr_t *ips, int max) {
 // where it cannot be exact (libunwind decides).
 _Atomic uint64_t tpprof_cfi_walks;
 
+// One more in a counter of the calling thread's own struct (rings.h): a
+// plain load and store, read by tpprof_walk_counts.
+static inline void count(_Atomic uint64_t *c) {
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
 __attribute__((noinline)) static int cfi_walk_here(uintptr_t *ips, int max, uint32_t gen) {
 #if defined(__x86_64__)
     struct tpprof_thread *t = tpprof_self;
@@ -312,7 +318,7 @@ __attribute__((noinline)) static int cfi_walk_here(uintptr_t *ips, int max, uint
     }
     struct tpprof_cfi_regs r = {((const uintptr_t *)fp)[1], fp + 16, ((const uintptr_t *)fp)[0]};
     int n = tpprof_cfi_walk(t->cfi, &r, lo, hi, gen, ips, max);
-    if (n > 0) atomic_fetch_add_explicit(&tpprof_cfi_walks, 1, memory_order_relaxed);
+    if (n > 0) count(&t->cfi_walks);
     return n;
 #else
     (void)ips, (void)max, (void)gen;
@@ -876,7 +882,9 @@ static __attribute__((noinline)) uint32_t capture_unw(struct uwstate *s, uint32_
         nl = unw_walk(l, max);
         if (nl < 0) // no room for libunwind: the frame-pointer walk, as it is
             return w ? intern_frames(w->f, w->nf) : capture_fp(max);
-        atomic_fetch_add_explicit(&tpprof_unwind_slow, 1, memory_order_relaxed);
+        struct tpprof_thread *t = tpprof_self;
+        if (t) count(&t->unw_walks);
+        else atomic_fetch_add_explicit(&tpprof_unwind_slow, 1, memory_order_relaxed);
     }
     if (s) learn(s, gen, w, l, nl, max);
     return intern_frames(l, nl);

@@ -733,8 +733,10 @@ static bool put_meta(bool final) {
     if (ok && w->end_signal) ok = meta_int("end_signal", w->end_signal);
     if (ok) ok = meta_set("leak_scan", w->scanned && final ? "1" : "0");
     if (ok) ok = meta_int("dropped_events", (int64_t)atomic_load(&tpprof_dropped));
-    if (ok) ok = meta_int("libunwind_walks", (int64_t)atomic_load(&tpprof_unwind_slow));
-    if (ok) ok = meta_int("cfi_walks", (int64_t)atomic_load(&tpprof_cfi_walks));
+    uint64_t cfi_walks, unw_walks;
+    tpprof_walk_counts(&cfi_walks, &unw_walks);
+    if (ok) ok = meta_int("libunwind_walks", (int64_t)unw_walks);
+    if (ok) ok = meta_int("cfi_walks", (int64_t)cfi_walks);
     if (ok) ok = meta_int("stacks_full", (int64_t)atomic_load(&tpprof_stacks_full));
     if (ok) ok = meta_int("events_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_events));
     if (ok) ok = meta_int("threads_unrecorded", (int64_t)atomic_load(&tpprof_unrecorded_threads));
