@@ -11,6 +11,7 @@
 // This file must not call malloc.
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -66,6 +67,7 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 _Atomic int tpprof_drainer_stop;
 _Atomic int tpprof_drainer_napping;
 clockid_t tpprof_drainer_clock;
+_Atomic pid_t tpprof_drainer_tid;
 
 void tpprof_drainer_nap(long ns) {
     struct timespec ts = {0, ns};
@@ -277,6 +279,32 @@ bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words) {
     return ok;
 }
 
+// Whether the writer, which has not run, is waiting to run or on the disk
+// (state R or D in /proc: starved on a loaded machine, or its write held up
+// by the kernel's dirty-page throttling) rather than asleep (S: on a lock,
+// perhaps one this thread holds). Raw system calls: this runs in the
+// program's malloc.
+static bool writer_held_up(void) {
+    pid_t tid = tpprof_drainer_tid;
+    if (tid <= 0) return false;
+    char path[48] = "/proc/self/task/", digits[12];
+    size_t n = strlen(path);
+    int d = 0;
+    do digits[d++] = (char)('0' + tid % 10), tid /= 10;
+    while (tid && d < (int)sizeof digits);
+    while (d) path[n++] = digits[--d];
+    memcpy(path + n, "/stat", 6);
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char text[512];
+    ssize_t got = syscall(SYS_read, fd, text, sizeof text - 1);
+    syscall(SYS_close, fd);
+    if (got <= 0) return false;
+    text[got] = 0;
+    const char *paren = strrchr(text, ')'); // the state follows the name, which may hold ')'
+    return paren && paren[1] == ' ' && (paren[2] == 'R' || paren[2] == 'D');
+}
+
 // The writer's CPU time, or 0 if it cannot be read.
 static uint64_t writer_cpu_ns(void) {
     clockid_t c = tpprof_drainer_clock;
@@ -285,11 +313,13 @@ static uint64_t writer_cpu_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-// Gives up after 100 ms in which the writer did not run for 1 ms: it is
-// then blocked (on a lock this thread may hold). A writer that is running
-// (growing a big live table, committing a big flush) is waited for, up to
-// 10 s: a program making a million allocations in a row dropped events
-// while the writer rehashed its table.
+// Gives up after 100 ms in which the writer did not run for 1 ms and was
+// asleep: it is then blocked (on a lock this thread may hold). A writer that
+// is running (growing a big live table, committing a big flush), or waits
+// for a core or the disk, is waited for, up to 10 s: a program making a
+// million allocations in a row dropped events while the writer rehashed its
+// table, and one event in a test's 200,000 was dropped on a machine loaded
+// with two test suites, its writer runnable but not run.
 static bool ring_wait(struct tpprof_thread *t, uint64_t words) {
     if (atomic_load_explicit(&tpprof_drainer_napping, memory_order_relaxed)) tpprof_drainer_kick();
     uint64_t cap = t->mask + 1;
@@ -306,7 +336,7 @@ static bool ring_wait(struct tpprof_thread *t, uint64_t words) {
                 cpu = writer_cpu_ns();
             } else if (now - start > 100000000u) {
                 uint64_t c = writer_cpu_ns();
-                if (c && c - cpu > 1000000u && now - first < 10000000000ull) { // it runs: wait on
+                if (((c && c - cpu > 1000000u) || writer_held_up()) && now - first < 10000000000ull) { // wait on
                     start = now;
                     cpu = c;
                 } else {

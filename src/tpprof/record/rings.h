@@ -207,5 +207,7 @@ TPPROF_HIDDEN struct tpprof_thread *tpprof_threads_reborn(void);
 // producer waiting on a full ring tells a busy drainer from a blocked one by
 // it (rings.c).
 TPPROF_HIDDEN extern clockid_t tpprof_drainer_clock;
+// The writer thread's tid (writer.c sets it when it starts; 0 before).
+TPPROF_HIDDEN extern _Atomic pid_t tpprof_drainer_tid;
 
 #endif

@@ -318,6 +318,7 @@ static void rotation_step(struct rotation *r, uint64_t now, unsigned iteration) 
 static void *writer_main(void *arg) {
     (void)arg;
     tpprof_guard = 1;
+    atomic_store(&tpprof_drainer_tid, (pid_t)syscall(SYS_gettid));
     long sleep_ns = 4000000;
     struct rotation rot = {.cpu = -1};
     for (unsigned iteration = 0; !atomic_load(&tpprof_drainer_stop); iteration++) {
