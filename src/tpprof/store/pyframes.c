@@ -102,6 +102,9 @@ bool tpprof_store_py_put(sqlite3 *db) {
         return false;
     bool ok = true;
     for (uint32_t id = scanned + 1; id <= w->nodes_written && ok; id++) {
+        // (A forked child's inherited nodes: only those its file has, which
+        // tpprof_store_py_node did as they were written.)
+        if (id <= w->fork_nodes) continue;
         uint64_t ip = tpprof_node_ip(id);
         struct tpprof_py_frame f;
         if (!tpprof_py_is_frame(ip) || done_has(ip) || !tpprof_py_resolve(ip, &f)) continue;
@@ -115,5 +118,25 @@ bool tpprof_store_py_put(sqlite3 *db) {
     }
     sqlite3_finalize(st);
     if (ok) scanned = w->nodes_written;
+    return ok;
+}
+
+bool tpprof_store_py_node(sqlite3 *db, uint64_t ip) {
+    struct tpprof_py_frame f;
+    if (!tpprof_py_on || !tpprof_py_is_frame(ip) || done_has(ip)) return true;
+    if (!made && !make(db)) return false;
+    made = true;
+    if (!tpprof_py_resolve(ip, &f)) return true;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO py_frames(id, function, file, line) VALUES(?,?,?,?)", -1, &st,
+                           NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)ip);
+    sqlite3_bind_text(st, 2, f.function, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, f.file, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, f.line);
+    bool ok = sqlite3_step(st) == SQLITE_DONE;
+    sqlite3_finalize(st);
+    if (ok) done_put(ip);
     return ok;
 }

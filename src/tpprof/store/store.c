@@ -381,6 +381,38 @@ static char *put_u64(char *p, uint64_t v) {
     return p + 20 - n;
 }
 
+// In a forked child (writer.c fork_own_history): the nodes of the stack
+// that ends at `node` which the child inherited and has not written yet,
+// one stack_chunks row each (the nodes made since the fork go by
+// put_nodes). A path shares its outer part with others: it stops at the
+// first node written.
+static bool put_inherited_path(sqlite3_stmt **st, uint32_t node) {
+    struct tpprof_wstate *w = &tpprof_w;
+    for (; node; node = w->nodes[node].parent) {
+        if (node > w->fork_nodes) continue;
+        uint64_t *word = &w->fork_written[node >> 6], bit = UINT64_C(1) << (node & 63);
+        if (*word & bit) return true;
+        if (!*st && sqlite3_prepare_v2(db, "INSERT INTO stack_chunks(first, count, nodes) VALUES(?,1,?)", -1, st,
+                                       NULL) != SQLITE_OK)
+            return false;
+        char text[64], *p = text;
+        *p++ = '[';
+        *p++ = '[';
+        p = put_u64(p, w->nodes[node].parent);
+        *p++ = ',';
+        p = put_u64(p, tpprof_node_ip(node));
+        *p++ = ']';
+        *p++ = ']';
+        sqlite3_bind_int64(*st, 1, node);
+        sqlite3_bind_text(*st, 2, text, (int)(p - text), SQLITE_TRANSIENT);
+        bool ok = sqlite3_step(*st) == SQLITE_DONE;
+        sqlite3_reset(*st);
+        if (!ok || !tpprof_store_py_node(db, tpprof_node_ip(node))) return false;
+        *word |= bit;
+    }
+    return true;
+}
+
 // One chunk of the nodes new since the last flush per call (the step's
 // whole budget in a periodic flush); true when no error (the part is done
 // when fl.part moved on).
@@ -398,6 +430,16 @@ static bool put_nodes(uint32_t *budget) {
         return true;
     }
     uint32_t end = w->nnodes - first + 1 > CHUNK_NODES ? first + CHUNK_NODES : w->nnodes + 1;
+    // A forked child's new nodes may hang below inherited ones: those go in
+    // first, so that no row names a parent the file lacks.
+    if (w->fork_nodes) {
+        sqlite3_stmt *path = NULL;
+        bool ok = true;
+        for (uint32_t id = first; id < end && ok; id++)
+            if (w->nodes[id].parent <= w->fork_nodes) ok = put_inherited_path(&path, w->nodes[id].parent);
+        sqlite3_finalize(path);
+        if (!ok) return false;
+    }
     char *p = text;
     *p++ = '[';
     for (uint32_t id = first; id < end; id++) {
@@ -514,7 +556,7 @@ static bool put_sites(uint32_t *budget) {
                sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO sites(rowid, stack_id, kind, alloc_count, alloc_bytes,"
                                       " free_count, freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes)"
                                       " VALUES(?11,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", -1, &fl.st2, NULL) == SQLITE_OK);
-    sqlite3_stmt *upd = fl.st, *ins = fl.st2;
+    sqlite3_stmt *upd = fl.st, *ins = fl.st2, *path = NULL; // (path: put_inherited_path's)
     // The dirty ones only (state.h: dirty_bits), in order; the budget
     // counts rows written.
     for (; fl.row < w->nsites && ok && *budget; fl.row++) {
@@ -531,6 +573,7 @@ static bool put_sites(uint32_t *budget) {
             continue;
         }
         --*budget;
+        if (w->fork_nodes && !(ok = put_inherited_path(&path, s->stack))) break;
         bool insert = !s->stored;
         if (!insert) {
             bind_site(upd, s);
@@ -550,6 +593,7 @@ static bool put_sites(uint32_t *budget) {
         // events, so sites stay dirty; the final flush writes the true value.
         tpprof_site_clean(s);
     }
+    sqlite3_finalize(path);
     if (ok && fl.row >= w->nsites) part_done();
     return ok;
 }
@@ -771,6 +815,7 @@ bool tpprof_store_flush_begin(bool final) {
     if (final)
         for (uint32_t i = 0; i < tpprof_w.nsites; i++) {
             struct tpprof_site *s = &tpprof_w.sites[i];
+            if (!s->alloc_count && !s->stored) continue; // (a forked child's inherited site: writer.c fork_own_history)
             if (!s->stored || (!tpprof_site_snapped(s) && !s->row_peak_live)) tpprof_site_dirty(s);
         }
     // Modules that call the C library's allocator directly (modules.c): looked

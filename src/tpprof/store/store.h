@@ -70,6 +70,10 @@ TPPROF_HIDDEN bool tpprof_store_device_put(struct sqlite3 *db, bool final);
 // meta.python (pyframes.c); false on an SQLite error. _reset: a new file.
 TPPROF_HIDDEN bool tpprof_store_py_put(struct sqlite3 *db);
 TPPROF_HIDDEN void tpprof_store_py_reset(void);
+// The py_frames row of one node's ip, for a node written out of order (a
+// forked child's inherited stack paths, store.c), when it is a Python frame
+// without one; false on an SQLite error.
+TPPROF_HIDDEN bool tpprof_store_py_node(struct sqlite3 *db, uint64_t ip);
 // The autograd graph's tables (graph.c: graph_nodes, graph_edges,
 // saved_tensors), at the final flush, from writer/graph.h; false on an
 // SQLite error.

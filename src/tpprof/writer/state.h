@@ -148,6 +148,12 @@ struct tpprof_wstate {
     struct tpprof_map trie;
     struct tpprof_node *nodes;
     uint32_t nnodes, capnodes, nodes_written;
+    // A forked child's (writer.c fork_own_history): the nodes it inherited
+    // (1..fork_nodes; 0 in any other process), and a bit each, set once the
+    // node is in the child's file: only the paths of the child's own sites
+    // go there (store.c put_inherited_path), not the parent's whole trie.
+    uint32_t fork_nodes;
+    uint64_t *fork_written;
     struct tpprof_far_ip *far_ips; // by node, ascending (nodes are made in id order)
     uint32_t nfar, capfar;
     uint32_t *leaf_of;

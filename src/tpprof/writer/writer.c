@@ -35,6 +35,7 @@
 #include "store/store.h"
 #include "writer/control.h"
 #include "writer/device.h"
+#include "writer/device_state.h"
 #include "writer/merge.h"
 #include "writer/sites.h"
 #include "writer/writer.h"
@@ -590,6 +591,51 @@ void tpprof_writer_fork_parent(void) {
     wmu_unlock_other();
 }
 
+// A forked child's recording is its own: what it allocates and frees. The
+// blocks and mappings it inherited are the parent's (its recording has
+// them): they stay in the live set as the blocks from before the start do
+// (kind EARLY, apply.h adopt_early), so the leak scan reads them (the
+// child's blocks may hang from them) and a free of one only takes it out,
+// but no site counts them and none is written. The parent's history is not
+// written again either: a PyTorch DataLoader's workers each wrote the
+// parent's 700,000 sites and 3.7 million stack nodes into their own files
+// (bench/torch_loader.py: 9.7 s under `tpprof run`, 1 s natively), and each
+// said it made the parent's 1.1 million allocations. Only the stack paths
+// of the child's own sites go in (store.c). Not with tensors or device
+// memory recorded, or in full mode, whose tables keep the parent's state:
+// false, the child's file then starts from all of it, as before.
+static bool fork_own_history(struct tpprof_wstate *w) {
+    w->fork_nodes = 0;
+    w->fork_written = NULL; // (the parent's map, if any, is the parent's)
+    if (tpprof_cfg.full || atomic_load(&tpprof_obs_attached) || tpprof_dev.nsites) return false;
+    struct tpprof_site *early = tpprof_site_lookup(0, TPPROF_KIND_EARLY);
+    uint64_t words = (uint64_t)w->nnodes / 64 + 1;
+    uint64_t *written = early && w->nnodes ? tpprof_mem_map(words * sizeof *written) : NULL;
+    if (!early || (w->nnodes && !written)) return false;
+    uint32_t e = (uint32_t)(early - w->sites);
+    for (uint64_t i = 0; i < w->live.cap; i++)
+        if (w->live.slots[i].addr) w->live.slots[i].site = e;
+    for (uint64_t i = 0; i < w->nmaps; i++) w->maps[i].site = e;
+    for (uint32_t i = 0; i < w->nsites; i++) {
+        struct tpprof_site *s = &w->sites[i];
+        tpprof_site_clean(s);
+        s->stored = false;
+        s->row_peak_live = false;
+        s->snap_epoch = 0;
+        s->live_count = s->snap_count = 0;
+        s->live_bytes = s->snap_bytes = s->alloc_count = s->alloc_bytes = 0;
+        s->temp_count = s->temp_bytes = 0; // (temp_count: splits, at a mapping's site)
+    }
+    w->heap_bytes = w->heap_blocks = w->mmap_bytes = 0;
+    w->alloc_calls = w->free_calls = 0;
+    w->peak_bytes = 0;
+    w->peak_time_ns = w->batch_time_ns;
+    w->peak_epoch++;
+    w->fork_nodes = w->nnodes;
+    w->fork_written = written;
+    return true;
+}
+
 void tpprof_writer_fork_child(const char *path) {
     struct tpprof_wstate *w = &tpprof_w;
     tpprof_modules_unlock();
@@ -605,12 +651,13 @@ void tpprof_writer_fork_child(const char *path) {
         // The forking thread is the child's main thread, running.
         atomic_store(&tpprof_main_exited, 0);
         db_open = false;
-        // The child's database starts from the parent's state at the fork.
+        bool own = fork_own_history(w);
+        if (!own) // the child's database starts from the parent's state at the fork
+            for (uint32_t i = 0; i < w->nsites; i++) {
+                tpprof_site_dirty(&w->sites[i]);
+                w->sites[i].stored = false;
+            }
         w->nodes_written = 0;
-        for (uint32_t i = 0; i < w->nsites; i++) {
-            tpprof_site_dirty(&w->sites[i]);
-            w->sites[i].stored = false;
-        }
         for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) t->w_dirty = t->w_seen;
         tpprof_modules_mark_all_unwritten();
         w->nsamples = 0;
@@ -618,6 +665,7 @@ void tpprof_writer_fork_child(const char *path) {
         tpprof_obs_fork_child();
         tpprof_device_fork_child();
         if (tpprof_store_open(path)) {
+            if (own) w->nodes_written = w->fork_nodes; // (those made from now on go as they come; store.c)
             db_open = true;
             next_flush_ns = next_changed_ns = 0;
             flushed_sites = 0;
