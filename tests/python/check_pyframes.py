@@ -278,6 +278,14 @@ def test_fork(lib, tpprof, python, tmp):
     check(sum(n for fr, n, _ in s if first_py(fr)[3] == line) >= 100,
           "the child's 100 allocations are named child_work (forky.py:%d)" % line)
     check("< child_work (forky.py:%d)" % line in text, "the child's report names the line as caller")
+    # The frames above it were the parent's (stack nodes and Python frames
+    # made before the fork): the child's file has them too, resolved.
+    call = marker("forky.py", "CALL")
+    check(all(py_names(fr)[:2] == ["child_work", "<module>"] and [f for f in fr if f[0] == "py"][1][3] == call
+              for fr, _, _ in s) and s,
+          "each child_work stack goes on to <module> (forky.py:%d): %s" % (call, [fmt(fr) for fr, _, _ in s][:2]))
+    check(not sites_first(rec, "parent_work"), "the child's recording has none of the parent's allocations")
+    check(sites_first(Recording(db), "parent_work"), "the parent's recording has them")
     check(not sites_first(Recording(db), "child_work"), "the parent's recording has none of them")
 
 

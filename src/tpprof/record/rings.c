@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -287,13 +288,8 @@ bool tpprof_ring_wait(struct tpprof_thread *t, uint64_t words) {
 static bool writer_held_up(void) {
     pid_t tid = tpprof_drainer_tid;
     if (tid <= 0) return false;
-    char path[48] = "/proc/self/task/", digits[12];
-    size_t n = strlen(path);
-    int d = 0;
-    do digits[d++] = (char)('0' + tid % 10), tid /= 10;
-    while (tid && d < (int)sizeof digits);
-    while (d) path[n++] = digits[--d];
-    memcpy(path + n, "/stat", 6);
+    char path[48];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid); // (no allocation)
     int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
     char text[512];

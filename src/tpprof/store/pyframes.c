@@ -78,6 +78,26 @@ static bool say(sqlite3 *db, const char *key, const char *note) {
     return ok;
 }
 
+static sqlite3_stmt *prepare(sqlite3 *db) {
+    sqlite3_stmt *st = NULL;
+    sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO py_frames(id, function, file, line) VALUES(?,?,?,?)", -1, &st, NULL);
+    return st;
+}
+
+// ip's row, when it is a Python frame without one; false on an SQLite error.
+static bool put_frame(sqlite3_stmt *st, uint64_t ip) {
+    struct tpprof_py_frame f;
+    if (!tpprof_py_is_frame(ip) || done_has(ip) || !tpprof_py_resolve(ip, &f)) return true;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)ip);
+    sqlite3_bind_text(st, 2, f.function, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, f.file, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, f.line);
+    bool ok = sqlite3_step(st) == SQLITE_DONE;
+    sqlite3_reset(st);
+    if (ok) done_put(ip);
+    return ok;
+}
+
 bool tpprof_store_py_put(sqlite3 *db) {
     const char *note = tpprof_py_meta();
     if (!note) return true; // not a Python program: no table, no meta
@@ -96,47 +116,24 @@ bool tpprof_store_py_put(sqlite3 *db) {
         scanned = w->nodes_written;
         return true;
     }
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO py_frames(id, function, file, line) VALUES(?,?,?,?)", -1, &st,
-                           NULL) != SQLITE_OK)
-        return false;
+    sqlite3_stmt *st = prepare(db);
+    if (!st) return false;
     bool ok = true;
-    for (uint32_t id = scanned + 1; id <= w->nodes_written && ok; id++) {
-        // (A forked child's inherited nodes: only those its file has, which
-        // tpprof_store_py_node did as they were written.)
-        if (id <= w->fork_nodes) continue;
-        uint64_t ip = tpprof_node_ip(id);
-        struct tpprof_py_frame f;
-        if (!tpprof_py_is_frame(ip) || done_has(ip) || !tpprof_py_resolve(ip, &f)) continue;
-        sqlite3_bind_int64(st, 1, (sqlite3_int64)ip);
-        sqlite3_bind_text(st, 2, f.function, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, f.file, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 4, f.line);
-        ok = sqlite3_step(st) == SQLITE_DONE;
-        sqlite3_reset(st);
-        if (ok) done_put(ip);
-    }
+    // (A forked child's inherited nodes: only those its file has, which
+    // tpprof_store_py_node did as they were written.)
+    uint32_t from = (scanned > w->fork_nodes ? scanned : w->fork_nodes) + 1;
+    for (uint32_t id = from; id <= w->nodes_written && ok; id++) ok = put_frame(st, tpprof_node_ip(id));
     sqlite3_finalize(st);
     if (ok) scanned = w->nodes_written;
     return ok;
 }
 
 bool tpprof_store_py_node(sqlite3 *db, uint64_t ip) {
-    struct tpprof_py_frame f;
     if (!tpprof_py_on || !tpprof_py_is_frame(ip) || done_has(ip)) return true;
     if (!made && !make(db)) return false;
     made = true;
-    if (!tpprof_py_resolve(ip, &f)) return true;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO py_frames(id, function, file, line) VALUES(?,?,?,?)", -1, &st,
-                           NULL) != SQLITE_OK)
-        return false;
-    sqlite3_bind_int64(st, 1, (sqlite3_int64)ip);
-    sqlite3_bind_text(st, 2, f.function, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, f.file, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, f.line);
-    bool ok = sqlite3_step(st) == SQLITE_DONE;
+    sqlite3_stmt *st = prepare(db);
+    bool ok = st && put_frame(st, ip);
     sqlite3_finalize(st);
-    if (ok) done_put(ip);
     return ok;
 }

@@ -538,7 +538,7 @@ void tpprof_writer_end_signal(int sig, uintptr_t sp) {
         batch_begin(now);
         tpprof_obs_flush_held(tpprof_self);
         tpprof_merge_drain(true);
-        if (sp && !w->scanned) { // (a signal put off while _exit scanned: done)
+        if (sp && !w->scanned) { // (a signal blocked while _exit scanned: done already)
             wipe_stack();
             tpprof_scan_run(w, sp);
             w->scanned = true;
@@ -605,8 +605,10 @@ void tpprof_writer_fork_parent(void) {
 // memory recorded, or in full mode, whose tables keep the parent's state:
 // false, the child's file then starts from all of it, as before.
 static bool fork_own_history(struct tpprof_wstate *w) {
+    if (w->fork_written) // (the parent was a forked child too: its map, this child's copy)
+        tpprof_mem_unmap(w->fork_written, ((uint64_t)w->fork_nodes / 64 + 1) * sizeof *w->fork_written);
     w->fork_nodes = 0;
-    w->fork_written = NULL; // (the parent's map, if any, is the parent's)
+    w->fork_written = NULL;
     if (tpprof_cfg.full || atomic_load(&tpprof_obs_attached) || tpprof_dev.nsites) return false;
     struct tpprof_site *early = tpprof_site_lookup(0, TPPROF_KIND_EARLY);
     uint64_t words = (uint64_t)w->nnodes / 64 + 1;
