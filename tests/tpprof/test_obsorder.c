@@ -39,16 +39,9 @@ static uint32_t *tickets[THREADS + 1];
 static int taken[THREADS + 1];
 static pthread_barrier_t together;
 
-// The stripe the tickets are taken from: the observer stripe, or a heap
-// stripe (tpprof_order_tag: the hooks' tickets, owned the same way).
-static unsigned stripe = TPPROF_OBS_STRIPE;
-
 static void take(int who, int n) {
-    for (int i = 0; i < n; i++) {
-        uint64_t tag = stripe == TPPROF_OBS_STRIPE ? tpprof_obs_tag(&threads[who])
-                                                   : tpprof_order_tag(&threads[who], stripe, false);
-        tickets[who][taken[who]++] = tpprof_hdr_ticket(tpprof_hdr(tag, 0, 0));
-    }
+    for (int i = 0; i < n; i++)
+        tickets[who][taken[who]++] = tpprof_hdr_ticket(tpprof_hdr(tpprof_obs_tag(&threads[who]), 0, 0));
 }
 
 static void *joiner(void *arg) {
@@ -90,7 +83,7 @@ static void check_each_once(uint32_t start, int total) {
             else if (seen[k]++) dup++;
         }
     CHECK_MSG(dup == 0 && outside == 0, "%d tickets handed out twice, %d outside the range", dup, outside);
-    uint64_t next = atomic_load(&tpprof_stripes[stripe].v);
+    uint64_t next = atomic_load(&tpprof_stripes[TPPROF_OBS_STRIPE].v);
     CHECK_MSG((((uint32_t)next - start) & TPPROF_TICKET_MASK) == (uint32_t)total, "the stripe moved on by %u, not %d",
           ((uint32_t)next - start) & TPPROF_TICKET_MASK, total);
     free(seen);
@@ -99,7 +92,6 @@ static void check_each_once(uint32_t start, int total) {
 static void reset(void) {
     memset(threads, 0, sizeof threads);
     memset(taken, 0, sizeof taken);
-    stripe = TPPROF_OBS_STRIPE;
     tpprof_obs_order_init();
 }
 
@@ -186,54 +178,11 @@ static void test_membarrier_refused_after_the_start_still_takes_each_ticket_once
     CHECK_MSG(atomic_load(&tpprof_obs_owner) == TPPROF_OBS_CONTESTED, "the stripe was taken away all the same");
 }
 
-// The heap stripes (the hooks' tickets) the same way: the first thread to
-// take one of a free stripe owns it, joiners take it away, each ticket is
-// handed out once, and an exited owner hands it on.
-static void test_heap_stripe_joiners_take_it_away_and_no_ticket_is_taken_twice(void) {
-    reset();
-    stripe = 77;
-    _Atomic uintptr_t *owner = &tpprof_stripes[stripe].owner;
-    if (atomic_load(owner) != TPPROF_HEAP_FREE) {
-        fprintf(stderr, "note: no membarrier here: the heap stripes are contested from the start\n");
-        CHECK_MSG(atomic_load(owner) == TPPROF_HEAP_CONTESTED, "contested without membarrier");
-    }
-    uint32_t start = (uint32_t)atomic_load(&tpprof_stripes[stripe].v);
-    owner_then_joiners();
-    check_each_once(start, FIRST + (THREADS + 1) * PER_THREAD);
-    CHECK_MSG(atomic_load(owner) == TPPROF_HEAP_CONTESTED, "with live threads sharing it the stripe is contested");
-    CHECK_MSG(atomic_load(&tpprof_stripes[stripe + 1].owner) == TPPROF_HEAP_FREE ||
-                  atomic_load(&tpprof_stripes[stripe + 1].owner) == TPPROF_HEAP_CONTESTED,
-              "the other stripes are left as they were");
-    int unordered = 0;
-    for (int w = 0; w <= THREADS; w++)
-        for (int i = 1; i < taken[w]; i++) unordered += tpprof_ticket_diff(tickets[w][i], tickets[w][i - 1]) <= 0;
-    CHECK_MSG(unordered == 0, "%d tickets below the thread's previous one", unordered);
-}
-
-static void test_heap_stripe_an_exited_owner_hands_it_on(void) {
-    reset();
-    stripe = 3;
-    _Atomic uintptr_t *owner = &tpprof_stripes[stripe].owner;
-    if (atomic_load(owner) != TPPROF_HEAP_FREE) return; // (no membarrier: noted above)
-    uint32_t start = (uint32_t)atomic_load(&tpprof_stripes[stripe].v);
-    pthread_t t;
-    pthread_create(&t, NULL, alone, (void *)(intptr_t)0);
-    pthread_join(t, NULL);
-    CHECK_MSG(atomic_load(owner) == (uintptr_t)&threads[0], "the only thread taking its tickets owns the stripe");
-    atomic_store(&threads[0].exited, 1);
-    pthread_create(&t, NULL, alone, (void *)(intptr_t)1);
-    pthread_join(t, NULL);
-    CHECK_MSG(atomic_load(owner) == (uintptr_t)&threads[1], "the next thread owns it after the first exited");
-    check_each_once(start, 2 * FIRST);
-}
-
 int main(void) {
     for (int w = 0; w <= THREADS; w++) tickets[w] = malloc((FIRST + PER_THREAD) * sizeof *tickets[w]);
     test_joining_threads_take_the_stripe_away_and_no_ticket_is_taken_twice();
     test_an_exited_owner_hands_the_stripe_on();
     test_without_membarrier_every_ticket_is_a_locked_add();
-    test_heap_stripe_joiners_take_it_away_and_no_ticket_is_taken_twice();
-    test_heap_stripe_an_exited_owner_hands_it_on();
     test_membarrier_refused_after_the_start_still_takes_each_ticket_once(); // last: the filter stays
     for (int w = 0; w <= THREADS; w++) free(tickets[w]);
     return CHECK_DONE();

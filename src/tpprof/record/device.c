@@ -44,7 +44,7 @@ __attribute__((noinline)) void tpprof_device_record_pool(uint32_t op, uint32_t k
         // In full mode every record ends with a timestamp word the merge
         // reads (format.h), this one too.
         uint64_t w[TPPROF_DEVICE_WORDS + 1];
-        w[0] = tpprof_hdr(tpprof_order_tag(t, tpprof_stripe_of(address), size >= TPPROF_BIG_BYTES), TPPROF_OP_DEVICE, 0);
+        w[0] = tpprof_hdr(tpprof_order_tag(tpprof_stripe_of(address), size >= TPPROF_BIG_BYTES), TPPROF_OP_DEVICE, 0);
         w[1] = (uint64_t)op | (uint64_t)kind_code << 8 | (uint64_t)(uint32_t)device << 32;
         w[2] = stream;
         w[3] = pool;

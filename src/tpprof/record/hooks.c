@@ -141,7 +141,7 @@ __attribute__((noinline)) static void record_alloc(int op, void *p, size_t size,
             // The common case in 3 words (less of the ring to write, and for
             // the writer to read, per allocation).
             bool packed = op == TPPROF_OP_ALLOC && size >> TPPROF_PACKED_SIZE_BITS == 0 && sid >> 24 == 0;
-            r[0] = tpprof_hdr(tpprof_order_tag(t, stripe, (size & ~TPPROF_MMAP_FIXED) >= TPPROF_BIG_BYTES),
+            r[0] = tpprof_hdr(tpprof_order_tag(stripe, (size & ~TPPROF_MMAP_FIXED) >= TPPROF_BIG_BYTES),
                               packed ? TPPROF_OP_ALLOC_PACKED : op,
                               kind);
             r[1] = (uint64_t)(uintptr_t)p;
@@ -171,7 +171,7 @@ __attribute__((noinline)) static void record_free(int op, void *p, size_t len) {
         bool munmap = op == TPPROF_OP_MUNMAP;
         unsigned stripe = munmap ? 0 : tpprof_stripe_of((uint64_t)(uintptr_t)p);
         bool big = (munmap ? len : tpprof_chunk_bytes(p)) >= TPPROF_BIG_BYTES;
-        r[0] = tpprof_hdr(tpprof_order_tag(t, stripe, big), op, 0);
+        r[0] = tpprof_hdr(tpprof_order_tag(stripe, big), op, 0);
         r[1] = (uint64_t)(uintptr_t)p;
         int n = 2;
         if (munmap) r[n++] = len;
@@ -190,7 +190,7 @@ static void record_nested_alloc(void *p, size_t n, int kind) {
     struct tpprof_thread *t = self();
     uint64_t w[5];
     if (t && tpprof_ring_reserve(t, 5)) {
-        w[0] = tpprof_hdr(tpprof_order_tag(t, tpprof_stripe_of((uint64_t)(uintptr_t)p), n >= TPPROF_BIG_BYTES),
+        w[0] = tpprof_hdr(tpprof_order_tag(tpprof_stripe_of((uint64_t)(uintptr_t)p), n >= TPPROF_BIG_BYTES),
                           TPPROF_OP_ALLOC, kind);
         w[1] = (uint64_t)(uintptr_t)p;
         w[2] = n;
@@ -223,7 +223,7 @@ __attribute__((noinline)) static void *record_realloc(void *old, size_t n, int k
         p = __libc_realloc(old, n);
         if (!t) unrecorded(p ? 2 : 0);
     } else {
-        uint64_t s1 = tpprof_order_tag(t, tpprof_stripe_of((uint64_t)(uintptr_t)old),
+        uint64_t s1 = tpprof_order_tag(tpprof_stripe_of((uint64_t)(uintptr_t)old),
                                        tpprof_chunk_bytes(old) >= TPPROF_BIG_BYTES);
         p = __libc_realloc(old, n);
         uint64_t w[6];
@@ -231,7 +231,7 @@ __attribute__((noinline)) static void *record_realloc(void *old, size_t n, int k
             w[0] = tpprof_hdr(s1, TPPROF_OP_NOP, 0);
             emit(t, w, 1);
         } else {
-            uint64_t s2 = tpprof_order_tag(t, tpprof_stripe_of((uint64_t)(uintptr_t)p), n >= TPPROF_BIG_BYTES);
+            uint64_t s2 = tpprof_order_tag(tpprof_stripe_of((uint64_t)(uintptr_t)p), n >= TPPROF_BIG_BYTES);
             w[0] = tpprof_hdr(s1, TPPROF_OP_REALLOC_FREE, 0);
             w[1] = (uint64_t)(uintptr_t)old;
             emit(t, w, 2);
@@ -254,7 +254,7 @@ __attribute__((noinline)) static void record_mremap(void *p, size_t len, void *o
         uint32_t sid = capture();
         if (tpprof_ring_reserve(t, 8)) {
             bool big = len >= TPPROF_BIG_BYTES || old_len >= TPPROF_BIG_BYTES;
-            uint64_t w[8] = {tpprof_hdr(tpprof_order_tag(t, 0, big), TPPROF_OP_MREMAP, 0), (uint64_t)(uintptr_t)p, len,
+            uint64_t w[8] = {tpprof_hdr(tpprof_order_tag(0, big), TPPROF_OP_MREMAP, 0), (uint64_t)(uintptr_t)p, len,
                              sid, (uint64_t)(uintptr_t)old, old_len};
             emit(t, w, 6);
         }

@@ -20,7 +20,6 @@
 // a release, read here with acquire).
 #define _GNU_SOURCE
 #include <linux/membarrier.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -58,18 +57,11 @@ static void process_barrier(void) {
     syscall(SYS_mprotect, page, 4096, PROT_NONE);
 }
 
-// Whether membarrier was found and registered (in this process): the heap
-// stripes may then be owned (order.h, tpprof_heap_ticket).
-static bool heap_owned;
-
 void tpprof_obs_order_init(void) {
     long cmds = membarrier(MEMBARRIER_CMD_QUERY);
     bool ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
               membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
     atomic_store(&tpprof_obs_owner, ok ? (uintptr_t)0 : TPPROF_OBS_CONTESTED);
-    heap_owned = ok && !getenv("TPPROF_TEST_HEAP_CONTESTED");
-    for (unsigned s = 0; s < TPPROF_OBS_STRIPE; s++)
-        atomic_store(&tpprof_stripes[s].owner, heap_owned ? TPPROF_HEAP_FREE : TPPROF_HEAP_CONTESTED);
 }
 
 // Only the forking thread lives on in the child: an owner that was another
@@ -77,60 +69,11 @@ void tpprof_obs_order_init(void) {
 // again. The registration is per process: made anew.
 void tpprof_obs_order_fork_child(void) {
     uintptr_t o = atomic_load(&tpprof_obs_owner);
-    bool ok = (o == TPPROF_OBS_CONTESTED && !heap_owned) || membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
-    if (o != TPPROF_OBS_CONTESTED) { // (else no thread changes the counter by plain stores)
-        if (!ok) o = TPPROF_OBS_CONTESTED;
-        else if (o != (uintptr_t)tpprof_self) o = 0;
-        atomic_store(&tpprof_obs_owner, o);
-    }
-    if (!heap_owned) return;
-    heap_owned = ok;
-    for (unsigned s = 0; s < TPPROF_OBS_STRIPE; s++) {
-        uintptr_t h = atomic_load(&tpprof_stripes[s].owner);
-        if (h == TPPROF_HEAP_CONTESTED) continue;
-        if (!ok) h = TPPROF_HEAP_CONTESTED;
-        else if (h != (uintptr_t)tpprof_self) h = TPPROF_HEAP_FREE;
-        atomic_store(&tpprof_stripes[s].owner, h);
-    }
-}
-
-#define HEAP_HANDONS 256
-static _Atomic uint32_t heap_handons;
-
-// A heap stripe's ticket where the fast path (order.h) found it free,
-// another thread's or being taken away: the thread claims a free one, takes
-// one another thread owns away from it (the observer stripe's protocol,
-// above: after the barrier the owner's window is seen open, and waited
-// for, or its next look sees REVOKING), then takes its ticket as the new
-// state says. One membarrier a stripe at most while its owner lives: the
-// stripe then stays contested; an owner that has exited hands it on.
-uint64_t tpprof_heap_ticket_slow(struct tpprof_thread *t, unsigned stripe) {
-    _Atomic uintptr_t *owner = &tpprof_stripes[stripe].owner;
-    for (;;) {
-        uintptr_t o = atomic_load_explicit(owner, memory_order_acquire);
-        if (o == TPPROF_HEAP_CONTESTED || o == (uintptr_t)t) return tpprof_heap_ticket(t, stripe);
-        if (o == TPPROF_HEAP_REVOKING) { // another thread is taking it away
-            sched_yield();
-            continue;
-        }
-        if (o == TPPROF_HEAP_FREE) {
-            // (A locked exchange: the counter's locked adds, if any came
-            // before, are seen by the plain load after it.)
-            atomic_compare_exchange_strong(owner, &o, (uintptr_t)t);
-            continue;
-        }
-        if (!atomic_compare_exchange_strong(owner, &o, TPPROF_HEAP_REVOKING)) continue;
-        struct tpprof_thread *prev = (struct tpprof_thread *)o;
-        process_barrier();
-        while (atomic_load_explicit(&prev->heap_window, memory_order_acquire)) sched_yield();
-        // An exited owner hands it on, a limited number of times in all: a
-        // program that runs a thread per task would otherwise pay a
-        // membarrier for each thread (bench/many_threads 1000: 1,020).
-        bool on = atomic_load_explicit(&prev->exited, memory_order_acquire) &&
-                  atomic_fetch_add_explicit(&heap_handons, 1, memory_order_relaxed) < HEAP_HANDONS;
-        uintptr_t next = on ? (uintptr_t)t : TPPROF_HEAP_CONTESTED;
-        atomic_store_explicit(owner, next, memory_order_release);
-    }
+    if (o == TPPROF_OBS_CONTESTED) return; // (no thread changes the counter by plain stores)
+    bool ok = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+    if (!ok) o = TPPROF_OBS_CONTESTED;
+    else if (o != (uintptr_t)tpprof_self) o = 0;
+    atomic_store(&tpprof_obs_owner, o);
 }
 
 // The views the stripe's owner `prev` holds back (observe.c, "Folded

@@ -37,8 +37,7 @@
 #define TPPROF_EPOCH_EVENTS 64
 struct tpprof_order_line {
     _Alignas(128) _Atomic uint64_t v; // 128: the adjacent-line prefetcher pairs lines
-    _Atomic uintptr_t owner;          // a heap stripe's: TPPROF_HEAP_* or the thread that owns it
-    char pad[112];
+    char pad[120];
 };
 TPPROF_HIDDEN extern struct tpprof_order_line tpprof_stripes[TPPROF_STRIPES];
 TPPROF_HIDDEN extern struct tpprof_order_line tpprof_epoch;
@@ -94,44 +93,8 @@ static inline uint64_t tpprof_order_tag_of(uint64_t ticket, unsigned stripe, boo
     // epoch's low bits at 36, ticket's at 8: the shifts drop the rest
     return epoch << 36 | ticket << (64 - TPPROF_TICKET_BITS) >> (64 - TPPROF_TICKET_BITS - 8) | stripe;
 }
-
-// A heap stripe's tickets (the stripes of addresses and stripe 0 of the
-// mappings) are taken as the observer stripe's are (below): the thread
-// that owns the stripe takes them with a plain load and store inside a
-// window it marks in its thread struct (heap_window), any thread with a
-// locked add once the stripe is contested. The first thread to take a
-// ticket of a free stripe owns it; another thread that wants one takes it
-// away (obsorder.c, tpprof_heap_ticket_slow: one membarrier(2) a stripe, as
-// it then stays contested; an owner that has exited hands it on). A
-// program's threads mostly allocate and free on their own arena's stripes,
-// so the hooks take no locked instruction: the locked add waited for the
-// program's stores before it (alloc_heavy, which writes each block it
-// gets, had half of record_free's samples on it). 0, the state before the
-// start (tpprof_obs_order_init, which finds membarrier) and in the unit
-// tests, is contested: locked adds, which are always right.
-#define TPPROF_HEAP_CONTESTED ((uintptr_t)0)
-#define TPPROF_HEAP_FREE ((uintptr_t)1)
-#define TPPROF_HEAP_REVOKING ((uintptr_t)2)
-TPPROF_HIDDEN uint64_t tpprof_heap_ticket_slow(struct tpprof_thread *t, unsigned stripe);
-static inline uint64_t tpprof_heap_ticket(struct tpprof_thread *t, unsigned stripe) {
-    struct tpprof_order_line *l = &tpprof_stripes[stripe];
-    atomic_store_explicit(&t->heap_window, 1, memory_order_relaxed);
-    // The compiler keeps the store before the load; the CPU may not, which
-    // is what the revoker's membarrier is for.
-    atomic_signal_fence(memory_order_seq_cst);
-    uintptr_t owner = atomic_load_explicit(&l->owner, memory_order_relaxed);
-    if (TPPROF_LIKELY(owner == (uintptr_t)t)) {
-        uint64_t ticket = atomic_load_explicit(&l->v, memory_order_relaxed);
-        atomic_store_explicit(&l->v, ticket + 1, memory_order_relaxed);
-        atomic_store_explicit(&t->heap_window, 0, memory_order_release);
-        return ticket;
-    }
-    atomic_store_explicit(&t->heap_window, 0, memory_order_release);
-    if (owner == TPPROF_HEAP_CONTESTED) return atomic_fetch_add(&l->v, 1);
-    return tpprof_heap_ticket_slow(t, stripe);
-}
-static inline uint64_t tpprof_order_tag(struct tpprof_thread *t, unsigned stripe, bool big) {
-    return tpprof_order_tag_of(tpprof_heap_ticket(t, stripe), stripe, big);
+static inline uint64_t tpprof_order_tag(unsigned stripe, bool big) {
+    return tpprof_order_tag_of(atomic_fetch_add(&tpprof_stripes[stripe].v, 1), stripe, big);
 }
 
 // Observer records' order tags (obsorder.c). They all come from one stripe

@@ -19,7 +19,6 @@ struct tpprof_thread {
     // The producer's alone (the writer reads the line above for the tail:
     // a store here would take it back from the writer's core each time).
     _Atomic int obs_window;     // 1 while it takes an observer ticket (tpprof_obs_tag; read by a revoker)
-    _Atomic int heap_window;    // 1 while it takes a heap stripe's ticket (tpprof_heap_ticket; likewise)
     uint64_t obs_lim;           // up to this tail an observer record fits unchecked (observe.c)
     // Stacks this struct's threads took by the CFI walk and by libunwind
     // (unwind.c; summed by tpprof_walk_counts): a locked add to one
