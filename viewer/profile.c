@@ -312,48 +312,104 @@ static int leaks_from_sites(tpprof_profile *p) {
     return 0;
 }
 
+// One site's row (v: stack_id, kind, then the eight counts of the sites
+// columns, in order) into p.
+static int take_site(tpprof_profile *p, const int64_t v[10], size_t *cap) {
+    tpprof_summary *s = &p->summary;
+    if (kind_reserved(p, v[1])) { // address space: no site of memory
+        s->reserved_count += v[2] > 0 ? (uint64_t)v[2] : 0;
+        s->reserved_total_bytes += v[3] > 0 ? (uint64_t)v[3] : 0;
+        return 0;
+    }
+    tpprof_site *grown = tpprof_grow(p->sites, p->nsites, cap, sizeof *grown);
+    if (!grown)
+        return -1;
+    p->sites = grown;
+    tpprof_site *x = &p->sites[p->nsites++];
+    x->stack_id = v[0];
+    x->kind = v[1];
+    uint64_t *fields[] = {&x->alloc_count, &x->alloc_bytes, &x->free_count, &x->freed_bytes,
+                          &x->temp_count,  &x->temp_bytes,  &x->peak_count, &x->peak_bytes};
+    for (int i = 0; i < 8; i++)
+        *fields[i] = v[2 + i] > 0 ? (uint64_t)v[2 + i] : 0;
+    s->allocations += x->alloc_count;
+    s->total_bytes += x->alloc_bytes;
+    s->frees += x->free_count;
+    s->temporary_count += x->temp_count;
+    s->temporary_bytes += x->temp_bytes;
+    return 0;
+}
+
+// A site_chunks row's text (docs/schema.md): a JSON array of count
+// elements, each null (no site of that number) or the site's ten values.
+// 0, -1 (out of memory) or 1 when the text is not that.
+static int take_site_chunk(tpprof_profile *p, const char *t, int64_t count, size_t *cap) {
+    tpprof_scan_space(&t);
+    if (*t++ != '[')
+        return 1;
+    int64_t k = 0;
+    for (tpprof_scan_space(&t); *t != ']'; k++, tpprof_scan_space(&t)) {
+        if ((k > 0 && *t++ != ',') || k >= count)
+            return 1;
+        tpprof_scan_space(&t);
+        if (strncmp(t, "null", 4) == 0) {
+            t += 4;
+            continue;
+        }
+        if (*t++ != '[')
+            return 1;
+        int64_t v[10];
+        for (int i = 0; i < 10; i++) {
+            tpprof_scan_space(&t);
+            if ((i > 0 && *t++ != ',') || (tpprof_scan_space(&t), !tpprof_scan_i64(&t, &v[i])))
+                return 1;
+        }
+        tpprof_scan_space(&t);
+        if (*t++ != ']')
+            return 1;
+        if (take_site(p, v, cap) != 0)
+            return -1;
+    }
+    t++;
+    tpprof_scan_space(&t);
+    return *t || k != count ? 1 : 0;
+}
+
+// The sites: the recorder's site_chunks (schema 4 on), decoded here rather
+// than through the sites view (json_each and ten ->> a row cost SQLite
+// several times this), or the rows of a sites table (older recordings,
+// merged ones).
 static int load_sites(tpprof_profile *p) {
+    bool chunks = tpprof_db_has_table(p->db, "site_chunks");
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(p->db->sql,
-                           "SELECT stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, "
-                           "temp_count, temp_bytes, peak_count, peak_bytes FROM sites",
+                           chunks ? "SELECT first, count, sites FROM site_chunks ORDER BY first"
+                                  : "SELECT stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, "
+                                    "temp_count, temp_bytes, peak_count, peak_bytes FROM sites",
                            -1, &st, NULL) != SQLITE_OK)
         return tpprof_db_error(p->db, "reading sites");
     size_t cap = 0;
-    int rc;
-    tpprof_summary *s = &p->summary;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (kind_reserved(p, sqlite3_column_int64(st, 1))) { // address space: no site of memory
-            int64_t n = sqlite3_column_int64(st, 2), bytes = sqlite3_column_int64(st, 3);
-            s->reserved_count += n > 0 ? (uint64_t)n : 0;
-            s->reserved_total_bytes += bytes > 0 ? (uint64_t)bytes : 0;
+    int rc, status = 0;
+    while (status == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (chunks) {
+            const char *text = (const char *)sqlite3_column_text(st, 2);
+            status = text ? take_site_chunk(p, text, sqlite3_column_int64(st, 1), &cap) : 1;
+            if (status > 0)
+                status = tpprof_error_set("'%s': site_chunks row %lld is damaged (not a JSON array of %lld sites):"
+                                          " not a tpprof recording's",
+                                          p->db->path, (long long)sqlite3_column_int64(st, 0),
+                                          (long long)sqlite3_column_int64(st, 1));
             continue;
         }
-        tpprof_site *grown = tpprof_grow(p->sites, p->nsites, &cap, sizeof *grown);
-        if (!grown) {
-            sqlite3_finalize(st);
-            return -1;
-        }
-        p->sites = grown;
-        tpprof_site *x = &p->sites[p->nsites++];
-        x->stack_id = sqlite3_column_int64(st, 0);
-        x->kind = sqlite3_column_int64(st, 1);
-        uint64_t *fields[] = {&x->alloc_count, &x->alloc_bytes, &x->free_count, &x->freed_bytes,
-                              &x->temp_count,  &x->temp_bytes,  &x->peak_count, &x->peak_bytes};
-        for (int i = 0; i < 8; i++) {
-            int64_t v = sqlite3_column_int64(st, 2 + i); // NULL reads as 0
-            *fields[i] = v > 0 ? (uint64_t)v : 0;
-        }
-        s->allocations += x->alloc_count;
-        s->total_bytes += x->alloc_bytes;
-        s->frees += x->free_count;
-        s->temporary_count += x->temp_count;
-        s->temporary_bytes += x->temp_bytes;
+        int64_t v[10];
+        for (int i = 0; i < 10; i++)
+            v[i] = sqlite3_column_int64(st, i); // NULL reads as 0
+        status = take_site(p, v, &cap);
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
+    if (status == 0 && rc != SQLITE_DONE)
         return tpprof_db_error(p->db, "reading sites");
-    return 0;
+    return status;
 }
 
 // The totals load_sites adds up, summed by SQLite without a row kept: what

@@ -31,57 +31,36 @@ struct tpprof_stacks {
 // [parent, ip] (docs/schema.md). Decoded here rather than through the
 // stack_nodes view: json_each and ->> cost SQLite several times this.
 
-// A decimal number at *p (no sign, no exponent), or false.
-static bool parse_u64(const char **p, uint64_t *out) {
-    const char *s = *p;
-    uint64_t v = 0;
-    if (*s < '0' || *s > '9')
-        return false;
-    for (; *s >= '0' && *s <= '9'; s++) {
-        if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-            return false;
-        v = v * 10 + (uint64_t)(*s - '0');
-    }
-    *p = s;
-    *out = v;
-    return true;
-}
-
-static void skip_space(const char **p) {
-    while (**p == ' ' || **p == '\n' || **p == '\t' || **p == '\r')
-        (*p)++;
-}
-
 #define CHUNK_DAMAGED (-2)
 
 // The count nodes of one chunk text to fn: 0, fn's non-zero return, or
 // CHUNK_DAMAGED when the text is not such an array of count nodes.
 static int decode_chunk(const char *s, int64_t first, int64_t count, tpprof_node_fn fn, void *arg) {
-    skip_space(&s);
+    tpprof_scan_space(&s);
     if (*s++ != '[')
         return CHUNK_DAMAGED;
-    skip_space(&s);
+    tpprof_scan_space(&s);
     int64_t k = 0;
     while (*s != ']') {
         if (k > 0 && *s++ != ',')
             return CHUNK_DAMAGED;
-        skip_space(&s);
+        tpprof_scan_space(&s);
         uint64_t parent = (uint64_t)(first + k - 1), ip;
         if (*s == '[') {
             s++;
-            skip_space(&s);
-            if (!parse_u64(&s, &parent))
+            tpprof_scan_space(&s);
+            if (!tpprof_scan_u64(&s, &parent))
                 return CHUNK_DAMAGED;
-            skip_space(&s);
+            tpprof_scan_space(&s);
             if (*s++ != ',')
                 return CHUNK_DAMAGED;
-            skip_space(&s);
-            if (!parse_u64(&s, &ip))
+            tpprof_scan_space(&s);
+            if (!tpprof_scan_u64(&s, &ip))
                 return CHUNK_DAMAGED;
-            skip_space(&s);
+            tpprof_scan_space(&s);
             if (*s++ != ']')
                 return CHUNK_DAMAGED;
-        } else if (!parse_u64(&s, &ip)) {
+        } else if (!tpprof_scan_u64(&s, &ip)) {
             return CHUNK_DAMAGED;
         }
         if (k >= count)
@@ -90,10 +69,10 @@ static int decode_chunk(const char *s, int64_t first, int64_t count, tpprof_node
         if (rc)
             return rc;
         k++;
-        skip_space(&s);
+        tpprof_scan_space(&s);
     }
     s++;
-    skip_space(&s);
+    tpprof_scan_space(&s);
     return *s || k != count ? CHUNK_DAMAGED : 0;
 }
 

@@ -67,4 +67,11 @@ char *tpprof_strdup(const char *s);
 // error, v then untouched and still the caller's to free.
 void *tpprof_grow(void *v, size_t n, size_t *cap, size_t size);
 
+// The recorder's JSON chunks (stack_chunks, site_chunks), read by hand:
+// skips blanks at *p; reads a decimal number at *p (no exponent; a leading
+// '-' only where the name says so), advancing *p past it, or returns false.
+void tpprof_scan_space(const char **p);
+bool tpprof_scan_u64(const char **p, uint64_t *out);
+bool tpprof_scan_i64(const char **p, int64_t *out);
+
 #endif

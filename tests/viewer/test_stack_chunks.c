@@ -1,8 +1,9 @@
 // test_stack_chunks.c: the stack trie as the recorder writes it since schema
-// 3, in stack_chunks rows with stack_nodes a view of them (docs/schema.md),
-// reads as the stack_nodes table of older recordings did: in the viewer
-// (report, symbolizing, merge) and through the view in plain SQL; a damaged
-// chunk is one line and exit 2.
+// 3, in stack_chunks rows with stack_nodes a view of them, and the sites
+// since schema 4, in site_chunks rows with sites a view of them
+// (docs/schema.md), read as the tables of older recordings did: in the
+// viewer (report, symbolizing, merge) and through the views in plain SQL; a
+// damaged chunk is one line and exit 2.
 //
 // The chunked fixtures are the table ones converted here, written as the
 // recorder writes them (a bare ip when the parent is the node before, else
@@ -20,11 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-// The view, exactly as docs/schema.md gives it and the recorder creates it.
+// The views, exactly as docs/schema.md gives them and the recorder creates them.
 static const char view_sql[] =
     "CREATE VIEW stack_nodes(id, parent, ip) AS SELECT c.first + j.key,"
     " CASE j.type WHEN 'array' THEN j.value ->> 0 ELSE c.first + j.key - 1 END,"
     " CASE j.type WHEN 'array' THEN j.value ->> 1 ELSE j.value END FROM stack_chunks c, json_each(c.nodes) j";
+static const char sites_view_sql[] =
+    "CREATE VIEW sites(stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, temp_count,"
+    " temp_bytes, peak_count, peak_bytes) AS SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3,"
+    " j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, j.value ->> 9"
+    " FROM site_chunks c, json_each(c.sites) j WHERE j.type = 'array'";
 
 static int exec(sqlite3 *db, const char *sql) {
     char *msg = NULL;
@@ -50,9 +56,77 @@ static int put_chunk(sqlite3 *db, int64_t first, int64_t count, const char *text
     return rc == SQLITE_OK ? 0 : -1;
 }
 
+// site_chunks being written by chunk_sites: the row under way.
+typedef struct {
+    sqlite3_stmt *put;
+    char text[8192];
+    size_t len;
+    int64_t first, count;
+    int per_chunk;
+} site_rows;
+
+// The row under way into site_chunks; 0 or -1.
+static int put_site_row(site_rows *r) {
+    if (!r->count)
+        return 0;
+    snprintf(r->text + r->len, sizeof r->text - r->len, "]");
+    sqlite3_bind_int64(r->put, 1, r->first);
+    sqlite3_bind_int64(r->put, 2, r->count);
+    sqlite3_bind_text(r->put, 3, r->text, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(r->put) == SQLITE_DONE ? 0 : -1;
+    sqlite3_reset(r->put);
+    r->first += r->count;
+    r->count = 0;
+    r->len = 0;
+    return rc;
+}
+
+// One element (a site's array, or null) into the row under way.
+static int put_site_element(site_rows *r, const char *element) {
+    r->len += (size_t)snprintf(r->text + r->len, sizeof r->text - r->len, "%s%s", r->count ? "," : "[", element);
+    return ++r->count == r->per_chunk ? put_site_row(r) : 0;
+}
+
+// The sites table of db turned into site_chunks rows of per_chunk elements
+// each, a null (a number with no site) before every third site, and the view
+// in its place.
+static int chunk_sites(sqlite3 *db, int per_chunk) {
+    sqlite3_stmt *st = NULL;
+    site_rows r = {.first = 1, .per_chunk = per_chunk};
+    if (exec(db, "CREATE TABLE site_chunks(first INTEGER PRIMARY KEY, count INTEGER NOT NULL, sites TEXT NOT NULL)") ||
+        sqlite3_prepare_v2(db, "INSERT INTO site_chunks VALUES (?1, ?2, ?3)", -1, &r.put, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, temp_count,"
+                               " temp_bytes, peak_count, peak_bytes FROM sites ORDER BY rowid", -1, &st, NULL) != SQLITE_OK) {
+        sqlite3_finalize(r.put);
+        return -1;
+    }
+    int rc = 0, step;
+    for (int64_t seen = 0; rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW; seen++) {
+        char site[512];
+        size_t n = 0;
+        for (int i = 0; i < 10; i++)
+            n += (size_t)snprintf(site + n, sizeof site - n, "%s%lld", i ? "," : "[", (long long)sqlite3_column_int64(st, i));
+        snprintf(site + n, sizeof site - n, "]");
+        if (seen % 3 == 2)
+            rc = put_site_element(&r, "null");
+        if (rc == 0)
+            rc = put_site_element(&r, site);
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = -1;
+    if (rc == 0)
+        rc = put_site_row(&r);
+    sqlite3_finalize(st);
+    sqlite3_finalize(r.put);
+    if (rc == 0)
+        rc = exec(db, "DROP TABLE sites");
+    return rc == 0 ? exec(db, sites_view_sql) : rc;
+}
+
 // The recording at path with its stack_nodes table turned into chunks of at
 // most per_chunk consecutive nodes (a gap in the ids starts a new one), and
-// the view in its place: what the schema-3 recorder writes.
+// the view in its place, and its sites likewise (chunk_sites): what the
+// schema-4 recorder writes.
 static int chunk_recording(const char *path, int per_chunk) {
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
@@ -95,7 +169,9 @@ static int chunk_recording(const char *path, int per_chunk) {
     if (rc == 0)
         rc = exec(db, view_sql);
     if (rc == 0)
-        rc = exec(db, "UPDATE meta SET value = '3' WHERE key = 'schema_version'; COMMIT");
+        rc = chunk_sites(db, per_chunk);
+    if (rc == 0)
+        rc = exec(db, "UPDATE meta SET value = '4' WHERE key = 'schema_version'; COMMIT");
     sqlite3_close(db);
     return rc;
 }
@@ -111,6 +187,7 @@ static char *report_body(const char *db, const char *a1, const char *a2) {
 }
 
 static void test_chunked_recording_reports_as_its_table_did(void) {
+    char *want, *got;
     const char *t = harness_path("table.db");
     CHECK(fixture_write(t, &(fixture_options){0}) == 0, "fixture");
     char *table = strdup(t);
@@ -119,7 +196,17 @@ static void test_chunked_recording_reports_as_its_table_did(void) {
     char *rows = harness_db_rows(c, "SELECT COUNT(*) > 3, SUM(instr(substr(nodes, 2), '[') > 0) > 0 FROM stack_chunks");
     CHECK(rows && strcmp(rows, "1|1\n") == 0, "several chunks, some with [parent, ip]: %s", rows);
     free(rows);
-    char *want = report_body(table, "--leaks", NULL), *got = report_body(c, "--leaks", NULL);
+    rows = harness_db_rows(c, "SELECT COUNT(*) > 2, SUM(instr(sites, 'null') > 0) > 0 FROM site_chunks");
+    CHECK(rows && strcmp(rows, "1|1\n") == 0, "several site chunks, some with a null: %s", rows);
+    free(rows);
+    want = harness_db_rows(table, "SELECT * FROM sites ORDER BY rowid");
+    got = harness_db_rows(c, "SELECT * FROM sites");
+    CHECK(want && got && harness_lines(want) > 3 && strcmp(want, got) == 0, "the sites view: want:\n%s\ngot:\n%s",
+          want, got);
+    free(want);
+    free(got);
+    want = report_body(table, "--leaks", NULL);
+    got = report_body(c, "--leaks", NULL);
     CHECK(strstr(want, "grow_leak") == NULL && strstr(want, "map_arena (arena.c:30)"), "%s", want);
     CHECK(strcmp(want, got) == 0, "want:\n%s\ngot:\n%s", want, got);
     free(want);
@@ -214,10 +301,28 @@ static void test_damaged_chunk_is_one_line_and_exit_2(void) {
         harness_expect_usage_error(damage[i], harness_tpprof("report", p, NULL), "stack_chunks row 1 is damaged");
         harness_expect_usage_error(damage[i], harness_tpprof("check", p, NULL), "stack_chunks row 1 is damaged");
     }
+    static const char *const site_damage[] = {
+        "UPDATE site_chunks SET sites = substr(sites, 1, length(sites) - 1) WHERE first = 1", // unterminated
+        "UPDATE site_chunks SET count = count + 1 WHERE first = 1",                          // too few sites
+        "UPDATE site_chunks SET sites = '[[1,1,2,3,4,5,6,7,8]]', count = 1 WHERE first = 1", // nine values
+        "UPDATE site_chunks SET sites = '[[1,1,2,3,4,5,6,7,8,\"x\"]]', count = 1 WHERE first = 1", // not a number
+        "UPDATE site_chunks SET sites = '[nul]', count = 1 WHERE first = 1",                  // not null
+    };
+    for (size_t i = 0; i < sizeof site_damage / sizeof *site_damage; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "damaged-sites%zu.db", i);
+        const char *p = harness_path(name);
+        CHECK(fixture_write(p, &(fixture_options){0}) == 0 && chunk_recording(p, 4) == 0, "fixture");
+        sqlite3 *db = NULL;
+        CHECK(sqlite3_open(p, &db) == SQLITE_OK && exec(db, site_damage[i]) == 0, "%s", site_damage[i]);
+        sqlite3_close(db);
+        harness_expect_usage_error(site_damage[i], harness_tpprof("report", p, NULL), "site_chunks row 1 is damaged");
+        harness_expect_usage_error(site_damage[i], harness_tpprof("check", p, NULL), "site_chunks row 1 is damaged");
+    }
 }
 
 // A real recording: the writer's chunks, read by the viewer and through the
-// view (the copy whose view is made a table) give the same report.
+// views (the copy whose views are made tables) give the same report.
 static const char *python;
 
 static void test_python_run_reads_the_same_through_the_view(void) {
@@ -240,6 +345,13 @@ static void test_python_run_reads_the_same_through_the_view(void) {
     CHECK(harness_db_int(db, "SELECT COUNT(*) FROM sites") > 1000 &&
               harness_db_int(db, "SELECT COUNT(*) - COUNT(DISTINCT stack_id || ',' || kind) FROM sites") == 0,
           "one row per site");
+    // Site chunks are whole: 256 numbers from 1 + 256 k, the last one
+    // shorter; every number is a site or null, up to the last site.
+    CHECK(harness_db_int(db, "SELECT COUNT(*) FROM site_chunks") > 1, "several site chunks");
+    CHECK(harness_db_int(db, "SELECT COUNT(*) FROM site_chunks WHERE (first - 1) % 256 != 0 OR count > 256"
+                             " OR count != json_array_length(sites) OR (count < 256 AND first < (SELECT MAX(first)"
+                             " FROM site_chunks))") == 0,
+          "chunks of 256 from 1 + 256 k");
     // The copy: the file itself, its view replaced by the table read through it.
     const char *t = harness_path("py-table.db");
     char *copy = strdup(t);
@@ -250,8 +362,10 @@ static void test_python_run_reads_the_same_through_the_view(void) {
     CHECK(sqlite3_open(copy, &h) == SQLITE_OK &&
               exec(h, "BEGIN; CREATE TABLE n AS SELECT id, parent, ip FROM stack_nodes; DROP VIEW stack_nodes;"
                       " DROP TABLE stack_chunks; CREATE TABLE stack_nodes(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL,"
-                      " ip INTEGER NOT NULL); INSERT INTO stack_nodes SELECT * FROM n ORDER BY id; DROP TABLE n; COMMIT") == 0,
-          "view made a table");
+                      " ip INTEGER NOT NULL); INSERT INTO stack_nodes SELECT * FROM n ORDER BY id; DROP TABLE n;"
+                      " CREATE TABLE s AS SELECT * FROM sites; DROP VIEW sites; DROP TABLE site_chunks;"
+                      " ALTER TABLE s RENAME TO sites; COMMIT") == 0,
+          "views made tables");
     sqlite3_close(h);
     char *want = report_body(copy, "--top", "0"), *got = report_body(db, "--top", "0");
     CHECK(harness_lines(got) > 20, "sites listed: %s", got);

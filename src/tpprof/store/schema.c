@@ -46,12 +46,14 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS symbols(ip INTEGER NOT NULL, idx INTEGER NOT NULL, function TEXT, file TEXT,"
     " line INTEGER, module TEXT, PRIMARY KEY (ip, idx)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS threads(tid INTEGER PRIMARY KEY, name TEXT, first_ns INTEGER, last_ns INTEGER);"
-    // No key on (stack_id, kind) (the writer keeps each pair once): a row's
-    // rowid is its site's number, so new sites are appended and a changed one
-    // is found by rowid, one b-tree and not two (docs/recorder.md).
-    "CREATE TABLE IF NOT EXISTS sites(stack_id INTEGER NOT NULL, kind INTEGER NOT NULL, alloc_count INTEGER,"
-    " alloc_bytes INTEGER, free_count INTEGER, freed_bytes INTEGER, temp_count INTEGER, temp_bytes INTEGER,"
-    " peak_count INTEGER, peak_bytes INTEGER);"
+    // Sites in chunks too (store.c put_sites): one row per up to 256 sites,
+    // element k of a chunk being site first + k, or null where that number
+    // has none; sites is a view of them (docs/schema.md).
+    "CREATE TABLE IF NOT EXISTS site_chunks(first INTEGER PRIMARY KEY, count INTEGER NOT NULL, sites TEXT NOT NULL);"
+    "CREATE VIEW IF NOT EXISTS sites(stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, temp_count,"
+    " temp_bytes, peak_count, peak_bytes) AS SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3,"
+    " j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, j.value ->> 9"
+    " FROM site_chunks c, json_each(c.sites) j WHERE j.type = 'array';"
     "CREATE TABLE IF NOT EXISTS live_blocks(address INTEGER PRIMARY KEY, size INTEGER NOT NULL,"
     " kind INTEGER NOT NULL, stack_id INTEGER NOT NULL, tid INTEGER, time_ns INTEGER,"
     " reachability INTEGER NOT NULL);"

@@ -508,83 +508,103 @@ static bool put_threads(bool final) {
     return ok;
 }
 
-// The values of a site's row, as ?1 to ?10 in both statements of put_sites,
-// and its rowid (the site's number + 1) as ?11.
-static void bind_site(sqlite3_stmt *st, struct tpprof_site *s) {
-    sqlite3_bind_int64(st, 11, (s - tpprof_w.sites) + 1);
+// Sites go in chunks too: a site_chunks row holds the sites numbered first
+// to first + count - 1 (a site's number is its index + 1) as a JSON array,
+// element k being site first + k: [stack_id, kind, alloc_count,
+// alloc_bytes, free_count, freed_bytes, temp_count, temp_bytes, peak_count,
+// peak_bytes], or null where that number has no site row (the early
+// allocations' site, a forked child's inherited sites it did not use); the
+// sites view shows them as rows (docs/schema.md). A flush rewrites each
+// chunk holding a changed site, all of it. One row per site cost SQLite
+// ~1.7 us a row, 1.2 s of the writer's CPU on the PyTorch loop (700,000
+// sites, most of them written once, and 184,000 rewritten by the final
+// flush, in the program's exit); a chunk's text costs a tenth of that per
+// site, even where most of its sites are unchanged.
+#define CHUNK_SITES 256
+
+// The site's values, in the order of a chunk's arrays, as they are now
+// (its share of the peak now: tpprof_site_peak_count).
+static char *put_site(char *p, struct tpprof_site *s) {
     int64_t peak_count = tpprof_site_peak_count(s), peak_bytes = tpprof_site_peak_bytes(s);
     s->row_peak_live = peak_count == s->live_count && peak_bytes == s->live_bytes;
-    sqlite3_bind_int64(st, 1, s->stack);
-    sqlite3_bind_int64(st, 2, s->kind);
-    sqlite3_bind_int64(st, 3, s->alloc_count);
-    sqlite3_bind_int64(st, 4, s->alloc_bytes);
-    sqlite3_bind_int64(st, 5, tpprof_site_free_count(s));
-    sqlite3_bind_int64(st, 6, tpprof_site_freed_bytes(s));
-    sqlite3_bind_int64(st, 7, tpprof_site_temp_count(s));
-    sqlite3_bind_int64(st, 8, s->temp_bytes);
-    sqlite3_bind_int64(st, 9, peak_count);
-    sqlite3_bind_int64(st, 10, peak_bytes);
+    int64_t v[10] = {s->stack, s->kind, s->alloc_count, s->alloc_bytes, tpprof_site_free_count(s),
+                     tpprof_site_freed_bytes(s), tpprof_site_temp_count(s), s->temp_bytes, peak_count, peak_bytes};
+    *p++ = '[';
+    for (int i = 0; i < 10; i++) {
+        if (i) *p++ = ',';
+        if (v[i] < 0) { // (never expected: counts and bytes; kept exact if so)
+            *p++ = '-';
+            p = put_u64(p, -(uint64_t)v[i]);
+        } else {
+            p = put_u64(p, (uint64_t)v[i]);
+        }
+    }
+    *p++ = ']';
+    return p;
 }
 
-// Every flush rewrites each site that changed, thousands of rows in a busy
-// program, and the final one every site made since the last (700,000 in a
-// PyTorch run, most of them: the periods between flushes grow with the
-// writer's load). A site's row is its rowid (its number + 1): a new one is
-// appended, a changed one updated in place by rowid. With the key on
-// (stack_id, kind) each row was two b-tree writes, the table's and the
-// key's, and the final flush of that run took 1.2 s of the program's exit
-// (2 us a row). A site without a row yet (new since the last flush, or every
-// site in a forked child's new file) is inserted, the others updated.
+// The next chunk holding a changed site per call (a few in a periodic
+// flush's step: CHUNK_SITES / 8 of its budget each); true when no error.
 static bool put_sites(uint32_t *budget) {
     struct tpprof_wstate *w = &tpprof_w;
-    bool ok = fl.st ||
-              (sqlite3_prepare_v2(db, "UPDATE sites SET alloc_count = ?3, alloc_bytes = ?4, free_count = ?5,"
-                                      " freed_bytes = ?6, temp_count = ?7, temp_bytes = ?8, peak_count = ?9,"
-                                      " peak_bytes = ?10 WHERE rowid = ?11 AND stack_id = ?1 AND kind = ?2", -1, &fl.st,
-                                  NULL) == SQLITE_OK &&
-               sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO sites(rowid, stack_id, kind, alloc_count, alloc_bytes,"
-                                      " free_count, freed_bytes, temp_count, temp_bytes, peak_count, peak_bytes)"
-                                      " VALUES(?11,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", -1, &fl.st2, NULL) == SQLITE_OK);
-    sqlite3_stmt *upd = fl.st, *ins = fl.st2, *path = NULL; // (path: put_inherited_path's)
-    // The dirty ones only (state.h: dirty_bits), in order; the budget
-    // counts rows written.
-    for (; fl.row < w->nsites && ok && *budget; fl.row++) {
-        uint64_t bits = w->dirty_bits[fl.row / 64] >> (fl.row % 64);
-        if (!bits) {
-            fl.row |= 63; // (the next word)
-            continue;
-        }
-        fl.row += (uint64_t)__builtin_ctzll(bits);
-        if (fl.row >= w->nsites) break;
-        struct tpprof_site *s = &w->sites[fl.row]; // the array may have moved since the last step
-        if (s->kind == TPPROF_KIND_EARLY) { // never written (no row): not changed either
+    // "[", "]", and per site 10 numbers of up to 20 digits and a sign, 9 commas, "[]" and a comma.
+    enum { SITE_TEXT = 10 * 21 + 12 };
+    static char *text;
+    if (!text && !(text = tpprof_mem_map(2 + (size_t)CHUNK_SITES * SITE_TEXT))) return false;
+    if (!fl.st && sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO site_chunks(first, count, sites) VALUES(?,?,?)", -1,
+                                     &fl.st, NULL) != SQLITE_OK)
+        return false;
+    // The dirty bits (state.h) of a chunk are CHUNK_SITES / 64 whole words.
+    enum { WORDS = CHUNK_SITES / 64 };
+    for (; fl.row < w->nsites; fl.row += CHUNK_SITES) {
+        const uint64_t *bits = &w->dirty_bits[fl.row / 64];
+        uint64_t any = 0;
+        for (int k = 0; k < WORDS && fl.row + 64u * k < w->nsites; k++) any |= bits[k];
+        if (any) break;
+    }
+    if (fl.row >= w->nsites) {
+        part_done();
+        return true;
+    }
+    uint32_t first = (uint32_t)fl.row, end = w->nsites - first > CHUNK_SITES ? first + CHUNK_SITES : w->nsites;
+    sqlite3_stmt *path = NULL; // (put_inherited_path's)
+    bool ok = true;
+    char *p = text;
+    *p++ = '[';
+    for (uint32_t i = first; i < end && ok; i++) {
+        struct tpprof_site *s = &w->sites[i]; // the array may have moved since the last step
+        if (i > first) *p++ = ',';
+        // No row: the early allocations' site, and a forked child's
+        // inherited site never written nor changed (writer.c).
+        if (s->kind == TPPROF_KIND_EARLY || (!s->stored && !s->dirty)) {
+            memcpy(p, "null", 4);
+            p += 4;
             tpprof_site_clean(s);
             continue;
         }
-        --*budget;
-        if (w->fork_nodes && !(ok = put_inherited_path(&path, s->stack))) break;
-        bool insert = !s->stored;
-        if (!insert) {
-            bind_site(upd, s);
-            ok = sqlite3_step(upd) == SQLITE_DONE;
-            sqlite3_reset(upd);
-            insert = ok && sqlite3_changes(db) == 0; // no row after all: never expected
+        if (s->dirty) {
+            if (w->fork_nodes) ok = put_inherited_path(&path, s->stack);
+            if (fl.final) stats.final_site_rows++;
+            else stats.site_rows++;
         }
-        if (insert) {
-            bind_site(ins, s);
-            ok = sqlite3_step(ins) == SQLITE_DONE;
-            sqlite3_reset(ins);
-        }
-        s->stored = ok;
-        if (fl.final) stats.final_site_rows++;
-        else stats.site_rows++;
-        // A site's peak share changes with every new peak, not only with its own
-        // events, so sites stay dirty; the final flush writes the true value.
+        p = put_site(p, s);
+        s->stored = true;
+        // A site's peak share changes with every new peak, not only with its
+        // own events, so sites stay dirty; the final flush writes the true value.
         tpprof_site_clean(s);
     }
+    *p++ = ']';
     sqlite3_finalize(path);
-    if (ok && fl.row >= w->nsites) part_done();
-    return ok;
+    if (!ok) return false;
+    sqlite3_bind_int64(fl.st, 1, first + 1);
+    sqlite3_bind_int64(fl.st, 2, end - first);
+    sqlite3_bind_text(fl.st, 3, text, (int)(p - text), SQLITE_STATIC);
+    ok = sqlite3_step(fl.st) == SQLITE_DONE;
+    sqlite3_reset(fl.st);
+    if (!ok) return false;
+    fl.row = first + CHUNK_SITES; // (chunks stay whole: sites made since go in the next flush)
+    *budget = *budget > CHUNK_SITES / 8 ? *budget - CHUNK_SITES / 8 : 0;
+    return true;
 }
 
 static bool put_samples(void) {

@@ -201,6 +201,8 @@ void expect_complete(const char *what) {
     qs(v, sizeof v, "SELECT value FROM meta WHERE key = 'tool'");
     CHECK_MSG(strcmp(v, "tpprof") == 0, "%s: meta.tool is '%s'", what, v);
     CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'schema_version'") == TPPROF_SCHEMA_VERSION, "%s: schema_version", what);
+    // Each site once (site_chunks whole, none written over another's numbers).
+    CHECK_MSG(qi("SELECT COUNT(*) - COUNT(DISTINCT stack_id || ',' || kind) FROM sites") == 0, "%s: a site twice", what);
 }
 
 // Runs prog under the preload into NAME.db and opens it; false if not there.
