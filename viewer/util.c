@@ -183,38 +183,3 @@ int tpprof_opt_database(const char *command, const char *arg, const char **path)
     return 0;
 }
 
-// ---------------------------------------------------------------------------
-// The recorder's JSON chunks
-
-void tpprof_scan_space(const char **p) {
-    while (**p == ' ' || **p == '\n' || **p == '\t' || **p == '\r')
-        (*p)++;
-}
-
-bool tpprof_scan_u64(const char **p, uint64_t *out) {
-    const char *s = *p;
-    uint64_t v = 0;
-    if (*s < '0' || *s > '9')
-        return false;
-    for (; *s >= '0' && *s <= '9'; s++) {
-        if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-            return false;
-        v = v * 10 + (uint64_t)(*s - '0');
-    }
-    *p = s;
-    *out = v;
-    return true;
-}
-
-bool tpprof_scan_i64(const char **p, int64_t *out) {
-    const char *s = *p;
-    bool minus = *s == '-';
-    uint64_t v;
-    if (minus)
-        s++;
-    if (!tpprof_scan_u64(&s, &v) || v > (minus ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
-        return false;
-    *p = s;
-    *out = minus ? (int64_t)(0 - v) : (int64_t)v;
-    return true;
-}
