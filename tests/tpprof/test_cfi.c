@@ -202,6 +202,40 @@ static void test_a_changed_stack_is_walked_as_it_stands(void) {
     tpprof_cfi_state_free(st);
 }
 
+// A word no return address can be (above user space: a sign-extended int
+// where libffi's frame under pyenv's 3.13 ctypes has its return address)
+// ends the rules' walk: libunwind takes the stack, and ends it there.
+static void test_a_return_address_above_user_space_gives_up_the_walk(void) {
+    uintptr_t ra[2] = {ret_in(fp_call), ret_in(fp_call2)};
+    static uintptr_t stack[32];
+    uintptr_t lo = (uintptr_t)stack, hi = (uintptr_t)(stack + 32);
+    // Frame 0 at stack[8] (saved rbp, return address into fp_call2), frame
+    // 1 at stack[16], whose caller is 0 (the end) or the bad word.
+    stack[8] = (uintptr_t)&stack[16];
+    stack[9] = ra[1];
+    stack[16] = 0;
+    stack[17] = 0;
+    struct tpprof_cfi_state *st = tpprof_cfi_state_new();
+    CHECK(st != NULL);
+    if (!st) return;
+    struct tpprof_cfi_regs r = {ra[0], (uintptr_t)&stack[2], (uintptr_t)&stack[8]};
+    uintptr_t ips[8];
+    int n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 8);
+    CHECK_MSG(n == 2 && ips[0] == ra[0] && ips[1] == ra[1], "to the end: %d frames", n);
+    // (With room for 3 frames: the bad word would be the last one kept,
+    // no rule looked up for it.)
+    stack[17] = (uintptr_t)0xffffffff80000002u;
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 3);
+    CHECK_MSG(n == -1, "a caller above user space: %d frames", n);
+    stack[17] = (uintptr_t)1 << 47; // (the first address past it)
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 3);
+    CHECK_MSG(n == -1, "a caller at 2^47: %d frames", n);
+    stack[17] = 0;
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 3);
+    CHECK_MSG(n == 2, "the end again: %d frames", n);
+    tpprof_cfi_state_free(st);
+}
+
 // ---------------------------------------------------------------------------
 // A hand-made .eh_frame_hdr and .eh_frame, one byte off alignment.
 
@@ -450,6 +484,7 @@ int main(void) {
     RUN(test_the_signal_trampoline_is_left_to_libunwind);
     RUN(test_a_hand_made_table_gives_each_rows_rule);
     RUN(test_a_changed_stack_is_walked_as_it_stands);
+    RUN(test_a_return_address_above_user_space_gives_up_the_walk);
     RUN(test_walks_are_libunwinds_on_two_threads_and_again);
     return CHECK_EXIT_STATUS();
 }

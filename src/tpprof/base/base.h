@@ -31,6 +31,10 @@
 #define TPPROF_LIKELY(x) __builtin_expect(!!(x), 1)
 #define TPPROF_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define TPPROF_TLS __attribute__((tls_model("initial-exec")))
+// Where user-space addresses end on x86-64 (Linux maps none above it unless
+// asked to): no return address is at or above it, and a Python frame's
+// pseudo address (record/pyframes.h) is, so the two cannot be mixed up.
+#define TPPROF_USER_END ((uintptr_t)1 << 47)
 
 // TPPROF_VERSION comes from meson (-D, src/tpprof/meson.build): the project's
 // version, as the viewer's.

@@ -211,6 +211,11 @@ int tpprof_cfi_walk(struct tpprof_cfi_state *st, const struct tpprof_cfi_regs *r
         // and stays on the stack.
         if (cfa <= sp || cfa > hi || (cfa & 7) != 0) return -1;
         ip = *(const uintptr_t *)(cfa - sizeof(uintptr_t));
+        // A return address is a user-space one, below 2^47: not such a word
+        // (pyenv's 3.13 ctypes: 0xffffffff80000002, a sign-extended int,
+        // where libffi's frame has its return address) says the rules do not
+        // describe this stack; libunwind ends the walk there (unwind.c).
+        if (ip >= TPPROF_USER_END) return -1;
         f->rule[n - 1] = (uint8_t)((u.cfa_rbp ? RULE_CFA_RBP : 0) | (u.rbp_off ? RULE_RBP_SAVED : 0));
         if (u.rbp_off) {
             uintptr_t at = cfa + (uintptr_t)(intptr_t)u.rbp_off;

@@ -610,6 +610,10 @@ static uint32_t interleave_intern(uintptr_t out[TPPROF_MAX_DEPTH], const uintptr
 #define PUT(x) (out[m] = (x), tpprof_stack_hash_step(acc, out[m]), m++)
     for (int i = 0; i < n && m < TPPROF_MAX_DEPTH; i++) {
         uintptr_t ret = ips[i];
+        // No return address is there (base.h): a walk that read such a word
+        // (a frame-pointer walk through libffi's call under pyenv's 3.13
+        // ctypes) ends before it, or it would read as a Python frame.
+        if (TPPROF_UNLIKELY(ret >= TPPROF_USER_END)) break;
         if (g < ng && ret - 1 - eval_lo < eval_hi - eval_lo) { // a return address inside the evaluator
             for (; from < ends[g] && m < TPPROF_MAX_DEPTH; from++) PUT(py[from]);
             g++;

@@ -469,6 +469,11 @@ static int unw_walk(uintptr_t *ips, int max) {
     int saved_errno = errno; // libunwind's checks of memory may set it: it is the program's
     int n = stack_room() >= UNW_ROOM_BYTES ? unw_walk_here(ips, max) : unw_walk_big(ips, max);
     errno = saved_errno;
+    // It ends before a frame whose return address is no user-space address
+    // (cfiwalk.c): it read a word that is not one, and a pseudo address of
+    // a Python frame (pyframes.h) must not be taken for a native one.
+    for (int i = 0; i < n; i++)
+        if (ips[i] >= TPPROF_USER_END) return i;
     return n;
 }
 
