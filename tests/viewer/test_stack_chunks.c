@@ -282,43 +282,40 @@ static void test_merge_reads_chunked_and_table_inputs(void) {
     free(chunked);
 }
 
+// Each damage (an UPDATE) done to a chunked fixture of its own: report and
+// check say `said` (which row is damaged) in one line and exit 2.
+static void expect_damaged(const char *const *damage, size_t n, const char *said) {
+    static int k;
+    for (size_t i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "damaged%d.db", k++);
+        const char *p = harness_path(name);
+        CHECK(fixture_write(p, &(fixture_options){0}) == 0 && chunk_recording(p, 4) == 0, "fixture");
+        sqlite3 *db = NULL;
+        CHECK(sqlite3_open(p, &db) == SQLITE_OK && exec(db, damage[i]) == 0, "%s", damage[i]);
+        sqlite3_close(db);
+        harness_expect_usage_error(damage[i], harness_tpprof("report", p, NULL), said);
+        harness_expect_usage_error(damage[i], harness_tpprof("check", p, NULL), said);
+    }
+}
+
 static void test_damaged_chunk_is_one_line_and_exit_2(void) {
-    static const char *const damage[] = {
+    static const char *const nodes[] = {
         "UPDATE stack_chunks SET nodes = substr(nodes, 1, length(nodes) - 1) WHERE first = 1", // unterminated
         "UPDATE stack_chunks SET count = count + 1 WHERE first = 1",                          // too few nodes
         "UPDATE stack_chunks SET nodes = '[1,\"x\"]', count = 2 WHERE first = 1",              // not a number
         "UPDATE stack_chunks SET nodes = '[[1,2,3]]', count = 1 WHERE first = 1",              // not a pair
         "UPDATE stack_chunks SET nodes = '[99999999999999999999]', count = 1 WHERE first = 1", // past 64 bits
     };
-    for (size_t i = 0; i < sizeof damage / sizeof *damage; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "damaged%zu.db", i);
-        const char *p = harness_path(name);
-        CHECK(fixture_write(p, &(fixture_options){0}) == 0 && chunk_recording(p, 4) == 0, "fixture");
-        sqlite3 *db = NULL;
-        CHECK(sqlite3_open(p, &db) == SQLITE_OK && exec(db, damage[i]) == 0, "%s", damage[i]);
-        sqlite3_close(db);
-        harness_expect_usage_error(damage[i], harness_tpprof("report", p, NULL), "stack_chunks row 1 is damaged");
-        harness_expect_usage_error(damage[i], harness_tpprof("check", p, NULL), "stack_chunks row 1 is damaged");
-    }
-    static const char *const site_damage[] = {
+    expect_damaged(nodes, sizeof nodes / sizeof *nodes, "stack_chunks row 1 is damaged");
+    static const char *const sites[] = {
         "UPDATE site_chunks SET sites = substr(sites, 1, length(sites) - 1) WHERE first = 1", // unterminated
         "UPDATE site_chunks SET count = count + 1 WHERE first = 1",                          // too few sites
         "UPDATE site_chunks SET sites = '[[1,1,2,3,4,5,6,7,8]]', count = 1 WHERE first = 1", // nine values
         "UPDATE site_chunks SET sites = '[[1,1,2,3,4,5,6,7,8,\"x\"]]', count = 1 WHERE first = 1", // not a number
         "UPDATE site_chunks SET sites = '[nul]', count = 1 WHERE first = 1",                  // not null
     };
-    for (size_t i = 0; i < sizeof site_damage / sizeof *site_damage; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "damaged-sites%zu.db", i);
-        const char *p = harness_path(name);
-        CHECK(fixture_write(p, &(fixture_options){0}) == 0 && chunk_recording(p, 4) == 0, "fixture");
-        sqlite3 *db = NULL;
-        CHECK(sqlite3_open(p, &db) == SQLITE_OK && exec(db, site_damage[i]) == 0, "%s", site_damage[i]);
-        sqlite3_close(db);
-        harness_expect_usage_error(site_damage[i], harness_tpprof("report", p, NULL), "site_chunks row 1 is damaged");
-        harness_expect_usage_error(site_damage[i], harness_tpprof("check", p, NULL), "site_chunks row 1 is damaged");
-    }
+    expect_damaged(sites, sizeof sites / sizeof *sites, "site_chunks row 1 is damaged");
 }
 
 // A real recording: the writer's chunks, read by the viewer and through the
