@@ -236,6 +236,30 @@ static void test_a_return_address_above_user_space_gives_up_the_walk(void) {
     tpprof_cfi_state_free(st);
 }
 
+// Four return addresses that share a set of the rule cache, each walk's
+// only one (no code there: a rule of none, kept like any other), taken in
+// turn: each is looked up once, then found. A direct-mapped cache missed on
+// every walk once two hot addresses shared a slot.
+static void test_four_rules_in_one_cache_set_stay_there(void) {
+    uintptr_t ips[4], got[2];
+    unsigned set = tpprof_cfi_cache_set(4096);
+    int k = 0;
+    for (uintptr_t a = 4096; k < 4; a += 16)
+        if (tpprof_cfi_cache_set(a) == set) ips[k++] = a;
+    static uintptr_t stack[8];
+    uintptr_t lo = (uintptr_t)stack, hi = (uintptr_t)(stack + 8);
+    struct tpprof_cfi_state *st = tpprof_cfi_state_new();
+    CHECK(st != NULL);
+    if (!st) return;
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < 4; i++) {
+            struct tpprof_cfi_regs r = {ips[i], lo, 0};
+            CHECK(tpprof_cfi_walk(st, &r, lo, hi, 1, got, 2) == -1);
+        }
+    CHECK_MSG(tpprof_cfi_state_misses(st) == 4, "%llu misses", (unsigned long long)tpprof_cfi_state_misses(st));
+    tpprof_cfi_state_free(st);
+}
+
 // ---------------------------------------------------------------------------
 // A hand-made .eh_frame_hdr and .eh_frame, one byte off alignment.
 
@@ -485,6 +509,7 @@ int main(void) {
     RUN(test_a_hand_made_table_gives_each_rows_rule);
     RUN(test_a_changed_stack_is_walked_as_it_stands);
     RUN(test_a_return_address_above_user_space_gives_up_the_walk);
+    RUN(test_four_rules_in_one_cache_set_stay_there);
     RUN(test_walks_are_libunwinds_on_two_threads_and_again);
     return CHECK_EXIT_STATUS();
 }

@@ -57,6 +57,11 @@ struct tpprof_cfi_state;
 struct tpprof_cfi_state *tpprof_cfi_state_new(void);
 void tpprof_cfi_state_free(struct tpprof_cfi_state *st);
 
+// For tests: the rule lookups st missed so far (each a parse in cfi.c), and
+// the set of a thread's rule cache (4 rules) that a return address goes to.
+uint64_t tpprof_cfi_state_misses(const struct tpprof_cfi_state *st);
+unsigned tpprof_cfi_cache_set(uintptr_t ip);
+
 // Walks the stack [lo, hi) from r: the return addresses, innermost (r->ip)
 // first, into ips, at most max. Returns how many, or -1 where the walk is
 // not known to be exact (a rule that is not simple, a frame outside the

@@ -37,34 +37,44 @@
 #include "base/mem.h"
 
 // ---------------------------------------------------------------------------
-// The rule cache: direct-mapped, 2,048 rules of 16 bytes (32 KiB a thread,
-// touched as used). Misses (each a lookup and parse in cfi.c) on the PyTorch
-// loop's 1.12 M walks: 512 rules 456 k, 1,024 207 k, 2,048 192 k, 4,096
-// 135 k, 8,192 124 k; in perf (2 kHz, the program thread) the walk and the
-// lookups took 450-650 samples at 512 rules, 350 at 2,048 and 360-380 at
-// 8,192 (more of the table out of the CPU's caches).
+// The rule cache: 2,048 rules of 16 bytes (32 KiB a thread, touched as
+// used), 4-way set associative: a set is one cache line. Misses (each a
+// lookup and parse in cfi.c, about a microsecond) on the PyTorch loop's
+// 1.12 M walks, direct-mapped: 512 rules 456 k, 1,024 207 k, 2,048 192 k,
+// 4,096 135 k, 8,192 124 k; in perf (2 kHz, the program thread) the walk
+// and the lookups took 450-650 samples at 512 rules, 350 at 2,048 and
+// 360-380 at 8,192 (more of the table out of the CPU's caches).
+// Direct-mapped, a program's few hundred hot return addresses nearly always
+// had two in one slot (where depends on the modules' load addresses): two
+// taken in turn by every walk missed each time. alloc_heavy built with clang
+// without frame pointers (about 200 return addresses) missed 43 times in
+// four runs of six, and 120 k and 680 k times in the other two (4.3 M
+// walks: up to 0.7 s of CPU more).
 
 #define CACHE_BITS 11
+#define CACHE_WAYS 4
 
 struct rule_slot {
     uintptr_t ip; // the return address; 0: empty
     struct tpprof_cfi_rule r;
 };
 
-static inline struct rule_slot *slot_of(struct rule_slot *cache, uintptr_t ip) {
-    return &cache[(ip * 0x9E3779B97F4A7C15ULL) >> (64 - CACHE_BITS)];
+unsigned tpprof_cfi_cache_set(uintptr_t ip) {
+    return (unsigned)((ip * 0x9E3779B97F4A7C15ULL) >> (64 - CACHE_BITS + 2));
 }
 
-static __attribute__((noinline)) struct tpprof_cfi_rule rule_miss(struct rule_slot *s, uintptr_t ip) {
-    s->ip = ip;
-    tpprof_cfi_rule_at(ip - 1, &s->r); // (TPPROF_CFI_NONE kept too: the next walk through it gives up at once)
-    return s->r;
+static inline struct rule_slot *set_of(struct rule_slot *cache, uintptr_t ip) {
+    return &cache[tpprof_cfi_cache_set(ip) * CACHE_WAYS];
 }
 
-static inline struct tpprof_cfi_rule rule_of(struct rule_slot *cache, uintptr_t ip) {
-    struct rule_slot *s = slot_of(cache, ip);
-    if (TPPROF_LIKELY(s->ip == ip)) return s->r;
-    return rule_miss(s, ip);
+// A miss: the rule goes first in its set, the set's oldest out.
+static __attribute__((noinline)) struct tpprof_cfi_rule rule_miss(uint64_t *misses, struct rule_slot *set,
+                                                                  uintptr_t ip) {
+    ++*misses;
+    memmove(&set[1], &set[0], (CACHE_WAYS - 1) * sizeof *set);
+    set[0].ip = ip;
+    tpprof_cfi_rule_at(ip - 1, &set[0].r); // (TPPROF_CFI_NONE kept too: the next walk through it gives up at once)
+    return set[0].r;
 }
 
 // A thread's last walk, by frame (innermost first, at [base, base + n) of
@@ -84,14 +94,24 @@ struct frames {
 
 struct tpprof_cfi_state {
     uint32_t gen;
+    uint64_t misses;  // rule lookups that missed the cache (tests)
     int base, n;      // the last walk (n 0: none)
     bool complete;    // it ended at the outermost frame, not at a cap
     uintptr_t end_at; // where its last step read a return address of 0 (0: it ended by a rule)
     uintptr_t hi;     // the end of the stack it was walked on
     struct frames last;
     struct frames fresh; // the walk's own frames, from 0, as it goes
-    struct rule_slot cache[1u << CACHE_BITS];
+    _Alignas(64) struct rule_slot cache[1u << CACHE_BITS]; // (a set to a cache line)
 };
+
+static inline struct tpprof_cfi_rule rule_of(struct tpprof_cfi_state *st, uintptr_t ip) {
+    struct rule_slot *set = set_of(st->cache, ip);
+    for (int i = 0; i < CACHE_WAYS; i++)
+        if (TPPROF_LIKELY(set[i].ip == ip)) return set[i].r;
+    return rule_miss(&st->misses, set, ip);
+}
+
+uint64_t tpprof_cfi_state_misses(const struct tpprof_cfi_state *st) { return st->misses; }
 
 struct tpprof_cfi_state *tpprof_cfi_state_new(void) { return tpprof_mem_map(sizeof(struct tpprof_cfi_state)); }
 
@@ -200,7 +220,7 @@ int tpprof_cfi_walk(struct tpprof_cfi_state *st, const struct tpprof_cfi_regs *r
         f->rule[n] = 0;
         ips[n++] = ip;
         if (n >= max) break;
-        struct tpprof_cfi_rule u = rule_of(st->cache, ip);
+        struct tpprof_cfi_rule u = rule_of(st, ip);
         if (u.kind == TPPROF_CFI_END) {
             complete = true;
             break;
