@@ -142,16 +142,22 @@ static void put_fresh(struct tpprof_cfi_state *st, int at, int m, bool needs) {
 
 // The rest of a walk that has m frames of its own (st->fresh) and whose
 // next frame has the registers of the last walk's frame at q: the last
-// walk's frames from q outwards (up to max in all), if the stack words its
-// steps read from there on still hold what they held; -1 if not, or if that
-// walk stopped at its cap short of what this one needs. The thread's last
-// walk becomes this one.
-static int take_rest(struct tpprof_cfi_state *st, int q, int m, int max, uintptr_t *ips) {
+// walk's frames from q outwards (up to max in all into ips, up to keep in
+// all kept as the new last walk), if the stack words its steps read from
+// there on still hold what they held; -1 if not, or if that walk stopped at
+// its cap short of what this one needs. The thread's last walk becomes this
+// one. A saved rbp is checked only where the walk from there on reads rbp
+// (needs_bp): elsewhere its value does not change the frames (a frame's
+// rbp saved by a function built without frame pointers, which holds the
+// caller's data: 102 k of the PyTorch loop's 1.12 M walks failed on one,
+// none of them where the walk read it). The frames taken keep the rbp they
+// had where it is not needed: only compared where it is.
+static int take_rest(struct tpprof_cfi_state *st, int q, int m, int max, int keep, uintptr_t *ips) {
     struct frames *l = &st->last;
     int len = st->base + st->n - q;
     bool whole = true;
-    if (m + len > max) {
-        len = max - m;
+    if (m + len > keep) {
+        len = keep - m;
         whole = false;
     } else if (!st->complete && m + len < max) {
         return -1;
@@ -159,10 +165,10 @@ static int take_rest(struct tpprof_cfi_state *st, int q, int m, int max, uintptr
     int end = q + len - 1; // the outermost frame taken
     for (int i = q; i < end; i++) {
         if (*(const uintptr_t *)(l->sp[i + 1] - sizeof(uintptr_t)) != l->ip[i + 1]) return -1;
-        if (l->rbp_at[i] && *(const uintptr_t *)l->rbp_at[i] != l->bp[i + 1]) return -1;
+        if (l->rbp_at[i] && l->needs_bp[i + 1] && *(const uintptr_t *)l->rbp_at[i] != l->bp[i + 1]) return -1;
     }
     if (whole && st->end_at && *(const uintptr_t *)st->end_at != 0) return -1;
-    memcpy(&ips[m], &l->ip[q], (size_t)len * sizeof ips[0]);
+    if (m < max) memcpy(&ips[m], &l->ip[q], (size_t)(len < max - m ? len : max - m) * sizeof ips[0]);
     // The new last walk: this walk's frames in front of those taken.
     if (q < m) { // no room in front: the frames taken go to the arrays' end
         int to = ROOM - len;
@@ -186,8 +192,16 @@ static int take_rest(struct tpprof_cfi_state *st, int q, int m, int max, uintptr
     put_fresh(st, q - m, m, l->needs_bp[q]);
     st->base = q - m;
     st->n = m + len;
-    return m + len;
+    return m + len < max ? m + len : max;
 }
+
+// Frames a walk keeps past its cap (max) for the next walks: a capped walk
+// (the PyTorch loop's stacks are deeper than TPPROF_DEPTH's 32) could give
+// its frames to a walk that met it only if that walk had as many frames of
+// its own before the meeting frame, so one that allocated a frame or two
+// nearer the stack's end than the last walk walked all its frames again
+// (329 k of the loop's 1.12 M walks).
+#define KEEP_EXTRA 16
 
 int tpprof_cfi_walk(struct tpprof_cfi_state *st, const struct tpprof_cfi_regs *r, uintptr_t lo, uintptr_t hi,
                     uint32_t gen, uintptr_t *ips, int max) {
@@ -199,6 +213,7 @@ int tpprof_cfi_walk(struct tpprof_cfi_state *st, const struct tpprof_cfi_regs *r
     uintptr_t ip = r->ip, sp = r->sp, bp = r->bp;
     if (sp < lo || sp >= hi || max <= 0) return -1;
     if (max > TPPROF_MAX_DEPTH) max = TPPROF_MAX_DEPTH;
+    int keep = max + KEEP_EXTRA < TPPROF_MAX_DEPTH ? max + KEEP_EXTRA : TPPROF_MAX_DEPTH;
     // The last walk's frames from q outwards lie at or above this walk's sp
     // (frames' sps only grow); none if it was on another stack.
     const struct frames *l = &st->last;
@@ -209,7 +224,7 @@ int tpprof_cfi_walk(struct tpprof_cfi_state *st, const struct tpprof_cfi_regs *r
     for (;;) {
         while (q < qend && l->sp[q] < sp) q++;
         if (q < qend && l->sp[q] == sp && l->ip[q] == ip && (!l->needs_bp[q] || l->bp[q] == bp)) {
-            int got = take_rest(st, q, n, max, ips);
+            int got = take_rest(st, q, n, max, keep, ips);
             if (got > 0) return got;
             qend = q; // the stack changed above: walked to the end
         }
@@ -218,18 +233,26 @@ int tpprof_cfi_walk(struct tpprof_cfi_state *st, const struct tpprof_cfi_regs *r
         f->bp[n] = bp;
         f->rbp_at[n] = 0;
         f->rule[n] = 0;
-        ips[n++] = ip;
-        if (n >= max) break;
+        if (n < max) ips[n] = ip;
+        if (++n >= keep) break;
+        // Past the cap a step that cannot be taken ends what is kept (the
+        // frames asked for are walked).
         struct tpprof_cfi_rule u = rule_of(st, ip);
         if (u.kind == TPPROF_CFI_END) {
             complete = true;
             break;
         }
-        if (u.kind != TPPROF_CFI_STEP) return -1;
+        if (u.kind != TPPROF_CFI_STEP) goto cannot;
         uintptr_t cfa = (u.cfa_rbp ? bp : sp) + (uintptr_t)(intptr_t)u.cfa_off;
         // The CFA grows (so its return address, at CFA-8, is at or above sp)
         // and stays on the stack.
-        if (cfa <= sp || cfa > hi || (cfa & 7) != 0) return -1;
+        if (cfa <= sp || cfa > hi || (cfa & 7) != 0) goto cannot;
+        uintptr_t at = 0;
+        if (u.rbp_off) {
+            at = cfa + (uintptr_t)(intptr_t)u.rbp_off;
+            if (at < sp) goto cannot;
+            bp = *(const uintptr_t *)at;
+        }
         ip = *(const uintptr_t *)(cfa - sizeof(uintptr_t));
         // A return address is a user-space one, below 2^47: not such a word
         // (pyenv's 3.13 ctypes: 0xffffffff80000002, a sign-extended int,
@@ -237,18 +260,17 @@ int tpprof_cfi_walk(struct tpprof_cfi_state *st, const struct tpprof_cfi_regs *r
         // describe this stack; libunwind ends the walk there (unwind.c).
         if (ip >= TPPROF_USER_END) return -1;
         f->rule[n - 1] = (uint8_t)((u.cfa_rbp ? RULE_CFA_RBP : 0) | (u.rbp_off ? RULE_RBP_SAVED : 0));
-        if (u.rbp_off) {
-            uintptr_t at = cfa + (uintptr_t)(intptr_t)u.rbp_off;
-            if (at < sp) return -1;
-            bp = *(const uintptr_t *)at;
-            f->rbp_at[n - 1] = at;
-        }
+        f->rbp_at[n - 1] = at;
         sp = cfa;
         if (ip == 0) { // no caller
             complete = true;
             end_at = cfa - sizeof(uintptr_t);
             break;
         }
+        continue;
+    cannot:
+        if (n < max) return -1;
+        break; // (the frame stays, its rule 0: no step taken from it)
     }
     // Walked to its end: the thread's last walk, at the arrays' end.
     put_fresh(st, ROOM - n, n, false);
@@ -257,5 +279,5 @@ int tpprof_cfi_walk(struct tpprof_cfi_state *st, const struct tpprof_cfi_regs *r
     st->complete = complete;
     st->end_at = end_at;
     st->hi = hi;
-    return n;
+    return n < max ? n : max;
 }
