@@ -202,6 +202,99 @@ static void test_a_changed_stack_is_walked_as_it_stands(void) {
     tpprof_cfi_state_free(st);
 }
 
+// A walk takes the last walk's frames from where it meets them, checked:
+// past a caller that changed under the meeting frame (another call site in
+// the same caller's frame) it meets them again further out, and a walk
+// capped short gives a shallower walk its frames past the cap. Counted in
+// rule lookups, each a step the walk took itself.
+static void test_walks_meet_the_last_walk_again_past_a_changed_caller(void) {
+    uintptr_t ra[3] = {ret_in(fp_call), ret_in(fp_call2), ret_in(fp_call3)};
+    static uintptr_t stack[64];
+    uintptr_t lo = (uintptr_t)stack, hi = (uintptr_t)(stack + 64);
+    // As in test_a_changed_stack_is_walked_as_it_stands: frame k at
+    // stack[8k + 8], 6 frames, the last one's caller 0.
+    uintptr_t want[7];
+    want[0] = ra[0];
+    for (int k = 0; k < 6; k++) {
+        uintptr_t *f = &stack[8 * k + 8];
+        f[0] = k < 5 ? (uintptr_t)&stack[8 * k + 16] : 0;
+        f[1] = want[k + 1] = k < 5 ? ra[(k + 1) % 3] : 0;
+    }
+    struct tpprof_cfi_state *st = tpprof_cfi_state_new();
+    CHECK(st != NULL);
+    if (!st) return;
+    struct tpprof_cfi_regs r = {ra[0], (uintptr_t)&stack[2], (uintptr_t)&stack[8]};
+    uintptr_t ips[8];
+    int n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6);
+    CHECK_MSG(n == 6 && memcmp(ips, want, 6 * sizeof ips[0]) == 0, "%d frames", n);
+    // Frame 0's caller is now another function (frame 1's return address,
+    // the same frame layout): frames 0 and 1 are stepped, frame 2 on taken.
+    stack[9] = want[1] = want[1] == ra[1] ? ra[2] : ra[1];
+    uint64_t before = tpprof_cfi_state_steps(st);
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6);
+    uint64_t steps = tpprof_cfi_state_steps(st) - before;
+    CHECK_MSG(n == 6 && memcmp(ips, want, 6 * sizeof ips[0]) == 0, "a changed caller: %d frames", n);
+    CHECK_MSG(steps == 2, "a changed caller: %llu steps", (unsigned long long)steps);
+    // Capped at 3 frames, then a walk from frame 1 capped at 3: its three
+    // are the last walk's, none stepped (kept past the first one's cap).
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 3);
+    CHECK_MSG(n == 3 && memcmp(ips, want, 3 * sizeof ips[0]) == 0, "capped: %d frames", n);
+    struct tpprof_cfi_regs r1 = {want[1], (uintptr_t)&stack[10], (uintptr_t)&stack[16]};
+    before = tpprof_cfi_state_steps(st);
+    n = tpprof_cfi_walk(st, &r1, lo, hi, 1, ips, 3);
+    steps = tpprof_cfi_state_steps(st) - before;
+    CHECK_MSG(n == 3 && memcmp(ips, &want[1], 3 * sizeof ips[0]) == 0, "from frame 1, capped: %d frames", n);
+    CHECK_MSG(steps == 0, "from frame 1, capped: %llu steps", (unsigned long long)steps);
+    tpprof_cfi_state_free(st);
+}
+
+// Frames without frame pointers whose CFA is rsp-based, one in two saving
+// the caller's rbp (its data, not a frame address): a changed saved rbp
+// that no step reads leaves the walk's frames as they were, so a walk that
+// meets the last one takes them, stepping none.
+static void test_a_changed_saved_rbp_that_no_step_reads_keeps_the_frames(void) {
+    uintptr_t ra[2] = {ret_in(nofp_call), ret_in(nofp_rbp_call)};
+    struct tpprof_cfi_rule rule[2];
+    for (int i = 0; i < 2; i++) {
+        tpprof_cfi_rule_at(ra[i] - 1, &rule[i]);
+        CHECK(rule[i].kind == TPPROF_CFI_STEP && !rule[i].cfa_rbp && rule[i].cfa_off % 8 == 0);
+        if (rule[i].kind != TPPROF_CFI_STEP || rule[i].cfa_rbp) return;
+    }
+    CHECK(rule[0].rbp_off == 0 && rule[1].rbp_off < 0);
+    static uintptr_t stack[512];
+    uintptr_t lo = (uintptr_t)stack, hi = (uintptr_t)(stack + 512);
+    // Frame k's ip ra[k % 2], from sp_k; its caller's return address at
+    // CFA - 8, the saved rbp (data) at CFA + rbp_off; 6 frames, then 0.
+    uintptr_t want[6], sp = lo + 16, rbp_at[6] = {0};
+    for (int k = 0; k < 6; k++) {
+        const struct tpprof_cfi_rule *u = &rule[k % 2];
+        uintptr_t cfa = sp + (uintptr_t)u->cfa_off;
+        CHECK(cfa + 64 < hi);
+        if (cfa + 64 >= hi) return;
+        want[k] = ra[k % 2];
+        if (u->rbp_off) {
+            rbp_at[k] = cfa + (uintptr_t)(intptr_t)u->rbp_off;
+            *(uintptr_t *)rbp_at[k] = 1000 + (uintptr_t)k;
+        }
+        *(uintptr_t *)(cfa - 8) = k < 5 ? ra[(k + 1) % 2] : 0;
+        sp = cfa;
+    }
+    struct tpprof_cfi_state *st = tpprof_cfi_state_new();
+    CHECK(st != NULL);
+    if (!st) return;
+    struct tpprof_cfi_regs r = {ra[0], lo + 16, 77};
+    uintptr_t ips[8];
+    int n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 8);
+    CHECK_MSG(n == 6 && memcmp(ips, want, 6 * sizeof ips[0]) == 0, "%d frames", n);
+    *(uintptr_t *)rbp_at[1] = 4242; // frame 1's saved rbp: frame 2's rbp, which nothing reads
+    uint64_t before = tpprof_cfi_state_steps(st);
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 8);
+    uint64_t steps = tpprof_cfi_state_steps(st) - before;
+    CHECK_MSG(n == 6 && memcmp(ips, want, 6 * sizeof ips[0]) == 0, "a changed saved rbp: %d frames", n);
+    CHECK_MSG(steps == 0, "a changed saved rbp: %llu steps", (unsigned long long)steps);
+    tpprof_cfi_state_free(st);
+}
+
 // A word no return address can be (above user space: a sign-extended int
 // where libffi's frame under pyenv's 3.13 ctypes has its return address)
 // ends the rules' walk: libunwind takes the stack, and ends it there.
@@ -509,6 +602,8 @@ int main(void) {
     RUN(test_a_hand_made_table_gives_each_rows_rule);
     RUN(test_a_changed_stack_is_walked_as_it_stands);
     RUN(test_a_return_address_above_user_space_gives_up_the_walk);
+    RUN(test_walks_meet_the_last_walk_again_past_a_changed_caller);
+    RUN(test_a_changed_saved_rbp_that_no_step_reads_keeps_the_frames);
     RUN(test_four_rules_in_one_cache_set_stay_there);
     RUN(test_walks_are_libunwinds_on_two_threads_and_again);
     return CHECK_EXIT_STATUS();

@@ -57,8 +57,10 @@ struct tpprof_cfi_state;
 struct tpprof_cfi_state *tpprof_cfi_state_new(void);
 void tpprof_cfi_state_free(struct tpprof_cfi_state *st);
 
-// For tests: the rule lookups st missed so far (each a parse in cfi.c), and
-// the set of a thread's rule cache (4 rules) that a return address goes to.
+// For tests: the rule lookups st made so far (a step each), those of them
+// that missed its cache (a parse each in cfi.c), and the set of a thread's
+// rule cache (4 rules) that a return address goes to.
+uint64_t tpprof_cfi_state_steps(const struct tpprof_cfi_state *st);
 uint64_t tpprof_cfi_state_misses(const struct tpprof_cfi_state *st);
 unsigned tpprof_cfi_cache_set(uintptr_t ip);
 

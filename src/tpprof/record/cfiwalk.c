@@ -95,6 +95,7 @@ struct frames {
 struct tpprof_cfi_state {
     uint32_t gen;
     uint64_t misses;  // rule lookups that missed the cache (tests)
+    uint64_t steps;   // rule lookups (tests)
     int base, n;      // the last walk (n 0: none)
     bool complete;    // it ended at the outermost frame, not at a cap
     uintptr_t end_at; // where its last step read a return address of 0 (0: it ended by a rule)
@@ -105,6 +106,7 @@ struct tpprof_cfi_state {
 };
 
 static inline struct tpprof_cfi_rule rule_of(struct tpprof_cfi_state *st, uintptr_t ip) {
+    st->steps++;
     struct rule_slot *set = set_of(st->cache, ip);
     for (int i = 0; i < CACHE_WAYS; i++)
         if (TPPROF_LIKELY(set[i].ip == ip)) return set[i].r;
@@ -112,6 +114,7 @@ static inline struct tpprof_cfi_rule rule_of(struct tpprof_cfi_state *st, uintpt
 }
 
 uint64_t tpprof_cfi_state_misses(const struct tpprof_cfi_state *st) { return st->misses; }
+uint64_t tpprof_cfi_state_steps(const struct tpprof_cfi_state *st) { return st->steps; }
 
 struct tpprof_cfi_state *tpprof_cfi_state_new(void) { return tpprof_mem_map(sizeof(struct tpprof_cfi_state)); }
 
