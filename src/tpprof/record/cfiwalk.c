@@ -271,7 +271,7 @@ int tpprof_cfi_walk(struct tpprof_cfi_state *st, const struct tpprof_cfi_regs *r
         // (pyenv's 3.13 ctypes: 0xffffffff80000002, a sign-extended int,
         // where libffi's frame has its return address) says the rules do not
         // describe this stack; libunwind ends the walk there (unwind.c).
-        if (ip >= TPPROF_USER_END) return -1;
+        if (ip >= TPPROF_USER_END) goto cannot;
         f->rule[n - 1] = (uint8_t)((u.cfa_rbp ? RULE_CFA_RBP : 0) | (u.rbp_off ? RULE_RBP_SAVED : 0));
         f->rbp_at[n - 1] = at;
         sp = cfa;
