@@ -14,10 +14,12 @@
 // A walk that meets a frame of the thread's previous walk (the same return
 // address, stack pointer and, where the rest of the walk reads it, rbp)
 // takes that walk's outer frames instead of stepping through them, once the
-// stack words it read there (each return-address slot, each saved rbp) are
-// checked to hold what they held: the walk is a function of those registers
-// and words alone (and of the rules, the same for one generation), so the
-// frames are the ones a full walk would find. The checks are independent
+// stack words it read there (each return-address slot, each saved rbp that
+// a later step reads) are checked to hold what they held: the walk is a
+// function of those registers and words alone (and of the rules, the same
+// for one generation), so the frames are the ones a full walk would find.
+// Where the checks fail, the walk steps on and may meet it again further
+// out. The checks are independent
 // loads, where the walk is a chain of them, a rule lookup each: alloc_heavy
 // built with clang without frame pointers (46,000 stacks of 12-20 frames,
 // most allocations 1-2 frames off the last one) spent 12% of its samples in
