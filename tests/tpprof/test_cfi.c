@@ -245,6 +245,17 @@ static void test_walks_meet_the_last_walk_again_past_a_changed_caller(void) {
     steps = tpprof_cfi_state_steps(st) - before;
     CHECK_MSG(n == 3 && memcmp(ips, &want[1], 3 * sizeof ips[0]) == 0, "from frame 1, capped: %d frames", n);
     CHECK_MSG(steps == 0, "from frame 1, capped: %llu steps", (unsigned long long)steps);
+    // Frame 4's return address changes; a walk capped at 3 takes frames 0-2
+    // (checked) and keeps the rest as they were (not checked: past what it
+    // gives); a walk from frame 1 that takes them checks them, and has the
+    // new frame 4.
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6);
+    CHECK(n == 6 && memcmp(ips, want, 6 * sizeof ips[0]) == 0);
+    stack[8 * 3 + 9] = want[4] = want[4] == ra[0] ? ra[1] : ra[0];
+    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 3);
+    CHECK_MSG(n == 3 && memcmp(ips, want, 3 * sizeof ips[0]) == 0, "capped, frame 4 changed: %d frames", n);
+    n = tpprof_cfi_walk(st, &r1, lo, hi, 1, ips, 6);
+    CHECK_MSG(n == 5 && memcmp(ips, &want[1], 5 * sizeof ips[0]) == 0, "from frame 1, frame 4 changed: %d frames", n);
     tpprof_cfi_state_free(st);
 }
 

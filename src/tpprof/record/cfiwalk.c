@@ -168,12 +168,16 @@ static int take_rest(struct tpprof_cfi_state *st, int q, int m, int max, int kee
         return -1;
     }
     int end = q + len - 1; // the outermost frame taken
-    for (int i = q; i < end; i++) {
+    // Only the frames returned are checked now: those kept past them are
+    // checked by the walk that returns them (each walk checks every frame
+    // it takes, against the words read when the frame was walked).
+    int give = m < max ? (len < max - m ? len : max - m) : 0;
+    for (int i = q; i < q + give - 1; i++) {
         if (*(const uintptr_t *)(l->sp[i + 1] - sizeof(uintptr_t)) != l->ip[i + 1]) return -1;
         if (l->rbp_at[i] && l->needs_bp[i + 1] && *(const uintptr_t *)l->rbp_at[i] != l->bp[i + 1]) return -1;
     }
-    if (whole && st->end_at && *(const uintptr_t *)st->end_at != 0) return -1;
-    if (m < max) memcpy(&ips[m], &l->ip[q], (size_t)(len < max - m ? len : max - m) * sizeof ips[0]);
+    if (whole && give == len && st->end_at && *(const uintptr_t *)st->end_at != 0) return -1;
+    if (give > 0) memcpy(&ips[m], &l->ip[q], (size_t)give * sizeof ips[0]);
     // The new last walk: this walk's frames in front of those taken.
     if (q < m) { // no room in front: the frames taken go to the arrays' end
         int to = ROOM - len;
