@@ -303,44 +303,54 @@ static int copy_sites_as_they_are(sqlite3 *out, const char *path, int64_t k) {
     return status;
 }
 
+// Whether input k (attached as src) keeps its sites in site_chunks (schema
+// 4 on): read by tpprof_sites_each, not through the view.
+static bool src_has_site_chunks(sqlite3 *out) {
+    return scalar(out, "SELECT COUNT(*) FROM src.sqlite_master WHERE type = 'table' AND name = 'site_chunks'") > 0;
+}
+
+// copy_sites' sums under way, a site at a time (tpprof_sites_each).
+struct summing {
+    site_sums t;
+    const tpprof_trie_input *in;
+};
+
+static int sum_site(void *arg, const int64_t v[10], unsigned have) {
+    struct summing *m = arg;
+    ptrdiff_t i = tpprof_ids_index(m->in->old_ids, m->in->n, v[0]);
+    int64_t stack = i < 0 ? 0 : m->in->new_ids[i];
+    site_sum *s = site_slot(&m->t, stack ? stack : -1, v[1]);
+    if (!s)
+        return tpprof_error_set("out of memory merging sites");
+    for (int c = 0; c < SITE_COLS; c++)
+        if (have & (1u << (2 + c))) {
+            s->v[c] += v[2 + c];
+            s->have |= 1u << c;
+        }
+    return 0;
+}
+
 // Input k's sites (attached as src) into main.sites, their stacks mapped by in.
 static int copy_sites(sqlite3 *out, const tpprof_trie_input *in, const char *path, int64_t k) {
-    if (!in->folded_twice)
+    bool chunks = src_has_site_chunks(out);
+    if (!in->folded_twice && !chunks)
         return copy_sites_as_they_are(out, path, k);
-    sqlite3_stmt *rd = NULL, *wr = NULL;
-    site_sums t = {0};
-    int status = 0;
-    if (sqlite3_prepare_v2(out, "SELECT stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes,"
-                                " temp_count, temp_bytes, peak_count, peak_bytes FROM src.sites", -1, &rd, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(out, "INSERT INTO main.sites VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)", -1, &wr,
-                           NULL) != SQLITE_OK)
+    sqlite3_stmt *wr = NULL;
+    struct summing m = {.in = in};
+    int status = tpprof_sites_each(out, "src", path, sum_site, &m);
+    if (status == 0 && sqlite3_prepare_v2(out, "INSERT INTO main.sites VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                                          -1, &wr, NULL) != SQLITE_OK)
         status = tpprof_error_set("merging the sites of %s: %s", path, sqlite3_errmsg(out));
-    int rc = SQLITE_DONE;
-    while (status == 0 && (rc = sqlite3_step(rd)) == SQLITE_ROW) {
-        ptrdiff_t i = tpprof_ids_index(in->old_ids, in->n, sqlite3_column_int64(rd, 0));
-        int64_t stack = i < 0 ? 0 : in->new_ids[i];
-        site_sum *s = site_slot(&t, stack ? stack : -1, sqlite3_column_int64(rd, 1));
-        if (!s) {
-            status = tpprof_error_set("out of memory merging sites");
-            break;
-        }
-        for (int c = 0; c < SITE_COLS; c++)
-            if (sqlite3_column_type(rd, 2 + c) != SQLITE_NULL) {
-                s->v[c] += sqlite3_column_int64(rd, 2 + c);
-                s->have |= 1u << c;
-            }
-    }
-    if (status == 0 && rc != SQLITE_DONE)
-        status = tpprof_error_set("merging the sites of %s: %s", path, sqlite3_errmsg(out));
+    site_sums *t = &m.t;
     // Packed to the front, in the order the GROUP BY wrote them.
     size_t n = 0;
-    for (size_t i = 0; i < t.cap && status == 0; i++)
-        if (t.slots[i].stack)
-            t.slots[n++] = t.slots[i];
+    for (size_t i = 0; i < t->cap && status == 0; i++)
+        if (t->slots[i].stack)
+            t->slots[n++] = t->slots[i];
     if (n)
-        qsort(t.slots, n, sizeof *t.slots, cmp_site);
+        qsort(t->slots, n, sizeof *t->slots, cmp_site);
     for (size_t i = 0; i < n && status == 0; i++) {
-        const site_sum *s = &t.slots[i];
+        const site_sum *s = &t->slots[i];
         sqlite3_bind_int64(wr, 1, s->stack < 0 ? 0 : s->stack);
         sqlite3_bind_int64(wr, 2, s->kind);
         for (int c = 0; c < SITE_COLS; c++)
@@ -353,9 +363,8 @@ static int copy_sites(sqlite3 *out, const tpprof_trie_input *in, const char *pat
             status = tpprof_error_set("merging the sites of %s: %s", path, sqlite3_errmsg(out));
         sqlite3_reset(wr);
     }
-    sqlite3_finalize(rd);
     sqlite3_finalize(wr);
-    free(t.slots);
+    free(t->slots);
     return status;
 }
 

@@ -340,76 +340,21 @@ static int take_site(tpprof_profile *p, const int64_t v[10], size_t *cap) {
     return 0;
 }
 
-// A site_chunks row's text (docs/schema.md): a JSON array of count
-// elements, each null (no site of that number) or the site's ten values.
-// 0, -1 (out of memory) or 1 when the text is not that.
-static int take_site_chunk(tpprof_profile *p, const char *t, int64_t count, size_t *cap) {
-    tpprof_scan_space(&t);
-    if (*t++ != '[')
-        return 1;
-    int64_t k = 0;
-    for (tpprof_scan_space(&t); *t != ']'; k++, tpprof_scan_space(&t)) {
-        if ((k > 0 && *t++ != ',') || k >= count)
-            return 1;
-        tpprof_scan_space(&t);
-        if (strncmp(t, "null", 4) == 0) {
-            t += 4;
-            continue;
-        }
-        if (*t++ != '[')
-            return 1;
-        int64_t v[10];
-        for (int i = 0; i < 10; i++) {
-            tpprof_scan_space(&t);
-            if ((i > 0 && *t++ != ',') || (tpprof_scan_space(&t), !tpprof_scan_i64(&t, &v[i])))
-                return 1;
-        }
-        tpprof_scan_space(&t);
-        if (*t++ != ']')
-            return 1;
-        if (take_site(p, v, cap) != 0)
-            return -1;
-    }
-    t++;
-    tpprof_scan_space(&t);
-    return *t || k != count ? 1 : 0;
+// One site's row into p (tpprof_sites_each).
+struct taking {
+    tpprof_profile *p;
+    size_t cap;
+};
+
+static int take_one(void *arg, const int64_t v[10], unsigned have) {
+    (void)have; // (NULL reads as 0)
+    struct taking *t = arg;
+    return take_site(t->p, v, &t->cap);
 }
 
-// The sites: the recorder's site_chunks (schema 4 on), decoded here rather
-// than through the sites view (json_each and ten ->> a row cost SQLite
-// several times this), or the rows of a sites table (older recordings,
-// merged ones).
 static int load_sites(tpprof_profile *p) {
-    bool chunks = tpprof_db_has_table(p->db, "site_chunks");
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(p->db->sql,
-                           chunks ? "SELECT first, count, sites FROM site_chunks ORDER BY first"
-                                  : "SELECT stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, "
-                                    "temp_count, temp_bytes, peak_count, peak_bytes FROM sites",
-                           -1, &st, NULL) != SQLITE_OK)
-        return tpprof_db_error(p->db, "reading sites");
-    size_t cap = 0;
-    int rc, status = 0;
-    while (status == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (chunks) {
-            const char *text = (const char *)sqlite3_column_text(st, 2);
-            status = text ? take_site_chunk(p, text, sqlite3_column_int64(st, 1), &cap) : 1;
-            if (status > 0)
-                status = tpprof_error_set("'%s': site_chunks row %lld is damaged (not a JSON array of %lld sites):"
-                                          " not a tpprof recording's",
-                                          p->db->path, (long long)sqlite3_column_int64(st, 0),
-                                          (long long)sqlite3_column_int64(st, 1));
-            continue;
-        }
-        int64_t v[10];
-        for (int i = 0; i < 10; i++)
-            v[i] = sqlite3_column_int64(st, i); // NULL reads as 0
-        status = take_site(p, v, &cap);
-    }
-    sqlite3_finalize(st);
-    if (status == 0 && rc != SQLITE_DONE)
-        return tpprof_db_error(p->db, "reading sites");
-    return status;
+    struct taking t = {p, 0};
+    return tpprof_sites_each(p->db->sql, "main", p->db->path, take_one, &t);
 }
 
 // The totals load_sites adds up, summed by SQLite without a row kept: what

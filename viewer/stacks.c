@@ -106,6 +106,81 @@ int tpprof_stack_nodes_each(tpprof_db *db, tpprof_node_fn fn, void *arg) {
     return status;
 }
 
+// A site_chunks row's text (docs/schema.md): a JSON array of count
+// elements, each null (no site of that number) or the site's ten values,
+// to fn; 0, fn's non-zero return, or CHUNK_DAMAGED.
+static int decode_site_chunk(const char *t, int64_t count, tpprof_site_fn fn, void *arg) {
+    tpprof_scan_space(&t);
+    if (*t++ != '[')
+        return CHUNK_DAMAGED;
+    int64_t k = 0;
+    for (tpprof_scan_space(&t); *t != ']'; k++, tpprof_scan_space(&t)) {
+        if ((k > 0 && *t++ != ',') || k >= count)
+            return CHUNK_DAMAGED;
+        tpprof_scan_space(&t);
+        if (strncmp(t, "null", 4) == 0) {
+            t += 4;
+            continue;
+        }
+        if (*t++ != '[')
+            return CHUNK_DAMAGED;
+        int64_t v[10];
+        for (int i = 0; i < 10; i++) {
+            tpprof_scan_space(&t);
+            if ((i > 0 && *t++ != ',') || (tpprof_scan_space(&t), !tpprof_scan_i64(&t, &v[i])))
+                return CHUNK_DAMAGED;
+        }
+        tpprof_scan_space(&t);
+        if (*t++ != ']')
+            return CHUNK_DAMAGED;
+        int rc = fn(arg, v, 0x3ffu);
+        if (rc)
+            return rc;
+    }
+    t++;
+    tpprof_scan_space(&t);
+    return *t || k != count ? CHUNK_DAMAGED : 0;
+}
+
+int tpprof_sites_each(sqlite3 *sql, const char *schema, const char *path, tpprof_site_fn fn, void *arg) {
+    char q[256];
+    snprintf(q, sizeof q, "SELECT 1 FROM %s.sqlite_master WHERE type = 'table' AND name = 'site_chunks'", schema);
+    sqlite3_stmt *st = NULL;
+    bool chunks = sqlite3_prepare_v2(sql, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (chunks)
+        snprintf(q, sizeof q, "SELECT first, count, sites FROM %s.site_chunks ORDER BY first", schema);
+    else
+        snprintf(q, sizeof q, "SELECT stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, temp_count,"
+                              " temp_bytes, peak_count, peak_bytes FROM %s.sites", schema);
+    if (sqlite3_prepare_v2(sql, q, -1, &st, NULL) != SQLITE_OK)
+        return tpprof_error_set("'%s': reading sites: %s", path, sqlite3_errmsg(sql));
+    int rc, status = 0;
+    while (status == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (chunks) {
+            const char *text = (const char *)sqlite3_column_text(st, 2);
+            status = text ? decode_site_chunk(text, sqlite3_column_int64(st, 1), fn, arg) : CHUNK_DAMAGED;
+            if (status == CHUNK_DAMAGED)
+                status = tpprof_error_set("'%s': site_chunks row %lld is damaged (not a JSON array of %lld sites):"
+                                          " not a tpprof recording's",
+                                          path, (long long)sqlite3_column_int64(st, 0),
+                                          (long long)sqlite3_column_int64(st, 1));
+            continue;
+        }
+        int64_t v[10];
+        unsigned have = 0;
+        for (int i = 0; i < 10; i++) {
+            v[i] = sqlite3_column_int64(st, i);
+            have |= sqlite3_column_type(st, i) != SQLITE_NULL ? 1u << i : 0;
+        }
+        status = fn(arg, v, have);
+    }
+    sqlite3_finalize(st);
+    if (status == 0 && rc != SQLITE_DONE)
+        return tpprof_error_set("'%s': reading sites: %s", path, sqlite3_errmsg(sql));
+    return status;
+}
+
 int tpprof_stack_nodes_count(tpprof_db *db, int64_t *count, int64_t *max_id) {
     bool chunks = has_chunks(db);
     if (count && tpprof_db_scalar(db, chunks ? "SELECT COALESCE(SUM(count), 0) FROM stack_chunks"

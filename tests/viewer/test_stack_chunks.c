@@ -278,6 +278,13 @@ static void test_merge_reads_chunked_and_table_inputs(void) {
     // build id: each process's own).
     long long nodes = harness_db_int(table, "SELECT COUNT(*) FROM stack_nodes") + 1;
     CHECK(harness_db_int(out, "SELECT COUNT(*) FROM stack_nodes") == nodes, "every stack of both once: %lld", nodes);
+    // Both inputs' sites, the chunked one's read from its chunks.
+    const char *sum = "SELECT SUM(alloc_bytes) * 1000 + SUM(alloc_count) FROM sites";
+    long long a = harness_db_int(table, sum), b = harness_db_int(chunked, sum), got = harness_db_int(out, sum);
+    CHECK(b > 0 && got == a + b, "merged sites %lld = %lld + %lld", got, a, b);
+    CHECK(harness_db_int(out, "SELECT COUNT(*) FROM sites WHERE process = 2") ==
+              harness_db_int(chunked, "SELECT COUNT(*) FROM sites"),
+          "the chunked input's sites, each once");
     free(table);
     free(chunked);
 }
