@@ -122,19 +122,24 @@ static uintptr_t ret_in(void (*call)(cfi_frames_fn, int)) {
     return seen_ret;
 }
 
-static void test_a_changed_stack_is_walked_as_it_stands(void) {
-    uintptr_t ra[3] = {ret_in(fp_call), ret_in(fp_call2), ret_in(fp_call3)};
-    static uintptr_t stack[64];
-    uintptr_t lo = (uintptr_t)stack, hi = (uintptr_t)(stack + 64);
-    // Frame k at stack[8k + 8]: its saved rbp (frame k+1), then the return
-    // address into frame k+1; 6 frames, the last one's caller 0.
-    uintptr_t want[7];
+// Six hand-made frames on stack: frame k at stack[8k + 8], its saved rbp
+// (frame k+1) then the return address into frame k+1 (ra[1], ra[2], ra[0],
+// ...), the last one's caller 0; want gets ra[0] and those 6 addresses.
+static void six_frames(uintptr_t *stack, const uintptr_t ra[3], uintptr_t want[7]) {
     want[0] = ra[0];
     for (int k = 0; k < 6; k++) {
         uintptr_t *f = &stack[8 * k + 8];
         f[0] = k < 5 ? (uintptr_t)&stack[8 * k + 16] : 0;
         f[1] = want[k + 1] = k < 5 ? ra[(k + 1) % 3] : 0;
     }
+}
+
+static void test_a_changed_stack_is_walked_as_it_stands(void) {
+    uintptr_t ra[3] = {ret_in(fp_call), ret_in(fp_call2), ret_in(fp_call3)};
+    static uintptr_t stack[64];
+    uintptr_t lo = (uintptr_t)stack, hi = (uintptr_t)(stack + 64);
+    uintptr_t want[7];
+    six_frames(stack, ra, want);
     struct tpprof_cfi_state *st = tpprof_cfi_state_new();
     CHECK(st != NULL);
     if (!st) return;
@@ -211,15 +216,8 @@ static void test_walks_meet_the_last_walk_again_past_a_changed_caller(void) {
     uintptr_t ra[3] = {ret_in(fp_call), ret_in(fp_call2), ret_in(fp_call3)};
     static uintptr_t stack[64];
     uintptr_t lo = (uintptr_t)stack, hi = (uintptr_t)(stack + 64);
-    // As in test_a_changed_stack_is_walked_as_it_stands: frame k at
-    // stack[8k + 8], 6 frames, the last one's caller 0.
     uintptr_t want[7];
-    want[0] = ra[0];
-    for (int k = 0; k < 6; k++) {
-        uintptr_t *f = &stack[8 * k + 8];
-        f[0] = k < 5 ? (uintptr_t)&stack[8 * k + 16] : 0;
-        f[1] = want[k + 1] = k < 5 ? ra[(k + 1) % 3] : 0;
-    }
+    six_frames(stack, ra, want);
     struct tpprof_cfi_state *st = tpprof_cfi_state_new();
     CHECK(st != NULL);
     if (!st) return;
