@@ -274,41 +274,6 @@ static int cmp_site(const void *a, const void *b) {
     return (x->kind > y->kind) - (x->kind < y->kind);
 }
 
-// Where the input's stack map is one to one (no two of its nodes folded
-// into one), its sites land on distinct (stack, kind) and are copied row
-// for row inside SQLite, without the hash: 0.25 us a row against 1.1 through
-// the C API (a build's 299,000 sites: 331 -> 80 ms). Its sites of no known
-// stack are still summed by kind, as the hash would.
-static const char *const sites_as_they_are[] = {
-    "INSERT INTO main.sites SELECT " STACK("stack_id") ", kind, alloc_count, alloc_bytes, free_count, freed_bytes,"
-    "  temp_count, temp_bytes, peak_count, peak_bytes, ?1 FROM src.sites WHERE " STACK("stack_id") " <> 0",
-    "INSERT INTO main.sites SELECT 0, kind, SUM(alloc_count), SUM(alloc_bytes), SUM(free_count), SUM(freed_bytes),"
-    "  SUM(temp_count), SUM(temp_bytes), SUM(peak_count), SUM(peak_bytes), ?1 FROM src.sites"
-    "  WHERE " STACK("stack_id") " = 0 GROUP BY kind",
-};
-
-static int copy_sites_as_they_are(sqlite3 *out, const char *path, int64_t k) {
-    int status = 0;
-    for (size_t i = 0; i < sizeof sites_as_they_are / sizeof *sites_as_they_are && status == 0; i++) {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(out, sites_as_they_are[i], -1, &st, NULL) != SQLITE_OK) {
-            status = tpprof_error_set("merging the sites of %s: %s", path, sqlite3_errmsg(out));
-            break;
-        }
-        sqlite3_bind_int64(st, 1, k);
-        if (sqlite3_step(st) != SQLITE_DONE)
-            status = tpprof_error_set("merging the sites of %s: %s", path, sqlite3_errmsg(out));
-        sqlite3_finalize(st);
-    }
-    return status;
-}
-
-// Whether input k (attached as src) keeps its sites in site_chunks (schema
-// 4 on): read by tpprof_sites_each, not through the view.
-static bool src_has_site_chunks(sqlite3 *out) {
-    return scalar(out, "SELECT COUNT(*) FROM src.sqlite_master WHERE type = 'table' AND name = 'site_chunks'") > 0;
-}
-
 // copy_sites' sums under way, a site at a time (tpprof_sites_each).
 struct summing {
     site_sums t;
@@ -332,9 +297,6 @@ static int sum_site(void *arg, const int64_t v[10], unsigned have) {
 
 // Input k's sites (attached as src) into main.sites, their stacks mapped by in.
 static int copy_sites(sqlite3 *out, const tpprof_trie_input *in, const char *path, int64_t k) {
-    bool chunks = src_has_site_chunks(out);
-    if (!in->folded_twice && !chunks)
-        return copy_sites_as_they_are(out, path, k);
     sqlite3_stmt *wr = NULL;
     struct summing m = {.in = in};
     int status = tpprof_sites_each(out, "src", path, sum_site, &m);
@@ -342,7 +304,7 @@ static int copy_sites(sqlite3 *out, const tpprof_trie_input *in, const char *pat
                                           -1, &wr, NULL) != SQLITE_OK)
         status = tpprof_error_set("merging the sites of %s: %s", path, sqlite3_errmsg(out));
     site_sums *t = &m.t;
-    // Packed to the front, in the order the GROUP BY wrote them.
+    // Packed to the front, written in (stack, kind) order.
     size_t n = 0;
     for (size_t i = 0; i < t->cap && status == 0; i++)
         if (t->slots[i].stack)

@@ -36,8 +36,6 @@ struct tpprof_trie {
     size_t nidents, cap_idents;
     size_t *ident_slots; // open addressing over idents: index + 1, 0 empty
     size_t ident_cap;    // a power of two
-    int64_t *owner;      // by merged id: the last input that mapped a node to it
-    size_t cap_owner;
     // By merged id: the child found or made last under it, and each node's
     // (a, b). The inputs of a build are mostly the same programs walking the
     // same stacks in the same order: a node's child is nearly always the one
@@ -80,7 +78,6 @@ void tpprof_trie_free(tpprof_trie *t) {
         free(t->idents[i]);
     free(t->idents);
     free(t->ident_slots);
-    free(t->owner);
     free(t->last_child);
     free(t->key_ab);
     free(t->slots);
@@ -404,29 +401,9 @@ static int add_new(tpprof_trie_input *out, int64_t id, int64_t parent, int64_t k
     return 0;
 }
 
-// Notes that input k mapped a node to merged id; true when one of its
-// nodes already had (folded twice). -1 on out of memory.
-static int claim(tpprof_trie *t, int64_t id, int64_t k) {
-    if ((size_t)id >= t->cap_owner) {
-        size_t cap = t->cap_owner ? t->cap_owner : 4096;
-        while (cap <= (size_t)id)
-            cap *= 2;
-        int64_t *o = realloc(t->owner, cap * sizeof *o);
-        if (!o)
-            return -1;
-        memset(o + t->cap_owner, 0, (cap - t->cap_owner) * sizeof *o);
-        t->owner = o;
-        t->cap_owner = cap;
-    }
-    bool twice = t->owner[id] == k;
-    t->owner[id] = k;
-    return twice;
-}
-
 int tpprof_trie_add(tpprof_trie *t, tpprof_db *db, int64_t k, tpprof_trie_input *out) {
     out->nnodes = 0;
     out->n = 0;
-    out->folded_twice = false;
     module_range *mods = NULL;
     size_t nmods = 0;
     raw_nodes r = {0};
@@ -489,12 +466,10 @@ int tpprof_trie_add(tpprof_trie *t, tpprof_db *db, int64_t k, tpprof_trie_input 
             frame_key(mods, nmods, &py, k, r.ips[j], &a, &b);
             bool added = false;
             int64_t id = find_or_add(t, parent_new, a, b, &added);
-            int twice = id ? claim(t, id, k) : -1;
-            if (twice < 0 || (added && add_new(out, id, parent_new, k, r.ips[j]) != 0)) {
+            if (!id || (added && add_new(out, id, parent_new, k, r.ips[j]) != 0)) {
                 status = tpprof_error_set("out of memory folding stacks");
                 break;
             }
-            out->folded_twice |= twice > 0;
             out->new_ids[j] = id;
             parent_new = id;
         }

@@ -42,10 +42,6 @@ typedef struct tpprof_trie_input {
     size_t nnodes, cap_nodes;
     int64_t *old_ids, *new_ids; // n pairs, old_ids ascending
     size_t n, cap;
-    // Two of its nodes folded into one merged node (a module loaded twice,
-    // at two addresses): its map is not one to one, so two of its sites
-    // may land on one (stack, kind).
-    bool folded_twice;
 } tpprof_trie_input;
 
 // A new empty trie (owned by the caller), or NULL with a message.
