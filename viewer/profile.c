@@ -357,28 +357,30 @@ static int load_sites(tpprof_profile *p) {
     return tpprof_sites_each(p->db->sql, "main", p->db->path, take_one, &t);
 }
 
-// The totals load_sites adds up, summed by SQLite without a row kept: what
-// `run`'s summary needs of a complete recording (the PyTorch loop's 700,000
-// site rows: 0.18 s kept, 0.09 s summed).
-static int sum_sites(tpprof_profile *p, const char *sql, uint64_t *const *to, int n) {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(p->db->sql, sql, -1, &st, NULL) != SQLITE_OK)
-        return tpprof_db_error(p->db, "reading sites");
-    sqlite3_bind_int64(st, 1, p->reserved_kind);
-    int rc = sqlite3_step(st);
-    for (int i = 0; rc == SQLITE_ROW && i < n; i++) {
-        int64_t v = sqlite3_column_int64(st, i); // NULL (no rows) reads as 0
-        *to[i] += v > 0 ? (uint64_t)v : 0;
+// The totals load_sites adds up, without a row kept (tpprof_sites_each):
+// into all, and the reserved kind's into reserved too.
+struct summing {
+    const tpprof_profile *p;
+    uint64_t *const *all, *const *reserved;
+};
+
+static int sum_site(void *arg, const int64_t v[10], unsigned have) {
+    (void)have; // (NULL reads as 0)
+    const struct summing *m = arg;
+    const int64_t x[5] = {v[2], v[3], v[4], v[6], v[7]}; // alloc_count, alloc_bytes, free_count, temp_*
+    bool reserved = kind_reserved(m->p, v[1]);
+    for (int i = 0; i < 5; i++) {
+        uint64_t u = x[i] > 0 ? (uint64_t)x[i] : 0;
+        *m->all[i] += u;
+        if (reserved)
+            *m->reserved[i] += u;
     }
-    if (rc == SQLITE_ROW)
-        rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : tpprof_db_error(p->db, "reading sites");
+    return 0;
 }
 
 // The recorder's own totals of the rows (meta.site_totals and
 // site_totals_reserved, written with the final flush's rows; docs/schema.md)
-// into all and reserved, as sum_sites would; false when the recording has
+// into all and reserved, as sum_site would; false when the recording has
 // none, or not for the reserved kind this reader found.
 static bool meta_site_totals(tpprof_profile *p, uint64_t *const *all, uint64_t *const *reserved) {
     char *a = tpprof_db_meta(p->db, "site_totals"), *r = tpprof_db_meta(p->db, "site_totals_reserved");
@@ -395,29 +397,18 @@ static bool meta_site_totals(tpprof_profile *p, uint64_t *const *all, uint64_t *
     return ok;
 }
 
-// A complete recording's totals (brief loads): the recorder's, else every
-// row's sums, then the reserved kind's taken out (address space: no site of
-// memory); a WHERE or CASE on the kind in the first pass cost more than the
-// second (0.26 s).
+// A complete recording's totals (brief loads): the recorder's (meta), else
+// every site's, then the reserved kind's taken out (address space: no site
+// of memory).
 static int load_site_totals(tpprof_profile *p) {
     tpprof_summary *s = &p->summary, r = {0};
     uint64_t *const all[] = {&s->allocations, &s->total_bytes, &s->frees, &s->temporary_count,
                              &s->temporary_bytes};
     uint64_t *const reserved[] = {&r.allocations, &r.total_bytes, &r.frees, &r.temporary_count,
                                   &r.temporary_bytes};
-    if (meta_site_totals(p, all, reserved)) {
-        if (!p->reserved_kind)
-            return 0;
-    } else {
-        if (sum_sites(p, "SELECT SUM(alloc_count), SUM(alloc_bytes), SUM(free_count), SUM(temp_count), "
-                         "SUM(temp_bytes) FROM sites", all, 5) != 0)
-            return -1;
-        if (!p->reserved_kind)
-            return 0;
-        if (sum_sites(p, "SELECT SUM(alloc_count), SUM(alloc_bytes), SUM(free_count), SUM(temp_count), "
-                         "SUM(temp_bytes) FROM sites WHERE kind = ?1", reserved, 5) != 0)
-            return -1;
-    }
+    struct summing m = {p, all, reserved};
+    if (!meta_site_totals(p, all, reserved) && tpprof_sites_each(p->db->sql, "main", p->db->path, sum_site, &m) != 0)
+        return -1;
     for (int i = 0; i < 5; i++)
         *all[i] -= *reserved[i] < *all[i] ? *reserved[i] : *all[i];
     s->reserved_count += r.allocations;

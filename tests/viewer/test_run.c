@@ -49,9 +49,9 @@ static const char *fmt_count(long long n, char buf[32]) {
     return buf;
 }
 
-// `run` adds up a complete recording's sites in SQL instead of loading
-// them (profile.c, load_site_totals): its totals, the reserved address
-// space taken out of them, are still the report's.
+// `run` takes a complete recording's totals from its meta.site_totals
+// instead of loading its sites (profile.c, load_site_totals): its totals,
+// the reserved address space taken out of them, are still the report's.
 static void test_summary_totals_are_the_reports(void) {
     const char *prog = getenv("TPPROF_TEST_RESERVED_PROG");
     if (!prog || !*prog) {

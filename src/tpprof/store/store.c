@@ -742,7 +742,7 @@ static bool put_live(void) {
 }
 
 // meta.site_totals (final write only, docs/schema.md): what SUM() over the
-// sites table's rows gives once the final flush has written them, every
+// sites rows gives once the final flush has written them (their chunks), every
 // site's row, for readers that need only the totals (`tpprof run`'s
 // summary and its list of a build's recordings added every row up:
 // 300,000 sites of 169 recordings, 55 ms; the PyTorch loop's 700,000).
