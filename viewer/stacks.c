@@ -31,36 +31,73 @@ struct tpprof_stacks {
 // [parent, ip] (docs/schema.md). Decoded here rather than through the
 // stack_nodes view: json_each and ->> cost SQLite several times this.
 
+// The chunks' text, read by hand (a report of a PyTorch run reads 3.7 M
+// numbers): skips blanks at *p; reads a decimal number at *p (no exponent;
+// a leading '-' only where the name says so), advancing *p past it, or
+// returns false.
+static void scan_space(const char **p) {
+    while (**p == ' ' || **p == '\n' || **p == '\t' || **p == '\r')
+        (*p)++;
+}
+
+static bool scan_u64(const char **p, uint64_t *out) {
+    const char *s = *p;
+    uint64_t v = 0;
+    if (*s < '0' || *s > '9')
+        return false;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+            return false;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *p = s;
+    *out = v;
+    return true;
+}
+
+static bool scan_i64(const char **p, int64_t *out) {
+    const char *s = *p;
+    bool minus = *s == '-';
+    uint64_t v;
+    if (minus)
+        s++;
+    if (!scan_u64(&s, &v) || v > (minus ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
+        return false;
+    *p = s;
+    *out = minus ? (int64_t)(0 - v) : (int64_t)v;
+    return true;
+}
+
 #define CHUNK_DAMAGED (-2)
 
 // The count nodes of one chunk text to fn: 0, fn's non-zero return, or
 // CHUNK_DAMAGED when the text is not such an array of count nodes.
 static int decode_chunk(const char *s, int64_t first, int64_t count, tpprof_node_fn fn, void *arg) {
-    tpprof_scan_space(&s);
+    scan_space(&s);
     if (*s++ != '[')
         return CHUNK_DAMAGED;
-    tpprof_scan_space(&s);
+    scan_space(&s);
     int64_t k = 0;
     while (*s != ']') {
         if (k > 0 && *s++ != ',')
             return CHUNK_DAMAGED;
-        tpprof_scan_space(&s);
+        scan_space(&s);
         uint64_t parent = (uint64_t)(first + k - 1), ip;
         if (*s == '[') {
             s++;
-            tpprof_scan_space(&s);
-            if (!tpprof_scan_u64(&s, &parent))
+            scan_space(&s);
+            if (!scan_u64(&s, &parent))
                 return CHUNK_DAMAGED;
-            tpprof_scan_space(&s);
+            scan_space(&s);
             if (*s++ != ',')
                 return CHUNK_DAMAGED;
-            tpprof_scan_space(&s);
-            if (!tpprof_scan_u64(&s, &ip))
+            scan_space(&s);
+            if (!scan_u64(&s, &ip))
                 return CHUNK_DAMAGED;
-            tpprof_scan_space(&s);
+            scan_space(&s);
             if (*s++ != ']')
                 return CHUNK_DAMAGED;
-        } else if (!tpprof_scan_u64(&s, &ip)) {
+        } else if (!scan_u64(&s, &ip)) {
             return CHUNK_DAMAGED;
         }
         if (k >= count)
@@ -69,10 +106,10 @@ static int decode_chunk(const char *s, int64_t first, int64_t count, tpprof_node
         if (rc)
             return rc;
         k++;
-        tpprof_scan_space(&s);
+        scan_space(&s);
     }
     s++;
-    tpprof_scan_space(&s);
+    scan_space(&s);
     return *s || k != count ? CHUNK_DAMAGED : 0;
 }
 
@@ -110,14 +147,14 @@ int tpprof_stack_nodes_each(tpprof_db *db, tpprof_node_fn fn, void *arg) {
 // elements, each null (no site of that number) or the site's ten values,
 // to fn; 0, fn's non-zero return, or CHUNK_DAMAGED.
 static int decode_site_chunk(const char *t, int64_t count, tpprof_site_fn fn, void *arg) {
-    tpprof_scan_space(&t);
+    scan_space(&t);
     if (*t++ != '[')
         return CHUNK_DAMAGED;
     int64_t k = 0;
-    for (tpprof_scan_space(&t); *t != ']'; k++, tpprof_scan_space(&t)) {
+    for (scan_space(&t); *t != ']'; k++, scan_space(&t)) {
         if ((k > 0 && *t++ != ',') || k >= count)
             return CHUNK_DAMAGED;
-        tpprof_scan_space(&t);
+        scan_space(&t);
         if (strncmp(t, "null", 4) == 0) {
             t += 4;
             continue;
@@ -126,11 +163,11 @@ static int decode_site_chunk(const char *t, int64_t count, tpprof_site_fn fn, vo
             return CHUNK_DAMAGED;
         int64_t v[10];
         for (int i = 0; i < 10; i++) {
-            tpprof_scan_space(&t);
-            if ((i > 0 && *t++ != ',') || (tpprof_scan_space(&t), !tpprof_scan_i64(&t, &v[i])))
+            scan_space(&t);
+            if ((i > 0 && *t++ != ',') || (scan_space(&t), !scan_i64(&t, &v[i])))
                 return CHUNK_DAMAGED;
         }
-        tpprof_scan_space(&t);
+        scan_space(&t);
         if (*t++ != ']')
             return CHUNK_DAMAGED;
         int rc = fn(arg, v, 0x3ffu);
@@ -138,7 +175,7 @@ static int decode_site_chunk(const char *t, int64_t count, tpprof_site_fn fn, vo
             return rc;
     }
     t++;
-    tpprof_scan_space(&t);
+    scan_space(&t);
     return *t || k != count ? CHUNK_DAMAGED : 0;
 }
 

@@ -182,4 +182,3 @@ int tpprof_opt_database(const char *command, const char *arg, const char **path)
     *path = arg;
     return 0;
 }
-

@@ -67,42 +67,4 @@ char *tpprof_strdup(const char *s);
 // error, v then untouched and still the caller's to free.
 void *tpprof_grow(void *v, size_t n, size_t *cap, size_t size);
 
-// The recorder's JSON chunks (stack_chunks, site_chunks), read by hand (a
-// report of a PyTorch run reads 3.7 M numbers; inline, as called once a
-// number): skips blanks at *p; reads a decimal number at *p (no exponent; a
-// leading '-' only where the name says so), advancing *p past it, or
-// returns false.
-static inline void tpprof_scan_space(const char **p) {
-    while (**p == ' ' || **p == '\n' || **p == '\t' || **p == '\r')
-        (*p)++;
-}
-
-static inline bool tpprof_scan_u64(const char **p, uint64_t *out) {
-    const char *s = *p;
-    uint64_t v = 0;
-    if (*s < '0' || *s > '9')
-        return false;
-    for (; *s >= '0' && *s <= '9'; s++) {
-        if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-            return false;
-        v = v * 10 + (uint64_t)(*s - '0');
-    }
-    *p = s;
-    *out = v;
-    return true;
-}
-
-static inline bool tpprof_scan_i64(const char **p, int64_t *out) {
-    const char *s = *p;
-    bool minus = *s == '-';
-    uint64_t v;
-    if (minus)
-        s++;
-    if (!tpprof_scan_u64(&s, &v) || v > (minus ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
-        return false;
-    *p = s;
-    *out = minus ? (int64_t)(0 - v) : (int64_t)v;
-    return true;
-}
-
 #endif
