@@ -370,6 +370,16 @@ static char *put_u64(char *p, uint64_t v) {
     return p;
 }
 
+// Node id as a chunk's [parent, ip] element; returns the end.
+static char *put_pair(char *p, uint32_t id) {
+    *p++ = '[';
+    p = put_u64(p, tpprof_w.nodes[id].parent);
+    *p++ = ',';
+    p = put_u64(p, tpprof_node_ip(id));
+    *p++ = ']';
+    return p;
+}
+
 // In a forked child (writer.c fork_own_history): the nodes of the stack
 // that ends at `node` which the child inherited and has not written yet,
 // one stack_chunks row each (the nodes made since the fork go by
@@ -386,11 +396,7 @@ static bool put_inherited_path(sqlite3_stmt **st, uint32_t node) {
             return false;
         char text[64], *p = text;
         *p++ = '[';
-        *p++ = '[';
-        p = put_u64(p, w->nodes[node].parent);
-        *p++ = ',';
-        p = put_u64(p, tpprof_node_ip(node));
-        *p++ = ']';
+        p = put_pair(p, node);
         *p++ = ']';
         sqlite3_bind_int64(*st, 1, node);
         sqlite3_bind_text(*st, 2, text, (int)(p - text), SQLITE_TRANSIENT);
@@ -438,11 +444,7 @@ static bool put_nodes(uint32_t *budget) {
             p = put_u64(p, tpprof_node_ip(id));
             continue;
         }
-        *p++ = '[';
-        p = put_u64(p, n->parent);
-        *p++ = ',';
-        p = put_u64(p, tpprof_node_ip(id));
-        *p++ = ']';
+        p = put_pair(p, id);
     }
     *p++ = ']';
     sqlite3_bind_int64(fl.st, 1, first);
