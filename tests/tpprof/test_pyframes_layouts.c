@@ -220,6 +220,16 @@ static void test_walk(unsigned minor, bool free_threaded, bool tstate_elsewhere)
     int k = 0;
     const uintptr_t *m2 = tpprof_stack_frames(tpprof_py_merge(tpprof_stack_intern(native, 3), native, 3), &k);
     CHECK_MSG(k == 7 && m2[5] == m[6] && m2[6] == m[7], "%d frames, want 7", k);
+    // A walk that read a word above user space where a return address
+    // should be (libffi's frame under pyenv's 3.13 ctypes): the native
+    // frames end before it, and it is never taken for a Python frame; the
+    // evaluations it cut off come last, as past the captured depth.
+    uintptr_t bad[6] = {native[0], native[1], eval + 9, (uintptr_t)0xffffffff80000002u, eval + 17, native[5]};
+    const uintptr_t *m3 = tpprof_stack_frames(tpprof_py_intern(bad, 6), &k);
+    CHECK_MSG(k == 7 && m3[4] == native[2] && m3[5] == m[6] && m3[6] == m[7], "%d frames, want 7", k);
+    bad[3] = (uintptr_t)1 << 47 | 5; // (the same, inside the Python frames' range)
+    m3 = tpprof_stack_frames(tpprof_py_intern(bad, 6), &k);
+    CHECK_MSG(k == 7 && m3[4] == native[2] && m3[5] == m[6], "in the Python range: %d frames, want 7", k);
 }
 
 int main(int argc, char **argv) {
