@@ -20,13 +20,9 @@ static void test_closer(char *prog, const char *mode, bool fork) {
     if (!fork) return;
     const char *c = strstr(r.out, "child=");
     int child = c ? atoi(c + 6) : 0;
-    char cdb[700];
-    snprintf(cdb, sizeof cdb, "%s/closer-%s-fork.%d.db", tmpdir, mode, child);
-    if (!open_db(cdb)) {
-        CHECK_MSG(false, "no child database at %s", cdb);
-        return;
-    }
-    expect_complete("closer's child");
+    char stem[64];
+    snprintf(stem, sizeof stem, "closer-%s-fork", mode);
+    if (!open_child_db(stem, child, "closer's child")) return;
     CHECK_MSG(count_blocks(1, 4321, 1, "lose_after_closing", 0) + count_blocks(2, 4321, 1, "lose_after_closing", 0) == 1,
           "%s: the child's block lost after closing", name);
     CHECK_MSG(qi("SELECT sum(alloc_count) FROM sites") > 20000, "%s: the child's allocations", name);

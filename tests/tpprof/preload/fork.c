@@ -22,13 +22,7 @@ static void test_fork(char *prog) {
     CHECK_MSG(count_blocks(1, 555, 1, "parent_leak", 0) == 1, "parent leak in parent db");
     CHECK_MSG(count_blocks(1, 777, -1, NULL, 0) == 0, "child leak not in parent db");
     CHECK_MSG(count_blocks(1, 111, 1, "pre_fork_leak", 0) == 1, "pre-fork leak in parent db");
-    char cdb[700];
-    snprintf(cdb, sizeof cdb, "%s/fork.%d.db", tmpdir, child);
-    if (!open_db(cdb)) {
-        CHECK_MSG(false, "no child database at %s", cdb);
-        return;
-    }
-    expect_complete("child");
+    if (!open_child_db("fork", child, "child")) return;
     CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'parent_pid'") == parent_pid, "child meta.parent_pid");
     CHECK_MSG(qi("SELECT value FROM meta WHERE key = 'pid'") == child, "child meta.pid");
     CHECK_MSG(count_blocks(1, 777, 1, "child_leak", 0) == 1, "child leak in child db");

@@ -205,6 +205,17 @@ void expect_complete(const char *what) {
     CHECK_MSG(qi("SELECT COUNT(*) - COUNT(DISTINCT stack_id || ',' || kind) FROM sites") == 0, "%s: a site twice", what);
 }
 
+bool open_child_db(const char *stem, int pid, const char *what) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s.%d.db", tmpdir, stem, pid);
+    if (!open_db(path)) {
+        CHECK_MSG(false, "%s: no database at %s", what, path);
+        return false;
+    }
+    expect_complete(what);
+    return true;
+}
+
 // Runs prog under the preload into NAME.db and opens it; false if not there.
 bool record(const char *name, char *const argv[], const char *env, struct result *r) {
     char out[600];

@@ -82,6 +82,9 @@ bool ip_in(int64_t ip, const char *fn, int64_t *unloaded);
 int count_blocks(int reach, int64_t size, int kind, const char *fn, int frame);
 void db_path(char *out, size_t cap, const char *name);
 void expect_complete(const char *what);
+// Opens a child process's recording, tmpdir/STEM.PID.db, and checks it is
+// complete (expect_complete(what)); false (a failed check) if it is not there.
+bool open_child_db(const char *stem, int pid, const char *what);
 // Runs prog under the preload into NAME.db and opens it; false if not there.
 bool record(const char *name, char *const argv[], const char *env, struct result *r);
 // `n` blocks of 16..256 B handed between threads (the sites of a thousand

@@ -13,13 +13,7 @@ static void test_spawn(char *prog, const char *how) {
     CHECK_MSG(r.status == 0, "exit status %d: %s", r.status, r.err);
     const char *c = strstr(r.out, "child=");
     int child = c ? atoi(c + 6) : 0;
-    char cdb[700];
-    snprintf(cdb, sizeof cdb, "%s/spawn.%d.db", tmpdir, child);
-    if (!open_db(cdb)) {
-        CHECK_MSG(false, "no database for the spawned child at %s", cdb);
-        return;
-    }
-    expect_complete("spawned child");
+    if (!open_child_db("spawn", child, "spawned child")) return;
     CHECK_MSG(count_blocks(1, 321, 1, "spawn_child_leak", 0) + count_blocks(2, 321, 1, "spawn_child_leak", 0) == 1,
           "the child's leak");
 }

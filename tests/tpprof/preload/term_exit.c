@@ -23,13 +23,7 @@ static void test_term_exit(char *prog) {
             return;
         }
         CHECK_MSG(strcmp(how, "signal") == 0 || strcmp(how, "exit") == 0, "the child ended %s", how);
-        char cdb[700];
-        snprintf(cdb, sizeof cdb, "%s/term.%d.db", tmpdir, child);
-        if (!open_db(cdb)) {
-            CHECK_MSG(false, "no child database at %s", cdb);
-            return;
-        }
-        expect_complete("child");
+        if (!open_child_db("term", child, "child")) return;
         char reason[32] = "";
         qs(reason, sizeof reason, "SELECT value FROM meta WHERE key = 'end_reason'");
         // Ended by the signal when it came before the write was over.
