@@ -246,7 +246,7 @@ static struct tpprof_thread *thread_new(void) {
 }
 
 void tpprof_walk_counts(uint64_t *cfi, uint64_t *unw) {
-    *cfi = atomic_load_explicit(&tpprof_cfi_walks, memory_order_relaxed);
+    *cfi = 0;
     *unw = atomic_load_explicit(&tpprof_unwind_slow, memory_order_relaxed);
     for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) {
         *cfi += atomic_load_explicit(&t->cfi_walks, memory_order_relaxed);

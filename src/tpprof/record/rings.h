@@ -99,12 +99,10 @@ TPPROF_HIDDEN extern _Atomic uint64_t tpprof_unrecorded_events, tpprof_unrecorde
 // had threads at once, give or take the writer's lag (rings.c reuses them).
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_rings_mapped;
 // Stacks taken by libunwind, not by the verified frame-pointer walk
-// (unwind.c; meta.libunwind_walks).
+// (unwind.c; meta.libunwind_walks), of threads without a struct: the
+// others count in their struct (cfi_walks, unw_walks); tpprof_walk_counts
+// has all.
 TPPROF_HIDDEN extern _Atomic uint64_t tpprof_unwind_slow;
-// Stacks the CFI walk took (unwind.c, cfiwalk.c) where the verified
-// frame-pointer walk could not: meta.cfi_walks. (Both counters count only
-// the walks of threads without a struct; tpprof_walk_counts has all.)
-TPPROF_HIDDEN extern _Atomic uint64_t tpprof_cfi_walks;
 // The walks of all threads so far: meta.cfi_walks and meta.libunwind_walks.
 TPPROF_HIDDEN void tpprof_walk_counts(uint64_t *cfi, uint64_t *unw);
 // Stacks the depot had no room for (stacks.c; meta.stacks_full).

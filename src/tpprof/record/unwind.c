@@ -289,17 +289,17 @@ __attribute__((noinline)) static int unw_walk_here(uintptr_t *ips, int max) {
     return n;
 }
 
-// The CFI walk (cfiwalk.c) from the first frame outside tpprof: its
-// registers are those the frame-pointer chain of tpprof's frames (exact:
-// tpprof is built with frame pointers) restores on return into it. -1
-// where it cannot be exact (libunwind decides).
-_Atomic uint64_t tpprof_cfi_walks;
-
 // One more in a counter of the calling thread's own struct (rings.h): a
 // plain load and store, read by tpprof_walk_counts.
 static inline void count(_Atomic uint64_t *c) {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
 }
+
+// The CFI walk (cfiwalk.c) from the first frame outside tpprof: its
+// registers are those the frame-pointer chain of tpprof's frames (exact:
+// tpprof is built with frame pointers) restores on return into it. -1
+// where it cannot be exact (libunwind decides), or the thread has no
+// struct (its counter is there).
 
 __attribute__((noinline)) static int cfi_walk_here(uintptr_t *ips, int max, uint32_t gen) {
 #if defined(__x86_64__)

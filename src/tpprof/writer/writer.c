@@ -64,7 +64,7 @@ struct tpprof_wstate tpprof_w;
 static pthread_mutex_t wmu = PTHREAD_MUTEX_INITIALIZER;
 // The signal mask of the program thread holding wmu, from before it took it
 // (wmu_lock_other).
-static _Thread_local sigset_t wmu_saved_mask;
+static __thread sigset_t wmu_saved_mask TPPROF_TLS;
 static pthread_t writer_thread;
 static bool writer_running;
 static bool db_open;
@@ -87,8 +87,12 @@ static uint64_t flush_every_ns = FLUSH_EVERY_NS;
 // such worker waited 2 s for the lock, then died with its recording cut.
 // Now the signal comes when the lock is let go: the write is done first.
 static void wmu_lock_other(void) {
+    // (Not the faults: blocked, a fault inside the writer would kill the
+    // process at once, without the recorder's own end of it.)
     sigset_t all;
     sigfillset(&all);
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP};
+    for (size_t i = 0; i < sizeof faults / sizeof *faults; i++) sigdelset(&all, faults[i]);
     pthread_sigmask(SIG_BLOCK, &all, &wmu_saved_mask);
     atomic_fetch_add(&tpprof_merge_waiters, 1);
     pthread_mutex_lock(&wmu);
@@ -389,6 +393,7 @@ static void *writer_main(void *arg) {
         }
         tpprof_drainer_nap(sleep_ns);
     }
+    atomic_store(&tpprof_drainer_tid, 0); // (a later thread may get its tid)
     return NULL;
 }
 
@@ -630,6 +635,9 @@ static bool fork_own_history(struct tpprof_wstate *w) {
     }
     w->heap_bytes = w->heap_blocks = w->mmap_bytes = 0;
     w->alloc_calls = w->free_calls = 0;
+    for (struct tpprof_thread *t = atomic_load(&tpprof_threads); t; t = t->next) // (meta.*_walks: the child's)
+        atomic_store(&t->cfi_walks, 0), atomic_store(&t->unw_walks, 0);
+    atomic_store(&tpprof_unwind_slow, 0);
     w->peak_bytes = 0;
     w->peak_time_ns = w->batch_time_ns;
     w->peak_epoch++;
