@@ -492,9 +492,15 @@ uint32_t tpprof_stack_intern(const uintptr_t *ips, int n) {
     return tpprof_stack_intern_h(ips, n, h, 0);
 }
 
-const uintptr_t *tpprof_stack_frames(uint32_t id, int *n) {
+// Id's slot in by_id, or NULL (no id, or its chunk of slots not made).
+static inline id_ptr *slot_of_id(uint32_t id) {
     id_ptr *chunk = id == 0 || id == ID_FAILED ? NULL : atomic_load_explicit(&by_id[id >> ID_CHUNK_BITS], memory_order_acquire);
-    const uint64_t *rec = chunk ? atomic_load_explicit(&chunk[id & (ID_CHUNK - 1)], memory_order_acquire) : NULL;
+    return chunk ? &chunk[id & (ID_CHUNK - 1)] : NULL;
+}
+
+const uintptr_t *tpprof_stack_frames(uint32_t id, int *n) {
+    id_ptr *slot = slot_of_id(id);
+    const uint64_t *rec = slot ? atomic_load_explicit(slot, memory_order_acquire) : NULL;
     if (!rec) {
         *n = 0;
         return NULL;
@@ -504,8 +510,8 @@ const uintptr_t *tpprof_stack_frames(uint32_t id, int *n) {
 }
 
 void tpprof_stack_prefetch(uint32_t id) {
-    id_ptr *chunk = id == 0 || id == ID_FAILED ? NULL : atomic_load_explicit(&by_id[id >> ID_CHUNK_BITS], memory_order_acquire);
-    const char *rec = chunk ? (const char *)atomic_load_explicit(&chunk[id & (ID_CHUNK - 1)], memory_order_acquire) : NULL;
+    id_ptr *slot = slot_of_id(id);
+    const char *rec = slot ? (const char *)atomic_load_explicit(slot, memory_order_acquire) : NULL;
     if (!rec) return;
     // (A PyTorch stack's 45 frames are 368 bytes with their count.)
     for (int k = 0; k < 6; k++) __builtin_prefetch(rec + 64 * k);
@@ -521,8 +527,8 @@ static void chunk_try_free(size_t c) {
 }
 
 void tpprof_stack_release(uint32_t id) {
-    id_ptr *chunk = id == 0 || id == ID_FAILED ? NULL : atomic_load_explicit(&by_id[id >> ID_CHUNK_BITS], memory_order_acquire);
-    uint64_t *rec = chunk ? atomic_exchange_explicit(&chunk[id & (ID_CHUNK - 1)], NULL, memory_order_acquire) : NULL;
+    id_ptr *slot = slot_of_id(id);
+    uint64_t *rec = slot ? atomic_exchange_explicit(slot, NULL, memory_order_acquire) : NULL;
     if (!rec) return;
     size_t c = (size_t)(rec[0] >> 32);
     chunk_released[c]++;
