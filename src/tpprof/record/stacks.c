@@ -76,16 +76,15 @@ struct level {
     _Atomic uint64_t used;            // slots claimed
 };
 
-// Per-thread: the last stacks seen, by h1, 4-way set associative: a set is
-// one cache line, so a lookup touches one line, and a few thousand hot stacks
-// no longer evict each other (direct-mapped, one in five lookups of a program
-// with 3,600 sites missed and went to the depot). 16 bytes an entry: the
-// cache compares all of h1 and the low 24 bits of h2 (88 bits; a false
-// match is still far less likely than a hardware fault), the depot behind
-// it all 128.
-// (Since the next-set hint below took 16 bits of h1: h1's low 48 bits, h2's
-// low 24 and the 14 bits of h2 that pick the set, 85 bits, h1's lowest
-// being always 1; 0: an empty way.)
+// Per-thread: the last stacks seen, 4-way set associative, the set picked by
+// bits of h2 (set_own, below): a set is one cache line, so a lookup touches
+// one line, and a few thousand hot stacks no longer evict each other
+// (direct-mapped, one in five lookups of a program with 3,600 sites missed
+// and went to the depot). 16 bytes an entry: the cache compares h1's low 48
+// bits and h2's low 24, 72 bits (h1's lowest always 1; 0: an empty way),
+// and the bits of h2 that picked its set where the entry is in its own set,
+// not where it spilled into its second (a false match is still far less
+// likely than a hardware fault); the depot behind it compares all 128.
 struct cache_entry {
     uint64_t h1lo : 48;
     uint64_t next : 16;   // the set the thread's next lookup went to last time (cache_next)
@@ -411,6 +410,9 @@ static struct cache_entry *cache_put(struct cache_entry *c, const uint64_t h[2],
     uint32_t a = set_own(h[1]);
     struct cache_entry *set = &c[a * CACHE_WAYS], old = set[CACHE_WAYS - 1];
     memmove(&set[1], &set[0], (CACHE_WAYS - 1) * sizeof *set);
+    // (The last lookup's entry, if in this set, moved a way on, or went.)
+    if (last_entry >= set && last_entry < set + CACHE_WAYS)
+        last_entry = last_entry == set + CACHE_WAYS - 1 ? NULL : last_entry + 1;
     set[0].h1lo = H1LO(h[0]);
     set[0].next = 0;
     set[0].h2lo = H2LO(h[1]);
