@@ -6,7 +6,11 @@
 # Workloads: torch (bench/torch_mlp.py: a 784-512-10 MLP, 40 steps, CPU,
 # one thread; needs Debian's python3-torch) and py (bench/py_alloc.py: pure
 # Python, allocation-heavy); default both. Also: loader (bench/torch_loader.py:
-# a DataLoader forking 2 workers an epoch, what forked children cost). Each round runs, per workload,
+# a DataLoader forking 2 workers an epoch, what forked children cost) and
+# torchlong (torch_mlp.py for 440 steps instead of 40: `import torch`, which
+# makes nearly all of the short run's distinct stacks, a smaller share; the
+# difference of the two runs' times is too noisy here to read as the loop's
+# own cost). Each round runs, per workload,
 # in turn: native, the preload alone (LD_PRELOAD, what the program pays),
 # `tpprof run` end to end (recording, symbolizing, the summary), heaptrack
 # (heaptrack -r: raw data, not interpreted; when installed) and memray (python3 -m memray run
@@ -35,20 +39,21 @@ tools="native preload run"
 command -v heaptrack > /dev/null && tools="$tools heaptrack"
 "$py" -c 'import memray' 2> /dev/null && tools="$tools memray"
 
-script_of() { case $1 in torch) echo "$here/torch_mlp.py" ;; py) echo "$here/py_alloc.py" ;; loader) echo "$here/torch_loader.py" ;; *) echo "unknown workload $1" >&2; exit 2 ;; esac; }
+script_of() { case $1 in torch|torchlong) echo "$here/torch_mlp.py" ;; py) echo "$here/py_alloc.py" ;; loader) echo "$here/torch_loader.py" ;; *) echo "unknown workload $1" >&2; exit 2 ;; esac; }
+args_of() { case $1 in torchlong) echo 440 ;; *) echo ;; esac; }
 
 # One timed run: appends "wall cpu maxrss_kib" to $tmp/$w.$tool.
 one() {
-  w=$1 tool=$2 s=$(script_of "$1")
+  w=$1 tool=$2 s=$(script_of "$1") a=$(args_of "$1")
   rm -rf "$tmp/out" && mkdir "$tmp/out"
   case $tool in
-    native) set -- "$py" "$s" ;;
-    preload) set -- env LD_PRELOAD="$lib" TPPROF_OUTPUT="$tmp/out/p.db" "$py" "$s" ;;
-    run) set -- "$cli" run -o "$tmp/out/r.db" -- "$py" "$s" ;;
-    base-preload) set -- env ${BASE_ENV:-} LD_PRELOAD="$base/src/tpprof/libtpprof.so" TPPROF_OUTPUT="$tmp/out/p.db" "$py" "$s" ;;
-    base-run) set -- env ${BASE_ENV:-} "$base/viewer/tpprof" run -o "$tmp/out/r.db" -- "$py" "$s" ;;
-    heaptrack) set -- heaptrack -r -o "$tmp/out/h" "$py" "$s" ;;
-    memray) set -- "$py" -m memray run --native -q -o "$tmp/out/m.bin" "$s" ;;
+    native) set -- "$py" "$s" $a ;;
+    preload) set -- env LD_PRELOAD="$lib" TPPROF_OUTPUT="$tmp/out/p.db" "$py" "$s" $a ;;
+    run) set -- "$cli" run -o "$tmp/out/r.db" -- "$py" "$s" $a ;;
+    base-preload) set -- env ${BASE_ENV:-} LD_PRELOAD="$base/src/tpprof/libtpprof.so" TPPROF_OUTPUT="$tmp/out/p.db" "$py" "$s" $a ;;
+    base-run) set -- env ${BASE_ENV:-} "$base/viewer/tpprof" run -o "$tmp/out/r.db" -- "$py" "$s" $a ;;
+    heaptrack) set -- heaptrack -r -o "$tmp/out/h" "$py" "$s" $a ;;
+    memray) set -- "$py" -m memray run --native -q -o "$tmp/out/m.bin" "$s" $a ;;
   esac
   /usr/bin/time -f '%e %U %S %M' -o "$tmp/time" "$@" > "$tmp/stdout" 2> "$tmp/stderr" || {
     echo "$w/$tool failed:" >&2; tail -5 "$tmp/stderr" >&2; return 0; }
@@ -65,7 +70,7 @@ echo "load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Median over rounds of each round's ratio (wall, cpu) and RSS difference.
 for w in $workloads; do
-  echo "== $w ($(basename "$(script_of "$w")"), $rounds rounds; native: median wall s, cpu s, peak RSS MiB)"
+  echo "== $w ($(basename "$(script_of "$w")")$(a=$(args_of "$w"); [ -n "$a" ] && echo " $a"), $rounds rounds; native: median wall s, cpu s, peak RSS MiB)"
   awk '{print $1}' "$tmp/$w.native" | sort -n | awk '{v[NR]=$1} END {printf "   native       wall %.2f s", v[int((NR+1)/2)]}'
   awk '{print $2}' "$tmp/$w.native" | sort -n | awk '{v[NR]=$1} END {printf "  cpu %.2f s", v[int((NR+1)/2)]}'
   awk '{print $3}' "$tmp/$w.native" | sort -n | awk '{v[NR]=$1} END {printf "  rss %.0f MiB\n", v[int((NR+1)/2)] / 1024}'
