@@ -306,6 +306,26 @@ def test_recycled(lib, tpprof, python, tmp):
     check(not wrong, "each is named by its own file, gen_NNN.py (wrong: %d, first %s)" % (len(wrong), wrong[:2]))
 
 
+def test_callers(lib, tpprof, python, tmp):
+    db = os.path.join(tmp, "callers.db")
+    r = record(lib, python, "callers.py", db)
+    check(r.returncode == 0, "callers.py runs under the preload (%s)" % r.stderr[-300:])
+    rec = Recording(db)
+    make, first, second = (marker("callers.py", m) for m in ("MAKE", "FIRST", "SECOND"))
+    by_line, other = {first: 0, second: 0}, []
+    for fr, n, b in sites_first(rec, "make"):
+        py = [f for f in fr if f[0] == "py"]
+        if py[0][2:] != ("callers.py", make) or len(py) < 2 or py[1][1:3] != ("two", "callers.py") or py[1][3] not in by_line:
+            other.append(fmt(fr)[:200])
+            continue
+        by_line[py[1][3]] += n
+    check(not other, "every allocation of make (callers.py:%d) is under two's lines %d or %d (%d others: %s)"
+          % (make, first, second, len(other), other[:1]))
+    check(by_line[first] >= 100 and by_line[first] == by_line[second],
+          "the calls from line %d and from line %d make the same allocations: %d and %d"
+          % (first, second, by_line[first], by_line[second]))
+
+
 def test_fpdeep(lib, tpprof, python, tmp):
     so = os.environ.get("TPPROF_TEST_FPDEEP", "")
     if not os.path.exists(so):
@@ -393,7 +413,7 @@ def main():
         sys.exit(77)
     with tempfile.TemporaryDirectory() as tmp:
         {"leaky": test_leaky, "off": test_off, "nested": test_nested, "threads": test_threads, "gil": test_gil,
-         "fork": test_fork, "recycled": test_recycled, "fpdeep": test_fpdeep, "torch": test_torch}[mode](lib, tpprof, python, tmp)
+         "fork": test_fork, "recycled": test_recycled, "callers": test_callers, "fpdeep": test_fpdeep, "torch": test_torch}[mode](lib, tpprof, python, tmp)
     sys.exit(1 if failures else 0)
 
 

@@ -72,6 +72,11 @@ static const struct layout *lay;
 static void put_ptr(char *at, const void *p) { memcpy(at, &p, sizeof p); }
 static void put_size(char *at, size_t v) { memcpy(at, &v, sizeof v); }
 static void put_int(char *at, int v) { memcpy(at, &v, sizeof v); }
+static char *ptr_of(const char *at) {
+    char *p;
+    memcpy(&p, at, sizeof p);
+    return p;
+}
 
 static char *object(size_t bytes, const void *type) {
     char *o = aligned_alloc(64, bytes);
@@ -166,13 +171,15 @@ static void test_walk(unsigned minor, bool free_threaded, bool tstate_elsewhere)
     // Innermost first: evaluation 1 runs leaf, under a frame just pushed
     // (its code not started: not shown), under mid; evaluation 2 runs a
     // generator's frame (shown from its first unit on), under top.
-    char *f = entry(NULL);
+    char *last = entry(NULL), *f = last;
     f = frame(code("top", 100, 2), 3, OWNER_THREAD, true, f);
-    f = frame(code("gen", 200, 4), 1, OWNER_GENERATOR, false, f);
+    if (!last) last = f;
+    char *gen = f = frame(code("gen", 200, 4), 1, OWNER_GENERATOR, false, f);
     f = entry(f);
-    f = frame(code("mid", 300, 2), 7, OWNER_THREAD, true, f);
+    char *mid = f = frame(code("mid", 300, 2), 7, OWNER_THREAD, true, f);
     f = frame(code("Box.__init__", 400, 2), 0, OWNER_THREAD, false, f); // (3.13's __init__ shim)
-    f = frame(code("leaf", 500, 0), 5, OWNER_THREAD, false, f);
+    char *leaf_code = code("leaf", 500, 0);
+    f = frame(leaf_code, 5, OWNER_THREAD, false, f);
     if (lay->ts_cframe) {
         char *cframe = aligned_alloc(64, 64);
         memset(cframe, 0, 64);
@@ -182,6 +189,9 @@ static void test_walk(unsigned minor, bool free_threaded, bool tstate_elsewhere)
         put_ptr(ts + lay->ts_current_frame, f);
     }
 
+    // A thread struct: the thread keeps its code ids and its last walk there.
+    static struct tpprof_thread thread;
+    tpprof_self = &thread;
     tpprof_py_init();
     char want_meta[64];
     snprintf(want_meta, sizeof want_meta, "CPython 3.%u.0", minor);
@@ -230,6 +240,38 @@ static void test_walk(unsigned minor, bool free_threaded, bool tstate_elsewhere)
     bad[3] = (uintptr_t)1 << 47 | 5; // (the same, inside the Python frames' range)
     m3 = tpprof_stack_frames(tpprof_py_intern(bad, 6), &k);
     CHECK_MSG(k == 7 && m3[4] == native[2] && m3[5] == m[6], "in the Python range: %d frames, want 7", k);
+
+    // The walks above after the first took the thread's last walk, the
+    // frames being the same (pyframes.c, walk_same). Each change the walk
+    // would see is seen. (Each walk that finds a change is kept for the
+    // next while the walks before it were taken from the last: the gain
+    // they earned, pyframes.c; so each check compares with the state just
+    // before its change: walk_same without any one of its four checks
+    // fails here.) An outer frame at another instruction:
+    put_ptr(mid + lay->fr_instr, ptr_of(mid + lay->fr_code) + lay->co_code + 2 * 9);
+    m = tpprof_stack_frames(tpprof_py_merge(id, native, 6), &n);
+    CHECK_MSG(n == 10 && frame_is(m[2], "leaf", 506) && frame_is(m[3], "mid", 300 + 1 + 9), "mid moved: %d frames", n);
+    // A code object freed and another made at its address (its name here):
+    char *old_name = ptr_of(leaf_code + lay->co_qualname);
+    put_ptr(leaf_code + lay->co_qualname, str("leaf2"));
+    free(old_name);
+    m = tpprof_stack_frames(tpprof_py_merge(id, native, 6), &n);
+    CHECK_MSG(n == 10 && frame_is(m[2], "leaf2", 506) && frame_is(m[3], "mid", 310), "leaf remade: %d frames", n);
+    // A frame's owner (the generator's frame now the thread's, its code
+    // not started at unit 1 of 4: not shown):
+    gen[lay->fr_owner] = OWNER_THREAD;
+    m = tpprof_stack_frames(tpprof_py_merge(id, native, 6), &n);
+    CHECK_MSG(n == 9 && frame_is(m[6], "top", 104), "gen not started: %d frames", n);
+    gen[lay->fr_owner] = OWNER_GENERATOR;
+    m = tpprof_stack_frames(tpprof_py_merge(id, native, 6), &n);
+    CHECK_MSG(n == 10 && frame_is(m[6], "gen", 202), "gen back: %d frames", n);
+    // One more frame past the outermost (an evaluation past the captured
+    // native frames: last):
+    put_ptr(last + lay->fr_previous, frame(code("outer", 600, 0), 2, OWNER_THREAD, false, NULL));
+    m = tpprof_stack_frames(tpprof_py_merge(id, native, 6), &n);
+    CHECK_MSG(n == 11 && frame_is(m[7], "top", 104) && frame_is(m[10], "outer", 603), "outer added: %d frames", n);
+    // And the same frames again: the same stack.
+    CHECK(tpprof_py_merge(id, native, 6) == tpprof_py_intern(native, 6));
 }
 
 int main(int argc, char **argv) {
