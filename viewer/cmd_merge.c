@@ -43,29 +43,35 @@ static const char merged_schema[] =
     "CREATE TABLE kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
     "CREATE TABLE modules(id INTEGER PRIMARY KEY, path TEXT NOT NULL, build_id TEXT, base INTEGER NOT NULL,"
     "  lo INTEGER NOT NULL, hi INTEGER NOT NULL, loaded_ns INTEGER, unloaded_ns INTEGER, process INTEGER);"
-    "CREATE TABLE stack_nodes(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, ip INTEGER NOT NULL);"
+    // The stack trie and the sites in chunks, as a recording keeps them
+    // (docs/schema.md), stack_nodes and sites views of them; a site's
+    // process is its array's eleventh element. One row a node and a site
+    // was most of a merge's time: 8.5 of the 11.9 s of one PyTorch run's
+    // (3.7 M nodes, each a row and a row of a temp table of new ips, and
+    // 700,000 sites).
+    "CREATE TABLE stack_chunks(first INTEGER PRIMARY KEY, count INTEGER NOT NULL, nodes TEXT NOT NULL);"
+    "CREATE VIEW stack_nodes(id, parent, ip) AS SELECT c.first + j.key,"
+    "  CASE j.type WHEN 'array' THEN j.value ->> 0 ELSE c.first + j.key - 1 END,"
+    "  CASE j.type WHEN 'array' THEN j.value ->> 1 ELSE j.value END FROM stack_chunks c, json_each(c.nodes) j;"
     "CREATE TABLE symbols(ip INTEGER NOT NULL, idx INTEGER NOT NULL, function TEXT, file TEXT, line INTEGER,"
     "  module TEXT, PRIMARY KEY (ip, idx)) WITHOUT ROWID;"
     "CREATE TABLE threads(tid INTEGER, name TEXT, first_ns INTEGER, last_ns INTEGER, process INTEGER);"
-    "CREATE TABLE sites(stack_id INTEGER NOT NULL, kind INTEGER NOT NULL, alloc_count INTEGER, alloc_bytes INTEGER,"
-    "  free_count INTEGER, freed_bytes INTEGER, temp_count INTEGER, temp_bytes INTEGER, peak_count INTEGER,"
-    "  peak_bytes INTEGER, process INTEGER NOT NULL);"
+    "CREATE TABLE site_chunks(first INTEGER PRIMARY KEY, count INTEGER NOT NULL, sites TEXT NOT NULL);"
+    "CREATE VIEW sites(stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, temp_count, temp_bytes,"
+    "  peak_count, peak_bytes, process) AS SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3,"
+    "  j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, j.value ->> 9, j.value ->> 10"
+    "  FROM site_chunks c, json_each(c.sites) j WHERE j.type = 'array';"
     "CREATE TABLE live_blocks(address INTEGER NOT NULL, size INTEGER NOT NULL, kind INTEGER NOT NULL,"
     "  stack_id INTEGER NOT NULL, tid INTEGER, time_ns INTEGER, reachability INTEGER NOT NULL,"
     "  process INTEGER NOT NULL);"
     "CREATE TABLE processes(id INTEGER PRIMARY KEY, path TEXT NOT NULL, pid INTEGER, parent_pid INTEGER,"
     "  exe TEXT, cmdline TEXT, rank INTEGER, complete INTEGER, peak_bytes INTEGER, duration_ns INTEGER);"
     // Each input's device meta, for the merged meta (write_meta).
-    "CREATE TEMP TABLE device_meta(process INTEGER, capture TEXT, calls_failed INTEGER, bad_frees INTEGER);"
-    // The raw ips of the nodes the input being copied added (whose symbols
-    // are copied).
-    "CREATE TEMP TABLE new_ips(ip INTEGER PRIMARY KEY);";
+    "CREATE TEMP TABLE device_meta(process INTEGER, capture TEXT, calls_failed INTEGER, bad_frees INTEGER);";
 
 // Made once the rows are in: an index filled row by row as the inputs come
 // cost a b-tree search an insert (160,000 live blocks of a build).
-static const char merged_indexes[] =
-    "CREATE INDEX stack_nodes_by_parent ON stack_nodes(parent);"
-    "CREATE INDEX live_blocks_by_stack ON live_blocks(stack_id);";
+static const char merged_indexes[] = "CREATE INDEX live_blocks_by_stack ON live_blocks(stack_id);";
 
 // The device tables, made once an input has them (a merge of host-only
 // recordings has none, and reads as before).
@@ -89,6 +95,10 @@ static const char device_sites_schema[] =
     "  freed_bytes INTEGER NOT NULL, peak_count INTEGER NOT NULL, peak_bytes INTEGER NOT NULL,"
     "  total_peak_count INTEGER NOT NULL, total_peak_bytes INTEGER NOT NULL, process INTEGER NOT NULL);";
 
+// Rows a chunk: the recorder's sizes (store.c).
+#define CHUNK_NODES 8192
+#define CHUNK_SITES 256
+
 // A stack id of the input as the merged trie's (merged_stack(), below);
 // 0, and an id no node has, read as no stack.
 #define STACK(col) "merged_stack(" col ")"
@@ -96,16 +106,16 @@ static const char device_sites_schema[] =
 // One input copied into the attached output. ?1 = the input's number,
 // ?3 = its module id offset.
 static const char *const copy_sql[] = {
-    // Only the symbols of the nodes this input added (temp.new_ips): a
-    // stack it shares with an earlier input is named by that input's.
+    // Only the symbols of the nodes this input added (new_ip()): a stack it
+    // shares with an earlier input is named by that input's.
     "INSERT INTO main.symbols SELECT (?1 << 48) | (ip & 281474976710655), idx, function, file, line, module"
-    "  FROM src.symbols WHERE (ip & 281474976710655) IN (SELECT ip FROM temp.new_ips) ON CONFLICT DO NOTHING",
+    "  FROM src.symbols WHERE new_ip(ip & 281474976710655) ON CONFLICT DO NOTHING",
     // An input merged unsymbolized (tpprof_merge's symbolize_inputs false):
     // its Python frames' names, which only its py_frames has (what
     // tpprof_symbolize would have written for them); its native frames are
     // named with the merged recording's (tpprof_symbolize_merged).
     "INSERT INTO main.symbols SELECT (?1 << 48) | (id & 281474976710655), 0, function, file, line, NULL"
-    "  FROM src.py_frames WHERE (id & 281474976710655) IN (SELECT ip FROM temp.new_ips)"
+    "  FROM src.py_frames WHERE new_ip(id & 281474976710655)"
     "  AND NOT EXISTS (SELECT 1 FROM src.symbols) ON CONFLICT DO NOTHING",
     "INSERT INTO main.modules SELECT id + ?3, path, build_id, base, lo, hi, loaded_ns, unloaded_ns, ?1"
     "  FROM src.modules",
@@ -153,6 +163,119 @@ static int64_t scalar(sqlite3 *db, const char *sql) {
     return v;
 }
 
+// The raw ips of the nodes the input being copied added, whose symbols
+// are copied (new_ip(), below): open addressing, 0 never an ip here.
+typedef struct ip_set {
+    uint64_t *slots;
+    size_t cap, used;
+} ip_set;
+
+static bool ip_set_put(ip_set *t, uint64_t ip) {
+    if (!ip)
+        return true;
+    if ((t->used + 1) * 2 > t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        uint64_t *n = calloc(cap, sizeof *n);
+        if (!n)
+            return false;
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->slots[i]) {
+                size_t j = (t->slots[i] * UINT64_C(0x9E3779B97F4A7C15)) >> 20 & (cap - 1);
+                while (n[j])
+                    j = (j + 1) & (cap - 1);
+                n[j] = t->slots[i];
+            }
+        free(t->slots);
+        t->slots = n;
+        t->cap = cap;
+    }
+    size_t j = (ip * UINT64_C(0x9E3779B97F4A7C15)) >> 20 & (t->cap - 1);
+    for (; t->slots[j]; j = (j + 1) & (t->cap - 1))
+        if (t->slots[j] == ip)
+            return true;
+    t->slots[j] = ip;
+    t->used++;
+    return true;
+}
+
+static bool ip_set_has(const ip_set *t, uint64_t ip) {
+    if (!t->cap || !ip)
+        return false;
+    size_t j = (ip * UINT64_C(0x9E3779B97F4A7C15)) >> 20 & (t->cap - 1);
+    for (; t->slots[j]; j = (j + 1) & (t->cap - 1))
+        if (t->slots[j] == ip)
+            return true;
+    return false;
+}
+
+static void ip_set_clear(ip_set *t) {
+    if (t->slots)
+        memset(t->slots, 0, t->cap * sizeof *t->slots);
+    t->used = 0;
+}
+
+struct tpprof_merging {
+    sqlite3 *out;
+    char *path; // owned
+    tpprof_trie *trie;
+    tpprof_trie_input in; // the input being copied: merged_stack()'s data
+    ip_set new_ips;       // its new nodes' raw ips: new_ip()'s data
+    int64_t sites;        // the site rows written (the next is number sites + 1)
+    int64_t last;         // the highest process number given
+    size_t n;             // inputs copied
+};
+
+// new_ip(ip): whether ip is the raw ip of a node the input being copied added.
+static void new_ip(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    const ip_set *t = sqlite3_user_data(ctx);
+    sqlite3_result_int(ctx, ip_set_has(t, (uint64_t)sqlite3_value_int64(argv[0])));
+}
+
+// Chunk rows' text (the recorder's format, docs/schema.md): a growing buffer.
+typedef struct text_buf {
+    char *p;
+    size_t len, cap;
+} text_buf;
+
+static bool text_room(text_buf *b, size_t more) {
+    if (b->len + more + 1 <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (b->len + more + 1 > cap)
+        cap *= 2;
+    char *n = realloc(b->p, cap);
+    if (!n)
+        return false;
+    b->p = n;
+    b->cap = cap;
+    return true;
+}
+
+// Appends v in decimal (room for 21 characters made by the caller).
+static void text_i64(text_buf *b, int64_t v) {
+    char tmp[24];
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        b->p[b->len++] = '-';
+    while (n)
+        b->p[b->len++] = tmp[--n];
+}
+
+static int put_chunk(sqlite3_stmt *st, int64_t first, int64_t count, const text_buf *b) {
+    sqlite3_bind_int64(st, 1, first);
+    sqlite3_bind_int64(st, 2, count);
+    sqlite3_bind_text(st, 3, b->p, (int)b->len, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
 // merged_stack(id): the merged id of the input's stack id (the function's
 // data: the tpprof_trie_input of the input being copied), 0 when no node of
 // the input has it. A function rather than a temp table of the map: a
@@ -164,11 +287,13 @@ static void merged_stack(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_result_int64(ctx, i < 0 ? 0 : in->new_ids[i]);
 }
 
-// Fold input k's stack trie into trie: its new nodes into main.stack_nodes,
-// the raw ips of its new nodes into temp.new_ips, the map of its ids into in
-// (out is in a transaction). open: the input, open already (borrowed), or NULL.
-static int fold_stacks(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, const char *path, int64_t k,
-                       tpprof_db *open) {
+// Fold input k's stack trie into m's: its new nodes into main.stack_chunks,
+// their raw ips into m->new_ips, the map of its ids into m->in (the output
+// is in a transaction). open: the input, open already (borrowed), or NULL.
+static int fold_stacks(tpprof_merging *m, const char *path, int64_t k, tpprof_db *open) {
+    sqlite3 *out = m->out;
+    tpprof_trie *trie = m->trie;
+    tpprof_trie_input *in = &m->in;
     tpprof_db *db = open ? open : tpprof_db_open(path, false);
     if (!db)
         return -1;
@@ -187,25 +312,49 @@ static int fold_stacks(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, c
         tpprof_error_set("%s: %s", path, why ? why : "out of memory");
         free(why);
     }
-    if (status == 0)
-        status = exec(out, "DELETE FROM temp.new_ips;", "folding stacks");
-    sqlite3_stmt *node = NULL, *ip = NULL;
-    if (status == 0 &&
-        (sqlite3_prepare_v2(out, "INSERT INTO main.stack_nodes VALUES (?1, ?2, ?3)", -1, &node, NULL) != SQLITE_OK ||
-         sqlite3_prepare_v2(out, "INSERT OR IGNORE INTO temp.new_ips VALUES (?1)", -1, &ip, NULL) != SQLITE_OK))
+    // Its new nodes (consecutive ids, from the merged trie's count on) as
+    // stack_chunks rows of up to CHUNK_NODES, each node its ip alone when
+    // its parent is the node before it, else [parent, ip].
+    ip_set_clear(&m->new_ips);
+    sqlite3_stmt *st = NULL;
+    text_buf b = {0};
+    if (status == 0 && sqlite3_prepare_v2(out, "INSERT INTO main.stack_chunks VALUES (?1, ?2, ?3)", -1, &st, NULL) !=
+                           SQLITE_OK)
         status = tpprof_error_set("folding the stacks of %s: %s", path, sqlite3_errmsg(out));
-    for (size_t i = 0; i < in->nnodes && status == 0; i++) {
-        sqlite3_bind_int64(node, 1, in->nodes[i].id);
-        sqlite3_bind_int64(node, 2, in->nodes[i].parent);
-        sqlite3_bind_int64(node, 3, in->nodes[i].ip);
-        sqlite3_bind_int64(ip, 1, (int64_t)in->nodes[i].raw);
-        if (sqlite3_step(node) != SQLITE_DONE || sqlite3_step(ip) != SQLITE_DONE)
+    for (size_t i = 0; i < in->nnodes && status == 0;) {
+        int64_t first = in->nodes[i].id, count = 0;
+        b.len = 0;
+        if (!text_room(&b, 1)) {
+            status = tpprof_error_set("out of memory folding the stacks of %s", path);
+            break;
+        }
+        b.p[b.len++] = '[';
+        for (; i < in->nnodes && count < CHUNK_NODES && in->nodes[i].id == first + count; i++, count++) {
+            const tpprof_trie_node *n = &in->nodes[i];
+            if (!text_room(&b, 48) || !ip_set_put(&m->new_ips, n->raw)) {
+                status = tpprof_error_set("out of memory folding the stacks of %s", path);
+                break;
+            }
+            if (count)
+                b.p[b.len++] = ',';
+            if (n->parent == n->id - 1) {
+                text_i64(&b, n->ip);
+            } else {
+                b.p[b.len++] = '[';
+                text_i64(&b, n->parent);
+                b.p[b.len++] = ',';
+                text_i64(&b, n->ip);
+                b.p[b.len++] = ']';
+            }
+        }
+        if (status != 0)
+            break;
+        b.p[b.len++] = ']';
+        if (put_chunk(st, first, count, &b) != 0)
             status = tpprof_error_set("folding the stacks of %s: %s", path, sqlite3_errmsg(out));
-        sqlite3_reset(node);
-        sqlite3_reset(ip);
     }
-    sqlite3_finalize(node);
-    sqlite3_finalize(ip);
+    sqlite3_finalize(st);
+    free(b.p);
     return status;
 }
 
@@ -296,35 +445,62 @@ static int sum_site(void *arg, const int64_t v[10], unsigned have) {
 }
 
 // Input k's sites (attached as src) into main.sites, their stacks mapped by in.
-static int copy_sites(sqlite3 *out, const tpprof_trie_input *in, const char *path, int64_t k) {
+static int copy_sites(tpprof_merging *mg, const char *path, int64_t k) {
+    sqlite3 *out = mg->out;
     sqlite3_stmt *wr = NULL;
-    struct summing m = {.in = in};
+    struct summing m = {.in = &mg->in};
     int status = tpprof_sites_each(out, "src", path, sum_site, &m);
-    if (status == 0 && sqlite3_prepare_v2(out, "INSERT INTO main.sites VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                                          -1, &wr, NULL) != SQLITE_OK)
+    if (status == 0 &&
+        sqlite3_prepare_v2(out, "INSERT INTO main.site_chunks VALUES (?1, ?2, ?3)", -1, &wr, NULL) != SQLITE_OK)
         status = tpprof_error_set("merging the sites of %s: %s", path, sqlite3_errmsg(out));
     site_sums *t = &m.t;
-    // Packed to the front, written in (stack, kind) order.
+    // Packed to the front, written in (stack, kind) order, as site_chunks
+    // rows of up to CHUNK_SITES, numbered on from the inputs before: each
+    // site [stack_id, kind, the eight totals (null where the input had
+    // none), process].
     size_t n = 0;
     for (size_t i = 0; i < t->cap && status == 0; i++)
         if (t->slots[i].stack)
             t->slots[n++] = t->slots[i];
     if (n)
         qsort(t->slots, n, sizeof *t->slots, cmp_site);
-    for (size_t i = 0; i < n && status == 0; i++) {
-        const site_sum *s = &t->slots[i];
-        sqlite3_bind_int64(wr, 1, s->stack < 0 ? 0 : s->stack);
-        sqlite3_bind_int64(wr, 2, s->kind);
-        for (int c = 0; c < SITE_COLS; c++)
-            if (s->have & (1u << c))
-                sqlite3_bind_int64(wr, 3 + c, s->v[c]);
-            else
-                sqlite3_bind_null(wr, 3 + c);
-        sqlite3_bind_int64(wr, 11, k);
-        if (sqlite3_step(wr) != SQLITE_DONE)
+    text_buf b = {0};
+    for (size_t i = 0; i < n && status == 0;) {
+        int64_t first = mg->sites + 1 + (int64_t)i, count = 0;
+        b.len = 0;
+        for (; i < n && count < CHUNK_SITES; i++, count++) {
+            const site_sum *x = &t->slots[i];
+            if (!text_room(&b, 12 * 22)) {
+                status = tpprof_error_set("out of memory merging the sites of %s", path);
+                break;
+            }
+            b.p[b.len++] = count ? ',' : '[';
+            b.p[b.len++] = '[';
+            text_i64(&b, x->stack < 0 ? 0 : x->stack);
+            b.p[b.len++] = ',';
+            text_i64(&b, x->kind);
+            for (int c = 0; c < SITE_COLS; c++) {
+                b.p[b.len++] = ',';
+                if (x->have & (1u << c)) {
+                    text_i64(&b, x->v[c]);
+                } else {
+                    memcpy(b.p + b.len, "null", 4);
+                    b.len += 4;
+                }
+            }
+            b.p[b.len++] = ',';
+            text_i64(&b, k);
+            b.p[b.len++] = ']';
+        }
+        if (status != 0)
+            break;
+        b.p[b.len++] = ']';
+        if (put_chunk(wr, first, count, &b) != 0)
             status = tpprof_error_set("merging the sites of %s: %s", path, sqlite3_errmsg(out));
-        sqlite3_reset(wr);
     }
+    if (status == 0)
+        mg->sites += (int64_t)n;
+    free(b.p);
     sqlite3_finalize(wr);
     free(t->slots);
     return status;
@@ -333,10 +509,10 @@ static int copy_sites(sqlite3 *out, const tpprof_trie_input *in, const char *pat
 // ---------------------------------------------------------------------------
 // One input
 
-// Copy input number k (1-based) at path into out, its stacks folded into
-// trie. open: the input, open already (borrowed), or NULL.
-static int copy_input(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, const char *path, int64_t k,
-                      tpprof_db *open) {
+// Copy input number k (1-based) at path into m's output, its stacks folded
+// into m's trie. open: the input, open already (borrowed), or NULL.
+static int copy_input(tpprof_merging *m, const char *path, int64_t k, tpprof_db *open) {
+    sqlite3 *out = m->out;
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(out, "ATTACH DATABASE ?1 AS src", -1, &st, NULL) != SQLITE_OK)
         return tpprof_error_set("attaching %s: %s", path, sqlite3_errmsg(out));
@@ -349,9 +525,9 @@ static int copy_input(sqlite3 *out, tpprof_trie *trie, tpprof_trie_input *in, co
     // One transaction per input: SQLite detaches a database only outside one.
     int status = exec(out, "BEGIN", "starting");
     if (status == 0)
-        status = fold_stacks(out, trie, in, path, k, open);
+        status = fold_stacks(m, path, k, open);
     if (status == 0)
-        status = copy_sites(out, in, path, k);
+        status = copy_sites(m, path, k);
     if (status == 0 && scalar(out, "SELECT count(*) FROM src.sqlite_master WHERE name = 'device_blocks'") > 0)
         status = exec(out, device_schema, "creating the device tables");
     if (status == 0 && scalar(out, "SELECT count(*) FROM src.sqlite_master WHERE name = 'device_sites'") > 0)
@@ -429,17 +605,9 @@ static int symbolize_merged(sqlite3 *out, const char *out_path, size_t *lookups)
 // ---------------------------------------------------------------------------
 // A merge input by input (inputs.h)
 
-struct tpprof_merging {
-    sqlite3 *out;
-    char *path; // owned
-    tpprof_trie *trie;
-    tpprof_trie_input in; // the input being copied: merged_stack()'s data
-    int64_t last;         // the highest process number given
-    size_t n;             // inputs copied
-};
-
 static void merging_free(tpprof_merging *m) {
     tpprof_trie_input_free(&m->in);
+    free(m->new_ips.slots);
     tpprof_trie_free(m->trie);
     sqlite3_close(m->out);
     free(m->path);
@@ -471,8 +639,10 @@ tpprof_merging *tpprof_merge_begin(const char *out_path) {
         status = exec(m->out, merged_schema, "creating the tables");
     if (status == 0 && !(m->trie = tpprof_trie_new()))
         status = -1;
-    if (status == 0 && sqlite3_create_function(m->out, "merged_stack", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, &m->in,
-                                               merged_stack, NULL, NULL) != SQLITE_OK)
+    if (status == 0 && (sqlite3_create_function(m->out, "merged_stack", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, &m->in,
+                                                merged_stack, NULL, NULL) != SQLITE_OK ||
+                        sqlite3_create_function(m->out, "new_ip", 1, SQLITE_UTF8, &m->new_ips, new_ip, NULL, NULL) !=
+                            SQLITE_OK))
         status = tpprof_error_set("setting up the merge: %s", sqlite3_errmsg(m->out));
     if (status != 0) {
         tpprof_merge_abandon(m);
@@ -486,7 +656,7 @@ int tpprof_merge_add(tpprof_merging *m, const char *input, int64_t process, tppr
         process = m->last + 1;
     if (process > 65535)
         return tpprof_error_set("more than 65535 recordings to merge");
-    if (copy_input(m->out, m->trie, &m->in, input, process, open) != 0)
+    if (copy_input(m, input, process, open) != 0)
         return -1;
     if (process > m->last)
         m->last = process;

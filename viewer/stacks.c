@@ -82,7 +82,10 @@ static int decode_chunk(const char *s, int64_t first, int64_t count, tpprof_node
         if (k > 0 && *s++ != ',')
             return CHUNK_DAMAGED;
         scan_space(&s);
-        uint64_t parent = (uint64_t)(first + k - 1), ip;
+        // (A merged recording's ips carry their input's number above bit
+        // 48: past 32,767 inputs, a negative number, as SQLite's integers.)
+        uint64_t parent = (uint64_t)(first + k - 1);
+        int64_t ip;
         if (*s == '[') {
             s++;
             scan_space(&s);
@@ -92,17 +95,17 @@ static int decode_chunk(const char *s, int64_t first, int64_t count, tpprof_node
             if (*s++ != ',')
                 return CHUNK_DAMAGED;
             scan_space(&s);
-            if (!scan_u64(&s, &ip))
+            if (!scan_i64(&s, &ip))
                 return CHUNK_DAMAGED;
             scan_space(&s);
             if (*s++ != ']')
                 return CHUNK_DAMAGED;
-        } else if (!scan_u64(&s, &ip)) {
+        } else if (!scan_i64(&s, &ip)) {
             return CHUNK_DAMAGED;
         }
         if (k >= count)
             return CHUNK_DAMAGED;
-        int rc = fn(arg, first + k, (int64_t)parent, (int64_t)ip);
+        int rc = fn(arg, first + k, (int64_t)parent, ip);
         if (rc)
             return rc;
         k++;
@@ -144,8 +147,10 @@ int tpprof_stack_nodes_each(tpprof_db *db, tpprof_node_fn fn, void *arg) {
 }
 
 // A site_chunks row's text (docs/schema.md): a JSON array of count
-// elements, each null (no site of that number) or the site's ten values,
-// to fn; 0, fn's non-zero return, or CHUNK_DAMAGED.
+// elements, each null (no site of that number) or the site's ten values
+// (in a merged recording, any of the eight totals null where its input had
+// none, and an eleventh, the process, not given to fn), to fn; 0, fn's
+// non-zero return, or CHUNK_DAMAGED.
 static int decode_site_chunk(const char *t, int64_t count, tpprof_site_fn fn, void *arg) {
     scan_space(&t);
     if (*t++ != '[')
@@ -161,16 +166,27 @@ static int decode_site_chunk(const char *t, int64_t count, tpprof_site_fn fn, vo
         }
         if (*t++ != '[')
             return CHUNK_DAMAGED;
-        int64_t v[10];
-        for (int i = 0; i < 10; i++) {
+        int64_t v[11];
+        unsigned have = 0;
+        int i = 0;
+        for (;; i++) {
             scan_space(&t);
-            if ((i > 0 && *t++ != ',') || (scan_space(&t), !scan_i64(&t, &v[i])))
+            if (*t == ']' && i >= 10)
+                break;
+            if (i == 11 || (i > 0 && *t++ != ','))
                 return CHUNK_DAMAGED;
+            scan_space(&t);
+            if (i >= 2 && i < 10 && strncmp(t, "null", 4) == 0) {
+                t += 4;
+                v[i] = 0;
+                continue;
+            }
+            if (!scan_i64(&t, &v[i]))
+                return CHUNK_DAMAGED;
+            have |= 1u << i;
         }
-        scan_space(&t);
-        if (*t++ != ']')
-            return CHUNK_DAMAGED;
-        int rc = fn(arg, v, 0x3ffu);
+        t++;
+        int rc = fn(arg, v, have & 0x3ffu);
         if (rc)
             return rc;
     }

@@ -285,8 +285,58 @@ static void test_merge_reads_chunked_and_table_inputs(void) {
     CHECK(harness_db_int(out, "SELECT COUNT(*) FROM sites WHERE process = 2") ==
               harness_db_int(chunked, "SELECT COUNT(*) FROM sites"),
           "the chunked input's sites, each once");
+    // Kept in chunks itself (schema 5), its views the tables they were.
+    CHECK(harness_db_int(out, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'view' AND name IN ('sites',"
+                              " 'stack_nodes')") == 2 &&
+              harness_db_int(out, "SELECT COUNT(*) FROM site_chunks") > 0 &&
+              harness_db_int(out, "SELECT COUNT(*) FROM stack_chunks") > 0,
+          "the merged recording's nodes and sites in chunks");
+    CHECK(harness_db_int(out, "SELECT COUNT(*) FROM (SELECT process, stack_id, kind FROM sites GROUP BY 1, 2, 3)") ==
+              harness_db_int(out, "SELECT COUNT(*) FROM sites"),
+          "one row per (process, stack_id, kind)");
+    CHECK(harness_db_int(out, "SELECT COUNT(*) FROM stack_nodes WHERE ip >> 48 NOT IN (1, 2) OR parent >= id") == 0,
+          "each node's ip tagged with its input, its parent before it");
     free(table);
     free(chunked);
+}
+
+// A merged recording's site elements (schema 5): totals an input lacked
+// null, and the process eleventh; its nodes' ips past 2^63 negative (inputs
+// from 32,768 on). Read as the views read them.
+static void test_merged_chunk_elements_are_read(void) {
+    const char *p = harness_path("merged-elements.db");
+    CHECK(fixture_write(p, &(fixture_options){0}) == 0 && chunk_recording(p, 4) == 0, "fixture");
+    run_result before = harness_tpprof("report", p, "--top", "20", NULL);
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(p, &db) == SQLITE_OK, "open");
+    // Every site gets a process: the same report.
+    CHECK(exec(db, "UPDATE site_chunks SET sites = (SELECT json_group_array(CASE j.type WHEN 'array' THEN"
+                   " json_insert(j.value, '$[#]', 3) ELSE NULL END) FROM json_each(site_chunks.sites) j)") == 0,
+          "processes added");
+    // A node of input 32,769 (its tag's top bit set).
+    CHECK(exec(db, "INSERT INTO stack_chunks SELECT MAX(first + count), 1, '[[1,' || ((32769 << 48) | 4096) || ']]'"
+                   " FROM stack_chunks") == 0,
+          "a negative ip");
+    sqlite3_close(db);
+    run_result after = harness_tpprof("report", p, "--top", "20", NULL);
+    CHECK(before.status == 0 && after.status == 0, "status %d, %d: %s", before.status, after.status, after.err);
+    const char *a = strchr(before.out, '\n'), *b = strchr(after.out, '\n'); // (past the file's name)
+    CHECK(a && b && strcmp(a, b) == 0, "the same report:\n%s\n---\n%s", before.out, after.out);
+    harness_result_free(&before);
+    harness_result_free(&after);
+    CHECK(harness_db_int(p, "SELECT COUNT(*) FROM stack_nodes WHERE ip < 0") == 1, "the view reads it negative too");
+    // Totals null: absent, as a table's NULL is (a site of 3 calls, all
+    // its other totals unknown, adds 3 calls and no bytes).
+    CHECK(sqlite3_open(p, &db) == SQLITE_OK &&
+              exec(db, "INSERT INTO site_chunks SELECT MAX(first + count), 1,"
+                       " '[[1,1,3,null,null,null,null,null,null,null,3]]' FROM site_chunks") == 0,
+          "null totals");
+    sqlite3_close(db);
+    run_result r = harness_tpprof("report", p, "--format", "json", NULL);
+    CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+    harness_result_free(&r);
+    CHECK(harness_db_int(p, "SELECT COUNT(*) FROM sites WHERE alloc_bytes IS NULL AND alloc_count = 3") == 1,
+          "the view reads nulls");
 }
 
 // Each damage (an UPDATE) done to a chunked fixture of its own: report and
@@ -321,6 +371,10 @@ static void test_damaged_chunk_is_one_line_and_exit_2(void) {
         "UPDATE site_chunks SET sites = '[[1,1,2,3,4,5,6,7,8]]', count = 1 WHERE first = 1", // nine values
         "UPDATE site_chunks SET sites = '[[1,1,2,3,4,5,6,7,8,\"x\"]]', count = 1 WHERE first = 1", // not a number
         "UPDATE site_chunks SET sites = '[nul]', count = 1 WHERE first = 1",                  // not null
+        "UPDATE site_chunks SET sites = '[[1,1,2,3,4,5,6,7,8,9,1,2]]', count = 1 WHERE first = 1", // twelve values
+        "UPDATE site_chunks SET sites = '[[null,1,2,3,4,5,6,7,8,9]]', count = 1 WHERE first = 1",  // no stack
+        "UPDATE site_chunks SET sites = '[[1,null,2,3,4,5,6,7,8,9]]', count = 1 WHERE first = 1",  // no kind
+        "UPDATE site_chunks SET sites = '[[1,1,2,3,4,5,6,7,8,9,null]]', count = 1 WHERE first = 1", // no process
     };
     expect_damaged(sites, sizeof sites / sizeof *sites, "site_chunks row 1 is damaged");
 }
@@ -391,6 +445,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_stack_nodes_view_reads_the_rows_of_the_table);
     RUN_TEST(test_chunked_recording_is_symbolized_from_its_chunks);
     RUN_TEST(test_merge_reads_chunked_and_table_inputs);
+    RUN_TEST(test_merged_chunk_elements_are_read);
     RUN_TEST(test_damaged_chunk_is_one_line_and_exit_2);
     return harness_finish();
 }
