@@ -163,63 +163,12 @@ static int64_t scalar(sqlite3 *db, const char *sql) {
     return v;
 }
 
-// The raw ips of the nodes the input being copied added, whose symbols
-// are copied (new_ip(), below): open addressing, 0 never an ip here.
-typedef struct ip_set {
-    uint64_t *slots;
-    size_t cap, used;
-} ip_set;
-
-static bool ip_set_put(ip_set *t, uint64_t ip) {
-    if (!ip)
-        return true;
-    if ((t->used + 1) * 2 > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 1024;
-        uint64_t *n = calloc(cap, sizeof *n);
-        if (!n)
-            return false;
-        for (size_t i = 0; i < t->cap; i++)
-            if (t->slots[i]) {
-                size_t j = (t->slots[i] * UINT64_C(0x9E3779B97F4A7C15)) >> 20 & (cap - 1);
-                while (n[j])
-                    j = (j + 1) & (cap - 1);
-                n[j] = t->slots[i];
-            }
-        free(t->slots);
-        t->slots = n;
-        t->cap = cap;
-    }
-    size_t j = (ip * UINT64_C(0x9E3779B97F4A7C15)) >> 20 & (t->cap - 1);
-    for (; t->slots[j]; j = (j + 1) & (t->cap - 1))
-        if (t->slots[j] == ip)
-            return true;
-    t->slots[j] = ip;
-    t->used++;
-    return true;
-}
-
-static bool ip_set_has(const ip_set *t, uint64_t ip) {
-    if (!t->cap || !ip)
-        return false;
-    size_t j = (ip * UINT64_C(0x9E3779B97F4A7C15)) >> 20 & (t->cap - 1);
-    for (; t->slots[j]; j = (j + 1) & (t->cap - 1))
-        if (t->slots[j] == ip)
-            return true;
-    return false;
-}
-
-static void ip_set_clear(ip_set *t) {
-    if (t->slots)
-        memset(t->slots, 0, t->cap * sizeof *t->slots);
-    t->used = 0;
-}
-
 struct tpprof_merging {
     sqlite3 *out;
     char *path; // owned
     tpprof_trie *trie;
     tpprof_trie_input in; // the input being copied: merged_stack()'s data
-    ip_set new_ips;       // its new nodes' raw ips: new_ip()'s data
+    tpprof_u64_set new_ips; // its new nodes' raw ips + 1 (whose symbols are copied): new_ip()'s data
     int64_t sites;        // the site rows written (the next is number sites + 1)
     int64_t last;         // the highest process number given
     size_t n;             // inputs copied
@@ -228,8 +177,8 @@ struct tpprof_merging {
 // new_ip(ip): whether ip is the raw ip of a node the input being copied added.
 static void new_ip(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     (void)argc;
-    const ip_set *t = sqlite3_user_data(ctx);
-    sqlite3_result_int(ctx, ip_set_has(t, (uint64_t)sqlite3_value_int64(argv[0])));
+    const tpprof_u64_set *t = sqlite3_user_data(ctx);
+    sqlite3_result_int(ctx, tpprof_u64_set_has(t, (uint64_t)sqlite3_value_int64(argv[0]) + 1));
 }
 
 // Chunk rows' text (the recorder's format, docs/schema.md): a growing buffer.
@@ -315,7 +264,7 @@ static int fold_stacks(tpprof_merging *m, const char *path, int64_t k, tpprof_db
     // Its new nodes (consecutive ids, from the merged trie's count on) as
     // stack_chunks rows of up to CHUNK_NODES, each node its ip alone when
     // its parent is the node before it, else [parent, ip].
-    ip_set_clear(&m->new_ips);
+    tpprof_u64_set_clear(&m->new_ips);
     sqlite3_stmt *st = NULL;
     text_buf b = {0};
     if (status == 0 && sqlite3_prepare_v2(out, "INSERT INTO main.stack_chunks VALUES (?1, ?2, ?3)", -1, &st, NULL) !=
@@ -331,7 +280,7 @@ static int fold_stacks(tpprof_merging *m, const char *path, int64_t k, tpprof_db
         b.p[b.len++] = '[';
         for (; i < in->nnodes && count < CHUNK_NODES && in->nodes[i].id == first + count; i++, count++) {
             const tpprof_trie_node *n = &in->nodes[i];
-            if (!text_room(&b, 48) || !ip_set_put(&m->new_ips, n->raw)) {
+            if (!text_room(&b, 48) || tpprof_u64_set_add(&m->new_ips, n->raw + 1) < 0) {
                 status = tpprof_error_set("out of memory folding the stacks of %s", path);
                 break;
             }
@@ -607,7 +556,7 @@ static int symbolize_merged(sqlite3 *out, const char *out_path, size_t *lookups)
 
 static void merging_free(tpprof_merging *m) {
     tpprof_trie_input_free(&m->in);
-    free(m->new_ips.slots);
+    tpprof_u64_set_free(&m->new_ips);
     tpprof_trie_free(m->trie);
     sqlite3_close(m->out);
     free(m->path);

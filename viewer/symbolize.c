@@ -774,42 +774,9 @@ static int load_modules(tpprof_db *db, module **out, size_t *count) {
 struct ip_list {
     int64_t *ips; // distinct, in no order
     size_t n, cap;
-    uint64_t *set; // ip + 1 (0: empty)
-    size_t setcap;
+    tpprof_u64_set set; // ip + 1
     bool has_max; // UINT64_MAX, which set cannot hold as ip + 1
 };
-
-static uint64_t ip_mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    return x ^ (x >> 33);
-}
-
-// Whether ip was new (added to the set); the set doubles at half full.
-static int ip_set_add(struct ip_list *l, uint64_t key) {
-    if ((l->n + 1) * 2 > l->setcap) {
-        size_t ncap = l->setcap ? l->setcap * 2 : 1024;
-        uint64_t *ns = calloc(ncap, sizeof *ns);
-        if (!ns)
-            return tpprof_error_set("out of memory");
-        for (size_t i = 0; i < l->setcap; i++)
-            if (l->set[i]) {
-                size_t j = ip_mix(l->set[i]) & (ncap - 1);
-                while (ns[j])
-                    j = (j + 1) & (ncap - 1);
-                ns[j] = l->set[i];
-            }
-        free(l->set);
-        l->set = ns;
-        l->setcap = ncap;
-    }
-    size_t j = ip_mix(key) & (l->setcap - 1);
-    for (; l->set[j]; j = (j + 1) & (l->setcap - 1))
-        if (l->set[j] == key)
-            return 0;
-    l->set[j] = key;
-    return 1;
-}
 
 static int add_ip(void *arg, int64_t id, int64_t parent, int64_t ip) {
     (void)id, (void)parent;
@@ -819,7 +786,7 @@ static int add_ip(void *arg, int64_t id, int64_t parent, int64_t ip) {
     if (key == 0) { // ip is -1 as int64 (UINT64_MAX)
         added = !l->has_max;
         l->has_max = true;
-    } else if ((added = ip_set_add(l, key)) < 0) {
+    } else if ((added = tpprof_u64_set_add(&l->set, key)) < 0) {
         return -1;
     }
     if (!added)
@@ -840,7 +807,7 @@ int tpprof_symbolize(tpprof_db *db, tpprof_symtab *out) {
     // that SQL's DISTINCT would have to decode through the stack_nodes view).
     struct ip_list l = {0};
     if (tpprof_stack_nodes_each(db, add_ip, &l) != 0) {
-        free(l.set);
+        tpprof_u64_set_free(&l.set);
         free(l.ips);
         return -1;
     }
@@ -851,7 +818,7 @@ int tpprof_symbolize_ips(tpprof_db *db, const int64_t *ips, size_t n, tpprof_sym
     struct ip_list l = {0};
     for (size_t i = 0; i < n; i++)
         if (add_ip(&l, 0, 0, ips[i]) != 0) {
-            free(l.set);
+            tpprof_u64_set_free(&l.set);
             free(l.ips);
             return tpprof_error_set("out of memory");
         }
@@ -859,7 +826,7 @@ int tpprof_symbolize_ips(tpprof_db *db, const int64_t *ips, size_t n, tpprof_sym
 }
 
 static int symbolize_distinct(tpprof_db *db, struct ip_list *l, tpprof_symtab *out) {
-    free(l->set);
+    tpprof_u64_set_free(&l->set);
     int64_t *ips = l->ips;
     size_t nips = l->n;
     // Symbolizing must never reach the network (docs: debuginfod disabled).
@@ -967,28 +934,14 @@ static int copy_row(tpprof_symtab *out, const tpprof_symbol *r, int64_t ip) {
     return 0;
 }
 
-// Whether key (an ip + 1) is in l's set.
-static bool ip_set_has(const struct ip_list *l, uint64_t key) {
-    if (!l->setcap)
-        return false;
-    for (size_t j = ip_mix(key) & (l->setcap - 1); l->set[j]; j = (j + 1) & (l->setcap - 1))
-        if (l->set[j] == key)
-            return true;
-    return false;
-}
-
-// A row of SELECT DISTINCT ip FROM symbols into the set (l->n counts them:
-// the set's load).
+// A row of SELECT DISTINCT ip FROM symbols into l's set.
 static int add_symbol_ip(void *arg, int n, char **vals, char **names) {
     (void)names;
     struct ip_list *l = arg;
     uint64_t key = n > 0 && vals[0] ? (uint64_t)strtoll(vals[0], NULL, 10) + 1 : 0;
     if (key == 0) // (UINT64_MAX: never a frame of a merged recording)
         return 0;
-    int added = ip_set_add(l, key);
-    if (added > 0)
-        l->n++;
-    return added < 0;
+    return tpprof_u64_set_add(&l->set, key) < 0;
 }
 
 int tpprof_symbolize_merged(tpprof_db *db, tpprof_symtab *out, size_t *lookups) {
@@ -1067,7 +1020,7 @@ int tpprof_symbolize_merged(tpprof_db *db, tpprof_symtab *out, size_t *lookups) 
         result = tpprof_error_set("out of memory");
     for (size_t i = 0; i < l.n && result == 0; i++) {
         uint64_t u = (uint64_t)l.ips[i];
-        if (ip_set_has(&have, u + 1))
+        if (tpprof_u64_set_has(&have.set, u + 1))
             continue; // named already
         int64_t k = (int64_t)(u >> 48);
         uint64_t raw = u & IP_LOW;
@@ -1081,9 +1034,9 @@ int tpprof_symbolize_merged(tpprof_db *db, tpprof_symtab *out, size_t *lookups) 
                 break;
             }
     }
-    free(l.set);
+    tpprof_u64_set_free(&l.set);
     free(l.ips);
-    free(have.set);
+    tpprof_u64_set_free(&have.set);
     free(have.ips);
     if (nv)
         qsort(v, nv, sizeof *v, cmp_merged_ip);

@@ -154,6 +154,60 @@ void *tpprof_grow(void *v, size_t n, size_t *cap, size_t size) {
     return grown;
 }
 
+static size_t u64_home(uint64_t x, size_t cap) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    return (size_t)(x ^ (x >> 33)) & (cap - 1);
+}
+
+int tpprof_u64_set_add(tpprof_u64_set *s, uint64_t key) {
+    if ((s->n + 1) * 2 > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 1024;
+        uint64_t *slots = calloc(cap, sizeof *slots);
+        if (!slots) {
+            tpprof_error_set("out of memory");
+            return -1;
+        }
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slots[i]) {
+                size_t j = u64_home(s->slots[i], cap);
+                while (slots[j])
+                    j = (j + 1) & (cap - 1);
+                slots[j] = s->slots[i];
+            }
+        free(s->slots);
+        s->slots = slots;
+        s->cap = cap;
+    }
+    size_t j = u64_home(key, s->cap);
+    for (; s->slots[j]; j = (j + 1) & (s->cap - 1))
+        if (s->slots[j] == key)
+            return 0;
+    s->slots[j] = key;
+    s->n++;
+    return 1;
+}
+
+bool tpprof_u64_set_has(const tpprof_u64_set *s, uint64_t key) {
+    if (!s->cap)
+        return false;
+    for (size_t j = u64_home(key, s->cap); s->slots[j]; j = (j + 1) & (s->cap - 1))
+        if (s->slots[j] == key)
+            return true;
+    return false;
+}
+
+void tpprof_u64_set_clear(tpprof_u64_set *s) {
+    if (s->slots)
+        memset(s->slots, 0, s->cap * sizeof *s->slots);
+    s->n = 0;
+}
+
+void tpprof_u64_set_free(tpprof_u64_set *s) {
+    free(s->slots);
+    *s = (tpprof_u64_set){0};
+}
+
 // ---------------------------------------------------------------------------
 // Options
 

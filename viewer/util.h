@@ -67,4 +67,17 @@ char *tpprof_strdup(const char *s);
 // error, v then untouched and still the caller's to free.
 void *tpprof_grow(void *v, size_t n, size_t *cap, size_t size);
 
+// A set of 64-bit keys, 0 never one (open addressing, doubled at half
+// full): the distinct ips of stack nodes (symbolize.c), a merge input's new
+// ones (cmd_merge.c). Zero-initialized empty; tpprof_u64_set_free releases.
+typedef struct tpprof_u64_set {
+    uint64_t *slots;
+    size_t cap, n;
+} tpprof_u64_set;
+// 1 when key was added, 0 when it was there already, -1 out of memory.
+int tpprof_u64_set_add(tpprof_u64_set *s, uint64_t key);
+bool tpprof_u64_set_has(const tpprof_u64_set *s, uint64_t key);
+void tpprof_u64_set_clear(tpprof_u64_set *s); // empty, its memory kept
+void tpprof_u64_set_free(tpprof_u64_set *s);
+
 #endif
