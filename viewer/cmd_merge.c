@@ -16,7 +16,9 @@
 // merge of several recordings symbolizes each input first, in place, so
 // that the next report reads their saved symbols. Device memory
 // (device_blocks, device_events) is merged with a process column, as the
-// host's live blocks are, when an input has it. Left out: timelines (the device timeline too), full-mode events and
+// host's live blocks are, when an input has it. The merged stack nodes and
+// sites are kept in chunks, as a recording keeps them (schema 5), written
+// here a chunk row at a time. Left out: timelines (the device timeline too), full-mode events and
 // tensor tables, whose times and ids belong to one process; a process's own
 // recording has them.
 #define _POSIX_C_SOURCE 200809L
