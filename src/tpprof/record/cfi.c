@@ -389,28 +389,42 @@ static int reduce(const struct row *row, struct tpprof_cfi_rule *r) {
     return r->kind = TPPROF_CFI_STEP;
 }
 
-static int rule_of_fde(const uint8_t *fde, uintptr_t pc, struct tpprof_cfi_rule *r) {
+// An FDE read: its CIE, its function's range, its program, and the row the
+// CIE's program makes (where DW_CFA_restore goes back to). False where this
+// reader does not take it (its rules are then TPPROF_CFI_NONE).
+struct fde_view {
+    struct cie c;
+    uintptr_t begin, range;
+    const uint8_t *p, *end; // its program
+    struct row init;
+};
+
+static bool fde_open(const uint8_t *fde, struct fde_view *v) {
     uint32_t len = rd32(fde);
-    if (len == 0 || len == 0xffffffffu) return TPPROF_CFI_NONE;
+    if (len == 0 || len == 0xffffffffu) return false;
     const uint8_t *p = fde + 4, *end = p + len;
     uint32_t cie_off = rd32(p);
-    if (cie_off == 0) return TPPROF_CFI_NONE; // a CIE, not an FDE
-    struct cie c;
-    if (!parse_cie(p - cie_off, &c) || c.signal || c.ra_reg != REG_RA) return TPPROF_CFI_NONE;
+    if (cie_off == 0) return false; // a CIE, not an FDE
+    if (!parse_cie(p - cie_off, &v->c) || v->c.signal || v->c.ra_reg != REG_RA) return false;
     p += 4;
-    uintptr_t begin, range;
-    if (!read_ptr(&p, end, c.fde_enc, 0, &begin) || !read_ptr(&p, end, c.fde_enc & 0x0f, 0, &range))
-        return TPPROF_CFI_NONE;
-    if (pc < begin || pc - begin >= range) return TPPROF_CFI_NONE;
-    if (c.z) {
+    if (!read_ptr(&p, end, v->c.fde_enc, 0, &v->begin) || !read_ptr(&p, end, v->c.fde_enc & 0x0f, 0, &v->range))
+        return false;
+    if (v->c.z) {
         uint64_t n = uleb(&p, end);
-        if (n > (uint64_t)(end - p)) return TPPROF_CFI_NONE;
+        if (n > (uint64_t)(end - p)) return false;
         p += n;
     }
-    struct row row = {.cfa_reg = REG_RSP, .cfa_off = 8}, init;
-    if (!run_program(c.insns, c.end, &c, begin, UINTPTR_MAX, &row, NULL, NULL)) return TPPROF_CFI_NONE;
-    init = row;
-    if (!run_program(p, end, &c, begin, pc, &row, &init, NULL)) return TPPROF_CFI_NONE;
+    v->p = p;
+    v->end = end;
+    v->init = (struct row){.cfa_reg = REG_RSP, .cfa_off = 8};
+    return run_program(v->c.insns, v->c.end, &v->c, v->begin, UINTPTR_MAX, &v->init, NULL, NULL);
+}
+
+static int rule_of_fde(const uint8_t *fde, uintptr_t pc, struct tpprof_cfi_rule *r) {
+    struct fde_view v;
+    if (!fde_open(fde, &v) || pc < v.begin || pc - v.begin >= v.range) return TPPROF_CFI_NONE;
+    struct row row = v.init;
+    if (!run_program(v.p, v.end, &v.c, v.begin, pc, &row, &v.init, NULL)) return TPPROF_CFI_NONE;
     return reduce(&row, r);
 }
 
@@ -514,32 +528,16 @@ static const struct fde_rows *fde_rows_of(const uint8_t *fde) {
         if (t->fde == fde && t->gen == gen) return t;
     }
     // Made here: as rule_of_fde reads it, to the end of its program.
-    uint32_t len = rd32(fde);
-    if (len == 0 || len == 0xffffffffu) return NULL;
-    const uint8_t *p = fde + 4, *end = p + len;
-    uint32_t cie_off = rd32(p);
-    if (cie_off == 0) return NULL;
-    struct cie c;
-    if (!parse_cie(p - cie_off, &c) || c.signal || c.ra_reg != REG_RA) return NULL;
-    p += 4;
-    uintptr_t begin, range;
-    if (!read_ptr(&p, end, c.fde_enc, 0, &begin) || !read_ptr(&p, end, c.fde_enc & 0x0f, 0, &range) ||
-        range > UINT32_MAX)
-        return NULL;
-    if (c.z) {
-        uint64_t n = uleb(&p, end);
-        if (n > (uint64_t)(end - p)) return NULL;
-        p += n;
-    }
-    struct row row = {.cfa_reg = REG_RSP, .cfa_off = 8}, init;
-    if (!run_program(c.insns, c.end, &c, begin, UINTPTR_MAX, &row, NULL, NULL)) return NULL;
-    init = row;
-    size_t cap = (size_t)(end - p) + 1, want = sizeof(struct fde_rows) + cap * sizeof(struct fde_row);
+    struct fde_view v;
+    if (!fde_open(fde, &v) || v.range > UINT32_MAX) return NULL;
+    uintptr_t begin = v.begin, range = v.range;
+    struct row row = v.init;
+    size_t cap = (size_t)(v.end - v.p) + 1, want = sizeof(struct fde_rows) + cap * sizeof(struct fde_row);
     struct rows_chunk *chunk = NULL;
     struct fde_rows *t = rows_take(want, &chunk);
     if (!t) return NULL;
     struct row_sink k = {.rows = t->rows, .cap = (uint32_t)cap, .begin = begin, .at = begin};
-    bool whole = run_program(p, end, &c, begin, UINTPTR_MAX, &row, &init, &k);
+    bool whole = run_program(v.p, v.end, &v.c, begin, UINTPTR_MAX, &row, &v.init, &k);
     if (whole) sink_put(&k, k.at, &row); // the last row, to the function's end
     t->fde = fde;
     t->gen = gen;
