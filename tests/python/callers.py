@@ -1,9 +1,9 @@
 # One function called from two lines of another in turn, each call making
 # several allocations from C (zlib's compressor state) at one instruction:
 # the callee's frame is at the same address, at the same instruction, every
-# time, and only its caller's line tells the calls apart. A thread's next
-# walk takes the last one's frames when it finds them unchanged (pyframes.c,
-# walk_same): within a call it does, and it must not across the two lines.
+# time, and only its caller's line tells the calls apart: a recorder that
+# reused a thread's last Python frames on the innermost one alone would
+# name both calls by one line.
 import zlib
 
 DATA = bytes(range(256)) * 64

@@ -189,7 +189,7 @@ static void test_walk(unsigned minor, bool free_threaded, bool tstate_elsewhere)
         put_ptr(ts + lay->ts_current_frame, f);
     }
 
-    // A thread struct: the thread keeps its code ids and its last walk there.
+    // A thread struct: the thread keeps its code ids there.
     static struct tpprof_thread thread;
     tpprof_self = &thread;
     tpprof_py_init();
@@ -241,13 +241,9 @@ static void test_walk(unsigned minor, bool free_threaded, bool tstate_elsewhere)
     m3 = tpprof_stack_frames(tpprof_py_intern(bad, 6), &k);
     CHECK_MSG(k == 7 && m3[4] == native[2] && m3[5] == m[6], "in the Python range: %d frames, want 7", k);
 
-    // The walks above after the first took the thread's last walk, the
-    // frames being the same (pyframes.c, walk_same). Each change the walk
-    // would see is seen. (Each walk that finds a change is kept for the
-    // next while the walks before it were taken from the last: the gain
-    // they earned, pyframes.c; so each check compares with the state just
-    // before its change: walk_same without any one of its four checks
-    // fails here.) An outer frame at another instruction:
+    // Each change to the frames between two walks is seen by the second (a
+    // walk that kept anything from the one before must check all of these).
+    // An outer frame at another instruction:
     put_ptr(mid + lay->fr_instr, ptr_of(mid + lay->fr_code) + lay->co_code + 2 * 9);
     m = tpprof_stack_frames(tpprof_py_merge(id, native, 6), &n);
     CHECK_MSG(n == 10 && frame_is(m[2], "leaf", 506) && frame_is(m[3], "mid", 300 + 1 + 9), "mid moved: %d frames", n);

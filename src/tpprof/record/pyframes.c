@@ -26,9 +26,7 @@
 // copy of the code's location table (one format in 3.11-3.13) taken when
 // the code object was first seen (it is alive then: it is on a running
 // frame). Reads are defensive (alignment, the code object's type, bounded
-// depth), never a Python call on the hot path. A walk over the frames the
-// thread's last walk read (the same frames, flags, code objects and
-// instructions) gives what that one gave, and is checked, not redone.
+// depth), never a Python call on the hot path.
 //
 // Known risk: a frame pointer the interpreter left dangling would be read
 // as it is (as py-spy and memray do, without a fault handler); the
@@ -476,36 +474,15 @@ static uint32_t code_id(const char *code, uint64_t k) {
 // thread that reads the same parts: the memo goes with the thread struct,
 // as the CFI walk's state does. Direct mapped, 512 entries of 48 bytes
 // (24 KiB), mapped on the thread's first Python stack (not static TLS,
-// which glibc takes from every thread's stack), with the thread's last walk
-// (9 KiB; walk_same, below).
+// which glibc takes from every thread's stack).
 
 #define CODE_MEMO_BITS 9
 struct code_memo_entry {
     struct code_parts p; // p.code NULL: empty
     uint32_t id;
 };
-
-// The thread's last walk, step by step, and what it gave (walk_same).
-#define WALK_STEPS 128 // longer walks (in frames read, shown or not) are not kept
-struct walk_step {
-    const char *fr, *instr;
-    struct code_parts p; // its code's (p.code NULL: a frame of the C stack's, 3.12 on)
-    uint16_t flags;      // the frame's owner byte, and 3.11's is_entry above it
-};
-struct walk_cache {
-    int nsteps; // 0: nothing kept
-    unsigned gain;  // walks taken from it lately (up to 16; one less a walk not)
-    unsigned skips; // walks not kept since gain was 0
-    const char *end; // where the walk ended (the frame after its last step)
-    int np, ng;
-    uintptr_t py[TPPROF_MAX_DEPTH];
-    uint8_t ends[PY_GROUPS_MAX];
-    struct walk_step step[WALK_STEPS];
-};
-
 struct tpprof_py_memo {
     struct code_memo_entry e[1u << CODE_MEMO_BITS];
-    struct walk_cache last;
 };
 
 // The calling thread's memo, or NULL (no thread struct, or no memory: the
@@ -562,54 +539,26 @@ PY_INLINE bool verify(const char *ts) {
     return TPPROF_LIKELY(atomic_load_explicit(&verified, memory_order_relaxed) == 1) || verify_first(ts);
 }
 
-PY_INLINE uint16_t frame_flags(const struct py_layout *lay, const char *fr) {
-    return (uint16_t)((uint8_t)fr[lay->fr_owner] | (lay->fr_is_entry ? (uint8_t)fr[lay->fr_is_entry] << 8 : 0));
-}
-
-// Whether the frames from fr on are the ones the thread's last walk read,
-// as far as the walk looks at them: each at the same place, with the same
-// flags, code object (by the parts its id was found by) and instruction,
-// and the chain ending where it ended. Then the walk would give what it
-// gave. (A thread's frames do not change while it is in malloc; between two
-// allocations they hardly do in a program that allocates from C: 97% of the
-// PyTorch loop's 1.1 M walks read what the one before had read, while
-// libtorch's static constructors ran under one import. Taken from here,
-// its walks took 0.79 G instructions instead of 1.65 G: callgrind.) The
-// same parts as code_id_of compares, so a code object freed and another
-// made at its address, its frame at the same place and instruction (exec
-// of generated code in a loop), is told apart as the memo tells it.
-PY_INLINE bool walk_same(const struct py_layout *lay, const struct walk_cache *c, const char *fr) {
-    for (int i = 0; i < c->nsteps; i++) {
-        const struct walk_step *s = &c->step[i];
-        if (fr != s->fr || frame_flags(lay, fr) != s->flags) return false;
-        if (s->p.code) {
-            const char *code = ptr_at(fr, lay->fr_code);
-            if (code != s->p.code || ptr_at(fr, lay->fr_instr) != s->instr) return false;
-            struct code_parts p = code_parts(lay, code);
-            if (p.qualname != s->p.qualname || p.filename != s->p.filename || p.linetable != s->p.linetable ||
-                p.firstlineno != s->p.firstlineno)
-                return false;
-        }
-        fr = ptr_at(fr, lay->fr_previous);
+// The calling thread's Python frames, innermost first, into py (np
+// returned; 0: none); ends[g] is one past the last frame of the g-th C-level
+// evaluation, *ngroups of them.
+PY_INLINE int py_walk_in(const struct py_layout *lay, uintptr_t py[TPPROF_MAX_DEPTH], uint8_t ends[PY_GROUPS_MAX],
+                         int *ngroups) {
+    const char *ts = this_tstate(lay);
+    if (!ts || !verify(ts)) return 0;
+    const char *fr;
+    if (lay->ts_cframe) {
+        const char *cf = ptr_at(ts, lay->ts_cframe);
+        if (!aligned(cf)) return 0;
+        fr = ptr_at(cf, lay->cf_current);
+    } else {
+        fr = ptr_at(ts, lay->ts_current_frame);
     }
-    return fr == c->end;
-}
-
-// The walk itself, from fr on, kept in k (NULL: not kept; each call site
-// passes a constant, so the walk not kept has no step of keeping in it).
-PY_INLINE int walk_frames(const struct py_layout *lay, const char *fr, struct tpprof_py_memo *memo,
-                          struct walk_cache *k, uintptr_t py[TPPROF_MAX_DEPTH], uint8_t ends[PY_GROUPS_MAX],
-                          int *ngroups) {
-    int np = 0, ng = 0, steps = 0;
+    int np = 0, ng = 0;
+    struct tpprof_py_memo *memo = memo_of_thread();
     // (A recursion deeper than a stack holds keeps its innermost frames.)
-    for (; aligned(fr) && steps < PY_WALK_MAX && ng < PY_GROUPS_MAX && np < TPPROF_MAX_DEPTH; steps++) {
+    for (int steps = 0; aligned(fr) && steps < PY_WALK_MAX && ng < PY_GROUPS_MAX && np < TPPROF_MAX_DEPTH; steps++) {
         int owner = fr[lay->fr_owner];
-        struct walk_step *s = k && steps < WALK_STEPS ? &k->step[steps] : NULL;
-        if (s) {
-            s->fr = fr;
-            s->flags = frame_flags(lay, fr);
-            s->p.code = NULL;
-        }
         if (lay->owner_cstack >= 0 && owner == lay->owner_cstack) {
             // 3.12 on: the frame a C-level evaluation pushes below the
             // frames it runs (its code a trampoline, or None), not shown.
@@ -618,16 +567,8 @@ PY_INLINE int walk_frames(const struct py_layout *lay, const char *fr, struct tp
             continue;
         }
         const char *code = ptr_at(fr, lay->fr_code);
-        if (!aligned(code) || *(const void *const *)(code + lay->ob_type) != code_type) { // not a frame
-            if (k) k->nsteps = 0; // (a walk that stops here is not kept)
-            k = NULL;
-            break;
-        }
+        if (!aligned(code) || *(const void *const *)(code + lay->ob_type) != code_type) break; // not a frame
         const char *units = code + lay->co_code;
-        if (s) {
-            s->p = code_parts(lay, code);
-            s->instr = ptr_at(fr, lay->fr_instr);
-        }
         intptr_t unit = (ptr_at(fr, lay->fr_instr) - units) / 2;
         intptr_t size = *(const intptr_t *)(code + lay->co_size);
         // A frame just pushed, whose code has not started (CPython's
@@ -645,50 +586,8 @@ PY_INLINE int walk_frames(const struct py_layout *lay, const char *fr, struct tp
         if (ng == PY_GROUPS_MAX) ng--;
         ends[ng++] = (uint8_t)np;
     }
-    if (k) {
-        k->nsteps = steps <= WALK_STEPS ? steps : 0;
-        k->end = fr;
-        k->np = np;
-        k->ng = ng;
-        memcpy(k->py, py, (size_t)np * sizeof *py);
-        memcpy(k->ends, ends, (size_t)ng);
-    }
     *ngroups = ng;
     return np;
-}
-
-// The calling thread's Python frames, innermost first, into py (np
-// returned; 0: none); ends[g] is one past the last frame of the g-th C-level
-// evaluation, *ngroups of them.
-PY_INLINE int py_walk_in(const struct py_layout *lay, uintptr_t py[TPPROF_MAX_DEPTH], uint8_t ends[PY_GROUPS_MAX],
-                         int *ngroups) {
-    const char *ts = this_tstate(lay);
-    if (!ts || !verify(ts)) return 0;
-    const char *fr;
-    if (lay->ts_cframe) {
-        const char *cf = ptr_at(ts, lay->ts_cframe);
-        if (!aligned(cf)) return 0;
-        fr = ptr_at(cf, lay->cf_current);
-    } else {
-        fr = ptr_at(ts, lay->ts_current_frame);
-    }
-    struct tpprof_py_memo *memo = memo_of_thread();
-    struct walk_cache *c = memo ? &memo->last : NULL;
-    if (c && c->nsteps && walk_same(lay, c, fr)) {
-        c->gain += c->gain < 16;
-        memcpy(py, c->py, (size_t)c->np * sizeof *py);
-        memcpy(ends, c->ends, (size_t)c->ng);
-        *ngroups = c->ng;
-        return c->np;
-    }
-    // Kept for the next walk while keeping pays; once it has not lately,
-    // one walk in 16 (keeping every walk of bench/py_alloc.py, Python code
-    // allocating from ever other frames, cost its walks 45% more
-    // instructions; so, 7%). A walk kept stays right to compare with,
-    // however old.
-    bool keep = c && (c->gain || !c->nsteps || ++c->skips % 16 == 0);
-    if (c && c->gain) c->gain--;
-    return keep ? walk_frames(lay, fr, memo, c, py, ends, ngroups) : walk_frames(lay, fr, memo, NULL, py, ends, ngroups);
 }
 
 // One walk a layout, its index a constant (each offset an immediate),
