@@ -8,12 +8,10 @@
 // ASan+UBSan too.
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -605,72 +603,6 @@ static void test_walks_are_libunwinds_on_two_threads_and_again(void) {
     tpprof_cfi_state_free(o.st);
 }
 
-// ---------------------------------------------------------------------------
-// Each FDE's rows (cfi.c) against its program run to the address.
-
-struct rows_check {
-    size_t modules, rules, differ;
-};
-
-// Every function of one module: addresses from its start, every 3rd byte
-// up to the next function's start (at most 120 of them), each rule made
-// from the rows (the first makes them) and from the program; each pair
-// the same.
-static int check_module_rows(struct dl_phdr_info *info, size_t size, void *arg) {
-    (void)size;
-    struct rows_check *k = arg;
-    const uint8_t *hdr = NULL;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME)
-            hdr = (const uint8_t *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-    // The table as linkers write it (cfi.c): version 1, datarel sdata4 pairs.
-    if (!hdr || hdr[0] != 1 || hdr[3] != 0x3b || hdr[2] != 0x03)
-        return 0;
-    uint32_t count;
-    memcpy(&count, hdr + 8, 4);
-    const uint8_t *tab = hdr + 12;
-    k->modules++;
-    for (uint32_t f = 0; f < count; f++) {
-        int32_t a, b;
-        memcpy(&a, tab + 8 * f, 4);
-        uintptr_t start = (uintptr_t)hdr + (intptr_t)a, stop = start + 360;
-        if (f + 1 < count) {
-            memcpy(&b, tab + 8 * (f + 1), 4);
-            uintptr_t next = (uintptr_t)hdr + (intptr_t)b;
-            if (next < stop) stop = next;
-        }
-        for (uintptr_t pc = start; pc < stop; pc += 3) {
-            struct tpprof_cfi_rule from_rows, from_program;
-            tpprof_cfi_rows_on = true;
-            int kr = tpprof_cfi_rule_in(hdr, pc, &from_rows);
-            tpprof_cfi_rows_on = false;
-            int kp = tpprof_cfi_rule_in(hdr, pc, &from_program);
-            k->rules++;
-            if (kr != kp || memcmp(&from_rows, &from_program, sizeof from_rows) != 0) {
-                if (k->differ++ < 3)
-                    fprintf(stderr, "  %s +%#lx: rows kind %d cfa %d rbp %d, program kind %d cfa %d rbp %d\n",
-                            info->dlpi_name, (unsigned long)(pc - info->dlpi_addr), kr, from_rows.cfa_off,
-                            from_rows.rbp_off, kp, from_program.cfa_off, from_program.rbp_off);
-            }
-        }
-    }
-    tpprof_cfi_rows_on = true;
-    return 0;
-}
-
-static void test_each_functions_rows_give_what_its_program_gives(void) {
-    struct rows_check k = {0};
-    dl_iterate_phdr(check_module_rows, &k);
-    CHECK_MSG(k.modules >= 2 && k.rules > 100000, "%zu modules, %zu rules", k.modules, k.rules);
-    fprintf(stderr, "  %zu modules, %zu rules\n", k.modules, k.rules);
-    CHECK_MSG(k.differ == 0, "%zu of %zu rules differ", k.differ, k.rules);
-    // After an unload the rows are made again, the same.
-    tpprof_cfi_rows_forget();
-    struct rows_check again = {0};
-    dl_iterate_phdr(check_module_rows, &again);
-    CHECK_MSG(again.differ == 0 && again.rules == k.rules, "%zu of %zu rules differ", again.differ, again.rules);
-}
-
 int main(void) {
     RUN(test_a_function_with_a_frame_pointer_has_an_rbp_based_cfa);
     RUN(test_functions_without_frame_pointers_have_their_own_rules);
@@ -683,6 +615,5 @@ int main(void) {
     RUN(test_a_changed_saved_rbp_that_no_step_reads_keeps_the_frames);
     RUN(test_four_rules_in_one_cache_set_stay_there);
     RUN(test_walks_are_libunwinds_on_two_threads_and_again);
-    RUN(test_each_functions_rows_give_what_its_program_gives);
     return CHECK_EXIT_STATUS();
 }

@@ -5,27 +5,21 @@
 // _dl_find_object (glibc 2.35+: lock-free, no malloc, safe in a hook, unlike
 // dl_iterate_phdr, which takes the loader's lock), binary-searches its table
 // for the FDE, parses the FDE and its CIE, runs the CFA program up to the
-// address and reduces the row it reaches to a simple rule (cfi.h); the
-// first rule asked of an FDE runs its whole program into a table of its
-// rows, which its later addresses take (below, "Each FDE's rows").
+// address and reduces the row it reaches to a simple rule (cfi.h).
 // Deliberately left out: DWARF expressions (a CFA or a register computed by
 // one: PLT entries, stack realignment, signal trampolines), registers other
 // than rsp and rbp as the CFA's base, modules without a binary-search table,
 // .debug_frame. Each of those answers TPPROF_CFI_NONE and libunwind walks that
 // stack. Unaligned fields are read with memcpy (UBSan).
-// Runs inside malloc hooks: no locks, no malloc (the rows live in tpprof's own
-// mappings, base/mem.c), a few hundred bytes of stack.
+// Runs inside malloc hooks: no locks, no malloc, a few hundred bytes of stack.
 #define _GNU_SOURCE
 #include "record/cfi.h"
 
 #include <dlfcn.h>
-#include <stdatomic.h>
 #include <features.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
-
-#include "base/mem.h"
 
 // ---------------------------------------------------------------------------
 // Reading the tables.
@@ -202,42 +196,12 @@ static void restore_rule(struct row *r, const struct row *init, uint64_t reg) {
     else if (reg == REG_RA) r->ra = init->ra;
 }
 
-static int reduce(const struct row *row, struct tpprof_cfi_rule *r);
-
-// Where a whole program's rows go (fde_rows_make): each row's rule, from
-// the address it starts at, one where it differs from the last.
-struct row_sink {
-    struct fde_row *rows;
-    uint32_t n, cap;
-    uintptr_t begin;
-    uintptr_t at; // the address the program has reached
-    bool full;    // a row did not fit (the rows are then not used)
-};
-
-struct fde_row {
-    uint32_t off; // from the function's start
-    struct tpprof_cfi_rule rule;
-};
-
-static void sink_put(struct row_sink *k, uintptr_t loc, const struct row *row) {
-    struct tpprof_cfi_rule r;
-    memset(&r, 0, sizeof r);
-    reduce(row, &r);
-    if (k->n && memcmp(&k->rows[k->n - 1].rule, &r, sizeof r) == 0) return;
-    if (k->n == k->cap) { // (not expected: a row an advance, an advance a byte at least)
-        k->full = true;
-        return;
-    }
-    k->rows[k->n++] = (struct fde_row){(uint32_t)(loc - k->begin), r};
-}
-
 // Runs the CFA program [p, end) from address loc, stopping before the first
 // advance past pc (init: the row after the CIE's program, for
-// DW_CFA_restore; NULL while running that one); with a sink, to the end,
-// each row into it as its address range ends (the last one is the
-// caller's). False on an opcode this reader does not know.
+// DW_CFA_restore; NULL while running that one). False on an opcode this
+// reader does not know.
 static bool run_program(const uint8_t *p, const uint8_t *end, const struct cie *c, uintptr_t loc, uintptr_t pc,
-                        struct row *row, const struct row *init, struct row_sink *sink) {
+                        struct row *row, const struct row *init) {
     struct row stack[REMEMBER_MAX];
     int depth = 0;
     while (p < end) {
@@ -247,9 +211,7 @@ static bool run_program(const uint8_t *p, const uint8_t *end, const struct cie *
         case 1: // DW_CFA_advance_loc
             next = loc + low * c->code_align;
             if (next > pc) return true;
-            if (sink && next > loc) sink_put(sink, loc, row);
             loc = next;
-            if (sink) sink->at = loc;
             continue;
         case 2: // DW_CFA_offset
             set_rule(row, low, RULE_OFFSET, (int64_t)uleb(&p, end) * c->data_align);
@@ -264,9 +226,7 @@ static bool run_program(const uint8_t *p, const uint8_t *end, const struct cie *
         case 0x01:        // set_loc
             if (!read_ptr(&p, end, c->fde_enc, 0, &next)) return false;
             if (next > pc) return true;
-            if (sink && next > loc) sink_put(sink, loc, row);
             loc = next;
-            if (sink) sink->at = loc;
             break;
         case 0x02: // advance_loc1, advance_loc2, advance_loc4: a 1, 2 or 4 byte delta
         case 0x03:
@@ -277,9 +237,7 @@ static bool run_program(const uint8_t *p, const uint8_t *end, const struct cie *
             p += w;
             next = loc + delta * c->code_align;
             if (next > pc) return true;
-            if (sink && next > loc) sink_put(sink, loc, row);
             loc = next;
-            if (sink) sink->at = loc;
             break;
         }
         case 0x05: // offset_extended
@@ -389,206 +347,29 @@ static int reduce(const struct row *row, struct tpprof_cfi_rule *r) {
     return r->kind = TPPROF_CFI_STEP;
 }
 
-// An FDE read: its CIE, its function's range, its program, and the row the
-// CIE's program makes (where DW_CFA_restore goes back to). False where this
-// reader does not take it (its rules are then TPPROF_CFI_NONE).
-struct fde_view {
-    struct cie c;
-    uintptr_t begin, range;
-    const uint8_t *p, *end; // its program
-    struct row init;
-};
-
-static bool fde_open(const uint8_t *fde, struct fde_view *v) {
+static int rule_of_fde(const uint8_t *fde, uintptr_t pc, struct tpprof_cfi_rule *r) {
     uint32_t len = rd32(fde);
-    if (len == 0 || len == 0xffffffffu) return false;
+    if (len == 0 || len == 0xffffffffu) return TPPROF_CFI_NONE;
     const uint8_t *p = fde + 4, *end = p + len;
     uint32_t cie_off = rd32(p);
-    if (cie_off == 0) return false; // a CIE, not an FDE
-    if (!parse_cie(p - cie_off, &v->c) || v->c.signal || v->c.ra_reg != REG_RA) return false;
+    if (cie_off == 0) return TPPROF_CFI_NONE; // a CIE, not an FDE
+    struct cie c;
+    if (!parse_cie(p - cie_off, &c) || c.signal || c.ra_reg != REG_RA) return TPPROF_CFI_NONE;
     p += 4;
-    if (!read_ptr(&p, end, v->c.fde_enc, 0, &v->begin) || !read_ptr(&p, end, v->c.fde_enc & 0x0f, 0, &v->range))
-        return false;
-    if (v->c.z) {
+    uintptr_t begin, range;
+    if (!read_ptr(&p, end, c.fde_enc, 0, &begin) || !read_ptr(&p, end, c.fde_enc & 0x0f, 0, &range))
+        return TPPROF_CFI_NONE;
+    if (pc < begin || pc - begin >= range) return TPPROF_CFI_NONE;
+    if (c.z) {
         uint64_t n = uleb(&p, end);
-        if (n > (uint64_t)(end - p)) return false;
+        if (n > (uint64_t)(end - p)) return TPPROF_CFI_NONE;
         p += n;
     }
-    v->p = p;
-    v->end = end;
-    v->init = (struct row){.cfa_reg = REG_RSP, .cfa_off = 8};
-    return run_program(v->c.insns, v->c.end, &v->c, v->begin, UINTPTR_MAX, &v->init, NULL, NULL);
-}
-
-static int rule_of_fde(const uint8_t *fde, uintptr_t pc, struct tpprof_cfi_rule *r) {
-    struct fde_view v;
-    if (!fde_open(fde, &v) || pc < v.begin || pc - v.begin >= v.range) return TPPROF_CFI_NONE;
-    struct row row = v.init;
-    if (!run_program(v.p, v.end, &v.c, v.begin, pc, &row, &v.init, NULL)) return TPPROF_CFI_NONE;
+    struct row row = {.cfa_reg = REG_RSP, .cfa_off = 8}, init;
+    if (!run_program(c.insns, c.end, &c, begin, UINTPTR_MAX, &row, NULL)) return TPPROF_CFI_NONE;
+    init = row;
+    if (!run_program(p, end, &c, begin, pc, &row, &init)) return TPPROF_CFI_NONE;
     return reduce(&row, r);
-}
-
-// ---------------------------------------------------------------------------
-// Each FDE's rows, made on its first rule.
-//
-// An FDE's program runs from its function's start to the address asked
-// for: in -O2 code without a frame pointer, whose CFA moves at every push
-// and pop around a call, ~394 operations a rule in a small cc1 (its 4,672
-// rules took 29.2 M of their 32.8 M instructions there: callgrind). So the
-// first rule asked of an FDE runs its whole program once, keeping each
-// row's rule where it differs from the last, and every later address of
-// that function is a binary search. Shared by the threads: a table by FDE
-// address (a table is made whole, then put in an empty slot by CAS; a lost
-// race wastes one) and an arena that only grows, a chunk at a time (a bump
-// of a counter; a table's room is as many rows as its program has bytes,
-// the unused end given back while nothing was taken after it). Past
-// ROWS_CAP, or with its slots full, an FDE's rules are made as before.
-
-struct fde_rows {
-    const uint8_t *fde;
-    uint32_t gen;    // rows_gen when made: the modules loaded then
-    uintptr_t begin, range;
-    uint32_t n;      // rows
-    uint32_t end;    // from its start, where its program stopped on what this reader does not know (else range)
-    struct fde_row rows[];
-};
-
-#define FDE_SLOTS ((size_t)1 << 16) // 512 KiB, touched as used
-#define FDE_PROBES 8
-#define ROWS_CHUNK ((size_t)1 << 20)
-#define ROWS_CAP ((size_t)64 << 20)
-
-struct rows_chunk {
-    _Atomic size_t used;
-    size_t cap;
-    _Alignas(8) char data[];
-};
-
-static _Atomic(_Atomic(struct fde_rows *) *) fde_slots;
-static _Atomic(struct rows_chunk *) rows_chunk;
-static _Atomic size_t rows_mapped;
-// Bumped when code is unloaded (tpprof_cfi_rows_forget): a table made
-// before is not used again (another module's FDE may be at its address).
-static _Atomic uint32_t rows_gen = 1;
-
-void tpprof_cfi_rows_forget(void) { atomic_fetch_add(&rows_gen, 1); }
-
-// bytes of the arena (8-aligned), and in *chunk the chunk they are in; NULL
-// past the cap or without memory.
-static void *rows_take(size_t bytes, struct rows_chunk **chunk) {
-    bytes = (bytes + 7) & ~(size_t)7;
-    if (bytes > ROWS_CHUNK / 4) return NULL; // (a function of 20,000 rows: made as before)
-    for (int tries = 0; tries < 4; tries++) {
-        struct rows_chunk *c = atomic_load_explicit(&rows_chunk, memory_order_acquire);
-        if (c) {
-            size_t at = atomic_fetch_add_explicit(&c->used, bytes, memory_order_relaxed);
-            if (at + bytes <= c->cap) {
-                *chunk = c;
-                return c->data + at;
-            }
-        }
-        if (atomic_fetch_add_explicit(&rows_mapped, ROWS_CHUNK, memory_order_relaxed) >= ROWS_CAP) return NULL;
-        struct rows_chunk *fresh = tpprof_mem_map(ROWS_CHUNK);
-        if (!fresh) return NULL;
-        fresh->cap = ROWS_CHUNK - sizeof *fresh;
-        if (!atomic_compare_exchange_strong_explicit(&rows_chunk, &c, fresh, memory_order_acq_rel,
-                                                     memory_order_acquire)) {
-            tpprof_mem_unmap(fresh, ROWS_CHUNK); // another thread's chunk came first
-            atomic_fetch_sub_explicit(&rows_mapped, ROWS_CHUNK, memory_order_relaxed);
-        }
-    }
-    return NULL;
-}
-
-static _Atomic(struct fde_rows *) *fde_slots_get(void) {
-    _Atomic(struct fde_rows *) *t = atomic_load_explicit(&fde_slots, memory_order_acquire);
-    if (t) return t;
-    _Atomic(struct fde_rows *) *fresh = tpprof_mem_map(FDE_SLOTS * sizeof *fresh);
-    if (!fresh) return NULL;
-    if (atomic_compare_exchange_strong_explicit(&fde_slots, &t, fresh, memory_order_acq_rel, memory_order_acquire))
-        return fresh;
-    tpprof_mem_unmap(fresh, FDE_SLOTS * sizeof *fresh);
-    return t;
-}
-
-static size_t fde_home(const uint8_t *fde) {
-    return (size_t)(((uintptr_t)fde * 0x9E3779B97F4A7C15ULL) >> 40) & (FDE_SLOTS - 1);
-}
-
-// FDE fde's rows, made and published if no thread has; NULL where they
-// cannot be (the caller makes the rule as before).
-static const struct fde_rows *fde_rows_of(const uint8_t *fde) {
-    _Atomic(struct fde_rows *) *slots = fde_slots_get();
-    if (!slots) return NULL;
-    size_t home = fde_home(fde);
-    uint32_t gen = atomic_load_explicit(&rows_gen, memory_order_acquire);
-    for (size_t i = 0; i < FDE_PROBES; i++) {
-        const struct fde_rows *t = atomic_load_explicit(&slots[(home + i) & (FDE_SLOTS - 1)], memory_order_acquire);
-        if (!t) break;
-        if (t->fde == fde && t->gen == gen) return t;
-    }
-    // Made here: as rule_of_fde reads it, to the end of its program.
-    struct fde_view v;
-    if (!fde_open(fde, &v) || v.range > UINT32_MAX) return NULL;
-    uintptr_t begin = v.begin, range = v.range;
-    struct row row = v.init;
-    size_t cap = (size_t)(v.end - v.p) + 1, want = sizeof(struct fde_rows) + cap * sizeof(struct fde_row);
-    struct rows_chunk *chunk = NULL;
-    struct fde_rows *t = rows_take(want, &chunk);
-    if (!t) return NULL;
-    struct row_sink k = {.rows = t->rows, .cap = (uint32_t)cap, .begin = begin, .at = begin};
-    bool whole = run_program(v.p, v.end, &v.c, begin, UINTPTR_MAX, &row, &v.init, &k);
-    if (whole) sink_put(&k, k.at, &row); // the last row, to the function's end
-    t->fde = fde;
-    t->gen = gen;
-    t->begin = begin;
-    t->range = range;
-    t->n = k.n;
-    t->end = whole ? (uint32_t)range : (uint32_t)(k.at - begin);
-    // The unused room back, when no table was taken after this one.
-    size_t at = (size_t)((char *)t - chunk->data), expect = at + ((want + 7) & ~(size_t)7);
-    size_t used = (sizeof(struct fde_rows) + k.n * sizeof(struct fde_row) + 7) & ~(size_t)7;
-    atomic_compare_exchange_strong_explicit(&chunk->used, &expect, at + used, memory_order_relaxed,
-                                            memory_order_relaxed);
-    if (k.full) return NULL; // (its room stays taken)
-    // Into the first slot that is empty or holds a table of before the
-    // last unload.
-    for (size_t i = 0; i < FDE_PROBES; i++) {
-        _Atomic(struct fde_rows *) *s = &slots[(home + i) & (FDE_SLOTS - 1)];
-        struct fde_rows *cur = atomic_load_explicit(s, memory_order_acquire);
-        if (cur && cur->gen == gen) {
-            if (cur->fde == fde) return cur; // another thread's, made first
-            continue;
-        }
-        if (atomic_compare_exchange_strong_explicit(s, &cur, t, memory_order_release, memory_order_acquire))
-            return t;
-        if (cur && cur->gen == gen && cur->fde == fde) return cur;
-    }
-    return t; // no slot: used this once
-}
-
-// The rule at pc from FDE fde's rows (rule_of_fde's answer).
-static int rule_of_rows(const struct fde_rows *t, uintptr_t pc, struct tpprof_cfi_rule *r) {
-    if (pc < t->begin || pc - t->begin >= t->range) return TPPROF_CFI_NONE;
-    uint32_t off = (uint32_t)(pc - t->begin);
-    if (off >= t->end || t->n == 0) return TPPROF_CFI_NONE;
-    uint32_t lo = 0, hi = t->n; // the last row whose off is <= off is in [lo, hi)
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (t->rows[mid].off <= off) lo = mid;
-        else hi = mid;
-    }
-    if (t->rows[lo].off > off) return TPPROF_CFI_NONE;
-    *r = t->rows[lo].rule;
-    return r->kind;
-}
-
-// Set false by a test to compare the rows with the programs run each time.
-bool tpprof_cfi_rows_on = true;
-
-static int rule_of_fde_cached(const uint8_t *fde, uintptr_t pc, struct tpprof_cfi_rule *r) {
-    const struct fde_rows *t = tpprof_cfi_rows_on ? fde_rows_of(fde) : NULL;
-    return t ? rule_of_rows(t, pc, r) : rule_of_fde(fde, pc, r);
 }
 
 // ---------------------------------------------------------------------------
@@ -615,7 +396,7 @@ int tpprof_cfi_rule_in(const uint8_t *hdr, uintptr_t pc, struct tpprof_cfi_rule 
         else hi = mid;
     }
     const uint8_t *fde = hdr + (intptr_t)(int32_t)rd32(p + 8 * lo + 4);
-    return rule_of_fde_cached(fde, pc, r);
+    return rule_of_fde(fde, pc, r);
 }
 
 int tpprof_cfi_rule_at(uintptr_t pc, struct tpprof_cfi_rule *r) {

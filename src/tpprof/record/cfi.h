@@ -19,7 +19,6 @@
 #ifndef TPPROF_RECORD_CFI_H
 #define TPPROF_RECORD_CFI_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
 enum {
@@ -42,11 +41,6 @@ int tpprof_cfi_rule_at(uintptr_t pc, struct tpprof_cfi_rule *r);
 // The same from a given .eh_frame_hdr (the PT_GNU_EH_FRAME segment as
 // loaded), for tests and for a caller that found the module itself.
 int tpprof_cfi_rule_in(const uint8_t *eh_frame_hdr, uintptr_t pc, struct tpprof_cfi_rule *r);
-// Whether rules come from each FDE's rows, made on its first rule (cfi.c);
-// false (a test's): each rule from its FDE's program, run to the address.
-extern bool tpprof_cfi_rows_on;
-// After code is unloaded (dlclose): the rows made before are made again.
-void tpprof_cfi_rows_forget(void);
 
 // ---------------------------------------------------------------------------
 // The walk (cfiwalk.c), with the calling thread's cache of rules.

@@ -91,7 +91,6 @@ static _Atomic uint32_t uw_gen = 1;
 // must the frame-pointer verdicts (capture_verified) for its addresses.
 void tpprof_unwind_flush(void) {
     if (unw_flush && unw_local_as) unw_flush(*unw_local_as, 0, 0);
-    tpprof_cfi_rows_forget();
     atomic_fetch_add(&uw_gen, 1);
 }
 
