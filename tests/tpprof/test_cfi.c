@@ -134,21 +134,32 @@ static void six_frames(uintptr_t *stack, const uintptr_t ra[3], uintptr_t want[7
     }
 }
 
-static void test_a_changed_stack_is_walked_as_it_stands(void) {
-    uintptr_t ra[3] = {ret_in(fp_call), ret_in(fp_call2), ret_in(fp_call3)};
-    static uintptr_t stack[64];
-    uintptr_t lo = (uintptr_t)stack, hi = (uintptr_t)(stack + 64);
-    uintptr_t want[7];
+// six_frames on stack (64 words) walked once from its innermost frame by a
+// state of its own (returned; NULL, checked, if none could be mapped), the
+// walk checked: where the tests of a walk meeting the last one start. r:
+// the innermost frame's registers.
+static struct tpprof_cfi_state *six_frames_walked(uintptr_t *stack, uintptr_t ra[3], uintptr_t want[7],
+                                                  struct tpprof_cfi_regs *r) {
+    ra[0] = ret_in(fp_call), ra[1] = ret_in(fp_call2), ra[2] = ret_in(fp_call3);
     six_frames(stack, ra, want);
     struct tpprof_cfi_state *st = tpprof_cfi_state_new();
     CHECK(st != NULL);
-    if (!st) return;
-    struct tpprof_cfi_regs r = {ra[0], (uintptr_t)&stack[2], (uintptr_t)&stack[8]};
+    if (!st) return NULL;
+    *r = (struct tpprof_cfi_regs){ra[0], (uintptr_t)&stack[2], (uintptr_t)&stack[8]};
     uintptr_t ips[8];
-    int n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6);
+    int n = tpprof_cfi_walk(st, r, (uintptr_t)stack, (uintptr_t)(stack + 64), 1, ips, 6);
     CHECK_MSG(n == 6 && memcmp(ips, want, 6 * sizeof ips[0]) == 0, "%d frames", n);
+    return st;
+}
+
+static void test_a_changed_stack_is_walked_as_it_stands(void) {
+    static uintptr_t stack[64];
+    uintptr_t lo = (uintptr_t)stack, hi = (uintptr_t)(stack + 64), ra[3], want[7], ips[8];
+    struct tpprof_cfi_regs r;
+    struct tpprof_cfi_state *st = six_frames_walked(stack, ra, want, &r);
+    if (!st) return;
     // The same again, from cached rules: the same.
-    n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6);
+    int n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6);
     CHECK(n == 6 && memcmp(ips, want, 6 * sizeof ips[0]) == 0);
     // An outer return address changed: that frame is the new one.
     stack[8 * 3 + 9] = want[4] = ra[0] == want[4] ? ra[1] : ra[0];
@@ -213,18 +224,12 @@ static void test_a_changed_stack_is_walked_as_it_stands(void) {
 // capped short gives a shallower walk its frames past the cap. Counted in
 // rule lookups, each a step the walk took itself.
 static void test_walks_meet_the_last_walk_again_past_a_changed_caller(void) {
-    uintptr_t ra[3] = {ret_in(fp_call), ret_in(fp_call2), ret_in(fp_call3)};
     static uintptr_t stack[64];
-    uintptr_t lo = (uintptr_t)stack, hi = (uintptr_t)(stack + 64);
-    uintptr_t want[7];
-    six_frames(stack, ra, want);
-    struct tpprof_cfi_state *st = tpprof_cfi_state_new();
-    CHECK(st != NULL);
+    uintptr_t lo = (uintptr_t)stack, hi = (uintptr_t)(stack + 64), ra[3], want[7], ips[8];
+    struct tpprof_cfi_regs r;
+    struct tpprof_cfi_state *st = six_frames_walked(stack, ra, want, &r);
     if (!st) return;
-    struct tpprof_cfi_regs r = {ra[0], (uintptr_t)&stack[2], (uintptr_t)&stack[8]};
-    uintptr_t ips[8];
-    int n = tpprof_cfi_walk(st, &r, lo, hi, 1, ips, 6);
-    CHECK_MSG(n == 6 && memcmp(ips, want, 6 * sizeof ips[0]) == 0, "%d frames", n);
+    int n;
     // Frame 0's caller is now another function (frame 1's return address,
     // the same frame layout): frames 0 and 1 are stepped, frame 2 on taken.
     stack[9] = want[1] = want[1] == ra[1] ? ra[2] : ra[1];
