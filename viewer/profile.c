@@ -213,43 +213,43 @@ static void sum_leaks(tpprof_profile *p) {
         qsort(p->leaks, p->nleaks, sizeof *p->leaks, cmp_leak);
 }
 
-static int load_leaks(tpprof_profile *p) {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(p->db->sql, "SELECT stack_id, kind, reachability, size FROM live_blocks",
-                           -1, &st, NULL) != SQLITE_OK)
-        return tpprof_db_error(p->db, "reading live_blocks");
-    leak_table table = {0};
-    size_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (kind_reserved(p, sqlite3_column_int64(st, 1))) { // address space, not a leak
-            int64_t bytes = sqlite3_column_int64(st, 3);
-            p->summary.reserved_bytes += bytes > 0 ? (uint64_t)bytes : 0;
-            p->summary.reserved_live_count++;
-            continue;
-        }
-        if (sqlite3_column_int64(st, 2) == TPPROF_REACH_STORED_LIBC) { // the C library's, not a leak
-            int64_t bytes = sqlite3_column_int64(st, 3);
-            p->summary.libc_bytes += bytes > 0 ? (uint64_t)bytes : 0;
-            p->summary.libc_count++;
-            continue;
-        }
-        tpprof_leak *l = leak_group(p, &table, &cap, sqlite3_column_int64(st, 0),
-                                    sqlite3_column_int64(st, 1), tpprof_reach_of(sqlite3_column_int64(st, 2)));
-        if (!l) {
-            free(table.slots);
-            sqlite3_finalize(st);
-            return -1;
-        }
-        // A damaged file may hold negative sizes: count them as nothing.
-        int64_t bytes = sqlite3_column_int64(st, 3);
-        l->bytes += bytes > 0 ? (uint64_t)bytes : 0;
-        l->count++;
+struct leaking {
+    tpprof_profile *p;
+    leak_table table;
+    size_t cap;
+};
+
+// One live block into its group (tpprof_live_each).
+static int take_block(void *arg, const int64_t v[7], unsigned have) {
+    (void)have;
+    struct leaking *g = arg;
+    tpprof_profile *p = g->p;
+    // A damaged file may hold negative sizes: count them as nothing.
+    uint64_t bytes = v[1] > 0 ? (uint64_t)v[1] : 0;
+    if (kind_reserved(p, v[2])) { // address space, not a leak
+        p->summary.reserved_bytes += bytes;
+        p->summary.reserved_live_count++;
+        return 0;
     }
-    free(table.slots);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return tpprof_db_error(p->db, "reading live_blocks");
+    if (v[6] == TPPROF_REACH_STORED_LIBC) { // the C library's, not a leak
+        p->summary.libc_bytes += bytes;
+        p->summary.libc_count++;
+        return 0;
+    }
+    tpprof_leak *l = leak_group(p, &g->table, &g->cap, v[3], v[2], tpprof_reach_of(v[6]));
+    if (!l)
+        return tpprof_error_set("out of memory");
+    l->bytes += bytes;
+    l->count++;
+    return 0;
+}
+
+static int load_leaks(tpprof_profile *p) {
+    struct leaking g = {p, {0}, 0};
+    int status = tpprof_live_each(p->db, take_block, &g);
+    free(g.table.slots);
+    if (status != 0)
+        return -1;
     sum_leaks(p);
     return 0;
 }

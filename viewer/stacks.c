@@ -234,6 +234,82 @@ int tpprof_sites_each(sqlite3 *sql, const char *schema, const char *path, tpprof
     return status;
 }
 
+// A live_chunks row's text (docs/schema.md): a JSON array of count blocks,
+// each [address, size, kind, stack_id, tid, time_ns, reachability] (tid and
+// time_ns may be null), to fn; 0, fn's non-zero return, or CHUNK_DAMAGED.
+static int decode_live_chunk(const char *t, int64_t count, tpprof_live_fn fn, void *arg) {
+    scan_space(&t);
+    if (*t++ != '[')
+        return CHUNK_DAMAGED;
+    int64_t k = 0;
+    for (scan_space(&t); *t != ']'; k++, scan_space(&t)) {
+        if ((k > 0 && *t++ != ',') || k >= count)
+            return CHUNK_DAMAGED;
+        scan_space(&t);
+        if (*t++ != '[')
+            return CHUNK_DAMAGED;
+        int64_t v[7];
+        unsigned have = 0;
+        for (int i = 0; i < 7; i++) {
+            scan_space(&t);
+            if (i > 0 && *t++ != ',')
+                return CHUNK_DAMAGED;
+            scan_space(&t);
+            if ((i == 4 || i == 5) && strncmp(t, "null", 4) == 0) {
+                t += 4;
+                v[i] = 0;
+                continue;
+            }
+            if (!scan_i64(&t, &v[i]))
+                return CHUNK_DAMAGED;
+            have |= 1u << i;
+        }
+        scan_space(&t);
+        if (*t++ != ']')
+            return CHUNK_DAMAGED;
+        int rc = fn(arg, v, have);
+        if (rc)
+            return rc;
+    }
+    t++;
+    scan_space(&t);
+    return *t || k != count ? CHUNK_DAMAGED : 0;
+}
+
+int tpprof_live_each(tpprof_db *db, tpprof_live_fn fn, void *arg) {
+    bool chunks = tpprof_db_has_table(db, "live_chunks");
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db->sql,
+                           chunks ? "SELECT first, count, blocks FROM live_chunks ORDER BY first"
+                                  : "SELECT address, size, kind, stack_id, tid, time_ns, reachability FROM live_blocks",
+                           -1, &st, NULL) != SQLITE_OK)
+        return tpprof_db_error(db, "reading live_blocks");
+    int rc, status = 0;
+    while (status == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (chunks) {
+            const char *text = (const char *)sqlite3_column_text(st, 2);
+            status = text ? decode_live_chunk(text, sqlite3_column_int64(st, 1), fn, arg) : CHUNK_DAMAGED;
+            if (status == CHUNK_DAMAGED)
+                status = tpprof_error_set("'%s': live_chunks row %lld is damaged (not a JSON array of %lld blocks):"
+                                          " not a tpprof recording's",
+                                          db->path, (long long)sqlite3_column_int64(st, 0),
+                                          (long long)sqlite3_column_int64(st, 1));
+            continue;
+        }
+        int64_t v[7];
+        unsigned have = 0;
+        for (int i = 0; i < 7; i++) {
+            v[i] = sqlite3_column_int64(st, i);
+            have |= sqlite3_column_type(st, i) != SQLITE_NULL ? 1u << i : 0;
+        }
+        status = fn(arg, v, have);
+    }
+    sqlite3_finalize(st);
+    if (status == 0 && rc != SQLITE_DONE)
+        return tpprof_db_error(db, "reading live_blocks");
+    return status;
+}
+
 int tpprof_stack_nodes_count(tpprof_db *db, int64_t *count, int64_t *max_id) {
     bool chunks = has_chunks(db);
     if (count && tpprof_db_scalar(db, chunks ? "SELECT COALESCE(SUM(count), 0) FROM stack_chunks"

@@ -1,7 +1,9 @@
 // test_stack_chunks.c: the stack trie as the recorder writes it since schema
 // 3, in stack_chunks rows with stack_nodes a view of them, and the sites
-// since schema 4, in site_chunks rows with sites a view of them
-// (docs/schema.md), read as the tables of older recordings did: in the
+// since schema 4, in site_chunks rows with sites a view of them, and the
+// blocks alive at the end since schema 6, in live_chunks rows with
+// live_blocks a view of them (docs/schema.md), read as the tables of older
+// recordings did: in the
 // viewer (report, symbolizing, merge) and through the views in plain SQL; a
 // damaged chunk is one line and exit 2.
 //
@@ -31,6 +33,10 @@ static const char sites_view_sql[] =
     " temp_bytes, peak_count, peak_bytes) AS SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3,"
     " j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, j.value ->> 9"
     " FROM site_chunks c, json_each(c.sites) j WHERE j.type = 'array'";
+static const char live_view_sql[] =
+    "CREATE VIEW live_blocks(address, size, kind, stack_id, tid, time_ns, reachability) AS SELECT"
+    " j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, j.value ->> 5, j.value ->> 6"
+    " FROM live_chunks c, json_each(c.blocks) j";
 
 static int exec(sqlite3 *db, const char *sql) {
     char *msg = NULL;
@@ -123,10 +129,45 @@ static int chunk_sites(sqlite3 *db, int per_chunk) {
     return rc == 0 ? exec(db, sites_view_sql) : rc;
 }
 
+// The live_blocks table of db turned into live_chunks rows of per_chunk
+// blocks each, in address order, and the view in its place.
+static int chunk_live(sqlite3 *db, int per_chunk) {
+    sqlite3_stmt *st = NULL;
+    site_rows r = {.first = 1, .per_chunk = per_chunk};
+    if (exec(db, "CREATE TABLE live_chunks(first INTEGER PRIMARY KEY, count INTEGER NOT NULL, blocks TEXT NOT NULL)") ||
+        sqlite3_prepare_v2(db, "INSERT INTO live_chunks VALUES (?1, ?2, ?3)", -1, &r.put, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT address, size, kind, stack_id, tid, time_ns, reachability FROM live_blocks"
+                               " ORDER BY address", -1, &st, NULL) != SQLITE_OK) {
+        sqlite3_finalize(r.put);
+        return -1;
+    }
+    int rc = 0, step;
+    while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        char block[512];
+        size_t n = 0;
+        for (int i = 0; i < 7; i++)
+            n += sqlite3_column_type(st, i) == SQLITE_NULL
+                     ? (size_t)snprintf(block + n, sizeof block - n, "%snull", i ? "," : "[")
+                     : (size_t)snprintf(block + n, sizeof block - n, "%s%lld", i ? "," : "[",
+                                        (long long)sqlite3_column_int64(st, i));
+        snprintf(block + n, sizeof block - n, "]");
+        rc = put_site_element(&r, block);
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = -1;
+    if (rc == 0)
+        rc = put_site_row(&r);
+    sqlite3_finalize(st);
+    sqlite3_finalize(r.put);
+    if (rc == 0)
+        rc = exec(db, "DROP TABLE live_blocks");
+    return rc == 0 ? exec(db, live_view_sql) : rc;
+}
+
 // The recording at path with its stack_nodes table turned into chunks of at
 // most per_chunk consecutive nodes (a gap in the ids starts a new one), and
-// the view in its place, and its sites likewise (chunk_sites): what the
-// schema-4 recorder writes.
+// the view in its place, and its sites and live blocks likewise
+// (chunk_sites, chunk_live): what the schema-6 recorder writes.
 static int chunk_recording(const char *path, int per_chunk) {
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
@@ -171,7 +212,9 @@ static int chunk_recording(const char *path, int per_chunk) {
     if (rc == 0)
         rc = chunk_sites(db, per_chunk);
     if (rc == 0)
-        rc = exec(db, "UPDATE meta SET value = '4' WHERE key = 'schema_version'; COMMIT");
+        rc = chunk_live(db, per_chunk);
+    if (rc == 0)
+        rc = exec(db, "UPDATE meta SET value = '6' WHERE key = 'schema_version'; COMMIT");
     sqlite3_close(db);
     return rc;
 }
@@ -202,6 +245,15 @@ static void test_chunked_recording_reports_as_its_table_did(void) {
     want = harness_db_rows(table, "SELECT * FROM sites ORDER BY rowid");
     got = harness_db_rows(c, "SELECT * FROM sites");
     CHECK(want && got && harness_lines(want) > 3 && strcmp(want, got) == 0, "the sites view: want:\n%s\ngot:\n%s",
+          want, got);
+    free(want);
+    free(got);
+    rows = harness_db_rows(c, "SELECT COUNT(*) > 1 FROM live_chunks");
+    CHECK(rows && strcmp(rows, "1\n") == 0, "several live chunks: %s", rows);
+    free(rows);
+    want = harness_db_rows(table, "SELECT * FROM live_blocks ORDER BY address");
+    got = harness_db_rows(c, "SELECT * FROM live_blocks");
+    CHECK(want && got && harness_lines(want) > 3 && strcmp(want, got) == 0, "the live_blocks view: want:\n%s\ngot:\n%s",
           want, got);
     free(want);
     free(got);
@@ -377,6 +429,16 @@ static void test_damaged_chunk_is_one_line_and_exit_2(void) {
         "UPDATE site_chunks SET sites = '[[1,1,2,3,4,5,6,7,8,9,null]]', count = 1 WHERE first = 1", // no process
     };
     expect_damaged(sites, sizeof sites / sizeof *sites, "site_chunks row 1 is damaged");
+    static const char *const live[] = {
+        "UPDATE live_chunks SET blocks = substr(blocks, 1, length(blocks) - 1) WHERE first = 1", // unterminated
+        "UPDATE live_chunks SET count = count + 1 WHERE first = 1",                            // too few blocks
+        "UPDATE live_chunks SET blocks = '[[65536,64,1,2,1,10]]', count = 1 WHERE first = 1",   // six values
+        "UPDATE live_chunks SET blocks = '[[65536,64,1,2,1,10,1,1]]', count = 1 WHERE first = 1", // eight values
+        "UPDATE live_chunks SET blocks = '[[65536,\"x\",1,2,1,10,1]]', count = 1 WHERE first = 1", // not a number
+        "UPDATE live_chunks SET blocks = '[[65536,64,1,null,1,10,1]]', count = 1 WHERE first = 1", // no stack
+        "UPDATE live_chunks SET blocks = '[null]', count = 1 WHERE first = 1",                   // not a block
+    };
+    expect_damaged(live, sizeof live / sizeof *live, "live_chunks row 1 is damaged");
 }
 
 // A real recording: the writer's chunks, read by the viewer and through the
@@ -389,7 +451,9 @@ static void test_python_run_reads_the_same_through_the_view(void) {
     run_result r = harness_tpprof("run", "-o", db, "--", python, "-c",
                                   "import json\nkeep = [json.dumps({'k': [i] * (i % 7)}) for i in range(20000)]\n"
                                   "def grow(n):\n    return [str(i) * 3 for i in range(n)] if n < 2 else grow(n - 1)\n"
-                                  "keep += [grow(n) for n in range(60)]\n",
+                                  "keep += [grow(n) for n in range(60)]\n"
+                                  "import ctypes\nc = ctypes.CDLL(None)\nc.malloc.restype = ctypes.c_void_p\n"
+                                  "held = [c.malloc(100 + i) for i in range(1000)]\n",
                                   NULL);
     CHECK(r.status == 0, "run: status %d: %s", r.status, r.err);
     harness_result_free(&r);
@@ -410,6 +474,19 @@ static void test_python_run_reads_the_same_through_the_view(void) {
                              " OR count != json_array_length(sites) OR (count < 256 AND first < (SELECT MAX(first)"
                              " FROM site_chunks))") == 0,
           "chunks of 256 from 1 + 256 k");
+    // Live blocks: chunks of 256 numbered from 1, in address order, one
+    // element an address.
+    CHECK(harness_db_int(db, "SELECT COUNT(*) FROM live_chunks") > 1, "several live chunks");
+    CHECK(harness_db_int(db, "SELECT COUNT(*) FROM live_chunks WHERE (first - 1) % 256 != 0 OR count > 256"
+                             " OR count != json_array_length(blocks) OR (count < 256 AND first < (SELECT MAX(first)"
+                             " FROM live_chunks))") == 0,
+          "live chunks of 256 from 1 + 256 k");
+    CHECK(harness_db_int(db, "SELECT COUNT(*) FROM live_blocks") == harness_db_int(db, "SELECT SUM(count) FROM live_chunks") &&
+              harness_db_int(db, "SELECT COUNT(*) - COUNT(DISTINCT address) FROM live_blocks") == 0,
+          "one block an address");
+    CHECK(harness_db_int(db, "SELECT COUNT(*) FROM (SELECT j.value ->> 0 AS address, LAG(j.value ->> 0) OVER (ORDER BY"
+                             " c.first, j.key) AS before FROM live_chunks c, json_each(c.blocks) j) WHERE before >= address") == 0,
+          "in address order");
     // The copy: the file itself, its view replaced by the table read through it.
     const char *t = harness_path("py-table.db");
     char *copy = strdup(t);
@@ -422,7 +499,8 @@ static void test_python_run_reads_the_same_through_the_view(void) {
                       " DROP TABLE stack_chunks; CREATE TABLE stack_nodes(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL,"
                       " ip INTEGER NOT NULL); INSERT INTO stack_nodes SELECT * FROM n ORDER BY id; DROP TABLE n;"
                       " CREATE TABLE s AS SELECT * FROM sites; DROP VIEW sites; DROP TABLE site_chunks;"
-                      " ALTER TABLE s RENAME TO sites; COMMIT") == 0,
+                      " ALTER TABLE s RENAME TO sites; CREATE TABLE l AS SELECT * FROM live_blocks; DROP VIEW live_blocks;"
+                      " DROP TABLE live_chunks; ALTER TABLE l RENAME TO live_blocks; COMMIT") == 0,
           "views made tables");
     sqlite3_close(h);
     char *want = report_body(copy, "--top", "0"), *got = report_body(db, "--top", "0");

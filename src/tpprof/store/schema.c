@@ -54,10 +54,12 @@ static const char schema_sql[] =
     " temp_bytes, peak_count, peak_bytes) AS SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3,"
     " j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, j.value ->> 9"
     " FROM site_chunks c, json_each(c.sites) j WHERE j.type = 'array';"
-    "CREATE TABLE IF NOT EXISTS live_blocks(address INTEGER PRIMARY KEY, size INTEGER NOT NULL,"
-    " kind INTEGER NOT NULL, stack_id INTEGER NOT NULL, tid INTEGER, time_ns INTEGER,"
-    " reachability INTEGER NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS live_blocks_by_stack ON live_blocks(stack_id);"
+    // The blocks alive at the end in chunks (store.c put_live): one row per
+    // up to 256 blocks in address order; live_blocks is a view of them.
+    "CREATE TABLE IF NOT EXISTS live_chunks(first INTEGER PRIMARY KEY, count INTEGER NOT NULL, blocks TEXT NOT NULL);"
+    "CREATE VIEW IF NOT EXISTS live_blocks(address, size, kind, stack_id, tid, time_ns, reachability) AS SELECT"
+    " j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, j.value ->> 5, j.value ->> 6"
+    " FROM live_chunks c, json_each(c.blocks) j;"
     "CREATE TABLE IF NOT EXISTS timeline(time_ns INTEGER PRIMARY KEY, heap_bytes INTEGER, heap_blocks INTEGER,"
     " mmap_bytes INTEGER, alloc_calls INTEGER, free_calls INTEGER, rss_bytes INTEGER);"
     "CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, tid INTEGER NOT NULL,"

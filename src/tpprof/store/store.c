@@ -679,67 +679,113 @@ static bool put_events(uint32_t *budget) {
     return ok;
 }
 
-static bool put_block(sqlite3_stmt *st, const struct tpprof_block *b) {
+// A block as a live_chunks element: [address, size, kind, stack_id, tid,
+// time_ns, reachability]; returns the end.
+static char *put_i64(char *p, int64_t v) {
+    if (v < 0) {
+        *p++ = '-';
+        return put_u64(p, -(uint64_t)v);
+    }
+    return put_u64(p, (uint64_t)v);
+}
+
+static char *put_block(char *p, const struct tpprof_block *b) {
     const struct tpprof_site *s = &tpprof_w.sites[b->site];
-    sqlite3_bind_int64(st, 1, (sqlite3_int64)b->addr);
-    sqlite3_bind_int64(st, 2, (sqlite3_int64)b->size);
-    sqlite3_bind_int64(st, 3, s->kind);
-    sqlite3_bind_int64(st, 4, s->stack);
-    sqlite3_bind_int64(st, 5, tpprof_wstate_tid_of(b->thread));
-    sqlite3_bind_int64(st, 6, (sqlite3_int64)b->time_ns);
-    sqlite3_bind_int64(st, 7, b->reach);
-    bool ok = sqlite3_step(st) == SQLITE_DONE;
-    sqlite3_reset(st);
-    return ok;
+    int64_t v[7] = {(int64_t)b->addr, (int64_t)b->size, s->kind, s->stack, tpprof_wstate_tid_of(b->thread),
+                    (int64_t)b->time_ns, b->reach};
+    *p++ = '[';
+    for (int i = 0; i < 7; i++) {
+        if (i) *p++ = ',';
+        p = put_i64(p, v[i]);
+    }
+    *p++ = ']';
+    return p;
 }
 
 // A block from before the start (writer.c adopt_early): scanned, not written.
 static bool early_block(const struct tpprof_block *b) { return tpprof_w.sites[b->site].kind == TPPROF_KIND_EARLY; }
 
-static int cmp_block_addr(const void *a, const void *b) {
-    uint64_t x = (*(const struct tpprof_block *const *)a)->addr, y = (*(const struct tpprof_block *const *)b)->addr;
-    return (x > y) - (x < y);
+// Whether b is one of the program's mappings (not a heap block).
+static bool is_map(const struct tpprof_block *b) {
+    uintptr_t at = (uintptr_t)b, maps = (uintptr_t)tpprof_w.maps;
+    return at >= maps && at < maps + tpprof_w.nmaps * sizeof *b;
 }
 
-// More live blocks than this at the end: live_blocks_by_stack is dropped
-// and made again once they are in (a sort), rather than kept up row by row
-// (an insert at a random place of it per block). Measured on SQLite 3.40,
-// in address order, with the commit: 2,636 blocks (a small cc1's) 3.3 ->
-// 1.9 ms, 20,000 27.5 -> 15.1 ms; 64 (/bin/true's) 75 -> 104 us, hence the
-// threshold. The statement is the schema's (schema.c).
-#define LIVE_REINDEX_BLOCKS 512
+// By address, and at one address the heap block before the mapping (put_live keeps the last).
+static int cmp_block_addr(const void *a, const void *b) {
+    const struct tpprof_block *x = *(const struct tpprof_block *const *)a, *y = *(const struct tpprof_block *const *)b;
+    if (x->addr != y->addr) return (x->addr > y->addr) - (x->addr < y->addr);
+    return (int)is_map(x) - (int)is_map(y);
+}
+
+// The blocks alive at the end go in chunks as well (the final flush only):
+// a live_chunks row holds up to CHUNK_BLOCKS of them, in address order, as a
+// JSON array of put_block's elements; live_blocks is a view of them
+// (docs/schema.md). A row and an index entry per block cost SQLite ~1 us a
+// block in the program's exit: a small cc1's 3,000 blocks were a tenth of
+// what it paid for being recorded, the PyTorch loop's 45,000 took 125 ms.
+#define CHUNK_BLOCKS 256
+
+static bool put_chunk(sqlite3_stmt *st, char *text, char *end, uint64_t first, uint64_t count) {
+    *end++ = ']';
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)first);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)count);
+    sqlite3_bind_text(st, 3, text, (int)(end - text), SQLITE_STATIC);
+    bool ok = sqlite3_step(st) == SQLITE_DONE;
+    sqlite3_reset(st);
+    return ok;
+}
 
 static bool put_live(void) {
     struct tpprof_wstate *w = &tpprof_w;
+    // "[", "]", and per block 7 numbers of up to 20 digits and a sign, 6 commas, "[]" and a comma.
+    enum { BLOCK_TEXT = 7 * 21 + 9 };
+    static char *text;
+    if (!text && !(text = tpprof_mem_map(2 + (size_t)CHUNK_BLOCKS * BLOCK_TEXT))) return false;
     sqlite3_stmt *st;
-    // In the same transaction: a reader never sees the table without it.
-    bool reindex = w->live.count + w->nmaps > LIVE_REINDEX_BLOCKS;
-    if (reindex && !exec_sql("DROP INDEX IF EXISTS live_blocks_by_stack")) return false;
-    if (!exec_sql("DELETE FROM live_blocks")) return false;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO live_blocks(address, size, kind, stack_id, tid, time_ns,"
-                               " reachability) VALUES(?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+    if (!exec_sql("DELETE FROM live_chunks")) return false;
+    if (sqlite3_prepare_v2(db, "INSERT INTO live_chunks(first, count, blocks) VALUES(?,?,?)", -1, &st, NULL) !=
+        SQLITE_OK)
         return false;
-    bool ok = true;
-    // In address order: `address` is the rowid, and rows inserted in the
-    // live table's hash order land all over the B-tree, each insert another
-    // page out of SQLite's cache (3 million blocks left at exit took a
-    // minute to write; in order they are appended).
-    uint64_t n = w->live.count, k = 0;
+    // In address order, one element an address: the heap's blocks and the
+    // program's own mappings (a mapping at a heap block's address, which
+    // the writer should never hold, is the one kept, as the rows' INSERT OR
+    // REPLACE did before the chunks). Without memory for the order, as the
+    // live table holds them.
+    uint64_t n = w->live.count + w->nmaps, k = 0;
     const struct tpprof_block **order = n ? tpprof_mem_map(n * sizeof *order) : NULL;
     if (order) {
         for (uint64_t i = 0; i < w->live.cap; i++)
             if (w->live.slots[i].addr && !early_block(&w->live.slots[i])) order[k++] = &w->live.slots[i];
+        for (uint64_t i = 0; i < w->nmaps; i++)
+            if (!early_block(&w->maps[i])) order[k++] = &w->maps[i];
         qsort(order, k, sizeof *order, cmp_block_addr);
-        for (uint64_t i = 0; i < k && ok; i++) ok = put_block(st, order[i]);
-        tpprof_mem_unmap(order, n * sizeof *order);
-    } else {
-        for (uint64_t i = 0; i < w->live.cap && ok; i++)
-            if (w->live.slots[i].addr && !early_block(&w->live.slots[i])) ok = put_block(st, &w->live.slots[i]);
     }
-    for (uint64_t i = 0; i < w->nmaps && ok; i++)
-        if (!early_block(&w->maps[i])) ok = put_block(st, &w->maps[i]);
+    bool ok = true;
+    uint64_t first = 1, count = 0;
+    char *p = text;
+    *p++ = '[';
+    for (uint64_t i = 0; ok && (order ? i < k : i < w->live.cap + w->nmaps); i++) {
+        const struct tpprof_block *b;
+        if (order) {
+            b = order[i];
+            if (i + 1 < k && order[i + 1]->addr == b->addr) continue;
+        } else {
+            b = i < w->live.cap ? &w->live.slots[i] : &w->maps[i - w->live.cap];
+            if (!b->addr || early_block(b)) continue;
+        }
+        if (count) *p++ = ',';
+        p = put_block(p, b);
+        if (++count == CHUNK_BLOCKS) {
+            ok = put_chunk(st, text, p, first, count);
+            first += count;
+            count = 0;
+            p = text + 1;
+        }
+    }
+    if (ok && count) ok = put_chunk(st, text, p, first, count);
+    if (order) tpprof_mem_unmap(order, n * sizeof *order);
     sqlite3_finalize(st);
-    if (ok && reindex) ok = exec_sql("CREATE INDEX IF NOT EXISTS live_blocks_by_stack ON live_blocks(stack_id)");
     return ok;
 }
 
