@@ -146,12 +146,27 @@ int tpprof_stack_nodes_each(tpprof_db *db, tpprof_node_fn fn, void *arg) {
     return status;
 }
 
-// A site_chunks row's text (docs/schema.md): a JSON array of count
-// elements, each null (no site of that number) or the site's ten values
-// (in a merged recording, any of the eight totals null where its input had
-// none, and an eleventh, the process, not given to fn), to fn; 0, fn's
-// non-zero return, or CHUNK_DAMAGED.
-static int decode_site_chunk(const char *t, int64_t count, tpprof_site_fn fn, void *arg) {
+// What a chunk's elements are: arrays of min to max integers, those of the
+// bits in `nullable` possibly null; `gaps`: an element may be null (no row
+// of that number); fn gets the values whose bits are in `given`.
+typedef struct {
+    int min, max;
+    unsigned nullable, given;
+    bool gaps;
+} row_shape;
+
+// A site_chunks row's elements (docs/schema.md): null (no site of that
+// number) or the site's ten values (in a merged recording, any of the eight
+// totals null where its input had none, and an eleventh, the process, not
+// given to fn).
+static const row_shape site_shape = {10, 11, 0x3fcu, 0x3ffu, true};
+// A live_chunks row's elements: [address, size, kind, stack_id, tid,
+// time_ns, reachability], tid and time_ns possibly null.
+static const row_shape live_shape = {7, 7, 0x30u, 0x7fu, false};
+
+// A chunk's text: a JSON array of count elements of the shape, each to fn;
+// 0, fn's non-zero return, or CHUNK_DAMAGED.
+static int decode_row_chunk(const char *t, int64_t count, const row_shape *shape, tpprof_row_fn fn, void *arg) {
     scan_space(&t);
     if (*t++ != '[')
         return CHUNK_DAMAGED;
@@ -160,23 +175,22 @@ static int decode_site_chunk(const char *t, int64_t count, tpprof_site_fn fn, vo
         if ((k > 0 && *t++ != ',') || k >= count)
             return CHUNK_DAMAGED;
         scan_space(&t);
-        if (strncmp(t, "null", 4) == 0) {
+        if (shape->gaps && strncmp(t, "null", 4) == 0) {
             t += 4;
             continue;
         }
         if (*t++ != '[')
             return CHUNK_DAMAGED;
-        int64_t v[11];
+        int64_t v[16];
         unsigned have = 0;
-        int i = 0;
-        for (;; i++) {
+        for (int i = 0;; i++) {
             scan_space(&t);
-            if (*t == ']' && i >= 10)
+            if (*t == ']' && i >= shape->min)
                 break;
-            if (i == 11 || (i > 0 && *t++ != ','))
+            if (i == shape->max || (i > 0 && *t++ != ','))
                 return CHUNK_DAMAGED;
             scan_space(&t);
-            if (i >= 2 && i < 10 && strncmp(t, "null", 4) == 0) {
+            if ((shape->nullable >> i & 1) && strncmp(t, "null", 4) == 0) {
                 t += 4;
                 v[i] = 0;
                 continue;
@@ -186,7 +200,7 @@ static int decode_site_chunk(const char *t, int64_t count, tpprof_site_fn fn, vo
             have |= 1u << i;
         }
         t++;
-        int rc = fn(arg, v, have & 0x3ffu);
+        int rc = fn(arg, v, have & shape->given);
         if (rc)
             return rc;
     }
@@ -195,119 +209,68 @@ static int decode_site_chunk(const char *t, int64_t count, tpprof_site_fn fn, vo
     return *t || k != count ? CHUNK_DAMAGED : 0;
 }
 
+// The rows of a chunked table (query: first, count, text), their elements
+// of the shape, or of the table before it (query: the shape's min columns) one by one, to fn;
+// `chunk` names the chunked table, `unit` what its elements are, `what`
+// what is read, for the messages.
+static int chunked_rows_each(sqlite3 *sql, const char *path, const char *query, bool chunks, const row_shape *shape,
+                             const char *chunk, const char *unit, const char *what, tpprof_row_fn fn,
+                             void *arg) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(sql, query, -1, &st, NULL) != SQLITE_OK)
+        return tpprof_error_set("'%s': reading %s: %s", path, what, sqlite3_errmsg(sql));
+    int rc, status = 0;
+    while (status == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (chunks) {
+            const char *text = (const char *)sqlite3_column_text(st, 2);
+            status = text ? decode_row_chunk(text, sqlite3_column_int64(st, 1), shape, fn, arg) : CHUNK_DAMAGED;
+            if (status == CHUNK_DAMAGED)
+                status = tpprof_error_set("'%s': %s row %lld is damaged (not a JSON array of %lld %s):"
+                                          " not a tpprof recording's",
+                                          path, chunk, (long long)sqlite3_column_int64(st, 0),
+                                          (long long)sqlite3_column_int64(st, 1), unit);
+            continue;
+        }
+        int64_t v[16];
+        unsigned have = 0;
+        for (int i = 0; i < shape->min; i++) {
+            v[i] = sqlite3_column_int64(st, i);
+            have |= sqlite3_column_type(st, i) != SQLITE_NULL ? 1u << i : 0;
+        }
+        status = fn(arg, v, have);
+    }
+    sqlite3_finalize(st);
+    if (status == 0 && rc != SQLITE_DONE)
+        return tpprof_error_set("'%s': reading %s: %s", path, what, sqlite3_errmsg(sql));
+    return status;
+}
+
+static bool schema_has_table(sqlite3 *sql, const char *schema, const char *name) {
+    char q[256];
+    snprintf(q, sizeof q, "SELECT 1 FROM %s.sqlite_master WHERE type = 'table' AND name = '%s'", schema, name);
+    sqlite3_stmt *st = NULL;
+    bool found = sqlite3_prepare_v2(sql, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
 int tpprof_sites_each(sqlite3 *sql, const char *schema, const char *path, tpprof_site_fn fn, void *arg) {
     char q[256];
-    snprintf(q, sizeof q, "SELECT 1 FROM %s.sqlite_master WHERE type = 'table' AND name = 'site_chunks'", schema);
-    sqlite3_stmt *st = NULL;
-    bool chunks = sqlite3_prepare_v2(sql, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
+    bool chunks = schema_has_table(sql, schema, "site_chunks");
     if (chunks)
         snprintf(q, sizeof q, "SELECT first, count, sites FROM %s.site_chunks ORDER BY first", schema);
     else
         snprintf(q, sizeof q, "SELECT stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, temp_count,"
                               " temp_bytes, peak_count, peak_bytes FROM %s.sites", schema);
-    if (sqlite3_prepare_v2(sql, q, -1, &st, NULL) != SQLITE_OK)
-        return tpprof_error_set("'%s': reading sites: %s", path, sqlite3_errmsg(sql));
-    int rc, status = 0;
-    while (status == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (chunks) {
-            const char *text = (const char *)sqlite3_column_text(st, 2);
-            status = text ? decode_site_chunk(text, sqlite3_column_int64(st, 1), fn, arg) : CHUNK_DAMAGED;
-            if (status == CHUNK_DAMAGED)
-                status = tpprof_error_set("'%s': site_chunks row %lld is damaged (not a JSON array of %lld sites):"
-                                          " not a tpprof recording's",
-                                          path, (long long)sqlite3_column_int64(st, 0),
-                                          (long long)sqlite3_column_int64(st, 1));
-            continue;
-        }
-        int64_t v[10];
-        unsigned have = 0;
-        for (int i = 0; i < 10; i++) {
-            v[i] = sqlite3_column_int64(st, i);
-            have |= sqlite3_column_type(st, i) != SQLITE_NULL ? 1u << i : 0;
-        }
-        status = fn(arg, v, have);
-    }
-    sqlite3_finalize(st);
-    if (status == 0 && rc != SQLITE_DONE)
-        return tpprof_error_set("'%s': reading sites: %s", path, sqlite3_errmsg(sql));
-    return status;
-}
-
-// A live_chunks row's text (docs/schema.md): a JSON array of count blocks,
-// each [address, size, kind, stack_id, tid, time_ns, reachability] (tid and
-// time_ns may be null), to fn; 0, fn's non-zero return, or CHUNK_DAMAGED.
-static int decode_live_chunk(const char *t, int64_t count, tpprof_live_fn fn, void *arg) {
-    scan_space(&t);
-    if (*t++ != '[')
-        return CHUNK_DAMAGED;
-    int64_t k = 0;
-    for (scan_space(&t); *t != ']'; k++, scan_space(&t)) {
-        if ((k > 0 && *t++ != ',') || k >= count)
-            return CHUNK_DAMAGED;
-        scan_space(&t);
-        if (*t++ != '[')
-            return CHUNK_DAMAGED;
-        int64_t v[7];
-        unsigned have = 0;
-        for (int i = 0; i < 7; i++) {
-            scan_space(&t);
-            if (i > 0 && *t++ != ',')
-                return CHUNK_DAMAGED;
-            scan_space(&t);
-            if ((i == 4 || i == 5) && strncmp(t, "null", 4) == 0) {
-                t += 4;
-                v[i] = 0;
-                continue;
-            }
-            if (!scan_i64(&t, &v[i]))
-                return CHUNK_DAMAGED;
-            have |= 1u << i;
-        }
-        scan_space(&t);
-        if (*t++ != ']')
-            return CHUNK_DAMAGED;
-        int rc = fn(arg, v, have);
-        if (rc)
-            return rc;
-    }
-    t++;
-    scan_space(&t);
-    return *t || k != count ? CHUNK_DAMAGED : 0;
+    return chunked_rows_each(sql, path, q, chunks, &site_shape, "site_chunks", "sites", "sites", fn, arg);
 }
 
 int tpprof_live_each(tpprof_db *db, tpprof_live_fn fn, void *arg) {
-    bool chunks = tpprof_db_has_table(db, "live_chunks");
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db->sql,
-                           chunks ? "SELECT first, count, blocks FROM live_chunks ORDER BY first"
-                                  : "SELECT address, size, kind, stack_id, tid, time_ns, reachability FROM live_blocks",
-                           -1, &st, NULL) != SQLITE_OK)
-        return tpprof_db_error(db, "reading live_blocks");
-    int rc, status = 0;
-    while (status == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (chunks) {
-            const char *text = (const char *)sqlite3_column_text(st, 2);
-            status = text ? decode_live_chunk(text, sqlite3_column_int64(st, 1), fn, arg) : CHUNK_DAMAGED;
-            if (status == CHUNK_DAMAGED)
-                status = tpprof_error_set("'%s': live_chunks row %lld is damaged (not a JSON array of %lld blocks):"
-                                          " not a tpprof recording's",
-                                          db->path, (long long)sqlite3_column_int64(st, 0),
-                                          (long long)sqlite3_column_int64(st, 1));
-            continue;
-        }
-        int64_t v[7];
-        unsigned have = 0;
-        for (int i = 0; i < 7; i++) {
-            v[i] = sqlite3_column_int64(st, i);
-            have |= sqlite3_column_type(st, i) != SQLITE_NULL ? 1u << i : 0;
-        }
-        status = fn(arg, v, have);
-    }
-    sqlite3_finalize(st);
-    if (status == 0 && rc != SQLITE_DONE)
-        return tpprof_db_error(db, "reading live_blocks");
-    return status;
+    bool chunks = schema_has_table(db->sql, "main", "live_chunks");
+    return chunked_rows_each(db->sql, db->path,
+                             chunks ? "SELECT first, count, blocks FROM live_chunks ORDER BY first"
+                                    : "SELECT address, size, kind, stack_id, tid, time_ns, reachability FROM live_blocks",
+                             chunks, &live_shape, "live_chunks", "blocks", "live_blocks", fn, arg);
 }
 
 int tpprof_stack_nodes_count(tpprof_db *db, int64_t *count, int64_t *max_id) {

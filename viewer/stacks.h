@@ -42,7 +42,9 @@ int tpprof_stack_nodes_each(tpprof_db *db, tpprof_node_fn fn, void *arg);
 // more through it), else from its sites table. 0, fn's non-zero return, or
 // -1 with the error set (a damaged chunk: not a tpprof recording's; path
 // names the file).
-typedef int (*tpprof_site_fn)(void *arg, const int64_t v[10], unsigned have);
+// (A row's values: v[10] for a site, v[7] for a live block.)
+typedef int (*tpprof_row_fn)(void *arg, const int64_t *v, unsigned have);
+typedef tpprof_row_fn tpprof_site_fn;
 int tpprof_sites_each(sqlite3 *sql, const char *schema, const char *path, tpprof_site_fn fn, void *arg);
 
 // Each block alive at the end (live_blocks, docs/schema.md): its seven
@@ -51,7 +53,7 @@ int tpprof_sites_each(sqlite3 *sql, const char *schema, const char *path, tpprof
 // live_chunks (schema 6 on), decoded here, else from its live_blocks table
 // (older and merged recordings). 0, fn's non-zero return, or -1 with the
 // error set (a damaged chunk: not a tpprof recording's).
-typedef int (*tpprof_live_fn)(void *arg, const int64_t v[7], unsigned have);
+typedef tpprof_row_fn tpprof_live_fn;
 int tpprof_live_each(tpprof_db *db, tpprof_live_fn fn, void *arg);
 
 // The number of stack nodes and their largest id (either may be NULL),

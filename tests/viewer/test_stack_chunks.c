@@ -19,6 +19,7 @@
 #include "harness.h"
 
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,30 +94,32 @@ static int put_site_element(site_rows *r, const char *element) {
     return ++r->count == r->per_chunk ? put_site_row(r) : 0;
 }
 
-// The sites table of db turned into site_chunks rows of per_chunk elements
-// each, a null (a number with no site) before every third site, and the view
-// in its place.
-static int chunk_sites(sqlite3 *db, int per_chunk) {
+// The rows of `select` (ncols columns) in db turned into chunk rows (insert:
+// first, count, text) of per_chunk elements each, each row an array (NULL
+// as null), with a null element (a number with no row) before every third
+// row if `gaps`.
+static int chunk_rows(sqlite3 *db, const char *insert, const char *select, int ncols, bool gaps, int per_chunk) {
     sqlite3_stmt *st = NULL;
     site_rows r = {.first = 1, .per_chunk = per_chunk};
-    if (exec(db, "CREATE TABLE site_chunks(first INTEGER PRIMARY KEY, count INTEGER NOT NULL, sites TEXT NOT NULL)") ||
-        sqlite3_prepare_v2(db, "INSERT INTO site_chunks VALUES (?1, ?2, ?3)", -1, &r.put, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, temp_count,"
-                               " temp_bytes, peak_count, peak_bytes FROM sites ORDER BY rowid", -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, insert, -1, &r.put, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, select, -1, &st, NULL) != SQLITE_OK) {
         sqlite3_finalize(r.put);
         return -1;
     }
     int rc = 0, step;
     for (int64_t seen = 0; rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW; seen++) {
-        char site[512];
+        char row[512];
         size_t n = 0;
-        for (int i = 0; i < 10; i++)
-            n += (size_t)snprintf(site + n, sizeof site - n, "%s%lld", i ? "," : "[", (long long)sqlite3_column_int64(st, i));
-        snprintf(site + n, sizeof site - n, "]");
-        if (seen % 3 == 2)
+        for (int i = 0; i < ncols; i++)
+            n += sqlite3_column_type(st, i) == SQLITE_NULL
+                     ? (size_t)snprintf(row + n, sizeof row - n, "%snull", i ? "," : "[")
+                     : (size_t)snprintf(row + n, sizeof row - n, "%s%lld", i ? "," : "[",
+                                        (long long)sqlite3_column_int64(st, i));
+        snprintf(row + n, sizeof row - n, "]");
+        if (gaps && seen % 3 == 2)
             rc = put_site_element(&r, "null");
         if (rc == 0)
-            rc = put_site_element(&r, site);
+            rc = put_site_element(&r, row);
     }
     if (rc == 0 && step != SQLITE_DONE)
         rc = -1;
@@ -124,6 +127,19 @@ static int chunk_sites(sqlite3 *db, int per_chunk) {
         rc = put_site_row(&r);
     sqlite3_finalize(st);
     sqlite3_finalize(r.put);
+    return rc;
+}
+
+// The sites table of db turned into site_chunks rows of per_chunk elements
+// each, a null (a number with no site) before every third site, and the view
+// in its place.
+static int chunk_sites(sqlite3 *db, int per_chunk) {
+    int rc = exec(db, "CREATE TABLE site_chunks(first INTEGER PRIMARY KEY, count INTEGER NOT NULL, sites TEXT NOT NULL)");
+    if (rc == 0)
+        rc = chunk_rows(db, "INSERT INTO site_chunks VALUES (?1, ?2, ?3)",
+                        "SELECT stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, temp_count,"
+                        " temp_bytes, peak_count, peak_bytes FROM sites ORDER BY rowid",
+                        10, true, per_chunk);
     if (rc == 0)
         rc = exec(db, "DROP TABLE sites");
     return rc == 0 ? exec(db, sites_view_sql) : rc;
@@ -132,33 +148,11 @@ static int chunk_sites(sqlite3 *db, int per_chunk) {
 // The live_blocks table of db turned into live_chunks rows of per_chunk
 // blocks each, in address order, and the view in its place.
 static int chunk_live(sqlite3 *db, int per_chunk) {
-    sqlite3_stmt *st = NULL;
-    site_rows r = {.first = 1, .per_chunk = per_chunk};
-    if (exec(db, "CREATE TABLE live_chunks(first INTEGER PRIMARY KEY, count INTEGER NOT NULL, blocks TEXT NOT NULL)") ||
-        sqlite3_prepare_v2(db, "INSERT INTO live_chunks VALUES (?1, ?2, ?3)", -1, &r.put, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT address, size, kind, stack_id, tid, time_ns, reachability FROM live_blocks"
-                               " ORDER BY address", -1, &st, NULL) != SQLITE_OK) {
-        sqlite3_finalize(r.put);
-        return -1;
-    }
-    int rc = 0, step;
-    while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        char block[512];
-        size_t n = 0;
-        for (int i = 0; i < 7; i++)
-            n += sqlite3_column_type(st, i) == SQLITE_NULL
-                     ? (size_t)snprintf(block + n, sizeof block - n, "%snull", i ? "," : "[")
-                     : (size_t)snprintf(block + n, sizeof block - n, "%s%lld", i ? "," : "[",
-                                        (long long)sqlite3_column_int64(st, i));
-        snprintf(block + n, sizeof block - n, "]");
-        rc = put_site_element(&r, block);
-    }
-    if (rc == 0 && step != SQLITE_DONE)
-        rc = -1;
+    int rc = exec(db, "CREATE TABLE live_chunks(first INTEGER PRIMARY KEY, count INTEGER NOT NULL, blocks TEXT NOT NULL)");
     if (rc == 0)
-        rc = put_site_row(&r);
-    sqlite3_finalize(st);
-    sqlite3_finalize(r.put);
+        rc = chunk_rows(db, "INSERT INTO live_chunks VALUES (?1, ?2, ?3)",
+                        "SELECT address, size, kind, stack_id, tid, time_ns, reachability FROM live_blocks ORDER BY address",
+                        7, false, per_chunk);
     if (rc == 0)
         rc = exec(db, "DROP TABLE live_blocks");
     return rc == 0 ? exec(db, live_view_sql) : rc;
@@ -229,6 +223,15 @@ static char *report_body(const char *db, const char *a1, const char *a2) {
     return body;
 }
 
+// The rows of query a in file a (the table) are those of query b in file b (through the view), more than three.
+static void expect_same_rows(const char *a, const char *query_a, const char *b, const char *query_b) {
+    char *want = harness_db_rows(a, query_a), *got = harness_db_rows(b, query_b);
+    CHECK(want && got && harness_lines(want) > 3 && strcmp(want, got) == 0, "%s: want:\n%s\ngot:\n%s", query_b, want,
+          got);
+    free(want);
+    free(got);
+}
+
 static void test_chunked_recording_reports_as_its_table_did(void) {
     char *want, *got;
     const char *t = harness_path("table.db");
@@ -242,21 +245,11 @@ static void test_chunked_recording_reports_as_its_table_did(void) {
     rows = harness_db_rows(c, "SELECT COUNT(*) > 2, SUM(instr(sites, 'null') > 0) > 0 FROM site_chunks");
     CHECK(rows && strcmp(rows, "1|1\n") == 0, "several site chunks, some with a null: %s", rows);
     free(rows);
-    want = harness_db_rows(table, "SELECT * FROM sites ORDER BY rowid");
-    got = harness_db_rows(c, "SELECT * FROM sites");
-    CHECK(want && got && harness_lines(want) > 3 && strcmp(want, got) == 0, "the sites view: want:\n%s\ngot:\n%s",
-          want, got);
-    free(want);
-    free(got);
+    expect_same_rows(table, "SELECT * FROM sites ORDER BY rowid", c, "SELECT * FROM sites");
     rows = harness_db_rows(c, "SELECT COUNT(*) > 1 FROM live_chunks");
     CHECK(rows && strcmp(rows, "1\n") == 0, "several live chunks: %s", rows);
     free(rows);
-    want = harness_db_rows(table, "SELECT * FROM live_blocks ORDER BY address");
-    got = harness_db_rows(c, "SELECT * FROM live_blocks");
-    CHECK(want && got && harness_lines(want) > 3 && strcmp(want, got) == 0, "the live_blocks view: want:\n%s\ngot:\n%s",
-          want, got);
-    free(want);
-    free(got);
+    expect_same_rows(table, "SELECT * FROM live_blocks ORDER BY address", c, "SELECT * FROM live_blocks");
     want = report_body(table, "--leaks", NULL);
     got = report_body(c, "--leaks", NULL);
     CHECK(strstr(want, "grow_leak") == NULL && strstr(want, "map_arena (arena.c:30)"), "%s", want);
