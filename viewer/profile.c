@@ -246,7 +246,7 @@ static int take_block(void *arg, const int64_t v[7], unsigned have) {
 
 static int load_leaks(tpprof_profile *p) {
     struct leaking g = {p, {0}, 0};
-    int status = tpprof_live_each(p->db, take_block, &g);
+    int status = tpprof_live_each(p->db->sql, "main", p->db->path, take_block, &g);
     free(g.table.slots);
     if (status != 0)
         return -1;

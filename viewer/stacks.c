@@ -161,8 +161,9 @@ typedef struct {
 // given to fn).
 static const row_shape site_shape = {10, 11, 0x3fcu, 0x3ffu, true};
 // A live_chunks row's elements: [address, size, kind, stack_id, tid,
-// time_ns, reachability], tid and time_ns possibly null.
-static const row_shape live_shape = {7, 7, 0x30u, 0x7fu, false};
+// time_ns, reachability], tid and time_ns possibly null (in a merged
+// recording an eighth, the process, not given to fn).
+static const row_shape live_shape = {7, 8, 0x30u, 0x7fu, false};
 
 // A chunk's text: a JSON array of count elements of the shape, each to fn;
 // 0, fn's non-zero return, or CHUNK_DAMAGED.
@@ -265,12 +266,15 @@ int tpprof_sites_each(sqlite3 *sql, const char *schema, const char *path, tpprof
     return chunked_rows_each(sql, path, q, chunks, &site_shape, "site_chunks", "sites", "sites", fn, arg);
 }
 
-int tpprof_live_each(tpprof_db *db, tpprof_live_fn fn, void *arg) {
-    bool chunks = schema_has_table(db->sql, "main", "live_chunks");
-    return chunked_rows_each(db->sql, db->path,
-                             chunks ? "SELECT first, count, blocks FROM live_chunks ORDER BY first"
-                                    : "SELECT address, size, kind, stack_id, tid, time_ns, reachability FROM live_blocks",
-                             chunks, &live_shape, "live_chunks", "blocks", "live_blocks", fn, arg);
+int tpprof_live_each(sqlite3 *sql, const char *schema, const char *path, tpprof_live_fn fn, void *arg) {
+    char q[256];
+    bool chunks = schema_has_table(sql, schema, "live_chunks");
+    if (chunks)
+        snprintf(q, sizeof q, "SELECT first, count, blocks FROM %s.live_chunks ORDER BY first", schema);
+    else
+        snprintf(q, sizeof q, "SELECT address, size, kind, stack_id, tid, time_ns, reachability FROM %s.live_blocks",
+                 schema);
+    return chunked_rows_each(sql, path, q, chunks, &live_shape, "live_chunks", "blocks", "live_blocks", fn, arg);
 }
 
 int tpprof_stack_nodes_count(tpprof_db *db, int64_t *count, int64_t *max_id) {

@@ -47,14 +47,15 @@ typedef int (*tpprof_row_fn)(void *arg, const int64_t *v, unsigned have);
 typedef tpprof_row_fn tpprof_site_fn;
 int tpprof_sites_each(sqlite3 *sql, const char *schema, const char *path, tpprof_site_fn fn, void *arg);
 
-// Each block alive at the end (live_blocks, docs/schema.md): its seven
+// Each block alive at the end (live_blocks, docs/schema.md) of the recording
+// attached to sql as `schema`: its seven
 // values (address, size, kind, stack_id, tid, time_ns, reachability; NULL
 // reads as 0) and which were not NULL (bit c: value c), from its
 // live_chunks (schema 6 on), decoded here, else from its live_blocks table
 // (older and merged recordings). 0, fn's non-zero return, or -1 with the
 // error set (a damaged chunk: not a tpprof recording's).
 typedef tpprof_row_fn tpprof_live_fn;
-int tpprof_live_each(tpprof_db *db, tpprof_live_fn fn, void *arg);
+int tpprof_live_each(sqlite3 *sql, const char *schema, const char *path, tpprof_live_fn fn, void *arg);
 
 // The number of stack nodes and their largest id (either may be NULL),
 // without decoding chunks; -1 with a message on error.

@@ -330,12 +330,22 @@ static void test_merge_reads_chunked_and_table_inputs(void) {
     CHECK(harness_db_int(out, "SELECT COUNT(*) FROM sites WHERE process = 2") ==
               harness_db_int(chunked, "SELECT COUNT(*) FROM sites"),
           "the chunked input's sites, each once");
-    // Kept in chunks itself (schema 5), its views the tables they were.
+    // Kept in chunks itself (schema 5, live blocks 6), its views the tables they were.
     CHECK(harness_db_int(out, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'view' AND name IN ('sites',"
-                              " 'stack_nodes')") == 2 &&
+                              " 'stack_nodes', 'live_blocks')") == 3 &&
               harness_db_int(out, "SELECT COUNT(*) FROM site_chunks") > 0 &&
-              harness_db_int(out, "SELECT COUNT(*) FROM stack_chunks") > 0,
-          "the merged recording's nodes and sites in chunks");
+              harness_db_int(out, "SELECT COUNT(*) FROM stack_chunks") > 0 &&
+              harness_db_int(out, "SELECT COUNT(*) FROM live_chunks") > 0,
+          "the merged recording's nodes, sites and live blocks in chunks");
+    // Both inputs' live blocks, the chunked one's read from its chunks, each with its process.
+    const char *live = "SELECT SUM(size) * 1000 + COUNT(*) FROM live_blocks";
+    a = harness_db_int(table, live);
+    b = harness_db_int(chunked, live);
+    got = harness_db_int(out, live);
+    CHECK(b > 0 && got == a + b, "merged live blocks %lld = %lld + %lld", got, a, b);
+    CHECK(harness_db_int(out, "SELECT COUNT(*) FROM live_blocks WHERE process = 2") ==
+              harness_db_int(chunked, "SELECT COUNT(*) FROM live_blocks"),
+          "the chunked input's blocks, each once");
     CHECK(harness_db_int(out, "SELECT COUNT(*) FROM (SELECT process, stack_id, kind FROM sites GROUP BY 1, 2, 3)") ==
               harness_db_int(out, "SELECT COUNT(*) FROM sites"),
           "one row per (process, stack_id, kind)");
@@ -426,7 +436,8 @@ static void test_damaged_chunk_is_one_line_and_exit_2(void) {
         "UPDATE live_chunks SET blocks = substr(blocks, 1, length(blocks) - 1) WHERE first = 1", // unterminated
         "UPDATE live_chunks SET count = count + 1 WHERE first = 1",                            // too few blocks
         "UPDATE live_chunks SET blocks = '[[65536,64,1,2,1,10]]', count = 1 WHERE first = 1",   // six values
-        "UPDATE live_chunks SET blocks = '[[65536,64,1,2,1,10,1,1]]', count = 1 WHERE first = 1", // eight values
+        "UPDATE live_chunks SET blocks = '[[65536,64,1,2,1,10,1,1,1]]', count = 1 WHERE first = 1", // nine values
+        "UPDATE live_chunks SET blocks = '[[65536,64,1,2,1,10,1,null]]', count = 1 WHERE first = 1", // no process
         "UPDATE live_chunks SET blocks = '[[65536,\"x\",1,2,1,10,1]]', count = 1 WHERE first = 1", // not a number
         "UPDATE live_chunks SET blocks = '[[65536,64,1,null,1,10,1]]', count = 1 WHERE first = 1", // no stack
         "UPDATE live_chunks SET blocks = '[null]', count = 1 WHERE first = 1",                   // not a block
