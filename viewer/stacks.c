@@ -210,21 +210,37 @@ static int decode_row_chunk(const char *t, int64_t count, const row_shape *shape
     return *t || k != count ? CHUNK_DAMAGED : 0;
 }
 
-// The rows of a chunked table (query: first, count, text), their elements
-// of the shape, or of the table before it (query: the shape's min columns) one by one, to fn;
-// `chunk` names the chunked table, `unit` what its elements are, `what`
-// what is read, for the messages.
-static int chunked_rows_each(sqlite3 *sql, const char *path, const char *query, bool chunks, const row_shape *shape,
-                             const char *chunk, const char *unit, const char *what, tpprof_row_fn fn,
-                             void *arg) {
+static bool schema_has_table(sqlite3 *sql, const char *schema, const char *name) {
+    char q[256];
+    snprintf(q, sizeof q, "SELECT 1 FROM %s.sqlite_master WHERE type = 'table' AND name = '%s'", schema, name);
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(sql, query, -1, &st, NULL) != SQLITE_OK)
-        return tpprof_error_set("'%s': reading %s: %s", path, what, sqlite3_errmsg(sql));
+    bool found = sqlite3_prepare_v2(sql, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+// The rows of `table` in the recording attached as `schema`, from its
+// chunked form where it has one (`chunk`: first, count and the elements, of
+// the shape, in column `text`), else from the table before it (its `cols`,
+// the shape's min of them) one by one, to fn; `unit` says what an element
+// is, for the messages.
+static int chunked_rows_each(sqlite3 *sql, const char *schema, const char *path, const row_shape *shape,
+                             const char *chunk, const char *text, const char *table, const char *cols,
+                             const char *unit, tpprof_row_fn fn, void *arg) {
+    char q[512];
+    bool chunks = schema_has_table(sql, schema, chunk);
+    if (chunks)
+        snprintf(q, sizeof q, "SELECT first, count, %s FROM %s.%s ORDER BY first", text, schema, chunk);
+    else
+        snprintf(q, sizeof q, "SELECT %s FROM %s.%s", cols, schema, table);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(sql, q, -1, &st, NULL) != SQLITE_OK)
+        return tpprof_error_set("'%s': reading %s: %s", path, table, sqlite3_errmsg(sql));
     int rc, status = 0;
     while (status == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (chunks) {
-            const char *text = (const char *)sqlite3_column_text(st, 2);
-            status = text ? decode_row_chunk(text, sqlite3_column_int64(st, 1), shape, fn, arg) : CHUNK_DAMAGED;
+            const char *t = (const char *)sqlite3_column_text(st, 2);
+            status = t ? decode_row_chunk(t, sqlite3_column_int64(st, 1), shape, fn, arg) : CHUNK_DAMAGED;
             if (status == CHUNK_DAMAGED)
                 status = tpprof_error_set("'%s': %s row %lld is damaged (not a JSON array of %lld %s):"
                                           " not a tpprof recording's",
@@ -242,39 +258,20 @@ static int chunked_rows_each(sqlite3 *sql, const char *path, const char *query, 
     }
     sqlite3_finalize(st);
     if (status == 0 && rc != SQLITE_DONE)
-        return tpprof_error_set("'%s': reading %s: %s", path, what, sqlite3_errmsg(sql));
+        return tpprof_error_set("'%s': reading %s: %s", path, table, sqlite3_errmsg(sql));
     return status;
 }
 
-static bool schema_has_table(sqlite3 *sql, const char *schema, const char *name) {
-    char q[256];
-    snprintf(q, sizeof q, "SELECT 1 FROM %s.sqlite_master WHERE type = 'table' AND name = '%s'", schema, name);
-    sqlite3_stmt *st = NULL;
-    bool found = sqlite3_prepare_v2(sql, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return found;
-}
-
 int tpprof_sites_each(sqlite3 *sql, const char *schema, const char *path, tpprof_site_fn fn, void *arg) {
-    char q[256];
-    bool chunks = schema_has_table(sql, schema, "site_chunks");
-    if (chunks)
-        snprintf(q, sizeof q, "SELECT first, count, sites FROM %s.site_chunks ORDER BY first", schema);
-    else
-        snprintf(q, sizeof q, "SELECT stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, temp_count,"
-                              " temp_bytes, peak_count, peak_bytes FROM %s.sites", schema);
-    return chunked_rows_each(sql, path, q, chunks, &site_shape, "site_chunks", "sites", "sites", fn, arg);
+    return chunked_rows_each(sql, schema, path, &site_shape, "site_chunks", "sites", "sites",
+                             "stack_id, kind, alloc_count, alloc_bytes, free_count, freed_bytes, temp_count,"
+                             " temp_bytes, peak_count, peak_bytes",
+                             "sites", fn, arg);
 }
 
 int tpprof_live_each(sqlite3 *sql, const char *schema, const char *path, tpprof_live_fn fn, void *arg) {
-    char q[256];
-    bool chunks = schema_has_table(sql, schema, "live_chunks");
-    if (chunks)
-        snprintf(q, sizeof q, "SELECT first, count, blocks FROM %s.live_chunks ORDER BY first", schema);
-    else
-        snprintf(q, sizeof q, "SELECT address, size, kind, stack_id, tid, time_ns, reachability FROM %s.live_blocks",
-                 schema);
-    return chunked_rows_each(sql, path, q, chunks, &live_shape, "live_chunks", "blocks", "live_blocks", fn, arg);
+    return chunked_rows_each(sql, schema, path, &live_shape, "live_chunks", "blocks", "live_blocks",
+                             "address, size, kind, stack_id, tid, time_ns, reachability", "blocks", fn, arg);
 }
 
 int tpprof_stack_nodes_count(tpprof_db *db, int64_t *count, int64_t *max_id) {
