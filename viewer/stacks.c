@@ -165,6 +165,16 @@ static const row_shape site_shape = {10, 11, 0x3fcu, 0x3ffu, true};
 // recording an eighth, the process, not given to fn).
 static const row_shape live_shape = {7, 8, 0x30u, 0x7fu, false};
 
+// Whether t starts with null (past it then). Tested by its first byte
+// first: a PyTorch run's 700,000 sites have 8 nullable values each, and a
+// strncmp call for each was a sixth of reading them.
+static inline bool scan_null(const char **t) {
+    if (**t != 'n' || strncmp(*t, "null", 4) != 0)
+        return false;
+    *t += 4;
+    return true;
+}
+
 // A chunk's text: a JSON array of count elements of the shape, each to fn;
 // 0, fn's non-zero return, or CHUNK_DAMAGED.
 static int decode_row_chunk(const char *t, int64_t count, const row_shape *shape, tpprof_row_fn fn, void *arg) {
@@ -176,10 +186,8 @@ static int decode_row_chunk(const char *t, int64_t count, const row_shape *shape
         if ((k > 0 && *t++ != ',') || k >= count)
             return CHUNK_DAMAGED;
         scan_space(&t);
-        if (shape->gaps && strncmp(t, "null", 4) == 0) {
-            t += 4;
+        if (shape->gaps && scan_null(&t))
             continue;
-        }
         if (*t++ != '[')
             return CHUNK_DAMAGED;
         int64_t v[16];
@@ -191,8 +199,7 @@ static int decode_row_chunk(const char *t, int64_t count, const row_shape *shape
             if (i == shape->max || (i > 0 && *t++ != ','))
                 return CHUNK_DAMAGED;
             scan_space(&t);
-            if ((shape->nullable >> i & 1) && strncmp(t, "null", 4) == 0) {
-                t += 4;
+            if ((shape->nullable >> i & 1) && scan_null(&t)) {
                 v[i] = 0;
                 continue;
             }

@@ -75,6 +75,30 @@ static void test_read_only_file_is_symbolized_in_memory_only(void) {
         CHECK(count_symbols(db) == 0, "read-only file untouched");
 }
 
+// A writable file that will not take the symbols (its `symbols` is a view:
+// the insert fails): the report is whole, named from memory, and says the
+// symbols were not saved.
+static void test_symbols_that_cannot_be_saved_stay_in_memory(void) {
+    const char *db = harness_path("self-view.db");
+    int lines[3] = {0};
+    CHECK(fixture_write_self(db, false, lines) == 0, "fixture");
+    sqlite3 *h = NULL;
+    CHECK(sqlite3_open(db, &h) == SQLITE_OK &&
+              sqlite3_exec(h, "DROP TABLE symbols; CREATE VIEW symbols(ip, idx, function, file, line, module) AS"
+                              " SELECT 0, 0, NULL, NULL, NULL, NULL WHERE 0", NULL, NULL, NULL) == SQLITE_OK,
+          "symbols made a view: %s", sqlite3_errmsg(h));
+    sqlite3_close(h);
+    for (int i = 0; i < 2; i++) { // (the second report symbolizes again: nothing was saved)
+        run_result r = harness_tpprof("report", db, "--leaks", NULL);
+        CHECK(r.status == 0, "status %d: %s", r.status, r.err);
+        char want[128];
+        snprintf(want, sizeof want, "      fixture_inlined (fixture.c:%d)\n", lines[0]);
+        CHECK(strstr(r.out, want), "want:\n%s\ngot:\n%s", want, r.out);
+        CHECK(strstr(r.out, "symbols     resolved now (kept in memory"), "%s", r.out);
+        harness_result_free(&r);
+    }
+}
+
 static void test_rebuilt_binary_is_not_trusted(void) {
     const char *db = harness_path("self-stale.db");
     int lines[3] = {0};
@@ -149,6 +173,7 @@ int main(int argc, char **argv) {
     harness_init(argc, argv);
     RUN_TEST(test_frames_resolve_to_function_file_and_line);
     RUN_TEST(test_read_only_file_is_symbolized_in_memory_only);
+    RUN_TEST(test_symbols_that_cannot_be_saved_stay_in_memory);
     RUN_TEST(test_rebuilt_binary_is_not_trusted);
     RUN_TEST(test_debuginfod_is_never_asked);
     return harness_finish();
