@@ -370,6 +370,15 @@ static char *put_u64(char *p, uint64_t v) {
     return p;
 }
 
+// Appends v in decimal, with its sign; returns the end.
+static char *put_i64(char *p, int64_t v) {
+    if (v < 0) {
+        *p++ = '-';
+        return put_u64(p, -(uint64_t)v);
+    }
+    return put_u64(p, (uint64_t)v);
+}
+
 // Node id as a chunk's [parent, ip] element; returns the end.
 static char *put_pair(char *p, uint32_t id) {
     *p++ = '[';
@@ -534,12 +543,7 @@ static char *put_site(char *p, struct tpprof_site *s) {
     *p++ = '[';
     for (int i = 0; i < 10; i++) {
         if (i) *p++ = ',';
-        if (v[i] < 0) { // (never expected: counts and bytes; kept exact if so)
-            *p++ = '-';
-            p = put_u64(p, -(uint64_t)v[i]);
-        } else {
-            p = put_u64(p, (uint64_t)v[i]);
-        }
+        p = put_i64(p, v[i]); // (negative never expected: counts and bytes; kept exact if so)
     }
     *p++ = ']';
     return p;
@@ -681,14 +685,6 @@ static bool put_events(uint32_t *budget) {
 
 // A block as a live_chunks element: [address, size, kind, stack_id, tid,
 // time_ns, reachability]; returns the end.
-static char *put_i64(char *p, int64_t v) {
-    if (v < 0) {
-        *p++ = '-';
-        return put_u64(p, -(uint64_t)v);
-    }
-    return put_u64(p, (uint64_t)v);
-}
-
 static char *put_block(char *p, const struct tpprof_block *b) {
     const struct tpprof_site *s = &tpprof_w.sites[b->site];
     int64_t v[7] = {(int64_t)b->addr, (int64_t)b->size, s->kind, s->stack, tpprof_wstate_tid_of(b->thread),
